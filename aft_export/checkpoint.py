@@ -1,0 +1,275 @@
+"""The checkpoint format: one file, loaded without unpickling code.
+
+A checkpoint is a ``torch.save``d dict of plain data (strings, numbers, lists,
+dicts) and tensors, so ``torch.load(weights_only=True)`` reads it and refuses any
+file that carries pickled Python objects. Layout (format version 1)::
+
+    format          "aft-export-checkpoint"
+    format_version  1
+    model_name      registry name, e.g. "aft_conv_cifar" (informational)
+    config          ModelConfig as a dict: enough to rebuild the network
+    classes         class names, by output index
+    input_size      [C, H, W] the model was trained at
+    mean, std       per-channel normalisation of [0, 1] RGB pixels
+    provenance      data, epochs, seed, command, wall time, metrics ...
+    state_dict      the weights
+    train_state     (optional) optimizer/scheduler/epoch/RNG for resuming
+
+Plain ``state_dict`` files (``.pt``/``.pth`` or ``.safetensors``) load too, given a
+registry config name; the prefixes DataParallel/DDP (``module.``) and
+``torch.compile`` (``_orig_mod.``) add are stripped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from aft_export.data import CIFAR10_MEAN, CIFAR10_STD
+from aft_export.errors import AFTExportError
+from aft_export.models.classifier import AFTClassifier, ModelConfig
+from aft_export.models.registry import get_config
+
+FORMAT = "aft-export-checkpoint"
+FORMAT_VERSION = 1
+_PREFIXES = ("module.", "_orig_mod.")
+
+
+@dataclass
+class CheckpointMeta:
+    """Everything about a checkpoint except the weights."""
+
+    config: ModelConfig
+    classes: list[str]
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    model_name: str = ""
+    provenance: dict[str, Any] = field(default_factory=dict)
+    format_version: int = FORMAT_VERSION
+    path: str = ""
+    sha256: str = ""
+
+    @property
+    def input_size(self) -> tuple[int, int, int]:
+        c = self.config
+        return (c.in_chans, c.img_size, c.img_size)
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def atomic_write(path: str | os.PathLike, write) -> None:
+    """Call ``write(tmp_path)`` then rename onto ``path``: readers never see half a file."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise AFTExportError(f"output directory {path.parent} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_checkpoint(
+    path: str | os.PathLike,
+    model: AFTClassifier,
+    classes: list[str],
+    mean=CIFAR10_MEAN,
+    std=CIFAR10_STD,
+    model_name: str = "",
+    provenance: dict | None = None,
+    train_state: dict | None = None,
+) -> None:
+    cfg = model.cfg
+    if len(classes) != cfg.num_classes:
+        raise AFTExportError(f"{len(classes)} class names for a {cfg.num_classes}-class model")
+    payload = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "model_name": model_name,
+        "config": cfg.to_dict(),
+        "classes": list(classes),
+        "input_size": [cfg.in_chans, cfg.img_size, cfg.img_size],
+        "mean": [float(m) for m in mean],
+        "std": [float(s) for s in std],
+        "provenance": provenance or {},
+        "state_dict": {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()},
+    }
+    if train_state is not None:
+        payload["train_state"] = train_state
+    _check_plain(payload, "checkpoint")
+    atomic_write(path, lambda tmp: torch.save(payload, tmp))
+
+
+def _check_plain(obj: Any, where: str) -> None:
+    """Refuse to write anything ``torch.load(weights_only=True)`` would refuse to read."""
+    if obj is None or type(obj) in (str, int, float, bool, torch.Tensor):
+        return
+    if type(obj) in (list, tuple):
+        for i, item in enumerate(obj):
+            _check_plain(item, f"{where}[{i}]")
+    elif type(obj) is dict:
+        for key, item in obj.items():
+            _check_plain(key, f"{where} key")
+            _check_plain(item, f"{where}[{key!r}]")
+    else:
+        raise TypeError(f"{where} is a {type(obj).__name__}; checkpoints hold only plain data")
+
+
+def _read(path: Path) -> Any:
+    """Load a file with ``weights_only=True`` (or safetensors), with clear errors."""
+    if not path.exists():
+        raise AFTExportError(f"checkpoint {path} does not exist")
+    if path.is_dir():
+        raise AFTExportError(f"checkpoint {path} is a directory, not a file")
+    if path.stat().st_size == 0:
+        raise AFTExportError(f"checkpoint {path} is empty")
+    if path.suffix == ".safetensors":
+        try:
+            from safetensors.torch import load_file
+        except ImportError:
+            raise AFTExportError("reading .safetensors needs: pip install safetensors") from None
+        try:
+            return load_file(str(path))
+        except Exception as exc:  # safetensors raises its own error types
+            raise AFTExportError(f"checkpoint {path} is not a valid safetensors file: {exc}") from None
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        text = str(exc)
+        if "Unsupported global" in text or "GLOBAL" in text:
+            raise AFTExportError(
+                f"refused to load {path}: it contains pickled Python objects, not only tensors "
+                f"and plain data; nothing was executed. Re-save it as a state_dict or safetensors"
+            ) from None
+        raise AFTExportError(
+            f"checkpoint {path} is corrupt or not a PyTorch file; re-download or re-save it"
+        ) from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise AFTExportError(
+            f"checkpoint {path} is corrupt or truncated ({first}); re-download or re-save it"
+        ) from None
+
+
+def _strip_prefixes(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    out = {}
+    for key, value in state.items():
+        changed = True
+        while changed:
+            changed = False
+            for prefix in _PREFIXES:
+                if key.startswith(prefix):
+                    key, changed = key[len(prefix):], True
+        out[key] = value
+    return out
+
+
+def _load_weights(model: AFTClassifier, state: dict, path: Path) -> None:
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise AFTExportError(f"{path} does not hold a state_dict of tensors")
+    state = _strip_prefixes(state)
+    expected = model.state_dict()
+    missing = [k for k in expected if k not in state]
+    unexpected = [k for k in state if k not in expected]
+    wrong = [
+        f"{k} {tuple(state[k].shape)} vs model {tuple(v.shape)}"
+        for k, v in expected.items()
+        if k in state and state[k].shape != v.shape
+    ]
+    problems = []
+    if missing:
+        problems.append(f"missing keys {missing[:3]}" + (f" (+{len(missing) - 3} more)" if len(missing) > 3 else ""))
+    if unexpected:
+        problems.append(
+            f"unexpected keys {unexpected[:3]}" + (f" (+{len(unexpected) - 3} more)" if len(unexpected) > 3 else "")
+        )
+    if wrong:
+        problems.append(f"shape mismatch {wrong[:3]}" + (f" (+{len(wrong) - 3} more)" if len(wrong) > 3 else ""))
+    if problems:
+        raise AFTExportError(
+            f"weights in {path} do not fit config {model.cfg.variant!r}: " + "; ".join(problems)
+        )
+    model.load_state_dict(state, strict=True)
+
+
+def _meta_from_payload(payload: dict, path: Path) -> CheckpointMeta:
+    version = payload.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise AFTExportError(
+            f"{path} has checkpoint format version {version!r}; this aft-export reads up to "
+            f"{FORMAT_VERSION}. Upgrade aft-export"
+        )
+    try:
+        config = ModelConfig.from_dict(dict(payload["config"]))
+        return CheckpointMeta(
+            config=config,
+            classes=list(payload["classes"]),
+            mean=tuple(payload["mean"]),
+            std=tuple(payload["std"]),
+            model_name=payload.get("model_name", ""),
+            provenance=dict(payload.get("provenance", {})),
+            format_version=version,
+        )
+    except (KeyError, TypeError) as exc:
+        raise AFTExportError(f"{path} is missing checkpoint field {exc}") from None
+
+
+def load_checkpoint(
+    path: str | os.PathLike,
+    config: str | ModelConfig | None = None,
+    classes: list[str] | None = None,
+    mean=CIFAR10_MEAN,
+    std=CIFAR10_STD,
+    return_payload: bool = False,
+):
+    """Load a checkpoint and return ``(model in eval mode, CheckpointMeta)``.
+
+    ``config`` (a registry name or a ModelConfig) is needed only for plain state-dict
+    files; ``classes``, ``mean`` and ``std`` then describe them (default: CIFAR-10).
+    With ``return_payload`` the raw dict comes back third (for resuming training).
+    """
+    path = Path(path)
+    payload = _read(path)
+    if isinstance(payload, dict) and payload.get("format") == FORMAT:
+        meta = _meta_from_payload(payload, path)
+        state = payload.get("state_dict")
+    else:
+        if isinstance(payload, dict) and isinstance(payload.get("state_dict"), dict):
+            payload = payload["state_dict"]  # a common {"state_dict": ...} wrapper
+        if config is None:
+            raise AFTExportError(
+                f"{path} is a plain state_dict; say which architecture it is with a config "
+                f"name (--config NAME; `aft-export models` lists them)"
+            )
+        cfg = get_config(config) if isinstance(config, str) else config
+        names = classes or [str(i) for i in range(cfg.num_classes)]
+        if len(names) != cfg.num_classes:
+            raise AFTExportError(f"{len(names)} class names for a {cfg.num_classes}-class model")
+        meta = CheckpointMeta(cfg, names, tuple(mean), tuple(std),
+                              model_name=config if isinstance(config, str) else "")  # fmt: skip
+        state = payload
+    model = AFTClassifier(meta.config)
+    _load_weights(model, state, path)
+    model.eval()
+    meta.path = str(path)
+    meta.sha256 = sha256_file(path)
+    if return_payload:
+        return model, meta, payload
+    return model, meta

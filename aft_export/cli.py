@@ -1,0 +1,147 @@
+"""The ``aft-export`` command line. Commands are thin: build a config, call the library.
+
+User errors (:class:`AFTExportError`) become one line on stderr and exit code 2;
+anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from aft_export import __version__
+from aft_export.errors import AFTExportError
+
+
+class _Group(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except AFTExportError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=_Group)
+@click.version_option(__version__, prog_name="aft-export")
+def main() -> None:
+    """Export Attention Free Transformer classifiers to ONNX and TensorRT, verified."""
+
+
+@main.command("models")
+def models_cmd() -> None:
+    """List the registered model configs."""
+    from aft_export.models import count_params, create_model, get_config, list_models
+
+    for name in list_models():
+        cfg = get_config(name)
+        n = count_params(create_model(name))
+        extra = {"full": f"rank={cfg.rank}", "local": f"window={cfg.window}", "simple": "",
+                 "conv": f"heads={cfg.heads} k={cfg.kernel_size}"}[cfg.variant]  # fmt: skip
+        click.echo(
+            f"{name:22s} {cfg.variant:6s} {cfg.img_size:>3d}px patch {cfg.patch_size:<2d} "
+            f"dim {cfg.dim:<3d} depth {cfg.depth:<2d} {extra:16s} {n / 1e6:6.2f}M params"
+        )
+
+
+@main.command("info")
+@click.argument("checkpoint", type=click.Path(dir_okay=False))
+@click.option("--config", "config_name", help="Registry config name, for plain state_dict files.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def info_cmd(checkpoint: str, config_name: str | None, as_json: bool) -> None:
+    """Print a checkpoint's config, parameter count, classes and metrics."""
+    from aft_export.checkpoint import load_checkpoint
+    from aft_export.models import count_params
+
+    model, meta = load_checkpoint(checkpoint, config=config_name)
+    prov = meta.provenance
+    report = {
+        "path": meta.path,
+        "sha256": meta.sha256,
+        "model_name": meta.model_name,
+        "format_version": meta.format_version,
+        "params": count_params(model),
+        "input_size": list(meta.input_size),
+        "mean": list(meta.mean),
+        "std": list(meta.std),
+        "classes": meta.classes,
+        "config": meta.config.to_dict(),
+        "metrics": prov.get("metrics", {}),
+        "training": {k: prov[k] for k in ("data", "epochs", "seed", "wall_time_s", "torch") if k in prov},
+    }
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    click.echo(f"checkpoint   {meta.path}")
+    click.echo(f"sha256       {meta.sha256}")
+    click.echo(f"model        {meta.model_name or '(unnamed)'}  AFT-{meta.config.variant}")
+    click.echo(f"params       {report['params']:,}")
+    c, h, w = meta.input_size
+    click.echo(f"input        {c}x{h}x{w} RGB, mean {list(meta.mean)}, std {list(meta.std)}")
+    cfg = ", ".join(f"{k}={v}" for k, v in meta.config.to_dict().items())
+    click.echo(f"config       {cfg}")
+    click.echo(f"classes      {len(meta.classes)}: {', '.join(meta.classes)}")
+    metrics = report["metrics"]
+    click.echo(
+        "metrics      " + (", ".join(f"{k}={v}" for k, v in metrics.items()) if metrics else "(none recorded)")
+    )
+    if report["training"]:
+        click.echo("training     " + ", ".join(f"{k}={v}" for k, v in report["training"].items()))
+
+
+@main.command("train")
+@click.option("--model", "model_name", required=True, help="Registry config name (`aft-export models`).")
+@click.option("--data", required=True, type=click.Path(), help="ImageFolder directory or tar.")
+@click.option("--out", "-o", required=True, type=click.Path(dir_okay=False), help="Checkpoint to write.")
+@click.option("--test-data", type=click.Path(), help="Labelled test set evaluated at the end.")
+@click.option("--epochs", default=12, show_default=True)
+@click.option("--batch-size", default=128, show_default=True)
+@click.option("--lr", default=2e-3, show_default=True)
+@click.option("--weight-decay", default=0.05, show_default=True)
+@click.option("--warmup-epochs", default=1.0, show_default=True)
+@click.option("--label-smoothing", default=0.1, show_default=True)
+@click.option("--val-fraction", default=0.1, show_default=True, help="Held-out validation share.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--threads", default=0, help="Torch CPU threads (0: default).")
+@click.option("--limit", type=int, help="Use only the first N images (smoke tests).")
+@click.option("--resume", type=click.Path(dir_okay=False), help="Continue from an epoch checkpoint.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+def train_cmd(model_name, data, out, test_data, epochs, batch_size, lr, weight_decay, warmup_epochs,
+              label_smoothing, val_fraction, seed, threads, limit, resume, no_progress) -> None:  # fmt: skip
+    """Train a classifier; writes the checkpoint atomically after every epoch."""
+    from aft_export.train import TrainConfig, train
+
+    cfg = TrainConfig(
+        model=model_name, data=data, out=out, epochs=epochs, batch_size=batch_size, lr=lr,
+        weight_decay=weight_decay, warmup_epochs=warmup_epochs, label_smoothing=label_smoothing,
+        val_fraction=val_fraction, seed=seed, threads=threads, test_data=test_data, limit=limit,
+        resume=resume, progress=not no_progress,
+    )  # fmt: skip
+    metrics = train(cfg)
+    click.echo(json.dumps(metrics))
+
+
+@main.command("eval")
+@click.argument("artifacts", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--data", required=True, type=click.Path(), help="Labelled ImageFolder directory or tar.")
+@click.option("--batch-size", default=500, show_default=True)
+@click.option("--limit", type=int, help="Evaluate a fixed subset of N images.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def eval_cmd(artifacts, data, batch_size, limit, as_json) -> None:
+    """Top-1/top-5 of each checkpoint on a labelled set, side by side."""
+    from aft_export.evaluate import evaluate_checkpoint
+
+    rows = [evaluate_checkpoint(a, data, batch_size=batch_size, limit=limit) for a in artifacts]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(f"{'artifact':40s} {'backend':8s} {'prec':5s} {'images':>6s} {'top1':>6s} {'top5':>6s}")
+    for r in rows:
+        click.echo(f"{r['artifact']:40s} {r['backend']:8s} {r['precision']:5s} {r['images']:6d} "
+                   f"{r['top1']:6.2f} {r['top5']:6.2f}")  # fmt: skip
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

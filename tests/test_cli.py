@@ -1,0 +1,84 @@
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from aft_export.checkpoint import save_checkpoint
+from aft_export.cli import main
+from aft_export.models import create_model, list_models
+
+
+@pytest.fixture
+def ckpt(tmp_path):
+    path = tmp_path / "m.pt"
+    save_checkpoint(path, create_model("aft_local_test"), [f"k{i}" for i in range(10)],
+                    model_name="aft_local_test", provenance={"epochs": 1, "seed": 7,
+                    "metrics": {"test_top1": 42.0}})  # fmt: skip
+    return path
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_models_lists_the_registry():
+    result = run("models")
+    assert result.exit_code == 0
+    for name in list_models():
+        assert name in result.output
+
+
+def test_info_text_and_json(ckpt):
+    result = run("info", ckpt)
+    assert result.exit_code == 0, result.output
+    assert "AFT-local" in result.output and "k0, k1" in result.output
+    assert "test_top1=42.0" in result.output and "seed=7" in result.output
+    data = json.loads(run("info", ckpt, "--json").output)
+    assert data["params"] == sum(p.numel() for p in create_model("aft_local_test").parameters())
+    assert data["config"]["window"] == 2 and data["metrics"]["test_top1"] == 42.0
+
+
+def test_info_on_a_plain_state_dict_needs_config(tmp_path):
+    path = tmp_path / "sd.pt"
+    torch.save(create_model("aft_simple_test").state_dict(), path)
+    assert run("info", path, "--config", "aft_simple_test").exit_code == 0
+    result = run("info", path)
+    assert result.exit_code == 2 and "--config NAME" in result.output
+
+
+@pytest.mark.parametrize(
+    "setup, message",
+    [("missing", "does not exist"), ("empty", "is empty"), ("garbage", "corrupt"),
+     ("badconfig", "unknown model config")],
+)  # fmt: skip
+def test_user_errors_are_one_line_and_exit_2(tmp_path, setup, message):
+    path = tmp_path / "x.pt"
+    args = ["info", path]
+    if setup == "empty":
+        path.write_bytes(b"")
+    elif setup == "garbage":
+        path.write_bytes(b"\x80\x02garbage" * 50)
+    elif setup == "badconfig":
+        torch.save(create_model("aft_simple_test").state_dict(), path)
+        args += ["--config", "nope"]
+    result = run(*args)
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_console_script_entry_point(ckpt):
+    """The installed command, as a user runs it: clean error, no traceback, exit 2."""
+    proc = subprocess.run([sys.executable, "-m", "aft_export.cli", "info", str(ckpt) + ".nope"],
+                          capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("error: checkpoint") and "Traceback" not in proc.stderr
+
+
+def test_train_bad_model_name(tmp_path):
+    result = run("train", "--model", "nope", "--data", tmp_path, "--out", tmp_path / "x.pt")
+    assert result.exit_code == 2 and "unknown model config 'nope'" in result.output

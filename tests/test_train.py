@@ -1,0 +1,108 @@
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from aft_export import load_checkpoint
+from aft_export.errors import AFTExportError
+from aft_export.train import TrainConfig, augment, lr_at, split_indices, train
+
+CIFAR = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10"
+
+
+def test_split_is_seeded_disjoint_and_complete():
+    tr, va = split_indices(1000, 0.1, seed=3)
+    assert len(va) == 100 and len(tr) == 900
+    assert set(tr).isdisjoint(va) and set(tr) | set(va) == set(range(1000))
+    tr2, va2 = split_indices(1000, 0.1, seed=3)
+    assert np.array_equal(va, va2)
+    assert not np.array_equal(va, split_indices(1000, 0.1, seed=4)[1])
+
+
+def test_augment_crops_and_flips_within_the_image():
+    batch = torch.arange(2 * 6 * 6 * 3, dtype=torch.int64).remainder(250).add(1).to(torch.uint8)
+    batch = batch.reshape(2, 6, 6, 3)
+    out = augment(batch, torch.Generator().manual_seed(0), pad=2)
+    assert out.shape == batch.shape and out.dtype == torch.uint8
+    for i in range(2):  # every non-padding pixel of the output comes from the input image
+        values = set(out[i].flatten().tolist()) - {0}
+        assert values <= set(batch[i].flatten().tolist())
+
+
+def test_lr_schedule_warms_up_then_decays():
+    lrs = [lr_at(s, 100, 10, 1.0) for s in range(100)]
+    assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
+    assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))
+    assert lrs[-1] == pytest.approx(0.01, abs=0.01)
+
+
+def _cfg(tmp_path, name, **kw):
+    base = dict(model="aft_conv_test", data=str(CIFAR / "test.tar"), out=str(tmp_path / name),
+                epochs=2, batch_size=64, limit=640, seed=1, threads=1, progress=False)  # fmt: skip
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def test_train_writes_a_loadable_checkpoint(tmp_path):
+    metrics = train(_cfg(tmp_path, "full.pt"))
+    model, meta = load_checkpoint(tmp_path / "full.pt")
+    assert meta.provenance["epochs"] == 2 and meta.provenance["seed"] == 1
+    assert meta.provenance["metrics"]["val_top1"] == metrics["val_top1"] is not None
+    assert meta.classes[0] == "airplane"
+    # a finished run keeps no optimizer state: the zoo files stay small
+    assert "train_state" not in torch.load(tmp_path / "full.pt", weights_only=True)
+    assert [p.name for p in tmp_path.iterdir()] == ["full.pt"]  # no temporary files left
+
+
+def test_resume_from_epoch_checkpoint_matches_uninterrupted(tmp_path, monkeypatch):
+    import aft_export.train as tr
+
+    straight = _cfg(tmp_path, "a.pt")
+    train(straight)
+
+    # Interrupt after the first epoch's checkpoint is written.
+    real_save, calls = tr.save_checkpoint, []
+
+    def save_then_stop(*args, **kwargs):
+        real_save(*args, **kwargs)
+        calls.append(1)
+        if kwargs.get("train_state") is not None:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(tr, "save_checkpoint", save_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        train(_cfg(tmp_path, "b.pt"))
+    monkeypatch.setattr(tr, "save_checkpoint", real_save)
+    assert torch.load(tmp_path / "b.pt", weights_only=True)["train_state"]["epoch"] == 1
+    train(_cfg(tmp_path, "b.pt", resume=str(tmp_path / "b.pt")))
+
+    a, _ = load_checkpoint(tmp_path / "a.pt")
+    b, meta_b = load_checkpoint(tmp_path / "b.pt")
+    for (ka, va), (kb, vb) in zip(a.state_dict().items(), b.state_dict().items()):
+        assert ka == kb and torch.equal(va, vb), ka
+    assert meta_b.provenance["epochs"] == 2
+
+
+def test_resume_refuses_a_finished_checkpoint(tmp_path):
+    train(_cfg(tmp_path, "done.pt", epochs=1))
+    with pytest.raises(AFTExportError, match="no training state"):
+        train(_cfg(tmp_path, "more.pt", resume=str(tmp_path / "done.pt")))
+
+
+def test_class_count_mismatch_is_a_clear_error(tmp_path):
+    root = tmp_path / "two"
+    for cls in ("a", "b"):
+        (root / cls).mkdir(parents=True)
+        from PIL import Image
+
+        Image.new("RGB", (32, 32)).save(root / cls / "0.png")
+    with pytest.raises(AFTExportError, match="has 2 classes but aft_conv_test has 10 outputs"):
+        train(_cfg(tmp_path, "x.pt", data=str(root), limit=None))
+
+
+def test_bad_options(tmp_path):
+    with pytest.raises(AFTExportError, match="epochs"):
+        _cfg(tmp_path, "x.pt", epochs=0)
+    with pytest.raises(AFTExportError, match="output directory"):
+        train(_cfg(tmp_path, "missing/x.pt"))
