@@ -9,7 +9,6 @@ from PIL import Image
 from aft_export.data import load_image, load_labelled, normalize
 from aft_export.errors import AFTExportError
 
-CIFAR = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10"
 
 
 def _png(img: Image.Image, fmt="PNG") -> bytes:
@@ -90,8 +89,8 @@ def test_empty_missing_and_wrong_sources(tmp_path):
         load_labelled(bogus, 8)
 
 
-def test_cifar_test_split_subset():
-    data = load_labelled(CIFAR / "test.tar", 32, limit=500)
+def test_cifar_test_split_subset(cifar10):
+    data = load_labelled(cifar10 / "test.tar", 32, limit=500)
     assert data.images.shape == (500, 32, 32, 3)
     assert len(data.classes) == 10 and data.classes[0] == "airplane"
     assert len(np.unique(data.labels)) == 10  # the subset spans classes

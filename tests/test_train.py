@@ -1,4 +1,3 @@
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -8,7 +7,6 @@ from aft_export import load_checkpoint
 from aft_export.errors import AFTExportError
 from aft_export.train import TrainConfig, augment, lr_at, split_indices, train
 
-CIFAR = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10"
 
 
 def test_split_is_seeded_disjoint_and_complete():
@@ -37,15 +35,19 @@ def test_lr_schedule_warms_up_then_decays():
     assert lrs[-1] == pytest.approx(0.01, abs=0.01)
 
 
-def _cfg(tmp_path, name, **kw):
-    base = dict(model="aft_conv_test", data=str(CIFAR / "test.tar"), out=str(tmp_path / name),
-                epochs=2, batch_size=64, limit=640, seed=1, threads=1, progress=False)  # fmt: skip
-    base.update(kw)
-    return TrainConfig(**base)
+@pytest.fixture
+def make_cfg(cifar10):
+    def make(tmp_path, name, **kw):
+        base = dict(model="aft_conv_test", data=str(cifar10 / "test.tar"), out=str(tmp_path / name),
+                    epochs=2, batch_size=64, limit=640, seed=1, threads=1, progress=False)  # fmt: skip
+        base.update(kw)
+        return TrainConfig(**base)
+
+    return make
 
 
-def test_train_writes_a_loadable_checkpoint(tmp_path):
-    metrics = train(_cfg(tmp_path, "full.pt"))
+def test_train_writes_a_loadable_checkpoint(tmp_path, make_cfg):
+    metrics = train(make_cfg(tmp_path, "full.pt"))
     model, meta = load_checkpoint(tmp_path / "full.pt")
     assert meta.provenance["epochs"] == 2 and meta.provenance["seed"] == 1
     assert meta.provenance["metrics"]["val_top1"] == metrics["val_top1"] is not None
@@ -55,10 +57,10 @@ def test_train_writes_a_loadable_checkpoint(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["full.pt"]  # no temporary files left
 
 
-def test_resume_from_epoch_checkpoint_matches_uninterrupted(tmp_path, monkeypatch):
+def test_resume_from_epoch_checkpoint_matches_uninterrupted(tmp_path, monkeypatch, make_cfg):
     import aft_export.train as tr
 
-    straight = _cfg(tmp_path, "a.pt")
+    straight = make_cfg(tmp_path, "a.pt")
     train(straight)
 
     # Interrupt after the first epoch's checkpoint is written.
@@ -72,10 +74,10 @@ def test_resume_from_epoch_checkpoint_matches_uninterrupted(tmp_path, monkeypatc
 
     monkeypatch.setattr(tr, "save_checkpoint", save_then_stop)
     with pytest.raises(KeyboardInterrupt):
-        train(_cfg(tmp_path, "b.pt"))
+        train(make_cfg(tmp_path, "b.pt"))
     monkeypatch.setattr(tr, "save_checkpoint", real_save)
     assert torch.load(tmp_path / "b.pt", weights_only=True)["train_state"]["epoch"] == 1
-    train(_cfg(tmp_path, "b.pt", resume=str(tmp_path / "b.pt")))
+    train(make_cfg(tmp_path, "b.pt", resume=str(tmp_path / "b.pt")))
 
     a, _ = load_checkpoint(tmp_path / "a.pt")
     b, meta_b = load_checkpoint(tmp_path / "b.pt")
@@ -84,13 +86,13 @@ def test_resume_from_epoch_checkpoint_matches_uninterrupted(tmp_path, monkeypatc
     assert meta_b.provenance["epochs"] == 2
 
 
-def test_resume_refuses_a_finished_checkpoint(tmp_path):
-    train(_cfg(tmp_path, "done.pt", epochs=1))
+def test_resume_refuses_a_finished_checkpoint(tmp_path, make_cfg):
+    train(make_cfg(tmp_path, "done.pt", epochs=1))
     with pytest.raises(AFTExportError, match="no training state"):
-        train(_cfg(tmp_path, "more.pt", resume=str(tmp_path / "done.pt")))
+        train(make_cfg(tmp_path, "more.pt", resume=str(tmp_path / "done.pt")))
 
 
-def test_class_count_mismatch_is_a_clear_error(tmp_path):
+def test_class_count_mismatch_is_a_clear_error(tmp_path, make_cfg):
     root = tmp_path / "two"
     for cls in ("a", "b"):
         (root / cls).mkdir(parents=True)
@@ -98,11 +100,11 @@ def test_class_count_mismatch_is_a_clear_error(tmp_path):
 
         Image.new("RGB", (32, 32)).save(root / cls / "0.png")
     with pytest.raises(AFTExportError, match="has 2 classes but aft_conv_test has 10 outputs"):
-        train(_cfg(tmp_path, "x.pt", data=str(root), limit=None))
+        train(make_cfg(tmp_path, "x.pt", data=str(root), limit=None))
 
 
-def test_bad_options(tmp_path):
+def test_bad_options(tmp_path, make_cfg):
     with pytest.raises(AFTExportError, match="epochs"):
-        _cfg(tmp_path, "x.pt", epochs=0)
+        make_cfg(tmp_path, "x.pt", epochs=0)
     with pytest.raises(AFTExportError, match="output directory"):
-        train(_cfg(tmp_path, "missing/x.pt"))
+        train(make_cfg(tmp_path, "missing/x.pt"))
