@@ -123,6 +123,48 @@ def train_cmd(model_name, data, out, test_data, epochs, batch_size, lr, weight_d
     click.echo(json.dumps(metrics))
 
 
+@main.command("export")
+@click.argument("checkpoint", type=click.Path(dir_okay=False))
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="ONNX file to write.")
+@click.option("--config", "config_name", help="Registry config name, for plain state_dict files.")
+@click.option("--opset", default=18, show_default=True, help="ONNX opset (18 or newer).")
+@click.option("--batch", default="dynamic", show_default=True, help="'dynamic' or a fixed batch size.")
+@click.option("--dynamic-hw", is_flag=True, help="AFT-conv only: dynamic height and width.")
+@click.option("--op-form", type=click.Choice(["custom", "decomposed"]), default="custom", show_default=True,
+              help="custom: one com.aft node per AFT layer; decomposed: plain ONNX ops.")
+@click.option("--simplify/--no-simplify", default=True, show_default=True, help="Run onnxsim.")
+@click.option("--allow-unsimplified", is_flag=True, help="Keep the unsimplified graph if onnxsim fails.")
+@click.option("--verify-images", default=64, show_default=True, help="Real images for verification (0: skip).")
+@click.option("--verify-data", type=click.Path(), help="ImageFolder directory or tar for verification.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def export_cmd(checkpoint, output, config_name, opset, batch, dynamic_hw, op_form, simplify,
+               allow_unsimplified, verify_images, verify_data, as_json) -> None:  # fmt: skip
+    """Export a checkpoint to ONNX, simplify it and verify it against PyTorch."""
+    from aft_export.export.exporter import ExportOptions, export_checkpoint
+
+    opts = ExportOptions(
+        opset=opset, batch=batch, dynamic_hw=dynamic_hw, op_form=op_form, simplify=simplify,
+        allow_unsimplified=allow_unsimplified, verify_images=verify_images, verify_data=verify_data,
+    )  # fmt: skip
+    result = export_checkpoint(checkpoint, output, opts, config=config_name)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    click.echo(f"wrote {result.path} ({result.bytes / 1e6:.2f} MB, sha256 {result.sha256[:16]}...)")
+    click.echo(f"nodes: {result.nodes_exported} exported, {result.nodes_final} final, "
+               f"{result.aft_nodes} com.aft nodes")  # fmt: skip
+    if result.simplify:
+        s = result.simplify
+        click.echo(f"onnxsim: {s['nodes_before']} -> {s['nodes_after']} nodes" if s["applied"]
+                   else f"onnxsim: not applied ({s['reason']})")  # fmt: skip
+    if result.parity:
+        p = result.parity
+        click.echo(f"verify: {p['images']} images from {p['data']}: max abs {p['max_abs']:.3g}, "
+                   f"mean abs {p['mean_abs']:.3g}, min cosine {p['cosine_min']:.6f}, "
+                   f"top-1 agreement {100 * p['top1_agreement']:.1f}%")  # fmt: skip
+    click.echo("time: " + ", ".join(f"{k} {v:.2f}s" for k, v in result.seconds.items()))
+
+
 @main.command("eval")
 @click.argument("artifacts", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--data", required=True, type=click.Path(), help="Labelled ImageFolder directory or tar.")

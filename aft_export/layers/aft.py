@@ -139,6 +139,10 @@ def conv_kernel_from_params(raw: Tensor, gamma: Tensor, beta: Tensor, eps: float
 class _AFTBase(nn.Module):
     """Q/K/V projections and the output projection shared by every variant."""
 
+    # Set by the ONNX exporter: route the core through the ``aft::*`` custom ops so
+    # that each layer becomes one ``com.aft`` node. Eager results are identical.
+    use_custom_op: bool = False
+
     def __init__(self, dim: int, k_dim: int | None = None, qkv_bias: bool = True) -> None:
         super().__init__()
         self.dim = dim
@@ -173,6 +177,10 @@ class AFTFull(_AFTBase):
         return self.w if self.rank is None else self.u @ self.v.t()
 
     def mix(self, q: Tensor, k: Tensor, v: Tensor, grid: tuple[int, int] | None) -> Tensor:
+        if self.use_custom_op:
+            from aft_export.layers import ops
+
+            return ops.aft_full(q, k, v, self.bias())
         return aft_full_core(q, k, v, self.bias())
 
 
@@ -193,6 +201,10 @@ class AFTLocal(_AFTBase):
         return self.w * self.mask  # zero (not -inf) outside the window
 
     def mix(self, q: Tensor, k: Tensor, v: Tensor, grid: tuple[int, int] | None) -> Tensor:
+        if self.use_custom_op:
+            from aft_export.layers import ops
+
+            return ops.aft_local(q, k, v, self.bias(), self.window)
         return aft_full_core(q, k, v, self.bias())
 
 
@@ -200,6 +212,10 @@ class AFTSimple(_AFTBase):
     """AFT-simple: no position bias, O(T d)."""
 
     def mix(self, q: Tensor, k: Tensor, v: Tensor, grid: tuple[int, int] | None) -> Tensor:
+        if self.use_custom_op:
+            from aft_export.layers import ops
+
+            return ops.aft_simple(q, k, v)
         return aft_simple_core(q, k, v)
 
 
@@ -231,4 +247,11 @@ class AFTConv(_AFTBase):
             if side * side != q.shape[1]:
                 raise ValueError("AFTConv on a non-square token count needs grid=(H, W)")
             grid = (side, side)
+        if self.use_custom_op:
+            from aft_export.layers import ops
+
+            b, (h, w), d = q.shape[0], grid, q.shape[2]
+            y = ops.aft_conv(q.reshape(b, h, w, d), k.reshape(b, h, w, self.heads),
+                             v.reshape(b, h, w, d), self.kernel())  # fmt: skip
+            return y.reshape(b, h * w, d)
         return aft_conv_core(q, k, v, self.kernel(), grid)

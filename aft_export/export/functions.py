@@ -1,0 +1,178 @@
+"""The ``com.aft`` ONNX ops: one node per AFT layer, with a model-local function body.
+
+How a layer becomes one node (torch 2.13 / onnxscript 0.7):
+
+* the layer calls an ``aft::*`` custom op (:mod:`aft_export.layers.ops`);
+* the exporter's ``custom_translation_table`` maps that op to a small Python
+  translation that emits ``com.aft::AFT<Variant>`` as a plain node. The exporter
+  inlines every local *function* it sees (its version-conversion pass runs an inliner
+  unconditionally), so the node must not be a function call while it exports;
+  emitting it needs an ONNX schema, which :func:`registered_schemas` registers for
+  the duration of the export only;
+* afterwards :func:`attach_functions` adds the bodies below as model-local
+  functions, so ONNX Runtime runs the file unmodified and TensorRT's parser inlines
+  them (or a plugin of the same name takes over, TensorRT >= 10.7).
+
+Every body is the factorised, max-subtracted computation of shared/docs/AFT.md:
+no intermediate has ``B*T*T*d`` elements.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import onnx
+import onnxscript
+from onnx.defs import OpSchema
+from onnxscript import FLOAT
+from onnxscript import opset18 as op
+
+DOMAIN = "com.aft"
+VERSION = 1
+MIN_OPSET = 18  # ReduceMax/ReduceSum with axes as an input
+_aft = onnxscript.values.Opset(domain=DOMAIN, version=VERSION)
+
+
+@onnxscript.script(_aft, default_opset=op)
+def AFTFull(q: FLOAT, k: FLOAT, v: FLOAT, w: FLOAT) -> FLOAT:
+    """q, k, v: (B, T, d); w: (T, T). Returns (B, T, d)."""
+    k_max = op.ReduceMax(k, op.Constant(value_ints=[1]), keepdims=1)  # (B, 1, d)
+    ek = op.Exp(op.Sub(k, k_max))
+    w_max = op.ReduceMax(w, op.Constant(value_ints=[1]), keepdims=1)  # (T, 1)
+    ew = op.Exp(op.Sub(w, w_max))
+    num = op.MatMul(ew, op.Mul(ek, v))
+    den = op.MatMul(ew, ek)
+    return op.Mul(op.Sigmoid(q), op.Div(num, den))
+
+
+@onnxscript.script(_aft, default_opset=op)
+def AFTLocal(q: FLOAT, k: FLOAT, v: FLOAT, w: FLOAT) -> FLOAT:
+    """As AFTFull; ``w`` is zero outside the window (the node's ``window`` attribute)."""
+    k_max = op.ReduceMax(k, op.Constant(value_ints=[1]), keepdims=1)
+    ek = op.Exp(op.Sub(k, k_max))
+    w_max = op.ReduceMax(w, op.Constant(value_ints=[1]), keepdims=1)
+    ew = op.Exp(op.Sub(w, w_max))
+    num = op.MatMul(ew, op.Mul(ek, v))
+    den = op.MatMul(ew, ek)
+    return op.Mul(op.Sigmoid(q), op.Div(num, den))
+
+
+@onnxscript.script(_aft, default_opset=op)
+def AFTSimple(q: FLOAT, k: FLOAT, v: FLOAT) -> FLOAT:
+    """q, k, v: (B, T, d). A per-channel softmax over positions, then pooling."""
+    k_max = op.ReduceMax(k, op.Constant(value_ints=[1]), keepdims=1)
+    ek = op.Exp(op.Sub(k, k_max))
+    num = op.ReduceSum(op.Mul(ek, v), op.Constant(value_ints=[1]), keepdims=1)  # (B, 1, d)
+    den = op.ReduceSum(ek, op.Constant(value_ints=[1]), keepdims=1)
+    return op.Mul(op.Sigmoid(q), op.Div(num, den))
+
+
+@onnxscript.script(_aft, default_opset=op)
+def AFTConv(q: FLOAT, k: FLOAT, v: FLOAT, kernel: FLOAT, heads: int) -> FLOAT:
+    """q, v: (B, H, W, d); k: (B, H, W, heads); kernel: (heads, ks, ks), odd ks."""
+    k_max = op.ReduceMax(k, op.Constant(value_ints=[1, 2]), keepdims=1)  # (B, 1, 1, h)
+    ek = op.Exp(op.Sub(k, k_max))  # (B, H, W, h)
+    zero = op.CastLike(op.Constant(value_float=0.0), kernel)
+    m = op.Max(op.ReduceMax(kernel, op.Constant(value_ints=[1, 2]), keepdims=1), zero)  # (h, 1, 1)
+    outside = op.Exp(op.Neg(m))  # weight of positions outside the window
+    weight = op.Unsqueeze(op.Sub(op.Exp(op.Sub(kernel, m)), outside), op.Constant(value_ints=[1]))
+    outside_c = op.Reshape(outside, op.Constant(value_ints=[1, -1, 1, 1]))  # (1, h, 1, 1)
+    sum_axes = op.Constant(value_ints=[2, 3])
+
+    # denominator on (B, h, H, W)
+    ek_c = op.Transpose(ek, perm=[0, 3, 1, 2])
+    den = op.Add(op.Conv(ek_c, weight, group=heads, auto_pad="SAME_UPPER"),
+                 op.Mul(outside_c, op.ReduceSum(ek_c, sum_axes, keepdims=1)))  # fmt: skip
+
+    # numerator on (B * dh, h, H, W): heads as channels, each with its own kernel
+    h = op.Shape(k, start=3)
+    v5 = op.Reshape(v, op.Concat(op.Shape(v, start=0, end=3), h, op.Constant(value_ints=[-1]), axis=0))
+    ekv = op.Mul(op.Unsqueeze(ek, op.Constant(value_ints=[4])), v5)  # (B, H, W, h, dh)
+    x = op.Transpose(ekv, perm=[0, 4, 3, 1, 2])  # (B, dh, h, H, W)
+    x4 = op.Reshape(x, op.Concat(op.Constant(value_ints=[-1]), h, op.Shape(v, start=1, end=3), axis=0))
+    num4 = op.Add(op.Conv(x4, weight, group=heads, auto_pad="SAME_UPPER"),
+                  op.Mul(outside_c, op.ReduceSum(x4, sum_axes, keepdims=1)))  # fmt: skip
+    num = op.Transpose(op.Reshape(num4, op.Shape(x)), perm=[0, 3, 4, 2, 1])  # (B, H, W, h, dh)
+    den5 = op.Unsqueeze(op.Transpose(den, perm=[0, 2, 3, 1]), op.Constant(value_ints=[4]))  # (B,H,W,h,1)
+    y = op.Reshape(op.Div(num, den5), op.Shape(v))
+    return op.Mul(op.Sigmoid(q), y)
+
+
+FUNCTIONS = {"AFTFull": AFTFull, "AFTLocal": AFTLocal, "AFTSimple": AFTSimple, "AFTConv": AFTConv}
+_INPUTS = {"AFTFull": "qkvw", "AFTLocal": "qkvw", "AFTSimple": "qkv", "AFTConv": ("q", "k", "v", "kernel")}
+_ATTRS = {"AFTLocal": {"window": OpSchema.AttrType.INT},
+          "AFTConv": {"heads": OpSchema.AttrType.INT, "kernel_size": OpSchema.AttrType.INT}}  # fmt: skip
+
+
+def _schema(name: str) -> OpSchema:
+    param = OpSchema.FormalParameter
+    return OpSchema(
+        name, DOMAIN, VERSION,
+        inputs=[param(n, "T") for n in _INPUTS[name]],
+        outputs=[param("y", "T")],
+        type_constraints=[("T", ["tensor(float)", "tensor(float16)"], "float tensors")],
+        attributes=[OpSchema.Attribute(a, t, "", required=False) for a, t in _ATTRS.get(name, {}).items()],
+    )  # fmt: skip
+
+
+@contextlib.contextmanager
+def registered_schemas():
+    """Register the com.aft schemas for the duration of an export, then remove them."""
+    added = []
+    try:
+        for name in FUNCTIONS:
+            try:
+                onnx.defs.get_schema(name, VERSION, DOMAIN)
+            except onnx.defs.SchemaError:
+                onnx.defs.register_schema(_schema(name))
+                added.append(name)
+        yield
+    finally:
+        for name in added:
+            onnx.defs.deregister_schema(name, VERSION, DOMAIN)
+
+
+def translation_table() -> dict:
+    """``custom_translation_table`` for torch.onnx.export: aft::* -> one com.aft node."""
+    import torch
+
+    import aft_export.layers.ops  # noqa: F401  (registers torch.ops.aft.*)
+
+    aft = onnxscript.values.Opset(DOMAIN, VERSION)
+
+    def full(q, k, v, w):
+        return aft.AFTFull(q, k, v, w)
+
+    def local(q, k, v, w, window: int):
+        return aft.AFTLocal(q, k, v, w, window=window)
+
+    def simple(q, k, v):
+        return aft.AFTSimple(q, k, v)
+
+    def conv(q, k, v, kernel):
+        heads, ks = kernel.shape[0], kernel.shape[1]
+        return aft.AFTConv(q, k, v, kernel, heads=int(heads), kernel_size=int(ks))
+
+    ops = torch.ops.aft
+    return {ops.full.default: full, ops.local.default: local, ops.simple.default: simple,
+            ops.conv.default: conv}  # fmt: skip
+
+
+def attach_functions(model: onnx.ModelProto) -> list[str]:
+    """Add the body of every com.aft op used in ``model`` as a model-local function."""
+    used = sorted({n.op_type for n in model.graph.node if n.domain == DOMAIN})
+    present = {(f.domain, f.name) for f in model.functions}
+    for name in used:
+        if (DOMAIN, name) in present:
+            continue
+        proto = FUNCTIONS[name].to_function_proto()
+        # the node may carry attributes the body does not need (window, kernel_size):
+        # declare them so checkers accept the node
+        declared = set(proto.attribute)
+        for attr in _ATTRS.get(name, {}):
+            if attr not in declared:
+                proto.attribute.append(attr)
+        model.functions.append(proto)
+    if used and not any(o.domain == DOMAIN for o in model.opset_import):
+        model.opset_import.append(onnx.helper.make_opsetid(DOMAIN, VERSION))
+    return used
