@@ -16,6 +16,7 @@ Stages (each timed and reported):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -135,7 +136,7 @@ def _torch_export(model, cfg, opts: ExportOptions):
     custom = opts.op_form == "custom"
     _set_custom_ops(model, custom)
     try:
-        with registered_schemas():
+        with registered_schemas(), _quiet_exporter():
             program = torch.onnx.export(
                 model, (example,), dynamo=True, opset_version=opts.opset,
                 custom_translation_table=translation_table() if custom else None,
@@ -147,6 +148,25 @@ def _torch_export(model, cfg, opts: ExportOptions):
     proto = program.model_proto
     attach_functions(proto)
     return proto
+
+
+@contextlib.contextmanager
+def _quiet_exporter():
+    """The exporter logs optional-package notes (torchvision) and deprecation warnings
+    that say nothing about the user's model; keep them off the user's terminal."""
+    import logging
+    import warnings
+
+    logger = logging.getLogger("torch.onnx")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            yield
+    finally:
+        logger.setLevel(level)
 
 
 def _metadata(meta, opts: ExportOptions) -> dict[str, str]:
@@ -238,7 +258,7 @@ def save_onnx(model, path: Path, threshold: int = TWO_GB) -> str | None:
         tmp = tmpdir / path.name
         if external:
             onnx.save_model(model, tmp, save_as_external_data=True, all_tensors_to_one_file=True,
-                            location=data_name, size_threshold=0)  # fmt: skip
+                            location=data_name, size_threshold=1024)  # fmt: skip
             os.replace(tmpdir / data_name, path.parent / data_name)
         else:
             tmp.write_bytes(model.SerializeToString(deterministic=True))

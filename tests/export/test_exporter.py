@@ -1,0 +1,256 @@
+import json
+import os
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+from aft_export.checkpoint import load_checkpoint, save_checkpoint
+from aft_export.data import load_labelled, normalize
+from aft_export.errors import AFTExportError
+from aft_export.export.exporter import ExportOptions, check_graph, export_checkpoint, parse_batch
+from aft_export.export.functions import DOMAIN
+from aft_export.models import create_model, get_config, list_models
+
+VARIANT_OP = {"full": "AFTFull", "local": "AFTLocal", "simple": "AFTSimple", "conv": "AFTConv"}
+
+
+def make_ckpt(path, name, seed=0):
+    torch.manual_seed(seed)
+    model = create_model(name)
+    with torch.no_grad():  # a non-trivial AFT-conv kernel and biases, as after training
+        for m in model.modules():
+            if hasattr(m, "gamma"):
+                m.gamma.normal_(0, 1)
+                m.beta.normal_(0, 1)
+            if hasattr(m, "w") and isinstance(m.w, torch.nn.Parameter):
+                m.w.normal_(0, 1)
+    n = model.cfg.num_classes
+    save_checkpoint(path, model, [f"class{i}" for i in range(n)], model_name=name)
+    return path
+
+
+@pytest.fixture(scope="module")
+def ckpts(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ckpts")
+    return {v: make_ckpt(root / f"{v}.pt", f"aft_{v}_test") for v in VARIANT_OP}
+
+
+@pytest.fixture(scope="module")
+def exported(ckpts, tmp_path_factory, cifar10):
+    """Each test model exported once (custom form, dynamic batch)."""
+    root = tmp_path_factory.mktemp("onnx")
+    out = {}
+    for v, ckpt in ckpts.items():
+        path = root / f"{v}.onnx"
+        res = export_checkpoint(ckpt, path, ExportOptions(verify_data=str(cifar10 / "test.tar")))
+        out[v] = (path, res)
+    return out
+
+
+def ort_run(path, x):
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return sess.run(["logits"], {"image": x})[0]
+
+
+@pytest.mark.parametrize("variant", list(VARIANT_OP))
+def test_one_custom_node_per_aft_layer(exported, variant):
+    path, res = exported[variant]
+    model = onnx.load(path)
+    aft = [n for n in model.graph.node if n.domain == DOMAIN]
+    depth = get_config(f"aft_{variant}_test").depth
+    assert [n.op_type for n in aft] == [VARIANT_OP[variant]] * depth
+    assert res.aft_nodes == depth
+    assert {(f.domain, f.name) for f in model.functions} == {(DOMAIN, VARIANT_OP[variant])}
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in aft[0].attribute}
+    if variant == "local":
+        assert attrs == {"window": 2}
+    if variant == "conv":
+        assert attrs == {"heads": 4, "kernel_size": 3}
+    check_graph(model)  # full checker + every value has a shape
+
+
+@pytest.mark.parametrize("variant", list(VARIANT_OP))
+def test_dynamic_batch_really_works(exported, ckpts, variant):
+    path, _ = exported[variant]
+    model, _ = load_checkpoint(ckpts[variant])
+    for batch in (1, 2, 7, 64):
+        x = torch.randn(batch, 3, 32, 32, generator=torch.Generator().manual_seed(batch))
+        with torch.no_grad():
+            want = model(x).numpy()
+        assert np.abs(ort_run(path, x.numpy()) - want).max() < 1e-4, batch
+
+
+@pytest.mark.parametrize("variant", list(VARIANT_OP))
+def test_verification_report(exported, variant):
+    _, res = exported[variant]
+    p = res.parity
+    assert p["passed"] and p["images"] == 64
+    assert p["max_abs"] <= 1e-4 and p["top1_agreement"] == 1.0 and p["cosine_min"] > 0.99999
+    assert res.simplify["applied"] and res.simplify["nodes_after"] <= res.simplify["nodes_before"]
+
+
+def test_metadata_is_enough_to_preprocess(exported, ckpts, cifar10):
+    path, _ = exported["conv"]
+    meta = {p.key: p.value for p in onnx.load(path).metadata_props}
+    _, ck = load_checkpoint(ckpts["conv"])
+    assert meta["model_name"] == "aft_conv_test" and meta["variant"] == "AFT-conv"
+    assert json.loads(meta["classes"]) == ck.classes
+    assert json.loads(meta["input_size"]) == [3, 32, 32] and meta["input_layout"] == "NCHW"
+    assert meta["source_sha256"] == ck.sha256 and meta["opset"] == "18"
+    assert meta["tool"].startswith("aft-export ") and meta["torch_version"]
+    # preprocessing built only from the file's metadata gives the model's input
+    data = load_labelled(cifar10 / "test.tar", json.loads(meta["input_size"])[1], limit=4)
+    x = normalize(data.images, json.loads(meta["mean"]), json.loads(meta["std"])).numpy()
+    assert np.array_equal(x, normalize(data.images, ck.mean, ck.std).numpy())
+
+
+def test_decomposed_form_has_no_custom_nodes(ckpts, tmp_path, cifar10):
+    path = tmp_path / "d.onnx"
+    res = export_checkpoint(ckpts["conv"], path, ExportOptions(op_form="decomposed", verify_images=16,
+                                                               verify_data=str(cifar10 / "test.tar")))  # fmt: skip
+    model = onnx.load(path)
+    assert res.aft_nodes == 0 and not any(n.domain == DOMAIN for n in model.graph.node)
+    assert not model.functions and res.parity["passed"]
+
+
+def test_fixed_batch(ckpts, tmp_path, cifar10):
+    path = tmp_path / "b3.onnx"
+    export_checkpoint(ckpts["full"], path, ExportOptions(batch="3", verify_images=9,
+                                                         verify_data=str(cifar10 / "test.tar")))  # fmt: skip
+    dims = [d.dim_value for d in onnx.load(path).graph.input[0].type.tensor_type.shape.dim]
+    assert dims == [3, 3, 32, 32]
+    assert ort_run(path, np.zeros((3, 3, 32, 32), np.float32)).shape == (3, 10)
+
+
+def test_conv_dynamic_height_and_width(ckpts, tmp_path):
+    path = tmp_path / "hw.onnx"
+    export_checkpoint(ckpts["conv"], path, ExportOptions(dynamic_hw=True, verify_images=0))
+    model, _ = load_checkpoint(ckpts["conv"])
+    for h, w in [(32, 32), (16, 40), (64, 48)]:
+        x = torch.randn(2, 3, h, w)
+        with torch.no_grad():
+            want = model(x).numpy()
+        assert np.abs(ort_run(path, x.numpy()) - want).max() < 1e-4, (h, w)
+
+
+def test_deterministic_and_atomic(ckpts, tmp_path):
+    opts = ExportOptions(verify_images=0)
+    a, b = tmp_path / "a" / "m.onnx", tmp_path / "b" / "m.onnx"
+    a.parent.mkdir()
+    b.parent.mkdir()
+    export_checkpoint(ckpts["local"], a, opts)
+    export_checkpoint(ckpts["local"], b, opts)
+    assert a.read_bytes() == b.read_bytes()
+    assert sorted(p.name for p in a.parent.iterdir()) == ["m.onnx"]  # no stray .data or temp files
+
+
+def test_external_data_when_weights_are_large(ckpts, tmp_path):
+    path = tmp_path / "big.onnx"
+    res = export_checkpoint(ckpts["full"], path, ExportOptions(verify_images=0, external_data_threshold=0))
+    assert res.external_data == "big.onnx.data" and (tmp_path / "big.onnx.data").is_file()
+    assert ort_run(path, np.zeros((2, 3, 32, 32), np.float32)).shape == (2, 10)
+    # exporting small again to the same name removes the stale weights file
+    export_checkpoint(ckpts["full"], path, ExportOptions(verify_images=0))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.onnx"]
+
+
+def test_simplifier_failure_stops_unless_allowed(ckpts, tmp_path, monkeypatch):
+    import onnxsim
+
+    def broken(model, *a, **k):
+        raise RuntimeError("simulated onnxsim crash")
+
+    monkeypatch.setattr(onnxsim, "simplify", broken)
+    path = tmp_path / "s.onnx"
+    with pytest.raises(AFTExportError, match="onnxsim failed: simulated onnxsim crash.*--allow-unsimplified"):
+        export_checkpoint(ckpts["simple"], path, ExportOptions(verify_images=0))
+    assert not path.exists()
+    res = export_checkpoint(ckpts["simple"], path, ExportOptions(verify_images=0, allow_unsimplified=True))
+    assert res.simplify == {"applied": False, "reason": "simulated onnxsim crash"} and path.exists()
+
+
+def test_simplifier_that_changes_outputs_is_refused(ckpts, tmp_path, monkeypatch, cifar10):
+    import onnxsim
+
+    real = onnxsim.simplify
+
+    def perturbing(model, *a, **k):
+        out, ok = real(model, *a, **k)
+        # shift the logits by 1e-3: a "simplification" that changes the results
+        last = next(n for n in out.graph.node if "logits" in n.output)
+        last.output[list(last.output).index("logits")] = "logits_raw"
+        shift = onnx.numpy_helper.from_array(np.full((1,), 1e-3, np.float32), "shift")
+        out.graph.initializer.append(shift)
+        out.graph.node.append(onnx.helper.make_node("Add", ["logits_raw", "shift"], ["logits"]))
+        return out, ok
+
+    monkeypatch.setattr(onnxsim, "simplify", perturbing)
+    with pytest.raises(AFTExportError, match="changes outputs by up to"):
+        export_checkpoint(ckpts["full"], tmp_path / "x.onnx",
+                          ExportOptions(verify_images=8, verify_data=str(cifar10 / "test.tar")))  # fmt: skip
+    assert not (tmp_path / "x.onnx").exists()
+
+
+def test_failed_verification_writes_nothing(ckpts, tmp_path, cifar10):
+    path = tmp_path / "v.onnx"
+    with pytest.raises(AFTExportError, match="verification failed.*nothing was written"):
+        export_checkpoint(ckpts["full"], path, ExportOptions(verify_images=8, verify_atol=-1.0,
+                                                             verify_data=str(cifar10 / "test.tar")))  # fmt: skip
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [(dict(opset=13), "opset 13 is too old"), (dict(opset=99), "newer than this onnx"),
+     (dict(batch="two"), "bad batch specification 'two'"), (dict(batch="0"), "bad batch"),
+     (dict(op_form="fused"), "unknown op form")],
+)  # fmt: skip
+def test_bad_options(kwargs, message):
+    with pytest.raises(AFTExportError, match=message):
+        ExportOptions(**kwargs)
+
+
+def test_parse_batch():
+    assert parse_batch("dynamic") is None and parse_batch("8") == 8 and parse_batch(" 1 ") == 1
+
+
+def test_bad_outputs_and_inputs(ckpts, tmp_path):
+    opts = ExportOptions(verify_images=0)
+    with pytest.raises(AFTExportError, match="does not exist"):
+        export_checkpoint(ckpts["full"], tmp_path / "no" / "x.onnx", opts)
+    if os.geteuid() != 0:  # root ignores directory permissions
+        ro = tmp_path / "ro"
+        ro.mkdir(mode=0o500)
+        with pytest.raises(AFTExportError, match="not writable"):
+            export_checkpoint(ckpts["full"], ro / "x.onnx", opts)
+    with pytest.raises(AFTExportError, match="only AFT-conv models take dynamic height and width"):
+        export_checkpoint(ckpts["full"], tmp_path / "x.onnx", ExportOptions(dynamic_hw=True, verify_images=0))
+    with pytest.raises(AFTExportError, match="checkpoint .* does not exist"):
+        export_checkpoint(tmp_path / "missing.pt", tmp_path / "x.onnx", opts)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_verification_without_data_says_what_to_do(tmp_path, monkeypatch):
+    ckpt = make_ckpt(tmp_path / "m.pt", "aft_simple_test")
+    monkeypatch.delenv("AFT_CIFAR10_DIR", raising=False)
+    with pytest.raises(AFTExportError, match="--verify-data"):
+        export_checkpoint(ckpt, tmp_path / "x.onnx", ExportOptions())
+
+
+_FAST = [n for n in list_models() if not n.endswith("_224")]
+_SLOW = [pytest.param(n, marks=pytest.mark.slow) for n in list_models() if n.endswith("_224")]
+
+
+@pytest.mark.parametrize("op_form", ["custom", "decomposed"])
+@pytest.mark.parametrize("name", _FAST + _SLOW)
+def test_every_registered_config_exports_and_verifies(name, op_form, tmp_path, cifar10):
+    ckpt = make_ckpt(tmp_path / "m.pt", name)
+    res = export_checkpoint(ckpt, tmp_path / "m.onnx", ExportOptions(
+        op_form=op_form, verify_images=8, verify_data=str(cifar10 / "test.tar")))  # fmt: skip
+    cfg = get_config(name)
+    assert res.aft_nodes == (cfg.depth if op_form == "custom" else 0)
+    assert res.parity["passed"], res.parity
