@@ -82,3 +82,49 @@ def test_console_script_entry_point(ckpt):
 def test_train_bad_model_name(tmp_path):
     result = run("train", "--model", "nope", "--data", tmp_path, "--out", tmp_path / "x.pt")
     assert result.exit_code == 2 and "unknown model config 'nope'" in result.output
+
+
+def test_export_command_end_to_end(tmp_path, cifar10):
+    ckpt = tmp_path / "m.pt"
+    save_checkpoint(ckpt, create_model("aft_conv_test"), [f"k{i}" for i in range(10)], model_name="aft_conv_test")
+    out = tmp_path / "m.onnx"
+    result = run("export", ckpt, "-o", out, "--verify-images", 16, "--verify-data", cifar10 / "test.tar")
+    assert result.exit_code == 0, result.output
+    assert out.is_file()
+    assert "2 com.aft nodes" in result.output and "top-1 agreement 100.0%" in result.output
+    assert "onnxsim:" in result.output
+    data = json.loads(run("export", ckpt, "-o", out, "--verify-images", 0, "--no-simplify", "--json").output)
+    assert data["aft_nodes"] == 2 and data["simplify"] is None and data["parity"] is None
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [(["--opset", "12"], "opset 12 is too old"), (["--batch", "lots"], "bad batch specification"),
+     (["--dynamic-hw"], "only AFT-conv models take dynamic height and width")],
+)  # fmt: skip
+def test_export_bad_input_exit_2(ckpt, tmp_path, extra, message):
+    result = run("export", ckpt, "-o", tmp_path / "x.onnx", "--verify-images", 0, *extra)
+    assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "x.onnx").exists()
+
+
+def test_export_to_missing_directory(ckpt, tmp_path):
+    result = run("export", ckpt, "-o", tmp_path / "nope" / "x.onnx", "--verify-images", 0)
+    assert result.exit_code == 2 and "output directory" in result.output
+
+
+def test_eval_command(tmp_path, cifar10):
+    ckpt = tmp_path / "m.pt"
+    classes = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+    save_checkpoint(ckpt, create_model("aft_simple_test"), classes)
+    result = run("eval", ckpt, "--data", cifar10 / "test.tar", "--limit", 50, "--json")
+    assert result.exit_code == 0, result.output
+    row = json.loads(result.output)[0]
+    assert row["images"] == 50 and 0 <= row["top1"] <= 100
+    wrong = run("eval", ckpt.parent / "nope.pt", "--data", cifar10 / "test.tar")
+    assert wrong.exit_code == 2
+
+
+def test_eval_refuses_a_set_with_other_classes(ckpt, tmp_path, cifar10):
+    result = run("eval", ckpt, "--data", cifar10 / "test.tar", "--limit", 20)
+    assert result.exit_code == 2 and "classes" in result.output
