@@ -162,10 +162,17 @@ def attach_functions(model: onnx.ModelProto) -> list[str]:
     """Add the body of every com.aft op used in ``model`` as a model-local function."""
     used = sorted({n.op_type for n in model.graph.node if n.domain == DOMAIN})
     present = {(f.domain, f.name) for f in model.functions}
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), MIN_OPSET)
     for name in used:
         if (DOMAIN, name) in present:
             continue
         proto = FUNCTIONS[name].to_function_proto()
+        # The bodies are written against opset 18; the ops they use only gained types
+        # in later opsets, so they import the model's own version (the checker requires
+        # it, and every export is verified numerically against PyTorch).
+        for imp in proto.opset_import:
+            if imp.domain in ("", "ai.onnx"):
+                imp.version = opset
         # the node may carry attributes the body does not need (window, kernel_size):
         # declare them so checkers accept the node
         declared = set(proto.attribute)

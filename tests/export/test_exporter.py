@@ -254,3 +254,14 @@ def test_every_registered_config_exports_and_verifies(name, op_form, tmp_path, c
     cfg = get_config(name)
     assert res.aft_nodes == (cfg.depth if op_form == "custom" else 0)
     assert res.parity["passed"], res.parity
+
+
+@pytest.mark.parametrize("opset", [18, 21])
+def test_opsets_keep_the_custom_nodes(ckpts, tmp_path, opset, cifar10):
+    path = tmp_path / "o.onnx"
+    res = export_checkpoint(ckpts["conv"], path, ExportOptions(opset=opset, verify_images=8,
+                                                               verify_data=str(cifar10 / "test.tar")))  # fmt: skip
+    model = onnx.load(path)
+    assert dict((o.domain, o.version) for o in model.opset_import) == {"": opset, DOMAIN: 1}
+    assert res.aft_nodes == 2 and res.parity["passed"]
+    assert all(i.version == opset for f in model.functions for i in f.opset_import if i.domain == "")
