@@ -63,6 +63,13 @@ def load_image(data: bytes | str | os.PathLike, size: int, name: str = "") -> np
             img = bg
         else:
             img = img.convert("RGB")
+    return square_crop(img, size)
+
+
+def square_crop(img, size: int) -> np.ndarray:
+    """Resize an RGB PIL image so the shorter side is ``size`` (bicubic), centre-crop it."""
+    from PIL import Image
+
     if img.size != (size, size):
         w, h = img.size
         scale = size / min(w, h)
@@ -107,7 +114,15 @@ def load_labelled(source: str | os.PathLike, size: int, limit: int | None = None
 
     Classes are the folder names in sorted order, as torchvision's ImageFolder does.
     ``limit`` keeps a fixed pseudo-random subset of that many images (quick tests).
+    ``cifar10:train`` / ``cifar10:test`` name the data set (see :mod:`aft_export.datasets`).
     """
+    from aft_export import datasets
+
+    if datasets.is_named(source):
+        resolved = datasets.resolve(str(source))
+        if isinstance(resolved, LabelledImages):
+            return _subset_resized(resolved, size, limit)
+        source = resolved
     path = Path(source)
     if not path.exists():
         raise AFTExportError(f"data source {path} does not exist")
@@ -137,6 +152,18 @@ def load_labelled(source: str | os.PathLike, size: int, limit: int | None = None
     index = {c: i for i, c in enumerate(classes)}
     labels = np.array([index[c] for c in names], dtype=np.int64)
     return LabelledImages(np.stack(images), labels, classes, str(path))
+
+
+def _subset_resized(data: LabelledImages, size: int, limit: int | None) -> LabelledImages:
+    images, labels = data.images, data.labels
+    if limit is not None and limit < len(labels):
+        keep = np.sort(np.random.default_rng(0).permutation(len(labels))[:limit])
+        images, labels = images[keep], labels[keep]
+    if images.shape[1:3] != (size, size):
+        from PIL import Image
+
+        images = np.stack([square_crop(Image.fromarray(im), size) for im in images])
+    return LabelledImages(images, labels, data.classes, data.source)
 
 
 def normalize(images, mean, std):

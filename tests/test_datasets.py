@@ -1,0 +1,76 @@
+"""cifar10:SPLIT resolution. No network here: the binary reader is tested on an archive
+built in the test, in the official layout, and the download on a local file URL."""
+
+import hashlib
+import io
+import tarfile
+
+import numpy as np
+import pytest
+
+from aft_export import datasets
+from aft_export.data import load_labelled
+from aft_export.errors import AFTExportError
+
+
+def _binary_archive(path, n_train=4, n_test=3):
+    rng = np.random.default_rng(0)
+
+    def batch(n):
+        labels = rng.integers(0, 10, n, dtype=np.uint8)
+        pixels = rng.integers(0, 256, (n, 3072), dtype=np.uint8)
+        return np.concatenate([labels[:, None], pixels], axis=1).tobytes(), labels, pixels
+
+    expected = {}
+    with tarfile.open(path, "w:gz") as tar:
+        names = [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]
+        for name in names:
+            blob, labels, pixels = batch(n_test if name == "test_batch.bin" else n_train)
+            expected[name] = (labels, pixels)
+            info = tarfile.TarInfo(f"cifar-10-batches-bin/{name}")
+            info.size = len(blob)
+            tar.addfile(info, io.BytesIO(blob))
+    return expected
+
+
+def test_binary_layout_is_decoded_planar_rgb(tmp_path):
+    archive = tmp_path / "c.tar.gz"
+    expected = _binary_archive(archive)
+    data = datasets._decode_batches(archive, "test")
+    labels, pixels = expected["test_batch.bin"]
+    assert data.images.shape == (3, 32, 32, 3) and data.classes[0] == "airplane"
+    assert np.array_equal(data.labels, labels)
+    # record layout: 1024 red, then 1024 green, then 1024 blue, row-major
+    assert data.images[0, 0, 1, 0] == pixels[0, 1] and data.images[0, 0, 0, 1] == pixels[0, 1024]
+    assert datasets._decode_batches(archive, "train").images.shape == (20, 32, 32, 3)
+
+
+def test_archive_with_wrong_checksum_is_refused(tmp_path):
+    archive = tmp_path / "c.tar.gz"
+    _binary_archive(archive)
+    with pytest.raises(AFTExportError, match="does not match the CIFAR-10 binary md5"):
+        datasets.read_cifar10_binary(archive, "test")
+
+
+def test_download_checks_md5_and_leaves_nothing_on_failure(tmp_path):
+    src = tmp_path / "src.bin"
+    src.write_bytes(b"payload")
+    dest = tmp_path / "cache" / "file.bin"
+    with pytest.raises(AFTExportError, match="corrupt: md5"):
+        datasets.download(src.as_uri(), dest, "0" * 32)
+    assert not dest.exists() and list(dest.parent.iterdir()) == []
+    datasets.download(src.as_uri(), dest, hashlib.md5(b"payload").hexdigest())
+    assert dest.read_bytes() == b"payload"
+
+
+def test_unreachable_download_says_what_to_do(tmp_path):
+    with pytest.raises(AFTExportError, match="cannot download .* set AFT_CIFAR10_DIR"):
+        datasets.download((tmp_path / "missing").as_uri(), tmp_path / "x", "0" * 32)
+
+
+def test_named_set_uses_local_tars_first(cifar10, monkeypatch):
+    monkeypatch.setenv("AFT_CIFAR10_DIR", str(cifar10))
+    data = load_labelled("cifar10:test", 32, limit=20)
+    assert len(data) == 20 and data.source.endswith("test.tar")
+    with pytest.raises(AFTExportError, match="unknown data set 'cifar10:val'"):
+        load_labelled("cifar10:val", 32)
