@@ -165,6 +165,44 @@ def export_cmd(checkpoint, output, config_name, opset, batch, dynamic_hw, op_for
     click.echo("time: " + ", ".join(f"{k} {v:.2f}s" for k, v in result.seconds.items()))
 
 
+@main.command("parity")
+@click.argument("checkpoint", type=click.Path(dir_okay=False))
+@click.argument("artifacts", nargs=-1, type=click.Path(dir_okay=False))
+@click.option("--data", required=True, type=click.Path(), help="Images: ImageFolder directory or tar.")
+@click.option("--images", default=64, show_default=True, help="Number of real images.")
+@click.option("--tolerance", "overrides", multiple=True, metavar="PREC.FIELD=VALUE",
+              help="Override a limit, e.g. fp16.max_abs=0.1 (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
+def parity_cmd(checkpoint, artifacts, data, images, overrides, as_json) -> None:
+    """Compare artifacts with the fp32 PyTorch checkpoint.
+
+    Exit 0: all passed; 1: one failed; 3: none failed but one was skipped (its runtime
+    is missing here); 2: bad input.
+    """
+    from aft_export.parity import run_parity
+
+    report = run_parity(checkpoint, list(artifacts), data, images=images, overrides=list(overrides))
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        click.echo(f"reference {report['reference']} (torch fp32), {report['images']} images from {report['data']}")
+        click.echo(f"{'artifact':32s} {'backend':12s} {'prec':5s} {'max abs':>9s} {'mean abs':>9s} "
+                   f"{'max rel':>9s} {'cos min':>9s} {'SQNR dB':>8s} {'top1':>7s} {'top5':>6s} {'NaN':>4s}  result")
+        for row in report["artifacts"]:
+            if row["status"] == "skipped":
+                click.echo(f"{row['artifact'][-32:]:32s} SKIPPED: {row['reason']}")
+                continue
+            m = row["inputs"]["real"]
+            click.echo(f"{row['artifact'][-32:]:32s} {row['backend']:12s} {row['precision']:5s} {m['max_abs']:9.2e} "
+                       f"{m['mean_abs']:9.2e} {m['max_rel']:9.2e} {m['cosine_min']:9.6f} {m['sqnr_db']:8.1f} "
+                       f"{100 * m['top1_agreement']:6.1f}% {100 * m['top5_overlap']:5.1f}% {m['nonfinite']:4d}  "
+                       + ("pass" if row["passed"] else "FAIL: " + "; ".join(row["failures"])))  # fmt: skip
+    if any(r["status"] == "fail" for r in report["artifacts"]):
+        sys.exit(1)
+    if report["skipped"]:
+        sys.exit(3)
+
+
 @main.command("eval")
 @click.argument("artifacts", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--data", required=True, type=click.Path(), help="Labelled ImageFolder directory or tar.")
@@ -172,16 +210,16 @@ def export_cmd(checkpoint, output, config_name, opset, batch, dynamic_hw, op_for
 @click.option("--limit", type=int, help="Evaluate a fixed subset of N images.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def eval_cmd(artifacts, data, batch_size, limit, as_json) -> None:
-    """Top-1/top-5 of each checkpoint on a labelled set, side by side."""
-    from aft_export.evaluate import evaluate_checkpoint
+    """Top-1/top-5 of each checkpoint or ONNX file on a labelled set, side by side."""
+    from aft_export.evaluate import evaluate_artifact
 
-    rows = [evaluate_checkpoint(a, data, batch_size=batch_size, limit=limit) for a in artifacts]
+    rows = [evaluate_artifact(a, data, batch_size=batch_size, limit=limit) for a in artifacts]
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(f"{'artifact':40s} {'backend':8s} {'prec':5s} {'images':>6s} {'top1':>6s} {'top5':>6s}")
+    click.echo(f"{'artifact':40s} {'backend':12s} {'prec':5s} {'images':>6s} {'top1':>6s} {'top5':>6s}")
     for r in rows:
-        click.echo(f"{r['artifact']:40s} {r['backend']:8s} {r['precision']:5s} {r['images']:6d} "
+        click.echo(f"{r['artifact']:40s} {r['backend']:12s} {r['precision']:5s} {r['images']:6d} "
                    f"{r['top1']:6.2f} {r['top5']:6.2f}")  # fmt: skip
 
 

@@ -277,7 +277,10 @@ def _verification_images(meta, opts: ExportOptions) -> tuple[np.ndarray, str]:
     """N real images in the model's preprocessing, and where they came from."""
     from aft_export.data import load_labelled, normalize
 
-    source = opts.verify_data or meta.provenance.get("metrics", {}).get("test_data")
+    prov = meta.provenance
+    candidates = [opts.verify_data] if opts.verify_data else [
+        prov.get("metrics", {}).get("test_data"), prov.get("train_config", {}).get("test_data"), prov.get("data")]
+    source = next((c for c in candidates if c and Path(c).exists()), opts.verify_data)
     if not source or not Path(source).exists():
         env = os.environ.get("AFT_CIFAR10_DIR")
         source = str(Path(env) / "test.tar") if env and Path(env, "test.tar").exists() else source

@@ -1,0 +1,134 @@
+"""Runners: one contract for every backend, ``dict[str, np.ndarray]`` in and out.
+
+A runner also carries what is needed to feed it: class names, input size and the
+normalisation, read from the checkpoint or from the ONNX file's metadata. TensorRT
+engines get a runner of their own in :mod:`aft_export.trt` (not in this release).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from aft_export.errors import AFTExportError, RuntimeMissing
+
+INPUT = "image"
+OUTPUT = "logits"
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".safetensors")
+
+
+@dataclass
+class ModelInfo:
+    """What a runner needs from its source to be fed and compared."""
+
+    classes: list[str]
+    input_size: tuple[int, int, int]
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    source_sha256: str = ""  # the checkpoint the artifact was made from
+    precision: str = "fp32"
+    extra: dict = field(default_factory=dict)
+
+
+class Runner:
+    backend = ""
+
+    def __init__(self, path: str, info: ModelInfo) -> None:
+        self.path = path
+        self.info = info
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        raise NotImplementedError  # pragma: no cover
+
+    def logits(self, images: np.ndarray, batch_size: int = 64) -> np.ndarray:
+        """Run preprocessed NCHW float32 images in batches; returns fp32 logits."""
+        outs = [self.run({INPUT: images[i : i + batch_size]})[OUTPUT].astype(np.float32)
+                for i in range(0, len(images), batch_size)]  # fmt: skip
+        return np.concatenate(outs) if outs else np.zeros((0, len(self.info.classes)), np.float32)
+
+
+class TorchRunner(Runner):
+    backend = "torch"
+
+    def __init__(self, path: str, config: str | None = None) -> None:
+        from aft_export.checkpoint import load_checkpoint
+
+        self.model, meta = load_checkpoint(path, config=config)
+        super().__init__(str(path), ModelInfo(meta.classes, meta.input_size, meta.mean, meta.std,
+                                              source_sha256=meta.sha256))  # fmt: skip
+
+    def run(self, feeds):
+        import torch
+
+        with torch.no_grad():
+            return {OUTPUT: self.model(torch.from_numpy(np.ascontiguousarray(feeds[INPUT]))).numpy()}
+
+
+def graph_precision(model) -> str:
+    """fp32, fp16 or int8, from what the graph itself says (precision lives in the graph)."""
+    ops = {n.op_type for n in model.graph.node}
+    if "QuantizeLinear" in ops or "DequantizeLinear" in ops:
+        return "int8"
+    from onnx import TensorProto
+
+    if any(t.data_type == TensorProto.FLOAT16 for t in model.graph.initializer):
+        return "fp16"
+    return "fp32"
+
+
+class OrtRunner(Runner):
+    backend = "onnxruntime"
+
+    def __init__(self, path: str, providers: list[str] | None = None) -> None:
+        import onnx
+        import onnxruntime as ort
+
+        try:
+            model = onnx.load(str(path), load_external_data=False)
+        except Exception as exc:  # protobuf raises DecodeError and friends
+            raise AFTExportError(f"{path} is not a readable ONNX file: {exc}") from None
+        meta = {p.key: p.value for p in model.metadata_props}
+        if "classes" not in meta or "input_size" not in meta:
+            raise AFTExportError(
+                f"{path} has no aft-export metadata (classes, input size, mean/std); export it with "
+                f"`aft-export export`"
+            )
+        info = ModelInfo(json.loads(meta["classes"]), tuple(json.loads(meta["input_size"])),
+                         tuple(json.loads(meta["mean"])), tuple(json.loads(meta["std"])),
+                         source_sha256=meta.get("source_sha256", ""), precision=graph_precision(model),
+                         extra=meta)  # fmt: skip
+        super().__init__(str(path), info)
+        available = ort.get_available_providers()
+        wanted = providers or ["CPUExecutionProvider"]
+        missing = [p for p in wanted if p not in available]
+        if missing:
+            raise RuntimeMissing(f"ONNX Runtime here lacks {missing}; available: {available}")
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(str(path), options, providers=wanted)
+        self.providers = self.session.get_providers()
+
+    def run(self, feeds):
+        names = [o.name for o in self.session.get_outputs()]
+        return dict(zip(names, self.session.run(names, feeds)))
+
+
+def load_runner(artifact: str, providers: list[str] | None = None, config: str | None = None) -> Runner:
+    path = Path(artifact)
+    if not path.exists():
+        raise AFTExportError(f"artifact {path} does not exist")
+    suffix = path.suffix.lower()
+    if suffix in CHECKPOINT_SUFFIXES:
+        return TorchRunner(str(path), config=config)
+    if suffix == ".onnx":
+        return OrtRunner(str(path), providers)
+    if suffix in (".engine", ".plan"):
+        raise RuntimeMissing(f"{path}: TensorRT engines need the TensorRT runner, not in this release")
+    raise AFTExportError(f"{path}: unknown artifact type; expected a checkpoint (.pt, .pth, .safetensors) or .onnx")

@@ -1,0 +1,161 @@
+import json
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from click.testing import CliRunner
+
+from aft_export.checkpoint import save_checkpoint
+from aft_export.cli import main
+from aft_export.errors import AFTExportError
+from aft_export.evaluate import evaluate_artifact
+from aft_export.export.exporter import ExportOptions, export_checkpoint
+from aft_export.models import create_model
+from aft_export.parity import TOLERANCES, judge, metrics, run_parity, stress_inputs, tolerances_with
+from aft_export.runners import OrtRunner, TorchRunner, graph_precision, load_runner
+
+CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory, cifar10):
+    """A tiny checkpoint with CIFAR-10 class names and its ONNX export."""
+    root = tmp_path_factory.mktemp("pair")
+    torch.manual_seed(3)
+    ckpt = root / "m.pt"
+    save_checkpoint(ckpt, create_model("aft_conv_test"), CLASSES, model_name="aft_conv_test")
+    onnx_path = root / "m.onnx"
+    export_checkpoint(ckpt, onnx_path, ExportOptions(verify_images=8, verify_data=str(cifar10 / "test.tar")))
+    return ckpt, onnx_path
+
+
+def test_metrics_by_hand():
+    ref = np.array([[1.0, 2.0, 3.0], [3.0, 0.0, 0.0]])
+    got = np.array([[1.0, 2.0, 3.5], [0.0, 3.0, 0.0]])
+    m = metrics(ref, got)
+    assert m["max_abs"] == 3.0 and m["mean_abs"] == pytest.approx(6.5 / 6)
+    assert m["max_rel"] == pytest.approx(1.0)
+    assert m["top1_agreement"] == 0.5 and m["nonfinite"] == 0
+    assert m["cosine_min"] == pytest.approx(0.0)
+    assert m["sqnr_db"] == pytest.approx(10 * np.log10(23 / 18.25))
+    assert metrics(ref, ref)["sqnr_db"] == float("inf")
+    bad = got.copy()
+    bad[0, 0] = np.nan
+    assert metrics(ref, bad)["nonfinite"] == 1
+
+
+def test_tolerances_live_in_one_place_and_override():
+    assert TOLERANCES["fp32"].max_abs < TOLERANCES["fp16"].max_abs < TOLERANCES["int8"].max_abs
+    tols = tolerances_with(["fp16.max_abs=0.5", "int8.min_cosine=0.9"])
+    assert tols["fp16"].max_abs == 0.5 and tols["int8"].min_cosine == 0.9
+    assert TOLERANCES["fp16"].max_abs == 5e-2  # defaults untouched
+    for bad in ["fp16", "fp64.max_abs=1", "fp16.nope=1", "fp16.max_abs=abc"]:
+        with pytest.raises(AFTExportError, match="bad tolerance"):
+            tolerances_with([bad])
+
+
+def test_judge_per_precision():
+    m = {"max_abs": 0.01, "cosine_min": 0.9999, "top1_agreement": 1.0, "nonfinite": 0}
+    assert judge(m, TOLERANCES["fp16"]) == []
+    assert judge(m, TOLERANCES["fp32"])  # the same numbers fail fp32
+    assert judge({**m, "nonfinite": 2}, TOLERANCES["int8"], stress=True) == ["2 NaN/Inf outputs"]
+
+
+def test_stress_inputs_are_normalised_constants_and_scaled_images():
+    x = np.ones((10, 3, 4, 4), np.float32)
+    s = stress_inputs(x, (0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
+    assert s["scaled_x4"].shape == (8, 3, 4, 4) and float(s["scaled_x4"].max()) == 4.0
+    assert s["constant"].shape == (3, 3, 4, 4)
+    assert np.allclose(s["constant"][0], -2.0) and np.allclose(s["constant"][1], 2.0)
+
+
+def test_runners_share_one_contract(pair):
+    ckpt, onnx_path = pair
+    x = np.random.default_rng(0).standard_normal((3, 3, 32, 32)).astype(np.float32)
+    for runner in (load_runner(str(ckpt)), load_runner(str(onnx_path))):
+        out = runner.run({"image": x})
+        assert list(out) == ["logits"] and out["logits"].shape == (3, 10)
+        assert runner.info.classes == CLASSES and runner.info.input_size == (3, 32, 32)
+    assert isinstance(load_runner(str(ckpt)), TorchRunner) and isinstance(load_runner(str(onnx_path)), OrtRunner)
+    assert load_runner(str(onnx_path)).info.precision == "fp32"
+
+
+def test_graph_precision_reads_the_graph():
+    def model(nodes, inits):
+        g = onnx.helper.make_graph(nodes, "g", [], [], initializer=inits)
+        return onnx.helper.make_model(g)
+
+    fp16 = onnx.numpy_helper.from_array(np.zeros(2, np.float16), "w")
+    assert graph_precision(model([], [fp16])) == "fp16"
+    q = onnx.helper.make_node("QuantizeLinear", ["x", "s"], ["y"])
+    assert graph_precision(model([q], [])) == "int8"
+
+
+def test_parity_passes_for_a_faithful_export(pair, cifar10):
+    ckpt, onnx_path = pair
+    report = run_parity(str(ckpt), [str(onnx_path)], str(cifar10 / "test.tar"), images=16)
+    row = report["artifacts"][0]
+    assert report["passed"] and row["status"] == "pass" and row["precision"] == "fp32"
+    assert set(row["inputs"]) == {"real", "scaled_x4", "constant"}
+    assert row["inputs"]["real"]["top1_agreement"] == 1.0 and row["inputs"]["real"]["images"] == 16
+
+
+def test_parity_fails_a_perturbed_graph_and_skips_missing_runtimes(pair, tmp_path, cifar10):
+    ckpt, onnx_path = pair
+    model = onnx.load(onnx_path)
+    biggest = max(model.graph.initializer, key=lambda t: len(t.raw_data))
+    arr = onnx.numpy_helper.to_array(biggest) * 1.5
+    biggest.CopyFrom(onnx.numpy_helper.from_array(arr, biggest.name))
+    bad = tmp_path / "bad.onnx"
+    onnx.save(model, bad)
+    engine = tmp_path / "m.engine"
+    engine.write_bytes(b"\0" * 16)
+    report = run_parity(str(ckpt), [str(bad), str(engine)], str(cifar10 / "test.tar"), images=8)
+    fail, skip = report["artifacts"]
+    assert fail["status"] == "fail" and any("max abs" in f for f in fail["failures"])
+    assert skip["status"] == "skipped" and skip["passed"] is None and "TensorRT" in skip["reason"]
+    assert not report["passed"] and report["skipped"] == 1
+
+    runner = CliRunner()
+    result = runner.invoke(main, ["parity", str(ckpt), str(bad), "--data", str(cifar10 / "test.tar"),
+                                  "--images", "8"])  # fmt: skip
+    assert result.exit_code == 1 and "FAIL" in result.output
+    result = runner.invoke(main, ["parity", str(ckpt), str(onnx_path), str(engine),
+                                  "--data", str(cifar10 / "test.tar"), "--images", "8", "--json"])  # fmt: skip
+    assert result.exit_code == 3 and json.loads(result.output)["skipped"] == 1
+    result = runner.invoke(main, ["parity", str(ckpt), str(onnx_path), "--data", str(cifar10 / "test.tar"),
+                                  "--images", "8"])  # fmt: skip
+    assert result.exit_code == 0 and "pass" in result.output
+
+
+def test_parity_refuses_artifacts_of_another_model(pair, tmp_path, cifar10):
+    ckpt, onnx_path = pair
+    other = tmp_path / "other.pt"
+    torch.manual_seed(99)
+    save_checkpoint(other, create_model("aft_conv_test"), CLASSES)
+    with pytest.raises(AFTExportError, match="exported from another checkpoint"):
+        run_parity(str(other), [str(onnx_path)], str(cifar10 / "test.tar"), images=4)
+
+
+def test_eval_onnx_matches_checkpoint(pair, cifar10):
+    ckpt, onnx_path = pair
+    a = evaluate_artifact(ckpt, str(cifar10 / "test.tar"), limit=200)
+    b = evaluate_artifact(onnx_path, str(cifar10 / "test.tar"), limit=200)
+    assert a["images"] == b["images"] == 200 and a["top1"] == b["top1"] and a["top5"] == b["top5"]
+    assert (a["backend"], b["backend"]) == ("torch", "onnxruntime")
+
+
+def test_onnx_without_metadata_is_refused(tmp_path):
+    g = onnx.helper.make_graph([], "g", [], [])
+    path = tmp_path / "bare.onnx"
+    onnx.save(onnx.helper.make_model(g), path)
+    with pytest.raises(AFTExportError, match="no aft-export metadata"):
+        load_runner(str(path))
+    (tmp_path / "junk.onnx").write_bytes(b"not a protobuf at all \xff\xff")
+    with pytest.raises(AFTExportError):
+        load_runner(str(tmp_path / "junk.onnx"))
+    text = tmp_path / "model.txt"
+    text.write_text("x")
+    with pytest.raises(AFTExportError, match="unknown artifact type"):
+        load_runner(str(text))
