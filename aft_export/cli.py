@@ -203,6 +203,32 @@ def parity_cmd(checkpoint, artifacts, data, images, overrides, as_json) -> None:
         sys.exit(3)
 
 
+@main.command("bench")
+@click.argument("artifacts", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--batch", "batches", multiple=True, type=int, default=(1, 32), show_default=True,
+              help="Batch size (repeatable).")
+@click.option("--warmup", default=10, show_default=True)
+@click.option("--iters", default=50, show_default=True)
+@click.option("--threads", default=0, help="CPU threads (0: the backend's default).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def bench_cmd(artifacts, batches, warmup, iters, threads, as_json) -> None:
+    """Latency p50/p90/p99 and throughput of checkpoints and ONNX files."""
+    from aft_export.bench import bench
+
+    report = bench(list(artifacts), list(batches), warmup=warmup, iters=iters, threads=threads)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    click.echo(f"{'artifact':32s} {'backend':12s} {'prec':5s} {'batch':>5s} {'thr':>3s} {'p50 ms':>8s} "
+               f"{'p90 ms':>8s} {'p99 ms':>8s} {'img/s':>9s}")  # fmt: skip
+    for r in report["rows"]:
+        click.echo(f"{r['artifact'][-32:]:32s} {r['backend']:12s} {r['precision']:5s} {r['batch']:5d} "
+                   f"{r['threads']:3d} {r['p50_ms']:8.2f} {r['p90_ms']:8.2f} {r['p99_ms']:8.2f} "
+                   f"{r['images_per_s']:9.1f}")  # fmt: skip
+    for s in report["skipped"]:
+        click.echo(f"{s['artifact'][-32:]:32s} batch {s['batch']}: skipped ({s['reason']})")
+
+
 @main.command("eval")
 @click.argument("artifacts", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--data", required=True, type=click.Path(), help="Labelled ImageFolder directory or tar.")

@@ -8,6 +8,7 @@ engines get a runner of their own in :mod:`aft_export.trt` (not in this release)
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,8 @@ class ModelInfo:
 
 class Runner:
     backend = ""
+    fixed_batch: int | None = None
+    threads: int = 0
 
     def __init__(self, path: str, info: ModelInfo) -> None:
         self.path = path
@@ -57,9 +60,14 @@ class Runner:
 class TorchRunner(Runner):
     backend = "torch"
 
-    def __init__(self, path: str, config: str | None = None) -> None:
+    def __init__(self, path: str, config: str | None = None, threads: int = 0) -> None:
+        import torch
+
         from aft_export.checkpoint import load_checkpoint
 
+        if threads:
+            torch.set_num_threads(threads)
+        self.threads = torch.get_num_threads()
         self.model, meta = load_checkpoint(path, config=config)
         super().__init__(str(path), ModelInfo(meta.classes, meta.input_size, meta.mean, meta.std,
                                               source_sha256=meta.sha256))  # fmt: skip
@@ -86,7 +94,7 @@ def graph_precision(model) -> str:
 class OrtRunner(Runner):
     backend = "onnxruntime"
 
-    def __init__(self, path: str, providers: list[str] | None = None) -> None:
+    def __init__(self, path: str, providers: list[str] | None = None, threads: int = 0) -> None:
         import onnx
         import onnxruntime as ort
 
@@ -112,7 +120,11 @@ class OrtRunner(Runner):
             raise RuntimeMissing(f"ONNX Runtime here lacks {missing}; available: {available}")
         options = ort.SessionOptions()
         options.log_severity_level = 3
+        options.intra_op_num_threads = threads  # 0: ONNX Runtime's default (all cores)
+        self.threads = threads or (os.cpu_count() or 1)
         self.session = ort.InferenceSession(str(path), options, providers=wanted)
+        dim0 = self.session.get_inputs()[0].shape[0]
+        self.fixed_batch = dim0 if isinstance(dim0, int) else None
         self.providers = self.session.get_providers()
 
     def run(self, feeds):
@@ -120,15 +132,16 @@ class OrtRunner(Runner):
         return dict(zip(names, self.session.run(names, feeds)))
 
 
-def load_runner(artifact: str, providers: list[str] | None = None, config: str | None = None) -> Runner:
+def load_runner(artifact: str, providers: list[str] | None = None, config: str | None = None,
+                threads: int = 0) -> Runner:  # fmt: skip
     path = Path(artifact)
     if not path.exists():
         raise AFTExportError(f"artifact {path} does not exist")
     suffix = path.suffix.lower()
     if suffix in CHECKPOINT_SUFFIXES:
-        return TorchRunner(str(path), config=config)
+        return TorchRunner(str(path), config=config, threads=threads)
     if suffix == ".onnx":
-        return OrtRunner(str(path), providers)
+        return OrtRunner(str(path), providers, threads=threads)
     if suffix in (".engine", ".plan"):
         raise RuntimeMissing(f"{path}: TensorRT engines need the TensorRT runner, not in this release")
     raise AFTExportError(f"{path}: unknown artifact type; expected a checkpoint (.pt, .pth, .safetensors) or .onnx")

@@ -159,3 +159,24 @@ def test_onnx_without_metadata_is_refused(tmp_path):
     text.write_text("x")
     with pytest.raises(AFTExportError, match="unknown artifact type"):
         load_runner(str(text))
+
+
+def test_bench_reports_percentiles_and_threads(pair, tmp_path, cifar10):
+    from aft_export.bench import bench
+
+    ckpt, onnx_path = pair
+    report = bench([str(ckpt), str(onnx_path)], [1, 4], warmup=1, iters=3, threads=1)
+    rows = report["rows"]
+    assert [(r["backend"], r["batch"]) for r in rows] == [("torch", 1), ("torch", 4), ("onnxruntime", 1),
+                                                          ("onnxruntime", 4)]  # fmt: skip
+    for r in rows:
+        assert 0 < r["p50_ms"] <= r["p90_ms"] <= r["p99_ms"] and r["images_per_s"] > 0
+        assert r["threads"] == 1 and r["iters"] == 3 and r["warmup"] == 1
+    fixed = tmp_path / "b2.onnx"
+    export_checkpoint(ckpt, fixed, ExportOptions(batch="2", verify_images=0))
+    report = bench([str(fixed)], [1, 2], warmup=0, iters=1)
+    assert [r["batch"] for r in report["rows"]] == [2] and report["skipped"][0]["batch"] == 1
+    with pytest.raises(AFTExportError, match="--iters"):
+        bench([str(ckpt)], [1], iters=0)
+    result = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch", "2", "--iters", "2", "--json"])
+    assert result.exit_code == 0 and json.loads(result.output)["rows"][0]["batch"] == 2

@@ -1,0 +1,59 @@
+"""Latency and throughput per backend, precision and batch size.
+
+Timings are percentiles over many runs after a warm-up; the thread count is recorded
+with them. These are measurements for a report, never assertions in a test.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+
+import numpy as np
+
+from aft_export.errors import AFTExportError
+
+
+def bench_runner(runner, batch: int, warmup: int = 10, iters: int = 50, seed: int = 0) -> dict:
+    c, h, w = runner.info.input_size
+    x = np.random.default_rng(seed).standard_normal((batch, c, h, w)).astype(np.float32)
+    feeds = {"image": x}
+    for _ in range(warmup):
+        runner.run(feeds)
+    times = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        runner.run(feeds)
+        times.append(time.perf_counter() - t)
+    ms = np.array(times) * 1e3
+    return {
+        "artifact": runner.path,
+        "backend": runner.backend,
+        "precision": runner.info.precision,
+        "batch": batch,
+        "threads": runner.threads,
+        "warmup": warmup,
+        "iters": iters,
+        "p50_ms": float(np.percentile(ms, 50)),
+        "p90_ms": float(np.percentile(ms, 90)),
+        "p99_ms": float(np.percentile(ms, 99)),
+        "images_per_s": float(batch * iters / (ms.sum() / 1e3)),
+    }
+
+
+def bench(artifacts: list[str], batches: list[int], warmup: int = 10, iters: int = 50, threads: int = 0,
+          providers: list[str] | None = None) -> dict:  # fmt: skip
+    from aft_export.runners import load_runner
+
+    if warmup < 0 or iters < 1 or not batches or min(batches) < 1:
+        raise AFTExportError("bench needs --iters >= 1, --warmup >= 0 and batch sizes >= 1")
+    rows, skipped = [], []
+    for artifact in artifacts:
+        runner = load_runner(artifact, providers, threads=threads)
+        for batch in batches:
+            if runner.fixed_batch is not None and batch != runner.fixed_batch:
+                skipped.append({"artifact": artifact, "batch": batch,
+                                "reason": f"graph has a fixed batch of {runner.fixed_batch}"})  # fmt: skip
+                continue
+            rows.append(bench_runner(runner, batch, warmup, iters))
+    return {"machine": platform.machine(), "processor": platform.processor(), "rows": rows, "skipped": skipped}
