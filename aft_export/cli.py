@@ -165,6 +165,81 @@ def export_cmd(checkpoint, output, config_name, opset, batch, dynamic_hw, op_for
     click.echo("time: " + ", ".join(f"{k} {v:.2f}s" for k, v in result.seconds.items()))
 
 
+def _floats3(value: str | None, name: str):
+    if value is None:
+        return None
+    try:
+        parts = tuple(float(v) for v in value.split(","))
+    except ValueError:
+        parts = ()
+    if len(parts) != 3:
+        raise AFTExportError(f"{name} takes three comma-separated numbers, e.g. 0.485,0.456,0.406; got {value!r}")
+    return parts
+
+
+@main.command("quantize")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="ONNX file to write.")
+@click.option("--precision", type=click.Choice(["int8", "fp16"]), required=True,
+              help="int8: explicit Q/DQ; fp16: mixed precision (AFT core and LayerNorm in fp32).")
+@click.option("--calib", help="Calibration images: folder, tar, .npy/.npz or cifar10:train (needed for int8).")
+@click.option("--method", type=click.Choice(["minmax", "entropy", "percentile"]), default="percentile",
+              show_default=True, help="int8 range calibration.")
+@click.option("--percentile", default=99.999, show_default=True, help="For --method percentile.")
+@click.option("--count", default=512, show_default=True, help="Calibration images to sample.")
+@click.option("--batch-size", default=32, show_default=True, help="Calibration batch size.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the calibration sample.")
+@click.option("--per-channel/--per-tensor", default=True, show_default=True, help="int8 weight scales.")
+@click.option("--exclude", multiple=True, help="Node name to keep in floating point (repeatable).")
+@click.option("--quantize-aft-core", is_flag=True, help="int8: quantise the AFT core too (not advised).")
+@click.option("--sensitivity", is_flag=True, help="int8: rank nodes, keep the worst in float until --budget.")
+@click.option("--budget", default=0.5, show_default=True,
+              help="Sensitivity: allowed %% top-1 disagreement with fp32 on the calibration images.")
+@click.option("--allow-fewer", is_flag=True, help="Use fewer calibration images if the source has fewer.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="Calibration cache (default ~/.cache/aft-export).")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the calibration cache.")
+@click.option("--input-size", type=int, help="For models without aft-export metadata: square input size.")
+@click.option("--mean", help="For models without metadata: r,g,b mean of (x / 255).")
+@click.option("--std", help="For models without metadata: r,g,b std.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def quantize_cmd(model, output, precision, calib, method, percentile, count, batch_size, seed, per_channel,
+                 exclude, quantize_aft_core, sensitivity, budget, allow_fewer, cache_dir, no_cache,
+                 input_size, mean, std, as_json) -> None:  # fmt: skip
+    """Write an int8 (Q/DQ) or fp16 graph from an fp32 ONNX export, calibrated on real images."""
+    from aft_export.quantize import QuantizeOptions, quantize_model
+
+    opts = QuantizeOptions(
+        precision=precision, method=method, percentile=percentile, count=count, batch_size=batch_size,
+        seed=seed, per_channel=per_channel, exclude=tuple(exclude), quantize_aft_core=quantize_aft_core,
+        sensitivity=sensitivity, budget=budget, allow_fewer=allow_fewer,
+        cache_dir="" if no_cache else cache_dir, input_size=input_size,
+        mean=_floats3(mean, "--mean"), std=_floats3(std, "--std"),
+    )  # fmt: skip
+    log = (lambda *a: click.echo(*a, err=True)) if as_json else click.echo
+    result = quantize_model(model, output, calib, opts, log=log)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    r = result.recipe
+    click.echo(f"wrote {result.path} ({result.precision}, sha256 {result.sha256[:16]}...)")
+    if precision == "int8":
+        click.echo(f"int8: {r['quantized_nodes']} nodes quantised, {len(r['excluded_nodes'])} kept in float "
+                   f"({', '.join(r['excluded_modules']) or 'none'})")  # fmt: skip
+    else:
+        click.echo(f"fp16: fp32 kept for {', '.join(r['fp32_op_types'])} and {len(r['fp32_nodes'])} AFT-core nodes")
+        if result.nonfinite:
+            for bad in result.nonfinite:
+                click.echo(f"fp16 NaN/Inf: {bad['count']} values in {bad['value']} (node {bad['node']}, "
+                           f"module {bad['module'] or '?'})")  # fmt: skip
+        elif result.agreement:
+            click.echo("fp16: no NaN or Inf in any fp16 value on the calibration images")
+    if result.agreement:
+        a = result.agreement
+        click.echo(f"vs fp32 on {a['images']} calibration images: top-1 agreement {a['top1_agreement']:.2f}%, "
+                   f"max abs {a['max_abs']:.3g}")  # fmt: skip
+    click.echo("time: " + ", ".join(f"{k} {v:.2f}s" for k, v in result.seconds.items()))
+
+
 @main.command("parity")
 @click.argument("checkpoint", type=click.Path(dir_okay=False))
 @click.argument("artifacts", nargs=-1, type=click.Path(dir_okay=False))

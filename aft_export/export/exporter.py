@@ -129,6 +129,7 @@ def _torch_export(model, cfg, opts: ExportOptions):
     import torch
 
     from aft_export.export.functions import attach_functions, registered_schemas, translation_table
+    from aft_export.graph import compact_node_metadata, name_nodes
 
     batch = parse_batch(opts.batch)
     example = torch.randn(batch or 2, cfg.in_chans, cfg.img_size, cfg.img_size,
@@ -147,6 +148,8 @@ def _torch_export(model, cfg, opts: ExportOptions):
         _set_custom_ops(model, False)
     proto = program.model_proto
     attach_functions(proto)
+    compact_node_metadata(proto)
+    name_nodes(proto)
     return proto
 
 
@@ -325,6 +328,7 @@ def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, con
 
     from aft_export.checkpoint import load_checkpoint
     from aft_export.export.functions import DOMAIN
+    from aft_export.graph import module_by_output, restore_node_metadata, name_nodes
 
     opts = options or ExportOptions()
     out = Path(out)
@@ -354,9 +358,11 @@ def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, con
     simplify_report = None
     if opts.simplify:
         t = time.perf_counter()
-        props = read_metadata(proto)
+        props, modules = read_metadata(proto), module_by_output(proto)
         proto, simplify_report = _simplify(proto, images, opts)
         set_metadata(proto, props)
+        restore_node_metadata(proto, modules)  # onnxsim drops node metadata
+        name_nodes(proto)
         seconds["simplify"] = time.perf_counter() - t
 
     parity = None

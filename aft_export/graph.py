@@ -1,0 +1,173 @@
+"""Graph utilities shared by export, quantisation and parity.
+
+Every node of an exported graph carries two metadata entries that say which PyTorch
+module it came from:
+
+* ``aft.module``: the module path in the model (``blocks.0.mixer.to_q``; ``""`` for
+  the classifier itself);
+* ``aft.module_type``: that module's class name (``Linear``, ``AFTFull``, ...).
+
+The exporter records a lot more per node (the FX node, a stack trace with the
+paths of the machine that exported it); we keep these two, which is what a user
+debugging a divergence needs, and what quantisation needs to find the AFT core.
+onnxsim drops node metadata and fuses or renames some nodes, so the exporter
+restores the entries afterwards through the value names the nodes produce.
+"""
+
+from __future__ import annotations
+
+import ast
+
+MODULE_KEY = "aft.module"
+MODULE_TYPE_KEY = "aft.module_type"
+AFT_LAYER_TYPES = ("AFTFull", "AFTLocal", "AFTSimple", "AFTConv")
+
+
+def _props(node) -> dict[str, str]:
+    return {p.key: p.value for p in node.metadata_props}
+
+
+def _set_props(node, props: dict[str, str]) -> None:
+    del node.metadata_props[:]
+    for key in sorted(props):
+        entry = node.metadata_props.add()
+        entry.key, entry.value = key, props[key]
+
+
+def node_module(node) -> tuple[str, str] | None:
+    """(module path, module class name) of a node, or None if unknown."""
+    props = _props(node)
+    if MODULE_KEY in props:
+        return props[MODULE_KEY], props.get(MODULE_TYPE_KEY, "")
+    return None
+
+
+def compact_node_metadata(model) -> None:
+    """Replace the exporter's per-node metadata with ``aft.module``/``aft.module_type``.
+
+    The exporter's ``name_scopes`` list ends with the op's own name, preceded by the
+    module scopes from the root; ``class_hierarchy`` runs in parallel with classes.
+    """
+    for node in model.graph.node:
+        props = _props(node)
+        compact = {}
+        try:
+            scopes = ast.literal_eval(props.get("pkg.torch.onnx.name_scopes", "[]"))
+            classes = ast.literal_eval(props.get("pkg.torch.onnx.class_hierarchy", "[]"))
+        except (ValueError, SyntaxError):
+            scopes, classes = [], []
+        if len(scopes) >= 2 and len(classes) >= 2:
+            compact = {MODULE_KEY: scopes[-2], MODULE_TYPE_KEY: classes[-2].rsplit(".", 1)[-1]}
+        _set_props(node, compact)
+
+
+def module_by_output(model) -> dict[str, tuple[str, str]]:
+    """Value name -> (module, type) for every node output that has a known module."""
+    table = {}
+    for node in model.graph.node:
+        mod = node_module(node)
+        if mod is not None:
+            for out in node.output:
+                table[out] = mod
+    return table
+
+
+def restore_node_metadata(model, table: dict[str, tuple[str, str]]) -> None:
+    """Give nodes without module metadata the module of the value they produce, else
+    of the nearest consumer that has one (fused nodes feed the module they serve),
+    else of their producer."""
+
+    def put(node, mod):
+        _set_props(node, {MODULE_KEY: mod[0], MODULE_TYPE_KEY: mod[1]})
+
+    nodes = list(model.graph.node)
+    for node in nodes:
+        if node_module(node) is None:
+            mod = next((table[o] for o in node.output if o in table), None)
+            if mod is not None:
+                put(node, mod)
+    consumers: dict[str, list] = {}
+    producer = {}
+    for node in nodes:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+        for name in node.output:
+            producer[name] = node
+    for node in reversed(nodes):  # consumers come later in topological order
+        if node_module(node) is None:
+            for out in node.output:
+                mod = next((node_module(c) for c in consumers.get(out, []) if node_module(c)), None)
+                if mod is not None:
+                    put(node, mod)
+                    break
+    for node in nodes:
+        if node_module(node) is None:
+            mod = next((node_module(producer[i]) for i in node.input if i in producer
+                        and node_module(producer[i])), None)  # fmt: skip
+            if mod is not None:
+                put(node, mod)
+
+
+def name_nodes(model) -> None:
+    """Give every unnamed node a unique, deterministic name (tools key on names)."""
+    seen = {n.name for n in model.graph.node if n.name}
+    for i, node in enumerate(model.graph.node):
+        if not node.name:
+            name = f"{node.op_type}_{i}"
+            while name in seen:
+                name += "_"
+            node.name = name
+            seen.add(name)
+
+
+def aft_core_nodes(model) -> list[str]:
+    """Names of the nodes that compute the AFT mixing itself (exps, the products or
+    convolutions on them, reductions, division): the custom-domain nodes in the
+    custom op form, the nodes owned directly by an AFT module (not by its q/k/v/out
+    projections) in the decomposed form."""
+    from aft_export.export.functions import DOMAIN
+
+    names = []
+    for node in model.graph.node:
+        mod = node_module(node)
+        if node.domain == DOMAIN or (mod is not None and mod[1] in AFT_LAYER_TYPES):
+            names.append(node.name)
+    return names
+
+
+def with_outputs(model, names: list[str]):
+    """A copy of ``model`` that also outputs the given intermediate values."""
+    import onnx
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    present = {o.name for o in copy.graph.output}
+    for name in names:
+        if name not in present:
+            copy.graph.output.append(onnx.ValueInfoProto(name=name))
+    return copy
+
+
+def toposort(model) -> None:
+    """Sort the graph's nodes topologically, keeping the original order among ready
+    nodes (some converters append the Casts they insert at the end)."""
+    graph = model.graph
+    available = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {""}
+    pending = list(graph.node)
+    ordered = []
+    while pending:
+        rest = []
+        for node in pending:
+            if all(i in available for i in node.input):
+                ordered.append(node)
+                available.update(node.output)
+            else:
+                rest.append(node)
+        if len(rest) == len(pending):
+            raise ValueError(f"graph has a cycle or a missing input at node {rest[0].name}")
+        pending = rest
+    nodes = [type(n)() for n in ordered]
+    for dst, src in zip(nodes, ordered):
+        dst.CopyFrom(src)
+    del graph.node[:]
+    graph.node.extend(nodes)

@@ -1,0 +1,251 @@
+"""int8 (explicit Q/DQ) and fp16 graphs: what TensorRT's explicit precision needs."""
+
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from click.testing import CliRunner
+from onnx import TensorProto, numpy_helper
+
+from aft_export.cli import main
+from aft_export.errors import AFTExportError
+from aft_export.export.exporter import ExportOptions, export_checkpoint
+from aft_export.export.functions import DOMAIN
+from aft_export.graph import aft_core_nodes, node_module
+from aft_export.quantize import QuantizeOptions, quantize_model
+from aft_export.runners import graph_precision
+from tests.export.test_exporter import make_ckpt
+
+QUIET = dict(log=lambda *a: None)
+
+
+@pytest.fixture(scope="module")
+def onnx_models(tmp_path_factory, cifar10):
+    """fp32 exports of tiny models: AFT-full in the custom form, AFT-conv decomposed."""
+    d = tmp_path_factory.mktemp("q")
+    out = {}
+    for name, form in (("aft_full_test", "custom"), ("aft_conv_test", "decomposed")):
+        ckpt = make_ckpt(d / f"{name}.pt", name)
+        path = d / f"{name}_{form}.onnx"
+        export_checkpoint(ckpt, path, ExportOptions(op_form=form, verify_data=str(cifar10 / "test.tar"),
+                                                    verify_images=16), **QUIET)  # fmt: skip
+        out[form] = path
+    return out
+
+
+def _opts(tmp_path, **kw):
+    kw.setdefault("count", 64)
+    kw.setdefault("cache_dir", str(tmp_path / "cache"))
+    return QuantizeOptions(**kw)
+
+
+def _run(path, batch):
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(0).standard_normal((batch, 3, 32, 32)).astype(np.float32)
+    return sess.run(None, {"image": x})[0]
+
+
+def _consumers_of_dq(model):
+    dq = {o for n in model.graph.node if n.op_type == "DequantizeLinear" for o in n.output}
+    return {n.name for n in model.graph.node if any(i in dq for i in n.input)}
+
+
+@pytest.mark.parametrize("form", ["custom", "decomposed"])
+def test_int8_is_explicit_symmetric_qdq_with_float_aft_core(onnx_models, form, tmp_path, cifar10):
+    src = onnx.load(onnx_models[form])
+    out = tmp_path / "int8.onnx"
+    result = quantize_model(onnx_models[form], out, str(cifar10 / "train.tar"), _opts(tmp_path), **QUIET)
+    model = onnx.load(out)
+    onnx.checker.check_model(model, full_check=True)
+    assert graph_precision(model) == "int8"
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    dq_weight_axes = []
+    for node in model.graph.node:
+        if node.op_type not in ("QuantizeLinear", "DequantizeLinear"):
+            continue
+        zp = inits[node.input[2]]
+        assert zp.dtype == np.int8 and not zp.any(), "symmetric int8: zero-point 0"
+        scale = inits[node.input[1]]
+        if node.op_type == "DequantizeLinear" and node.input[0] in inits:  # a weight
+            w = inits[node.input[0]]
+            assert w.dtype == np.int8
+            if scale.size > 1:
+                axis = next(a.i for a in node.attribute if a.name == "axis")
+                assert scale.size == w.shape[axis]
+                dq_weight_axes.append(axis)
+        elif node.input[0] not in inits:  # an activation
+            assert scale.size == 1, "activations per tensor"
+    assert dq_weight_axes, "weights per channel"
+    # the AFT core never reads a dequantised value, nor computes in int8
+    core = set(aft_core_nodes(model))
+    assert core and not core & _consumers_of_dq(model)
+    if form == "custom":
+        assert sum(n.domain == DOMAIN for n in model.graph.node) == sum(n.domain == DOMAIN for n in src.graph.node)
+    else:  # the AFT-conv core's convolution stays float; the patch-embedding convs are int8
+        core_convs = [n for n in model.graph.node if n.op_type == "Conv" and n.name in core]
+        assert core_convs
+        quantized = {model.graph.node[i].op_type for i, n in enumerate(model.graph.node) if n.name in _consumers_of_dq(model)}
+        assert {"Conv", "Gemm"} <= quantized or {"Conv", "MatMul"} <= quantized
+    # metadata of the source plus the recipe
+    meta = {p.key: p.value for p in model.metadata_props}
+    src_meta = {p.key: p.value for p in src.metadata_props}
+    assert all(meta[k] == v for k, v in src_meta.items() if k != "precision")
+    recipe = json.loads(meta["quantization"])
+    assert recipe["method"] == "percentile" and recipe["count"] == 64 and recipe["seed"] == 0
+    assert recipe["calibration"]["sha256"] == result.recipe["calibration"]["sha256"]
+    assert set(recipe["excluded_nodes"]) == core
+    for batch in (1, 7):
+        assert _run(out, batch).shape == (batch, 10)
+    assert result.agreement["images"] == 64 and 0 <= result.agreement["top1_agreement"] <= 100
+
+
+def test_calibration_cache_is_reused_and_invalidated(onnx_models, tmp_path, cifar10):
+    calib = str(cifar10 / "train.tar")
+    first = quantize_model(onnx_models["custom"], tmp_path / "a.onnx", calib, _opts(tmp_path), **QUIET)
+    again = quantize_model(onnx_models["custom"], tmp_path / "b.onnx", calib, _opts(tmp_path), **QUIET)
+    assert first.recipe["calibration_cache"] == "written" and again.recipe["calibration_cache"] == "hit"
+    # the cached ranges give the same graph (the recipe in the metadata says "hit")
+    a, b = onnx.load(tmp_path / "a.onnx"), onnx.load(tmp_path / "b.onnx")
+    assert a.graph.SerializeToString() == b.graph.SerializeToString()
+    other_data = quantize_model(onnx_models["custom"], tmp_path / "c.onnx", calib, _opts(tmp_path, seed=1), **QUIET)
+    assert other_data.recipe["calibration_cache"] == "written"
+    other_model = quantize_model(onnx_models["decomposed"], tmp_path / "d.onnx", calib, _opts(tmp_path), **QUIET)
+    assert other_model.recipe["calibration_cache"] == "written"
+    other_method = quantize_model(onnx_models["custom"], tmp_path / "e.onnx", calib,
+                                  _opts(tmp_path, method="minmax"), **QUIET)  # fmt: skip
+    assert other_method.recipe["calibration_cache"] == "written"
+    off = quantize_model(onnx_models["custom"], tmp_path / "f.onnx", calib, _opts(tmp_path, cache_dir=""), **QUIET)
+    assert off.recipe["calibration_cache"] == "off"
+
+
+@pytest.mark.parametrize("form", ["custom", "decomposed"])
+def test_fp16_keeps_aft_core_and_layernorm_in_fp32(onnx_models, form, tmp_path, cifar10):
+    out = tmp_path / "fp16.onnx"
+    result = quantize_model(onnx_models[form], out, str(cifar10 / "train.tar"),
+                            _opts(tmp_path, precision="fp16"), **QUIET)  # fmt: skip
+    model = onnx.load(out)
+    onnx.checker.check_model(model, full_check=True)
+    assert graph_precision(model) == "fp16"
+    types = {v.name: v.type.tensor_type.elem_type for v in
+             list(model.graph.value_info) + list(model.graph.input) + list(model.graph.output)}  # fmt: skip
+    types.update({t.name: t.data_type for t in model.graph.initializer})
+    assert types["image"] == TensorProto.FLOAT and types["logits"] == TensorProto.FLOAT
+    core = set(aft_core_nodes(model))
+    fp32_nodes = [n for n in model.graph.node if n.name in core or n.op_type == "LayerNormalization"]
+    assert fp32_nodes
+    for node in fp32_nodes:
+        for name in list(node.input) + list(node.output):
+            if name in types and types[name] in (TensorProto.FLOAT, TensorProto.FLOAT16):
+                assert types[name] == TensorProto.FLOAT, (node.name, name)
+    assert any(t == TensorProto.FLOAT16 for t in types.values())
+    assert result.nonfinite == [] and result.agreement["top1_agreement"] >= 95
+    assert _run(out, 3).dtype == np.float32
+
+
+def test_fp16_overflow_is_reported(onnx_models, tmp_path, cifar10):
+    """A head whose logits overflow fp16 (> 65504) must be reported, not hidden."""
+    model = onnx.load(onnx_models["custom"])
+    gemm = [n for n in model.graph.node if n.op_type == "Gemm"][-1]  # the head
+    for t in model.graph.initializer:
+        if t.name == gemm.input[1]:
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t) * 1e6, t.name))
+    src = tmp_path / "hot.onnx"
+    onnx.save(model, src)
+    result = quantize_model(src, tmp_path / "hot16.onnx", str(cifar10 / "train.tar"),
+                            _opts(tmp_path, precision="fp16", count=16), **QUIET)  # fmt: skip
+    assert result.nonfinite and all(r["count"] > 0 for r in result.nonfinite)
+    assert any(r["module"] == "head" for r in result.nonfinite)
+
+
+def test_sensitivity_ranks_and_excludes_until_budget(onnx_models, tmp_path, cifar10):
+    result = quantize_model(onnx_models["custom"], tmp_path / "s.onnx", str(cifar10 / "train.tar"),
+                            _opts(tmp_path, sensitivity=True, budget=0.0, count=32), **QUIET)  # fmt: skip
+    ranking = result.sensitivity
+    assert ranking and [r["gain"] for r in ranking] == sorted((r["gain"] for r in ranking), reverse=True)
+    assert all(r["module"] for r in ranking)
+    excluded = [r["node"] for r in ranking if r.get("excluded")]
+    assert set(excluded) <= set(result.recipe["excluded_nodes"])
+    if result.agreement["disagreement"] > 0:  # budget 0 unmet: every ranked node went back to float
+        assert len(excluded) == len(ranking)
+
+
+def test_bad_input_writes_nothing(onnx_models, tmp_path, cifar10):
+    out = tmp_path / "o.onnx"
+    calib = str(cifar10 / "train.tar")
+    with pytest.raises(AFTExportError, match="int8 needs calibration images"):
+        quantize_model(onnx_models["custom"], out, None, _opts(tmp_path), **QUIET)
+    few = tmp_path / "few"
+    few.mkdir()
+    from PIL import Image
+
+    for i in range(3):
+        Image.new("RGB", (32, 32), (i, 2 * i, 3 * i)).save(few / f"{i}.png")
+    with pytest.raises(AFTExportError, match="has 3 images but 64 were asked for"):
+        quantize_model(onnx_models["custom"], out, str(few), _opts(tmp_path), **QUIET)
+    ok = quantize_model(onnx_models["custom"], out, str(few), _opts(tmp_path, allow_fewer=True), **QUIET)
+    assert ok.recipe["calibration"]["count"] == 3 and ok.recipe["calibration"]["requested"] == 64
+    out.unlink()
+    with pytest.raises(AFTExportError, match="already int8"):
+        quantize_model(ok.path if False else _int8_file(onnx_models, tmp_path, calib), out, calib, _opts(tmp_path), **QUIET)
+    with pytest.raises(AFTExportError, match="exclude names nodes the graph does not have"):
+        quantize_model(onnx_models["custom"], out, calib, _opts(tmp_path, exclude=("nope",)), **QUIET)
+    with pytest.raises(AFTExportError, match="does not exist"):
+        quantize_model(tmp_path / "missing.onnx", out, calib, _opts(tmp_path), **QUIET)
+    (tmp_path / "junk.onnx").write_bytes(b"not a model")
+    with pytest.raises(AFTExportError, match="not a readable ONNX file"):
+        quantize_model(tmp_path / "junk.onnx", out, calib, _opts(tmp_path), **QUIET)
+    with pytest.raises(AFTExportError, match="output directory .* does not exist"):
+        quantize_model(onnx_models["custom"], tmp_path / "no" / "o.onnx", calib, _opts(tmp_path), **QUIET)
+    with pytest.raises(AFTExportError, match="unknown precision"):
+        QuantizeOptions(precision="int4")
+    assert not out.exists() and not list(tmp_path.glob("*.tmp"))
+
+
+def _int8_file(onnx_models, tmp_path, calib):
+    path = tmp_path / "already.onnx"
+    quantize_model(onnx_models["custom"], path, calib, _opts(tmp_path, count=16), **QUIET)
+    return path
+
+
+def test_model_without_metadata_needs_explicit_preprocessing(onnx_models, tmp_path, cifar10):
+    model = onnx.load(onnx_models["custom"])
+    del model.metadata_props[:]
+    bare = tmp_path / "bare.onnx"
+    onnx.save(model, bare)
+    calib = str(cifar10 / "train.tar")
+    with pytest.raises(AFTExportError, match="pass --input-size, --mean, --std"):
+        quantize_model(bare, tmp_path / "o.onnx", calib, _opts(tmp_path), **QUIET)
+    opts = _opts(tmp_path, input_size=32, mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25), count=16)
+    result = quantize_model(bare, tmp_path / "o.onnx", calib, opts, **QUIET)
+    assert result.recipe["calibration"]["preprocess"]["mean"] == [0.5, 0.5, 0.5]
+
+
+def test_cli_quantize(onnx_models, tmp_path, cifar10):
+    runner = CliRunner()
+    out = tmp_path / "cli8.onnx"
+    args = ["quantize", str(onnx_models["custom"]), "-o", str(out), "--precision", "int8",
+            "--calib", str(cifar10 / "train.tar"), "--count", "32", "--cache-dir", str(tmp_path / "c")]  # fmt: skip
+    res = runner.invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert "int8:" in res.output and "top-1 agreement" in res.output and out.exists()
+    res = runner.invoke(main, args + ["--json"])
+    assert res.exit_code == 0
+    report = json.loads(res.stdout)
+    assert report["precision"] == "int8" and report["recipe"]["calibration_cache"] == "hit"
+    bad = runner.invoke(main, ["quantize", str(out), "-o", str(tmp_path / "x.onnx"), "--precision", "fp16"])
+    assert bad.exit_code == 2 and bad.output.startswith("error: ") and "already int8" in bad.output
+    assert "Traceback" not in bad.output
+    bad = runner.invoke(main, ["quantize", str(onnx_models["custom"]), "-o", str(tmp_path / "y.onnx"),
+                               "--precision", "int8", "--calib", str(cifar10 / "train.tar"), "--mean", "1,2"])  # fmt: skip
+    assert bad.exit_code == 2 and "three comma-separated numbers" in bad.output
+
+
+def test_node_modules_survive_quantisation(onnx_models, tmp_path, cifar10):
+    """Q/DQ nodes are new; every original node keeps the PyTorch module it came from."""
+    out = tmp_path / "m.onnx"
+    quantize_model(onnx_models["custom"], out, str(cifar10 / "train.tar"), _opts(tmp_path, count=16), **QUIET)
+    model = onnx.load(out)
+    originals = [n for n in model.graph.node if n.op_type not in ("QuantizeLinear", "DequantizeLinear")]
+    assert all(node_module(n) is not None for n in originals)
