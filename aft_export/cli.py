@@ -182,13 +182,14 @@ def _floats3(value: str | None, name: str):
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="ONNX file to write.")
 @click.option("--precision", type=click.Choice(["int8", "fp16"]), required=True,
               help="int8: explicit Q/DQ; fp16: mixed precision (AFT core and LayerNorm in fp32).")
-@click.option("--calib", help="Calibration images: folder, tar, .npy/.npz or cifar10:train (needed for int8).")
+@click.option("--calib", help="Calibration images: folder, tar, .npy/.npz, cifar10:train, or a recipe "
+              "such as calibration/cifar10.json (needed for int8).")
 @click.option("--method", type=click.Choice(["minmax", "entropy", "percentile"]), default="percentile",
               show_default=True, help="int8 range calibration.")
 @click.option("--percentile", default=99.999, show_default=True, help="For --method percentile.")
-@click.option("--count", default=512, show_default=True, help="Calibration images to sample.")
+@click.option("--count", type=int, help="Calibration images to sample [default: the recipe's, else 512].")
 @click.option("--batch-size", default=32, show_default=True, help="Calibration batch size.")
-@click.option("--seed", default=0, show_default=True, help="Seed of the calibration sample.")
+@click.option("--seed", type=int, help="Seed of the calibration sample [default: the recipe's, else 0].")
 @click.option("--per-channel/--per-tensor", default=True, show_default=True, help="int8 weight scales.")
 @click.option("--exclude", multiple=True, help="Node name to keep in floating point (repeatable).")
 @click.option("--quantize-aft-core", is_flag=True, help="int8: quantise the AFT core too (not advised).")
@@ -311,17 +312,19 @@ def bench_cmd(artifacts, batches, warmup, iters, threads, as_json) -> None:
 @click.option("--limit", type=int, help="Evaluate a fixed subset of N images.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def eval_cmd(artifacts, data, batch_size, limit, as_json) -> None:
-    """Top-1/top-5 of each checkpoint or ONNX file on a labelled set, side by side."""
-    from aft_export.evaluate import evaluate_artifact
+    """Top-1/top-5 of each checkpoint or ONNX file on a labelled set, side by side, with
+    each one's top-1 agreement with the first."""
+    from aft_export.evaluate import evaluate_artifacts
 
-    rows = [evaluate_artifact(a, data, batch_size=batch_size, limit=limit) for a in artifacts]
+    rows = evaluate_artifacts(list(artifacts), data, batch_size=batch_size, limit=limit)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(f"{'artifact':40s} {'backend':12s} {'prec':5s} {'images':>6s} {'top1':>6s} {'top5':>6s}")
+    click.echo(f"{'artifact':40s} {'backend':12s} {'prec':5s} {'images':>6s} {'top1':>6s} {'top5':>6s} "
+               f"{'agree':>6s}")  # fmt: skip
     for r in rows:
         click.echo(f"{r['artifact']:40s} {r['backend']:12s} {r['precision']:5s} {r['images']:6d} "
-                   f"{r['top1']:6.2f} {r['top5']:6.2f}")  # fmt: skip
+                   f"{r['top1']:6.2f} {r['top5']:6.2f} {r['agreement']:6.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":  # pragma: no cover

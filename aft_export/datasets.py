@@ -3,7 +3,7 @@
 Resolution order for CIFAR-10:
 
 1. ``$AFT_CIFAR10_DIR/{train,test}.tar`` (ImageFolder JPEG tars, as this project's
-   development data is shipped);
+   development data is shipped), then ``../shared/data/cifar10`` beside a checkout;
 2. the official *binary* release in the cache (``$AFT_CACHE_DIR`` or
    ``~/.cache/aft-export``), downloaded once and checked against its published
    md5. The binary release is raw bytes: nothing is unpickled (the "python" release
@@ -38,6 +38,13 @@ def cache_dir() -> Path:
     return Path(os.environ.get("AFT_CACHE_DIR", Path.home() / ".cache" / "aft-export"))
 
 
+def local_dirs() -> list[Path]:
+    """Where local CIFAR-10 tars are looked for: $AFT_CIFAR10_DIR, then
+    ``../shared/data/cifar10`` beside a source checkout (the project's CI layout)."""
+    dirs = [Path(os.environ["AFT_CIFAR10_DIR"])] if os.environ.get("AFT_CIFAR10_DIR") else []
+    return dirs + [Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10"]
+
+
 def is_named(source: str | os.PathLike) -> bool:
     return str(source).startswith("cifar10:")
 
@@ -47,9 +54,9 @@ def resolve(source: str) -> str | LabelledImages:
     name, _, split = str(source).partition(":")
     if name != "cifar10" or split not in _BATCHES:
         raise AFTExportError(f"unknown data set {source!r}; use cifar10:train or cifar10:test")
-    env = os.environ.get("AFT_CIFAR10_DIR")
-    if env and (Path(env) / f"{split}.tar").is_file():
-        return str(Path(env) / f"{split}.tar")
+    for folder in local_dirs():
+        if (folder / f"{split}.tar").is_file():
+            return str(folder / f"{split}.tar")
     archive = cache_dir() / "cifar-10-binary.tar.gz"
     if not archive.is_file():
         download(CIFAR10_URL, archive, CIFAR10_MD5)

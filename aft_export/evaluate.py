@@ -27,44 +27,58 @@ def evaluate_model(model, images: np.ndarray, labels: np.ndarray, mean, std, bat
     return 100.0 * top1 / n, 100.0 * top5 / n
 
 
-def evaluate_artifact(artifact, data: str, batch_size: int = 500, limit: int | None = None,
-                      providers: list[str] | None = None) -> dict:  # fmt: skip
-    """Top-1/top-5 of a checkpoint or ONNX file on a labelled ImageFolder directory or tar.
+def evaluate_artifacts(artifacts, data: str, batch_size: int = 500, limit: int | None = None,
+                       providers: list[str] | None = None) -> list[dict]:  # fmt: skip
+    """Top-1/top-5 of checkpoints or ONNX files on one labelled set, decoded once, and each
+    artifact's top-1 agreement with the first one (the reference, usually fp32).
 
-    Preprocessing comes from the artifact itself (checkpoint fields or ONNX metadata).
+    Preprocessing comes from each artifact itself (checkpoint fields or ONNX metadata).
     """
     from aft_export.runners import load_runner
 
-    runner = load_runner(str(artifact), providers)
-    info = runner.info
-    images = load_labelled(data, info.input_size[1], limit=limit)
-    if images.classes != info.classes:
-        raise AFTExportError(
-            f"{data} has classes {images.classes[:5]}... but {artifact} predicts {info.classes[:5]}...; "
-            f"evaluate on a set with the model's classes"
-        )
+    runners = [load_runner(str(a), providers) for a in artifacts]
+    if not runners:
+        raise AFTExportError("nothing to evaluate")
+    size = runners[0].info.input_size[1]
+    for a, r in zip(artifacts, runners):
+        if r.info.input_size[1] != size:
+            raise AFTExportError(f"{a} takes {r.info.input_size[1]}px images, {artifacts[0]} takes {size}px; "
+                                 f"evaluate them separately")  # fmt: skip
+    images = load_labelled(data, size, limit=limit)
     if len(images) == 0:
         raise AFTExportError(f"{data} holds no labelled images")
-    t0 = time.perf_counter()
-    top1 = top5 = 0
-    for i in range(0, len(images), batch_size):
-        x = normalize(images.images[i : i + batch_size], info.mean, info.std).numpy()
-        y = images.labels[i : i + batch_size]
-        logits = runner.logits(x, batch_size=min(batch_size, 64))
-        pred = np.argsort(-logits, axis=1)[:, :5]
-        top1 += int((pred[:, 0] == y).sum())
-        top5 += int((pred == y[:, None]).any(axis=1).sum())
-    n = len(images)
-    return {
-        "artifact": str(artifact),
-        "backend": runner.backend,
-        "precision": info.precision,
-        "data": str(data),
-        "images": n,
-        "top1": round(100.0 * top1 / n, 2),
-        "top5": round(100.0 * top5 / n, 2),
-        "seconds": round(time.perf_counter() - t0, 2),
-    }
+    rows, first_pred = [], None
+    for artifact, runner in zip(artifacts, runners):
+        info = runner.info
+        if images.classes != info.classes:
+            raise AFTExportError(
+                f"{data} has classes {images.classes[:5]}... but {artifact} predicts {info.classes[:5]}...; "
+                f"evaluate on a set with the model's classes"
+            )
+        t0 = time.perf_counter()
+        preds = []
+        for i in range(0, len(images), batch_size):
+            x = normalize(images.images[i : i + batch_size], info.mean, info.std).numpy()
+            preds.append(np.argsort(-runner.logits(x, batch_size=min(batch_size, 64)), axis=1)[:, :5])
+        pred = np.concatenate(preds)
+        y = images.labels[: len(pred)]
+        first_pred = pred if first_pred is None else first_pred
+        n = len(pred)
+        rows.append({
+            "artifact": str(artifact), "backend": runner.backend, "precision": info.precision,
+            "data": str(data), "images": n,
+            "top1": round(100.0 * float((pred[:, 0] == y).mean()), 2),
+            "top5": round(100.0 * float((pred == y[:, None]).any(axis=1).mean()), 2),
+            "agreement": round(100.0 * float((pred[:, 0] == first_pred[:n, 0]).mean()), 2),
+            "seconds": round(time.perf_counter() - t0, 2),
+        })  # fmt: skip
+    return rows
+
+
+def evaluate_artifact(artifact, data: str, batch_size: int = 500, limit: int | None = None,
+                      providers: list[str] | None = None) -> dict:  # fmt: skip
+    """Top-1/top-5 of one checkpoint or ONNX file (see :func:`evaluate_artifacts`)."""
+    return evaluate_artifacts([artifact], data, batch_size, limit, providers)[0]
 
 
 def evaluate_checkpoint(path, data: str, batch_size: int = 500, limit: int | None = None) -> dict:

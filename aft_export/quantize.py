@@ -50,9 +50,9 @@ class QuantizeOptions:
     precision: str = "int8"
     method: str = "percentile"
     percentile: float = 99.999
-    count: int = 512
+    count: int | None = None  # None: the recipe's, else 512
     batch_size: int = 32
-    seed: int = 0
+    seed: int | None = None  # None: the recipe's, else 0
     per_channel: bool = True
     exclude: tuple[str, ...] = ()  # node names kept in floating point
     quantize_aft_core: bool = False
@@ -71,7 +71,7 @@ class QuantizeOptions:
             raise AFTExportError(f"unknown calibration method {self.method!r}; choose one of {METHODS}")
         if not 0 < self.percentile <= 100:
             raise AFTExportError(f"percentile must be in (0, 100], got {self.percentile}")
-        if self.count < 1 or self.batch_size < 1:
+        if (self.count is not None and self.count < 1) or self.batch_size < 1:
             raise AFTExportError("calibration count and batch size must be >= 1")
         if self.budget < 0:
             raise AFTExportError("the accuracy budget is a percentage >= 0")
@@ -249,6 +249,7 @@ def quantize_model(model_path, out, calib: str | None, options: QuantizeOptions 
     model_sha = hashlib.sha256(raw).hexdigest()
     seconds: dict[str, float] = {}
 
+    calib, opts = _apply_recipe(calib, opts)
     cset = None
     if calib is None:
         if opts.precision == "int8":
@@ -301,6 +302,27 @@ def quantize_model(model_path, out, calib: str | None, options: QuantizeOptions 
         recipe=recipe, seconds={k: round(v, 3) for k, v in seconds.items()}, agreement=agreement,
         nonfinite=nonfinite, sensitivity=result_extra.get("sensitivity", []),
     )  # fmt: skip
+
+
+def _apply_recipe(calib, opts: QuantizeOptions):
+    """A calibration recipe (a JSON file such as ``calibration/cifar10.json``) names the
+    source and the count and seed to sample; options given explicitly win."""
+    from dataclasses import replace
+
+    recipe = {}
+    if calib is not None and str(calib).endswith(".json"):
+        path = Path(calib)
+        if not path.is_file():
+            raise AFTExportError(f"calibration recipe {path} does not exist")
+        try:
+            recipe = json.loads(path.read_text())
+            source = recipe["source"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise AFTExportError(f"calibration recipe {path} is malformed ({exc}); it needs a 'source'") from None
+        calib = source if ":" in source or Path(source).is_absolute() else str(path.parent / source)
+    opts = replace(opts, count=opts.count or int(recipe.get("count", 512)),
+                   seed=opts.seed if opts.seed is not None else int(recipe.get("seed", 0)))  # fmt: skip
+    return calib, opts
 
 
 def _int8(model, cset: CalibrationSet, opts: QuantizeOptions, core: list[str], model_sha: str, log):

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from aft_export.checkpoint import save_checkpoint
 from aft_export.cli import main
 from aft_export.errors import AFTExportError
-from aft_export.evaluate import evaluate_artifact
+from aft_export.evaluate import evaluate_artifact, evaluate_artifacts
 from aft_export.export.exporter import ExportOptions, export_checkpoint
 from aft_export.models import create_model
 from aft_export.parity import TOLERANCES, judge, metrics, run_parity, stress_inputs, tolerances_with
@@ -144,6 +144,24 @@ def test_eval_onnx_matches_checkpoint(pair, cifar10):
     b = evaluate_artifact(onnx_path, str(cifar10 / "test.tar"), limit=200)
     assert a["images"] == b["images"] == 200 and a["top1"] == b["top1"] and a["top5"] == b["top5"]
     assert (a["backend"], b["backend"]) == ("torch", "onnxruntime")
+
+
+def test_eval_side_by_side_reports_agreement_with_the_first(pair, tmp_path, cifar10):
+    import onnx
+    from onnx import numpy_helper
+
+    ckpt, onnx_path = pair
+    model = onnx.load(onnx_path)  # a different model with the same metadata: heads scrambled
+    gemm = [n for n in model.graph.node if n.op_type == "Gemm"][-1]
+    for t in model.graph.initializer:
+        if t.name == gemm.input[1]:
+            w = numpy_helper.to_array(t)
+            t.CopyFrom(numpy_helper.from_array(np.ascontiguousarray(w[::-1] if w.shape[0] == 10 else w[:, ::-1]), t.name))
+    other = tmp_path / "other.onnx"
+    onnx.save(model, other)
+    rows = evaluate_artifacts([ckpt, onnx_path, str(other)], str(cifar10 / "test.tar"), limit=100)
+    assert [r["agreement"] for r in rows[:2]] == [100.0, 100.0]
+    assert rows[2]["agreement"] < 50.0 and rows[0]["top1"] == rows[1]["top1"]
 
 
 def test_onnx_without_metadata_is_refused(tmp_path):

@@ -16,6 +16,7 @@ from aft_export.export.functions import DOMAIN
 from aft_export.graph import aft_core_nodes, node_module
 from aft_export.quantize import QuantizeOptions, quantize_model
 from aft_export.runners import graph_precision
+from tests.conftest import REPO
 from tests.export.test_exporter import make_ckpt
 
 QUIET = dict(log=lambda *a: None)
@@ -249,3 +250,29 @@ def test_node_modules_survive_quantisation(onnx_models, tmp_path, cifar10):
     model = onnx.load(out)
     originals = [n for n in model.graph.node if n.op_type not in ("QuantizeLinear", "DequantizeLinear")]
     assert all(node_module(n) is not None for n in originals)
+
+
+def test_calibration_recipes(onnx_models, tmp_path, cifar10, monkeypatch):
+    """A recipe names source, count and seed; explicit options win; the bundled one works."""
+    from PIL import Image
+
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    for i in range(10):
+        Image.new("RGB", (32, 32), (20 * i, 3 * i, 7)).save(imgs / f"{i}.png")
+    recipe = tmp_path / "mine.json"
+    recipe.write_text(json.dumps({"source": "imgs", "count": 6, "seed": 4}))
+    r = quantize_model(onnx_models["custom"], tmp_path / "r.onnx", str(recipe), QuantizeOptions(cache_dir=""), **QUIET)
+    assert r.recipe["calibration"]["count"] == 6 and r.recipe["calibration"]["seed"] == 4
+    assert r.recipe["calibration"]["source"] == str(imgs)
+    r = quantize_model(onnx_models["custom"], tmp_path / "r.onnx", str(recipe),
+                       QuantizeOptions(cache_dir="", count=3, seed=0), **QUIET)  # fmt: skip
+    assert r.recipe["calibration"]["count"] == 3 and r.recipe["calibration"]["seed"] == 0
+    recipe.write_text("{}")
+    with pytest.raises(AFTExportError, match="malformed.*needs a 'source'"):
+        quantize_model(onnx_models["custom"], tmp_path / "r.onnx", str(recipe), QuantizeOptions(), **QUIET)
+    monkeypatch.setenv("AFT_CIFAR10_DIR", str(cifar10))
+    bundled = REPO / "calibration" / "cifar10.json"
+    r = quantize_model(onnx_models["custom"], tmp_path / "r.onnx", str(bundled),
+                       QuantizeOptions(cache_dir="", count=16), **QUIET)  # fmt: skip
+    assert r.recipe["calibration"]["source"] == "cifar10:train"

@@ -278,16 +278,20 @@ def save_onnx(model, path: Path, threshold: int = TWO_GB) -> str | None:
 
 def _verification_images(meta, opts: ExportOptions) -> tuple[np.ndarray, str]:
     """N real images in the model's preprocessing, and where they came from."""
+    from aft_export import datasets
     from aft_export.data import load_labelled, normalize
+
+    def usable(c) -> bool:
+        return bool(c) and (datasets.is_named(c) or Path(c).exists())
 
     prov = meta.provenance
     candidates = [opts.verify_data] if opts.verify_data else [
         prov.get("metrics", {}).get("test_data"), prov.get("train_config", {}).get("test_data"), prov.get("data")]
-    source = next((c for c in candidates if c and Path(c).exists()), opts.verify_data)
-    if not source or not Path(source).exists():
+    source = next((c for c in candidates if usable(c)), opts.verify_data)
+    if not usable(source):
         env = os.environ.get("AFT_CIFAR10_DIR")
         source = str(Path(env) / "test.tar") if env and Path(env, "test.tar").exists() else source
-    if not source or not Path(source).exists():
+    if not usable(source):
         raise AFTExportError(
             "verification needs real images: pass --verify-data DIR_OR_TAR (or --verify-images 0 to skip)"
         )
