@@ -155,18 +155,45 @@ def _quiet_ort_quantizer():
         root.setLevel(level)
 
 
-def _ort_quantize(model, reader: CalibrationReader, opts: QuantizeOptions, exclude: list[str],
-                  cache: Path | None):  # fmt: skip
-    import onnx
-    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+def _method(name: str):
+    from onnxruntime.quantization import CalibrationMethod
 
-    method = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
-              "percentile": CalibrationMethod.Percentile}[opts.method]  # fmt: skip
+    return {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
+            "percentile": CalibrationMethod.Percentile}[name]  # fmt: skip
+
+
+def _calibrate(model, reader: CalibrationReader, opts: QuantizeOptions, ranges: Path) -> None:
+    """Collect activation ranges on the calibration images and save them to ``ranges``.
+
+    Done here rather than inside ``quantize_static`` because its calibrator options
+    leave entropy with 128 histogram bins and 128 quantised bins, which makes it
+    min-max; we use TensorRT's entropy setting (2048 bins, 128 quantised bins).
+    """
+    import onnx
+    from onnxruntime.quantization.calibrate import create_calibrator, save_tensors_data
+
+    extra = {"symmetric": opts.method != "minmax", "percentile": opts.percentile}
+    if opts.method == "entropy":
+        extra.update(num_bins=2048, num_quantized_bins=128)
+    with tempfile.TemporaryDirectory(prefix="aft-calib-") as tmp:
+        src = Path(tmp) / "model.onnx"
+        onnx.save(model, str(src))
+        calibrator = create_calibrator(src, list(QUANTIZED_OP_TYPES), augmented_model_path=str(Path(tmp) / "aug.onnx"),
+                                       calibrate_method=_method(opts.method), extra_options=extra)  # fmt: skip
+        reader.rewind()
+        with _quiet_ort_quantizer():
+            calibrator.collect_data(reader)
+            save_tensors_data(calibrator.compute_data(), ranges)
+
+
+def _ort_quantize(model, opts: QuantizeOptions, exclude: list[str], ranges: Path):
+    """ORT's QDQ quantiser on precomputed ranges, with TensorRT's explicit-quantisation settings."""
+    import onnx
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+
     extra = {
         "ActivationSymmetric": True,  # zero-point 0, as TensorRT requires
         "WeightSymmetric": True,
-        "CalibTensorRangeSymmetric": opts.method != "minmax",
-        "CalibPercentile": opts.percentile,
         # Q/DQ at the inputs of the int8 layers only, as TensorRT's explicit quantisation
         # places them; a quantised projection output would feed int8-rounded keys to the
         # AFT core's exp, which is exactly what keeping the core in float is meant to avoid.
@@ -175,14 +202,13 @@ def _ort_quantize(model, reader: CalibrationReader, opts: QuantizeOptions, exclu
     with tempfile.TemporaryDirectory(prefix="aft-quant-") as tmp:
         src, dst = Path(tmp) / "in.onnx", Path(tmp) / "out.onnx"
         onnx.save(model, str(src))
-        reader.rewind()
         with _quiet_ort_quantizer():
             quantize_static(
-                str(src), str(dst), calibration_data_reader=reader, quant_format=QuantFormat.QDQ,
+                str(src), str(dst), calibration_data_reader=None, quant_format=QuantFormat.QDQ,
                 op_types_to_quantize=list(QUANTIZED_OP_TYPES), per_channel=opts.per_channel,
                 reduce_range=False, activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                nodes_to_exclude=exclude, calibrate_method=method, extra_options=extra,
-                calibration_cache_path=str(cache) if cache else None,
+                nodes_to_exclude=exclude, calibrate_method=_method(opts.method), extra_options=extra,
+                calibration_cache_path=str(ranges),
             )  # fmt: skip
         return onnx.load(str(dst))
 
@@ -206,7 +232,7 @@ def _cache_path(opts: QuantizeOptions, model_sha: str, cset: CalibrationSet) -> 
     key = hashlib.sha256(json.dumps({
         "model": model_sha, "calibration": cset.sha256, "method": opts.method,
         "percentile": opts.percentile if opts.method == "percentile" else None,
-        "ops": QUANTIZED_OP_TYPES,
+        "ops": QUANTIZED_OP_TYPES, "bins": "trt-entropy-2048/128" if opts.method == "entropy" else None,
     }, sort_keys=True).encode()).hexdigest()[:32]  # fmt: skip
     root = Path(opts.cache_dir) if opts.cache_dir else default_cache_dir()
     try:
@@ -335,14 +361,17 @@ def _int8(model, cset: CalibrationSet, opts: QuantizeOptions, core: list[str], m
     exclude = list(dict.fromkeys(([] if opts.quantize_aft_core else core) + list(opts.exclude)))
     cache = _cache_path(opts, model_sha, cset)
     cached = cache is not None and cache.is_file()
-    reader = CalibrationReader(cset.tensors, "image", opts.batch_size)
-    qmodel = _ort_quantize(model, reader, opts, exclude, cache)
-    log(f"calibration: {len(cset)} images, {opts.method}, "
-        + (f"ranges reused from the cache {cache}" if cached else
-           f"ranges computed" + (f" and cached in {cache}" if cache else "")))  # fmt: skip
-    extra: dict = {}
-    if opts.sensitivity:
-        qmodel, exclude, extra["sensitivity"] = _sensitivity(model, qmodel, cset, opts, exclude, cache, log)
+    with tempfile.TemporaryDirectory(prefix="aft-ranges-") as tmp:
+        ranges = cache if cache is not None else Path(tmp) / "ranges.json"
+        if not cached:
+            _calibrate(model, CalibrationReader(cset.tensors, "image", opts.batch_size), opts, ranges)
+        log(f"calibration: {len(cset)} images, {opts.method}, "
+            + (f"ranges reused from the cache {cache}" if cached else
+               "ranges computed" + (f" and cached in {cache}" if cache else "")))  # fmt: skip
+        qmodel = _ort_quantize(model, opts, exclude, ranges)
+        extra: dict = {}
+        if opts.sensitivity:
+            qmodel, exclude, extra["sensitivity"] = _sensitivity(model, qmodel, cset, opts, exclude, ranges, log)
     by_name = {n.name: n for n in model.graph.node}
     recipe = {
         "method": opts.method, "percentile": opts.percentile if opts.method == "percentile" else None,
@@ -358,7 +387,7 @@ def _int8(model, cset: CalibrationSet, opts: QuantizeOptions, core: list[str], m
     return qmodel, recipe, extra
 
 
-def _sensitivity(model, qmodel, cset, opts, exclude, cache, log):
+def _sensitivity(model, qmodel, cset, opts, exclude, ranges, log):
     """Rank quantised nodes by the error their quantisation causes (the error left when
     only that node goes back to float), then exclude the worst until the top-1
     disagreement with fp32 on the calibration images is within the budget."""
@@ -367,11 +396,10 @@ def _sensitivity(model, qmodel, cset, opts, exclude, cache, log):
     by_name = {n.name: n for n in model.graph.node}
     ref = _logits(_session(model), cset.tensors)
     base = _agreement(ref, _logits(_session(qmodel), cset.tensors))
-    reader = CalibrationReader(cset.tensors, "image", opts.batch_size)
     candidates = [n for n in _quantized_nodes(qmodel) if n in by_name and n not in exclude]
     ranking = []
     for name in candidates:
-        trial = _ort_quantize(model, reader, opts, exclude + [name], cache)
+        trial = _ort_quantize(model, opts, exclude + [name], ranges)
         m = _agreement(ref, _logits(_session(trial), cset.tensors))
         mod = node_module(by_name[name])
         ranking.append({"node": name, "module": mod[0] if mod else "", "mse_if_float": m["mse"],
@@ -384,7 +412,7 @@ def _sensitivity(model, qmodel, cset, opts, exclude, cache, log):
         if state["disagreement"] <= opts.budget:
             break
         excluded.append(r["node"])
-        current = _ort_quantize(model, reader, opts, excluded, cache)
+        current = _ort_quantize(model, opts, excluded, ranges)
         state = _agreement(ref, _logits(_session(current), cset.tensors))
         r["excluded"] = True
         log(f"  excluded {r['node']} ({r['module']}): disagreement now {state['disagreement']:.2f}%")
