@@ -21,12 +21,16 @@ class Tolerance:
     max_abs: float  # largest absolute logit difference
     min_cosine: float  # smallest per-image cosine similarity of the logits
     min_top1_agreement: float  # share of images whose top-1 class matches the reference
+    # Stress inputs (scaled-up and constant images) only need finite outputs and this
+    # cosine. int8 saturates outside its calibrated ranges by design, so it is held to
+    # finiteness there; fp32 and fp16 have no such excuse.
+    stress_min_cosine: float = 0.0
 
 
 TOLERANCES: dict[str, Tolerance] = {
-    "fp32": Tolerance(max_abs=1e-4, min_cosine=0.99999, min_top1_agreement=1.0),
-    "fp16": Tolerance(max_abs=5e-2, min_cosine=0.999, min_top1_agreement=0.99),
-    "int8": Tolerance(max_abs=1.0, min_cosine=0.98, min_top1_agreement=0.95),
+    "fp32": Tolerance(max_abs=1e-4, min_cosine=0.99999, min_top1_agreement=1.0, stress_min_cosine=0.99999),
+    "fp16": Tolerance(max_abs=5e-2, min_cosine=0.999, min_top1_agreement=0.99, stress_min_cosine=0.999),
+    "int8": Tolerance(max_abs=1.0, min_cosine=0.98, min_top1_agreement=0.95, stress_min_cosine=0.0),
 }
 
 
@@ -78,12 +82,14 @@ def metrics(reference: np.ndarray, candidate: np.ndarray) -> dict:
 
 def judge(m: dict, tol: Tolerance, stress: bool = False) -> list[str]:
     """The limits an artifact broke (empty: it passes). Stress inputs have no labels
-    and extreme ranges: only finiteness and direction (cosine) are required there."""
+    and extreme ranges: only finiteness and direction (``stress_min_cosine``) are
+    required there."""
     failures = []
     if m["nonfinite"]:
         failures.append(f"{m['nonfinite']} NaN/Inf outputs")
-    if m["cosine_min"] < tol.min_cosine:
-        failures.append(f"cosine {m['cosine_min']:.6f} < {tol.min_cosine}")
+    limit = tol.stress_min_cosine if stress else tol.min_cosine
+    if m["cosine_min"] < limit:
+        failures.append(f"cosine {m['cosine_min']:.6f} < {limit}")
     if not stress:
         if m["max_abs"] > tol.max_abs:
             failures.append(f"max abs {m['max_abs']:.3g} > {tol.max_abs:g}")

@@ -60,6 +60,11 @@ def test_judge_per_precision():
     assert judge(m, TOLERANCES["fp16"]) == []
     assert judge(m, TOLERANCES["fp32"])  # the same numbers fail fp32
     assert judge({**m, "nonfinite": 2}, TOLERANCES["int8"], stress=True) == ["2 NaN/Inf outputs"]
+    # saturation on scaled-up inputs is int8's design, not fp16's
+    saturated = {**m, "cosine_min": 0.5}
+    assert judge(saturated, TOLERANCES["int8"], stress=True) == []
+    assert judge(saturated, TOLERANCES["fp16"], stress=True) == ["cosine 0.500000 < 0.999"]
+    assert judge(saturated, tolerances_with(["int8.stress_min_cosine=0.9"])["int8"], stress=True)
 
 
 def test_stress_inputs_are_normalised_constants_and_scaled_images():
