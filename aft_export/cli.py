@@ -305,6 +305,54 @@ def bench_cmd(artifacts, batches, warmup, iters, threads, as_json) -> None:
         click.echo(f"{s['artifact'][-32:]:32s} batch {s['batch']}: skipped ({s['reason']})")
 
 
+@main.command("pipeline")
+@click.argument("checkpoint", required=False, type=click.Path(dir_okay=False))
+@click.option("--out", type=click.Path(file_okay=False), help="Run directory [default: runs/<model>-<UTC time>].")
+@click.option("--calib", help="Calibration images or recipe [default: calibration/cifar10.json].")
+@click.option("--data", default="cifar10:test", show_default=True, help="Labelled images for parity and eval.")
+@click.option("--precision", "precisions", multiple=True, type=click.Choice(["fp16", "int8"]),
+              help="Reduced precisions to build [default: fp16 and int8].")
+@click.option("--op-form", type=click.Choice(["custom", "decomposed"]), default="custom", show_default=True)
+@click.option("--eval-limit", type=int, help="Evaluate a fixed subset of N images [default: all].")
+@click.option("--parity-images", default=64, show_default=True)
+@click.option("--batch", "batches", multiple=True, type=int, help="Bench batch sizes [default: 1 and 32].")
+@click.option("--iters", default=30, show_default=True, help="Bench runs per batch size.")
+@click.option("--threads", default=0, show_default=True, help="CPU threads (0: the backend's default).")
+@click.option("--tolerance", "overrides", multiple=True, metavar="PREC.FIELD=VALUE", help="Parity limit override.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def pipeline_cmd(checkpoint, out, calib, data, precisions, op_form, eval_limit, parity_images, batches, iters,
+                 threads, overrides, as_json) -> None:  # fmt: skip
+    """Export, quantise, build engines (where TensorRT exists), check parity, evaluate and
+    benchmark in one run directory. With no CHECKPOINT: the bundled zoo model.
+
+    Exit 0: every artifact passed parity; 1: one failed (the run directory still has
+    the full report); 2: bad input.
+    """
+    from aft_export.pipeline import PipelineOptions, run_pipeline, summary_table
+
+    kw = {k: v for k, v in dict(out=out, calib=calib, data=data, op_form=op_form, eval_limit=eval_limit,
+                                parity_images=parity_images, bench_iters=iters, threads=threads,
+                                tolerances=tuple(overrides)).items() if v is not None}  # fmt: skip
+    if precisions:
+        kw["precisions"] = tuple(dict.fromkeys(precisions))
+    if batches:
+        kw["bench_batches"] = tuple(batches)
+    opts = PipelineOptions(**kw)
+    log = (lambda *a: click.echo(*a, err=True)) if as_json else click.echo
+    result = run_pipeline(checkpoint, opts, log=log)
+    if as_json:
+        click.echo(json.dumps({"run_dir": result.run_dir, "passed": result.passed, "summary": result.summary},
+                              indent=2))  # fmt: skip
+    else:
+        click.echo("")
+        for line in summary_table(result.summary, opts.bench_batches):
+            click.echo(line)
+        click.echo(f"\n{'PASS' if result.passed else 'FAIL'}: run directory {result.run_dir} "
+                   f"(report.md, manifest.json, plots/)")  # fmt: skip
+    if not result.passed:
+        sys.exit(1)
+
+
 @main.command("eval")
 @click.argument("artifacts", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--data", required=True, type=click.Path(), help="Labelled ImageFolder directory or tar.")

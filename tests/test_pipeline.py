@@ -1,0 +1,95 @@
+"""The one-command pipeline on a tiny model: run directory, manifest, report, exit codes."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from aft_export import load_checkpoint
+from aft_export.checkpoint import save_checkpoint
+from aft_export.cli import main
+from aft_export.errors import AFTExportError
+from aft_export.pipeline import PipelineOptions, run_pipeline
+from tests.export.test_exporter import make_ckpt
+
+FAST = ["--eval-limit", "64", "--parity-images", "16", "--batch", "1", "--batch", "4", "--iters", "2"]
+# an untrained model's logits are near ties, so int8 flips top-1 more than a trained one
+# (the zoo meets the default limits: tests/test_zoo.py); the other limits stay default
+UNTRAINED_INT8 = ["--tolerance", "int8.min_top1_agreement=0.5", "--tolerance", "int8.max_abs=5"]
+
+
+CIFAR10 = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    """A tiny AFT-conv model with CIFAR-10's class names (untrained: eval needs the names)."""
+    path = make_ckpt(tmp_path_factory.mktemp("p") / "tiny.pt", "aft_conv_test")
+    model, meta = load_checkpoint(path)
+    save_checkpoint(path, model, CIFAR10, model_name="aft_conv_test")
+    return path
+
+
+def _args(ckpt, out, cifar10, *extra):
+    return ["pipeline", str(ckpt), "--out", str(out), "--data", str(cifar10 / "test.tar"),
+            "--calib", str(cifar10 / "train.tar"), *FAST, *extra]  # fmt: skip
+
+
+def test_pipeline_writes_a_complete_run_directory(ckpt, tmp_path, cifar10):
+    out = tmp_path / "run"
+    res = CliRunner().invoke(main, _args(ckpt, out, cifar10, *UNTRAINED_INT8))
+    assert res.exit_code == 0, res.output
+    assert "PASS" in res.output and "model.int8.onnx" in res.output
+    names = {p.name for p in out.iterdir()}
+    assert {"model.onnx", "model.fp16.onnx", "model.int8.onnx", "manifest.json", "report.md", "plots"} <= names
+    assert {p.name for p in (out / "plots").iterdir()} == {"accuracy.svg", "errors.svg", "latency_b1.svg",
+                                                           "latency_b4.svg"}  # fmt: skip
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["passed"] is True
+    assert manifest["versions"]["onnxruntime"] and manifest["versions"]["torch"]
+    assert len(manifest["inputs"]["checkpoint_sha256"]) == 64
+    assert manifest["inputs"]["calibration"]["count"] == 512
+    steps = {s["name"]: s for s in manifest["steps"]}
+    assert [s["name"] for s in manifest["steps"]] == ["export", "quantize fp16", "quantize int8", "tensorrt engines",
+                                                      "parity", "eval", "bench", "report"]  # fmt: skip
+    trt = steps["tensorrt engines"]  # said plainly, never reported as done
+    assert trt["status"] == "skipped" and "TensorRT" in trt["detail"]
+    assert all(s["status"] == "ok" for n, s in steps.items() if n != "tensorrt engines")
+    precisions = [r["precision"] for r in manifest["summary"]]
+    assert precisions == ["fp32", "fp32", "fp16", "int8"]
+    assert {a: v["bytes"] > 0 for a, v in manifest["artifacts"].items()} == {
+        "model.onnx": True, "model.fp16.onnx": True, "model.int8.onnx": True}
+    report = (out / "report.md").read_text()
+    assert "Result: **PASS**" in report and "| model.int8.onnx |" in report and "plots/errors.svg" in report
+    assert (out / "plots" / "errors.svg").read_text().startswith("<svg")
+    assert not list(tmp_path.glob(".run.partial-*"))
+
+
+def test_parity_failure_still_reports_and_exits_1(ckpt, tmp_path, cifar10):
+    out = tmp_path / "run"
+    res = CliRunner().invoke(main, _args(ckpt, out, cifar10, "--precision", "fp16", "--tolerance", "fp16.max_abs=0"))
+    assert res.exit_code == 1, res.output
+    assert "FAIL" in res.output and (out / "report.md").exists()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["passed"] is False and "model.int8.onnx" not in manifest["artifacts"]
+    assert next(s for s in manifest["steps"] if s["name"] == "parity")["status"] == "failed"
+
+
+def test_bad_input_leaves_nothing(ckpt, tmp_path, cifar10):
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "keep.txt").write_text("mine")
+    res = CliRunner().invoke(main, _args(ckpt, busy, cifar10))
+    assert res.exit_code == 2 and "already exists and is not empty" in res.output
+    assert [p.name for p in busy.iterdir()] == ["keep.txt"]
+    res = CliRunner().invoke(main, _args(tmp_path / "nope.pt", tmp_path / "r", cifar10))
+    assert res.exit_code == 2 and "does not exist" in res.output
+    res = CliRunner().invoke(main, _args(ckpt, tmp_path / "r2", cifar10, "--tolerance", "fp99.x=1"))
+    assert res.exit_code == 2 and "bad tolerance" in res.output
+    # a failure mid-run (calibration source missing) removes the partial directory
+    with pytest.raises(AFTExportError, match="does not exist"):
+        run_pipeline(str(ckpt), PipelineOptions(out=str(tmp_path / "r3"), calib=str(tmp_path / "none"),
+                                                data=str(cifar10 / "test.tar"), eval_limit=16),
+                     log=lambda *a: None)  # fmt: skip
+    assert not (tmp_path / "r3").exists() and not list(tmp_path.glob(".r3.partial-*"))
+    assert not (tmp_path / "r").exists() and not (tmp_path / "r2").exists()
