@@ -273,6 +273,19 @@ def parity_cmd(checkpoint, artifacts, data, images, overrides, as_json) -> None:
                        f"{m['mean_abs']:9.2e} {m['max_rel']:9.2e} {m['cosine_min']:9.6f} {m['sqnr_db']:8.1f} "
                        f"{100 * m['top1_agreement']:6.1f}% {100 * m['top5_overlap']:5.1f}% {m['nonfinite']:4d}  "
                        + ("pass" if row["passed"] else "FAIL: " + "; ".join(row["failures"])))  # fmt: skip
+            div = row.get("divergence")
+            if div and div.get("first"):
+                f = div["first"]
+                click.echo(f"    diverges first at node {f['node']} ({f['op_type']}) from module "
+                           f"{f['module'] or '(root)'} [{f['module_type']}]: relative error {f['rel']:.3g} > "
+                           f"{div['limit_rel']:g} ({div['compared']} values compared with {div['reference']})")  # fmt: skip
+            elif div and div.get("error"):
+                click.echo(f"    could not localise the divergence: {div['error']}")
+            elif div and div.get("worst"):
+                w = div["worst"][0]
+                click.echo(f"    no intermediate value leaves {div['limit_rel']:g} relative error "
+                           f"({div['compared']} compared); the largest, {w['rel']:.3g}, is at node {w['node']} "
+                           f"({w['op_type']}) from module {w['module'] or '(root)'} [{w['module_type']}]")  # fmt: skip
     if any(r["status"] == "fail" for r in report["artifacts"]):
         sys.exit(1)
     if report["skipped"]:

@@ -122,6 +122,45 @@ def check_compatible(reference, runner) -> None:
         raise AFTExportError(f"{runner.path} takes input {art.input_size}, the reference {ref.input_size}")
 
 
+def _divergence(checkpoint, artifact, artifacts, runner, images) -> dict:
+    """Localise a failing ONNX artifact against an fp32 graph of the same model: an fp32
+    ONNX among the artifacts if one was exported with the same options, else a fresh
+    export of the checkpoint with the options recorded in the artifact's metadata."""
+    import tempfile
+    from pathlib import Path
+
+    from aft_export.localize import localize
+    from aft_export.runners import OrtRunner
+
+    meta = runner.info.extra
+    reference = None
+    for other in artifacts:
+        if other == artifact or not str(other).endswith(".onnx"):
+            continue
+        try:
+            cand = OrtRunner(str(other))
+        except AFTExportError:
+            continue
+        same = {k: cand.info.extra.get(k) == meta.get(k) for k in ("source_sha256", "aft_op_form", "opset")}
+        if cand.info.precision == "fp32" and all(same.values()):
+            reference = str(other)
+            break
+    try:
+        if reference is not None:
+            return {"reference": reference, **localize(reference, artifact, images, runner.info.precision)}
+        from aft_export.export.exporter import ExportOptions, export_checkpoint
+
+        with tempfile.TemporaryDirectory(prefix="aft-localize-") as tmp:
+            ref_path = Path(tmp) / "reference.onnx"
+            export_checkpoint(checkpoint, ref_path, ExportOptions(
+                op_form=meta.get("aft_op_form", "custom"), opset=int(meta.get("opset", 18)), verify_images=0),
+                log=lambda *a: None)  # fmt: skip
+            return {"reference": "fresh fp32 export of the checkpoint",
+                    **localize(ref_path, artifact, images, runner.info.precision)}
+    except AFTExportError as exc:
+        return {"error": str(exc)}
+
+
 def run_parity(checkpoint: str, artifacts: list[str], data: str, images: int = 64,
                overrides: list[str] | None = None, providers: list[str] | None = None) -> dict:  # fmt: skip
     """Compare every artifact with the fp32 PyTorch model; returns the JSON-able report."""
@@ -155,6 +194,8 @@ def run_parity(checkpoint: str, artifacts: list[str], data: str, images: int = 6
             row["failures"] += [f"{name}: {f}" for f in fails]
         row["passed"] = not row["failures"]
         row["status"] = "pass" if row["passed"] else "fail"
+        if not row["passed"] and str(artifact).endswith(".onnx"):
+            row["divergence"] = _divergence(checkpoint, artifact, artifacts, runner, x)
         rows.append(row)
     return {"reference": str(checkpoint), "data": str(data), "images": len(x), "artifacts": rows,
             "passed": all(r["passed"] is True for r in rows),

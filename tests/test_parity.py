@@ -203,3 +203,45 @@ def test_bench_reports_percentiles_and_threads(pair, tmp_path, cifar10):
         bench([str(ckpt)], [1], iters=0)
     result = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch", "2", "--iters", "2", "--json"])
     assert result.exit_code == 0 and json.loads(result.output)["rows"][0]["batch"] == 2
+
+
+def _break_a_layer(onnx_path, out, index=3):
+    """Scale the weights of one MatMul/Gemm (one whose weights no other node shares)."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(onnx_path)
+    inits = {t.name: t for t in model.graph.initializer}
+    uses = {}
+    for n in model.graph.node:
+        for i in n.input:
+            uses[i] = uses.get(i, 0) + 1
+    layers = [n for n in model.graph.node if n.op_type in ("MatMul", "Gemm")
+              and any(i in inits and uses[i] == 1 for i in n.input)]  # fmt: skip
+    node = layers[index]
+    name = next(i for i in node.input if i in inits and uses[i] == 1)
+    inits[name].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(inits[name]) * 1.5, name))
+    onnx.save(model, out)
+    return node
+
+
+@pytest.mark.parametrize("with_fp32_onnx", [True, False])
+def test_divergence_is_localised_to_the_node_and_module(pair, tmp_path, cifar10, with_fp32_onnx):
+    from aft_export.graph import node_module
+
+    ckpt, onnx_path = str(pair[0]), str(pair[1])
+    broken = tmp_path / "broken.onnx"
+    ln = _break_a_layer(onnx_path, broken)
+    artifacts = [onnx_path, str(broken)] if with_fp32_onnx else [str(broken)]
+    report = run_parity(ckpt, artifacts, str(cifar10 / "test.tar"), images=16)
+    row = report["artifacts"][-1]
+    assert row["status"] == "fail"
+    div = row["divergence"]
+    assert div["first"]["node"] == ln.name and div["first"]["module"] == node_module(ln)[0]
+    assert div["first"]["module_type"] == "Linear" and div["first"]["rel"] > div["limit_rel"]
+    assert div["reference"] == (onnx_path if with_fp32_onnx else "fresh fp32 export of the checkpoint")
+    # nodes before the broken one agree with the reference
+    before = [r for r in div["nodes"][: div["nodes"].index(div["first"])]]
+    assert before and not any(r["diverged"] for r in before)
+    res = CliRunner().invoke(main, ["parity", ckpt, *artifacts, "--data", str(cifar10 / "test.tar"), "--images", "16"])
+    assert res.exit_code == 1 and f"diverges first at node {ln.name}" in res.output

@@ -42,3 +42,42 @@ def test_measured_top1_matches_card(entry, cifar10):
     assert result["images"] == 10000
     # CPU evaluation is deterministic up to float summation order across thread counts
     assert abs(result["top1"] - entry["top1"]) <= 0.1
+
+
+def _script(name):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry", ZOO, ids=NAMES)
+def test_quantised_zoo_meets_the_floors(entry, tmp_path, cifar10, monkeypatch):
+    """fp16 within 0.2 and int8 within 1.0 top-1 points of fp32 on the 10,000 test images."""
+    monkeypatch.setenv("AFT_CIFAR10_DIR", str(cifar10))
+    report = tmp_path / "q.json"
+    rc = _script("quantize_zoo").main(["--models", entry["name"], "--out", str(tmp_path), "--json", str(report)])
+    row = json.loads(report.read_text())["rows"][0]
+    assert rc == 0, row
+    assert row["fp32"]["top1"] == pytest.approx(entry["top1"], abs=0.1)  # the ONNX export is the model
+    assert row["int8"]["recipe"]["calibration"]["source"] == "cifar10:train"
+
+
+@pytest.mark.slow
+def test_default_pipeline_on_the_bundled_model(tmp_path, cifar10, monkeypatch):
+    """The README's main command, as a user runs it: no arguments but the run directory."""
+    from click.testing import CliRunner
+
+    from aft_export.cli import main
+
+    monkeypatch.setenv("AFT_CIFAR10_DIR", str(cifar10))
+    out = tmp_path / "run"
+    res = CliRunner().invoke(main, ["pipeline", "--out", str(out), "--iters", "5"])
+    assert res.exit_code == 0, res.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["inputs"]["model"] == "aft_conv_cifar" and manifest["passed"]
+    assert manifest["summary"][0]["top1"] == pytest.approx(
+        next(z["top1"] for z in ZOO if z["name"] == "aft_conv_cifar"), abs=0.1)

@@ -1,0 +1,69 @@
+"""Where an artifact diverges: the first graph node whose output leaves tolerance.
+
+An fp16 or int8 graph is made from an fp32 export, and keeps that export's value
+names for every node it did not add (Casts, Q/DQ). Both graphs are run in ONNX
+Runtime with every shared value exposed as an output, on the same images, and each
+value is compared with its fp32 counterpart in the artifact's execution order. The
+first one whose relative error (max abs difference over the reference's max abs)
+exceeds the precision's limit is where the divergence starts; the exporter's node
+metadata names the PyTorch module it came from.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aft_export.errors import AFTExportError
+
+# Largest relative error of an intermediate value before it counts as diverged.
+INTERMEDIATE_REL = {"fp32": 1e-4, "fp16": 2e-2, "int8": 0.25}
+SKIP_OPS = ("QuantizeLinear", "DequantizeLinear", "Cast")
+
+
+def _session(model):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def localize(reference, artifact, images: np.ndarray, precision: str, limit: float | None = None) -> dict:
+    """Compare every shared intermediate value of ``artifact`` with the fp32 ``reference``
+    (paths or ModelProtos) on ``images``; returns the first divergent node and the worst."""
+    import onnx
+
+    from aft_export.graph import node_module, with_outputs
+
+    ref = reference if isinstance(reference, onnx.ModelProto) else onnx.load(str(reference))
+    art = artifact if isinstance(artifact, onnx.ModelProto) else onnx.load(str(artifact))
+    limit = INTERMEDIATE_REL.get(precision, 1e-4) if limit is None else limit
+    ref_values = {o for n in ref.graph.node for o in n.output}
+    order = [(n, o) for n in art.graph.node if n.op_type not in SKIP_OPS for o in n.output if o in ref_values]
+    if not order:
+        raise AFTExportError("the artifact shares no intermediate values with the reference graph")
+    names = list(dict.fromkeys(o for _, o in order))
+    ref_sess, art_sess = _session(with_outputs(ref, names)), _session(with_outputs(art, names))
+    feeds = {"image": np.ascontiguousarray(images[:16], dtype=np.float32)}
+    got_ref = dict(zip([o.name for o in ref_sess.get_outputs()], ref_sess.run(None, feeds)))
+    got_art = dict(zip([o.name for o in art_sess.get_outputs()], art_sess.run(None, feeds)))
+    rows = []
+    for node, value in order:
+        r, a = got_ref.get(value), got_art.get(value)
+        if r is None or a is None or not np.issubdtype(np.asarray(r).dtype, np.floating):
+            continue
+        r64, a64 = np.asarray(r, np.float64), np.asarray(a, np.float64)
+        if r64.shape != a64.shape:
+            continue
+        finite = np.isfinite(a64)
+        diff = np.abs(np.where(finite, a64, 0.0) - r64)
+        rel = float(diff.max() / (np.abs(r64).max() + 1e-12)) if diff.size else 0.0
+        mod = node_module(node)
+        rows.append({"node": node.name, "op_type": node.op_type, "value": value,
+                     "module": mod[0] if mod else "", "module_type": mod[1] if mod else "",
+                     "max_abs": float(diff.max()) if diff.size else 0.0, "rel": rel,
+                     "nonfinite": int((~finite).sum()),
+                     "diverged": bool(rel > limit or (~finite).any())})  # fmt: skip
+    first = next((r for r in rows if r["diverged"]), None)
+    worst = sorted(rows, key=lambda r: -r["rel"])[:5]
+    return {"limit_rel": limit, "compared": len(rows), "first": first, "worst": worst, "nodes": rows}
