@@ -366,6 +366,73 @@ def pipeline_cmd(checkpoint, out, calib, data, precisions, op_form, eval_limit, 
         sys.exit(1)
 
 
+@main.command("build")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="Engine file to write.")
+@click.option("--batch", default="1,8,32", show_default=True, help="Batch profile MIN,OPT,MAX (or one number).")
+@click.option("--hw", help="AFT-conv exported with --dynamic-hw: height/width profile MIN,OPT,MAX.")
+@click.option("--workspace-mb", default=1024, show_default=True, help="Builder workspace limit.")
+@click.option("--timing-cache", type=click.Path(dir_okay=False), help="Timing cache file: loaded if present, saved after.")
+@click.option("--dla-core", type=int, help="Jetson: build for this DLA core, with GPU fallback.")
+@click.option("--version-compatible", is_flag=True, help="Engine loadable by later TensorRT of the same major.")
+@click.option("--hardware-compatibility", type=click.Choice(["none", "ampere+", "same-cc"]), default="none",
+              show_default=True, help="Engine loadable on other GPUs of that level.")
+def build_cmd(model, output, batch, hw, workspace_mb, timing_cache, dla_core, version_compatible,
+              hardware_compatibility) -> None:  # fmt: skip
+    """Build a TensorRT engine (precision as the ONNX graph says) and its manifest."""
+    from aft_export.trt import BuildOptions, build_engine
+
+    opts = BuildOptions(batch=batch, hw=hw, workspace_mb=workspace_mb, timing_cache=timing_cache,
+                        dla_core=dla_core, version_compatible=version_compatible,
+                        hardware_compatibility=hardware_compatibility)  # fmt: skip
+    build_engine(model, output, opts, log=click.echo)
+
+
+@main.command("infer")
+@click.argument("artifact", type=click.Path(dir_okay=False))
+@click.argument("images", nargs=-1, required=True, type=click.Path())
+@click.option("--top-k", default=5, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def infer_cmd(artifact, images, top_k, as_json) -> None:
+    """Top-k classes from a checkpoint, ONNX file or engine for images or folders of images."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from aft_export.data import IMAGE_EXTENSIONS, load_image, normalize
+    from aft_export.runners import load_runner
+
+    runner = load_runner(artifact)
+    info = runner.info
+    files = []
+    for item in images:
+        p = Path(item)
+        if p.is_dir():
+            files += sorted(f for f in p.rglob("*") if f.suffix.lower() in IMAGE_EXTENSIONS)
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise AFTExportError(f"image {p} does not exist")
+    if not files:
+        raise AFTExportError(f"no images found in {', '.join(images)}")
+    x = normalize(np.stack([load_image(str(f), info.input_size[1]) for f in files]), info.mean, info.std).numpy()
+    logits = runner.logits(x, batch_size=runner.fixed_batch or 64)
+    z = logits - logits.max(1, keepdims=True)
+    probs = np.exp(z) / np.exp(z).sum(1, keepdims=True)
+    k = min(top_k, len(info.classes))
+    results = []
+    for f, p in zip(files, probs):
+        order = np.argsort(-p)[:k]
+        results.append({"image": str(f), "top": [{"class": info.classes[i], "index": int(i),
+                                                   "probability": round(float(p[i]), 5)} for i in order]})  # fmt: skip
+    if as_json:
+        click.echo(json.dumps({"artifact": artifact, "backend": runner.backend, "precision": info.precision,
+                               "results": results}, indent=2))  # fmt: skip
+        return
+    for r in results:
+        click.echo(f"{r['image']}: " + ", ".join(f"{t['class']} {100 * t['probability']:.1f}%" for t in r["top"]))
+
+
 @main.command("eval")
 @click.argument("artifacts", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--data", required=True, type=click.Path(), help="Labelled ImageFolder directory or tar.")

@@ -91,16 +91,25 @@ def _ort_dist() -> str:
     return "onnxruntime"
 
 
+def _environment() -> dict:
+    from aft_export.trt import environment
+
+    return {**environment(), "cpu_count": os.cpu_count(), "machine": platform.machine()}
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def tensorrt_status() -> str | None:
     """None when TensorRT can build here; otherwise why not, in one line."""
+    from aft_export.trt import INSTALL_HINT, environment
+
     if importlib.util.find_spec("tensorrt") is None:
-        return ("TensorRT is not installed here (x86 GPU: pip install tensorrt; Jetson: use JetPack's "
-                "TensorRT); no engines built")  # fmt: skip
-    return "the TensorRT engine builder is not in this release of aft-export; no engines built"
+        return f"TensorRT is not installed here ({INSTALL_HINT}); no engines built"
+    if environment().get("gpu") is None:
+        return "TensorRT is installed but no CUDA GPU is visible; no engines built"
+    return None
 
 
 def run_pipeline(checkpoint: str | None = None, options: PipelineOptions | None = None, log=print) -> PipelineResult:
@@ -183,8 +192,21 @@ def _run(ckpt, meta, opts: PipelineOptions, work: Path, final: Path, log) -> Pip
                 + (f"; {len(q.nonfinite)} fp16 values took NaN/Inf" if q.nonfinite else ""))  # fmt: skip
 
     s = step("tensorrt engines")
-    s.status = "skipped"
-    done(s, tensorrt_status())
+    why_not = tensorrt_status()
+    if why_not:
+        s.status = "skipped"
+        done(s, why_not)
+    else:
+        from aft_export.trt import BuildOptions, build_engine
+
+        engines = []
+        for onnx_file in list(artifacts):
+            engine = onnx_file.with_suffix(".engine")
+            build_engine(onnx_file, engine, BuildOptions(batch=f"1,{max(opts.bench_batches)},"
+                                                        f"{max(max(opts.bench_batches), 64)}"), **quiet)  # fmt: skip
+            engines.append(engine)
+        artifacts += engines
+        done(s, f"{len(engines)} engines built")
 
     s = step("parity")
     par = run_parity(str(ckpt), [str(a) for a in artifacts], opts.data, images=opts.parity_images,
@@ -217,6 +239,7 @@ def _run(ckpt, meta, opts: PipelineOptions, work: Path, final: Path, log) -> Pip
                    "data": opts.data, "calibration": (results["quantize"].get("int8") or
                    results["quantize"].get("fp16") or {}).get("recipe", {}).get("calibration")},
         "artifacts": {a.name: {"sha256": _sha256(a), "bytes": a.stat().st_size} for a in artifacts},
+        "environment": _environment(),
         "steps": [asdict(x) for x in steps], "summary": summary, "passed": passed, "results": results,
     }  # fmt: skip
     (work / "manifest.json").write_text(json.dumps(manifest, indent=2, default=_json_default))

@@ -1,8 +1,8 @@
 """Runners: one contract for every backend, ``dict[str, np.ndarray]`` in and out.
 
 A runner also carries what is needed to feed it: class names, input size and the
-normalisation, read from the checkpoint or from the ONNX file's metadata. TensorRT
-engines get a runner of their own in :mod:`aft_export.trt` (not in this release).
+normalisation, read from the checkpoint, the ONNX file's metadata or the engine's
+manifest. TensorRT engines get a runner of their own in :mod:`aft_export.trt`.
 """
 
 from __future__ import annotations
@@ -143,5 +143,8 @@ def load_runner(artifact: str, providers: list[str] | None = None, config: str |
     if suffix == ".onnx":
         return OrtRunner(str(path), providers, threads=threads)
     if suffix in (".engine", ".plan"):
-        raise RuntimeMissing(f"{path}: TensorRT engines need the TensorRT runner, not in this release")
-    raise AFTExportError(f"{path}: unknown artifact type; expected a checkpoint (.pt, .pth, .safetensors) or .onnx")
+        from aft_export.trt import trt_runner
+
+        return trt_runner(str(path), threads=threads)
+    raise AFTExportError(f"{path}: unknown artifact type; expected a checkpoint (.pt, .pth, .safetensors), "
+                         f".onnx or a TensorRT .engine")

@@ -1,3 +1,4 @@
+import importlib.util
 import json
 
 import numpy as np
@@ -114,8 +115,9 @@ def test_parity_fails_a_perturbed_graph_and_skips_missing_runtimes(pair, tmp_pat
     biggest.CopyFrom(onnx.numpy_helper.from_array(arr, biggest.name))
     bad = tmp_path / "bad.onnx"
     onnx.save(model, bad)
-    engine = tmp_path / "m.engine"
-    engine.write_bytes(b"\0" * 16)
+    engine = _engine_with_manifest(tmp_path, onnx_path)
+    if importlib.util.find_spec("tensorrt") is not None:
+        pytest.skip("TensorRT is installed here: a made-up engine would be refused, not skipped")
     report = run_parity(str(ckpt), [str(bad), str(engine)], str(cifar10 / "test.tar"), images=8)
     fail, skip = report["artifacts"]
     assert fail["status"] == "fail" and any("max abs" in f for f in fail["failures"])
@@ -132,6 +134,22 @@ def test_parity_fails_a_perturbed_graph_and_skips_missing_runtimes(pair, tmp_pat
     result = runner.invoke(main, ["parity", str(ckpt), str(onnx_path), "--data", str(cifar10 / "test.tar"),
                                   "--images", "8"])  # fmt: skip
     assert result.exit_code == 0 and "pass" in result.output
+
+
+def _engine_with_manifest(tmp_path, onnx_path):
+    """Bytes that are not an engine, with a manifest whose hash matches them: enough for
+    aft-export's own checks to pass, so the missing TensorRT is what stops the run."""
+    import hashlib
+
+    meta = {p.key: p.value for p in onnx.load(onnx_path).metadata_props}
+    engine = tmp_path / "m.engine"
+    engine.write_bytes(b"\0" * 16)
+    manifest = {"engine_sha256": hashlib.sha256(engine.read_bytes()).hexdigest(), "tensorrt": "10.8.0",
+                "compute_capability": "8.6", "precision": "fp32", "build_options": {},
+                "input": {"name": "image", "min": [1, 3, 32, 32], "opt": [8, 3, 32, 32], "max": [32, 3, 32, 32]},
+                "model": {k: meta[k] for k in ("classes", "input_size", "mean", "std", "source_sha256")}}
+    (tmp_path / "m.engine.json").write_text(json.dumps(manifest))
+    return engine
 
 
 def test_parity_refuses_artifacts_of_another_model(pair, tmp_path, cifar10):
