@@ -73,17 +73,30 @@ def module_by_output(model) -> dict[str, tuple[str, str]]:
 
 
 def restore_node_metadata(model, table: dict[str, tuple[str, str]]) -> None:
-    """Give nodes without module metadata the module of the value they produce, else
-    of the nearest consumer that has one (fused nodes feed the module they serve),
-    else of their producer."""
+    """Give nodes without module metadata, in this order of trust, the module of the
+    value they produce; of a parameter they read (initializers keep names such as
+    ``blocks.0.mixer.to_q.bias``: rewritten nodes, e.g. MatMul+Add turned into Gemm,
+    still read them); of the nearest consumer that has one (fused nodes feed the
+    module they serve); else of their producer."""
 
     def put(node, mod):
         _set_props(node, {MODULE_KEY: mod[0], MODULE_TYPE_KEY: mod[1]})
 
+    types = {module: kind for module, kind in table.values()}
+    inits = {t.name for t in model.graph.initializer}
+
+    def by_parameter(node):
+        for name in node.input:
+            if name in inits and "." in name:
+                module = name.rsplit(".", 1)[0]
+                if module in types:
+                    return module, types[module]
+        return None
+
     nodes = list(model.graph.node)
     for node in nodes:
         if node_module(node) is None:
-            mod = next((table[o] for o in node.output if o in table), None)
+            mod = next((table[o] for o in node.output if o in table), None) or by_parameter(node)
             if mod is not None:
                 put(node, mod)
     consumers: dict[str, list] = {}

@@ -27,13 +27,28 @@ def onnx_models(tmp_path_factory, cifar10):
     """fp32 exports of tiny models: AFT-full in the custom form, AFT-conv decomposed."""
     d = tmp_path_factory.mktemp("q")
     out = {}
-    for name, form in (("aft_full_test", "custom"), ("aft_conv_test", "decomposed")):
+    for key, name, form in (("custom", "aft_full_test", "custom"), ("decomposed", "aft_conv_test", "decomposed"),
+                            ("conv_custom", "aft_conv_test", "custom")):  # fmt: skip
         ckpt = make_ckpt(d / f"{name}.pt", name)
         path = d / f"{name}_{form}.onnx"
         export_checkpoint(ckpt, path, ExportOptions(op_form=form, verify_data=str(cifar10 / "test.tar"),
                                                     verify_images=16), **QUIET)  # fmt: skip
-        out[form] = path
+        out[key] = path
     return out
+
+
+@pytest.mark.parametrize("key", ["custom", "decomposed", "conv_custom"])
+def test_every_projection_mlp_embedding_and_head_is_int8(onnx_models, key, tmp_path, cifar10):
+    """Every MatMul/Gemm/Conv that belongs to a Linear or Conv2d module computes in int8
+    (the zoo-size graphs, where onnxsim rewrites more, are checked in tests/test_zoo.py)."""
+    out = tmp_path / "int8.onnx"
+    quantize_model(onnx_models[key], out, str(cifar10 / "train.tar"), _opts(tmp_path, count=16), **QUIET)
+    model = onnx.load(out)
+    reads_dq = _consumers_of_dq(model)
+    layers = [n for n in model.graph.node if n.op_type in ("MatMul", "Gemm", "Conv")
+              and node_module(n) and node_module(n)[1] in ("Linear", "Conv2d")]  # fmt: skip
+    assert len(layers) >= 8
+    assert [n.name for n in layers if n.name not in reads_dq] == []
 
 
 def _opts(tmp_path, **kw):

@@ -81,3 +81,25 @@ def test_default_pipeline_on_the_bundled_model(tmp_path, cifar10, monkeypatch):
     assert manifest["inputs"]["model"] == "aft_conv_cifar" and manifest["passed"]
     assert manifest["summary"][0]["top1"] == pytest.approx(
         next(z["top1"] for z in ZOO if z["name"] == "aft_conv_cifar"), abs=0.1)
+
+
+@pytest.mark.parametrize("name", ["aft_conv_cifar", "aft_full_cifar"])
+def test_int8_covers_every_layer_of_the_real_graphs(name, tmp_path, cifar10):
+    """On the zoo's graphs onnxsim rewrites AFT-conv's q/k/v linears into Reshape+Gemm;
+    every MatMul/Gemm/Conv of a Linear or Conv2d module must still compute in int8."""
+    import onnx
+
+    from aft_export.export.exporter import ExportOptions, export_checkpoint
+    from aft_export.graph import node_module
+    from aft_export.quantize import QuantizeOptions, quantize_model
+
+    fp32, int8 = tmp_path / "m.onnx", tmp_path / "m.int8.onnx"
+    export_checkpoint(ZOO_DIR / f"{name}.pt", fp32, ExportOptions(verify_images=0), log=lambda *a: None)
+    quantize_model(fp32, int8, str(cifar10 / "train.tar"), QuantizeOptions(count=16, cache_dir=""),
+                   log=lambda *a: None)  # fmt: skip
+    model = onnx.load(int8)
+    dq = {o for n in model.graph.node if n.op_type == "DequantizeLinear" for o in n.output}
+    layers = [n for n in model.graph.node if n.op_type in ("MatMul", "Gemm", "Conv")
+              and node_module(n) and node_module(n)[1] in ("Linear", "Conv2d")]  # fmt: skip
+    assert len(layers) >= 17  # 4 blocks x (q/k/v, proj, fc1, fc2) + the head, at least
+    assert [n.name for n in layers if not any(i in dq for i in n.input)] == []
