@@ -68,6 +68,25 @@ def test_judge_per_precision():
     assert judge(saturated, tolerances_with(["int8.stress_min_cosine=0.9"])["int8"], stress=True)
 
 
+def test_near_ties_are_not_disagreements_in_fp16():
+    """One flip in 64 images fails fp16's 99% agreement unless the two classes were
+    closer in the reference than fp16's error can separate."""
+    ref = np.zeros((64, 10))
+    ref[:, 0] = 5.0
+    ref[0, 1] = 4.97  # image 0: a near tie between classes 0 and 1
+    ref[1, 1] = 3.0  # image 1: a clear decision
+    tie = ref.copy()
+    tie[0, 1] = 5.01
+    m = metrics(ref, tie)
+    assert m["top1_agreement"] < 0.99 and m["flip_margins"] == [0.03]
+    assert judge(m, TOLERANCES["fp16"]) == []
+    assert judge(m, TOLERANCES["fp32"])  # fp32 counts every flip
+    clear = ref.copy()
+    clear[1, 1] = 5.5
+    failures = judge(metrics(ref, clear), tolerances_with(["fp16.max_abs=10", "fp16.min_cosine=0"])["fp16"])
+    assert failures == ["top-1 agreement 0.9844 < 0.99 (1 decisive flips, ties within 0.1 not counted)"]
+
+
 def test_stress_inputs_are_normalised_constants_and_scaled_images():
     x = np.ones((10, 3, 4, 4), np.float32)
     s = stress_inputs(x, (0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
