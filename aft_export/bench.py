@@ -43,13 +43,18 @@ def bench_runner(runner, batch: int, warmup: int = 10, iters: int = 50, seed: in
 
 def bench(artifacts: list[str], batches: list[int], warmup: int = 10, iters: int = 50, threads: int = 0,
           providers: list[str] | None = None) -> dict:  # fmt: skip
+    from aft_export.errors import RuntimeMissing
     from aft_export.runners import load_runner
 
     if warmup < 0 or iters < 1 or not batches or min(batches) < 1:
         raise AFTExportError("bench needs --iters >= 1, --warmup >= 0 and batch sizes >= 1")
     rows, skipped = [], []
     for artifact in artifacts:
-        runner = load_runner(artifact, providers, threads=threads)
+        try:
+            runner = load_runner(artifact, providers, threads=threads)
+        except RuntimeMissing as exc:  # skipped with the reason, never timed as something else
+            skipped.append({"artifact": artifact, "batch": None, "reason": str(exc)})
+            continue
         for batch in batches:
             if runner.fixed_batch is not None and batch != runner.fixed_batch:
                 skipped.append({"artifact": artifact, "batch": batch,

@@ -248,8 +248,10 @@ def quantize_cmd(model, output, precision, calib, method, percentile, count, bat
 @click.option("--images", default=64, show_default=True, help="Number of real images.")
 @click.option("--tolerance", "overrides", multiple=True, metavar="PREC.FIELD=VALUE",
               help="Override a limit, e.g. fp16.max_abs=0.1 (repeatable).")
+@click.option("--provider", type=click.Choice(["cpu", "cuda", "tensorrt"]), default="cpu", show_default=True,
+              help="ONNX Runtime execution provider for .onnx artifacts (cuda/tensorrt need onnxruntime-gpu).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
-def parity_cmd(checkpoint, artifacts, data, images, overrides, as_json) -> None:
+def parity_cmd(checkpoint, artifacts, data, images, overrides, provider, as_json) -> None:
     """Compare artifacts with the fp32 PyTorch checkpoint.
 
     Exit 0: all passed; 1: one failed; 3: none failed but one was skipped (its runtime
@@ -257,7 +259,8 @@ def parity_cmd(checkpoint, artifacts, data, images, overrides, as_json) -> None:
     """
     from aft_export.parity import run_parity
 
-    report = run_parity(checkpoint, list(artifacts), data, images=images, overrides=list(overrides))
+    report = run_parity(checkpoint, list(artifacts), data, images=images, overrides=list(overrides),
+                        providers=provider)  # fmt: skip
     if as_json:
         click.echo(json.dumps(report, indent=2))
     else:
@@ -299,12 +302,14 @@ def parity_cmd(checkpoint, artifacts, data, images, overrides, as_json) -> None:
 @click.option("--warmup", default=10, show_default=True)
 @click.option("--iters", default=50, show_default=True)
 @click.option("--threads", default=0, help="CPU threads (0: the backend's default).")
+@click.option("--provider", type=click.Choice(["cpu", "cuda", "tensorrt"]), default="cpu", show_default=True,
+              help="ONNX Runtime execution provider for .onnx artifacts (cuda/tensorrt need onnxruntime-gpu).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def bench_cmd(artifacts, batches, warmup, iters, threads, as_json) -> None:
+def bench_cmd(artifacts, batches, warmup, iters, threads, provider, as_json) -> None:
     """Latency p50/p90/p99 and throughput of checkpoints and ONNX files."""
     from aft_export.bench import bench
 
-    report = bench(list(artifacts), list(batches), warmup=warmup, iters=iters, threads=threads)
+    report = bench(list(artifacts), list(batches), warmup=warmup, iters=iters, threads=threads, providers=provider)
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
@@ -315,7 +320,8 @@ def bench_cmd(artifacts, batches, warmup, iters, threads, as_json) -> None:
                    f"{r['threads']:3d} {r['p50_ms']:8.2f} {r['p90_ms']:8.2f} {r['p99_ms']:8.2f} "
                    f"{r['images_per_s']:9.1f}")  # fmt: skip
     for s in report["skipped"]:
-        click.echo(f"{s['artifact'][-32:]:32s} batch {s['batch']}: skipped ({s['reason']})")
+        click.echo(f"{s['artifact'][-32:]:32s} {'batch ' + str(s['batch']) if s['batch'] else 'all batches'}: "
+                   f"skipped ({s['reason']})")  # fmt: skip
 
 
 @main.command("pipeline")
@@ -392,8 +398,10 @@ def build_cmd(model, output, batch, hw, workspace_mb, timing_cache, dla_core, ve
 @click.argument("artifact", type=click.Path(dir_okay=False))
 @click.argument("images", nargs=-1, required=True, type=click.Path())
 @click.option("--top-k", default=5, show_default=True)
+@click.option("--provider", type=click.Choice(["cpu", "cuda", "tensorrt"]), default="cpu", show_default=True,
+              help="ONNX Runtime execution provider for .onnx artifacts (cuda/tensorrt need onnxruntime-gpu).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def infer_cmd(artifact, images, top_k, as_json) -> None:
+def infer_cmd(artifact, images, top_k, provider, as_json) -> None:
     """Top-k classes from a checkpoint, ONNX file or engine for images or folders of images."""
     from pathlib import Path
 
@@ -402,7 +410,7 @@ def infer_cmd(artifact, images, top_k, as_json) -> None:
     from aft_export.data import IMAGE_EXTENSIONS, load_image, normalize
     from aft_export.runners import load_runner
 
-    runner = load_runner(artifact)
+    runner = load_runner(artifact, providers=provider)
     info = runner.info
     files = []
     for item in images:
@@ -438,19 +446,24 @@ def infer_cmd(artifact, images, top_k, as_json) -> None:
 @click.option("--data", required=True, type=click.Path(), help="Labelled ImageFolder directory or tar.")
 @click.option("--batch-size", default=500, show_default=True)
 @click.option("--limit", type=int, help="Evaluate a fixed subset of N images.")
+@click.option("--provider", type=click.Choice(["cpu", "cuda", "tensorrt"]), default="cpu", show_default=True,
+              help="ONNX Runtime execution provider for .onnx artifacts (cuda/tensorrt need onnxruntime-gpu).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def eval_cmd(artifacts, data, batch_size, limit, as_json) -> None:
+def eval_cmd(artifacts, data, batch_size, limit, provider, as_json) -> None:
     """Top-1/top-5 of each checkpoint or ONNX file on a labelled set, side by side, with
     each one's top-1 agreement with the first."""
     from aft_export.evaluate import evaluate_artifacts
 
-    rows = evaluate_artifacts(list(artifacts), data, batch_size=batch_size, limit=limit)
+    rows = evaluate_artifacts(list(artifacts), data, batch_size=batch_size, limit=limit, providers=provider)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
     click.echo(f"{'artifact':40s} {'backend':12s} {'prec':5s} {'images':>6s} {'top1':>6s} {'top5':>6s} "
                f"{'agree':>6s}")  # fmt: skip
     for r in rows:
+        if r["status"] == "skipped":
+            click.echo(f"{r['artifact']:40s} SKIPPED: {r['reason']}")
+            continue
         click.echo(f"{r['artifact']:40s} {r['backend']:12s} {r['precision']:5s} {r['images']:6d} "
                    f"{r['top1']:6.2f} {r['top5']:6.2f} {r['agreement']:6.2f}")  # fmt: skip
 

@@ -34,14 +34,23 @@ def evaluate_artifacts(artifacts, data: str, batch_size: int = 500, limit: int |
 
     Preprocessing comes from each artifact itself (checkpoint fields or ONNX metadata).
     """
+    from aft_export.errors import RuntimeMissing
     from aft_export.runners import load_runner
 
-    runners = [load_runner(str(a), providers) for a in artifacts]
-    if not runners:
+    if not artifacts:
         raise AFTExportError("nothing to evaluate")
+    runners, skipped = [], {}
+    for i, a in enumerate(artifacts):
+        try:
+            runners.append(load_runner(str(a), providers))
+        except RuntimeMissing as exc:  # reported as skipped with the reason, never as evaluated
+            if i == 0:
+                raise AFTExportError(f"the first artifact is the reference and cannot be skipped: {exc}") from None
+            skipped[str(a)] = str(exc)
+            runners.append(None)
     size = runners[0].info.input_size[1]
     for a, r in zip(artifacts, runners):
-        if r.info.input_size[1] != size:
+        if r is not None and r.info.input_size[1] != size:
             raise AFTExportError(f"{a} takes {r.info.input_size[1]}px images, {artifacts[0]} takes {size}px; "
                                  f"evaluate them separately")  # fmt: skip
     images = load_labelled(data, size, limit=limit)
@@ -49,6 +58,9 @@ def evaluate_artifacts(artifacts, data: str, batch_size: int = 500, limit: int |
         raise AFTExportError(f"{data} holds no labelled images")
     rows, first_pred = [], None
     for artifact, runner in zip(artifacts, runners):
+        if runner is None:
+            rows.append({"artifact": str(artifact), "status": "skipped", "reason": skipped[str(artifact)]})
+            continue
         info = runner.info
         if images.classes != info.classes:
             raise AFTExportError(
@@ -69,7 +81,7 @@ def evaluate_artifacts(artifacts, data: str, batch_size: int = 500, limit: int |
             "data": str(data), "images": n,
             "top1": round(100.0 * float((pred[:, 0] == y).mean()), 2),
             "top5": round(100.0 * float((pred == y[:, None]).any(axis=1).mean()), 2),
-            "agreement": round(100.0 * float((pred[:, 0] == first_pred[:n, 0]).mean()), 2),
+            "agreement": round(100.0 * float((pred[:, 0] == first_pred[:n, 0]).mean()), 2), "status": "ok",
             "seconds": round(time.perf_counter() - t0, 2),
         })  # fmt: skip
     return rows

@@ -91,10 +91,37 @@ def graph_precision(model) -> str:
     return "fp32"
 
 
+PROVIDER_KINDS = ("cpu", "cuda", "tensorrt")
+
+
+def ort_providers(kind: str, precision: str = "fp32", cache_dir: str | None = None) -> list:
+    """ONNX Runtime provider list for ``kind`` (cpu, cuda or tensorrt), falling back to
+    CUDA then CPU for what the preferred provider cannot run. The TensorRT provider keeps
+    its engine and timing caches in ``cache_dir`` (default ~/.cache/aft-export/ort-tensorrt)
+    and is told the graph's precision (fp16 tensors, or int8 from the Q/DQ scales)."""
+    if kind not in PROVIDER_KINDS:
+        raise AFTExportError(f"unknown provider {kind!r}; choose one of {PROVIDER_KINDS}")
+    if kind == "cpu":
+        return ["CPUExecutionProvider"]
+    cuda = [("CUDAExecutionProvider", {}), "CPUExecutionProvider"]
+    if kind == "cuda":
+        return cuda
+    cache = Path(cache_dir) if cache_dir else Path.home() / ".cache" / "aft-export" / "ort-tensorrt"
+    cache.mkdir(parents=True, exist_ok=True)
+    options = {"trt_engine_cache_enable": True, "trt_engine_cache_path": str(cache),
+               "trt_timing_cache_enable": True, "trt_timing_cache_path": str(cache),
+               "trt_fp16_enable": precision == "fp16", "trt_int8_enable": precision == "int8"}  # fmt: skip
+    return [("TensorrtExecutionProvider", options)] + cuda
+
+
+def _provider_name(p) -> str:
+    return p[0] if isinstance(p, tuple) else p
+
+
 class OrtRunner(Runner):
     backend = "onnxruntime"
 
-    def __init__(self, path: str, providers: list[str] | None = None, threads: int = 0) -> None:
+    def __init__(self, path: str, providers: list | str | None = None, threads: int = 0) -> None:
         import onnx
         import onnxruntime as ort
 
@@ -114,10 +141,13 @@ class OrtRunner(Runner):
                          extra=meta)  # fmt: skip
         super().__init__(str(path), info)
         available = ort.get_available_providers()
+        if isinstance(providers, str):  # a kind: cpu, cuda, tensorrt
+            providers = ort_providers(providers, info.precision)
         wanted = providers or ["CPUExecutionProvider"]
-        missing = [p for p in wanted if p not in available]
+        missing = [_provider_name(p) for p in wanted if _provider_name(p) not in available]
         if missing:
-            raise RuntimeMissing(f"ONNX Runtime here lacks {missing}; available: {available}")
+            raise RuntimeMissing(f"ONNX Runtime here lacks {missing} (available: {available}); "
+                                 f"install onnxruntime-gpu with CUDA/TensorRT to use them")  # fmt: skip
         options = ort.SessionOptions()
         options.log_severity_level = 3
         options.intra_op_num_threads = threads  # 0: ONNX Runtime's default (all cores)
@@ -132,7 +162,7 @@ class OrtRunner(Runner):
         return dict(zip(names, self.session.run(names, feeds)))
 
 
-def load_runner(artifact: str, providers: list[str] | None = None, config: str | None = None,
+def load_runner(artifact: str, providers: list | str | None = None, config: str | None = None,
                 threads: int = 0) -> Runner:  # fmt: skip
     path = Path(artifact)
     if not path.exists():

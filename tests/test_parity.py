@@ -282,3 +282,31 @@ def test_divergence_is_localised_to_the_node_and_module(pair, tmp_path, cifar10,
     assert before and not any(r["diverged"] for r in before)
     res = CliRunner().invoke(main, ["parity", ckpt, *artifacts, "--data", str(cifar10 / "test.tar"), "--images", "16"])
     assert res.exit_code == 1 and f"diverges first at node {ln.name}" in res.output
+
+
+def test_execution_providers_and_their_caches(pair, tmp_path, cifar10):
+    import onnxruntime as ort
+
+    from aft_export.runners import ort_providers
+
+    assert ort_providers("cpu") == ["CPUExecutionProvider"]
+    assert [p if isinstance(p, str) else p[0] for p in ort_providers("cuda")] == ["CUDAExecutionProvider",
+                                                                              "CPUExecutionProvider"]  # fmt: skip
+    trt_name, options = ort_providers("tensorrt", "int8", str(tmp_path / "cache"))[0]
+    assert trt_name == "TensorrtExecutionProvider" and options["trt_int8_enable"] and not options["trt_fp16_enable"]
+    assert options["trt_engine_cache_enable"] and options["trt_engine_cache_path"] == str(tmp_path / "cache")
+    assert (tmp_path / "cache").is_dir() and options["trt_timing_cache_enable"]
+    with pytest.raises(AFTExportError, match="unknown provider"):
+        ort_providers("rocm")
+    ckpt, onnx_path = str(pair[0]), str(pair[1])
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("this ONNX Runtime has CUDA: the missing-provider path cannot be shown here")
+    res = CliRunner().invoke(main, ["eval", ckpt, onnx_path, "--data", str(cifar10 / "test.tar"), "--limit", "16",
+                                    "--provider", "cuda"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "SKIPPED" in res.output and "CUDAExecutionProvider" in res.output
+    res = CliRunner().invoke(main, ["parity", ckpt, onnx_path, "--data", str(cifar10 / "test.tar"), "--images", "8",
+                                    "--provider", "tensorrt"])  # fmt: skip
+    assert res.exit_code == 3 and "SKIPPED" in res.output  # skipped, never passed
+    res = CliRunner().invoke(main, ["bench", onnx_path, "--provider", "cuda", "--iters", "1", "--warmup", "0"])
+    assert res.exit_code == 0 and "skipped" in res.output
