@@ -94,11 +94,13 @@ def graph_precision(model) -> str:
 PROVIDER_KINDS = ("cpu", "cuda", "tensorrt")
 
 
-def ort_providers(kind: str, precision: str = "fp32", cache_dir: str | None = None) -> list:
+def ort_providers(kind: str, cache_dir: str | None = None) -> list:
     """ONNX Runtime provider list for ``kind`` (cpu, cuda or tensorrt), falling back to
     CUDA then CPU for what the preferred provider cannot run. The TensorRT provider keeps
-    its engine and timing caches in ``cache_dir`` (default ~/.cache/aft-export/ort-tensorrt)
-    and is told the graph's precision (fp16 tensors, or int8 from the Q/DQ scales)."""
+    its engine and timing caches in ``cache_dir`` (default ~/.cache/aft-export/ort-tensorrt).
+    Its ``trt_fp16_enable``/``trt_int8_enable`` stay off: with them ONNX Runtime builds a
+    weakly typed network, without them a strongly typed one, which takes the precision
+    from the graph (fp16 tensors, Q/DQ) as TensorRT 11 requires."""
     if kind not in PROVIDER_KINDS:
         raise AFTExportError(f"unknown provider {kind!r}; choose one of {PROVIDER_KINDS}")
     if kind == "cpu":
@@ -109,8 +111,7 @@ def ort_providers(kind: str, precision: str = "fp32", cache_dir: str | None = No
     cache = Path(cache_dir) if cache_dir else Path.home() / ".cache" / "aft-export" / "ort-tensorrt"
     cache.mkdir(parents=True, exist_ok=True)
     options = {"trt_engine_cache_enable": True, "trt_engine_cache_path": str(cache),
-               "trt_timing_cache_enable": True, "trt_timing_cache_path": str(cache),
-               "trt_fp16_enable": precision == "fp16", "trt_int8_enable": precision == "int8"}  # fmt: skip
+               "trt_timing_cache_enable": True, "trt_timing_cache_path": str(cache)}  # fmt: skip
     return [("TensorrtExecutionProvider", options)] + cuda
 
 
@@ -142,7 +143,7 @@ class OrtRunner(Runner):
         super().__init__(str(path), info)
         available = ort.get_available_providers()
         if isinstance(providers, str):  # a kind: cpu, cuda, tensorrt
-            providers = ort_providers(providers, info.precision)
+            providers = ort_providers(providers)
         wanted = providers or ["CPUExecutionProvider"]
         missing = [_provider_name(p) for p in wanted if _provider_name(p) not in available]
         if missing:

@@ -292,8 +292,10 @@ def test_execution_providers_and_their_caches(pair, tmp_path, cifar10):
     assert ort_providers("cpu") == ["CPUExecutionProvider"]
     assert [p if isinstance(p, str) else p[0] for p in ort_providers("cuda")] == ["CUDAExecutionProvider",
                                                                               "CPUExecutionProvider"]  # fmt: skip
-    trt_name, options = ort_providers("tensorrt", "int8", str(tmp_path / "cache"))[0]
-    assert trt_name == "TensorrtExecutionProvider" and options["trt_int8_enable"] and not options["trt_fp16_enable"]
+    trt_name, options = ort_providers("tensorrt", str(tmp_path / "cache"))[0]
+    # precision comes from the graph: ORT builds strongly typed only without these flags
+    assert trt_name == "TensorrtExecutionProvider" and "trt_int8_enable" not in options
+    assert "trt_fp16_enable" not in options
     assert options["trt_engine_cache_enable"] and options["trt_engine_cache_path"] == str(tmp_path / "cache")
     assert (tmp_path / "cache").is_dir() and options["trt_timing_cache_enable"]
     with pytest.raises(AFTExportError, match="unknown provider"):
