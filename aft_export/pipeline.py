@@ -183,7 +183,8 @@ def _run(ckpt, meta, opts: PipelineOptions, work: Path, final: Path, log) -> Pip
     for precision in opts.precisions:
         s = step(f"quantize {precision}")
         path = work / f"model.{precision}.onnx"
-        q = quantize_model(fp32, path, opts.calib, QuantizeOptions(precision=precision), **quiet)
+        q = quantize_model(fp32, path, opts.calib, QuantizeOptions(precision=precision), progress=False,
+                           **quiet)
         results["quantize"][precision] = q.to_dict()
         artifacts.append(path)
         a = q.agreement or {}

@@ -250,8 +250,9 @@ def _quantized_nodes(model) -> list[str]:
 
 
 def quantize_model(model_path, out, calib: str | None, options: QuantizeOptions | None = None,
-                   log=print) -> QuantizeResult:  # fmt: skip
-    """Quantise an fp32 ONNX file to int8 (Q/DQ) or fp16; writes ``out`` atomically."""
+                   log=print, progress: bool = True) -> QuantizeResult:  # fmt: skip
+    """Quantise an fp32 ONNX file to int8 (Q/DQ) or fp16; writes ``out`` atomically.
+    ``progress`` shows a progress bar (stderr) while calibration images are decoded."""
     from aft_export.export.exporter import check_graph, read_metadata, save_onnx, set_metadata
     from aft_export.graph import aft_core_nodes, name_nodes, node_module, toposort
     from aft_export.runners import graph_precision
@@ -282,7 +283,7 @@ def quantize_model(model_path, out, calib: str | None, options: QuantizeOptions 
             raise AFTExportError("int8 needs calibration images: pass --calib DATA (a folder, tar, .npy/.npz or cifar10:train)")
     else:
         t = time.perf_counter()
-        cset = load_calibration(calib, prep, opts.count, opts.seed, opts.allow_fewer, progress=log is print)
+        cset = load_calibration(calib, prep, opts.count, opts.seed, opts.allow_fewer, progress=progress)
         seconds["load_calibration"] = time.perf_counter() - t
         if cset.requested > len(cset):
             log(f"calibration: {calib} has only {len(cset)} images; using them (--allow-fewer)")

@@ -41,7 +41,7 @@ def main(argv=None) -> int:
     fp32, int8 = out / f"{args.model}.onnx", out / f"{args.model}.int8.onnx"
     quiet = dict(log=lambda *a: None)
     export_checkpoint(REPO / "models" / f"{args.model}.pt", fp32, ExportOptions(verify_images=0), **quiet)
-    quantize_model(fp32, int8, str(REPO / "calibration" / "cifar10.json"), QuantizeOptions(), **quiet)
+    quantize_model(fp32, int8, str(REPO / "calibration" / "cifar10.json"), QuantizeOptions(), progress=False, **quiet)
     runners = {"fp32": OrtRunner(str(fp32), threads=args.threads), "int8": OrtRunner(str(int8), threads=args.threads)}
 
     rows = []

@@ -50,7 +50,8 @@ def main(argv=None) -> int:
         for precision in ("fp16", "int8"):
             files[precision] = out / f"{name}.{precision}.onnx"
             reports[precision] = quantize_model(fp32, files[precision], args.calib,
-                                                QuantizeOptions(precision=precision, method=args.method), **quiet)  # fmt: skip
+                                                QuantizeOptions(precision=precision, method=args.method),
+                                                progress=False, **quiet)  # fmt: skip
         evals = evaluate_artifacts([str(files[p]) for p in ("fp32", "fp16", "int8")], args.data)
         row = {"model": name, "seconds": 0.0}
         for precision, ev in zip(("fp32", "fp16", "int8"), evals):

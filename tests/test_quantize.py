@@ -204,7 +204,7 @@ def test_bad_input_writes_nothing(onnx_models, tmp_path, cifar10):
     assert ok.recipe["calibration"]["count"] == 3 and ok.recipe["calibration"]["requested"] == 64
     out.unlink()
     with pytest.raises(AFTExportError, match="already int8"):
-        quantize_model(ok.path if False else _int8_file(onnx_models, tmp_path, calib), out, calib, _opts(tmp_path), **QUIET)
+        quantize_model(_int8_file(onnx_models, tmp_path, calib), out, calib, _opts(tmp_path), **QUIET)
     with pytest.raises(AFTExportError, match="exclude names nodes the graph does not have"):
         quantize_model(onnx_models["custom"], out, calib, _opts(tmp_path, exclude=("nope",)), **QUIET)
     with pytest.raises(AFTExportError, match="does not exist"):
