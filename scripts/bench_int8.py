@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="aft_full_cifar")
+    parser.add_argument("--model", default="aft_full_cifar", help="zoo name or checkpoint path")
     parser.add_argument("--out", default=str(REPO / "runs" / "bench_int8"))
     parser.add_argument("--batches", type=int, nargs="*", default=[1, 32])
     parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads (0: all cores)")
@@ -30,6 +30,13 @@ def main(argv=None) -> int:
     parser.add_argument("--iters", type=int, default=20, help="runs per round")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
+    ckpt = Path(args.model)
+    if not ckpt.is_file():
+        ckpt = REPO / "models" / f"{args.model}.pt"
+    if not ckpt.is_file():
+        zoo = ", ".join(sorted(p.stem for p in (REPO / "models").glob("*.pt")))
+        parser.error(f"--model {args.model}: neither a checkpoint file nor a zoo name ({zoo})")
+    name = ckpt.stem
 
     from aft_export.bench import bench_runner
     from aft_export.export.exporter import ExportOptions, export_checkpoint
@@ -38,9 +45,9 @@ def main(argv=None) -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    fp32, int8 = out / f"{args.model}.onnx", out / f"{args.model}.int8.onnx"
+    fp32, int8 = out / f"{name}.onnx", out / f"{name}.int8.onnx"
     quiet = dict(log=lambda *a: None)
-    export_checkpoint(REPO / "models" / f"{args.model}.pt", fp32, ExportOptions(verify_images=0), **quiet)
+    export_checkpoint(ckpt, fp32, ExportOptions(verify_images=0), **quiet)
     quantize_model(fp32, int8, str(REPO / "calibration" / "cifar10.json"), QuantizeOptions(), progress=False, **quiet)
     runners = {"fp32": OrtRunner(str(fp32), threads=args.threads), "int8": OrtRunner(str(int8), threads=args.threads)}
 
@@ -58,14 +65,14 @@ def main(argv=None) -> int:
                      "ratio_int8_over_fp32": ips["int8"] / ips["fp32"]})  # fmt: skip
 
     threads = runners["fp32"].threads
-    print(f"{args.model}, ONNX Runtime CPU, {threads} threads, {platform.processor() or platform.machine()}, "
+    print(f"{name}, ONNX Runtime CPU, {threads} threads, {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores; median of {args.rounds} interleaved rounds of {args.iters} runs")  # fmt: skip
     print(f"{'batch':>5s} {'fp32 img/s':>11s} {'int8 img/s':>11s} {'int8/fp32':>10s}")
     for r in rows:
         print(f"{r['batch']:5d} {r['fp32_images_per_s']:11.1f} {r['int8_images_per_s']:11.1f} "
               f"{r['ratio_int8_over_fp32']:9.2f}x")  # fmt: skip
     if args.json:
-        Path(args.json).write_text(json.dumps({"model": args.model, "threads": threads, "rows": rows}, indent=2))
+        Path(args.json).write_text(json.dumps({"model": name, "threads": threads, "rows": rows}, indent=2))
     return 0
 
 
