@@ -198,6 +198,10 @@ def _ort_quantize(model, opts: QuantizeOptions, exclude: list[str], ranges: Path
         # places them; a quantised projection output would feed int8-rounded keys to the
         # AFT core's exp, which is exactly what keeping the core in float is meant to avoid.
         "OpTypesToExcludeOutputQuantization": list(QUANTIZED_OP_TYPES),
+        # Biases stay float: TensorRT's DequantizeLinear takes int8 (fp8/int4) inputs only,
+        # and the INT32 bias DequantizeLinear that ORT writes by default is refused
+        # (onnx-tensorrt issue 850; ORT's own guidance for its TensorRT provider).
+        "QuantizeBias": False,
     }
     with tempfile.TemporaryDirectory(prefix="aft-quant-") as tmp:
         src, dst = Path(tmp) / "in.onnx", Path(tmp) / "out.onnx"
@@ -378,7 +382,7 @@ def _int8(model, cset: CalibrationSet, opts: QuantizeOptions, core: list[str], m
         "method": opts.method, "percentile": opts.percentile if opts.method == "percentile" else None,
         "count": len(cset), "seed": opts.seed, "batch_size": opts.batch_size,
         "per_channel": opts.per_channel, "symmetric": True, "activation_type": "int8",
-        "weight_type": "int8", "op_types": list(QUANTIZED_OP_TYPES),
+        "weight_type": "int8", "bias": "float", "op_types": list(QUANTIZED_OP_TYPES),
         "excluded_nodes": exclude,
         "excluded_modules": sorted({node_module(by_name[n])[0] for n in exclude
                                     if n in by_name and node_module(by_name[n])}),

@@ -291,3 +291,42 @@ def test_calibration_recipes(onnx_models, tmp_path, cifar10, monkeypatch):
     r = quantize_model(onnx_models["custom"], tmp_path / "r.onnx", str(bundled),
                        QuantizeOptions(cache_dir="", count=16), **QUIET)  # fmt: skip
     assert r.recipe["calibration"]["source"] == "cifar10:train"
+
+
+def _conv_gemm_with_biases(path):
+    """image -> Conv(+bias) -> Flatten -> Gemm(+bias): the layers whose biases ONNX Runtime's
+    quantiser turns into INT32 DequantizeLinear inputs unless told not to."""
+    from onnx import helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(a.astype(np.float32), n) for n, a in (
+        ("conv.weight", rng.standard_normal((4, 3, 8, 8)) * 0.1), ("conv.bias", rng.standard_normal(4)),
+        ("head.weight", rng.standard_normal((10, 64)) * 0.1), ("head.bias", rng.standard_normal(10)))]  # fmt: skip
+    nodes = [helper.make_node("Conv", ["image", "conv.weight", "conv.bias"], ["c"], kernel_shape=[8, 8], strides=[8, 8]),
+             helper.make_node("Flatten", ["c"], ["f"]),
+             helper.make_node("Gemm", ["f", "head.weight", "head.bias"], ["logits"], transB=1)]  # fmt: skip
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 3, 32, 32])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], inits)  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    for key, value in (("classes", json.dumps([str(i) for i in range(10)])), ("input_size", "[3, 32, 32]"),
+                       ("mean", "[0.5, 0.5, 0.5]"), ("std", "[0.25, 0.25, 0.25]")):  # fmt: skip
+        model.metadata_props.add(key=key, value=value)
+    onnx.save(model, path)
+    return path
+
+
+def test_int8_biases_stay_float_for_tensorrt(tmp_path, cifar10):
+    """TensorRT's DequantizeLinear takes int8 (fp8/int4) inputs only: an INT32 bias
+    DequantizeLinear, which ONNX Runtime's QDQ quantiser writes by default, is refused
+    (onnx-tensorrt issue 850; ORT's guidance for TensorRT is to leave biases unquantised)."""
+    src = _conv_gemm_with_biases(tmp_path / "cg.onnx")
+    out = tmp_path / "cg.int8.onnx"
+    quantize_model(src, out, str(cifar10 / "train.tar"), _opts(tmp_path, count=16), **QUIET)
+    model = onnx.shape_inference.infer_shapes(onnx.load(out))
+    types = {v.name: v.type.tensor_type.elem_type for v in list(model.graph.value_info) + list(model.graph.input)}
+    types.update({t.name: t.data_type for t in model.graph.initializer})
+    dq_inputs = {n.input[0]: types.get(n.input[0]) for n in model.graph.node if n.op_type == "DequantizeLinear"}
+    assert dq_inputs and set(dq_inputs.values()) == {TensorProto.INT8}, dq_inputs
+    assert {"Conv", "Gemm"} <= {n.op_type for n in model.graph.node if n.name in _consumers_of_dq(model)}
+    biases = {n.input[2] for n in model.graph.node if n.op_type in ("Conv", "Gemm")}
+    assert biases == {"conv.bias", "head.bias"}, "biases are read as float initializers"
