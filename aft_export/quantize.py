@@ -220,9 +220,9 @@ def _ort_quantize(model, opts: QuantizeOptions, exclude: list[str], ranges: Path
 def _restore_functions_and_metadata(out, source) -> None:
     """ORT's quantiser keeps the graph; make sure functions, opset imports for the
     custom domain and the file metadata survive as in the source."""
-    have = {(f.domain, f.name) for f in out.functions}
+    have = {(f.domain, f.name, f.overload) for f in out.functions}
     for f in source.functions:
-        if (f.domain, f.name) not in have:
+        if (f.domain, f.name, f.overload) not in have:
             out.functions.append(f)
     domains = {o.domain for o in out.opset_import}
     for o in source.opset_import:

@@ -69,11 +69,13 @@ def AFTSimple(q: FLOAT, k: FLOAT, v: FLOAT) -> FLOAT:
 
 @onnxscript.script(_aft, default_opset=op)
 def AFTConv(q: FLOAT, k: FLOAT, v: FLOAT, kernel: FLOAT, heads: int) -> FLOAT:
-    """q, v: (B, H, W, d); k: (B, H, W, heads); kernel: (heads, ks, ks), odd ks."""
+    """q, v: (B, H, W, d); k: (B, H, W, heads); kernel: (heads, ks, ks), odd ks.
+
+    The two Conv nodes get a literal ``kernel_shape`` in :func:`attach_functions`, one
+    body per kernel size (see there)."""
     k_max = op.ReduceMax(k, op.Constant(value_ints=[1, 2]), keepdims=1)  # (B, 1, 1, h)
     ek = op.Exp(op.Sub(k, k_max))  # (B, H, W, h)
-    zero = op.CastLike(op.Constant(value_float=0.0), kernel)
-    m = op.Max(op.ReduceMax(kernel, op.Constant(value_ints=[1, 2]), keepdims=1), zero)  # (h, 1, 1)
+    m = op.Relu(op.ReduceMax(kernel, op.Constant(value_ints=[1, 2]), keepdims=1))  # max(0, max w): (h, 1, 1)
     outside = op.Exp(op.Neg(m))  # weight of positions outside the window
     weight = op.Unsqueeze(op.Sub(op.Exp(op.Sub(kernel, m)), outside), op.Constant(value_ints=[1]))
     outside_c = op.Reshape(outside, op.Constant(value_ints=[1, -1, 1, 1]))  # (1, h, 1, 1)
@@ -158,28 +160,59 @@ def translation_table() -> dict:
             ops.conv.default: conv}  # fmt: skip
 
 
+def _conv_overload(node) -> str:
+    """``k<kernel_size>``: AFT-conv gets one body per kernel size (see attach_functions)."""
+    ks = next((a.i for a in node.attribute if a.name == "kernel_size"), 0)
+    if ks < 1:
+        raise ValueError(f"AFTConv node {node.name or '?'} has no kernel_size attribute")
+    return f"k{ks}"
+
+
+def _body(name: str, overload: str, opset: int) -> onnx.FunctionProto:
+    proto = FUNCTIONS[name].to_function_proto()
+    # The bodies are written against opset 18; the ops they use only gained types
+    # in later opsets, so they import the model's own version (the checker requires
+    # it, and every export is verified numerically against PyTorch).
+    for imp in proto.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            imp.version = opset
+    # the node may carry attributes the body does not need (window, kernel_size):
+    # declare them so checkers accept the node
+    declared = set(proto.attribute)
+    for attr in _ATTRS.get(name, {}):
+        if attr not in declared:
+            proto.attribute.append(attr)
+    if overload:
+        # TensorRT's parser up to 10.3 reads a computed-weight Conv's kernel size from its
+        # kernel_shape attribute only (onnx-tensorrt 10.4 changelog: "fixed kernel shape
+        # inference in multi-input convolutions"), and no version resolves a reference to
+        # the caller's attribute there; so the size is a literal, one body per size. The
+        # body is an ONNX overload of AFTConv: the node keeps the op type a plugin of the
+        # same name would take over.
+        proto.overload = overload
+        ks = int(overload[1:])
+        for node in proto.node:
+            if node.op_type == "Conv":
+                node.attribute.append(onnx.helper.make_attribute("kernel_shape", [ks, ks]))
+    return proto
+
+
 def attach_functions(model: onnx.ModelProto) -> list[str]:
     """Add the body of every com.aft op used in ``model`` as a model-local function."""
-    used = sorted({n.op_type for n in model.graph.node if n.domain == DOMAIN})
-    present = {(f.domain, f.name) for f in model.functions}
+    present = {(f.domain, f.name, f.overload) for f in model.functions}
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), MIN_OPSET)
-    for name in used:
-        if (DOMAIN, name) in present:
+    used = set()
+    for node in model.graph.node:
+        if node.domain != DOMAIN:
             continue
-        proto = FUNCTIONS[name].to_function_proto()
-        # The bodies are written against opset 18; the ops they use only gained types
-        # in later opsets, so they import the model's own version (the checker requires
-        # it, and every export is verified numerically against PyTorch).
-        for imp in proto.opset_import:
-            if imp.domain in ("", "ai.onnx"):
-                imp.version = opset
-        # the node may carry attributes the body does not need (window, kernel_size):
-        # declare them so checkers accept the node
-        declared = set(proto.attribute)
-        for attr in _ATTRS.get(name, {}):
-            if attr not in declared:
-                proto.attribute.append(attr)
-        model.functions.append(proto)
+        if node.op_type == "AFTConv":
+            node.overload = _conv_overload(node)
+        used.add(node.op_type)
+        if (DOMAIN, node.op_type, node.overload) not in present:
+            model.functions.append(_body(node.op_type, node.overload, opset))
+            present.add((DOMAIN, node.op_type, node.overload))
     if used and not any(o.domain == DOMAIN for o in model.opset_import):
         model.opset_import.append(onnx.helper.make_opsetid(DOMAIN, VERSION))
-    return used
+    if used and model.ir_version < 10:
+        model.ir_version = 10  # function overloads
+    return sorted(used)

@@ -47,9 +47,9 @@ def test_simple_body(k_scale):
 
 
 @pytest.mark.parametrize("k_scale", [1.0, 50.0])
-@pytest.mark.parametrize("grid", [(4, 4), (3, 5)])
-def test_conv_body(k_scale, grid):
-    heads, dh, ks = 3, 2, 3
+@pytest.mark.parametrize("grid,ks", [((4, 4), 3), ((3, 5), 3), ((5, 6), 5)])
+def test_conv_body(k_scale, grid, ks):
+    heads, dh = 3, 2
     t, d = grid[0] * grid[1], heads * dh
     kernel = torch.randn(heads, ks, ks, generator=torch.Generator().manual_seed(14)) * 2
     q, kh, v = make_qkv(2, t, d, k_scale, seed=15, k_dim=heads)
@@ -92,3 +92,62 @@ def test_no_intermediate_has_BTTd_elements(op_type):
     assert len(sizes) > 5
     assert max(sizes) <= max(b * t * d, t * t)
     assert max(sizes) < b * t * t * d
+
+
+def _conv_node_model(kernel_sizes):
+    """One AFTConv node per kernel size, chained, on a 6x6 grid with 2 heads of width 2."""
+    b, grid, heads, d = 2, (6, 6), 2, 4
+    vals = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+            for n, s in (("q", [b, *grid, d]), ("k", [b, *grid, heads]), ("v", [b, *grid, d]))]  # fmt: skip
+    nodes, inits, prev = [], [], "q"
+    for i, ks in enumerate(kernel_sizes):
+        w = np.random.default_rng(i).standard_normal((heads, ks, ks)).astype(np.float32)
+        inits.append(onnx.numpy_helper.from_array(w, f"w{i}"))
+        nodes.append(helper.make_node("AFTConv", [prev, "k", "v", f"w{i}"], [f"y{i}"], domain=DOMAIN,
+                                      heads=heads, kernel_size=ks))  # fmt: skip
+        prev = f"y{i}"
+    out = helper.make_tensor_value_info(prev, TensorProto.FLOAT, [b, *grid, d])
+    model = helper.make_model(helper.make_graph(nodes, "g", vals, [out], inits),
+                              opset_imports=[helper.make_opsetid("", 18)])  # fmt: skip
+    attach_functions(model)
+    return model
+
+
+def test_conv_kernel_shape_is_literal_one_body_per_size():
+    """TensorRT <= 10.3 reads a computed-weight Conv's kernel size from kernel_shape only:
+    every Conv TensorRT will see (after inlining) has it literally, matching the weights."""
+    model = _conv_node_model([3, 5, 3])
+    onnx.checker.check_model(model, full_check=True)
+    assert [n.overload for n in model.graph.node] == ["k3", "k5", "k3"]
+    assert sorted((f.name, f.overload) for f in model.functions) == [("AFTConv", "k3"), ("AFTConv", "k5")]
+    assert {n.op_type for n in model.graph.node} == {"AFTConv"}, "the op type a plugin would match"
+    for f in model.functions:
+        convs = [n for n in f.node if n.op_type == "Conv"]
+        assert len(convs) == 2
+        ks = int(f.overload[1:])
+        for conv in convs:
+            attr = {a.name: a for a in conv.attribute}
+            assert list(attr["kernel_shape"].ints) == [ks, ks] and not attr["kernel_shape"].ref_attr_name
+    inlined = onnx.inliner.inline_local_functions(model)
+    shapes = sorted(tuple(a.ints) for n in inlined.graph.node if n.op_type == "Conv" for a in n.attribute
+                    if a.name == "kernel_shape")  # fmt: skip
+    assert shapes == [(3, 3)] * 4 + [(5, 5)] * 2
+    assert not any(n.op_type == "CastLike" for n in inlined.graph.node), "CastLike: not parsed by TensorRT 8"
+
+
+def test_two_kernel_sizes_run_with_their_own_bodies():
+    import onnxruntime as ort
+
+    model = _conv_node_model([3, 5])
+    rng = np.random.default_rng(7)
+    feeds = {"q": rng.standard_normal((2, 6, 6, 4)), "k": rng.standard_normal((2, 6, 6, 2)),
+             "v": rng.standard_normal((2, 6, 6, 4))}  # fmt: skip
+    feeds = {k: v.astype(np.float32) for k, v in feeds.items()}
+    got = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    inlined = onnx.inliner.inline_local_functions(model)
+    want = ort.InferenceSession(inlined.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    assert np.abs(got - want).max() < 1e-6
+    # and each layer used its own kernel: the k5 layer's output differs from a k3-only chain's
+    k3 = _conv_node_model([3])
+    first = ort.InferenceSession(k3.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    assert np.abs(first - got).max() > 1e-3
