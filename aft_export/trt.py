@@ -35,7 +35,7 @@ from aft_export import __version__
 from aft_export.errors import AFTExportError, RuntimeMissing
 
 MIN_TRT = (10, 3)
-HW_LEVELS = {"none": "NONE", "ampere+": "AMPERE_PLUS", "same-cc": "SAME_COMPUTE_CAPABILITY"}
+HW_LEVELS = ("none", "ampere+", "same-cc")
 INSTALL_HINT = ("x86-64 with an NVIDIA GPU: pip install 'tensorrt>=10.3'; Jetson: use the TensorRT that "
                 "JetPack installs (python3 -c 'import tensorrt')")  # fmt: skip
 
@@ -156,6 +156,42 @@ def check_trt_version(version: str) -> tuple[int, ...]:
     return v
 
 
+def _dotted(version: tuple[int, ...]) -> str:
+    return ".".join(map(str, version))
+
+
+def hardware_level(level: str, version: tuple[int, ...]) -> str | None:
+    """The HardwareCompatibilityLevel member for ``--hardware-compatibility``, or a clear error."""
+    if level == "none":
+        return None
+    if level == "ampere+":
+        return "HardwareCompatibilityLevel.AMPERE_PLUS"
+    if version < (10, 9):  # SAME_COMPUTE_CAPABILITY came with 10.9 (TensorRT 10.9.0 release notes)
+        raise AFTExportError(f"--hardware-compatibility same-cc needs TensorRT 10.9 or newer "
+                             f"(HardwareCompatibilityLevel.SAME_COMPUTE_CAPABILITY); this is "
+                             f"{_dotted(version)}; use ampere+ or none")  # fmt: skip
+    return "HardwareCompatibilityLevel.SAME_COMPUTE_CAPABILITY"
+
+
+def version_compatible_runs(built: tuple[int, ...], here: tuple[int, ...]) -> bool:
+    """Whether TensorRT ``here`` may load an engine built version-compatible with TensorRT ``built``.
+
+    As NVIDIA states it: version compatibility needs 8.6 or newer to build and to run; such an
+    engine runs on the same or a later release of the same major, and across majors in exactly two
+    combinations, "TensorRT 10 version-compatible engines can run with a TensorRT 11 runtime, and
+    TensorRT 8 version-compatible engines can run with a TensorRT 10 runtime. No other combination
+    across major versions is supported" (TensorRT 11.4 Support Matrix, Engine Portability:
+    https://docs.nvidia.com/deeplearning/tensorrt/11.4.0/getting-started/support-matrix.html; also
+    the Engine Compatibility page, https://docs.nvidia.com/deeplearning/tensorrt/11.1.0/
+    inference-library/engine-compatibility.html). Loading one needs
+    ``runtime.engine_host_code_allowed = True`` (the plan carries its lean runtime), which the runner
+    sets for engines whose manifest says version_compatible.
+    """
+    if built[:2] < (8, 6) or here[:2] < (8, 6) or built > here:
+        return False
+    return built[0] == here[0] or (built[0], here[0]) in {(8, 10), (10, 11)}
+
+
 def import_tensorrt():
     """``tensorrt`` or RuntimeMissing with the install steps."""
     try:
@@ -229,8 +265,9 @@ def check_manifest(engine: str | os.PathLike, env: dict) -> dict:
 
     Checks, without TensorRT: the manifest exists and parses, the engine's sha256
     matches (a truncated or corrupt engine is caught here), then against ``env``:
-    the TensorRT version (unless built version-compatible) and the GPU's compute
-    capability (unless built hardware-compatible).
+    the TensorRT version (unless built version-compatible, see
+    :func:`version_compatible_runs`) and the GPU's compute capability (unless built
+    hardware-compatible).
     """
     engine = Path(engine)
     rebuild = f"rebuild it here: aft-export build MODEL.onnx -o {engine.name}"
@@ -250,10 +287,15 @@ def check_manifest(engine: str | os.PathLike, env: dict) -> dict:
     opts = manifest.get("build_options", {})
     here = env.get("tensorrt")
     if here is not None and manifest.get("tensorrt") != here:
-        built, now = _version_tuple(manifest.get("tensorrt", "0")), _version_tuple(here)
-        if not (opts.get("version_compatible") and built[:1] == now[:1] and built <= now):
+        built, now = _version_tuple(manifest.get("tensorrt") or "0"), _version_tuple(here)
+        if not opts.get("version_compatible"):
             raise AFTExportError(f"engine {engine} was built with TensorRT {manifest.get('tensorrt')}, this machine has "
                                  f"{here}; {rebuild} (or build with --version-compatible)")  # fmt: skip
+        if not version_compatible_runs(built, now):
+            raise AFTExportError(f"engine {engine} was built with TensorRT {manifest.get('tensorrt')}, this machine "
+                                 f"has {here}: a version-compatible engine runs only on the same or a later "
+                                 f"TensorRT of its major, or built with 10.x on 11.x, or with 8.6 on 10.x; "
+                                 f"{rebuild}")  # fmt: skip
     cc = env.get("compute_capability")
     if cc is not None and manifest.get("compute_capability") not in (None, cc):
         level = opts.get("hardware_compatibility", "none")
@@ -291,6 +333,14 @@ def _parser_errors(parser) -> list[str]:
     return out
 
 
+def _trt_attr(trt, name: str):
+    """``"HardwareCompatibilityLevel.AMPERE_PLUS"`` -> ``trt.HardwareCompatibilityLevel.AMPERE_PLUS``."""
+    obj = trt
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
 def build_engine(onnx_path, out, options: BuildOptions | None = None, log=print) -> BuildResult:
     """Build a TensorRT engine from an ONNX file; writes ``out`` and ``out.json`` atomically."""
     import onnx
@@ -310,6 +360,8 @@ def build_engine(onnx_path, out, options: BuildOptions | None = None, log=print)
     shapes = input_profile(model, opts)  # option errors before anything needs TensorRT
     precision = graph_precision(model)
     trt = import_tensorrt()
+    version = check_trt_version(trt.__version__)
+    level = hardware_level(opts.hardware_compatibility, version)  # before the build
     env = environment()
     require_gpu(env)
 
@@ -334,9 +386,8 @@ def build_engine(onnx_path, out, options: BuildOptions | None = None, log=print)
         config.set_flag(trt.BuilderFlag.GPU_FALLBACK)
     if opts.version_compatible:
         config.set_flag(trt.BuilderFlag.VERSION_COMPATIBLE)
-    if opts.hardware_compatibility != "none":
-        config.hardware_compatibility_level = getattr(trt.HardwareCompatibilityLevel,
-                                                      HW_LEVELS[opts.hardware_compatibility])  # fmt: skip
+    if level:
+        config.hardware_compatibility_level = _trt_attr(trt, level)
     cache_file = Path(opts.timing_cache) if opts.timing_cache else None
     cache = config.create_timing_cache(cache_file.read_bytes() if cache_file and cache_file.is_file() else b"")
     config.set_timing_cache(cache, ignore_mismatch=False)
@@ -391,7 +442,7 @@ def trt_runner(engine: str, threads: int = 0):
             self.threads = threads
             runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
             if manifest.get("build_options", {}).get("version_compatible"):
-                runtime.engine_host_code_allowed = True
+                runtime.engine_host_code_allowed = True  # the plan carries its own lean runtime: we trust it
             self.engine = runtime.deserialize_cuda_engine(Path(engine).read_bytes())
             if self.engine is None:
                 raise AFTExportError(f"TensorRT could not deserialise {engine}; rebuild it on this machine")

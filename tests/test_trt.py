@@ -14,7 +14,8 @@ from aft_export.cli import main
 from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.export.exporter import ExportOptions, export_checkpoint
 from aft_export.trt import (BuildOptions, Profile, build_engine, check_manifest, check_trt_version, environment,
-                            input_profile, manifest_path, trt_runner)  # fmt: skip
+                            hardware_level, input_profile, manifest_path, trt_runner,
+                            version_compatible_runs)  # fmt: skip
 from tests.export.test_exporter import make_ckpt
 
 HAS_TRT = importlib.util.find_spec("tensorrt") is not None
@@ -75,6 +76,24 @@ def test_build_options_and_versions():
         check_trt_version("12.0.0")
 
 
+def test_same_cc_on_tensorrt_10_3_is_a_clear_error_before_any_build():
+    with pytest.raises(AFTExportError, match=r"same-cc needs TensorRT 10\.9 or newer .*this is 10\.3\.0; "
+                                             r"use ampere\+ or none"):  # fmt: skip
+        hardware_level("same-cc", (10, 3, 0))
+    assert hardware_level("same-cc", (10, 13, 3)) == "HardwareCompatibilityLevel.SAME_COMPUTE_CAPABILITY"
+    assert hardware_level("ampere+", (10, 3)) == "HardwareCompatibilityLevel.AMPERE_PLUS"
+    assert hardware_level("none", (10, 3)) is None
+
+
+def test_version_compatibility_as_nvidia_states_it():
+    assert version_compatible_runs((10, 8, 0), (10, 9, 0)) and version_compatible_runs((10, 3, 0), (11, 4, 0))
+    assert version_compatible_runs((8, 6, 1), (10, 3, 0)) and version_compatible_runs((11, 0, 0), (11, 4, 1))
+    assert not version_compatible_runs((10, 9, 0), (10, 8, 0))  # never backwards
+    assert not version_compatible_runs((11, 0, 0), (10, 13, 0))
+    assert not version_compatible_runs((8, 6, 1), (11, 4, 0))  # "a TensorRT 8 engine cannot run with ... 11"
+    assert not version_compatible_runs((8, 5, 2), (8, 6, 1))  # version compatibility begins with 8.6
+
+
 def _fake_engine(tmp_path, **manifest):
     """An engine file and a manifest whose hash matches it (for aft-export's own checks)."""
     engine = tmp_path / "m.engine"
@@ -96,8 +115,14 @@ def test_manifest_checks(tmp_path):
         check_manifest(engine, {**here, "compute_capability": "8.6"})
     compat = _fake_engine(tmp_path, build_options={"version_compatible": True, "hardware_compatibility": "ampere+"})
     assert check_manifest(compat, {**here, "tensorrt": "10.9.0", "compute_capability": "8.9"})
-    with pytest.raises(AFTExportError, match="built with TensorRT"):  # never backwards, never across majors
-        check_manifest(compat, {**here, "tensorrt": "11.0.0"})
+    assert check_manifest(compat, {**here, "tensorrt": "11.4.0"})  # NVIDIA: version-compatible 10 runs on 11
+    with pytest.raises(AFTExportError, match="built with TensorRT 10.8.0, this machine has 10.7.0: a vers"):
+        check_manifest(compat, {**here, "tensorrt": "10.7.0"})  # never backwards
+    (tmp_path / "old").mkdir()
+    old = _fake_engine(tmp_path / "old", tensorrt="8.6.1", build_options={"version_compatible": True})
+    assert check_manifest(old, {**here, "tensorrt": "10.3.0"})  # 8.6 on 10.x: the other supported pair
+    with pytest.raises(AFTExportError, match="built with TensorRT 8.6.1, this machine has 11.4.0: a version"):
+        check_manifest(old, {**here, "tensorrt": "11.4.0"})  # and no other pair across majors
     with pytest.raises(AFTExportError, match="compute capability"):  # ampere+ does not reach Turing
         check_manifest(compat, {**here, "tensorrt": "10.8.0", "compute_capability": "7.5"})
     compat.write_bytes(b"engine bytes, truncated or replaced")
