@@ -13,9 +13,9 @@ from click.testing import CliRunner
 from aft_export.cli import main
 from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.export.exporter import ExportOptions, export_checkpoint
-from aft_export.trt import (BuildOptions, Profile, build_engine, check_manifest, check_trt_version, environment,
-                            hardware_level, input_profile, manifest_path, trt_runner,
-                            version_compatible_runs)  # fmt: skip
+from aft_export.trt import (BuildOptions, Profile, build_engine, build_plan, check_manifest,
+                            check_trt_version, environment, input_profile, make_manifest, manifest_path,
+                            network_flags, precision_flags, trt_runner, version_compatible_runs)  # fmt: skip
 from tests.export.test_exporter import make_ckpt
 
 HAS_TRT = importlib.util.find_spec("tensorrt") is not None
@@ -68,21 +68,52 @@ def test_build_options_and_versions():
         BuildOptions(workspace_mb=0)
     with pytest.raises(AFTExportError, match="hardware-compatibility"):
         BuildOptions(hardware_compatibility="turing")
+    assert check_trt_version("8.5.2.2") == (8, 5, 2, 2)  # JetPack 5.1
+    assert check_trt_version("8.6.2.3")[:2] == (8, 6)  # JetPack 6.0
     assert check_trt_version("10.3.0.26") == (10, 3, 0, 26)
     assert check_trt_version("11.4.1")[:2] == (11, 4)
-    with pytest.raises(AFTExportError, match="too old"):
-        check_trt_version("10.2.0")
-    with pytest.raises(AFTExportError, match="newer than this aft-export knows"):
+    with pytest.raises(AFTExportError, match=r"TensorRT 8\.4\.3 is too old: aft-export needs 8\.5 .*v3"):
+        check_trt_version("8.4.3")
+    with pytest.raises(AFTExportError, match="9.x was a limited release"):
+        check_trt_version("9.2.0")
+    with pytest.raises(AFTExportError, match=r"newer than this aft-export knows \(8\.5 to 11\.x\): its API"):
         check_trt_version("12.0.0")
+
+
+def test_network_flags_per_version():
+    explicit = ("NetworkDefinitionCreationFlag.EXPLICIT_BATCH",)
+    strong = ("NetworkDefinitionCreationFlag.STRONGLY_TYPED",)
+    assert network_flags((8, 5, 2)) == network_flags((8, 6, 1)) == explicit
+    assert network_flags((10, 3, 0)) == network_flags((10, 13, 3)) == strong
+    assert network_flags((11, 4, 0)) == ()
+
+
+def test_precision_follows_the_graph_per_version():
+    for v in ((8, 5), (8, 6, 1)):
+        assert precision_flags(v, "int8") == ("BuilderFlag.INT8",)  # no FP16: the float parts stay fp32
+        assert precision_flags(v, "fp16") == ("BuilderFlag.FP16", "BuilderFlag.OBEY_PRECISION_CONSTRAINTS")
+        assert precision_flags(v, "fp32") == ()
+    for v in ((10, 3), (10, 13), (11, 4)):
+        assert all(precision_flags(v, p) == () for p in ("fp32", "fp16", "int8"))
+    assert build_plan((8, 6), "fp16", BuildOptions()).pin_fp32_layers
+    assert not build_plan((8, 6), "int8", BuildOptions()).pin_fp32_layers
+    assert not build_plan((10, 3), "fp16", BuildOptions()).pin_fp32_layers
 
 
 def test_same_cc_on_tensorrt_10_3_is_a_clear_error_before_any_build():
     with pytest.raises(AFTExportError, match=r"same-cc needs TensorRT 10\.9 or newer .*this is 10\.3\.0; "
                                              r"use ampere\+ or none"):  # fmt: skip
-        hardware_level("same-cc", (10, 3, 0))
-    assert hardware_level("same-cc", (10, 13, 3)) == "HardwareCompatibilityLevel.SAME_COMPUTE_CAPABILITY"
-    assert hardware_level("ampere+", (10, 3)) == "HardwareCompatibilityLevel.AMPERE_PLUS"
-    assert hardware_level("none", (10, 3)) is None
+        build_plan((10, 3, 0), "fp32", BuildOptions(hardware_compatibility="same-cc"))
+    plan = build_plan((10, 13, 3), "fp32", BuildOptions(hardware_compatibility="same-cc"))
+    assert plan.hardware_compatibility_level == "HardwareCompatibilityLevel.SAME_COMPUTE_CAPABILITY"
+    ampere = build_plan((10, 3), "fp32", BuildOptions(hardware_compatibility="ampere+"))
+    assert ampere.hardware_compatibility_level == "HardwareCompatibilityLevel.AMPERE_PLUS"
+    with pytest.raises(AFTExportError, match="ampere\\+ needs TensorRT 8.6 or newer; this is 8.5"):
+        build_plan((8, 5), "fp32", BuildOptions(hardware_compatibility="ampere+"))
+    with pytest.raises(AFTExportError, match="--version-compatible needs TensorRT 8.6 or newer; this is 8.5"):
+        build_plan((8, 5, 2), "int8", BuildOptions(version_compatible=True))
+    assert build_plan((8, 6), "int8", BuildOptions(version_compatible=True)).builder_flags == (
+        "BuilderFlag.INT8", "BuilderFlag.VERSION_COMPATIBLE")
 
 
 def test_version_compatibility_as_nvidia_states_it():
@@ -134,6 +165,24 @@ def test_manifest_checks(tmp_path):
     manifest_path(compat).write_text("{not json")
     with pytest.raises(AFTExportError, match="manifest .* is unreadable"):
         check_manifest(compat, here)
+
+
+def test_manifest_records_the_tensorrt_flags(graphs, tmp_path):
+    from dataclasses import asdict
+
+    engine = tmp_path / "m.engine"
+    engine.write_bytes(b"engine bytes")
+    opts = BuildOptions(batch="1,2,4")
+    plan = build_plan((8, 6, 1), "fp16", opts)
+    env = {"tensorrt": "8.6.1", "cuda": "12.2", "gpu": "Orin", "compute_capability": "8.7"}
+    shapes = input_profile(onnx.load(graphs["dynamic"]), opts)
+    manifest = make_manifest(engine, graphs["dynamic"], "fp16", shapes, opts, env, 1.0, {},
+                             {**asdict(plan), "pinned_fp32_layers": 12})  # fmt: skip
+    recorded = json.loads(json.dumps(manifest))["tensorrt_build"]
+    assert recorded == {"network_flags": ["NetworkDefinitionCreationFlag.EXPLICIT_BATCH"],
+                        "builder_flags": ["BuilderFlag.FP16", "BuilderFlag.OBEY_PRECISION_CONSTRAINTS"],
+                        "hardware_compatibility_level": None, "pin_fp32_layers": True,
+                        "pinned_fp32_layers": 12}  # fmt: skip
 
 
 @pytest.mark.skipif(HAS_TRT, reason="TensorRT is installed here; this checks the message where it is missing")
