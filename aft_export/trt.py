@@ -18,6 +18,14 @@ recorded in the manifest. The parser inlines the com.aft model-local functions f
 on (since 10.7 a registered plugin of the same name could take the node over instead);
 TensorRT 8's parser does not import them, so graphs for it must come inlined.
 
+TensorRT names that not every supported version has are used only under a version
+check that ``tests/test_trt_api.py`` can read: ``if version >= (10, 9):`` (or ``<``,
+``and``/``or``/``not``; ``version`` is the tuple from :func:`check_trt_version`), an
+early ``raise``/``return`` under such a check, or ``getattr(obj, "name", default)``.
+Flags are named as string literals (``"BuilderFlag.FP16"``), which that test checks
+like attribute uses, against the API extracted from each version's bindings
+(``tests/data/trt_api.json``).
+
 Every engine gets a manifest beside it (``model.engine.json``; never bytes glued in
 front of the engine, which breaks other tools): TensorRT and CUDA versions, GPU name
 and compute capability, precision, the TensorRT flags used, profiles, ONNX and engine
@@ -402,7 +410,8 @@ def _parser_errors(parser) -> list[str]:
 
 
 def _trt_attr(trt, name: str):
-    """``"BuilderFlag.FP16"`` -> ``trt.BuilderFlag.FP16``."""
+    """``"BuilderFlag.FP16"`` -> ``trt.BuilderFlag.FP16``. The one dynamic lookup: the API check
+    (tests/test_trt_api.py) checks these names as the string literals where they are written."""
     obj = trt
     for part in name.split("."):
         obj = getattr(obj, part)
