@@ -1,23 +1,36 @@
-"""TensorRT engines: build, record, check, run (TensorRT 10.3+ and 11.x).
+"""TensorRT engines: build, record, check, run (TensorRT 8.5, 8.6, 10.x and 11.x).
 
 Written against the TensorRT Python API directly rather than through Polygraphy:
-what we need is small (a strongly typed network from ONNX, one optimisation
-profile, a handful of builder options, one runner), and calling the API ourselves
-keeps every call visible, lets the version checks and error messages be ours, and
-adds no dependency. TensorRT is imported lazily; nothing here imports it at module
-load, so everything else in aft-export works without it.
+what we need is small (a network from ONNX, one optimisation profile, a handful of
+builder options, one runner), and calling the API ourselves keeps every call visible,
+lets the version checks and error messages be ours, and adds no dependency. TensorRT
+is imported lazily; nothing here imports it at module load, so everything else in
+aft-export works without it.
 
-Precision is never chosen here: the network is created STRONGLY_TYPED, so fp32,
-fp16 and Q/DQ-int8 come from the ONNX graph (TensorRT 11 accepts nothing else;
-TensorRT 10 on Jetson accepts the same graphs). The parser inlines the com.aft
-model-local functions (since 10.7 a registered plugin of the same name could take
-the node over instead).
+Precision is never chosen here: fp32, fp16 and Q/DQ-int8 come from the ONNX graph.
+TensorRT 10 gets a STRONGLY_TYPED network and 11 is strongly typed always (it accepts
+nothing else). TensorRT 8.x (JetPack 5.1 and 6.0) has no strongly typed networks, so
+there the builder flags are set that make it follow the graph: INT8 alone for Q/DQ
+graphs, FP16 with OBEY_PRECISION_CONSTRAINTS and the graph's fp32 layers pinned to fp32
+for fp16 graphs. These choices are small pure functions of the version
+(:func:`build_plan`), tested for every supported version without TensorRT, and
+recorded in the manifest. The parser inlines the com.aft model-local functions from 9.0
+on (since 10.7 a registered plugin of the same name could take the node over instead);
+TensorRT 8's parser does not import them, so graphs for it must come inlined.
+
+TensorRT names that not every supported version has are used only under a version
+check that ``tests/test_trt_api.py`` can read: ``if version >= (10, 9):`` (or ``<``,
+``and``/``or``/``not``; ``version`` is the tuple from :func:`check_trt_version`), an
+early ``raise``/``return`` under such a check, or ``getattr(obj, "name", default)``.
+Flags are named as string literals (``"BuilderFlag.FP16"``), which that test checks
+like attribute uses, against the API extracted from each version's bindings
+(``tests/data/trt_api.json``).
 
 Every engine gets a manifest beside it (``model.engine.json``; never bytes glued in
 front of the engine, which breaks other tools): TensorRT and CUDA versions, GPU name
-and compute capability, precision, profiles, ONNX and engine sha256, build options
-and time. Loading checks it first and refuses a mismatched or corrupt engine with a
-message that says how to rebuild.
+and compute capability, precision, the TensorRT flags used, profiles, ONNX and engine
+sha256, build options and time. Loading checks it first and refuses a mismatched or
+corrupt engine with a message that says how to rebuild.
 """
 
 from __future__ import annotations
@@ -34,8 +47,9 @@ import numpy as np
 from aft_export import __version__
 from aft_export.errors import AFTExportError, RuntimeMissing
 
-MIN_TRT = (10, 3)
-HW_LEVELS = {"none": "NONE", "ampere+": "AMPERE_PLUS", "same-cc": "SAME_COMPUTE_CAPABILITY"}
+MIN_TRT = (8, 5)  # JetPack 5.1
+MAX_TRT_MAJOR = 11
+HW_LEVELS = ("none", "ampere+", "same-cc")
 INSTALL_HINT = ("x86-64 with an NVIDIA GPU: pip install 'tensorrt>=10.3'; Jetson: use the TensorRT that "
                 "JetPack installs (python3 -c 'import tensorrt')")  # fmt: skip
 
@@ -146,14 +160,112 @@ def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _dotted(version: tuple[int, ...]) -> str:
+    return ".".join(map(str, version))
+
+
 def check_trt_version(version: str) -> tuple[int, ...]:
+    """``version`` as a tuple of ints; AFTExportError for a TensorRT aft-export does not support."""
     v = _version_tuple(version)
     if v[:2] < MIN_TRT:
-        raise AFTExportError(f"TensorRT {version} is too old: aft-export needs {MIN_TRT[0]}.{MIN_TRT[1]} or newer "
-                             f"(strongly typed networks, the v3 execution API)")  # fmt: skip
-    if v[0] > 11:
-        raise AFTExportError(f"TensorRT {version} is newer than this aft-export knows (10.x, 11.x)")
+        raise AFTExportError(f"TensorRT {version} is too old: aft-export needs {_dotted(MIN_TRT)} or newer "
+                             f"(JetPack 5.1 and later) for its runner API: named tensors, execute_async_v3")  # fmt: skip
+    if v[0] == 9:
+        raise AFTExportError(f"TensorRT {version} is not supported: 9.x was a limited release whose API "
+                             f"aft-export has not checked; use 8.6, 10.x or 11.x")  # fmt: skip
+    if v[0] > MAX_TRT_MAJOR:
+        raise AFTExportError(f"TensorRT {version} is newer than this aft-export knows (8.5 to {MAX_TRT_MAJOR}.x): "
+                             f"its API has not been checked; use TensorRT {MAX_TRT_MAJOR}.x or a newer "
+                             f"aft-export")  # fmt: skip
     return v
+
+
+def network_flags(version: tuple[int, ...]) -> tuple[str, ...]:
+    """NetworkDefinitionCreationFlag members for ``create_network``."""
+    if version < (9, 0):
+        return ("NetworkDefinitionCreationFlag.EXPLICIT_BATCH",)  # 8.x: no strongly typed networks yet
+    if version < (11, 0):
+        return ("NetworkDefinitionCreationFlag.STRONGLY_TYPED",)
+    return ()  # 11.x: always strongly typed (the flag is accepted and ignored); EXPLICIT_BATCH is gone
+
+
+def precision_flags(version: tuple[int, ...], precision: str) -> tuple[str, ...]:
+    """BuilderFlag members that make TensorRT run the graph in the graph's own precision.
+
+    Strongly typed networks (10.x, 11.x) take it from the tensor types and need none. TensorRT 8
+    runs everything in fp32 unless allowed otherwise: Q/DQ graphs need INT8 (and not FP16, so the
+    float parts stay fp32 as in the graph); fp16 graphs need FP16, and OBEY_PRECISION_CONSTRAINTS
+    so that the layers the graph keeps in fp32 (AFT core, LayerNorm), pinned by
+    :func:`_pin_fp32_layers`, are not moved to fp16.
+    """
+    if version >= (9, 0):
+        return ()
+    if precision == "int8":
+        return ("BuilderFlag.INT8",)
+    if precision == "fp16":
+        return ("BuilderFlag.FP16", "BuilderFlag.OBEY_PRECISION_CONSTRAINTS")
+    return ()
+
+
+def hardware_level(level: str, version: tuple[int, ...]) -> str | None:
+    """The HardwareCompatibilityLevel member for ``--hardware-compatibility``, or a clear error."""
+    if level == "none":
+        return None
+    if version < (8, 6):
+        raise AFTExportError(f"--hardware-compatibility {level} needs TensorRT 8.6 or newer; this is "
+                             f"{_dotted(version)}; use none")  # fmt: skip
+    if level == "ampere+":
+        return "HardwareCompatibilityLevel.AMPERE_PLUS"
+    if version < (10, 9):  # SAME_COMPUTE_CAPABILITY came with 10.9 (TensorRT 10.9.0 release notes)
+        raise AFTExportError(f"--hardware-compatibility same-cc needs TensorRT 10.9 or newer "
+                             f"(HardwareCompatibilityLevel.SAME_COMPUTE_CAPABILITY); this is "
+                             f"{_dotted(version)}; use ampere+ or none")  # fmt: skip
+    return "HardwareCompatibilityLevel.SAME_COMPUTE_CAPABILITY"
+
+
+def compatibility_flags(version_compatible: bool, version: tuple[int, ...]) -> tuple[str, ...]:
+    if not version_compatible:
+        return ()
+    if version < (8, 6):
+        raise AFTExportError(f"--version-compatible needs TensorRT 8.6 or newer; this is {_dotted(version)}; "
+                             f"build without it")  # fmt: skip
+    return ("BuilderFlag.VERSION_COMPATIBLE",)
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """What a build asks of TensorRT, by TensorRT name; recorded in the manifest."""
+
+    network_flags: tuple[str, ...]
+    builder_flags: tuple[str, ...]
+    hardware_compatibility_level: str | None
+    pin_fp32_layers: bool  # TensorRT 8 fp16: keep the layers the graph has in fp32 in fp32
+
+
+def build_plan(version: tuple[int, ...], precision: str, opts: BuildOptions) -> BuildPlan:
+    """Every TensorRT-version-dependent choice of a build; option errors raised here, before any build."""
+    flags = precision_flags(version, precision) + compatibility_flags(opts.version_compatible, version)
+    return BuildPlan(network_flags(version), flags, hardware_level(opts.hardware_compatibility, version),
+                     pin_fp32_layers=version < (9, 0) and precision == "fp16")  # fmt: skip
+
+
+def version_compatible_runs(built: tuple[int, ...], here: tuple[int, ...]) -> bool:
+    """Whether TensorRT ``here`` may load an engine built version-compatible with TensorRT ``built``.
+
+    As NVIDIA states it: version compatibility needs 8.6 or newer to build and to run; such an
+    engine runs on the same or a later release of the same major, and across majors in exactly two
+    combinations, "TensorRT 10 version-compatible engines can run with a TensorRT 11 runtime, and
+    TensorRT 8 version-compatible engines can run with a TensorRT 10 runtime. No other combination
+    across major versions is supported" (TensorRT 11.4 Support Matrix, Engine Portability:
+    https://docs.nvidia.com/deeplearning/tensorrt/11.4.0/getting-started/support-matrix.html; also
+    the Engine Compatibility page, https://docs.nvidia.com/deeplearning/tensorrt/11.1.0/
+    inference-library/engine-compatibility.html). Loading one needs
+    ``runtime.engine_host_code_allowed = True`` (the plan carries its lean runtime), which the runner
+    sets for engines whose manifest says version_compatible.
+    """
+    if built[:2] < (8, 6) or here[:2] < (8, 6) or built > here:
+        return False
+    return built[0] == here[0] or (built[0], here[0]) in {(8, 10), (10, 11)}
 
 
 def import_tensorrt():
@@ -210,7 +322,7 @@ def _sha256(path: Path) -> str:
 
 
 def make_manifest(engine: Path, onnx_path: Path, precision: str, shapes: InputShapes, opts: BuildOptions,
-                  env: dict, seconds: float, source_meta: dict) -> dict:  # fmt: skip
+                  env: dict, seconds: float, source_meta: dict, trt_build: dict) -> dict:  # fmt: skip
     return {
         "format": "aft-export.engine.v1", "tool": f"aft-export {__version__}",
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -218,7 +330,7 @@ def make_manifest(engine: Path, onnx_path: Path, precision: str, shapes: InputSh
         "compute_capability": env["compute_capability"], "precision": precision,
         "input": {"name": shapes.name, "min": list(shapes.min), "opt": list(shapes.opt), "max": list(shapes.max)},
         "onnx": onnx_path.name, "onnx_sha256": _sha256(onnx_path), "engine_sha256": _sha256(engine),
-        "build_options": asdict(opts), "build_seconds": round(seconds, 2),
+        "build_options": asdict(opts), "tensorrt_build": trt_build, "build_seconds": round(seconds, 2),
         "model": {k: source_meta[k] for k in ("model_name", "classes", "input_size", "mean", "std", "source_sha256")
                   if k in source_meta},
     }  # fmt: skip
@@ -229,8 +341,9 @@ def check_manifest(engine: str | os.PathLike, env: dict) -> dict:
 
     Checks, without TensorRT: the manifest exists and parses, the engine's sha256
     matches (a truncated or corrupt engine is caught here), then against ``env``:
-    the TensorRT version (unless built version-compatible) and the GPU's compute
-    capability (unless built hardware-compatible).
+    the TensorRT version (unless built version-compatible, see
+    :func:`version_compatible_runs`) and the GPU's compute capability (unless built
+    hardware-compatible).
     """
     engine = Path(engine)
     rebuild = f"rebuild it here: aft-export build MODEL.onnx -o {engine.name}"
@@ -250,10 +363,15 @@ def check_manifest(engine: str | os.PathLike, env: dict) -> dict:
     opts = manifest.get("build_options", {})
     here = env.get("tensorrt")
     if here is not None and manifest.get("tensorrt") != here:
-        built, now = _version_tuple(manifest.get("tensorrt", "0")), _version_tuple(here)
-        if not (opts.get("version_compatible") and built[:1] == now[:1] and built <= now):
+        built, now = _version_tuple(manifest.get("tensorrt") or "0"), _version_tuple(here)
+        if not opts.get("version_compatible"):
             raise AFTExportError(f"engine {engine} was built with TensorRT {manifest.get('tensorrt')}, this machine has "
                                  f"{here}; {rebuild} (or build with --version-compatible)")  # fmt: skip
+        if not version_compatible_runs(built, now):
+            raise AFTExportError(f"engine {engine} was built with TensorRT {manifest.get('tensorrt')}, this machine "
+                                 f"has {here}: a version-compatible engine runs only on the same or a later "
+                                 f"TensorRT of its major, or built with 10.x on 11.x, or with 8.6 on 10.x; "
+                                 f"{rebuild}")  # fmt: skip
     cc = env.get("compute_capability")
     if cc is not None and manifest.get("compute_capability") not in (None, cc):
         level = opts.get("hardware_compatibility", "none")
@@ -291,6 +409,35 @@ def _parser_errors(parser) -> list[str]:
     return out
 
 
+def _trt_attr(trt, name: str):
+    """``"BuilderFlag.FP16"`` -> ``trt.BuilderFlag.FP16``. The one dynamic lookup: the API check
+    (tests/test_trt_api.py) checks these names as the string literals where they are written."""
+    obj = trt
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _pin_fp32_layers(trt, network, version: tuple[int, ...]) -> int:
+    """Pin every layer whose outputs the parsed graph has in fp32 to fp32 (precision and output
+    types); with FP16 and OBEY_PRECISION_CONSTRAINTS, TensorRT 8 then keeps the fp32 AFT core and
+    LayerNorm of an fp16 graph in fp32 instead of choosing fp16 for them. The parser gives each
+    tensor the graph's type (Cast becomes a layer with that output type), so the network's tensor
+    types are the graph's. Returns how many layers were pinned."""
+    if version >= (9, 0):  # strongly typed: the graph's types already hold, and 11.x has no such setters
+        return 0
+    pinned = 0
+    for i in range(network.num_layers):
+        layer = network.get_layer(i)
+        n = layer.num_outputs
+        if n and all(layer.get_output(j).dtype == trt.float32 for j in range(n)):
+            layer.precision = trt.float32
+            for j in range(n):
+                layer.set_output_type(j, trt.float32)
+            pinned += 1
+    return pinned
+
+
 def build_engine(onnx_path, out, options: BuildOptions | None = None, log=print) -> BuildResult:
     """Build a TensorRT engine from an ONNX file; writes ``out`` and ``out.json`` atomically."""
     import onnx
@@ -310,18 +457,23 @@ def build_engine(onnx_path, out, options: BuildOptions | None = None, log=print)
     shapes = input_profile(model, opts)  # option errors before anything needs TensorRT
     precision = graph_precision(model)
     trt = import_tensorrt()
+    version = check_trt_version(trt.__version__)
+    plan = build_plan(version, precision, opts)  # version-dependent option errors before the build
     env = environment()
     require_gpu(env)
 
     t0 = time.perf_counter()
     logger = trt.Logger(trt.Logger.WARNING)
     builder = trt.Builder(logger)
-    network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
+    network = builder.create_network(sum(1 << int(_trt_attr(trt, name)) for name in plan.network_flags))
     parser = trt.OnnxParser(network, logger)
     if not parser.parse_from_file(str(onnx_path)):
         errors = _parser_errors(parser)
         raise AFTExportError(f"TensorRT's ONNX parser rejected {onnx_path.name}: " + "; ".join(errors[:10]))
+    pinned = _pin_fp32_layers(trt, network, version) if plan.pin_fp32_layers else 0
     config = builder.create_builder_config()
+    for name in plan.builder_flags:
+        config.set_flag(_trt_attr(trt, name))
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, opts.workspace_mb << 20)
     profile = builder.create_optimization_profile()
     profile.set_shape(shapes.name, shapes.min, shapes.opt, shapes.max)
@@ -332,11 +484,8 @@ def build_engine(onnx_path, out, options: BuildOptions | None = None, log=print)
         config.default_device_type = trt.DeviceType.DLA
         config.DLA_core = opts.dla_core
         config.set_flag(trt.BuilderFlag.GPU_FALLBACK)
-    if opts.version_compatible:
-        config.set_flag(trt.BuilderFlag.VERSION_COMPATIBLE)
-    if opts.hardware_compatibility != "none":
-        config.hardware_compatibility_level = getattr(trt.HardwareCompatibilityLevel,
-                                                      HW_LEVELS[opts.hardware_compatibility])  # fmt: skip
+    if plan.hardware_compatibility_level and version >= (8, 6):  # the plan has none before 8.6
+        config.hardware_compatibility_level = _trt_attr(trt, plan.hardware_compatibility_level)
     cache_file = Path(opts.timing_cache) if opts.timing_cache else None
     cache = config.create_timing_cache(cache_file.read_bytes() if cache_file and cache_file.is_file() else b"")
     config.set_timing_cache(cache, ignore_mismatch=False)
@@ -356,9 +505,13 @@ def build_engine(onnx_path, out, options: BuildOptions | None = None, log=print)
         cache_tmp.write_bytes(memoryview(config.get_timing_cache().serialize()))
         os.replace(cache_tmp, cache_file)
     meta = {p.key: p.value for p in model.metadata_props}
-    manifest = make_manifest(out, onnx_path, precision, shapes, opts, env, time.perf_counter() - t0, meta)
+    trt_build = {**asdict(plan), "pinned_fp32_layers": pinned}
+    seconds = time.perf_counter() - t0
+    manifest = make_manifest(out, onnx_path, precision, shapes, opts, env, seconds, meta, trt_build)
     save_json_atomic(manifest_path(out), manifest)
-    log(f"wrote {out} and {manifest_path(out).name} ({precision}, TensorRT {env['tensorrt']}, {env['gpu']})")
+    flags = ", ".join(plan.network_flags + plan.builder_flags) or "no flags"
+    log(f"wrote {out} and {manifest_path(out).name} ({precision}, TensorRT {env['tensorrt']} with {flags}, "
+        f"{env['gpu']})")  # fmt: skip
     return BuildResult(str(out), manifest)
 
 
@@ -378,6 +531,7 @@ def trt_runner(engine: str, threads: int = 0):
     except (KeyError, ValueError) as exc:
         raise AFTExportError(f"engine manifest of {engine} lacks the model's metadata ({exc}); rebuild it") from None
     trt = import_tensorrt()
+    version = check_trt_version(trt.__version__)
     env = environment()
     require_gpu(env)
 
@@ -390,8 +544,8 @@ def trt_runner(engine: str, threads: int = 0):
             super().__init__(str(engine), info)
             self.threads = threads
             runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
-            if manifest.get("build_options", {}).get("version_compatible"):
-                runtime.engine_host_code_allowed = True
+            if manifest.get("build_options", {}).get("version_compatible") and version >= (8, 6):
+                runtime.engine_host_code_allowed = True  # the plan carries its own lean runtime: we trust it
             self.engine = runtime.deserialize_cuda_engine(Path(engine).read_bytes())
             if self.engine is None:
                 raise AFTExportError(f"TensorRT could not deserialise {engine}; rebuild it on this machine")

@@ -13,8 +13,9 @@ from click.testing import CliRunner
 from aft_export.cli import main
 from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.export.exporter import ExportOptions, export_checkpoint
-from aft_export.trt import (BuildOptions, Profile, build_engine, check_manifest, check_trt_version, environment,
-                            input_profile, manifest_path, trt_runner)  # fmt: skip
+from aft_export.trt import (BuildOptions, Profile, build_engine, build_plan, check_manifest,
+                            check_trt_version, environment, input_profile, make_manifest, manifest_path,
+                            network_flags, precision_flags, trt_runner, version_compatible_runs)  # fmt: skip
 from tests.export.test_exporter import make_ckpt
 
 HAS_TRT = importlib.util.find_spec("tensorrt") is not None
@@ -67,12 +68,61 @@ def test_build_options_and_versions():
         BuildOptions(workspace_mb=0)
     with pytest.raises(AFTExportError, match="hardware-compatibility"):
         BuildOptions(hardware_compatibility="turing")
+    assert check_trt_version("8.5.2.2") == (8, 5, 2, 2)  # JetPack 5.1
+    assert check_trt_version("8.6.2.3")[:2] == (8, 6)  # JetPack 6.0
     assert check_trt_version("10.3.0.26") == (10, 3, 0, 26)
     assert check_trt_version("11.4.1")[:2] == (11, 4)
-    with pytest.raises(AFTExportError, match="too old"):
-        check_trt_version("10.2.0")
-    with pytest.raises(AFTExportError, match="newer than this aft-export knows"):
+    with pytest.raises(AFTExportError, match=r"TensorRT 8\.4\.3 is too old: aft-export needs 8\.5 .*v3"):
+        check_trt_version("8.4.3")
+    with pytest.raises(AFTExportError, match="9.x was a limited release"):
+        check_trt_version("9.2.0")
+    with pytest.raises(AFTExportError, match=r"newer than this aft-export knows \(8\.5 to 11\.x\): its API"):
         check_trt_version("12.0.0")
+
+
+def test_network_flags_per_version():
+    explicit = ("NetworkDefinitionCreationFlag.EXPLICIT_BATCH",)
+    strong = ("NetworkDefinitionCreationFlag.STRONGLY_TYPED",)
+    assert network_flags((8, 5, 2)) == network_flags((8, 6, 1)) == explicit
+    assert network_flags((10, 3, 0)) == network_flags((10, 13, 3)) == strong
+    assert network_flags((11, 4, 0)) == ()
+
+
+def test_precision_follows_the_graph_per_version():
+    for v in ((8, 5), (8, 6, 1)):
+        assert precision_flags(v, "int8") == ("BuilderFlag.INT8",)  # no FP16: the float parts stay fp32
+        assert precision_flags(v, "fp16") == ("BuilderFlag.FP16", "BuilderFlag.OBEY_PRECISION_CONSTRAINTS")
+        assert precision_flags(v, "fp32") == ()
+    for v in ((10, 3), (10, 13), (11, 4)):
+        assert all(precision_flags(v, p) == () for p in ("fp32", "fp16", "int8"))
+    assert build_plan((8, 6), "fp16", BuildOptions()).pin_fp32_layers
+    assert not build_plan((8, 6), "int8", BuildOptions()).pin_fp32_layers
+    assert not build_plan((10, 3), "fp16", BuildOptions()).pin_fp32_layers
+
+
+def test_same_cc_on_tensorrt_10_3_is_a_clear_error_before_any_build():
+    with pytest.raises(AFTExportError, match=r"same-cc needs TensorRT 10\.9 or newer .*this is 10\.3\.0; "
+                                             r"use ampere\+ or none"):  # fmt: skip
+        build_plan((10, 3, 0), "fp32", BuildOptions(hardware_compatibility="same-cc"))
+    plan = build_plan((10, 13, 3), "fp32", BuildOptions(hardware_compatibility="same-cc"))
+    assert plan.hardware_compatibility_level == "HardwareCompatibilityLevel.SAME_COMPUTE_CAPABILITY"
+    ampere = build_plan((10, 3), "fp32", BuildOptions(hardware_compatibility="ampere+"))
+    assert ampere.hardware_compatibility_level == "HardwareCompatibilityLevel.AMPERE_PLUS"
+    with pytest.raises(AFTExportError, match="ampere\\+ needs TensorRT 8.6 or newer; this is 8.5"):
+        build_plan((8, 5), "fp32", BuildOptions(hardware_compatibility="ampere+"))
+    with pytest.raises(AFTExportError, match="--version-compatible needs TensorRT 8.6 or newer; this is 8.5"):
+        build_plan((8, 5, 2), "int8", BuildOptions(version_compatible=True))
+    assert build_plan((8, 6), "int8", BuildOptions(version_compatible=True)).builder_flags == (
+        "BuilderFlag.INT8", "BuilderFlag.VERSION_COMPATIBLE")
+
+
+def test_version_compatibility_as_nvidia_states_it():
+    assert version_compatible_runs((10, 8, 0), (10, 9, 0)) and version_compatible_runs((10, 3, 0), (11, 4, 0))
+    assert version_compatible_runs((8, 6, 1), (10, 3, 0)) and version_compatible_runs((11, 0, 0), (11, 4, 1))
+    assert not version_compatible_runs((10, 9, 0), (10, 8, 0))  # never backwards
+    assert not version_compatible_runs((11, 0, 0), (10, 13, 0))
+    assert not version_compatible_runs((8, 6, 1), (11, 4, 0))  # "a TensorRT 8 engine cannot run with ... 11"
+    assert not version_compatible_runs((8, 5, 2), (8, 6, 1))  # version compatibility begins with 8.6
 
 
 def _fake_engine(tmp_path, **manifest):
@@ -96,8 +146,14 @@ def test_manifest_checks(tmp_path):
         check_manifest(engine, {**here, "compute_capability": "8.6"})
     compat = _fake_engine(tmp_path, build_options={"version_compatible": True, "hardware_compatibility": "ampere+"})
     assert check_manifest(compat, {**here, "tensorrt": "10.9.0", "compute_capability": "8.9"})
-    with pytest.raises(AFTExportError, match="built with TensorRT"):  # never backwards, never across majors
-        check_manifest(compat, {**here, "tensorrt": "11.0.0"})
+    assert check_manifest(compat, {**here, "tensorrt": "11.4.0"})  # NVIDIA: version-compatible 10 runs on 11
+    with pytest.raises(AFTExportError, match="built with TensorRT 10.8.0, this machine has 10.7.0: a vers"):
+        check_manifest(compat, {**here, "tensorrt": "10.7.0"})  # never backwards
+    (tmp_path / "old").mkdir()
+    old = _fake_engine(tmp_path / "old", tensorrt="8.6.1", build_options={"version_compatible": True})
+    assert check_manifest(old, {**here, "tensorrt": "10.3.0"})  # 8.6 on 10.x: the other supported pair
+    with pytest.raises(AFTExportError, match="built with TensorRT 8.6.1, this machine has 11.4.0: a version"):
+        check_manifest(old, {**here, "tensorrt": "11.4.0"})  # and no other pair across majors
     with pytest.raises(AFTExportError, match="compute capability"):  # ampere+ does not reach Turing
         check_manifest(compat, {**here, "tensorrt": "10.8.0", "compute_capability": "7.5"})
     compat.write_bytes(b"engine bytes, truncated or replaced")
@@ -109,6 +165,24 @@ def test_manifest_checks(tmp_path):
     manifest_path(compat).write_text("{not json")
     with pytest.raises(AFTExportError, match="manifest .* is unreadable"):
         check_manifest(compat, here)
+
+
+def test_manifest_records_the_tensorrt_flags(graphs, tmp_path):
+    from dataclasses import asdict
+
+    engine = tmp_path / "m.engine"
+    engine.write_bytes(b"engine bytes")
+    opts = BuildOptions(batch="1,2,4")
+    plan = build_plan((8, 6, 1), "fp16", opts)
+    env = {"tensorrt": "8.6.1", "cuda": "12.2", "gpu": "Orin", "compute_capability": "8.7"}
+    shapes = input_profile(onnx.load(graphs["dynamic"]), opts)
+    manifest = make_manifest(engine, graphs["dynamic"], "fp16", shapes, opts, env, 1.0, {},
+                             {**asdict(plan), "pinned_fp32_layers": 12})  # fmt: skip
+    recorded = json.loads(json.dumps(manifest))["tensorrt_build"]
+    assert recorded == {"network_flags": ["NetworkDefinitionCreationFlag.EXPLICIT_BATCH"],
+                        "builder_flags": ["BuilderFlag.FP16", "BuilderFlag.OBEY_PRECISION_CONSTRAINTS"],
+                        "hardware_compatibility_level": None, "pin_fp32_layers": True,
+                        "pinned_fp32_layers": 12}  # fmt: skip
 
 
 @pytest.mark.skipif(HAS_TRT, reason="TensorRT is installed here; this checks the message where it is missing")
