@@ -132,21 +132,25 @@ def train_cmd(model_name, data, out, test_data, epochs, batch_size, lr, weight_d
 @click.option("--dynamic-hw", is_flag=True, help="AFT-conv only: dynamic height and width.")
 @click.option("--op-form", type=click.Choice(["custom", "decomposed"]), default="custom", show_default=True,
               help="custom: one com.aft node per AFT layer; decomposed: plain ONNX ops.")
+@click.option("--target", type=click.Choice(["tensorrt", "tensorrt8"]), default="tensorrt", show_default=True,
+              help="tensorrt: TensorRT 10.3+/11 (opset 18, com.aft functions); tensorrt8: TensorRT 8.5/8.6 "
+                   "(JetPack 5.1/6.0) and newer (opset 17, functions inlined, LayerNorm decomposed).")
 @click.option("--simplify/--no-simplify", default=True, show_default=True, help="Run onnxsim.")
 @click.option("--allow-unsimplified", is_flag=True, help="Keep the unsimplified graph if onnxsim fails.")
 @click.option("--verify-images", default=64, show_default=True, help="Real images for verification (0: skip).")
 @click.option("--verify-data", type=click.Path(), help="ImageFolder directory or tar for verification.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def export_cmd(checkpoint, output, config_name, opset, batch, dynamic_hw, op_form, simplify,
+def export_cmd(checkpoint, output, config_name, opset, batch, dynamic_hw, op_form, target, simplify,
                allow_unsimplified, verify_images, verify_data, as_json) -> None:  # fmt: skip
     """Export a checkpoint to ONNX, simplify it and verify it against PyTorch."""
     from aft_export.export.exporter import ExportOptions, export_checkpoint
 
     opts = ExportOptions(
-        opset=opset, batch=batch, dynamic_hw=dynamic_hw, op_form=op_form, simplify=simplify,
+        opset=opset, batch=batch, dynamic_hw=dynamic_hw, op_form=op_form, target=target, simplify=simplify,
         allow_unsimplified=allow_unsimplified, verify_images=verify_images, verify_data=verify_data,
     )  # fmt: skip
-    result = export_checkpoint(checkpoint, output, opts, config=config_name)
+    result = export_checkpoint(checkpoint, output, opts, config=config_name,
+                               log=(lambda *a: click.echo(*a, err=True)) if as_json else click.echo)  # fmt: skip
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
@@ -162,6 +166,9 @@ def export_cmd(checkpoint, output, config_name, opset, batch, dynamic_hw, op_for
         click.echo(f"verify: {p['images']} images from {p['data']}: max abs {p['max_abs']:.3g}, "
                    f"mean abs {p['mean_abs']:.3g}, min cosine {p['cosine_min']:.6f}, "
                    f"top-1 agreement {100 * p['top1_agreement']:.1f}%")  # fmt: skip
+    if result.trt_check:
+        click.echo("TensorRT check: " + ", ".join(f"{v} {s}" for v, s in result.trt_check["status"].items())
+                   + f" (aft-export check {result.path})")  # fmt: skip
     click.echo("time: " + ", ".join(f"{k} {v:.2f}s" for k, v in result.seconds.items()))
 
 
@@ -370,6 +377,30 @@ def pipeline_cmd(checkpoint, out, calib, data, precisions, op_form, eval_limit, 
                    f"(report.md, manifest.json, plots/)")  # fmt: skip
     if not result.passed:
         sys.exit(1)
+
+
+@main.command("check")
+@click.argument("models", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--trt", "trt_versions", multiple=True, metavar="VERSION",
+              help="TensorRT version to check (repeatable) [default: every supported one the file's export "
+                   "target is for: 8.5, 8.6, 10.3, 10.13, 11.4].")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
+def check_cmd(models, trt_versions, as_json) -> None:
+    """Check ONNX files offline against TensorRT's parser rules, one column per version.
+
+    Exit 0: every checked version accepts every file; 1: a version refuses one; 3: no
+    refusal but warnings remain (or a version the check has no rules for); 2: bad input.
+    """
+    from aft_export.trtcheck import check_model, format_report
+
+    reports = [check_model(m, list(trt_versions) or None) for m in models]
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in reports] if len(reports) > 1 else reports[0].to_dict(),
+                              indent=2))  # fmt: skip
+    else:
+        click.echo("\n\n".join("\n".join(format_report(r)) for r in reports))
+    codes = [r.exit_code for r in reports]
+    sys.exit(1 if 1 in codes else 3 if 3 in codes else 0)
 
 
 @main.command("build")

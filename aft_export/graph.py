@@ -184,3 +184,89 @@ def toposort(model) -> None:
         dst.CopyFrom(src)
     del graph.node[:]
     graph.node.extend(nodes)
+
+
+ORIGIN_KEY = "aft.inlined_from"  # "<call node>|<domain>|<function>|<overload>" on every inlined node
+
+
+def inline_functions(model, match_name_only: bool = False):
+    """A copy of ``model`` with every call of a model-local function replaced by the body,
+    the way TensorRT's parser imports it (onnx-tensorrt ``LocalFunctionImporter``): body
+    values are scoped by the calling node (``<call>/<value>``), attribute references are
+    resolved from the call (or the function's defaults), nested calls are inlined too.
+    Each inlined node keeps the calling node's module metadata and records where it came
+    from under :data:`ORIGIN_KEY`.
+
+    ``match_name_only`` looks functions up by name alone, the first one of a name winning,
+    as TensorRT does (its table of local functions is keyed by the name; domain and
+    overload are ignored); otherwise by (domain, name, overload), as ONNX defines it.
+    """
+    import onnx
+
+    functions: dict = {}
+    for f in model.functions:
+        key = f.name if match_name_only else (f.domain, f.name, f.overload)
+        functions.setdefault(key, f)
+
+    def lookup(node):
+        return functions.get(node.op_type if match_name_only else (node.domain, node.op_type, node.overload))
+
+    def expand(node, origin_prefix: str) -> list:
+        f = lookup(node)
+        if f is None:
+            return [node]
+        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for n in f.node for a in n.attribute):
+            raise ValueError(f"function {f.name} has subgraphs; aft-export cannot inline it")
+        scope = node.name or f"{node.op_type}_{id(node)}"
+        rename = {formal: actual for formal, actual in zip(f.input, node.input)}
+        rename.update({formal: actual for formal, actual in zip(f.output, node.output)})
+        given = {a.name: a for a in node.attribute}
+        defaults = {a.name: a for a in f.attribute_proto}
+        origin = f"{origin_prefix}{scope}|{f.domain}|{f.name}|{f.overload}"
+        out = []
+        for i, body in enumerate(f.node):
+            new = onnx.NodeProto()
+            new.CopyFrom(body)
+            new.name = f"{scope}/{body.name or f'{body.op_type}_{i}'}"
+            new.input[:] = [rename.get(v, f"{scope}/{v}") if v else "" for v in body.input]
+            new.output[:] = [rename.get(v, f"{scope}/{v}") if v else "" for v in body.output]
+            attrs = []
+            for a in body.attribute:
+                if a.ref_attr_name:
+                    src = given.get(a.ref_attr_name) or defaults.get(a.ref_attr_name)
+                    if src is None:
+                        continue  # an optional attribute the caller left out
+                    a2 = onnx.AttributeProto()
+                    a2.CopyFrom(src)
+                    a2.name = a.name
+                    attrs.append(a2)
+                else:
+                    attrs.append(a)
+            del new.attribute[:]
+            new.attribute.extend(attrs)
+            props = {p.key: p.value for p in node.metadata_props}
+            props[ORIGIN_KEY] = origin
+            _set_props(new, props)
+            out.extend(expand(new, origin + ">") if lookup(new) is not None else [new])
+        return out
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    nodes = [n for node in model.graph.node for n in expand(node, "")]
+    del copy.graph.node[:]
+    copy.graph.node.extend(nodes)
+    used = {(n.domain, n.op_type) for n in nodes}
+    kept = [f for f in model.functions if (f.domain, f.name) in used]
+    del copy.functions[:]
+    copy.functions.extend(kept)
+    return copy
+
+
+def inlined_origin(node) -> dict | None:
+    """Where an inlined node came from: the calling node, and the function's domain,
+    name and overload (the innermost call, for nested ones)."""
+    value = _props(node).get(ORIGIN_KEY)
+    if not value:
+        return None
+    call, domain, name, overload = value.rsplit(">", 1)[-1].split("|")
+    return {"call": call, "domain": domain, "function": name, "overload": overload}

@@ -43,6 +43,8 @@ PRECISIONS = ("int8", "fp16")
 METHODS = ("minmax", "entropy", "percentile")
 QUANTIZED_OP_TYPES = ("MatMul", "Gemm", "Conv")
 FP16_KEEP_FP32_OPS = ("LayerNormalization",)
+# the same, for graphs where LayerNorm is decomposed (the TensorRT 8 form): by PyTorch module
+FP16_KEEP_FP32_MODULES = ("LayerNorm",)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class QuantizeResult:
     agreement: dict | None = None  # vs the fp32 model on the calibration images
     nonfinite: list = field(default_factory=list)  # fp16 values that took NaN/Inf
     sensitivity: list = field(default_factory=list)
+    trt_check: dict | None = None  # TensorRT compatibility per version (aft_export.trtcheck)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -327,11 +330,17 @@ def quantize_model(model_path, out, calib: str | None, options: QuantizeOptions 
             nonfinite = _fp16_nonfinite(qmodel, cset.tensors, node_module)
         seconds["check"] = time.perf_counter() - t
 
+    from aft_export.trtcheck import check_model, enforce
+
+    report = check_model(qmodel)
+    report.path = str(out)
+    enforce(report, log, what=f"the {opts.precision} quantisation")
     save_onnx(qmodel, out)
     return QuantizeResult(
         path=str(out), precision=opts.precision, sha256=hashlib.sha256(out.read_bytes()).hexdigest(),
         recipe=recipe, seconds={k: round(v, 3) for k, v in seconds.items()}, agreement=agreement,
         nonfinite=nonfinite, sensitivity=result_extra.get("sensitivity", []),
+        trt_check={"status": report.status, "findings": len(report.findings)},
     )  # fmt: skip
 
 
@@ -431,13 +440,16 @@ def _fp16(model, core: list[str], opts: QuantizeOptions):
 
     from aft_export.graph import AFT_LAYER_TYPES
 
+    from aft_export.graph import node_module
+
     blocked_ops = list(DEFAULT_OP_BLOCK_LIST) + list(FP16_KEEP_FP32_OPS) + list(AFT_LAYER_TYPES)
-    exclude = list(dict.fromkeys(core + list(opts.exclude)))
+    norms = [n.name for n in model.graph.node if (node_module(n) or ("", ""))[1] in FP16_KEEP_FP32_MODULES]
+    exclude = list(dict.fromkeys(core + norms + list(opts.exclude)))
     with _quiet_ort_quantizer():
         converted = convert_float_to_float16(model, keep_io_types=True, op_block_list=blocked_ops,
                                              node_block_list=exclude)  # fmt: skip
     recipe = {"fp32_op_types": sorted(set(FP16_KEEP_FP32_OPS) | set(AFT_LAYER_TYPES)),
-              "fp32_nodes": exclude, "io": "fp32"}  # fmt: skip
+              "fp32_modules": list(FP16_KEEP_FP32_MODULES), "fp32_nodes": exclude, "io": "fp32"}  # fmt: skip
     return converted, recipe
 
 

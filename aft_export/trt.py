@@ -438,6 +438,19 @@ def _pin_fp32_layers(trt, network, version: tuple[int, ...]) -> int:
     return pinned
 
 
+def check_for_version(onnx_path, version: tuple[int, ...], log=print) -> dict:
+    """The offline TensorRT check (:mod:`aft_export.trtcheck`) for the TensorRT about to
+    build: a graph it would refuse stops here, before a build is wasted."""
+    from aft_export.trtcheck import check_model, enforce
+
+    name = _dotted(version[:2])
+    report = check_model(str(onnx_path), [name])
+    enforce(report, log, what="the build")
+    for note in report.notes:
+        log(f"note: {note}")
+    return {"version": name, "status": report.status[name], "findings": len(report.findings)}
+
+
 def build_engine(onnx_path, out, options: BuildOptions | None = None, log=print) -> BuildResult:
     """Build a TensorRT engine from an ONNX file; writes ``out`` and ``out.json`` atomically."""
     import onnx
@@ -459,6 +472,7 @@ def build_engine(onnx_path, out, options: BuildOptions | None = None, log=print)
     trt = import_tensorrt()
     version = check_trt_version(trt.__version__)
     plan = build_plan(version, precision, opts)  # version-dependent option errors before the build
+    checked = check_for_version(onnx_path, version, log)  # what this TensorRT's parser would refuse
     env = environment()
     require_gpu(env)
 
@@ -505,7 +519,7 @@ def build_engine(onnx_path, out, options: BuildOptions | None = None, log=print)
         cache_tmp.write_bytes(memoryview(config.get_timing_cache().serialize()))
         os.replace(cache_tmp, cache_file)
     meta = {p.key: p.value for p in model.metadata_props}
-    trt_build = {**asdict(plan), "pinned_fp32_layers": pinned}
+    trt_build = {**asdict(plan), "pinned_fp32_layers": pinned, "offline_check": checked}
     seconds = time.perf_counter() - t0
     manifest = make_manifest(out, onnx_path, precision, shapes, opts, env, seconds, meta, trt_build)
     save_json_atomic(manifest_path(out), manifest)

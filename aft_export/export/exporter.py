@@ -32,6 +32,9 @@ from aft_export import __version__
 from aft_export.errors import AFTExportError
 
 OP_FORMS = ("custom", "decomposed")
+# what the graph is made for: TensorRT 10.3+/11 (opset 18, com.aft model-local functions),
+# or TensorRT 8.5+ (opset 17, functions inlined; see aft_export/export/trt8.py)
+TARGETS = ("tensorrt", "tensorrt8")
 TWO_GB = 2**31
 MAX_BATCH = 65536
 
@@ -42,6 +45,7 @@ class ExportOptions:
     batch: str = "dynamic"  # "dynamic" or a fixed batch size such as "8"
     dynamic_hw: bool = False  # AFT-conv only: dynamic height and width too
     op_form: str = "custom"
+    target: str = "tensorrt"
     simplify: bool = True
     allow_unsimplified: bool = False  # continue without onnxsim if it fails
     verify_images: int = 64
@@ -64,6 +68,11 @@ class ExportOptions:
             raise AFTExportError(f"opset {self.opset} is newer than this onnx package knows ({newest})")
         if self.op_form not in OP_FORMS:
             raise AFTExportError(f"unknown op form {self.op_form!r}; choose one of {OP_FORMS}")
+        if self.target not in TARGETS:
+            raise AFTExportError(f"unknown export target {self.target!r}; choose one of {TARGETS}")
+        if self.target == "tensorrt8" and self.opset != 18:
+            raise AFTExportError("the TensorRT 8 form is always opset 17 (exported at 18, then converted); "
+                                 "leave --opset out with --target tensorrt8")  # fmt: skip
         parse_batch(self.batch)
         if self.verify_images < 0:
             raise AFTExportError("verification image count must be >= 0")
@@ -93,6 +102,7 @@ class ExportResult:
     seconds: dict[str, float] = field(default_factory=dict)
     simplify: dict | None = None
     parity: dict | None = None
+    trt_check: dict | None = None  # TensorRT compatibility per version (aft_export.trtcheck)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -192,12 +202,13 @@ def _metadata(meta, opts: ExportOptions) -> dict[str, str]:
         "dynamic_batch": str(parse_batch(opts.batch) is None).lower(),
         "dynamic_hw": str(bool(opts.dynamic_hw)).lower(),
         "aft_op_form": opts.op_form,
+        "export_target": opts.target,
         "source_checkpoint": Path(meta.path).name,
         "source_sha256": meta.sha256,
         "config": json.dumps(cfg.to_dict(), sort_keys=True),
         "tool": f"aft-export {__version__}",
         "torch_version": str(torch.__version__),
-        "opset": str(opts.opset),
+        "opset": str(17 if opts.target == "tensorrt8" else opts.opset),
     }
 
 
@@ -369,6 +380,18 @@ def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, con
         name_nodes(proto)
         seconds["simplify"] = time.perf_counter() - t
 
+    if opts.target == "tensorrt8":
+        from aft_export.export.trt8 import to_tensorrt8
+
+        t = time.perf_counter()
+        proto = to_tensorrt8(proto)
+        check_graph(proto)
+        seconds["tensorrt8"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    trt_check = _trt_check(proto, out, log)
+    seconds["trt_check"] = time.perf_counter() - t
+
     parity = None
     if images is not None:
         t = time.perf_counter()
@@ -395,8 +418,20 @@ def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, con
         external_data=external, aft_nodes=sum(n.domain == DOMAIN for n in proto.graph.node),
         nodes_exported=nodes_exported, nodes_final=len(proto.graph.node),
         seconds={k: round(v, 3) for k, v in seconds.items()}, simplify=simplify_report, parity=parity,
+        trt_check=trt_check,
     )  # fmt: skip
     return result
+
+
+def _trt_check(proto, out: Path, log) -> dict:
+    """TensorRT's rules for the versions the graph is made for: stop when every one of
+    them would refuse it, warn when some would."""
+    from aft_export.trtcheck import check_model, enforce
+
+    report = check_model(proto)
+    report.path = str(out)
+    enforce(report, log, what="the export")
+    return {"status": report.status, "findings": len(report.findings)}
 
 
 def _simplify(proto, images, opts: ExportOptions):

@@ -1,0 +1,261 @@
+"""Offline TensorRT compatibility check: which TensorRT versions would refuse a graph, where, and why.
+
+TensorRT cannot run where most of aft-export is developed and tested, and the first to
+find a TensorRT defect must not be a user with a Jetson. So the graph is read the way
+TensorRT's ONNX parser reads it (:mod:`~aft_export.trtcheck.view`: model-local
+functions inlined where the version imports them, shapes inferred, weights told from
+tensors) and every rule of every supported version (:mod:`~aft_export.trtcheck.rules`,
+each with its source) is applied. This is a check of the parser's and the strongly typed
+builder's documented and coded rules, not a TensorRT run: a graph that passes can still
+fail to build for reasons no rule here knows (memory, tactics, a parser bug).
+
+Export targets: a file whose metadata records ``export_target`` is checked, by default,
+against the versions that target is for (``tensorrt``: 10.3 and newer; ``tensorrt8``:
+every supported version); a file made for another runtime on purpose (``ort-cpu``) is
+checked by that runtime, not by TensorRT's rules.
+
+Exit codes (CLI): 0 every checked version accepts the graph; 1 one refuses it; 3 no
+refusal but warnings remain (including a requested version the check has no rules for).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from aft_export.errors import AFTExportError
+from aft_export.trtcheck.rules import RULES, checks_for
+from aft_export.trtcheck.versions import JETPACK, SUPPORTED, Version, parse_version
+from aft_export.trtcheck.view import GraphView
+
+TARGETS = {  # export target -> the TensorRT versions it is made for (None: not TensorRT)
+    "tensorrt": tuple(v for v in SUPPORTED if parse_version(v) >= (10, 3)),
+    "tensorrt8": SUPPORTED,
+    "ort-cpu": None,
+}
+DEFAULT_TARGET = "tensorrt"
+
+__all__ = ["SUPPORTED", "TARGETS", "CheckReport", "Finding", "check_model", "enforce", "format_report", "RULES"]
+
+
+@dataclass
+class Finding:
+    rule: str
+    severity: str  # error | warning
+    versions: list[str]
+    node: str | None
+    op_type: str | None
+    module: str
+    function: dict | None  # the function body a node was inlined from, and the calling node
+    message: str
+    fix: str
+    source: str
+    summary: str = ""
+
+    def where(self) -> str:
+        if self.node is None:
+            return "model"
+        text = f"node {self.node} ({self.op_type})"
+        if self.function:
+            f = self.function
+            ov = f" overload {f['overload']}" if f["overload"] else ""
+            text += f" in the body of {f['domain']}::{f['name']}{ov} called by {f['call']}"
+        if self.module:
+            text += f", module {self.module}"
+        return text
+
+
+@dataclass
+class CheckReport:
+    path: str
+    opset: int
+    ir_version: int
+    precision: str
+    target: str
+    status: dict[str, str]  # version -> accepts | refuses | warnings | not targeted | no rules
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def checked(self) -> list[str]:
+        return [v for v, s in self.status.items() if s != "not targeted"]
+
+    @property
+    def exit_code(self) -> int:
+        states = [self.status[v] for v in self.checked]
+        if "refuses" in states:
+            return 1
+        if "warnings" in states or "no rules" in states:
+            return 3
+        return 0
+
+    def errors_for(self, version: str) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "error" and version in f.versions]
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "checked": self.checked, "exit_code": self.exit_code}
+
+
+def _target(model) -> str:
+    meta = {p.key: p.value for p in model.metadata_props}
+    return meta.get("export_target", DEFAULT_TARGET)
+
+
+def _load(model_or_path):
+    import onnx
+
+    if isinstance(model_or_path, onnx.ModelProto):
+        return model_or_path, "<model>"
+    path = Path(model_or_path)
+    if not path.is_file():
+        raise AFTExportError(f"model {path} does not exist")
+    try:
+        return onnx.load(str(path)), str(path)
+    except Exception as exc:  # protobuf's DecodeError and friends, a missing .data file
+        raise AFTExportError(f"{path} is not a readable ONNX file: {exc}") from None
+
+
+def check_model(model_or_path, versions: list[str] | None = None) -> CheckReport:
+    """Check an ONNX model (path or ModelProto) against TensorRT's rules.
+
+    ``versions``: TensorRT versions to check ("10.3"); default every supported version
+    the file's export target is for (the others are reported as not targeted).
+    """
+    from aft_export.runners import graph_precision
+
+    model, name = _load(model_or_path)
+    target = _target(model)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    report = CheckReport(name, opset, model.ir_version, graph_precision(model), target, {})
+    if target not in TARGETS:
+        report.notes.append(f"unknown export target {target!r} in the metadata; checked as {DEFAULT_TARGET}")
+        target = DEFAULT_TARGET
+    targeted = TARGETS[target]
+    if targeted is None:
+        return _check_other_runtime(model, report, versions)
+
+    wanted = list(dict.fromkeys(_normalise(v) for v in versions)) if versions else list(SUPPORTED)
+    views: dict[bool, GraphView] = {}
+    found: dict[tuple, Finding] = {}
+    for name_v in wanted:
+        v = Version(name_v)
+        if v.table_version is None or v.v[0] == 9:
+            report.status[name_v] = "no rules"
+            report.notes.append(f"TensorRT {name_v}: the check has no rules for this version (it knows "
+                                f"{', '.join(SUPPORTED)}); not checked")  # fmt: skip
+            continue
+        if not versions and name_v not in targeted:
+            report.status[name_v] = "not targeted"
+            continue
+        view = views.get(v.imports_local_functions)
+        if view is None:
+            view = views[v.imports_local_functions] = GraphView.read(model, inline=v.imports_local_functions)
+        state = "accepts"
+        for r in checks_for(v):
+            for node, message in r.check(view, v):
+                where = view.where(node) if node is not None else {"node": None, "op_type": None, "module": "",
+                                                                    "function": None}  # fmt: skip
+                key = (r.id, where["node"], message if node is None else "")
+                f = found.get(key)
+                if f is None:
+                    f = found[key] = Finding(r.id, r.severity, [], where["node"], where["op_type"], where["module"],
+                                             where["function"], message.replace(f"TensorRT {name_v}", "TensorRT"),
+                                             r.fix, r.source)  # fmt: skip
+                    f.summary = r.summary
+                f.versions.append(name_v)
+                state = "refuses" if r.severity == "error" else (state if state == "refuses" else "warnings")
+        if v.table_version != name_v:
+            report.notes.append(f"TensorRT {name_v}: no operator table of its own here; checked with the version-"
+                                f"dependent rules at {name_v} and the {v.table_version} operator table")  # fmt: skip
+            state = state if state == "refuses" else "warnings"
+        report.status[name_v] = state
+    report.findings = list(found.values())
+    untargeted = [v for v, s in report.status.items() if s == "not targeted"]
+    if untargeted:
+        hint = ("export with --target tensorrt8" if target == "tensorrt" else "")
+        report.notes.append(f"made for TensorRT {targeted[0]}+ (export target {target}); not checked for "
+                            f"{', '.join(untargeted)}" + (f": {hint}" if hint else "")
+                            + " (ask for one with --trt to see what it would refuse)")  # fmt: skip
+    return report
+
+
+def _normalise(text: str) -> str:
+    try:
+        major, minor = parse_version(text)
+    except ValueError:
+        raise AFTExportError(f"--trt {text!r}: give a TensorRT version such as 10.3 (known: "
+                             f"{', '.join(SUPPORTED)})") from None  # fmt: skip
+    return f"{major}.{minor}"
+
+
+def _check_other_runtime(model, report: CheckReport, versions) -> CheckReport:
+    """A graph exported for ONNX Runtime on purpose: ONNX Runtime must load it."""
+    import onnxruntime as ort
+
+    report.notes.append(f"export target {report.target}: made for ONNX Runtime, not TensorRT; checked by loading "
+                        f"it in ONNX Runtime (TensorRT rules not applied"
+                        + (f", --trt {', '.join(versions)} ignored" if versions else "") + ")")  # fmt: skip
+    try:
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        report.status[report.target] = "accepts"
+    except Exception as exc:  # noqa: BLE001 - ORT raises its own types
+        report.status[report.target] = "refuses"
+        report.findings.append(Finding("ort.load", "error", [report.target], None, None, "", None,
+                                       f"ONNX Runtime cannot load the graph: {str(exc).splitlines()[0][:300]}",
+                                       "re-export the model", "onnxruntime.InferenceSession"))  # fmt: skip
+    return report
+
+
+def format_report(report: CheckReport) -> list[str]:
+    """The human-readable table: one column per version, one row per finding."""
+    cols = list(report.status)
+    lines = [f"{report.path}: opset {report.opset}, IR {report.ir_version}, {report.precision}, export target "
+             f"{report.target}"]  # fmt: skip
+    short = {"not targeted": "n/a", "no rules": "no rules"}
+    head = f"{'':40s}" + "".join(f"{'TRT ' + c if c[0].isdigit() else c:>11s}" for c in cols)
+    lines.append(head)
+    lines.append(f"{'verdict':40s}" + "".join(f"{short.get(report.status[c], report.status[c]):>11s}" for c in cols))
+    counts: dict[tuple, int] = {}
+    for f in report.findings:
+        counts[(f.rule, f.severity, tuple(f.versions))] = counts.get((f.rule, f.severity, tuple(f.versions)), 0) + 1
+    for (rule_id, severity, vs), n in counts.items():
+        mark = "FAIL" if severity == "error" else "warn"
+        label = f"{rule_id} ({n} node{'s' if n > 1 else ''})" if n else rule_id
+        lines.append(f"{label[:39]:40s}" + "".join(f"{(mark if c in vs else '-'):>11s}" for c in cols))
+    groups: dict[tuple, list[Finding]] = {}
+    for f in report.findings:
+        groups.setdefault((f.rule, f.severity, tuple(f.versions)), []).append(f)
+    for (rule_id, severity, vs), items in groups.items():
+        first = items[0]
+        lines += ["", f"{severity.upper()} {rule_id}: {first.summary}",
+                  f"  TensorRT {', '.join(v + _jp(v) for v in vs)}",
+                  f"  fix: {first.fix}", f"  source: {first.source}"]  # fmt: skip
+        lines += [f"  - {f.where()}: {f.message}" for f in items]
+    lines += [f"note: {n}" for n in report.notes]
+    verdict = {0: "accepted by every checked version", 1: "REFUSED by " + ", ".join(
+        v for v, s in report.status.items() if s == "refuses"), 3: "no refusal, but warnings remain"}[report.exit_code]
+    lines.append(f"result: {verdict}")
+    return lines
+
+
+def enforce(report: CheckReport, log=print, what: str = "this step") -> None:
+    """Stop (AFTExportError) when every checked version refuses the graph; warn through
+    ``log`` when only some do (a version-specific rule: the graph is still good for the
+    others). The error names the first refusal, its fix and the command for the rest."""
+    refusing = [v for v in report.checked if report.status[v] == "refuses"]
+    if not refusing:
+        return
+    first = next(f for f in report.findings if f.severity == "error" and set(f.versions) & set(refusing))
+    more = len({(f.rule, f.node) for f in report.findings if f.severity == "error"}) - 1
+    detail = (f"{first.rule} at {first.where()}: {first.message}; fix: {first.fix}"
+              + (f" (and {more} more: aft-export check {report.path})" if more else ""))  # fmt: skip
+    if len(refusing) == len(report.checked):
+        raise AFTExportError(f"{what} stops: TensorRT {', '.join(refusing)} would refuse {report.path}: {detail}")
+    log(f"warning: TensorRT {', '.join(refusing)} would refuse {report.path} (the other checked versions accept "
+        f"it): {detail}")  # fmt: skip
+
+
+def _jp(v: str) -> str:
+    return f" / {JETPACK[v]}" if v in JETPACK else ""

@@ -1,0 +1,447 @@
+"""The rules: what a TensorRT version's ONNX parser (or its strongly typed builder) refuses.
+
+Each rule is a function of a :class:`GraphView` and a :class:`Version` that yields
+``(node, message)`` for every violation (``node`` None for the model as a whole), and
+is registered with its id, the versions it exists in, what to do about it and where it
+comes from. ``ONNX_TRT`` below is github.com/onnx/onnx-tensorrt; file names are that
+repository's, at the branch named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from aft_export.trtcheck.versions import Version
+from aft_export.trtcheck.view import GraphView
+
+DEFAULT_DOMAINS = ("", "ai.onnx")
+MAX_DIMS = 8  # nvinfer1::Dims::MAX_DIMS
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    summary: str
+    source: str
+    fix: str
+    applies: Callable[[Version], bool]
+    severity: str  # "error": the version refuses the graph (or computes something else); "warning"
+    check: Callable[[GraphView, Version], Iterator]
+
+
+RULES: dict[str, Rule] = {}
+
+
+def rule(id: str, summary: str, source: str, fix: str, applies=lambda v: True, severity: str = "error"):
+    def register(fn):
+        RULES[id] = Rule(id, summary, source, fix, applies, severity, fn)
+        return fn
+
+    return register
+
+
+def _default(node) -> bool:
+    return node.domain in DEFAULT_DOMAINS
+
+
+def _fmt(v: Version) -> str:
+    return f"TensorRT {v.name}"
+
+
+# ----------------------------------------------------------------------------- model
+
+
+@rule("opset.range", "the default-domain opset is outside the range the parser supports",
+      "ONNX_TRT docs/operators.md header of each version (recorded in trtcheck/ops.json)",
+      "export for this TensorRT: aft-export export --target tensorrt8 (opset 17) for TensorRT 8.x; "
+      "otherwise an opset inside the range (--opset)")  # fmt: skip
+def _opset(view: GraphView, v: Version):
+    lo, hi = v.opset_range
+    if view.opset > hi:
+        yield None, f"opset {view.opset} is newer than {_fmt(v)} parses (up to opset {hi})"
+    elif lo is not None and view.opset < lo:
+        yield None, f"opset {view.opset} is older than {_fmt(v)} parses (opset {lo} to {hi})"
+
+
+@rule("functions.not-imported", "model-local functions are not imported before TensorRT 9.0",
+      "ONNX_TRT docs/Changelog.md 9.0 EA: 'Added support for ONNX local functions'; before it "
+      "ModelImporter.cpp sends an op without a built-in importer to FallbackPluginImporter (a plugin "
+      "looked up by op type)",
+      "export the TensorRT 8 form: aft-export export --target tensorrt8 (functions inlined)",
+      applies=lambda v: not v.imports_local_functions)  # fmt: skip
+def _functions_not_imported(view: GraphView, v: Version):
+    names = {f.name for f in view.model.functions}
+    for node in view.nodes:
+        if node.op_type in names and v.op(node.op_type) is None:
+            yield node, (f"{node.op_type} is a model-local function; {_fmt(v)} does not import functions and looks "
+                         f"for a plugin named {node.op_type}, which it does not have")  # fmt: skip
+
+
+@rule("functions.same-name", "two model-local functions share a name",
+      "ONNX_TRT ModelImporter.cpp importLocalFunctions (10.1-GA): functions are keyed by name alone "
+      "(ctx->localFunctions().insert({name, function})), so the first one of a name is used for every call",
+      "give each body its own name, or export the decomposed op form (--op-form decomposed)",
+      applies=lambda v: v.imports_local_functions)  # fmt: skip
+def _functions_same_name(view: GraphView, v: Version):
+    seen: dict[str, tuple] = {}
+    for f in view.source.functions:
+        key = (f.domain, f.overload)
+        if f.name in seen and seen[f.name] != key:
+            yield None, (f"functions {f.name} ({seen[f.name][0]}, overload {seen[f.name][1] or '-'}) and "
+                         f"{f.name} ({f.domain}, overload {f.overload or '-'}) share a name; {_fmt(v)} runs the "
+                         f"first body for every {f.name} node")  # fmt: skip
+        seen.setdefault(f.name, key)
+
+
+@rule("functions.shadowed", "a model-local function has the name of a built-in op",
+      "ONNX_TRT ModelImporter.cpp parseNode (10.1-GA): the built-in importer of an op type is chosen "
+      "before a local function of the same name (the node's domain is not looked at)",
+      "rename the function (it is not the op TensorRT will run)",
+      applies=lambda v: v.imports_local_functions)  # fmt: skip
+def _functions_shadowed(view: GraphView, v: Version):
+    for f in view.source.functions:
+        if f.domain not in DEFAULT_DOMAINS and (v.op(f.name) or {}).get("supported"):
+            yield None, (f"function {f.domain}::{f.name} has the name of {_fmt(v)}'s built-in {f.name}; the "
+                         f"built-in runs, not the body")  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- ops and types
+
+
+@rule("op.unsupported", "an op the parser has no importer for",
+      "ONNX_TRT docs/operators.md operator table of each version (trtcheck/ops.json); an op without an "
+      "importer goes to FallbackPluginImporter (ModelImporter.cpp), which needs a registered plugin",
+      "replace the op (re-export with another op form or target), or register a plugin of that name")  # fmt: skip
+def _op_unsupported(view: GraphView, v: Version):
+    functions = {f.name for f in view.model.functions} if view.inlined else set()
+    for node in view.nodes:
+        if node.op_type in functions:
+            continue  # reported by the function rules
+        entry = v.op(node.op_type)
+        if entry is None and not _default(node) and node.op_type in {f.name for f in view.source.functions}:
+            continue  # a function call on a version that does not import functions: functions.not-imported
+        if entry is None:
+            where = "" if _default(node) else f" (domain {node.domain})"
+            yield node, (f"{_fmt(v)} has no importer for {node.op_type}{where} and would need a plugin named "
+                         f"{node.op_type}")  # fmt: skip
+        elif not entry["supported"]:
+            yield node, f"{node.op_type} is not supported by {_fmt(v)}"
+
+
+# For the type check: which input holds the data whose type the table lists. Everything
+# else reads input 0, or output 0 where an op has no inputs.
+_TYPED_INPUT = {"Where": 1, "Expand": 0, "Constant": None, "ConstantOfShape": None}
+
+
+@rule("op.type", "an op gets a data type the parser does not take for it",
+      "ONNX_TRT docs/operators.md 'Supported Types' column (trtcheck/ops.json); 8.x casts INT64 to INT32 and "
+      "DOUBLE to FLOAT ('limited support' note in the 8.5/8.6 tables)",
+      "cast to a supported type before the op (or quantise/convert with aft-export, which only writes "
+      "supported types)")  # fmt: skip
+def _op_type(view: GraphView, v: Version):
+    for node in view.nodes:
+        entry = v.op(node.op_type) if _default(node) and node.op_type not in _QDQ else None
+        if not entry or not entry["supported"] or not entry["types"]:
+            continue
+        idx = _TYPED_INPUT.get(node.op_type, 0)
+        name = node.output[0] if idx is None or len(node.input) <= idx else node.input[idx]
+        t = view.type_name(name)
+        if t is None:
+            continue
+        allowed = set(entry["types"])
+        if v.v < (9, 0):  # casts down (table note); INT32 then has to be allowed
+            t = {"INT64": "INT32", "DOUBLE": "FP32"}.get(t, t)
+        else:
+            t = {"DOUBLE": "FP32"}.get(t, t)
+        if t not in allowed:
+            yield node, (f"{node.op_type} input {name} is {t}; {_fmt(v)} takes {', '.join(entry['types'])} "
+                         f"for {node.op_type}")  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- literal attributes, constants
+
+
+@rule("conv.kernel-shape", "a Conv with a computed weight has no literal kernel_shape",
+      "ONNX_TRT convMultiInput (8.5-GA/8.6-GA onnx2trt_utils.cpp, 10.1-GA importerUtils.cpp), taken for any "
+      "Conv whose weight or bias is not an initializer (a DequantizeLinear output included): the filter size "
+      "comes from getKernelParams (the kernel_shape attribute) only, else 'The input tensor shape misaligns "
+      "with the input kernel shape.'; "
+      "docs/Changelog.md 10.4: 'Fixed kernel shape inference in multi-input convolutions'",
+      "re-export with this aft-export (AFTConv bodies carry kernel_shape), or add kernel_shape to the Conv",
+      applies=lambda v: v.conv_reads_kernel_shape_attribute)  # fmt: skip
+def _conv_kernel_shape(view: GraphView, v: Version):
+    for node in view.nodes:
+        if node.op_type == "Conv" and _default(node) and len(node.input) > 1:
+            if not view.is_weights(node.input[1]) and not view.has_attr(node, "kernel_shape"):
+                yield node, (f"Conv {node.name} has a computed weight ({node.input[1]}) and no kernel_shape "
+                             f"attribute; {_fmt(v)} takes the kernel size from that attribute only")  # fmt: skip
+
+
+_REDUCE_ATTR_ONLY = ("ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                     "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")  # fmt: skip
+
+
+@rule("reduce.axes-ignored", "a reduction's axes input is ignored: it reduces over every axis",
+      "ONNX_TRT 8.6-GA builtin_op_importers.cpp ReduceMax/ReduceMean/ReduceMin/ReduceProd/... call "
+      "onnx2trt_utils.cpp reduceTensor without the axes input (only ReduceSum reads it, opset 13+); "
+      "10.0-GA onnxOpImporters.cpp passes inputs.at(1)",
+      "export the TensorRT 8 form: aft-export export --target tensorrt8 (opset 17: axes as an attribute)",
+      applies=lambda v: not v.reduce_axes_input)  # fmt: skip
+def _reduce_axes_ignored(view: GraphView, v: Version):
+    for node in view.nodes:
+        if node.op_type in _REDUCE_ATTR_ONLY and _default(node) and len(node.input) > 1 and node.input[1]:
+            if not view.has_attr(node, "axes"):
+                yield node, (f"{node.op_type} {node.name} gives its axes as an input (opset 18); {_fmt(v)} reads the "
+                             f"axes attribute only, so it would reduce over every axis (a wrong result, no error)")
+
+
+# (op, input index) -> (what the input is, the last version that needs it constant)
+_REDUCES = ("ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceL1", "ReduceL2", "ReduceLogSum",
+            "ReduceLogSumExp", "ReduceSumSquare")  # fmt: skip
+_MUST_BE_CONSTANT = {
+    **{(op, 1): ("axes", None) for op in _REDUCES},  # every version: 'Axis input must be an initializer!'
+    ("Unsqueeze", 1): ("axes", (10, 6)), ("Squeeze", 1): ("axes", (10, 6)),  # Changelog 10.7: dynamic axes
+    ("Slice", 3): ("axes", (10, 2)),  # Changelog 10.3: 'Added support for tensor `axes` inputs for `Slice`'
+}  # fmt: skip
+
+
+@rule("input.must-be-constant", "an input the parser needs at build time is computed",
+      "ONNX_TRT reduceTensor 'Axis input must be an initializer!' (8.6-GA onnx2trt_utils.cpp, 10.1-GA "
+      "importerUtils.cpp); Unsqueeze/Squeeze 'Axes input for unsqueeze operation should be a constant tensor.' "
+      "until Changelog 10.7 ('dynamic axes support'); Slice 'This version of TensorRT does not support dynamic "
+      "axes.' until Changelog 10.3; docs/operators.md restrictions",
+      "give the input as a constant (an initializer or a Constant node), or export for a newer TensorRT")  # fmt: skip
+def _must_be_constant(view: GraphView, v: Version):
+    for node in view.nodes:
+        if not _default(node):
+            continue
+        for i, name in enumerate(node.input):
+            what, until = _MUST_BE_CONSTANT.get((node.op_type, i), (None, None))
+            if what and name and (until is None or v.v <= until) and not view.is_weights(name):
+                yield node, (f"{node.op_type} {node.name}: its {what} ({name}) is computed; {_fmt(v)} needs it "
+                             f"as an initializer or Constant")  # fmt: skip
+
+
+@rule("constant.int-attribute", "a Constant given by value_int/value_ints is read as 0 / empty",
+      "ONNX_TRT 8.5-GA/8.6-GA builtin_op_importers.cpp Constant: value_int is read with attrs.get<float> and "
+      "value_ints with attrs.get<std::vector<float>> (OnnxAttrs.cpp returns f()/floats(): 0 and empty); "
+      "fixed in 9.2 (attrs.get<int64_t>)",
+      "export the TensorRT 8 form: aft-export export --target tensorrt8 (integer Constants as tensors)",
+      applies=lambda v: v.v < (9, 2))  # fmt: skip
+def _constant_int(view: GraphView, v: Version):
+    for node in view.nodes:
+        if node.op_type == "Constant" and _default(node):
+            kind = next((a.name for a in node.attribute if a.name in ("value_int", "value_ints")), None)
+            if kind:
+                yield node, (f"Constant {node.name} uses {kind}; {_fmt(v)} reads it as "
+                             f"{'0' if kind == 'value_int' else 'an empty tensor'} (a wrong shape, axes or "
+                             f"sizes downstream, no error of its own)")  # fmt: skip
+
+
+@rule("shape.start-end", "Shape's start/end attributes are ignored: it returns the whole shape",
+      "ONNX_TRT 8.5-GA/8.6-GA builtin_op_importers.cpp Shape is addShape(input) only (the opset-15 start/end "
+      "are never read); 10.0 EA onnxOpImporters.cpp Shape slices by start/end",
+      "export the TensorRT 8 form: aft-export export --target tensorrt8 (Shape followed by Slice)",
+      applies=lambda v: v.v < (10, 0))  # fmt: skip
+def _shape_start_end(view: GraphView, v: Version):
+    for node in view.nodes:
+        if node.op_type == "Shape" and _default(node):
+            given = [a.name for a in node.attribute if a.name in ("start", "end")]
+            if given:
+                yield node, (f"Shape {node.name} has {'/'.join(given)}; {_fmt(v)} ignores them and returns the full "
+                             f"shape (a wrong result, no error of its own)")  # fmt: skip
+
+
+@rule("outputs.count", "a node lists more outputs than the importer makes",
+      "ONNX_TRT ModelImporter.cpp parseGraph/parseNode: 'Node has more output tensors than TRT expected.' "
+      "(8.6-GA, 10.1-GA count empty output names too; from 10.7 only named outputs count); operators.md: "
+      "LayerNormalization 'Only the first output `Y` is supported.'",
+      "keep only the first output (re-export; aft-export writes LayerNormalization with Y alone)")  # fmt: skip
+def _outputs(view: GraphView, v: Version):
+    single = ("LayerNormalization", "Dropout")
+    for node in view.nodes:
+        if node.op_type in single and _default(node) and len(node.output) > 1:
+            named = [o for o in node.output[1:] if o]
+            if named or v.v < (10, 7):
+                yield node, (f"{node.op_type} {node.name} lists {len(node.output)} outputs; {_fmt(v)} makes only Y"
+                             + ("" if named else " and counts the empty output names"))  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- Q/DQ
+
+_QDQ = ("QuantizeLinear", "DequantizeLinear")
+
+
+def _dq_inputs(v: Version) -> set[str]:
+    if v.v < (10, 0):
+        return {"INT8"}
+    return {"INT8", "FP8"} if v.v < (10, 13) else {"INT8", "FP8", "INT4", "FP4"}
+
+
+@rule("qdq.dequantize-input", "DequantizeLinear gets an input type TensorRT cannot dequantize",
+      "TensorRT IDequantizeLayer docstrings (bindings 8.6.1: 'only supports tensorrt.int8'; 10.3.0: int8 or "
+      "fp8; 10.13.3.9 and 11.4.0.106: int8, fp8, int4, fp4); ONNX_TRT docs/operators.md DequantizeLinear; "
+      "onnx-tensorrt issue 850 (INT32 bias)",
+      "re-quantise with aft-export quantize (biases stay float; activations and weights int8)")  # fmt: skip
+def _dq_input(view: GraphView, v: Version):
+    allowed = _dq_inputs(v)
+    for node in view.nodes:
+        if node.op_type == "DequantizeLinear" and _default(node):
+            t = view.type_name(node.input[0])
+            if t is not None and t not in allowed:
+                yield node, (f"it dequantizes {t} ({node.input[0]}); TensorRT dequantizes 8-bit (by version also "
+                             f"fp8, int4, fp4) inputs only")  # fmt: skip
+
+
+@rule("qdq.zero-point", "a Q/DQ zero point is missing, not constant, not int8 or not zero",
+      "ONNX_TRT QuantDequantLinearHelper: 8.5-GA 'This version of TensorRT requires 3 inputs for the "
+      "DequantizeLinear operator.'; 8.6-GA reads inputs.at(2) unconditionally; all versions 'TensorRT only "
+      "supports symmetric quantization. The zero point ... must be all zeros.'; UINT8 zero points: "
+      "'Found invalid input type of UINT8' (8.x, and Q in 10.x); docs/operators.md 'x_zero_point must be zero'",
+      "re-quantise with aft-export quantize (symmetric int8, zero point 0)")  # fmt: skip
+def _zero_point(view: GraphView, v: Version):
+    for node in view.nodes:
+        if node.op_type not in _QDQ or not _default(node):
+            continue
+        zp = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        if zp is None:
+            if v.v < (10, 0):
+                yield node, f"{node.op_type} {node.name} has no zero point; {_fmt(v)} requires one (int8, all zeros)"
+            continue
+        t = view.type_name(zp)
+        if not view.is_weights(zp):
+            yield node, f"{node.op_type} {node.name}: zero point {zp} is computed; it must be a constant of zeros"
+        elif view.value(zp) is not None and np.any(view.value(zp)):
+            yield node, f"{node.op_type} {node.name}: zero point {zp} is not all zeros; TensorRT is symmetric only"
+        if t == "UINT8" and (v.v < (10, 0) or node.op_type == "QuantizeLinear"):
+            yield node, f"{node.op_type} {node.name}: zero point {zp} is UINT8; {_fmt(v)} takes int8 only"
+
+
+@rule("qdq.scale", "a Q/DQ scale is not a positive build-time constant",
+      "ONNX_TRT QuantDequantLinearHelper: 'Cannot have scale with no coefficients.', 'Scale coefficients must "
+      "all be positive', 10.1-GA 'Dynamic shape for scale tensor is not supported.'; IQuantizeLayer/"
+      "IDequantizeLayer docstrings: the scale is a build-time constant, a scalar or 1-D",
+      "re-quantise with aft-export quantize (constant per-tensor or per-channel scales)")  # fmt: skip
+def _scale(view: GraphView, v: Version):
+    for node in view.nodes:
+        if node.op_type not in _QDQ or not _default(node) or len(node.input) < 2:
+            continue
+        scale = node.input[1]
+        if not view.is_weights(scale):
+            yield node, f"{node.op_type} {node.name}: scale {scale} is computed; TensorRT needs a constant scale"
+            continue
+        value = view.value(scale)
+        if value is not None and (value.size == 0 or np.any(value <= 0) or value.ndim > 1):
+            yield node, (f"{node.op_type} {node.name}: scale {scale} must be a non-empty scalar or 1-D tensor of "
+                         f"positive values")  # fmt: skip
+
+
+@rule("qdq.axis", "a per-channel Q/DQ has no explicit axis, or the scales do not match that axis",
+      "ONNX_TRT QuantDequantLinearHelper: without an 'axis' attribute 8.5-GA/8.6-GA/10.1-GA take axis 0, the "
+      "code of 10.14+ takes the ONNX default 1; 'The number of scales is not equal to the number of output "
+      "channels.'",
+      "re-quantise with aft-export quantize (it writes the axis of every per-channel scale)")  # fmt: skip
+def _axis(view: GraphView, v: Version):
+    for node in view.nodes:
+        if node.op_type not in _QDQ or not _default(node) or len(node.input) < 2:
+            continue
+        value = view.value(node.input[1])
+        dims = view.shapes.get(node.input[0])
+        if value is None or value.size <= 1:
+            continue
+        if not view.has_attr(node, "axis"):
+            yield node, (f"{node.op_type} {node.name} is per-channel ({value.size} scales) without an axis attribute; "
+                         f"TensorRT versions disagree on the default (0 before 10.14, 1 after)")  # fmt: skip
+        elif dims is not None:
+            axis = view.attr(node, "axis")
+            axis = axis + len(dims) if axis < 0 else axis
+            if 0 <= axis < len(dims) and isinstance(dims[axis], int) and dims[axis] != value.size:
+                yield node, (f"{node.op_type} {node.name}: {value.size} scales for axis {axis} of size {dims[axis]}; "
+                             f"'The number of scales is not equal to the number of output channels.'")  # fmt: skip
+
+
+@rule("qdq.float-type", "TensorRT 8 quantises fp32 only",
+      "TensorRT 8.6.1 IQuantizeLayer/IDequantizeLayer docstrings: input (Q) and output (DQ) fp32 only, 'FP16 "
+      "input is not supported'",
+      "quantise the fp32 export (aft-export quantize takes the fp32 file), not an fp16 one",
+      applies=lambda v: v.v < (9, 0))  # fmt: skip
+def _qdq_float(view: GraphView, v: Version):
+    for node in view.nodes:
+        if node.op_type in _QDQ and _default(node) and len(node.input) > 1:
+            name = node.input[0] if node.op_type == "QuantizeLinear" else node.input[1]
+            t = view.type_name(name)
+            if t not in (None, "FP32"):
+                yield node, f"{node.op_type} {node.name}: {t} ({name}); {_fmt(v)} quantises from and to fp32 only"
+
+
+# ----------------------------------------------------------------------------- strongly typed networks
+
+# ops whose listed inputs must share one type (the ONNX schema ties them; TensorRT's
+# strongly typed builder and the parser's elementwiseHelper insert no Cast between them)
+_SAME_TYPE = {op: None for op in ("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Equal", "Less",
+                                  "Greater", "LessOrEqual", "GreaterOrEqual", "PRelu", "MatMul", "Concat")}  # fmt: skip
+_SAME_TYPE.update({"Gemm": (0, 1, 2), "Conv": (0, 1, 2), "LayerNormalization": (0, 1, 2), "Where": (1, 2)})
+
+
+@rule("typed.mixed-inputs", "an op mixes input types in a strongly typed network",
+      "TensorRT 11.0 release notes ('Weak typing is no longer supported ... adheres to [the types] strictly'); "
+      "ElementWise operator doc (both inputs T1); ONNX_TRT elementwiseHelper inserts no Cast",
+      "insert an explicit Cast so both inputs have one type (aft-export quantize --precision fp16 does)",
+      applies=lambda v: v.strongly_typed)  # fmt: skip
+def _mixed(view: GraphView, v: Version):
+    for node in view.nodes:
+        if node.op_type not in _SAME_TYPE or not _default(node):
+            continue
+        idx = _SAME_TYPE[node.op_type] or range(len(node.input))
+        types = {view.type_name(node.input[i]) for i in idx if i < len(node.input) and node.input[i]}
+        types.discard(None)
+        if len(types) > 1:
+            yield node, (f"{node.op_type} {node.name} mixes {' and '.join(sorted(types))}; a strongly typed network "
+                         f"({_fmt(v)}) needs one type, with explicit Casts")  # fmt: skip
+
+
+@rule("typed.quantize-scale", "QuantizeLinear's scale type differs from its input type (opset 19+)",
+      "ONNX_TRT QuantDequantLinearHelper (10.1-GA): for opset < 19 the parser casts the scale to the input "
+      "type, from opset 19 it does not; a strongly typed network then mixes types",
+      "give the scale the input's type", applies=lambda v: v.strongly_typed)  # fmt: skip
+def _q_scale(view: GraphView, v: Version):
+    if view.opset < 19:
+        return
+    for node in view.nodes:
+        if node.op_type == "QuantizeLinear" and _default(node) and len(node.input) > 1:
+            a, b = view.type_name(node.input[0]), view.type_name(node.input[1])
+            if a and b and a != b:
+                yield node, f"QuantizeLinear {node.name}: input {a}, scale {b}"
+
+
+# ----------------------------------------------------------------------------- shapes
+
+
+@rule("shape.rank", f"a tensor has more than {MAX_DIMS} dimensions",
+      "TensorRT nvinfer1::Dims::MAX_DIMS = 8 (NvInferRuntimeBase.h), the same in every supported version",
+      "reshape to at most 8 dimensions")  # fmt: skip
+def _rank(view: GraphView, v: Version):
+    for node in view.nodes:
+        for out in node.output:
+            r = view.rank(out)
+            if r is not None and r > MAX_DIMS:
+                yield node, f"{out} has {r} dimensions; TensorRT tensors have at most {MAX_DIMS}"
+
+
+@rule("conv.channels", "a convolution's input channel count is not known at build time",
+      "ONNX_TRT onnxOpImporters.cpp Conv / importerUtils.cpp convMultiInput: the channel dimension "
+      "(dims.d[1]) sizes the filter and must be a build-time constant",
+      "give the graph input a fixed channel count; keep channel-changing reshapes static")  # fmt: skip
+def _conv_channels(view: GraphView, v: Version):
+    for node in view.nodes:
+        if node.op_type == "Conv" and _default(node):
+            dims = view.shapes.get(node.input[0])
+            if dims is not None and len(dims) > 1 and not isinstance(dims[1], int):
+                yield node, f"Conv {node.name}: the channel dimension of {node.input[0]} is dynamic ({dims[1]})"
+
+
+def checks_for(v: Version) -> list[Rule]:
+    return [r for r in RULES.values() if r.applies(v)]

@@ -1,0 +1,196 @@
+"""`aft-export check` on what the exporter and the quantiser write: targets, versions, the
+defects the landed code had, the gates in export/quantize/build, the CLI's exit codes."""
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+
+from aft_export.cli import main
+from aft_export.errors import AFTExportError
+from aft_export.export.exporter import ExportOptions, export_checkpoint
+from aft_export.quantize import QuantizeOptions, quantize_model
+from aft_export.trtcheck import SUPPORTED, check_model
+from tests.export.test_exporter import make_ckpt
+
+QUIET = dict(log=lambda *a: None)
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    """aft_conv_test in both targets and both op forms, fp32 (verification off: the
+    exporter's own tests verify numerics)."""
+    d = tmp_path_factory.mktemp("check")
+    ckpt = make_ckpt(d / "conv.pt", "aft_conv_test")
+    out = {}
+    for target in ("tensorrt", "tensorrt8"):
+        for form in ("custom", "decomposed"):
+            path = d / f"conv.{target}.{form}.onnx"
+            export_checkpoint(ckpt, path, ExportOptions(op_form=form, target=target, verify_images=0), **QUIET)
+            out[target, form] = path
+    return out
+
+
+def _quantized(src, tmp_path, precision, cifar10):
+    out = tmp_path / f"{src.stem}.{precision}.onnx"
+    opts = QuantizeOptions(precision=precision, count=16, cache_dir=str(tmp_path / "cache"))
+    quantize_model(src, out, str(cifar10 / "train.tar"), opts, progress=False, **QUIET)
+    return out
+
+
+@pytest.mark.parametrize("form", ["custom", "decomposed"])
+@pytest.mark.parametrize("target", ["tensorrt", "tensorrt8"])
+def test_every_precision_passes_every_targeted_version(exports, form, target, tmp_path, cifar10):
+    fp32 = exports[target, form]
+    for path in (fp32, _quantized(fp32, tmp_path, "fp16", cifar10), _quantized(fp32, tmp_path, "int8", cifar10)):
+        report = check_model(path)
+        checked = SUPPORTED if target == "tensorrt8" else ("10.3", "10.13", "11.4")
+        assert report.checked == list(checked), report.status
+        assert report.exit_code == 0, [(f.rule, f.versions, f.message) for f in report.findings]
+
+
+def test_the_tensorrt_form_is_not_for_tensorrt_8(exports):
+    report = check_model(exports["tensorrt", "custom"], ["8.5", "8.6"])
+    rules = {f.rule for f in report.findings}
+    assert report.exit_code == 1
+    assert {"opset.range", "functions.not-imported"} <= rules
+    default = check_model(exports["tensorrt", "custom"])
+    assert default.status["8.5"] == default.status["8.6"] == "not targeted"
+    assert any("--target tensorrt8" in n for n in default.notes)
+
+
+def test_the_landed_defects_are_named_inside_the_function_body(exports, tmp_path):
+    """What the landed code wrote: AFTConv bodies whose Convs have no kernel_shape. The
+    check names each Conv inside the inlined body, with the calling node."""
+    model = onnx.load(exports["tensorrt", "custom"])
+    for f in model.functions:
+        for node in f.node:
+            keep = [a for a in node.attribute if a.name != "kernel_shape"]
+            del node.attribute[:]
+            node.attribute.extend(keep)
+    report = check_model(model)
+    assert report.status == {"8.5": "not targeted", "8.6": "not targeted", "10.3": "refuses", "10.13": "accepts",
+                             "11.4": "accepts"}  # fmt: skip
+    found = [f for f in report.findings if f.rule == "conv.kernel-shape"]
+    assert len(found) == 2 * 2  # two Convs in the body of each of the two AFT-conv layers
+    calls = {n.name for n in model.graph.node if n.op_type == "AFTConv"}
+    for f in found:
+        assert f.function["name"] == "AFTConv" and f.function["call"] in calls and f.module
+        assert "in the body of com.aft::AFTConv overload k3 called by" in f.where()
+
+
+def test_the_landed_int32_bias_dequantize_is_named(tmp_path):
+    """ONNX Runtime's QDQ quantiser with its default QuantizeBias (what the landed code ran)
+    writes INT32 bias DequantizeLinear nodes: refused by every version, each named."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    from tests.test_quantize import _conv_gemm_with_biases
+
+    src = _conv_gemm_with_biases(tmp_path / "cg.onnx")
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.data = iter([{"image": np.random.default_rng(i).standard_normal((2, 3, 32, 32)).astype(np.float32)}
+                              for i in range(4)])  # fmt: skip
+
+        def get_next(self):
+            return next(self.data, None)
+
+    out = tmp_path / "cg.int8.onnx"
+    quantize_static(str(src), str(out), Reader(), quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt8,
+                    weight_type=QuantType.QInt8, per_channel=True,
+                    extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})  # fmt: skip
+    report = check_model(out, list(SUPPORTED))
+    bias = [f for f in report.findings if f.rule == "qdq.dequantize-input"]
+    assert {f.node for f in bias} == {n.name for n in onnx.load(out).graph.node
+                                      if n.op_type == "DequantizeLinear" and "bias" in n.input[0]}  # fmt: skip
+    assert len(bias) == 2 and all(f.versions == list(SUPPORTED) for f in bias)
+
+
+def test_other_runtime_target_is_checked_by_that_runtime(exports, tmp_path):
+    model = onnx.load(exports["tensorrt", "decomposed"])
+    for p in model.metadata_props:
+        if p.key == "export_target":
+            p.value = "ort-cpu"
+    report = check_model(model)
+    assert report.status == {"ort-cpu": "accepts"} and report.exit_code == 0
+    assert "not TensorRT" in report.notes[0]
+
+
+def test_versions_without_rules_are_warnings_not_passes(exports):
+    report = check_model(exports["tensorrt8", "custom"], ["9.2", "10.8", "8.6"])
+    assert report.status == {"9.2": "no rules", "10.8": "warnings", "8.6": "accepts"}
+    assert report.exit_code == 3
+
+
+def test_quantize_stops_when_every_version_refuses_and_writes_nothing(exports, tmp_path, cifar10, monkeypatch):
+    import aft_export.quantize as q
+
+    original = q._ort_quantize
+
+    def int32_bias(model, opts, exclude, ranges):  # the landed behaviour: a bias read through INT32 Q/DQ
+        out = original(model, opts, exclude, ranges)
+        inits = {t.name: t for t in out.graph.initializer}
+        add = next(n for n in out.graph.node if n.op_type == "Add" and n.input[1] in inits
+                   and inits[n.input[1]].data_type == onnx.TensorProto.FLOAT)  # fmt: skip
+        bias = onnx.numpy_helper.to_array(inits[add.input[1]])
+        scale = np.float32(np.abs(bias).max() / 2**20)
+        out.graph.initializer.extend([
+            onnx.numpy_helper.from_array(np.round(bias / scale).astype(np.int32), "bias_q"),
+            onnx.numpy_helper.from_array(scale, "bias_scale"), onnx.numpy_helper.from_array(np.int32(0), "bias_zp")])
+        out.graph.node.insert(0, onnx.helper.make_node("DequantizeLinear", ["bias_q", "bias_scale", "bias_zp"],
+                                                       ["bias_dq"], name="bias_dq"))  # fmt: skip
+        add.input[1] = "bias_dq"
+        return out
+
+    monkeypatch.setattr(q, "_ort_quantize", int32_bias)
+    out = tmp_path / "refused.onnx"
+    with pytest.raises(AFTExportError, match=r"int8 quantisation stops: TensorRT 10\.3, 10\.13, 11\.4 would refuse"):
+        quantize_model(exports["tensorrt", "custom"], out, str(cifar10 / "train.tar"),
+                       QuantizeOptions(count=16, cache_dir=""), progress=False, **QUIET)  # fmt: skip
+    assert not out.exists()
+
+
+def test_a_version_specific_refusal_warns_and_writes(exports, tmp_path):
+    """Only 10.3 refuses a Conv without kernel_shape: the export is still good for 10.13+."""
+    from aft_export.trtcheck import enforce
+
+    model = onnx.load(exports["tensorrt", "custom"])
+    for node in model.functions[0].node:
+        keep = [a for a in node.attribute if a.name != "kernel_shape"]
+        del node.attribute[:]
+        node.attribute.extend(keep)
+    said = []
+    enforce(check_model(model), said.append)
+    assert len(said) == 1 and said[0].startswith("warning: TensorRT 10.3 would refuse")
+
+
+def test_build_checks_the_installed_version_before_building(exports):
+    from aft_export.trt import check_for_version
+
+    assert check_for_version(exports["tensorrt8", "custom"], (8, 5, 2), **QUIET)["status"] == "accepts"
+    with pytest.raises(AFTExportError, match="the build stops: TensorRT 8.6 would refuse"):
+        check_for_version(exports["tensorrt", "custom"], (8, 6, 1), **QUIET)
+
+
+def test_cli_exit_codes_and_json(exports, tmp_path):
+    runner = CliRunner()
+    ok = runner.invoke(main, ["check", str(exports["tensorrt8", "custom"])])
+    assert ok.exit_code == 0, ok.output
+    assert "TRT 8.5" in ok.output and "accepted by every checked version" in ok.output
+    refused = runner.invoke(main, ["check", str(exports["tensorrt", "custom"]), "--trt", "8.6"])
+    assert refused.exit_code == 1 and "functions.not-imported" in refused.output
+    warned = runner.invoke(main, ["check", str(exports["tensorrt", "custom"]), "--trt", "12.1"])
+    assert warned.exit_code == 3 and "no rules" in warned.output
+    data = runner.invoke(main, ["check", str(exports["tensorrt", "custom"]), "--json"])
+    report = json.loads(data.output)
+    assert report["exit_code"] == 0 and report["checked"] == ["10.3", "10.13", "11.4"]
+    missing = runner.invoke(main, ["check", str(tmp_path / "none.onnx")])
+    assert missing.exit_code == 2 and "does not exist" in missing.output
+    (tmp_path / "junk.onnx").write_bytes(b"junk")
+    junk = runner.invoke(main, ["check", str(tmp_path / "junk.onnx")])
+    assert junk.exit_code == 2 and "not a readable ONNX file" in junk.output
+    bad = runner.invoke(main, ["check", str(exports["tensorrt", "custom"]), "--trt", "ten"])
+    assert bad.exit_code == 2 and "give a TensorRT version" in bad.output

@@ -1,0 +1,281 @@
+"""Every TensorRT rule, on a small hand-made graph that breaks it (and one that does not).
+
+The graphs are made with onnx.helper, some on purpose invalid for ONNX's own checker
+(a mixed-type Add): the check must still read them and say what TensorRT would do.
+"""
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from aft_export.trtcheck import check_model
+
+F, F16, I8, I32, I64 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.INT8, TensorProto.INT32, TensorProto.INT64
+
+
+def model(nodes, inputs, outputs, inits=(), opset=18, functions=(), target=None, extra_opsets=()):
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(*i) for i in inputs],
+                              [helper.make_tensor_value_info(*o) for o in outputs], list(inits))  # fmt: skip
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset), *extra_opsets],
+                          functions=list(functions))  # fmt: skip
+    m.ir_version = 10
+    if target:
+        m.metadata_props.add(key="export_target", value=target)
+    return m
+
+
+def init(name, array):
+    return numpy_helper.from_array(np.asarray(array), name)
+
+
+def const(name, **kw):
+    return helper.make_node("Constant", [], [name], name=name, **kw)
+
+
+def rules(report, version):
+    return {f.rule for f in report.findings if version in f.versions}
+
+
+def check(m, *versions):
+    return check_model(m, list(versions))
+
+
+# ----------------------------------------------------------------------------- model level
+
+
+def test_opset_range():
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [("x", F, [1, 4])], [("y", F, [1, 4])])
+    r = check(m, "8.5", "8.6", "10.3")
+    assert r.status == {"8.5": "refuses", "8.6": "refuses", "10.3": "accepts"}
+    assert rules(r, "8.6") == {"opset.range"}
+    m17 = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [("x", F, [1, 4])], [("y", F, [1, 4])], opset=17)
+    assert check(m17, "8.5", "8.6").exit_code == 0
+
+
+def _function(name, domain="com.x", overload="", body_op="Relu"):
+    return helper.make_function(domain, name, ["a"], ["b"], [helper.make_node(body_op, ["a"], ["b"])],
+                                [helper.make_opsetid("", 17)], overload=overload)  # fmt: skip
+
+
+def test_functions_are_not_imported_before_9():
+    call = helper.make_node("MyOp", ["x"], ["y"], name="call", domain="com.x")
+    m = model([call], [("x", F, [1, 4])], [("y", F, [1, 4])], opset=17, functions=[_function("MyOp")],
+              extra_opsets=[helper.make_opsetid("com.x", 1)])  # fmt: skip
+    r = check(m, "8.6", "10.3")
+    assert r.status == {"8.6": "refuses", "10.3": "accepts"}
+    assert rules(r, "8.6") == {"functions.not-imported"}
+    assert "plugin named MyOp" in r.findings[0].message
+
+
+def test_two_functions_of_one_name():
+    """TensorRT keys local functions by name: two overloads of one name run one body."""
+    calls = [helper.make_node("AFTConv", ["x"], ["h"], name="c3", domain="com.x", overload="k3"),
+             helper.make_node("AFTConv", ["h"], ["y"], name="c5", domain="com.x", overload="k5")]  # fmt: skip
+    fs = [_function("AFTConv", overload="k3"), _function("AFTConv", overload="k5", body_op="Sigmoid")]
+    m = model(calls, [("x", F, [1, 4])], [("y", F, [1, 4])], functions=fs,
+              extra_opsets=[helper.make_opsetid("com.x", 1)])  # fmt: skip
+    r = check(m, "10.3", "11.4")
+    assert r.exit_code == 1 and rules(r, "11.4") == {"functions.same-name"}
+    one = model(calls[:1], [("x", F, [1, 4])], [("h", F, [1, 4])], functions=fs[:1],
+                extra_opsets=[helper.make_opsetid("com.x", 1)])  # fmt: skip
+    assert check(one, "10.3", "11.4").exit_code == 0
+
+
+def test_function_shadowed_by_a_builtin():
+    call = helper.make_node("Sigmoid", ["x"], ["y"], name="call", domain="com.x")
+    m = model([call], [("x", F, [1, 4])], [("y", F, [1, 4])], functions=[_function("Sigmoid")],
+              extra_opsets=[helper.make_opsetid("com.x", 1)])  # fmt: skip
+    assert rules(check(m, "10.13"), "10.13") == {"functions.shadowed"}
+
+
+# ----------------------------------------------------------------------------- ops and types
+
+
+def test_unsupported_op_and_custom_op_without_body():
+    ln = helper.make_node("LayerNormalization", ["x", "s"], ["y"], name="ln", axis=-1)
+    m = model([ln], [("x", F, [1, 4])], [("y", F, [1, 4])], [init("s", np.ones(4, np.float32))], opset=17)
+    r = check(m, "8.5", "8.6")
+    assert rules(r, "8.5") == {"op.unsupported"} and r.status["8.6"] == "accepts"
+    foo = helper.make_node("Foo", ["x"], ["y"], name="foo", domain="com.x")
+    r = check(model([foo], [("x", F, [1, 4])], [("y", F, [1, 4])], extra_opsets=[helper.make_opsetid("com.x", 1)]),
+              "10.3")  # fmt: skip
+    assert rules(r, "10.3") == {"op.unsupported"} and "plugin named Foo" in r.findings[0].message
+
+
+def test_op_type():
+    m = model([helper.make_node("Sigmoid", ["x"], ["y"], name="s")], [("x", I32, [1, 4])], [("y", I32, [1, 4])])
+    r = check(m, "10.3")
+    assert rules(r, "10.3") == {"op.type"} and "INT32" in r.findings[0].message
+    ok = model([helper.make_node("Sigmoid", ["x"], ["y"], name="s")], [("x", F16, [1, 4])], [("y", F16, [1, 4])])
+    assert check(ok, "10.3").exit_code == 0
+
+
+# ----------------------------------------------------------------------------- literal attributes, constants
+
+
+def _conv_with_computed_weight(kernel_shape):
+    kw = {"kernel_shape": [3, 3]} if kernel_shape else {}
+    nodes = [helper.make_node("Mul", ["w", "two"], ["w2"], name="mul"),
+             helper.make_node("Conv", ["x", "w2"], ["y"], name="conv", pads=[1, 1, 1, 1], **kw)]  # fmt: skip
+    return model(nodes, [("x", F, [1, 2, 8, 8])], [("y", F, [1, 2, 8, 8])],
+                 [init("w", np.ones((2, 2, 3, 3), np.float32)), init("two", np.float32(2))])  # fmt: skip
+
+
+def test_conv_with_computed_weight_needs_kernel_shape_up_to_10_3():
+    r = check(_conv_with_computed_weight(False), "10.3", "10.13", "11.4")
+    assert r.status == {"10.3": "refuses", "10.13": "accepts", "11.4": "accepts"}
+    assert rules(r, "10.3") == {"conv.kernel-shape"}
+    assert check(_conv_with_computed_weight(True), "10.3").exit_code == 0
+
+
+def test_reduction_axes_input_is_ignored_by_tensorrt_8():
+    nodes = [const("axes", value=numpy_helper.from_array(np.array([1], np.int64))),
+             helper.make_node("ReduceMax", ["x", "axes"], ["y"], name="rmax", keepdims=1)]  # fmt: skip
+    r = check(model(nodes, [("x", F, [2, 5, 3])], [("y", F, [2, 1, 3])]), "8.6", "10.3")
+    assert "reduce.axes-ignored" in rules(r, "8.6") and r.status["10.3"] == "accepts"
+
+
+def test_inputs_that_must_be_constant():
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape", start=2),
+             helper.make_node("Sub", ["s", "one"], ["axes"], name="sub"),
+             helper.make_node("ReduceSum", ["x", "axes"], ["y"], name="rsum", keepdims=1)]  # fmt: skip
+    m = model(nodes, [("x", F, [2, 5, 3])], [("y", F, [2, 1, 3])], [init("one", np.array([1], np.int64))])
+    r = check(m, "10.3", "11.4")
+    assert rules(r, "10.3") == rules(r, "11.4") == {"input.must-be-constant"}
+
+
+def test_integer_constants_are_misread_before_9_2():
+    nodes = [const("shape", value_ints=[2, 6]), helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")]
+    m = model(nodes, [("x", F, [2, 3, 2])], [("y", F, [2, 6])], opset=17)
+    r = check(m, "8.5", "8.6", "10.3")
+    assert rules(r, "8.6") == {"constant.int-attribute"} and r.status["10.3"] == "accepts"
+    tensor = model([const("shape", value=numpy_helper.from_array(np.array([2, 6], np.int64))), nodes[1]],
+                   [("x", F, [2, 3, 2])], [("y", F, [2, 6])], opset=17)  # fmt: skip
+    assert check(tensor, "8.5", "8.6").exit_code == 0
+
+
+def test_shape_start_end_is_ignored_before_10():
+    nodes = [helper.make_node("Shape", ["x"], ["y"], name="shape", start=1)]
+    m = model(nodes, [("x", F, [2, 3, 4])], [("y", I64, [2])], opset=17)
+    r = check(m, "8.6", "10.3")
+    assert rules(r, "8.6") == {"shape.start-end"} and r.status["10.3"] == "accepts"
+
+
+def test_layernorm_output_count():
+    def ln(outputs):
+        n = helper.make_node("LayerNormalization", ["x", "s"], outputs, name="ln", axis=-1)
+        outs = [("y", F, [1, 4])] + [(o, F, [1, 1]) for o in outputs[1:] if o]
+        return model([n], [("x", F, [1, 4])], outs, [init("s", np.ones(4, np.float32))])
+
+    r = check(ln(["y", "", ""]), "10.3", "10.13")
+    assert r.status == {"10.3": "refuses", "10.13": "accepts"} and rules(r, "10.3") == {"outputs.count"}
+    assert check(ln(["y", "mean", "istd"]), "10.13").exit_code == 1
+    assert check(ln(["y"]), "10.3").exit_code == 0
+
+
+# ----------------------------------------------------------------------------- Q/DQ
+
+
+def _qdq(x_type=I8, zp=0, scale=0.1, axis=None, with_zp=True, opset=18, w_shape=(4, 3)):
+    """DequantizeLinear of a weight initializer feeding a MatMul."""
+    w = init("w", np.ones(w_shape, {I8: np.int8, I32: np.int32}[x_type]))
+    s = init("scale", np.asarray(scale, np.float32))
+    inputs = ["w", "scale"]
+    inits = [w, s]
+    if with_zp:
+        zp_arr = np.full(np.shape(scale), zp, {I8: np.int8, I32: np.int32}[x_type])
+        inits.append(init("zp", zp_arr))
+        inputs.append("zp")
+    kw = {} if axis is None else {"axis": axis}
+    nodes = [helper.make_node("DequantizeLinear", inputs, ["wf"], name="dq", **kw),
+             helper.make_node("MatMul", ["x", "wf"], ["y"], name="mm")]  # fmt: skip
+    return model(nodes, [("x", F, [2, 4])], [("y", F, [2, 3])], inits, opset=opset)
+
+
+def test_dequantize_input_types():
+    r = check(_qdq(x_type=I32, opset=17), "8.6", "10.3", "11.4")
+    assert all(rules(r, v) == {"qdq.dequantize-input"} for v in ("8.6", "10.3", "11.4"))
+    assert "INT32" in r.findings[0].message
+    assert check(_qdq(), "10.3", "11.4").exit_code == 0
+
+
+def test_zero_point():
+    assert rules(check(_qdq(zp=3), "10.3"), "10.3") == {"qdq.zero-point"}
+    r = check(_qdq(with_zp=False, opset=17), "8.6", "10.3")
+    assert rules(r, "8.6") == {"qdq.zero-point"} and r.status["10.3"] == "accepts"
+
+
+def test_scale_positive_and_constant():
+    assert rules(check(_qdq(scale=-0.5), "10.3"), "10.3") == {"qdq.scale"}
+    m = _qdq()
+    m.graph.node.insert(0, helper.make_node("Abs", ["scale_raw"], ["scale"], name="abs"))
+    m.graph.initializer[1].name = "scale_raw"
+    assert "qdq.scale" in rules(check(m, "10.3"), "10.3")
+
+
+def test_per_channel_axis_is_explicit_and_matches():
+    scales = [0.1, 0.2, 0.3]
+    assert rules(check(_qdq(scale=scales), "10.3"), "10.3") == {"qdq.axis"}  # no axis attribute
+    assert rules(check(_qdq(scale=scales, axis=0), "10.3"), "10.3") == {"qdq.axis"}  # 3 scales, dim 0 is 4
+    assert check(_qdq(scale=scales, axis=1), "10.3", "11.4").exit_code == 0
+
+
+def test_tensorrt_8_quantises_fp32_only():
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["q"], name="q"),
+             helper.make_node("DequantizeLinear", ["q", "s", "zp"], ["y"], name="dq")]  # fmt: skip
+    inits = [init("s", np.float16(0.1)), init("zp", np.int8(0))]
+    m = model(nodes, [("x", F16, [2, 4])], [("y", F16, [2, 4])], inits, opset=17)
+    assert "qdq.float-type" in rules(check(m, "8.6"), "8.6")
+
+
+# ----------------------------------------------------------------------------- strongly typed
+
+
+def test_mixed_types_in_a_strongly_typed_network():
+    add = helper.make_node("Add", ["x", "b"], ["y"], name="add")
+    m = model([add], [("x", F16, [1, 4])], [("y", F16, [1, 4])], [init("b", np.ones(4, np.float32))])
+    r = check(m, "8.6", "10.3", "11.4")
+    assert rules(r, "10.3") == rules(r, "11.4") == {"typed.mixed-inputs"}
+    assert "typed.mixed-inputs" not in rules(r, "8.6")  # weakly typed: TensorRT 8 chooses
+
+
+def test_quantize_scale_type_from_opset_19():
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["q"], name="q"),
+             helper.make_node("DequantizeLinear", ["q", "s", "zp"], ["y"], name="dq")]  # fmt: skip
+    inits = [init("s", np.float32(0.1)), init("zp", np.int8(0))]
+    m = model(nodes, [("x", F16, [2, 4])], [("y", F, [2, 4])], inits, opset=19)
+    assert "typed.quantize-scale" in rules(check(m, "10.13"), "10.13")
+
+
+# ----------------------------------------------------------------------------- shapes
+
+
+def test_rank_above_8():
+    shape = [1] * 9
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [("x", F, shape)], [("y", F, shape)])
+    assert rules(check(m, "11.4"), "11.4") == {"shape.rank"}
+
+
+def test_conv_channels_must_be_static():
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], name="conv", kernel_shape=[1, 1])
+    m = model([conv], [("x", F, [1, "C", 4, 4])], [("y", F, [1, 2, 4, 4])], [init("w", np.ones((2, 2, 1, 1), np.float32))])
+    assert rules(check(m, "10.3"), "10.3") == {"conv.channels"}
+
+
+# ----------------------------------------------------------------------------- every rule is tested
+
+
+def test_every_rule_has_a_test_here():
+    from aft_export.trtcheck import RULES
+
+    source = open(__file__).read()
+    untested = [rule for rule in RULES if f'"{rule}"' not in source]
+    assert untested == [], f"rules without a breaking graph in this file: {untested}"
+
+
+@pytest.mark.parametrize("rule", ["opset.range", "conv.kernel-shape", "qdq.dequantize-input"])
+def test_every_finding_names_source_and_fix(rule):
+    from aft_export.trtcheck import RULES
+
+    r = RULES[rule]
+    assert r.source and r.fix and r.summary
