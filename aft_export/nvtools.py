@@ -214,7 +214,7 @@ def verification_commands(onnx_path, batch: str | None = None, hw: str | None = 
     if inputs is not None:
         npy = Path(inputs)
         _check_inputs(npy, shapes, shapes.opt[0])
-        loader = f"{stem}.inputs.py"
+        loader = re.sub(r"\W", "_", stem) + "_inputs.py"  # polygraphy imports it by name: no dots
         data_flags = ["--data-loader-script", loader]
         data = {"kind": "images", "npy": os.path.relpath(npy.resolve(), directory), "loader": loader,
                 "batch": shapes.opt[0], "images": int(np.load(npy, mmap_mode="r").shape[0])}  # fmt: skip
@@ -384,8 +384,9 @@ def write_verification_commands(onnx_path, out_path=None, batch: str | None = No
                                 workspace_mb: int = 1024, inputs=None, tolerance: float | None = None) -> Path:  # fmt: skip
     """Write ``<artifact stem>.verify.sh`` beside the artifact (or at ``out_path``): an executable,
     commented script with one block per TensorRT generation. With ``inputs`` (a .npy of
-    preprocessed images) a polygraphy loader ``<stem>.inputs.py`` is written beside the
-    artifact too. Both are written atomically and honour the umask. Returns the script's path.
+    preprocessed images) a polygraphy loader is written beside the artifact too
+    (``model_fp16_inputs.py``: polygraphy imports it as a module, so no dots). Both are
+    written atomically and honour the umask. Returns the script's path.
     """
     onnx_path = Path(onnx_path)
     cmds = verification_commands(onnx_path, batch, hw, workspace_mb, inputs, tolerance)
