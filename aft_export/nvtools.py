@@ -65,8 +65,8 @@ class Generation:
 
 
 GENERATIONS = (
-    Generation("trt11", "TensorRT 11.x", "11.0+ (x86-64 GPUs; Jetson Orin from JetPack 7.2.2)",
-               True, False, "--skipInference"),  # fmt: skip
+    Generation("trt11", "TensorRT 11.x", "11.0+ (x86-64 GPUs; Jetson Orin from JetPack 7.2.2)", True, False,
+               "--skipInference"),
     Generation("trt10", "TensorRT 10.x", "10.3+ (x86-64 GPUs; JetPack 6.1/6.2)", True, True, "--skipInference"),
     Generation("trt8", "TensorRT 8.5/8.6", "8.5 (JetPack 5.1), 8.6 (JetPack 6.0)", False, False, "--buildOnly"),
 )
@@ -144,7 +144,7 @@ def _load(onnx_path: Path):
         raise AFTExportError(f"model {onnx_path} does not exist")
     try:
         return onnx.load(str(onnx_path), load_external_data=False)
-    except Exception as exc:  # protobuf's DecodeError and friends
+    except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and friends
         raise AFTExportError(f"{onnx_path} is not a readable ONNX file: {exc}") from None
 
 
@@ -263,12 +263,13 @@ def _block(gen: Generation, name, stem, precision, target, shapes, dynamic, work
     if gen.strongly_typed:
         tx += ["--stronglyTyped"] if gen.trtexec_typed_flag else []
         pg += ["--strongly-typed"]
-        block["notes"].append("strongly typed: no precision flags; fp32, fp16 tensors and Q/DQ int8 come from the graph")
+        block["notes"].append("strongly typed: no precision flags; fp32, fp16 tensors and Q/DQ int8 come from the "
+                              "graph")
     elif precision == "int8":
         tx += ["--int8"]
         pg += ["--int8"]
         block["notes"].append("no strongly typed networks before 9.x: --int8 lets the Q/DQ pairs run in int8 "
-                              "(explicit quantization; no calibration runs); no --fp16, so the float parts stay fp32")  # fmt: skip
+                              "(explicit quantization; no calibration runs); no --fp16: the float parts stay fp32")
     elif precision == "fp16":
         p = fp16_plan
         prec = ",".join(["*:fp32"] + [f"{x}:fp16" for x in p["fp16"]])
@@ -277,11 +278,11 @@ def _block(gen: Generation, name, stem, precision, target, shapes, dynamic, work
         pg += ["--fp16", "--precision-constraints", "obey", "--layer-precisions",
                *[f"{x}:float16" for x in p["fp16"]], *[f"{x}:float32" for x in p["fp32"]]]  # fmt: skip
         block["notes"] += [
-            f"no strongly typed networks before 9.x: --fp16 with the graph's {len(p['fp16'])} fp16 layers named and "
-            f"every other layer fp32 ('*:fp32'), obeyed",
-            "the layer computing each ONNX node carries the node's name; helper layers TensorRT adds for a node "
-            "(broadcast reshapes, parts of a decomposed op) get generated names that cannot be known offline and "
-            "fall to '*:fp32' in trtexec; polygraphy has no '*', so there they are TensorRT's choice",
+            (f"no strongly typed networks before 9.x: --fp16 with the graph's {len(p['fp16'])} fp16 layers named "
+             f"and every other layer fp32 ('*:fp32'), obeyed"),
+            ("the layer computing each ONNX node carries the node's name; helper layers TensorRT adds for a node "
+             "(broadcast reshapes, parts of a decomposed op) get generated names that cannot be known offline and "
+             "fall to '*:fp32' in trtexec; polygraphy has no '*', so there they are TensorRT's choice"),
             "if the build fails for want of an implementation that obeys, try --precisionConstraints=prefer",
         ]  # fmt: skip
         if p["unpinnable"]:
@@ -312,7 +313,7 @@ def _script(cmds: dict) -> str:
         f"# Precision (from the graph): {cmds['precision']}. Export target: {cmds['export_target']}.",
         f"# Input {i['name']} (NCHW): {shape}.",
         f"# polygraphy inputs: {data}.",
-        f"# polygraphy compares TensorRT with ONNX Runtime on this same graph and passes when the largest",
+        "# polygraphy compares TensorRT with ONNX Runtime on this same graph and passes when the largest",
         f"# |difference| is <= {t['atol']:g} ({t['source']}).",
         "#",
         "# Usage: bash THIS_SCRIPT GENERATION    with GENERATION one of "
@@ -381,7 +382,8 @@ def _write_atomic(path: Path, text: str, executable: bool = False) -> None:
 
 
 def write_verification_commands(onnx_path, out_path=None, batch: str | None = None, hw: str | None = None,
-                                workspace_mb: int = 1024, inputs=None, tolerance: float | None = None) -> Path:  # fmt: skip
+                                workspace_mb: int = 1024, inputs=None,
+                                tolerance: float | None = None) -> Path:  # fmt: skip
     """Write ``<artifact stem>.verify.sh`` beside the artifact (or at ``out_path``): an executable,
     commented script with one block per TensorRT generation. With ``inputs`` (a .npy of
     preprocessed images) a polygraphy loader is written beside the artifact too
