@@ -227,18 +227,15 @@ def verification_commands(onnx_path, batch: str | None = None, hw: str | None = 
     compare = ["--atol", f"{atol:g}", "--rtol", "0", "--check-error-stat", "max"]
     fp16_plan = fp16_layer_plan(model) if precision == "fp16" else None
 
-    gens = {}
-    for gen in GENERATIONS:
-        block = _block(gen, name, stem, precision, target, shapes, dynamic, workspace_mb, data_flags, compare,
-                       fp16_plan)  # fmt: skip
-        gens[gen.key] = block
+    gens = {g.key: _block(g, name, stem, precision, target, shapes, dynamic, workspace_mb, data_flags, compare,
+                          fp16_plan) for g in GENERATIONS}  # fmt: skip
+    source = f"aft_export.parity.TOLERANCES[{precision!r}].max_abs" if tolerance is None else "given"
     onnxrt = shlex.join(["polygraphy", "run", name, "--onnxrt", *data_flags])
     return {
         "artifact": name, "directory": str(directory), "precision": precision, "export_target": target,
         "input": {"name": shapes.name, "min": list(shapes.min), "opt": list(shapes.opt), "max": list(shapes.max),
                   "dynamic": dynamic},
-        "tolerance": {"atol": atol, "statistic": "max", "source": f"aft_export.parity.TOLERANCES[{precision!r}]"
-                      ".max_abs" if tolerance is None else "given"},
+        "tolerance": {"atol": atol, "statistic": "max", "source": source},
         "data": data, "onnxrt": onnxrt, "generations": gens,
     }  # fmt: skip
 
