@@ -1,0 +1,403 @@
+"""Command lines that build and check an ONNX artifact with NVIDIA's own tools.
+
+A user with TensorRT should not have to trust aft-export to trust an artifact: for
+each ONNX file this writes the ``trtexec`` build and latency commands and a
+``polygraphy run --trt --onnxrt`` comparison, one block per TensorRT generation,
+as a commented shell script beside the artifact (``model.fp16.verify.sh``) and as
+data for reports.
+
+Shapes come from :func:`aft_export.trt.input_profile` (the same profile ``aft-export
+build`` uses), the precision from the graph (:func:`~aft_export.runners.graph_precision`)
+and the comparison tolerance from :data:`aft_export.parity.TOLERANCES`.
+
+Flag sources, all read in trtexec's own option parser, ``samples/common/sampleOptions.cpp``
+of github.com/NVIDIA/TensorRT at tags 8.5.3, v8.6.1, v10.3.0, release/10.16 and v11.1, and
+in the pages https://docs.nvidia.com/deeplearning/tensorrt/latest/reference/command-line-programs.html
+(10.x, 11.x) and https://docs.nvidia.com/deeplearning/tensorrt/11.0.0/api/migration/tensorrt-10x-to-11x-trtexec.html:
+
+- ``--onnx --saveEngine --loadEngine --timingCacheFile --minShapes/--optShapes/--maxShapes
+  --shapes --percentile --noTF32``: 8.5 to 11.1. Shapes on a fully static input are an
+  error ("Static model does not take explicit shapes"), so they are left out there.
+- ``--memPoolSize=workspace:N``: 8.5 to 11.1; a bare number is MiB in all of them.
+- ``--skipInference``: 8.6 to 11.1; 8.5 has ``--buildOnly`` (8.6 still takes it, deprecated).
+- ``--stronglyTyped``: 10.x (opt-in). 11.x: "[Deprecated] ... now enabled by default. This flag
+  is a no-op", so the 11.x block leaves it out.
+- ``--fp16 --int8 --precisionConstraints --layerPrecisions --layerOutputTypes``: 8.5 to 10.x,
+  removed in 11.x. ``*`` in the layer specs is the default for unnamed layers (8.5+).
+
+polygraphy (``polygraphy/tools/args`` of the PyPI package, 0.49+; ``--strongly-typed`` since
+0.48.0 per its CHANGELOG): ``--trt-min-shapes/--trt-opt-shapes/--trt-max-shapes``,
+``--input-shapes``, ``--seed --val-range --iterations --data-loader-script``, ``--atol --rtol
+--check-error-stat`` (passes when the statistic is within ``atol`` *or* ``rtol``, so ``--rtol 0``
+makes ``atol`` the limit), ``--pool-limit``, ``--fp16 --int8 --precision-constraints
+--layer-precisions`` (exact layer names, no wildcard). polygraphy leaves TF32 off unless ``--tf32``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from aft_export import __version__
+from aft_export.errors import AFTExportError
+
+TARGETS = ("tensorrt", "tensorrt8")  # metadata key export_target; missing means tensorrt
+ITERATIONS = 4  # random-input batches polygraphy compares
+SEED = 0
+_SAFE_LAYER = re.compile(r"[A-Za-z0-9_./\-]+")  # names trtexec's name:value specs can carry
+
+
+@dataclass(frozen=True)
+class Generation:
+    key: str
+    title: str
+    versions: str
+    strongly_typed: bool  # trtexec --stronglyTyped / polygraphy --strongly-typed
+    trtexec_typed_flag: bool  # 10.x needs --stronglyTyped; 11.x has it as a deprecated no-op
+    build_only_flag: str
+
+
+GENERATIONS = (
+    Generation("trt11", "TensorRT 11.x", "11.0+ (x86-64 GPUs; Jetson Orin from JetPack 7.2.2)", True, False,
+               "--skipInference"),
+    Generation("trt10", "TensorRT 10.x", "10.3+ (x86-64 GPUs; JetPack 6.1/6.2)", True, True, "--skipInference"),
+    Generation("trt8", "TensorRT 8.5/8.6", "8.5 (JetPack 5.1), 8.6 (JetPack 6.0)", False, False, "--buildOnly"),
+)
+
+
+def _dims(shape) -> str:
+    return "x".join(str(d) for d in shape)
+
+
+def _poly(shape) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def _value_types(model) -> dict[str, int]:
+    g = model.graph
+    types = {v.name: v.type.tensor_type.elem_type for v in list(g.value_info) + list(g.input) + list(g.output)}
+    types.update({t.name: t.data_type for t in g.initializer})
+    return types
+
+
+def fp16_layer_plan(model) -> dict:
+    """Which layers TensorRT 8.x must be told to run in fp16 or fp32 for an fp16 graph.
+
+    TensorRT 8.x has no strongly typed networks: with ``--fp16`` every layer may run in
+    fp16, including the fp32 islands the graph keeps (LayerNorm, the AFT core). The ONNX
+    parser names the layer that computes a node after the node (onnx-tensorrt
+    ``ImporterContext::registerLayer``, 8.5-GA/8.6-GA), so the graph's own node names
+    pin those. Helper layers the parser adds for a node (broadcast reshapes, the parts of
+    a decomposed op) get generated names (a global counter) that cannot be known offline.
+    """
+    import onnx
+    from onnx import TensorProto
+
+    types = _value_types(onnx.shape_inference.infer_shapes(model))  # inlined bodies carry no value_info
+    plan = {"fp16": [], "fp16_outputs": [], "fp32": [], "unpinnable": []}
+    for node in model.graph.node:
+        out = [types.get(o) for o in node.output if o]
+        floats = [t for t in out if t in (TensorProto.FLOAT, TensorProto.FLOAT16)]
+        if not floats:
+            continue
+        if not _SAFE_LAYER.fullmatch(node.name or ""):
+            plan["unpinnable"].append(node.name)
+            continue
+        half = all(t == TensorProto.FLOAT16 for t in floats) and len(floats) == len(out)
+        if half:
+            plan["fp16_outputs"].append(node.name)
+        if node.op_type == "Cast":
+            continue  # a cast's precision follows its input; its output type is pinned above
+        plan["fp16" if half else "fp32"].append(node.name)
+    return plan
+
+
+def _target(meta: dict) -> str:
+    target = meta.get("export_target", "tensorrt")
+    if target not in TARGETS:
+        raise AFTExportError(f"unknown export_target {target!r} in the model's metadata; expected one of {TARGETS}")
+    return target
+
+
+def _input_range(meta: dict) -> tuple[float, float]:
+    """The values preprocessed images take: (0 - mean) / std .. (1 - mean) / std."""
+    try:
+        mean, std = json.loads(meta["mean"]), json.loads(meta["std"])
+    except (KeyError, ValueError):
+        return (-3.0, 3.0)
+    lo = min((0 - m) / s for m, s in zip(mean, std))
+    hi = max((1 - m) / s for m, s in zip(mean, std))
+    return (round(lo, 3), round(hi, 3))
+
+
+def _load(onnx_path: Path):
+    import onnx
+
+    if not onnx_path.is_file():
+        raise AFTExportError(f"model {onnx_path} does not exist")
+    try:
+        return onnx.load(str(onnx_path), load_external_data=False)
+    except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and friends
+        raise AFTExportError(f"{onnx_path} is not a readable ONNX file: {exc}") from None
+
+
+def _check_inputs(npy: Path, shapes, loader_batch: int) -> None:
+    if not npy.is_file():
+        raise AFTExportError(f"input images {npy} do not exist; write them with numpy.save first")
+    try:
+        x = np.load(npy, mmap_mode="r")
+    except ValueError as exc:
+        raise AFTExportError(f"{npy} is not a .npy array: {exc}") from None
+    want = tuple(shapes.opt[1:])
+    if x.ndim != 4 or tuple(x.shape[1:]) != want:
+        raise AFTExportError(f"{npy} holds {tuple(x.shape)} images; the profile's opt shape needs (N, {want})")
+    if len(x) < loader_batch:
+        raise AFTExportError(f"{npy} has {len(x)} images, fewer than one batch of {loader_batch}; give more")
+
+
+LOADER = '''"""polygraphy data loader for {onnx}: preprocessed images from {npy}.
+
+Written by aft-export {version}. Yields batches of {batch} (the profile's opt batch).
+Use: polygraphy run {onnx} ... --data-loader-script {name}
+"""
+
+from pathlib import Path
+
+import numpy as np
+
+BATCH = {batch}
+IMAGES = Path(__file__).resolve().parent / {npy!r}
+
+
+def load_data():
+    x = np.load(IMAGES).astype(np.float32)
+    for i in range(0, len(x) - BATCH + 1, BATCH):
+        yield {{{input!r}: x[i : i + BATCH]}}
+'''
+
+
+def verification_commands(onnx_path, batch: str | None = None, hw: str | None = None, workspace_mb: int = 1024,
+                          inputs=None, tolerance: float | None = None) -> dict:  # fmt: skip
+    """The commands, as data: paths are relative to the artifact's directory (``directory``).
+
+    ``batch`` is a profile as for ``aft-export build`` (default 1,8,32; a fixed-batch graph's
+    own batch); ``hw`` the height/width profile of an AFT-conv graph exported with dynamic H/W.
+    ``inputs``: a .npy of preprocessed NCHW images; polygraphy then feeds those through a
+    loader script (see :func:`write_verification_commands`), otherwise seeded random inputs.
+    """
+    from aft_export.parity import TOLERANCES
+    from aft_export.runners import graph_precision
+    from aft_export.trt import BuildOptions, input_profile
+
+    onnx_path = Path(onnx_path)
+    model = _load(onnx_path)
+    meta = {p.key: p.value for p in model.metadata_props}
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    fixed_batch = len(dims) == 4 and dims[0].HasField("dim_value")
+    if batch is None and not fixed_batch:
+        batch = BuildOptions().batch
+    shapes = input_profile(model, BuildOptions(batch=batch, hw=hw, workspace_mb=workspace_mb))
+    dynamic = not all(d.HasField("dim_value") for d in dims)
+    precision = graph_precision(model)
+    target = _target(meta)
+    atol = TOLERANCES[precision].max_abs if tolerance is None else float(tolerance)
+    name, stem = onnx_path.name, onnx_path.name.removesuffix(".onnx")
+    directory = onnx_path.resolve().parent
+
+    if inputs is not None:
+        npy = Path(inputs)
+        _check_inputs(npy, shapes, shapes.opt[0])
+        loader = re.sub(r"\W", "_", stem) + "_inputs.py"  # polygraphy imports it by name: no dots
+        data_flags = ["--data-loader-script", loader]
+        data = {"kind": "images", "npy": os.path.relpath(npy.resolve(), directory), "loader": loader,
+                "batch": shapes.opt[0], "images": int(np.load(npy, mmap_mode="r").shape[0])}  # fmt: skip
+    else:
+        lo, hi = _input_range(meta)
+        data_flags = (["--input-shapes", f"{shapes.name}:{_poly(shapes.opt)}"] if dynamic else []) + [
+            "--seed", str(SEED), "--val-range", f"{shapes.name}:[{lo},{hi}]", "--iterations", str(ITERATIONS)]
+        data = {"kind": "random", "seed": SEED, "range": [lo, hi], "iterations": ITERATIONS,
+                "shape": list(shapes.opt)}  # fmt: skip
+    compare = ["--atol", f"{atol:g}", "--rtol", "0", "--check-error-stat", "max"]
+    fp16_plan = fp16_layer_plan(model) if precision == "fp16" else None
+
+    gens = {g.key: _block(g, name, stem, precision, target, shapes, dynamic, workspace_mb, data_flags, compare,
+                          fp16_plan) for g in GENERATIONS}  # fmt: skip
+    source = f"aft_export.parity.TOLERANCES[{precision!r}].max_abs" if tolerance is None else "given"
+    onnxrt = shlex.join(["polygraphy", "run", name, "--onnxrt", *data_flags])
+    return {
+        "artifact": name, "directory": str(directory), "precision": precision, "export_target": target,
+        "input": {"name": shapes.name, "min": list(shapes.min), "opt": list(shapes.opt), "max": list(shapes.max),
+                  "dynamic": dynamic},
+        "tolerance": {"atol": atol, "statistic": "max", "source": source},
+        "data": data, "onnxrt": onnxrt, "generations": gens,
+    }  # fmt: skip
+
+
+def _block(gen: Generation, name, stem, precision, target, shapes, dynamic, workspace_mb, data_flags, compare,
+           fp16_plan) -> dict:  # fmt: skip
+    block = {"title": gen.title, "versions": gen.versions, "applies": True, "why_not": "", "notes": []}
+    if gen.key == "trt8" and target != "tensorrt8":
+        block.update(applies=False, why_not="this file is exported for TensorRT 10.3+/11 (model-local functions, "
+                     "opset 18), which TensorRT 8.x's ONNX parser cannot import; export it for the tensorrt8 target")
+        return block  # fmt: skip
+    engine, cache = f"{stem}.{gen.key}.engine", f"{stem}.{gen.key}.timing.cache"
+    n = shapes.name
+    tx = ["trtexec", f"--onnx={name}"]
+    if dynamic:
+        tx += [f"--minShapes={n}:{_dims(shapes.min)}", f"--optShapes={n}:{_dims(shapes.opt)}",
+               f"--maxShapes={n}:{_dims(shapes.max)}"]  # fmt: skip
+    pg = ["polygraphy", "run", name, "--trt", "--onnxrt"]
+    if dynamic:
+        pg += ["--trt-min-shapes", f"{n}:{_poly(shapes.min)}", "--trt-opt-shapes", f"{n}:{_poly(shapes.opt)}",
+               "--trt-max-shapes", f"{n}:{_poly(shapes.max)}"]  # fmt: skip
+    if gen.strongly_typed:
+        tx += ["--stronglyTyped"] if gen.trtexec_typed_flag else []
+        pg += ["--strongly-typed"]
+        block["notes"].append("strongly typed: no precision flags; fp32, fp16 tensors and Q/DQ int8 come from the "
+                              "graph")
+    elif precision == "int8":
+        tx += ["--int8"]
+        pg += ["--int8"]
+        block["notes"].append("no strongly typed networks before 9.x: --int8 lets the Q/DQ pairs run in int8 "
+                              "(explicit quantization; no calibration runs); no --fp16: the float parts stay fp32")
+    elif precision == "fp16":
+        p = fp16_plan
+        prec = ",".join(["*:fp32"] + [f"{x}:fp16" for x in p["fp16"]])
+        outs = ",".join(["*:fp32"] + [f"{x}:fp16" for x in p["fp16_outputs"]])
+        tx += ["--fp16", "--precisionConstraints=obey", f"--layerPrecisions={prec}", f"--layerOutputTypes={outs}"]
+        pg += ["--fp16", "--precision-constraints", "obey", "--layer-precisions",
+               *[f"{x}:float16" for x in p["fp16"]], *[f"{x}:float32" for x in p["fp32"]]]  # fmt: skip
+        block["notes"] += [
+            (f"no strongly typed networks before 9.x: --fp16 with the graph's {len(p['fp16'])} fp16 layers named "
+             f"and every other layer fp32 ('*:fp32'), obeyed"),
+            ("the layer computing each ONNX node carries the node's name; helper layers TensorRT adds for a node "
+             "(broadcast reshapes, parts of a decomposed op) get generated names that cannot be known offline and "
+             "fall to '*:fp32' in trtexec; polygraphy has no '*', so there they are TensorRT's choice"),
+            "if the build fails for want of an implementation that obeys, try --precisionConstraints=prefer",
+        ]  # fmt: skip
+        if p["unpinnable"]:
+            block["notes"].append(f"not pinned (names trtexec's specs cannot carry): {', '.join(p['unpinnable'])}")
+    tx += ["--noTF32", f"--memPoolSize=workspace:{workspace_mb}", f"--timingCacheFile={cache}",
+           f"--saveEngine={engine}", gen.build_only_flag]  # fmt: skip
+    latency = ["trtexec", f"--loadEngine={engine}"] + ([f"--shapes={n}:{_dims(shapes.opt)}"] if dynamic else [])
+    latency += ["--percentile=50,90,99"]
+    pg += [*data_flags, *compare, "--pool-limit", f"workspace:{workspace_mb}M"]
+    block.update(trtexec_build=shlex.join(tx), trtexec_latency=shlex.join(latency), polygraphy=shlex.join(pg),
+                 engine=engine)  # fmt: skip
+    return block
+
+
+def _script(cmds: dict) -> str:
+    i = cmds["input"]
+    shape = f"min {_dims(i['min'])}, opt {_dims(i['opt'])}, max {_dims(i['max'])}"
+    d = cmds["data"]
+    data = (f"{d['images']} preprocessed images from {d['npy']} through {d['loader']}, batches of {d['batch']}"
+            if d["kind"] == "images" else
+            f"random, seed {d['seed']}, uniform in {d['range']} (the range preprocessed images take), "
+            f"{d['iterations']} batches of {_dims(d['shape'])}")  # fmt: skip
+    t = cmds["tolerance"]
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# Build and check {cmds['artifact']} with NVIDIA's own tools, independently of aft-export.",
+        f"# Written by aft-export {__version__} on {time.strftime('%Y-%m-%d', time.gmtime())}.",
+        f"# Precision (from the graph): {cmds['precision']}. Export target: {cmds['export_target']}.",
+        f"# Input {i['name']} (NCHW): {shape}.",
+        f"# polygraphy inputs: {data}.",
+        "# polygraphy compares TensorRT with ONNX Runtime on this same graph and passes when the largest",
+        f"# |difference| is <= {t['atol']:g} ({t['source']}).",
+        "#",
+        "# Usage: bash THIS_SCRIPT GENERATION    with GENERATION one of "
+        + ", ".join(cmds["generations"]) + ", or onnxrt",
+        "# trtexec is found on PATH, else at /usr/src/tensorrt/bin/trtexec (JetPack); set TRTEXEC to override.",
+        "set -euo pipefail",
+        'cd "$(dirname "$0")"',
+        'TRTEXEC="${TRTEXEC:-$(command -v trtexec || echo /usr/src/tensorrt/bin/trtexec)}"',
+        'POLYGRAPHY="${POLYGRAPHY:-polygraphy}"',
+        "",
+        "# ONNX Runtime only, no TensorRT needed: the inputs load and the graph runs on them.",
+        "onnxrt() {",
+        "  " + _shell(cmds["onnxrt"]),
+        "}",
+    ]
+    for key, b in cmds["generations"].items():
+        lines += ["", f"# ---- {b['title']}: {b['versions']}"]
+        if not b["applies"]:
+            lines += [f"# Not for this file: {b['why_not']}.", f"{key}() {{",
+                      f"  echo {shlex.quote(b['title'] + ' cannot build this file: ' + b['why_not'])} >&2", "  exit 2",
+                      "}"]  # fmt: skip
+            continue
+        lines += [f"# {note}." for note in b["notes"]]
+        lines += [
+            f"{key}() {{",
+            f"  # 1. build the engine ({b['engine']}); the timing cache makes a rebuild fast",
+            "  " + _shell(b["trtexec_build"]),
+            "  # 2. latency percentiles of that engine at the opt shape",
+            "  " + _shell(b["trtexec_latency"]),
+            "  # 3. polygraphy builds its own engine with the same flags and compares it with ONNX Runtime",
+            "  " + _shell(b["polygraphy"]),
+            "}",
+        ]
+    keys = "|".join([*cmds["generations"], "onnxrt"])
+    lines += ["", 'case "${1:-}" in', f"  {keys}) \"$1\" ;;",
+              f'  *) echo "usage: $0 {keys}" >&2; exit 2 ;;', "esac", ""]  # fmt: skip
+    return "\n".join(lines)
+
+
+def _shell(command: str) -> str:
+    """A command line for the script: the tool from its variable, one option per line."""
+    argv = shlex.split(command)
+    tool = {"trtexec": '"$TRTEXEC"', "polygraphy": '"$POLYGRAPHY"'}[argv[0]]
+    parts, cur = [tool], []
+    for arg in argv[1:]:
+        if arg.startswith("--") and cur:
+            parts.append(" ".join(cur))
+            cur = []
+        cur.append(shlex.quote(arg))
+    if cur:
+        parts.append(" ".join(cur))
+    return " \\\n    ".join(parts)
+
+
+def _write_atomic(path: Path, text: str, executable: bool = False) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(text)
+        if executable:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o777 & ~umask)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_verification_commands(onnx_path, out_path=None, batch: str | None = None, hw: str | None = None,
+                                workspace_mb: int = 1024, inputs=None,
+                                tolerance: float | None = None) -> Path:  # fmt: skip
+    """Write ``<artifact stem>.verify.sh`` beside the artifact (or at ``out_path``): an executable,
+    commented script with one block per TensorRT generation. With ``inputs`` (a .npy of
+    preprocessed images) a polygraphy loader is written beside the artifact too
+    (``model_fp16_inputs.py``: polygraphy imports it as a module, so no dots). Both are
+    written atomically and honour the umask. Returns the script's path.
+    """
+    onnx_path = Path(onnx_path)
+    cmds = verification_commands(onnx_path, batch, hw, workspace_mb, inputs, tolerance)
+    out = Path(out_path) if out_path else onnx_path.with_name(onnx_path.name.removesuffix(".onnx") + ".verify.sh")
+    if not out.parent.is_dir():
+        raise AFTExportError(f"output directory {out.parent} does not exist")
+    if out.resolve().parent != onnx_path.resolve().parent:
+        raise AFTExportError(f"write the script beside {onnx_path.name} (its commands name files relative to it)")
+    d = cmds["data"]
+    if d["kind"] == "images":
+        loader = LOADER.format(onnx=cmds["artifact"], npy=d["npy"], version=__version__, batch=d["batch"],
+                               name=d["loader"], input=cmds["input"]["name"])  # fmt: skip
+        _write_atomic(out.parent / d["loader"], loader)
+    _write_atomic(out, _script(cmds), executable=True)
+    return out
