@@ -339,6 +339,9 @@ def bench_cmd(artifacts, batches, warmup, iters, threads, provider, as_json) -> 
 @click.option("--precision", "precisions", multiple=True, type=click.Choice(["fp16", "int8"]),
               help="Reduced precisions to build [default: fp16 and int8].")
 @click.option("--op-form", type=click.Choice(["custom", "decomposed"]), default="custom", show_default=True)
+@click.option("--target", "targets", multiple=True, type=click.Choice(["tensorrt", "tensorrt8"]),
+              help="Export target(s), repeatable: tensorrt (TensorRT 10.3+/11: model*.onnx), tensorrt8 (8.5+, "
+                   "JetPack 5.1/6.0: model.trt8*.onnx) [default: tensorrt].")
 @click.option("--eval-limit", type=int, help="Evaluate a fixed subset of N images [default: all].")
 @click.option("--parity-images", default=64, show_default=True)
 @click.option("--batch", "batches", multiple=True, type=int, help="Bench batch sizes [default: 1 and 32].")
@@ -346,8 +349,8 @@ def bench_cmd(artifacts, batches, warmup, iters, threads, provider, as_json) -> 
 @click.option("--threads", default=0, show_default=True, help="CPU threads (0: the backend's default).")
 @click.option("--tolerance", "overrides", multiple=True, metavar="PREC.FIELD=VALUE", help="Parity limit override.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def pipeline_cmd(checkpoint, out, calib, data, precisions, op_form, eval_limit, parity_images, batches, iters,
-                 threads, overrides, as_json) -> None:  # fmt: skip
+def pipeline_cmd(checkpoint, out, calib, data, precisions, op_form, targets, eval_limit, parity_images, batches,
+                 iters, threads, overrides, as_json) -> None:  # fmt: skip
     """Export, quantise, build engines (where TensorRT exists), check parity, evaluate and
     benchmark in one run directory. With no CHECKPOINT: the bundled zoo model.
 
@@ -363,6 +366,8 @@ def pipeline_cmd(checkpoint, out, calib, data, precisions, op_form, eval_limit, 
         kw["precisions"] = tuple(dict.fromkeys(precisions))
     if batches:
         kw["bench_batches"] = tuple(batches)
+    if targets:
+        kw["targets"] = tuple(dict.fromkeys(targets))
     opts = PipelineOptions(**kw)
     log = (lambda *a: click.echo(*a, err=True)) if as_json else click.echo
     result = run_pipeline(checkpoint, opts, log=log)
@@ -411,16 +416,19 @@ def check_cmd(models, trt_versions, as_json) -> None:
 @click.option("--workspace-mb", default=1024, show_default=True, help="Builder workspace limit.")
 @click.option("--timing-cache", type=click.Path(dir_okay=False), help="Timing cache file: loaded if present, saved after.")
 @click.option("--dla-core", type=int, help="Jetson: build for this DLA core, with GPU fallback.")
-@click.option("--version-compatible", is_flag=True, help="Engine loadable by later TensorRT of the same major.")
+@click.option("--version-compatible", is_flag=True,
+              help="Engine loadable by later TensorRT of the same major, and 10.x engines by 11.x (8.6 by 10.x); "
+                   "needs TensorRT 8.6+.")
+@click.option("--tf32", is_flag=True, help="Allow TF32 for fp32 math (Ampere+: faster, ~1e-3 relative error).")
 @click.option("--hardware-compatibility", type=click.Choice(["none", "ampere+", "same-cc"]), default="none",
               show_default=True, help="Engine loadable on other GPUs of that level.")
-def build_cmd(model, output, batch, hw, workspace_mb, timing_cache, dla_core, version_compatible,
+def build_cmd(model, output, batch, hw, workspace_mb, timing_cache, dla_core, version_compatible, tf32,
               hardware_compatibility) -> None:  # fmt: skip
     """Build a TensorRT engine (precision as the ONNX graph says) and its manifest."""
     from aft_export.trt import BuildOptions, build_engine
 
     opts = BuildOptions(batch=batch, hw=hw, workspace_mb=workspace_mb, timing_cache=timing_cache,
-                        dla_core=dla_core, version_compatible=version_compatible,
+                        dla_core=dla_core, version_compatible=version_compatible, tf32=tf32,
                         hardware_compatibility=hardware_compatibility)  # fmt: skip
     build_engine(model, output, opts, log=click.echo)
 

@@ -43,6 +43,8 @@ class PipelineOptions:
     data: str = "cifar10:test"
     precisions: tuple[str, ...] = ("fp16", "int8")
     op_form: str = "custom"
+    # export targets: tensorrt (TensorRT 10.3+/11) -> model*.onnx; tensorrt8 (8.5+) -> model.trt8*.onnx
+    targets: tuple[str, ...] = ("tensorrt",)
     eval_limit: int | None = None  # None: the whole labelled set
     parity_images: int = 64
     bench_batches: tuple[int, ...] = (1, 32)
@@ -125,6 +127,10 @@ def run_pipeline(checkpoint: str | None = None, options: PipelineOptions | None 
     for p in opts.precisions:
         if p not in ("fp16", "int8"):
             raise AFTExportError(f"unknown precision {p!r}; choose fp16 and/or int8")
+    from aft_export.export.exporter import TARGETS
+
+    if not opts.targets or any(t not in TARGETS for t in opts.targets):
+        raise AFTExportError(f"export targets {list(opts.targets)}: choose from {list(TARGETS)}")
     tolerances_with(list(opts.tolerances))  # bad overrides fail before any work
     _, meta = load_checkpoint(ckpt)  # fails early on a bad checkpoint
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
@@ -150,8 +156,11 @@ def _run(ckpt, meta, opts: PipelineOptions, work: Path, final: Path, log) -> Pip
     from aft_export.bench import bench
     from aft_export.evaluate import evaluate_artifacts
     from aft_export.export.exporter import ExportOptions, export_checkpoint
+    from aft_export.nvtools import write_verification_commands
     from aft_export.parity import run_parity
     from aft_export.quantize import QuantizeOptions, quantize_model
+    from aft_export.trtcheck import check_model
+    from aft_export.trtcheck.versions import parse_version
 
     steps: list[Step] = []
     started: dict[int, float] = {}
@@ -170,27 +179,45 @@ def _run(ckpt, meta, opts: PipelineOptions, work: Path, final: Path, log) -> Pip
         s.detail = detail
         log(f"    {s.status} in {s.seconds:.1f}s" + (f": {detail}" if detail else ""))
 
-    s = step("export")
-    fp32 = work / "model.onnx"
-    exp = export_checkpoint(ckpt, fp32, ExportOptions(op_form=opts.op_form, verify_data=opts.data), **quiet)
-    results["export"] = exp.to_dict()
-    done(s, f"{exp.nodes_final} nodes ({exp.aft_nodes} com.aft), onnxsim "
-            f"{exp.simplify['nodes_before']}->{exp.simplify['nodes_after']}, verify max abs "
-            f"{exp.parity['max_abs']:.2e}")  # fmt: skip
+    artifacts = []
+    results["export"], results["quantize"] = {}, {}
+    for target in opts.targets:
+        stem, label = ("model", "") if target == "tensorrt" else ("model.trt8", f" {target}")
+        s = step(f"export{label}")
+        fp32 = work / f"{stem}.onnx"
+        exp = export_checkpoint(ckpt, fp32, ExportOptions(op_form=opts.op_form, target=target, verify_data=opts.data),
+                                **quiet)  # fmt: skip
+        results["export"][target] = exp.to_dict()
+        done(s, f"{exp.nodes_final} nodes ({exp.aft_nodes} com.aft), onnxsim "
+                f"{exp.simplify['nodes_before']}->{exp.simplify['nodes_after']}, verify max abs "
+                f"{exp.parity['max_abs']:.2e}")  # fmt: skip
+        artifacts.append(fp32)
+        for precision in opts.precisions:
+            s = step(f"quantize {precision}{label}")
+            path = work / f"{stem}.{precision}.onnx"
+            q = quantize_model(fp32, path, opts.calib, QuantizeOptions(precision=precision), progress=False,
+                               **quiet)  # fmt: skip
+            results["quantize"][path.name] = q.to_dict()
+            artifacts.append(path)
+            a = q.agreement or {}
+            done(s, f"top-1 agreement with fp32 on {a.get('images', 0)} calibration images "
+                    f"{a.get('top1_agreement', float('nan')):.2f}%"
+                    + (f"; {len(q.nonfinite)} fp16 values took NaN/Inf" if q.nonfinite else ""))  # fmt: skip
 
-    artifacts = [fp32]
-    results["quantize"] = {}
-    for precision in opts.precisions:
-        s = step(f"quantize {precision}")
-        path = work / f"model.{precision}.onnx"
-        q = quantize_model(fp32, path, opts.calib, QuantizeOptions(precision=precision), progress=False,
-                           **quiet)
-        results["quantize"][precision] = q.to_dict()
-        artifacts.append(path)
-        a = q.agreement or {}
-        done(s, f"top-1 agreement with fp32 on {a.get('images', 0)} calibration images "
-                f"{a.get('top1_agreement', float('nan')):.2f}%"
-                + (f"; {len(q.nonfinite)} fp16 values took NaN/Inf" if q.nonfinite else ""))  # fmt: skip
+    s = step("tensorrt check")
+    results["trt_check"] = {a.name: check_model(a).to_dict() for a in artifacts}
+    refused = {n: [v for v, st in r["status"].items() if st == "refuses"] for n, r in results["trt_check"].items()}
+    refused = {n: vs for n, vs in refused.items() if vs}
+    versions = sorted({v for r in results["trt_check"].values() for v in r["checked"]}, key=parse_version)
+    done(s, ("refused: " + "; ".join(f"{n} by TensorRT {', '.join(vs)}" for n, vs in refused.items())) if refused
+         else f"every artifact accepted by the TensorRT versions it is for ({', '.join(versions)})")  # fmt: skip
+
+    s = step("verification commands")
+    build_batch = f"1,{max(opts.bench_batches)},{max(max(opts.bench_batches), 64)}"
+    inputs = _parity_inputs(ckpt, opts, work / "verify_inputs.npy")
+    for a in artifacts:
+        write_verification_commands(a, batch=build_batch, inputs=inputs)
+    done(s, f"{len(artifacts)} scripts (<artifact>.verify.sh: trtexec and polygraphy per TensorRT generation)")
 
     s = step("tensorrt engines")
     why_not = tensorrt_status()
@@ -237,8 +264,8 @@ def _run(ckpt, meta, opts: PipelineOptions, work: Path, final: Path, log) -> Pip
         "tool": f"aft-export {__version__}", "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "versions": _versions(), "options": asdict(opts),
         "inputs": {"checkpoint": str(ckpt), "checkpoint_sha256": meta.sha256, "model": meta.model_name,
-                   "data": opts.data, "calibration": (results["quantize"].get("int8") or
-                   results["quantize"].get("fp16") or {}).get("recipe", {}).get("calibration")},
+                   "data": opts.data, "calibration": next((q["recipe"]["calibration"] for q in
+                                                          results["quantize"].values()), None)},
         "artifacts": {a.name: {"sha256": _sha256(a), "bytes": a.stat().st_size} for a in artifacts},
         "environment": _environment(),
         "steps": [asdict(x) for x in steps], "summary": summary, "passed": passed, "results": results,
@@ -255,6 +282,18 @@ def _json_default(obj):
     if isinstance(obj, Path):
         return str(obj)
     raise TypeError(f"not JSON-serialisable: {type(obj).__name__}")
+
+
+def _parity_inputs(ckpt, opts: PipelineOptions, path: Path) -> Path:
+    """The parity images, preprocessed (NCHW float32), for polygraphy's real-data comparison."""
+    from aft_export.data import load_labelled, normalize
+    from aft_export.runners import TorchRunner
+
+    info = TorchRunner(str(ckpt)).info
+    x = normalize(load_labelled(opts.data, info.input_size[1], limit=opts.parity_images).images, info.mean,
+                  info.std).numpy()  # fmt: skip
+    np.save(path, x)
+    return path
 
 
 def _logit_differences(ckpt, artifacts, data, images) -> dict[str, np.ndarray]:
@@ -287,10 +326,22 @@ def _summary(ckpt, artifacts, results, work) -> list[dict]:
             "top1_drop": round(torch_top1 - ev["top1"], 2), "agreement": ev["agreement"],
             "max_abs": real.get("max_abs"), "cosine_min": real.get("cosine_min"),
             "parity": "reference" if par is None else par["status"],
+            "trt_check": _trt_verdict(results.get("trt_check", {}).get(name)),
             "latency_ms": {b: round(r["p50_ms"], 3) for b, r in lat.items()},
             "images_per_s": {b: round(r["images_per_s"], 1) for b, r in lat.items()},
         })  # fmt: skip
     return rows
+
+
+def _trt_verdict(report: dict | None) -> str:
+    """One cell: the TensorRT versions the artifact is checked for, or those refusing it."""
+    if report is None:
+        return "-"
+    refused = [v for v, st in report["status"].items() if st == "refuses"]
+    if refused:
+        return "refused " + ",".join(refused)
+    first = report["checked"][0] if report["checked"] else "?"
+    return f"ok {first}+" + (" (warn)" if report["exit_code"] == 3 else "")
 
 
 def _write_plots(work: Path, summary: list[dict], diffs: dict, opts: PipelineOptions) -> None:
@@ -312,14 +363,14 @@ def _fmt(v, spec):
 
 
 def summary_table(summary: list[dict], batches) -> list[str]:
-    head = ("| artifact | backend | prec | MB | top-1 | drop | agree | max abs | cos min | parity | "
+    head = ("| artifact | backend | prec | MB | top-1 | drop | agree | max abs | cos min | parity | TRT check | "
             + " | ".join(f"p50 ms b{b}" for b in batches) + " | " + " | ".join(f"img/s b{b}" for b in batches) + " |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in summary:
         lines.append(
             f"| {r['artifact']} | {r['backend']} | {r['precision']} | {r['mb']:.2f} | {r['top1']:.2f} | "
             f"{r['top1_drop']:+.2f} | {r['agreement']:.2f} | {_fmt(r['max_abs'], '.2e')} | "
-            f"{_fmt(r['cosine_min'], '.6f')} | {r['parity']} | "
+            f"{_fmt(r['cosine_min'], '.6f')} | {r['parity']} | {r.get('trt_check', '-')} | "
             + " | ".join(_fmt(r["latency_ms"].get(b), ".3f") for b in batches) + " | "
             + " | ".join(_fmt(r["images_per_s"].get(b), ".0f") for b in batches) + " |")  # fmt: skip
     return lines

@@ -94,6 +94,10 @@ class BuildOptions:
     dla_core: int | None = None  # Jetson DLA, with GPU fallback
     version_compatible: bool = False
     hardware_compatibility: str = "none"  # none | ampere+ | same-cc
+    # TF32 math for fp32 matrix products and convolutions (Ampere+). TensorRT enables it by
+    # default; it is a precision the graph does not say (~1e-3 relative error, outside the
+    # fp32 parity limit), so it is off unless asked for.
+    tf32: bool = False
 
     def __post_init__(self) -> None:
         if self.workspace_mb < 1:
@@ -488,6 +492,8 @@ def build_engine(onnx_path, out, options: BuildOptions | None = None, log=print)
     config = builder.create_builder_config()
     for name in plan.builder_flags:
         config.set_flag(_trt_attr(trt, name))
+    if not opts.tf32:
+        config.clear_flag(trt.BuilderFlag.TF32)
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, opts.workspace_mb << 20)
     profile = builder.create_optimization_profile()
     profile.set_shape(shapes.name, shapes.min, shapes.opt, shapes.max)

@@ -50,8 +50,9 @@ def test_pipeline_writes_a_complete_run_directory(ckpt, tmp_path, cifar10):
     assert len(manifest["inputs"]["checkpoint_sha256"]) == 64
     assert manifest["inputs"]["calibration"]["count"] == 512
     steps = {s["name"]: s for s in manifest["steps"]}
-    assert [s["name"] for s in manifest["steps"]] == ["export", "quantize fp16", "quantize int8", "tensorrt engines",
-                                                      "parity", "eval", "bench", "report"]  # fmt: skip
+    assert [s["name"] for s in manifest["steps"]] == ["export", "quantize fp16", "quantize int8", "tensorrt check",
+                                                      "verification commands", "tensorrt engines", "parity", "eval",
+                                                      "bench", "report"]  # fmt: skip
     trt = steps["tensorrt engines"]  # said plainly, never reported as done
     assert trt["status"] == "skipped" and "TensorRT" in trt["detail"]
     assert all(s["status"] == "ok" for n, s in steps.items() if n != "tensorrt engines")
@@ -59,6 +60,14 @@ def test_pipeline_writes_a_complete_run_directory(ckpt, tmp_path, cifar10):
     assert precisions == ["fp32", "fp32", "fp16", "int8"]
     assert {a: v["bytes"] > 0 for a, v in manifest["artifacts"].items()} == {
         "model.onnx": True, "model.fp16.onnx": True, "model.int8.onnx": True}
+    # every artifact checked against the TensorRT versions it is for, with NVIDIA's commands beside it
+    checks = manifest["results"]["trt_check"]
+    assert set(checks) == set(manifest["artifacts"]) and all(c["exit_code"] == 0 for c in checks.values())
+    assert all(c["checked"] == ["10.3", "10.13", "11.4"] for c in checks.values())
+    assert [r["trt_check"] for r in manifest["summary"][1:]] == ["ok 10.3+"] * 3
+    for name in manifest["artifacts"]:
+        script = (out / name.replace(".onnx", ".verify.sh")).read_text()
+        assert "--saveEngine=" in script and "--trt-min-shapes" in script and "--data-loader-script" in script
     report = (out / "report.md").read_text()
     assert "Result: **PASS**" in report and "| model.int8.onnx |" in report and "plots/errors.svg" in report
     assert (out / "plots" / "errors.svg").read_text().startswith("<svg")
@@ -93,3 +102,19 @@ def test_bad_input_leaves_nothing(ckpt, tmp_path, cifar10):
                      log=lambda *a: None)  # fmt: skip
     assert not (tmp_path / "r3").exists() and not list(tmp_path.glob(".r3.partial-*"))
     assert not (tmp_path / "r").exists() and not (tmp_path / "r2").exists()
+
+
+def test_pipeline_makes_the_tensorrt8_form_too(ckpt, tmp_path, cifar10):
+    """--target tensorrt8 adds model.trt8*.onnx: accepted by every supported TensorRT,
+    within parity of PyTorch like the others."""
+    out = tmp_path / "run8"
+    res = CliRunner().invoke(main, _args(ckpt, out, cifar10, "--target", "tensorrt", "--target", "tensorrt8",
+                                         *UNTRAINED_INT8))  # fmt: skip
+    assert res.exit_code == 0, res.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert set(manifest["artifacts"]) == {"model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.trt8.onnx",
+                                          "model.trt8.fp16.onnx", "model.trt8.int8.onnx"}  # fmt: skip
+    checks = manifest["results"]["trt_check"]
+    assert checks["model.trt8.int8.onnx"]["checked"] == ["8.5", "8.6", "10.3", "10.13", "11.4"]
+    assert all(c["exit_code"] == 0 for c in checks.values())
+    assert all(r["parity"] in ("pass", "reference") for r in manifest["summary"])
