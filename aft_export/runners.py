@@ -60,7 +60,7 @@ class Runner:
 class TorchRunner(Runner):
     backend = "torch"
 
-    def __init__(self, path: str, config: str | None = None, threads: int = 0) -> None:
+    def __init__(self, path: str, config: str | None = None, threads: int = 0, device: str = "cpu") -> None:
         import torch
 
         from aft_export.checkpoint import load_checkpoint
@@ -68,15 +68,26 @@ class TorchRunner(Runner):
         if threads:
             torch.set_num_threads(threads)
         self.threads = torch.get_num_threads()
+        if device == "cuda":
+            if not torch.cuda.is_available():
+                raise RuntimeMissing("no CUDA GPU is visible to PyTorch here (torch.cuda.is_available() is False)")
+            # fp32 means fp32: TF32 convolutions (cuDNN's default) and matrix products are a
+            # precision the model does not say, outside the fp32 parity limit
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_tf32 = False
+            self.backend = "torch-cuda"
+        self.device = torch.device(device)
         self.model, meta = load_checkpoint(path, config=config)
+        self.model.to(self.device)
         super().__init__(str(path), ModelInfo(meta.classes, meta.input_size, meta.mean, meta.std,
                                               source_sha256=meta.sha256))  # fmt: skip
 
     def run(self, feeds):
         import torch
 
-        with torch.no_grad():
-            return {OUTPUT: self.model(torch.from_numpy(np.ascontiguousarray(feeds[INPUT]))).numpy()}
+        with torch.inference_mode():
+            x = torch.from_numpy(np.ascontiguousarray(feeds[INPUT])).to(self.device)
+            return {OUTPUT: self.model(x).float().cpu().numpy()}
 
 
 def graph_precision(model) -> str:
@@ -157,6 +168,12 @@ class OrtRunner(Runner):
         dim0 = self.session.get_inputs()[0].shape[0]
         self.fixed_batch = dim0 if isinstance(dim0, int) else None
         self.providers = self.session.get_providers()
+        first = _provider_name(wanted[0])
+        if first not in self.providers:  # ORT falls back to the CPU with a log line only
+            raise RuntimeMissing(f"ONNX Runtime could not start {first} here (its CUDA/cuDNN/TensorRT libraries "
+                                 f"did not load); it would have run on {self.providers}")  # fmt: skip
+        if first != "CPUExecutionProvider":
+            self.backend = f"onnxruntime-{first.replace('ExecutionProvider', '').lower()}"
 
     def run(self, feeds):
         names = [o.name for o in self.session.get_outputs()]
@@ -170,7 +187,9 @@ def load_runner(artifact: str, providers: list | str | None = None, config: str 
         raise AFTExportError(f"artifact {path} does not exist")
     suffix = path.suffix.lower()
     if suffix in CHECKPOINT_SUFFIXES:
-        return TorchRunner(str(path), config=config, threads=threads)
+        # a GPU provider asked for ONNX files runs checkpoints on the GPU too (PyTorch CUDA)
+        device = "cuda" if providers in ("cuda", "tensorrt") else "cpu"
+        return TorchRunner(str(path), config=config, threads=threads, device=device)
     if suffix == ".onnx":
         return OrtRunner(str(path), providers, threads=threads)
     if suffix in (".engine", ".plan"):

@@ -225,6 +225,20 @@ def check(args) -> int:
     c.run("eval", _aft("eval", ckpt, *artifacts, "--data", args.data, *limit), needs=[ckpt])
     c.run("bench", _aft("bench", *artifacts, "--iters", args.bench_iters), needs=artifacts[:1] or [onnx["fp32"]])
 
+    # the CUDA paths that need no TensorRT: the checkpoint in PyTorch on the GPU and the ONNX
+    # files in ONNX Runtime's CUDA provider (onnxruntime-gpu), against the CPU PyTorch reference
+    onnx_files = [p for p in onnx.values() if p.is_file()]
+    cuda = ["--provider", "cuda"]
+    if env.get("gpu") is None:
+        for step in ("parity CUDA", "eval CUDA", "bench CUDA"):
+            c.skip(step, "no CUDA GPU is visible to PyTorch here")
+    else:
+        c.run("parity CUDA", _aft("parity", ckpt, ckpt, *onnx_files, "--data", args.data, "--images",
+                                  args.parity_images, *cuda), needs=[ckpt], ok_codes=(0, 3))  # fmt: skip
+        c.run("eval CUDA", _aft("eval", ckpt, *onnx_files, "--data", args.data, *limit, *cuda), needs=[ckpt])
+        c.run("bench CUDA", _aft("bench", ckpt, *onnx_files, "--iters", args.bench_iters, "--batch", "1", "--batch",
+                                 "32", "--batch", "256", *cuda), needs=[ckpt])  # fmt: skip
+
     _print_table(c.steps, c.json_path)
     _print_commands(scripts, env)
     return 1 if any(s.status == "failed" for s in c.steps) else 0

@@ -52,7 +52,10 @@ def test_gpu_check_runs_every_step_and_reports_them_all(tmp_path, cifar10):
     steps = {s["name"]: s for s in report["steps"]}
     assert list(steps) == ["export", "quantize fp16", "quantize int8", "build fp32", "build fp16", "build int8",
                            "verification script fp32", "verification script fp16", "verification script int8",
-                           "trtexec+polygraphy fp32", "TensorRT/GPU tests", "parity", "eval", "bench"]  # fmt: skip
+                           "trtexec+polygraphy fp32", "TensorRT/GPU tests", "parity", "eval", "bench",
+                           "parity CUDA", "eval CUDA", "bench CUDA"]  # fmt: skip
+    assert all(steps[s]["status"] == "skipped" and "no CUDA GPU" in steps[s]["detail"]
+               for s in ("parity CUDA", "eval CUDA", "bench CUDA"))  # fmt: skip
     for name in steps:  # the whole table, whatever failed
         assert any(line.startswith(name + " ") for line in r.stdout.splitlines()), name
     assert report["failed"] == ["quantize fp16", "quantize int8"]

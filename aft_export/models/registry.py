@@ -46,6 +46,10 @@ _IMAGENET = dict(img_size=224, patch_size=16, num_classes=1000, depth=12, mlp_ra
 register("aft_full_tiny_224", ModelConfig("full", dim=192, rank=128, **_IMAGENET))
 register("aft_full_small_224", ModelConfig("full", dim=384, rank=128, **_IMAGENET))
 register("aft_conv_tiny_224", ModelConfig("conv", dim=192, heads=32, kernel_size=11, **_IMAGENET))
+# AFT-local and AFT-simple at the tiny size, for benchmarks beside the paper's two (window 7
+# on the 14x14 token grid; the paper reports no ImageNet figures for these two)
+register("aft_local_tiny_224", ModelConfig("local", dim=192, window=7, **_IMAGENET))
+register("aft_simple_tiny_224", ModelConfig("simple", dim=192, **_IMAGENET))
 register("aft_conv_small_224", ModelConfig("conv", dim=384, heads=384, kernel_size=11, **_IMAGENET))
 
 # CIFAR-10 models (32x32, patch 4 -> 8x8 tokens), sized to train in about an hour
