@@ -171,7 +171,11 @@ def cuda(args) -> dict:
     torch.backends.cuda.matmul.allow_tf32 = False
     rows = []
     ort_cuda = _ort_cuda_available()
+    # every model shares AFTClassifier.forward: a fresh dynamo cache per model, and room for
+    # one graph per batch size and precision (past the limit dynamo silently runs eager)
+    torch._dynamo.config.cache_size_limit = 64
     for name in args.models:
+        torch._dynamo.reset()
         torch.manual_seed(0)
         model = create_model(name).eval().cuda()
         compiled = torch.compile(model)
@@ -181,7 +185,12 @@ def cuda(args) -> dict:
             "eager_fp16": lambda x: _autocast(model, x),
             "compile_fp16": lambda x: _autocast(compiled, x),
         }
-        runner = _ort_runner(name, args) if ort_cuda else None
+        runner, ort_error = None, None
+        if ort_cuda:
+            try:
+                runner = _ort_runner(name, args)
+            except Exception as exc:  # noqa: BLE001 - reported in the JSON, the PyTorch rows still run
+                ort_error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
         for batch in args.batches:
             x = torch.randn(batch, 3, 224, 224, device="cuda", generator=torch.Generator("cuda").manual_seed(1))
             with torch.inference_mode():
@@ -198,7 +207,8 @@ def cuda(args) -> dict:
                     t.append((time.perf_counter() - t0) * 1e3)
                 ms["ort_cuda_fp32"] = float(np.median(t))
                 err["ort_cuda_fp32"] = float(np.abs(runner.run({"image": xn})["logits"] - ref.cpu().numpy()).max())
-            rows.append({"model": name, "batch": batch, **{f"{k}_ms": v for k, v in ms.items()},
+            rows.append({"model": name, "batch": batch, "ort_cuda_error": ort_error,
+                         **{f"{k}_ms": v for k, v in ms.items()},
                          **{f"{k}_max_abs": v for k, v in err.items()},
                          "compile_speedup_fp32": ms["eager_fp32"] / ms["compile_fp32"],
                          "compile_speedup_fp16": ms["eager_fp16"] / ms["compile_fp16"]})  # fmt: skip
@@ -277,10 +287,10 @@ def _print(report: dict) -> None:
                 print(f"{name} {p} profile (batch {max(report['batches'])}): {top}")
     else:
         print(f"{report['device']}, torch {report['torch']}; median ms of CUDA-event timings")
-        keys = [k[:-3] for k in rows[0] if k.endswith("_ms")]
+        keys = list(dict.fromkeys(k[:-3] for r in rows for k in r if k.endswith("_ms")))
         print(f"{'model':20s} {'batch':>5s} " + " ".join(f"{k:>13s}" for k in keys) + "  compile x fp32/fp16")
         for r in rows:
-            print(f"{r['model']:20s} {r['batch']:5d} " + " ".join(f"{r[k + '_ms']:13.3f}" for k in keys)
+            print(f"{r['model']:20s} {r['batch']:5d} " + " ".join(f"{r.get(k + '_ms', float('nan')):13.3f}" for k in keys)
                   + f"  {r['compile_speedup_fp32']:.2f}x / {r['compile_speedup_fp16']:.2f}x")  # fmt: skip
 
 

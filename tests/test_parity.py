@@ -292,6 +292,8 @@ def test_execution_providers_and_their_caches(pair, tmp_path, cifar10):
     assert ort_providers("cpu") == ["CPUExecutionProvider"]
     assert [p if isinstance(p, str) else p[0] for p in ort_providers("cuda")] == ["CUDAExecutionProvider",
                                                                               "CPUExecutionProvider"]  # fmt: skip
+    # fp32 stays fp32: ORT's CUDA provider uses TF32 unless told not to (measured 1.3e-3 off on an H100)
+    assert ort_providers("cuda")[0][1]["use_tf32"] == "0"
     trt_name, options = ort_providers("tensorrt", str(tmp_path / "cache"))[0]
     # precision comes from the graph: ORT builds strongly typed only without these flags
     assert trt_name == "TensorrtExecutionProvider" and "trt_int8_enable" not in options
@@ -305,8 +307,11 @@ def test_execution_providers_and_their_caches(pair, tmp_path, cifar10):
         pytest.skip("this ONNX Runtime has CUDA: the missing-provider path cannot be shown here")
     res = CliRunner().invoke(main, ["eval", ckpt, onnx_path, "--data", str(cifar10 / "test.tar"), "--limit", "16",
                                     "--provider", "cuda"])  # fmt: skip
-    assert res.exit_code == 0, res.output
-    assert "SKIPPED" in res.output and "CUDAExecutionProvider" in res.output
+    # --provider cuda runs the checkpoint in PyTorch on the GPU too; it is the reference
+    assert res.exit_code == 2 and "reference and cannot be skipped: no CUDA GPU" in res.output, res.output
+    res = CliRunner().invoke(main, ["eval", onnx_path, onnx_path, "--data", str(cifar10 / "test.tar"), "--limit",
+                                    "16", "--provider", "cuda"])  # fmt: skip
+    assert res.exit_code == 2 and "CUDAExecutionProvider" in res.output
     res = CliRunner().invoke(main, ["parity", ckpt, onnx_path, "--data", str(cifar10 / "test.tar"), "--images", "8",
                                     "--provider", "tensorrt"])  # fmt: skip
     assert res.exit_code == 3 and "SKIPPED" in res.output  # skipped, never passed

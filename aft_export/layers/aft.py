@@ -195,7 +195,9 @@ class AFTLocal(_AFTBase):
         self.window = window
         self.grid = grid
         self.w = nn.Parameter(torch.zeros(num_tokens, num_tokens))
-        self.register_buffer("mask", local_bias_mask(num_tokens, window, grid), persistent=False)
+        # a float mask: multiplying by a bool buffer exports through a dtype conversion that
+        # torch 2.11's ONNX decomposition refuses ("Expected same OpOverload packet")
+        self.register_buffer("mask", local_bias_mask(num_tokens, window, grid).float(), persistent=False)
 
     def bias(self) -> Tensor:
         return self.w * self.mask  # zero (not -inf) outside the window
