@@ -15,7 +15,7 @@ from aft_export.export.exporter import ExportOptions, export_checkpoint
 from aft_export.export.functions import DOMAIN
 from aft_export.graph import aft_core_nodes, node_module
 from aft_export.quantize import QuantizeOptions, quantize_model
-from aft_export.runners import graph_precision
+from aft_export.onnxio import graph_precision
 from tests.conftest import REPO
 from tests.export.test_exporter import make_ckpt
 
