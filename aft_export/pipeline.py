@@ -297,12 +297,11 @@ def _write_plots(work: Path, summary: list[dict], diffs: dict, opts: PipelineOpt
     plots = work / "plots"
     plots.mkdir()
     labels = [f"{r['artifact']} ({r['precision']})" for r in summary]
-    (plots / "accuracy.svg").write_text(bars(f"Top-1 on {opts.data}", labels, [r["top1"] for r in summary], "%"))
+    atomic_write_text(plots / "accuracy.svg", bars(f"Top-1 on {opts.data}", labels, [r["top1"] for r in summary], "%"))
     for b in opts.bench_batches:
-        (plots / f"latency_b{b}.svg").write_text(
-            bars(f"Latency p50, batch {b}", labels, [r["latency_ms"].get(b, float("nan")) for r in summary],
-                 " ms", "{:.3f}"))  # fmt: skip
-    (plots / "errors.svg").write_text(log_histograms("Logit error vs PyTorch fp32", diffs))
+        latency = [r["latency_ms"].get(b, float("nan")) for r in summary]
+        atomic_write_text(plots / f"latency_b{b}.svg", bars(f"Latency p50, batch {b}", labels, latency, " ms", "{:.3f}"))
+    atomic_write_text(plots / "errors.svg", log_histograms("Logit error vs PyTorch fp32", diffs))
 
 
 def _report_md(ckpt, meta, opts, steps, summary, passed, final, calib) -> str:
