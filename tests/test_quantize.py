@@ -63,6 +63,28 @@ def _run(path, batch):
     return sess.run(None, {"image": x})[0]
 
 
+def _logits(path, x):
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return sess.run(None, {"image": x})[0]
+
+
+def _calibration_tensors(model, source, count, seed=0):
+    """The calibration images a run with these settings uses, preprocessed as the metadata says."""
+    from aft_export.calib import Preprocess, load_calibration
+
+    meta = {p.key: p.value for p in model.metadata_props}
+    return load_calibration(str(source), Preprocess.from_metadata(meta), count, seed, progress=False).tensors
+
+
+def _sha256(tensors):
+    """The calibration set's identity, computed here: sha256 of the shape, then the float32 bytes."""
+    import hashlib
+
+    h = hashlib.sha256(str(tensors.shape).encode())
+    h.update(np.ascontiguousarray(tensors, dtype=np.float32).tobytes())
+    return h.hexdigest()
+
+
 def _consumers_of_dq(model):
     dq = {o for n in model.graph.node if n.op_type == "DequantizeLinear" for o in n.output}
     return {n.name for n in model.graph.node if any(i in dq for i in n.input)}
@@ -114,7 +136,15 @@ def test_int8_is_explicit_symmetric_qdq_with_float_aft_core(onnx_models, form, t
     assert set(recipe["excluded_nodes"]) == core
     for batch in (1, 7):
         assert _run(out, batch).shape == (batch, 10)
-    assert result.agreement["images"] == 64 and 0 <= result.agreement["top1_agreement"] <= 100
+    # the agreement with fp32, recounted here on the same 64 calibration images
+    tensors = _calibration_tensors(src, cifar10 / "train.tar", 64)
+    assert _sha256(tensors) == recipe["calibration"]["sha256"]
+    ref, got = _logits(onnx_models[form], tensors), _logits(out, tensors)
+    assert result.agreement["images"] == 64
+    agree = 100 * np.mean(ref.argmax(1) == got.argmax(1))
+    assert result.agreement["top1_agreement"] == pytest.approx(agree, abs=1e-3)
+    assert result.agreement["max_abs"] == pytest.approx(np.abs(ref - got).max(), rel=1e-6)
+    assert result.agreement["mse"] == pytest.approx(((ref - got) ** 2).mean(), rel=1e-5)
 
 
 def test_calibration_cache_is_reused_and_invalidated(onnx_models, tmp_path, cifar10):
