@@ -147,23 +147,84 @@ def test_int8_is_explicit_symmetric_qdq_with_float_aft_core(onnx_models, form, t
     assert result.agreement["mse"] == pytest.approx(((ref - got) ** 2).mean(), rel=1e-5)
 
 
-def test_calibration_cache_is_reused_and_invalidated(onnx_models, tmp_path, cifar10):
-    calib = str(cifar10 / "train.tar")
-    first = quantize_model(onnx_models["custom"], tmp_path / "a.onnx", calib, _opts(tmp_path), **QUIET)
-    again = quantize_model(onnx_models["custom"], tmp_path / "b.onnx", calib, _opts(tmp_path), **QUIET)
-    assert first.recipe["calibration_cache"] == "written" and again.recipe["calibration_cache"] == "hit"
-    # the cached ranges give the same graph (the recipe in the metadata says "hit")
-    a, b = onnx.load(tmp_path / "a.onnx"), onnx.load(tmp_path / "b.onnx")
-    assert a.graph.SerializeToString() == b.graph.SerializeToString()
-    other_data = quantize_model(onnx_models["custom"], tmp_path / "c.onnx", calib, _opts(tmp_path, seed=1), **QUIET)
-    assert other_data.recipe["calibration_cache"] == "written"
-    other_model = quantize_model(onnx_models["decomposed"], tmp_path / "d.onnx", calib, _opts(tmp_path), **QUIET)
-    assert other_model.recipe["calibration_cache"] == "written"
-    other_method = quantize_model(onnx_models["custom"], tmp_path / "e.onnx", calib,
-                                  _opts(tmp_path, method="minmax"), **QUIET)  # fmt: skip
-    assert other_method.recipe["calibration_cache"] == "written"
-    off = quantize_model(onnx_models["custom"], tmp_path / "f.onnx", calib, _opts(tmp_path, cache_dir=""), **QUIET)
-    assert off.recipe["calibration_cache"] == "off"
+@pytest.fixture
+def calibrations(monkeypatch):
+    """Every calibration pass ONNX Runtime's calibrators make (minmax, and the histogram
+    methods percentile and entropy), counted where they read the images, however the code
+    under test reaches them: evidence that does not depend on what the code says it did."""
+    from onnxruntime.quantization import calibrate
+
+    passes = []
+    for cls in (calibrate.MinMaxCalibrater, calibrate.HistogramCalibrater):
+        def counted(self, reader, _collect=cls.collect_data):
+            passes.append(type(self).__name__)
+            return _collect(self, reader)
+
+        monkeypatch.setattr(cls, "collect_data", counted)
+    return passes
+
+
+def _noise_images(folder, count, seed=0):
+    from PIL import Image
+
+    folder.mkdir()
+    rng = np.random.default_rng(seed)
+    for i in range(count):
+        Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(folder / f"{i:02d}.png")
+    return folder
+
+
+def test_calibration_cache_hit_skips_calibration_and_every_change_misses(tmp_path, calibrations):
+    """A hit is shown by calibration not running (and giving the graph a fresh calibration
+    gives); each planted difference in what calibration sees must miss and calibrate again."""
+    import shutil
+    from dataclasses import replace
+
+    from PIL import Image
+
+    model = _conv_gemm_with_biases(tmp_path / "m.onnx")
+    images = _noise_images(tmp_path / "imgs", 20)
+    opts = _opts(tmp_path, count=16)  # 16 of the 20 images, seed 0
+
+    def quantize(name, src=model, data=images, **kw):
+        before = len(calibrations)
+        result = quantize_model(src, tmp_path / name, str(data), replace(opts, **kw), **QUIET)
+        return result.recipe["calibration_cache"], len(calibrations) - before
+
+    assert quantize("fresh.onnx", cache_dir="") == ("off", 1)
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+    assert quantize("a.onnx") == ("written", 1)
+    assert quantize("b.onnx") == ("hit", 0)  # no calibration pass ran
+    fresh, a, b = (_graph_bytes(tmp_path / n) for n in ("fresh.onnx", "a.onnx", "b.onnx"))
+    assert a == fresh and b == fresh  # the cached ranges are the ranges a fresh calibration computes
+
+    # planted differences: each is something calibration sees, so each must miss
+    other_pixel = tmp_path / "imgs_pixel"
+    shutil.copytree(images, other_pixel)
+    for f in sorted(other_pixel.iterdir()):
+        img = np.array(Image.open(f))
+        img[0, 0, 0] ^= 1  # one pixel in each image (whichever 16 are sampled); same names, count, seed
+        Image.fromarray(img).save(f)
+    assert quantize("pixel.onnx", data=other_pixel) == ("written", 1)
+    assert quantize("seed.onnx", seed=1) == ("written", 1)  # another 16 of the 20
+    assert quantize("mean.onnx", mean=(0.4, 0.5, 0.5)) == ("written", 1)  # same images, other tensors
+    assert quantize("pct.onnx", percentile=99.9) == ("written", 1)
+    assert quantize("minmax.onnx", method="minmax") == ("written", 1)
+    assert quantize("entropy.onnx", method="entropy") == ("written", 1)
+    original = model.read_bytes()
+    changed = onnx.load(model)
+    w = next(t for t in changed.graph.initializer if t.name == "conv.weight")
+    w.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(w) * np.float32(1.001), w.name))
+    onnx.save(changed, model)  # same path, other weights
+    assert quantize("weights.onnx") == ("written", 1)
+    model.write_bytes(original)
+    # and the original settings still hit: no entry was overwritten by the others
+    assert quantize("again.onnx") == ("hit", 0)
+    assert _graph_bytes(tmp_path / "again.onnx") == fresh
+
+
+def _graph_bytes(path):
+    return onnx.load(path).graph.SerializeToString()
 
 
 @pytest.mark.parametrize("form", ["custom", "decomposed"])
@@ -323,26 +384,40 @@ def test_calibration_recipes(onnx_models, tmp_path, cifar10, monkeypatch):
     assert r.recipe["calibration"]["source"] == "cifar10:train"
 
 
-def _conv_gemm_with_biases(path):
-    """image -> Conv(+bias) -> Flatten -> Gemm(+bias): the layers whose biases ONNX Runtime's
-    quantiser turns into INT32 DequantizeLinear inputs unless told not to."""
+def _conv_head(path, conv_weight, conv_bias, head_weight, head_bias, size=32):
+    """image (N, 3, size, size) -> Conv "conv" (kernel = stride = size/4, so a 4x4 grid) ->
+    Flatten -> Gemm "head": a graph small enough to plant a property in its weights."""
     from onnx import helper
 
-    rng = np.random.default_rng(0)
-    inits = [numpy_helper.from_array(a.astype(np.float32), n) for n, a in (
-        ("conv.weight", rng.standard_normal((4, 3, 8, 8)) * 0.1), ("conv.bias", rng.standard_normal(4)),
-        ("head.weight", rng.standard_normal((10, 64)) * 0.1), ("head.bias", rng.standard_normal(10)))]  # fmt: skip
-    nodes = [helper.make_node("Conv", ["image", "conv.weight", "conv.bias"], ["c"], kernel_shape=[8, 8], strides=[8, 8]),
-             helper.make_node("Flatten", ["c"], ["f"]),
-             helper.make_node("Gemm", ["f", "head.weight", "head.bias"], ["logits"], transB=1)]  # fmt: skip
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 3, 32, 32])],
-                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], inits)  # fmt: skip
+    k = size // 4
+    inits = [numpy_helper.from_array(np.asarray(a, np.float32), n) for n, a in (
+        ("conv.weight", conv_weight), ("conv.bias", conv_bias),
+        ("head.weight", head_weight), ("head.bias", head_bias))]  # fmt: skip
+    nodes = [helper.make_node("Conv", ["image", "conv.weight", "conv.bias"], ["c"], name="conv",
+                              kernel_shape=[k, k], strides=[k, k]),
+             helper.make_node("Flatten", ["c"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "head.weight", "head.bias"], ["logits"], name="head",
+                              transB=1)]  # fmt: skip
+    n_out = len(head_bias)
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("image", TensorProto.FLOAT,
+                                                                         ["N", 3, size, size])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", n_out])],
+                              inits)  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    for key, value in (("classes", json.dumps([str(i) for i in range(10)])), ("input_size", "[3, 32, 32]"),
-                       ("mean", "[0.5, 0.5, 0.5]"), ("std", "[0.25, 0.25, 0.25]")):  # fmt: skip
+    for key, value in (("classes", json.dumps([str(i) for i in range(n_out)])),
+                       ("input_size", f"[3, {size}, {size}]"), ("mean", "[0.5, 0.5, 0.5]"),
+                       ("std", "[0.25, 0.25, 0.25]")):  # fmt: skip
         model.metadata_props.add(key=key, value=value)
     onnx.save(model, path)
     return path
+
+
+def _conv_gemm_with_biases(path):
+    """image -> Conv(+bias) -> Flatten -> Gemm(+bias): the layers whose biases ONNX Runtime's
+    quantiser turns into INT32 DequantizeLinear inputs unless told not to."""
+    rng = np.random.default_rng(0)
+    return _conv_head(path, rng.standard_normal((4, 3, 8, 8)) * 0.1, rng.standard_normal(4),
+                      rng.standard_normal((10, 64)) * 0.1, rng.standard_normal(10))  # fmt: skip
 
 
 def test_int8_biases_stay_float_for_tensorrt(tmp_path, cifar10):
