@@ -266,16 +266,52 @@ def test_fp16_overflow_is_reported(onnx_models, tmp_path, cifar10):
     assert any(r["module"] == "head" for r in result.nonfinite)
 
 
-def test_sensitivity_ranks_and_excludes_until_budget(onnx_models, tmp_path, cifar10):
+def test_sensitivity_ranks_the_real_graph_by_module(onnx_models, tmp_path, cifar10):
     result = quantize_model(onnx_models["custom"], tmp_path / "s.onnx", str(cifar10 / "train.tar"),
                             _opts(tmp_path, sensitivity=True, budget=0.0, count=32), **QUIET)  # fmt: skip
     ranking = result.sensitivity
     assert ranking and [r["gain"] for r in ranking] == sorted((r["gain"] for r in ranking), reverse=True)
     assert all(r["module"] for r in ranking)
     excluded = [r["node"] for r in ranking if r.get("excluded")]
+    assert excluded == [r["node"] for r in ranking[: len(excluded)]]  # worst first
     assert set(excluded) <= set(result.recipe["excluded_nodes"])
-    if result.agreement["disagreement"] > 0:  # budget 0 unmet: every ranked node went back to float
-        assert len(excluded) == len(ranking)
+    # with every ranked node in float the graph is fp32 again, so budget 0 is always met
+    assert result.agreement["disagreement"] == 0.0
+
+
+def test_sensitivity_excludes_the_planted_culprit_and_stops_at_the_budget(tmp_path):
+    """A graph whose int8 form is planted to disagree: conv channel 0 is a constant 1000
+    the head ignores (weight 0) and channels 1-3 carry everything, ~1 in size. The head's
+    input is quantised per tensor, so its scale (~1000/127) rounds channels 1-3 to 0 and
+    the int8 head predicts from its bias alone. Putting the head back in float is the
+    one fix needed (the convolution's int8 weights and input are fine), so sensitivity
+    must rank the head first, exclude it, reach budget 0 and stop there."""
+    rng = np.random.default_rng(0)
+    conv_w = rng.standard_normal((4, 3, 8, 8)) * 0.1
+    conv_w[0] = 0
+    head_w = rng.standard_normal((10, 4, 4, 4))
+    head_w[:, 0] = 0
+    src = _conv_head(tmp_path / "m.onnx", conv_w, [1000.0, 0, 0, 0], head_w.reshape(10, 64), np.zeros(10))
+    x = rng.standard_normal((64, 3, 32, 32)).astype(np.float32)  # preprocessed tensors, used as given
+    np.save(tmp_path / "x.npy", x)
+    ref = _logits(src, x).argmax(1)
+    calib = str(tmp_path / "x.npy")
+    plain = quantize_model(src, tmp_path / "q.onnx", calib, _opts(tmp_path, count=64), **QUIET)
+    assert np.mean(_logits(tmp_path / "q.onnx", x).argmax(1) != ref) > 0.5  # the plant works
+    assert "head" in _quantized(tmp_path / "q.onnx") and plain.sensitivity == []
+
+    out = tmp_path / "s.onnx"
+    result = quantize_model(src, out, calib, _opts(tmp_path, count=64, sensitivity=True, budget=0.0), **QUIET)
+    assert [r["node"] for r in result.sensitivity] == ["head", "conv"]
+    assert [r["node"] for r in result.sensitivity if r.get("excluded")] == ["head"]  # and not the conv
+    assert result.recipe["excluded_nodes"] == ["head"]
+    assert _quantized(out) == {"conv"}
+    assert np.mean(_logits(out, x).argmax(1) != ref) == 0 == result.agreement["disagreement"]
+
+
+def _quantized(path):
+    """Names of the nodes that read a dequantised value: the ones computing in int8."""
+    return _consumers_of_dq(onnx.load(path))
 
 
 def test_bad_input_writes_nothing(onnx_models, tmp_path, cifar10):
