@@ -107,23 +107,6 @@ def test_quantised_zoo_meets_the_floors(entry, tmp_path, cifar10, monkeypatch):
     assert row["int8"]["recipe"]["calibration"]["source"] == "cifar10:train"
 
 
-@pytest.mark.slow
-def test_default_pipeline_on_the_bundled_model(tmp_path, cifar10, monkeypatch):
-    """The README's main command, as a user runs it: no arguments but the run directory."""
-    from click.testing import CliRunner
-
-    from aft_export.cli import main
-
-    monkeypatch.setenv("AFT_CIFAR10_DIR", str(cifar10))
-    out = tmp_path / "run"
-    res = CliRunner().invoke(main, ["pipeline", "--out", str(out), "--iters", "5"])
-    assert res.exit_code == 0, res.output
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["inputs"]["model"] == "aft_conv_cifar" and manifest["passed"]
-    assert manifest["summary"][0]["top1"] == pytest.approx(
-        next(z["top1"] for z in ZOO if z["name"] == "aft_conv_cifar"), abs=0.1)
-
-
 @pytest.mark.parametrize("name", ["aft_conv_cifar", "aft_full_cifar"])
 def test_int8_covers_every_layer_of_the_real_graphs(name, tmp_path, cifar10):
     """On the zoo's graphs onnxsim rewrites AFT-conv's q/k/v linears into Reshape+Gemm;
