@@ -311,19 +311,27 @@ def pipeline_cmd(checkpoint, as_json, **kw) -> None:
 
 
 @main.command("check")
-@click.argument("models", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("models", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--trt", "trt_versions", multiple=True, metavar="VERSION",
               help="TensorRT version to check (repeatable) [default: every supported one the file's export "
                    "target is for: 8.5, 8.6, 10.3, 10.13, 11.4].")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
-def check_cmd(models, trt_versions, as_json) -> None:
+@click.option("--rules", "list_rules", is_flag=True,
+              help="List every rule the check applies, with the versions it exists in and its source.")
+def check_cmd(models, trt_versions, as_json, list_rules) -> None:
     """Check ONNX files offline against TensorRT's parser rules, one column per version.
 
     Exit 0: every checked version accepts every file; 1: a version refuses one; 3: no
     refusal but warnings remain (or a version the check has no rules for); 2: bad input.
     """
-    from aft_export.trtcheck import check_model, format_report
+    from aft_export.trtcheck import check_model, format_report, format_rules, rules_table
 
+    if list_rules:
+        rows = rules_table(list(trt_versions) or None)
+        _json(rows) if as_json else click.echo("\n".join(format_rules(rows)))
+        return
+    if not models:
+        raise click.UsageError("give one or more ONNX files to check (or --rules to list the rules)")
     reports = [check_model(m, list(trt_versions) or None) for m in models]
     if as_json:
         _json([r.to_dict() for r in reports] if len(reports) > 1 else reports[0].to_dict())

@@ -229,6 +229,25 @@ def format_report(report: CheckReport) -> list[str]:
     return lines
 
 
+def rules_table(versions: list[str] | None = None) -> list[dict]:
+    """Every rule the check applies: id, severity, the versions it exists in, what it
+    refuses, the fix and the source it was taken from."""
+    unknown = [v for v in versions or () if v not in SUPPORTED]
+    if unknown:
+        raise AFTExportError(f"no rules for TensorRT {', '.join(unknown)}: the check knows {', '.join(SUPPORTED)}")
+    vs = [Version(v) for v in (versions or SUPPORTED)]
+    return [{"id": r.id, "severity": r.severity, "versions": [v.name for v in vs if r.applies(v)],
+             "summary": r.summary, "fix": r.fix, "source": r.source} for r in RULES.values()]  # fmt: skip
+
+
+def format_rules(rows: list[dict]) -> list[str]:
+    lines = [f"{len(rows)} rules (id, severity, TensorRT versions it applies to):"]
+    for r in rows:
+        lines += ["", f"{r['id']} ({r['severity']}; {', '.join(r['versions']) or 'none'}): {r['summary']}",
+                  f"  fix: {r['fix']}", f"  source: {r['source']}"]  # fmt: skip
+    return lines
+
+
 def enforce(report: CheckReport, log=print, what: str = "this step") -> None:
     """Stop (AFTExportError) when every checked version refuses the graph; warn through
     ``log`` when only some do (a version-specific rule: the graph is still good for the

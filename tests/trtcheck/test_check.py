@@ -194,3 +194,21 @@ def test_cli_exit_codes_and_json(exports, tmp_path):
     assert junk.exit_code == 2 and "not a readable ONNX file" in junk.output
     bad = runner.invoke(main, ["check", str(exports["tensorrt", "custom"]), "--trt", "ten"])
     assert bad.exit_code == 2 and "give a TensorRT version" in bad.output
+
+
+def test_cli_lists_every_rule_with_its_versions_and_source():
+    from aft_export.trtcheck.rules import RULES
+
+    runner = CliRunner()
+    rows = json.loads(runner.invoke(main, ["check", "--rules", "--json"]).output)
+    assert [r["id"] for r in rows] == list(RULES) and all(r["source"] and r["fix"] for r in rows)
+    by_id = {r["id"]: r["versions"] for r in rows}
+    assert by_id["functions.not-imported"] == ["8.5", "8.6"]  # local functions arrive in 9.0
+    assert by_id["conv.kernel-shape"] == ["8.5", "8.6", "10.3"]  # fixed in 10.4
+    assert "11.4" in by_id["typed.mixed-inputs"] and "8.6" not in by_id["typed.mixed-inputs"]
+    text = runner.invoke(main, ["check", "--rules", "--trt", "10.3"])
+    assert text.exit_code == 0 and f"{len(RULES)} rules" in text.output and "source: " in text.output
+    unknown = runner.invoke(main, ["check", "--rules", "--trt", "9.9"])
+    assert unknown.exit_code == 2 and "no rules for TensorRT 9.9" in unknown.output
+    nothing = runner.invoke(main, ["check"])
+    assert nothing.exit_code == 2 and "give one or more ONNX files" in nothing.output
