@@ -43,8 +43,13 @@ def AFTFull(q: FLOAT, k: FLOAT, v: FLOAT, w: FLOAT) -> FLOAT:
     ek = op.Exp(op.Sub(k, k_max))
     w_max = op.ReduceMax(w, op.Constant(value_ints=[1]), keepdims=1)  # (T, 1)
     ew = op.Exp(op.Sub(w, w_max))
-    num = op.MatMul(ew, op.Mul(ek, v))
-    den = op.MatMul(ew, ek)
+    # numerator and denominator as one product: ew @ [eK * V | eK], then split (ew is
+    # packed once, one larger MatMul; each output column is the same sum as before)
+    both = op.MatMul(ew, op.Concat(op.Mul(ek, v), ek, axis=-1))  # (B, T, 2d)
+    d = op.Shape(v, start=2)  # Slices, not Split: TensorRT 8 wants Split's sizes as weights
+    axis = op.Constant(value_ints=[2])
+    num = op.Slice(both, op.Constant(value_ints=[0]), d, axis)
+    den = op.Slice(both, d, op.Shape(both, start=2), axis)
     return op.Mul(op.Sigmoid(q), op.Div(num, den))
 
 
