@@ -51,7 +51,10 @@ def _flops(model_path: Path, batch: int) -> dict:
     """MatMul/Gemm/Conv multiply-add FLOPs at ``batch``, total and in int8 (fed by DequantizeLinear)."""
     import onnx
 
-    model = onnx.load(str(model_path))
+    from aft_export.graph import inline_functions
+
+    # the AFT cores' products are in the com.aft function bodies: count them too
+    model = inline_functions(onnx.load(str(model_path)))
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = batch
     inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]

@@ -46,10 +46,11 @@ def AFTFull(q: FLOAT, k: FLOAT, v: FLOAT, w: FLOAT) -> FLOAT:
     # numerator and denominator as one product: ew @ [eK * V | eK], then split (ew is
     # packed once, one larger MatMul; each output column is the same sum as before)
     both = op.MatMul(ew, op.Concat(op.Mul(ek, v), ek, axis=-1))  # (B, T, 2d)
-    d = op.Shape(v, start=2)  # Slices, not Split: TensorRT 8 wants Split's sizes as weights
-    axis = op.Constant(value_ints=[2])
-    num = op.Slice(both, op.Constant(value_ints=[0]), d, axis)
-    den = op.Slice(both, d, op.Shape(both, start=2), axis)
+    # (B, T, 2, d) and a Gather of each half: static shapes for shape inference, and no
+    # Split (TensorRT 8 wants its sizes as weights)
+    halves = op.Reshape(both, op.Constant(value_ints=[0, 0, 2, -1]))
+    num = op.Gather(halves, op.Constant(value_int=0), axis=2)
+    den = op.Gather(halves, op.Constant(value_int=1), axis=2)
     return op.Mul(op.Sigmoid(q), op.Div(num, den))
 
 
