@@ -13,7 +13,7 @@ import numpy as np
 
 from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.options import BenchOptions
-from aft_export.runners import load_runner
+from aft_export.runners import OrtRunner, load_runner
 
 
 def bench_runner(runner, batch: int, warmup: int = 10, iters: int = 50, seed: int = 0) -> dict:
@@ -45,12 +45,14 @@ def bench_runner(runner, batch: int, warmup: int = 10, iters: int = 50, seed: in
 
 def bench(artifacts: list[str], batches=BenchOptions.batches, warmup: int = BenchOptions.warmup,
           iters: int = BenchOptions.iters, threads: int = 0,
-          providers: list[str] | None = None, runners: dict | None = None) -> dict:  # fmt: skip
+          providers: list[str] | None = None, runners: dict | None = None, profile: bool = False) -> dict:  # fmt: skip
     """Latency and throughput of each artifact at each batch size. ``runners``: runners
-    already made, by artifact path."""
+    already made, by artifact path. ``profile``: also ONNX Runtime's time per op type for
+    each ONNX file at each batch size (``iters`` runs after one warm-up, in a profiling
+    session of its own, so the timings above are not slowed by the profiler)."""
     if warmup < 0 or iters < 1 or not batches or min(batches) < 1:
         raise AFTExportError("bench needs --iters >= 1, --warmup >= 0 and batch sizes >= 1")
-    rows, skipped = [], []
+    rows, skipped, profiles = [], [], []
     for artifact in artifacts:
         try:
             runner = (runners or {}).get(str(artifact)) or load_runner(artifact, providers, threads=threads)
@@ -63,4 +65,19 @@ def bench(artifacts: list[str], batches=BenchOptions.batches, warmup: int = Benc
                                 "reason": f"graph has a fixed batch of {runner.fixed_batch}"})  # fmt: skip
                 continue
             rows.append(bench_runner(runner, batch, warmup, iters))
-    return {"machine": platform.machine(), "processor": platform.processor(), "rows": rows, "skipped": skipped}
+            if profile:
+                profiles.append(_profile(artifact, runner, batch, iters, providers, threads))
+    result = {"machine": platform.machine(), "processor": platform.processor(), "rows": rows, "skipped": skipped}
+    if profile:
+        result["profiles"] = profiles
+    return result
+
+
+def _profile(artifact, runner, batch: int, iters: int, providers, threads: int) -> dict:
+    """ONNX Runtime's time per op type for one artifact at one batch size."""
+    entry = {"artifact": str(artifact), "batch": batch, "runs": iters}
+    if not isinstance(runner, OrtRunner):
+        return {**entry, "ops": [], "reason": f"profiles come from ONNX Runtime; {runner.backend} has none here"}
+    prof = OrtRunner(str(artifact), providers, threads=threads, profile=True)
+    bench_runner(prof, batch, warmup=1, iters=iters)
+    return {**entry, "ops": prof.op_profile(skip_runs=1)}

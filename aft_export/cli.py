@@ -258,13 +258,16 @@ def parity_cmd(checkpoint, artifacts, data, images, overrides, provider, as_json
 @click.option("--iters", default=BenchOptions.iters, show_default=True)
 @click.option("--threads", default=0, help="CPU threads (0: the backend's default).")
 @click.option("--provider", type=PROVIDERS, default="cpu", show_default=True, help=PROVIDER_HELP)
+@click.option("--profile", is_flag=True, help="Also ONNX Runtime's time per op type for each ONNX file and batch "
+              "(its profiler, in a session of its own; fused ops under their own names).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def bench_cmd(artifacts, batches, warmup, iters, threads, provider, as_json) -> None:
+def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_json) -> None:
     """Latency p50/p90/p99 and throughput of checkpoints and ONNX files."""
     from aft_export.bench import bench
     from aft_export.report import format_bench
 
-    report = bench(list(artifacts), list(batches), warmup=warmup, iters=iters, threads=threads, providers=provider)
+    report = bench(list(artifacts), list(batches), warmup=warmup, iters=iters, threads=threads, providers=provider,
+                   profile=profile)  # fmt: skip
     _json(report) if as_json else _echo(format_bench(report))
 
 

@@ -172,6 +172,15 @@ def format_bench(report: dict) -> list[str]:
     for s in report["skipped"]:
         lines.append(f"{s['artifact'][-32:]:32s} {'batch ' + str(s['batch']) if s['batch'] else 'all batches'}: "
                      f"skipped ({s['reason']})")  # fmt: skip
+    for p in report.get("profiles", []):
+        lines += ["", f"{p['artifact']}, batch {p['batch']}: ONNX Runtime profile over {p['runs']} runs"]
+        if not p["ops"]:
+            lines.append(f"  no profile: {p.get('reason', 'no node events recorded')}")
+            continue
+        lines.append(f"  {'op type':28s} {'share':>6s} {'ms/run':>8s} {'nodes':>5s}")
+        for op in p["ops"]:
+            lines.append(f"  {op['op_type'][:28]:28s} {100 * op['share']:5.1f}% {op['ms'] / p['runs']:8.2f} "
+                         f"{op['nodes']:5d}")  # fmt: skip
     return lines
 
 

@@ -51,7 +51,10 @@ def _flops(model_path: Path, batch: int) -> dict:
     """MatMul/Gemm/Conv multiply-add FLOPs at ``batch``, total and in int8 (fed by DequantizeLinear)."""
     import onnx
 
-    model = onnx.load(str(model_path))
+    from aft_export.graph import inline_functions
+
+    # the AFT cores' products are in the com.aft function bodies: count them too
+    model = inline_functions(onnx.load(str(model_path)))
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = batch
     inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
@@ -65,10 +68,8 @@ def _flops(model_path: Path, batch: int) -> dict:
         out = shapes[n.output[0]]
         w = shapes.get(n.input[1], [])
         if n.op_type == "Conv":
-            group = next((a.i for a in n.attribute if a.name == "group"), 1)
             k = int(np.prod(w[1:])) if w else 0  # Cin/group * kh * kw
             f = 2 * int(np.prod(out)) * k
-            del group
         else:
             a = shapes.get(n.input[0], [])
             f = 2 * int(np.prod(out)) * (a[-1] if a else 0)
@@ -78,27 +79,15 @@ def _flops(model_path: Path, batch: int) -> dict:
     return {"total_gflop": total / 1e9, "int8_share": int8 / total if total else 0.0}
 
 
-def _profile(model_path: Path, batch: int, threads: int) -> dict[str, float]:
-    """Share of node time per op type in ONNX Runtime's profiler (10 runs)."""
-    import onnxruntime as ort
+def _profile(model_path: Path, batch: int, threads: int, runs: int = 10) -> dict[str, float]:
+    """Share of node time per op type in ONNX Runtime's profiler (``runs`` runs after one
+    warm-up; the runner writes the profile to a temporary directory and removes it)."""
+    from aft_export.bench import bench_runner
+    from aft_export.runners import OrtRunner
 
-    options = ort.SessionOptions()
-    options.enable_profiling = True
-    options.intra_op_num_threads = threads
-    options.log_severity_level = 3
-    options.profile_file_prefix = str(model_path.with_suffix("")) + f".b{batch}.profile"
-    sess = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
-    x = np.random.default_rng(0).standard_normal((batch, 3, 224, 224)).astype(np.float32)
-    for _ in range(10):
-        sess.run(None, {"image": x})
-    events = json.loads(Path(sess.end_profiling()).read_text())
-    by_op: dict[str, float] = {}
-    for e in events:
-        if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
-            op = e.get("args", {}).get("op_name", "?")
-            by_op[op] = by_op.get(op, 0.0) + e["dur"]
-    total = sum(by_op.values()) or 1.0
-    return {k: v / total for k, v in sorted(by_op.items(), key=lambda kv: -kv[1])}
+    runner = OrtRunner(str(model_path), threads=threads, profile=True)
+    bench_runner(runner, batch, warmup=1, iters=runs)
+    return {r["op_type"]: r["share"] for r in runner.op_profile(skip_runs=1)}
 
 
 def cpu(args) -> dict:

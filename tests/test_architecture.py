@@ -25,7 +25,7 @@ ORDER = [
     "runners.base", "runners.pytorch", "runners.ort", "runners.engine", "runners",
     # 4 graph work
     "trtcheck.view", "trtcheck.versions", "trtcheck.rules", "trtcheck",
-    "export", "export.functions", "export.trt8", "localize",
+    "export", "export.functions", "export.rewrite", "export.trt8", "localize",
     # 5 stages
     "export.exporter", "quantize", "evaluate", "bench", "build", "nvtools", "train", "predict", "report",
     # 6 checks across stages, 7 the whole job, 8 the command line

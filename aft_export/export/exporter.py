@@ -33,6 +33,7 @@ from aft_export.data import normalize
 from aft_export.datasets import is_named, load_labelled
 from aft_export.errors import AFTExportError
 from aft_export.export.functions import attach_functions, registered_schemas, translation_table
+from aft_export.export.rewrite import optimize_for_runtime
 from aft_export.export.trt8 import to_tensorrt8
 from aft_export.fileio import check_output_path, sha256_file
 from aft_export.graph import DOMAIN, compact_node_metadata, module_by_output, name_nodes, restore_node_metadata
@@ -57,6 +58,7 @@ class ExportResult:
     simplify: dict | None = None
     parity: dict | None = None
     trt_check: dict | None = None  # TensorRT compatibility per version (aft_export.trtcheck)
+    rewrites: dict | None = None  # aft_export.export.rewrite: places each rewrite changed
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -186,6 +188,7 @@ class GraphExport:
     simplify: dict | None = None
     parity: dict | None = None
     trt_check: dict | None = None
+    rewrites: dict | None = None
 
 
 def export_graph(model, meta: CheckpointMeta, opts: ExportOptions, images: np.ndarray | None = None,
@@ -215,6 +218,10 @@ def export_graph(model, meta: CheckpointMeta, opts: ExportOptions, images: np.nd
         restore_node_metadata(proto, modules)  # onnxsim drops node metadata
         name_nodes(proto)
         seconds["simplify"] = time.perf_counter() - t
+    t = time.perf_counter()
+    result.rewrites = optimize_for_runtime(proto)
+    check_graph(proto)
+    seconds["rewrite"] = time.perf_counter() - t
     if opts.target == "tensorrt8":
         t = time.perf_counter()
         proto = to_tensorrt8(proto)
@@ -270,7 +277,7 @@ def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, con
         external_data=external, aft_nodes=sum(n.domain == DOMAIN for n in proto.graph.node),
         nodes_exported=graph.nodes_exported, nodes_final=len(proto.graph.node),
         seconds={k: round(v, 3) for k, v in graph.seconds.items()}, simplify=graph.simplify, parity=graph.parity,
-        trt_check=graph.trt_check,
+        trt_check=graph.trt_check, rewrites=graph.rewrites,
     )  # fmt: skip
 
 

@@ -43,8 +43,14 @@ def AFTFull(q: FLOAT, k: FLOAT, v: FLOAT, w: FLOAT) -> FLOAT:
     ek = op.Exp(op.Sub(k, k_max))
     w_max = op.ReduceMax(w, op.Constant(value_ints=[1]), keepdims=1)  # (T, 1)
     ew = op.Exp(op.Sub(w, w_max))
-    num = op.MatMul(ew, op.Mul(ek, v))
-    den = op.MatMul(ew, ek)
+    # numerator and denominator as one product: ew @ [eK * V | eK], then split (ew is
+    # packed once, one larger MatMul; each output column is the same sum as before)
+    both = op.MatMul(ew, op.Concat(op.Mul(ek, v), ek, axis=-1))  # (B, T, 2d)
+    # (B, T, 2, d) and a Gather of each half: static shapes for shape inference, and no
+    # Split (TensorRT 8 wants its sizes as weights)
+    halves = op.Reshape(both, op.Constant(value_ints=[0, 0, 2, -1]))
+    num = op.Gather(halves, op.Constant(value_int=0), axis=2)
+    den = op.Gather(halves, op.Constant(value_int=1), axis=2)
     return op.Mul(op.Sigmoid(q), op.Div(num, den))
 
 

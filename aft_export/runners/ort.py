@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -95,9 +97,10 @@ class OrtRunner(Runner):
     backend = "onnxruntime"
 
     def __init__(self, source, providers: list | str | None = None, threads: int = 0,
-                 info: ModelInfo | None = None) -> None:  # fmt: skip
+                 info: ModelInfo | None = None, profile: bool = False) -> None:  # fmt: skip
         """``source``: a path or a ModelProto (stages that run a graph they hold in memory);
-        ``info``: what to feed it, for a graph without aft-export metadata."""
+        ``info``: what to feed it, for a graph without aft-export metadata; ``profile``:
+        record ONNX Runtime's per-node profile (read it with :meth:`op_profile`)."""
         import onnx
 
         ort = import_onnxruntime()
@@ -118,10 +121,16 @@ class OrtRunner(Runner):
         options.log_severity_level = 3
         options.intra_op_num_threads = threads  # 0: ONNX Runtime's default (all cores)
         self.threads = threads or (os.cpu_count() or 1)
+        self._profile_dir = None
+        if profile:
+            self._profile_dir = tempfile.mkdtemp(prefix="aft-ort-profile-")
+            options.enable_profiling = True
+            options.profile_file_prefix = str(Path(self._profile_dir) / "ort")
         payload = source.SerializeToString() if in_memory else str(source)
         try:
             self.session = ort.InferenceSession(payload, options, providers=wanted)
         except Exception as exc:  # noqa: BLE001 - ORT's own error types: an invalid or unsupported graph
+            self._remove_profile_dir()
             raise AFTExportError(f"ONNX Runtime cannot load {where}: {str(exc).splitlines()[0][:300]}") from None
         first_input = self.session.get_inputs()[0]
         self.input_name = first_input.name
@@ -138,3 +147,47 @@ class OrtRunner(Runner):
     def run(self, feeds):
         names = [o.name for o in self.session.get_outputs()]
         return dict(zip(names, self.session.run(names, feeds)))
+
+    def op_profile(self, skip_runs: int = 0) -> list[dict]:
+        """Stop profiling and return node time by op type, largest first, from ONNX
+        Runtime's profiler (the op types it ran: fused ops such as ``Gelu`` or
+        ``MatMulIntegerToFloat`` under their own names): ``op_type``, ``ms`` (summed over
+        the profiled runs), ``share`` of the node time, ``nodes`` (distinct nodes). The
+        first ``skip_runs`` runs (warm-up) are left out. The profile's JSON file is read
+        and removed; the runner cannot profile again."""
+        if self._profile_dir is None:
+            raise AFTExportError("this runner was not made with profile=True (or its profile was already read)")
+        try:
+            events = json.loads(Path(self.session.end_profiling()).read_text())
+        finally:
+            self._remove_profile_dir()
+        return op_shares(events, skip_runs)
+
+    def _remove_profile_dir(self) -> None:
+        if getattr(self, "_profile_dir", None) is not None:
+            shutil.rmtree(self._profile_dir, ignore_errors=True)
+            self._profile_dir = None
+
+    def __del__(self):
+        self._remove_profile_dir()
+
+
+def op_shares(events: list[dict], skip_runs: int = 0) -> list[dict]:
+    """ONNX Runtime profiler events -> time per op type (see :meth:`OrtRunner.op_profile`)."""
+    runs = sorted((e["ts"], e["ts"] + e.get("dur", 0)) for e in events
+                  if e.get("cat") == "Session" and e.get("name") == "model_run")  # fmt: skip
+    start = runs[skip_runs][0] if 0 < skip_runs < len(runs) else None
+    micros: dict[str, float] = {}
+    nodes: dict[str, set] = {}
+    for e in events:
+        if e.get("cat") != "Node" or not str(e.get("name", "")).endswith("_kernel_time"):
+            continue
+        if start is not None and e.get("ts", 0) < start:
+            continue
+        op = e.get("args", {}).get("op_name", "?")
+        micros[op] = micros.get(op, 0.0) + float(e.get("dur", 0))
+        nodes.setdefault(op, set()).add(e["name"][: -len("_kernel_time")])
+    total = sum(micros.values())
+    rows = [{"op_type": op, "ms": us / 1e3, "share": us / total if total else 0.0, "nodes": len(nodes[op])}
+            for op, us in micros.items()]  # fmt: skip
+    return sorted(rows, key=lambda r: (-r["ms"], r["op_type"]))

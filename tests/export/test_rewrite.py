@@ -1,0 +1,118 @@
+"""The runtime rewrites: each pattern is present after the rewrite, ONNX Runtime fuses what
+it should, and outputs match the unrewritten graph and the float64 formula."""
+
+import math
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from onnx import TensorProto, helper, numpy_helper
+
+from aft_export.checkpoint import load_checkpoint
+from aft_export.export.exporter import ExportOptions, _torch_export
+from aft_export.export.rewrite import gelu_for_fusion, merge_shared_matmuls, optimize_for_runtime
+from aft_export.graph import AFT_LAYER_TYPES, node_module
+from aft_export.runners import ModelInfo, OrtRunner
+from aft_export.trtcheck import check_model
+from tests.export.test_exporter import make_ckpt
+
+INFO = ModelInfo(["a", "b"], (3, 8, 8), (0.0, 0.0, 0.0), (1.0, 1.0, 1.0))
+
+
+def _torch_gelu_graph(n=4096):
+    """GELU exactly as torch.onnx exports it: Mul(0.5, 1 + erf(x / sqrt 2)) then Mul(x, .)."""
+    consts = {"sqrt2": np.float32(math.sqrt(2.0)), "one": np.float32(1.0), "half": np.float32(0.5)}
+    nodes = [
+        helper.make_node("Div", ["image", "sqrt2"], ["scaled"]),
+        helper.make_node("Erf", ["scaled"], ["erf"]),
+        helper.make_node("Add", ["erf", "one"], ["plus1"]),
+        helper.make_node("Mul", ["half", "plus1"], ["halved"]),
+        helper.make_node("Mul", ["image", "halved"], ["logits"]),
+    ]  # fmt: skip
+    graph = helper.make_graph(
+        nodes, "gelu", [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["n", n])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["n", n])],
+        [numpy_helper.from_array(np.array(v), k) for k, v in consts.items()],
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_gelu_is_reordered_so_onnx_runtime_fuses_it():
+    before = _torch_gelu_graph()
+    after = onnx.ModelProto()
+    after.CopyFrom(before)
+    assert gelu_for_fusion(after) == 1
+    assert gelu_for_fusion(after) == 0  # nothing left to rewrite
+    onnx.checker.check_model(after, full_check=True)
+    # ONNX Runtime's pattern: Mul(x, 1 + erf) then Mul(., 0.5)
+    by_out = {n.output[0]: n for n in after.graph.node}
+    assert list(by_out["halved"].input) == ["image", "plus1"]
+    assert list(by_out["logits"].input) == ["halved", "half"]
+
+    x = np.random.default_rng(0).standard_normal((2, 4096)).astype(np.float32) * 4
+    runs = {}
+    for name, model in (("before", before), ("after", after)):
+        runner = OrtRunner(model, info=INFO, profile=True)
+        runs[name] = runner.run({"image": x})["logits"]
+        runs[name + "_ops"] = {r["op_type"] for r in runner.op_profile()}
+    assert "Gelu" in runs["after_ops"] and "Erf" not in runs["after_ops"]
+    assert "Gelu" not in runs["before_ops"] and "Erf" in runs["before_ops"]  # why the rewrite exists
+    x64 = x.astype(np.float64)
+    want = 0.5 * x64 * (1 + np.vectorize(math.erf)(x64 / math.sqrt(2)))
+    for got in (runs["before"], runs["after"]):
+        assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+
+
+def test_gelu_left_alone_when_the_pattern_differs():
+    model = _torch_gelu_graph()
+    model.graph.initializer[2].CopyFrom(numpy_helper.from_array(np.array(np.float32(0.25)), "half"))
+    assert gelu_for_fusion(model) == 0
+    model = _torch_gelu_graph()
+    model.graph.node[4].input[0] = "scaled"  # the last Mul is not by the GELU's own input
+    assert gelu_for_fusion(model) == 0
+
+
+@pytest.fixture(scope="module")
+def full_ckpt(tmp_path_factory):
+    return make_ckpt(tmp_path_factory.mktemp("rw") / "full.pt", "aft_full_test")
+
+
+def _aft_matmuls(model):
+    return [n for n in model.graph.node if n.op_type == "MatMul" and node_module(n)
+            and node_module(n)[1] in AFT_LAYER_TYPES]  # fmt: skip
+
+
+@pytest.mark.parametrize("op_form", ["decomposed", "custom"])
+def test_exported_graph_rewritten_outputs_unchanged(full_ckpt, op_form):
+    model, meta = load_checkpoint(full_ckpt)
+    opts = ExportOptions(op_form=op_form, verify_images=0)
+    plain = _torch_export(model, meta.config, opts)
+    rewritten = onnx.ModelProto()
+    rewritten.CopyFrom(plain)
+    counts = optimize_for_runtime(rewritten)
+    depth = meta.config.depth
+    assert counts["gelu_reordered"] == depth
+    if op_form == "decomposed":
+        assert len(_aft_matmuls(plain)) == 2 * depth and counts["matmuls_merged"] == depth
+        merged = _aft_matmuls(rewritten)
+        assert len(merged) == depth  # one product per layer, on [eK * V | eK]
+        producer = {o: n for n in rewritten.graph.node for o in n.output}
+        assert all(producer[m.input[1]].op_type == "Concat" for m in merged)
+        assert merge_shared_matmuls(rewritten) == 0
+    else:  # the com.aft body already computes num and den as one product
+        body = next(f for f in rewritten.functions if f.name == "AFTFull")
+        matmuls = [n for n in body.node if n.op_type == "MatMul"]
+        producer = {o: n for n in body.node for o in n.output}
+        assert len(matmuls) == 1 and producer[matmuls[0].input[1]].op_type == "Concat"
+    ops = {n.op_type for n in rewritten.graph.node}
+    assert not any(n.domain == "com.microsoft" for n in rewritten.graph.node) and "Gelu" not in ops
+    assert check_model(rewritten).exit_code == 0
+
+    info = ModelInfo(meta.classes, meta.input_size, meta.mean, meta.std)
+    x = np.random.default_rng(1).standard_normal((3, *meta.input_size)).astype(np.float32)
+    got = OrtRunner(rewritten, info=info).logits(x)
+    assert np.abs(got - OrtRunner(plain, info=info).logits(x)).max() <= 1e-5
+    with torch.inference_mode():
+        want = model.double()(torch.from_numpy(x).double()).numpy()
+    assert np.abs(got - want).max() <= 1e-4 * max(1.0, np.abs(want).max())

@@ -1,0 +1,42 @@
+"""aft-export bench --profile: ONNX Runtime's time per op type, rendered and in JSON."""
+
+import json
+import tempfile
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from aft_export.cli import main
+from aft_export.export.exporter import ExportOptions, export_checkpoint
+from tests.export.test_exporter import make_ckpt
+
+
+def _profile_dirs() -> set:
+    return set(Path(tempfile.gettempdir()).glob("aft-ort-profile-*"))
+
+
+def test_bench_profile_shares_by_op_type(tmp_path):
+    ckpt = make_ckpt(tmp_path / "full.pt", "aft_full_test")
+    onnx_path = tmp_path / "full.onnx"
+    export_checkpoint(ckpt, onnx_path, ExportOptions(verify_images=0))
+    before = _profile_dirs()
+    res = CliRunner().invoke(main, ["bench", str(onnx_path), str(ckpt), "--batch", "2", "--iters", "3",
+                                    "--warmup", "1", "--threads", "1", "--profile", "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.output)
+    onnx_prof, ckpt_prof = report["profiles"]
+    assert onnx_prof["artifact"] == str(onnx_path) and onnx_prof["batch"] == 2 and onnx_prof["runs"] == 3
+    ops = {r["op_type"]: r for r in onnx_prof["ops"]}
+    assert abs(sum(r["share"] for r in ops.values()) - 1.0) < 1e-6
+    assert ops["MatMul"]["nodes"] >= 4 and ops["MatMul"]["ms"] > 0
+    assert "Gelu" in ops and "Erf" not in ops  # the exported GELU runs fused
+    shares = [r["share"] for r in onnx_prof["ops"]]
+    assert shares == sorted(shares, reverse=True)
+    assert ckpt_prof["ops"] == [] and "ONNX Runtime" in ckpt_prof["reason"]
+    assert _profile_dirs() == before  # the profiler's JSON is removed
+
+    res = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch", "1", "--iters", "2", "--profile"])
+    assert res.exit_code == 0, res.output
+    assert "ONNX Runtime profile over 2 runs" in res.output and "MatMul" in res.output
+    res = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch", "1", "--iters", "2", "--json"])
+    assert "profiles" not in json.loads(res.output)
