@@ -6,11 +6,19 @@ the precision decision is made here, once, in ONNX.
 
 **int8** uses ONNX Runtime's static quantiser in QDQ format with the settings
 TensorRT's explicit quantisation needs: symmetric int8, zero-point 0, weights
-per output channel, activations per tensor. Only the projections, the MLP, the
-patch embedding and the head (``MatMul``/``Gemm``/``Conv``) are quantised; the AFT
-core (exps, the products or convolutions on them, reductions, division) stays in
-floating point: the custom ``com.aft`` nodes, or in the decomposed form every node
-owned directly by an AFT module (see :func:`aft_export.graph.aft_core_nodes`).
+per output channel, activations per tensor. Only the projections (the fused q/k/v
+one included), the MLP, the patch embedding and the head (``MatMul``/``Gemm``/``Conv``)
+are quantised; the AFT core (exps, the products or convolutions on them, reductions,
+division) stays in floating point: the custom ``com.aft`` nodes, or in the decomposed
+form every other node owned directly by an AFT module (see
+:func:`aft_export.graph.aft_core_nodes`). ``quantize_aft_core`` (``--quantize-aft-core``)
+inlines the ``com.aft`` functions and quantises the core's MatMuls/Convs too: their
+operands ``exp(w - max)`` and ``exp(K - max)`` lie in (0, 1], so int8 keeps only 7 bits
+of them and rounds small weights to 0; it is measured, not the default.
+
+Placement is for the runtime as well as for TensorRT: every layer that reads a
+quantised activation gets its own Q -> DQ pair (:func:`_qdq_per_consumer`), which is
+what ONNX Runtime needs to fuse ``DQ -> MatMul`` into ``MatMulIntegerToFloat``.
 
 Calibration ranges are cached under a key made of the model's sha256, the
 calibration set's sha256 and the method, so a second run with the same inputs
@@ -39,7 +47,8 @@ from aft_export.calib import CalibrationReader, CalibrationSet, Preprocess, load
 from aft_export.compare import agreement as _agreement
 from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write, cache_root, check_output_path, make_dirs, sha256_file
-from aft_export.graph import AFT_LAYER_TYPES, aft_core_nodes, name_nodes, node_module, toposort, with_outputs
+from aft_export.graph import (AFT_LAYER_TYPES, DOMAIN, aft_core_nodes, inline_functions, name_nodes, node_module,
+                              toposort, with_outputs)
 from aft_export.options import METHODS, PRECISIONS, QuantizeOptions  # noqa: F401 (the API)
 from aft_export.onnxio import check_graph, graph_precision, load_onnx, read_metadata, save_onnx, set_metadata
 from aft_export.runners import ModelInfo, OrtRunner
@@ -292,6 +301,10 @@ def quantize_model(model_path, out, calib: str | None, options: QuantizeOptions 
         if cset.requested > len(cset):
             log(f"calibration: {calib} has only {len(cset)} images; using them (--allow-fewer)")
 
+    if opts.precision == "int8" and opts.quantize_aft_core and any(n.domain == DOMAIN for n in model.graph.node):
+        # the core's MatMuls are inside the com.aft functions, where no quantiser reaches
+        model = inline_functions(model)
+        name_nodes(model)
     core = aft_core_nodes(model)
     recipe: dict = {"precision": opts.precision, "tool": f"aft-export {__version__}",
                     "source_onnx_sha256": model_sha,
