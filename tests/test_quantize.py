@@ -13,7 +13,7 @@ from aft_export.cli import main
 from aft_export.errors import AFTExportError
 from aft_export.export.exporter import ExportOptions, export_checkpoint
 from aft_export.export.functions import DOMAIN
-from aft_export.graph import aft_core_nodes, node_module
+from aft_export.graph import aft_core_nodes, aft_projection_nodes, node_module
 from aft_export.quantize import QuantizeOptions, quantize_model
 from aft_export.onnxio import graph_precision
 from tests.conftest import REPO
@@ -49,6 +49,11 @@ def test_every_projection_mlp_embedding_and_head_is_int8(onnx_models, key, tmp_p
               and node_module(n) and node_module(n)[1] in ("Linear", "Conv2d")]  # fmt: skip
     assert len(layers) >= 8
     assert [n.name for n in layers if n.name not in reads_dq] == []
+    # the q/k/v projection the exporter fuses into one MatMul owned by the AFT module is int8 too
+    src = onnx.load(onnx_models[key])
+    fused = [n.name for n in src.graph.node if n.name in set(aft_projection_nodes(src)) and n.op_type == "MatMul"]
+    assert (len(fused) > 0) == (key == "custom")  # aft_full_test fuses q/k/v; aft_conv_test (k_dim 32) does not
+    assert [n for n in fused if n not in reads_dq] == []
 
 
 def _opts(tmp_path, **kw):
