@@ -189,7 +189,9 @@ def _quantize_options():
         click.option("--per-channel/--per-tensor", default=default(Q, "per_channel"), show_default=True,
                      help="int8 weight scales."),
         click.option("--exclude", multiple=True, help="Node name to keep in floating point (repeatable)."),
-        click.option("--quantize-aft-core", is_flag=True, help="int8: quantise the AFT core too (not advised)."),
+        click.option("--quantize-aft-core", is_flag=True,
+                     help="int8: quantise the AFT core too (inlines the com.aft functions; ONNX Runtime "
+                          "does not fuse those MatMuls, so slower on CPU; not advised)."),
         click.option("--sensitivity", is_flag=True, help="int8: rank nodes, keep the worst in float until --budget."),
         click.option("--budget", default=default(Q, "budget"), show_default=True,
                      help="Sensitivity: allowed %% top-1 disagreement with fp32 on the calibration images."),

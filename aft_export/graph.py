@@ -140,13 +140,48 @@ def aft_core_nodes(model) -> list[str]:
     """Names of the nodes that compute the AFT mixing itself (exps, the products or
     convolutions on them, reductions, division): the custom-domain nodes in the
     custom op form, the nodes owned directly by an AFT module (not by its q/k/v/out
-    projections) in the decomposed form."""
+    projections) in the decomposed form.
+
+    A projection can end up owned by the AFT module itself: the exporter fuses
+    ``to_q``/``to_k``/``to_v`` into one ``MatMul`` (+ bias ``Add``, ``Split``) and
+    records the module that holds all three. Such a node is a projection, not the
+    core (see :func:`aft_projection_nodes`): in the custom form only the custom-domain
+    node is the core, in the decomposed form every other node the module owns."""
+    custom = {node_module(n)[0] for n in model.graph.node if n.domain == DOMAIN and node_module(n)}
+    projections = set(aft_projection_nodes(model))
     names = []
     for node in model.graph.node:
         mod = node_module(node)
-        if node.domain == DOMAIN or (mod is not None and mod[1] in AFT_LAYER_TYPES):
+        if node.domain == DOMAIN:
+            names.append(node.name)
+        elif (mod is not None and mod[1] in AFT_LAYER_TYPES and mod[0] not in custom
+              and node.name not in projections):  # fmt: skip
             names.append(node.name)
     return names
+
+
+def aft_projection_nodes(model) -> list[str]:
+    """Nodes an AFT module owns directly that compute its input projections: a
+    ``MatMul``/``Gemm`` with a constant weight whose other input comes from outside
+    the module, and the bias ``Add`` and ``Split`` that only read such projections."""
+    consts = {t.name for t in model.graph.initializer}
+    consts |= {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
+    producer = {o: n for n in model.graph.node for o in n.output}
+    found: set[str] = set()
+    for node in model.graph.node:  # topological order: producers first
+        mod = node_module(node)
+        if mod is None or mod[1] not in AFT_LAYER_TYPES or node.domain == DOMAIN:
+            continue
+        data = [i for i in node.input if i and i not in consts]
+        if node.op_type in ("MatMul", "Gemm") and len(data) == 1 and len(node.input) - len(data) >= 1:
+            src = producer.get(data[0])
+            if src is None or node_module(src) != mod:
+                found.add(node.name)
+        elif node.op_type in ("Add", "Split") and data and all(
+            i in producer and producer[i].name in found for i in data
+        ):
+            found.add(node.name)
+    return [n.name for n in model.graph.node if n.name in found]
 
 
 def with_outputs(model, names: list[str]):

@@ -6,11 +6,19 @@ the precision decision is made here, once, in ONNX.
 
 **int8** uses ONNX Runtime's static quantiser in QDQ format with the settings
 TensorRT's explicit quantisation needs: symmetric int8, zero-point 0, weights
-per output channel, activations per tensor. Only the projections, the MLP, the
-patch embedding and the head (``MatMul``/``Gemm``/``Conv``) are quantised; the AFT
-core (exps, the products or convolutions on them, reductions, division) stays in
-floating point: the custom ``com.aft`` nodes, or in the decomposed form every node
-owned directly by an AFT module (see :func:`aft_export.graph.aft_core_nodes`).
+per output channel, activations per tensor. Only the projections (the fused q/k/v
+one included), the MLP, the patch embedding and the head (``MatMul``/``Gemm``/``Conv``)
+are quantised; the AFT core (exps, the products or convolutions on them, reductions,
+division) stays in floating point: the custom ``com.aft`` nodes, or in the decomposed
+form every other node owned directly by an AFT module (see
+:func:`aft_export.graph.aft_core_nodes`). ``quantize_aft_core`` (``--quantize-aft-core``)
+inlines the ``com.aft`` functions and quantises the core's MatMuls/Convs too: their
+operands ``exp(w - max)`` and ``exp(K - max)`` lie in (0, 1], so int8 keeps only 7 bits
+of them and rounds small weights to 0; it is measured, not the default.
+
+Placement is for the runtime as well as for TensorRT: every layer that reads a
+quantised activation gets its own Q -> DQ pair (:func:`_qdq_per_consumer`), which is
+what ONNX Runtime needs to fuse ``DQ -> MatMul`` into ``MatMulIntegerToFloat``.
 
 Calibration ranges are cached under a key made of the model's sha256, the
 calibration set's sha256 and the method, so a second run with the same inputs
@@ -39,7 +47,8 @@ from aft_export.calib import CalibrationReader, CalibrationSet, Preprocess, load
 from aft_export.compare import agreement as _agreement
 from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write, cache_root, check_output_path, make_dirs, sha256_file
-from aft_export.graph import AFT_LAYER_TYPES, aft_core_nodes, name_nodes, node_module, toposort, with_outputs
+from aft_export.graph import (AFT_LAYER_TYPES, DOMAIN, aft_core_nodes, inline_functions, name_nodes, node_module,
+                              toposort, with_outputs)
 from aft_export.options import METHODS, PRECISIONS, QuantizeOptions  # noqa: F401 (the API)
 from aft_export.onnxio import check_graph, graph_precision, load_onnx, read_metadata, save_onnx, set_metadata
 from aft_export.runners import ModelInfo, OrtRunner
@@ -156,7 +165,62 @@ def _ort_quantize(model, opts: QuantizeOptions, exclude: list[str], ranges: Path
                 nodes_to_exclude=exclude, calibrate_method=_method(opts.method), extra_options=extra,
                 calibration_cache_path=str(ranges),
             )  # fmt: skip
-        return onnx.load(str(dst))
+        qmodel = onnx.load(str(dst))
+    _qdq_per_consumer(qmodel)
+    return qmodel
+
+
+def _qdq_per_consumer(model) -> int:
+    """Give every layer that reads a quantised activation its own Q -> DQ pair, with
+    its own copies of the scale and zero point.
+
+    ORT's quantiser writes one QuantizeLinear for a value that several layers read
+    (AFT-conv's ``to_q``, ``to_k`` and ``to_v`` all read the same LayerNorm output).
+    ONNX Runtime fuses ``Q -> DQ -> MatMul`` into ``MatMulIntegerToFloat`` only where
+    the Q feeds that one chain; with the Q shared, the three projections ran as
+    float MatMuls that dequantised their int8 weights on every call (slower than
+    fp32 at batch 1). Duplicate Q nodes with the same inputs would be merged back by
+    ORT's common-subexpression elimination, hence the copied scale and zero point.
+    The values are unchanged (same scale, same rounding); TensorRT fuses each pair
+    into its layer as before. Returns the number of Q -> DQ pairs added."""
+    inits = {t.name: t for t in model.graph.initializer}
+    consumers: dict[str, list] = {}
+    for node in model.graph.node:
+        for i, name in enumerate(node.input):
+            consumers.setdefault(name, []).append((node, i))
+    outputs = {o.name for o in model.graph.output}
+    nodes, tensors, added = [], [], 0
+    for q in [n for n in model.graph.node if n.op_type == "QuantizeLinear"]:
+        dqs = [n for n, _ in consumers.get(q.output[0], []) if n.op_type == "DequantizeLinear"]
+        uses = [(dq, user, i) for dq in dqs for user, i in consumers.get(dq.output[0], [])]
+        if len(uses) < 2 or len(dqs) != len(consumers.get(q.output[0], [])) or any(
+            dq.output[0] in outputs for dq in dqs
+        ) or not all(name in inits for name in q.input[1:3]):
+            continue
+        for k, (dq, user, i) in enumerate(uses[1:], start=1):
+            new_q, new_dq = type(q)(), type(dq)()
+            new_q.CopyFrom(q)
+            new_dq.CopyFrom(dq)
+            new_q.name, new_dq.name = f"{q.name}_{k}", f"{dq.name}_{k}"
+            new_q.output[0], new_dq.output[0] = f"{q.output[0]}_{k}", f"{dq.output[0]}_{k}"
+            new_dq.input[0] = new_q.output[0]
+            for j in (1, 2):
+                copy = type(inits[q.input[j]])()
+                copy.CopyFrom(inits[q.input[j]])
+                copy.name = f"{q.input[j]}_{k}"
+                tensors.append(copy)
+                new_q.input[j] = new_dq.input[j] = copy.name
+            user.input[i] = new_dq.output[0]
+            nodes += [new_q, new_dq]
+            added += 1
+        for dq in dqs[1:]:  # the first DQ now feeds the first use only
+            if not any(name == dq.output[0] for n in model.graph.node for name in n.input):
+                model.graph.node.remove(dq)
+    if added:
+        model.graph.initializer.extend(tensors)
+        model.graph.node.extend(nodes)
+        toposort(model)
+    return added
 
 
 def _restore_functions_and_metadata(out, source) -> None:
@@ -237,6 +301,10 @@ def quantize_model(model_path, out, calib: str | None, options: QuantizeOptions 
         if cset.requested > len(cset):
             log(f"calibration: {calib} has only {len(cset)} images; using them (--allow-fewer)")
 
+    if opts.precision == "int8" and opts.quantize_aft_core and any(n.domain == DOMAIN for n in model.graph.node):
+        # the core's MatMuls are inside the com.aft functions, where no quantiser reaches
+        model = inline_functions(model)
+        name_nodes(model)
     core = aft_core_nodes(model)
     recipe: dict = {"precision": opts.precision, "tool": f"aft-export {__version__}",
                     "source_onnx_sha256": model_sha,

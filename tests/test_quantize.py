@@ -13,7 +13,7 @@ from aft_export.cli import main
 from aft_export.errors import AFTExportError
 from aft_export.export.exporter import ExportOptions, export_checkpoint
 from aft_export.export.functions import DOMAIN
-from aft_export.graph import aft_core_nodes, node_module
+from aft_export.graph import aft_core_nodes, aft_projection_nodes, node_module
 from aft_export.quantize import QuantizeOptions, quantize_model
 from aft_export.onnxio import graph_precision
 from tests.conftest import REPO
@@ -49,6 +49,11 @@ def test_every_projection_mlp_embedding_and_head_is_int8(onnx_models, key, tmp_p
               and node_module(n) and node_module(n)[1] in ("Linear", "Conv2d")]  # fmt: skip
     assert len(layers) >= 8
     assert [n.name for n in layers if n.name not in reads_dq] == []
+    # the q/k/v projection the exporter fuses into one MatMul owned by the AFT module is int8 too
+    src = onnx.load(onnx_models[key])
+    fused = [n.name for n in src.graph.node if n.name in set(aft_projection_nodes(src)) and n.op_type == "MatMul"]
+    assert (len(fused) > 0) == (key == "custom")  # aft_full_test fuses q/k/v; aft_conv_test (k_dim 32) does not
+    assert [n for n in fused if n not in reads_dq] == []
 
 
 def _opts(tmp_path, **kw):
@@ -528,3 +533,104 @@ def test_int8_biases_stay_float_for_tensorrt(tmp_path, cifar10):
     assert {"Conv", "Gemm"} <= {n.op_type for n in model.graph.node if n.name in _consumers_of_dq(model)}
     biases = {n.input[2] for n in model.graph.node if n.op_type in ("Conv", "Gemm")}
     assert biases == {"conv.bias", "head.bias"}, "biases are read as float initializers"
+
+
+def _aft_block(path, size=8):
+    """image (N, 3, 8, 8) -> Conv "embed" (4 tokens of width 8) -> LayerNormalization "norm"
+    -> MatMul "qkv" (the fused q/k/v projection, owned by the AFT module itself, as the
+    exporter writes it) + bias -> Split -> the AFT core (Exp, Mul, MatMul "core_matmul"
+    with a constant positive left operand, Sigmoid gate), MatMul "proj"; the norm output
+    is read by a second layer too, MatMul "side" -> ReduceMean -> Gemm "head"."""
+    from onnx import helper
+
+    from aft_export.graph import set_props
+
+    rng = np.random.default_rng(0)
+    d, t = 8, 4
+    arrays = {"embed.w": rng.standard_normal((d, 3, 4, 4)) * 0.2, "embed.b": np.zeros(d),
+              "norm.g": np.ones(d), "norm.b": np.zeros(d), "qkv.w": rng.standard_normal((d, 3 * d)) * 0.3,
+              "qkv.b": rng.standard_normal(3 * d) * 0.1, "split": np.array([d, d, d], np.int64),
+              "pos": np.exp(rng.standard_normal((t, t)) * 0.1 - 0.5), "proj.w": rng.standard_normal((d, d)) * 0.3,
+              "side.w": rng.standard_normal((d, d)) * 0.3, "shape": np.array([0, d, t], np.int64),
+              "axes": np.array([1], np.int64), "head.w": rng.standard_normal((10, d)), "head.b": np.zeros(10)}  # fmt: skip
+    inits = [numpy_helper.from_array(a.astype(np.int64 if a.dtype == np.int64 else np.float32), n)
+             for n, a in arrays.items()]  # fmt: skip
+    mixer, core = ("mixer", "AFTFull"), ("mixer", "AFTFull")
+    spec = [  # (op, inputs, outputs, name, module, attributes)
+        ("Conv", ["image", "embed.w", "embed.b"], ["e"], "embed", ("embed", "Conv2d"), dict(kernel_shape=[4, 4], strides=[4, 4])),
+        ("Reshape", ["e", "shape"], ["r"], "reshape", None, {}),
+        ("Transpose", ["r"], ["x"], "tokens", None, dict(perm=[0, 2, 1])),
+        ("LayerNormalization", ["x", "norm.g", "norm.b"], ["n"], "norm", ("norm", "LayerNorm"), dict(axis=-1)),
+        ("MatMul", ["n", "qkv.w"], ["qkv0"], "qkv", mixer, {}),
+        ("Add", ["qkv0", "qkv.b"], ["qkv1"], "qkv_bias", mixer, {}),
+        ("Split", ["qkv1", "split"], ["q", "k", "v"], "split", mixer, dict(axis=-1)),
+        ("Exp", ["k"], ["ek"], "core_exp", core, {}),
+        ("Mul", ["ek", "v"], ["ekv"], "core_mul", core, {}),
+        ("MatMul", ["pos", "ekv"], ["num"], "core_matmul", core, {}),
+        ("MatMul", ["pos", "ek"], ["den"], "core_den", core, {}),
+        ("Div", ["num", "den"], ["y"], "core_div", core, {}),
+        ("Sigmoid", ["q"], ["g"], "core_gate", core, {}),
+        ("Mul", ["g", "y"], ["gy"], "core_out", core, {}),
+        ("MatMul", ["gy", "proj.w"], ["p"], "proj", ("mixer.proj", "Linear"), {}),
+        ("MatMul", ["n", "side.w"], ["s"], "side", ("side", "Linear"), {}),
+        ("Add", ["p", "s"], ["ps"], "residual", None, {}),
+        ("ReduceMean", ["ps", "axes"], ["m"], "pool", None, dict(keepdims=0)),
+        ("Gemm", ["m", "head.w", "head.b"], ["logits"], "head", ("head", "Linear"), dict(transB=1)),
+    ]  # fmt: skip
+    nodes = []
+    for op, ins, outs, name, module, attrs in spec:
+        node = helper.make_node(op, ins, outs, name=name, **attrs)
+        if module:
+            set_props(node, {"aft.module": module[0], "aft.module_type": module[1]})
+        nodes.append(node)
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 3, size, size])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], inits)  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    for key, value in (("classes", json.dumps([str(i) for i in range(10)])), ("input_size", f"[3, {size}, {size}]"),
+                       ("mean", "[0.5, 0.5, 0.5]"), ("std", "[0.25, 0.25, 0.25]")):  # fmt: skip
+        model.metadata_props.add(key=key, value=value)
+    onnx.save(model, path)
+    return path
+
+
+def test_placement_quantises_projections_keeps_the_core_float_and_lets_ort_fuse_each(tmp_path):
+    """The fused q/k/v MatMul belongs to the AFT module but is a projection: int8. The
+    core's MatMuls (a constant positive operand times exp(K)-weighted values) stay float.
+    ``qkv`` and ``side`` read the same LayerNorm output: each gets its own Q -> DQ, so
+    ONNX Runtime fuses both into MatMulIntegerToFloat (a shared Q left them float)."""
+    from aft_export.graph import aft_core_nodes
+
+    src = _aft_block(tmp_path / "b.onnx")
+    core = set(aft_core_nodes(onnx.load(src)))
+    assert core == {"core_exp", "core_mul", "core_matmul", "core_den", "core_div", "core_gate", "core_out"}
+    x = np.random.default_rng(1).standard_normal((64, 3, 8, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "q.onnx"
+    result = quantize_model(src, out, str(tmp_path / "x.npy"), _opts(tmp_path, count=64), **QUIET)
+    assert _quantized(out) == {"embed", "qkv", "proj", "side", "head"}
+    assert set(result.recipe["excluded_nodes"]) == core
+    model = onnx.load(out)
+    consumers = {}
+    for n in model.graph.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+    for q in (n for n in model.graph.node if n.op_type == "QuantizeLinear"):
+        assert [c.op_type for c in consumers[q.output[0]]] == ["DequantizeLinear"], q.name
+        assert len(consumers[consumers[q.output[0]][0].output[0]]) == 1, q.name
+    # what ONNX Runtime makes of it: every int8 MatMul fused, the core's two still float
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    ort.InferenceSession(str(out), options, providers=["CPUExecutionProvider"])
+    ops = [n.op_type for n in onnx.load(tmp_path / "opt.onnx").graph.node]
+    assert ops.count("MatMulIntegerToFloat") == 3 and ops.count("MatMul") == 2
+    ref, got = _logits(src, x), _logits(out, x)
+    assert np.abs(ref - got).max() < 0.05 * np.abs(ref).max()
+
+
+def test_quantize_aft_core_option_puts_the_core_matmuls_in_int8(tmp_path):
+    src = _aft_block(tmp_path / "b.onnx")
+    x = np.random.default_rng(1).standard_normal((64, 3, 8, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "q.onnx"
+    quantize_model(src, out, str(tmp_path / "x.npy"), _opts(tmp_path, count=64, quantize_aft_core=True), **QUIET)
+    assert {"core_matmul", "core_den", "qkv"} <= _quantized(out)
