@@ -94,8 +94,9 @@ class AFTLocal(AFTLayer):
     ``(dr, dc)`` of its window (``sr = min(s, H)``, ``sc = min(s, W)``); offsets that
     leave the grid are held at 0. A 1-D sequence (``grid=None``) is the grid ``(1, T)``.
     Checkpoints written before the banded operator stored a dense ``(T, T)`` ``w``; it
-    is converted when loaded (:meth:`_load_from_state_dict`), dropping only the entries
-    outside the window, which were masked out and never used.
+    is converted when loaded (:meth:`upgrade_state`, called by ``load_state_dict`` and by
+    :func:`aft_export.checkpoint.load_checkpoint`), dropping only the entries outside the
+    window, which were masked out and never used.
     """
 
     def __init__(
@@ -119,11 +120,17 @@ class AFTLocal(AFTLayer):
         """(T, 2 sr - 1, 2 sc - 1): the window's bias, 0 for offsets off the grid."""
         return self.w * self.valid
 
+    def upgrade_state(self, state: dict, prefix: str = "") -> bool:
+        """Convert a dense ``(T, T)`` ``w`` in ``state`` (the layout before the banded
+        operator) to the banded one, in place. Returns whether anything was converted."""
+        old = state.get(prefix + "w")
+        if old is None or old.dim() != 2 or tuple(old.shape) != (self.num_tokens, self.num_tokens):
+            return False
+        state[prefix + "w"] = local_band_from_dense(old, self.grid, self.window)
+        return True
+
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        key = prefix + "w"
-        old = state_dict.get(key)
-        if old is not None and old.dim() == 2 and old.shape == (self.num_tokens, self.num_tokens):
-            state_dict[key] = local_band_from_dense(old, self.grid, self.window)
+        self.upgrade_state(state_dict, prefix)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def mix(self, q: Tensor, k: Tensor, v: Tensor, grid: tuple[int, int] | None) -> Tensor:
