@@ -161,7 +161,7 @@ def _strip_prefixes(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 def _load_weights(model: AFTClassifier, state: dict, path: Path) -> None:
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise AFTExportError(f"{path} does not hold a state_dict of tensors")
-    state = _strip_prefixes(state)
+    state = model.upgrade_state_dict(_strip_prefixes(state))  # layouts of earlier releases
     expected = model.state_dict()
     missing = [k for k in expected if k not in state]
     unexpected = [k for k in state if k not in expected]

@@ -168,3 +168,38 @@ def test_save_is_atomic_and_checks_directory(tmp_path, model):
 def test_class_count_must_match(tmp_path, model):
     with pytest.raises(AFTExportError, match="3 class names for a 10-class model"):
         save_checkpoint(tmp_path / "x.pt", model, ["a", "b", "c"])
+
+
+def test_dense_local_bias_of_earlier_releases_loads(tmp_path):
+    """AFT-local checkpoints written before the banded operator hold a dense (T, T) bias,
+    used only inside the window: they load, converted, and compute the same logits."""
+    from aft_export.layers.cores import local_bias_mask
+
+    torch.manual_seed(3)
+    model = create_model("aft_local_test").eval()
+    with torch.no_grad():
+        for block in model.blocks:
+            block.mixer.w.normal_(0.0, 1.0)
+    path = tmp_path / "new.pt"
+    save_checkpoint(path, model, CLASSES, model_name="aft_local_test")
+    payload = torch.load(path, weights_only=True)
+    cfg = model.cfg
+    mask = local_bias_mask(cfg.num_tokens, cfg.window, cfg.grid)
+    for i, block in enumerate(model.blocks):  # the old layout: (T, T), noise outside the window
+        mixer = block.mixer
+        dense = torch.randn(cfg.num_tokens, cfg.num_tokens)
+        h, w = cfg.grid
+        s = min(cfg.window, h)
+        for t in range(cfg.num_tokens):
+            for u in range(cfg.num_tokens):
+                if mask[t, u]:
+                    dr, dc = u // w - t // w, u % w - t % w
+                    dense[t, u] = mixer.w[t, dr + s - 1, dc + s - 1]
+        payload["state_dict"][f"blocks.{i}.mixer.w"] = dense
+    old = tmp_path / "old.pt"
+    torch.save(payload, old)
+    loaded, _ = load_checkpoint(old)
+    assert loaded.blocks[0].mixer.w.shape == model.blocks[0].mixer.w.shape
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        assert torch.allclose(loaded(x), model(x), rtol=1e-5, atol=1e-6)

@@ -34,6 +34,11 @@ from aft_export.options import MIN_OPSET
 
 VERSION = 1
 _aft = onnxscript.values.Opset(domain=DOMAIN, version=VERSION)
+# Each op's version in the com.aft domain: AFTLocal 2 takes the banded bias
+# (T, 2 sr - 1, 2 sc - 1) and a ``grid`` attribute (version 1 took a dense (T, T) bias).
+# A model imports the domain at the highest; an op resolves to its newest version at or below it.
+OP_VERSIONS = {"AFTFull": 1, "AFTLocal": 2, "AFTSimple": 1, "AFTConv": 1}
+DOMAIN_VERSION = max(OP_VERSIONS.values())
 
 
 @onnxscript.script(_aft, default_opset=op)
@@ -51,18 +56,6 @@ def AFTFull(q: FLOAT, k: FLOAT, v: FLOAT, w: FLOAT) -> FLOAT:
     halves = op.Reshape(both, op.Constant(value_ints=[0, 0, 2, -1]))
     num = op.Gather(halves, op.Constant(value_int=0), axis=2)
     den = op.Gather(halves, op.Constant(value_int=1), axis=2)
-    return op.Mul(op.Sigmoid(q), op.Div(num, den))
-
-
-@onnxscript.script(_aft, default_opset=op)
-def AFTLocal(q: FLOAT, k: FLOAT, v: FLOAT, w: FLOAT) -> FLOAT:
-    """As AFTFull; ``w`` is zero outside the window (the node's ``window`` attribute)."""
-    k_max = op.ReduceMax(k, op.Constant(value_ints=[1]), keepdims=1)
-    ek = op.Exp(op.Sub(k, k_max))
-    w_max = op.ReduceMax(w, op.Constant(value_ints=[1]), keepdims=1)
-    ew = op.Exp(op.Sub(w, w_max))
-    num = op.MatMul(ew, op.Mul(ek, v))
-    den = op.MatMul(ew, ek)
     return op.Mul(op.Sigmoid(q), op.Div(num, den))
 
 
@@ -109,16 +102,115 @@ def AFTConv(q: FLOAT, k: FLOAT, v: FLOAT, kernel: FLOAT, heads: int) -> FLOAT:
     return op.Mul(op.Sigmoid(q), y)
 
 
-FUNCTIONS = {"AFTFull": AFTFull, "AFTLocal": AFTLocal, "AFTSimple": AFTSimple, "AFTConv": AFTConv}
+def local_function(overload: str, opset: int) -> onnx.FunctionProto:
+    """The AFTLocal (version 2) body for one grid and window, ``overload = g<H>x<W>s<s>``.
+
+    q, k, v: (B, T, d) with ``T = H W``; w: (T, 2 sr - 1, 2 sc - 1), the bias of each
+    target for each offset of its window (``sr = min(s, H)``, ``sc = min(s, W)``), 0 for
+    offsets off the grid. The banded computation of
+    :func:`aft_export.layers.cores.aft_local_core`, with every tile in one batched MatMul:
+    with ``m = max(0, max w)`` per target, ``A = exp(w - m) - exp(-m)`` skewed into a
+    ``(R C, Lr Lc)`` matrix per tile of ``R x C`` targets (pads and reshapes), times the
+    tile's halo of ``eK V`` and ``eK`` (two Gathers with literal indices), plus
+    ``exp(-m)`` times their global sums. Every size is a literal: shapes are static but
+    for the batch. Work ``O(T Lr Lc d)``, intermediates ``O(T d)`` (at most nine halos' worth)
+    and ``O(T Lr Lc)`` for the weights (a function of the initializers only).
+    """
+    import numpy as np
+
+    from aft_export.layers.cores import local_tiling
+
+    h, wd, window = (int(x) for x in overload[1:].replace("x", " ").replace("s", " ").split())
+    sr, sc = min(window, h), min(window, wd)
+    kr, kc = 2 * sr - 1, 2 * sc - 1
+    (nr, rr, lr, pr, cr), (nc, cc, lc, pc, ccol) = local_tiling((h, wd), (sr, sc))
+    hp, wp = (nr - 1) * rr + lr, (nc - 1) * cc + lc
+    t = h * wd
+    nodes: list = []
+    count = [0]
+
+    def const(values, dtype=np.int64) -> str:
+        count[0] += 1
+        name = f"c{count[0]}"
+        arr = np.asarray(values, dtype=dtype)
+        nodes.append(onnx.helper.make_node("Constant", [], [name], value=onnx.numpy_helper.from_array(arr, name)))
+        return name
+
+    def node(op_type, inputs, **attrs) -> str:
+        count[0] += 1
+        name = f"{op_type.lower()}{count[0]}"
+        nodes.append(onnx.helper.make_node(op_type, list(inputs), [name], **attrs))
+        return name
+
+    def skew(x, lead, r, k, crop, length):
+        """(*lead, r, k) -> (*lead, r, length): out[.., a, a + j - crop] = x[.., a, j]"""
+        full = r + k - 1
+        x = node("Pad", [x, const([0] * (len(lead) + 2) + [0] * (len(lead) + 1) + [full + 1 - k])])
+        x = node("Reshape", [x, const([*lead, r * (full + 1)])])
+        x = node("Slice", [x, const([0]), const([r * full]), const([-1])])
+        x = node("Reshape", [x, const([*lead, r, full])])
+        if crop or length != full:
+            x = node("Slice", [x, const([crop]), const([crop + length]), const([-1])])
+        return x
+
+    # eK V and eK, stabilised by the max of K over positions
+    k_max = node("ReduceMax", ["k", const([1])], keepdims=1)
+    ek = node("Exp", [node("Sub", ["k", k_max])])
+    x = node("Concat", [node("Mul", [ek, "v"]), ek], axis=2)  # (B, T, 2d)
+    xsum = node("Reshape", [node("ReduceSum", [x, const([1])], keepdims=0), const([-1])])  # (B * 2d,)
+    xg = node("Transpose", [node("Reshape", [x, const([0, h, wd, -1])])], perm=[1, 2, 0, 3])  # (H, W, B, 2d)
+    xg = node("Reshape", [xg, const([h, wd, -1])])  # (H, W, N)
+    if (hp, wp) != (h, wd):
+        xg = node("Pad", [xg, const([pr, pc, 0, hp - h - pr, wp - wd - pc, 0])])
+    rows = np.arange(nr)[:, None] * rr + np.arange(lr)  # (nr, Lr): each tile row's halo
+    cols = np.arange(nc)[:, None] * cc + np.arange(lc)
+    halo = node("Gather", [node("Gather", [xg, const(rows)], axis=0), const(cols)], axis=2)  # (nr, Lr, nc, Lc, N)
+    halo = node("Reshape", [node("Transpose", [halo], perm=[0, 2, 1, 3, 4]), const([nr, nc, lr * lc, -1])])
+
+    # the weights: exp(w - m) - exp(-m), skewed onto each tile's halo
+    m = node("Relu", [node("ReduceMax", ["w", const([1, 2])], keepdims=1)])  # (T, 1, 1)
+    g = node("Exp", [node("Neg", [m])])  # weight of every position outside the window
+    a = node("Reshape", [node("Sub", [node("Exp", [node("Sub", ["w", m])]), g]), const([h, wd, kr, kc])])
+    if (nr * rr, nc * cc) != (h, wd):
+        a = node("Pad", [a, const([0, 0, 0, 0, nr * rr - h, nc * cc - wd, 0, 0])])
+    a = node("Transpose", [node("Reshape", [a, const([nr, rr, nc, cc, kr, kc])])], perm=[0, 2, 3, 5, 1, 4])
+    a = skew(a, [nr, nc, cc, kc], rr, kr, cr, lr)  # (nr, nc, C, Kc, R, Lr)
+    a = node("Transpose", [a], perm=[0, 1, 4, 5, 2, 3])  # (nr, nc, R, Lr, C, Kc)
+    a = skew(a, [nr, nc, rr, lr], cc, kc, ccol, lc)  # (nr, nc, R, Lr, C, Lc)
+    a = node("Reshape", [node("Transpose", [a], perm=[0, 1, 2, 4, 3, 5]), const([nr, nc, rr * cc, lr * lc])])
+    g = node("Reshape", [g, const([h, wd])])
+    if (nr * rr, nc * cc) != (h, wd):
+        g = node("Pad", [g, const([0, 0, nr * rr - h, nc * cc - wd]), const(1.0, np.float32)])
+    g = node("Transpose", [node("Reshape", [g, const([nr, rr, nc, cc])])], perm=[0, 2, 1, 3])
+    g = node("Reshape", [g, const([nr, nc, rr * cc, 1])])
+
+    out = node("Add", [node("MatMul", [a, halo]), node("Mul", [g, xsum])])  # (nr, nc, R C, N)
+    out = node("Transpose", [node("Reshape", [out, const([nr, nc, rr, cc, -1])])], perm=[0, 2, 1, 3, 4])
+    out = node("Reshape", [out, const([nr * rr, nc * cc, -1])])
+    if (nr * rr, nc * cc) != (h, wd):
+        out = node("Slice", [out, const([0, 0]), const([h, wd]), const([0, 1])])
+    shape = node("Concat", [const([t]), node("Shape", ["k"], start=0, end=1), const([2]),
+                            node("Shape", ["k"], start=2, end=3)], axis=0)  # fmt: skip
+    out = node("Transpose", [node("Reshape", [out, shape])], perm=[1, 0, 2, 3])  # (B, T, 2, d)
+    num = node("Gather", [out, const(0)], axis=2)
+    den = node("Gather", [out, const(1)], axis=2)
+    nodes.append(onnx.helper.make_node("Mul", [node("Sigmoid", ["q"]), node("Div", [num, den])], ["y"]))
+    return onnx.helper.make_function(
+        DOMAIN, "AFTLocal", ["q", "k", "v", "w"], ["y"], nodes,
+        [onnx.helper.make_opsetid("", opset)], attributes=list(_ATTRS["AFTLocal"]), overload=overload,
+    )  # fmt: skip
+
+
+FUNCTIONS = {"AFTFull": AFTFull, "AFTLocal": local_function, "AFTSimple": AFTSimple, "AFTConv": AFTConv}
 _INPUTS = {"AFTFull": "qkvw", "AFTLocal": "qkvw", "AFTSimple": "qkv", "AFTConv": ("q", "k", "v", "kernel")}
-_ATTRS = {"AFTLocal": {"window": OpSchema.AttrType.INT},
+_ATTRS = {"AFTLocal": {"window": OpSchema.AttrType.INT, "grid": OpSchema.AttrType.INTS},
           "AFTConv": {"heads": OpSchema.AttrType.INT, "kernel_size": OpSchema.AttrType.INT}}  # fmt: skip
 
 
 def _schema(name: str) -> OpSchema:
     param = OpSchema.FormalParameter
     return OpSchema(
-        name, DOMAIN, VERSION,
+        name, DOMAIN, OP_VERSIONS[name],
         inputs=[param(n, "T") for n in _INPUTS[name]],
         outputs=[param("y", "T")],
         type_constraints=[("T", ["tensor(float)", "tensor(float16)"], "float tensors")],
@@ -133,25 +225,27 @@ def registered_schemas():
     try:
         for name in FUNCTIONS:
             try:
-                onnx.defs.get_schema(name, VERSION, DOMAIN)
+                found = onnx.defs.get_schema(name, OP_VERSIONS[name], DOMAIN)
             except onnx.defs.SchemaError:
+                found = None
+            if found is None or found.since_version != OP_VERSIONS[name]:
                 onnx.defs.register_schema(_schema(name))
                 added.append(name)
         yield
     finally:
         for name in added:
-            onnx.defs.deregister_schema(name, VERSION, DOMAIN)
+            onnx.defs.deregister_schema(name, OP_VERSIONS[name], DOMAIN)
 
 
 def translation_table() -> dict:
     """``custom_translation_table`` for torch.onnx.export: aft::* -> one com.aft node."""
-    aft = onnxscript.values.Opset(DOMAIN, VERSION)
+    aft = onnxscript.values.Opset(DOMAIN, DOMAIN_VERSION)
 
     def full(q, k, v, w):
         return aft.AFTFull(q, k, v, w)
 
-    def local(q, k, v, w, window: int):
-        return aft.AFTLocal(q, k, v, w, window=window)
+    def local(q, k, v, w, window: int, grid: list[int]):
+        return aft.AFTLocal(q, k, v, w, window=int(window), grid=[int(g) for g in grid])
 
     def simple(q, k, v):
         return aft.AFTSimple(q, k, v)
@@ -173,7 +267,19 @@ def _conv_overload(node) -> str:
     return f"k{ks}"
 
 
+def _local_overload(node) -> str:
+    """``g<H>x<W>s<window>``: AFT-local gets one body per grid and window (see local_function)."""
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    grid, window = list(attrs.get("grid", [])), attrs.get("window", 0)
+    if len(grid) != 2 or min(grid) < 1 or window < 1:
+        raise ValueError(f"AFTLocal node {node.name or '?'} needs attributes grid=[H, W] and window >= 1 "
+                         f"(a version-1 node with a dense bias has neither)")
+    return f"g{grid[0]}x{grid[1]}s{window}"
+
+
 def _body(name: str, overload: str, opset: int) -> onnx.FunctionProto:
+    if name == "AFTLocal":
+        return local_function(overload, opset)
     proto = FUNCTIONS[name].to_function_proto()
     # The bodies are written against opset 18; the ops they use only gained types
     # in later opsets, so they import the model's own version (the checker requires
@@ -212,12 +318,17 @@ def attach_functions(model: onnx.ModelProto) -> list[str]:
             continue
         if node.op_type == "AFTConv":
             node.overload = _conv_overload(node)
+        elif node.op_type == "AFTLocal":
+            node.overload = _local_overload(node)
         used.add(node.op_type)
         if (DOMAIN, node.op_type, node.overload) not in present:
             model.functions.append(_body(node.op_type, node.overload, opset))
             present.add((DOMAIN, node.op_type, node.overload))
-    if used and not any(o.domain == DOMAIN for o in model.opset_import):
-        model.opset_import.append(onnx.helper.make_opsetid(DOMAIN, VERSION))
+    domain = [o for o in model.opset_import if o.domain == DOMAIN]
+    if used and not domain:
+        model.opset_import.append(onnx.helper.make_opsetid(DOMAIN, DOMAIN_VERSION))
+    elif "AFTLocal" in used and domain[0].version < OP_VERSIONS["AFTLocal"]:
+        domain[0].version = OP_VERSIONS["AFTLocal"]
     if used and model.ir_version < 10:
         model.ir_version = 10  # function overloads
     return sorted(used)

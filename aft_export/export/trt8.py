@@ -92,7 +92,8 @@ _REDUCE_AXES_ATTR = ("ReduceMax", "ReduceMin", "ReduceMean", "ReduceProd", "Redu
 
 def _to_opset17(model) -> None:
     """Opset 18 -> 17 for the ops that changed in 18 and that a classifier uses: the
-    reductions take ``axes`` as an attribute again, Split loses ``num_outputs``. Any
+    reductions take ``axes`` as an attribute again, Split loses ``num_outputs``, Pad must not
+    name ``axes``. Any
     other op whose opset-18 definition differs from 17's is refused by name (ONNX's own
     version converter has no 18 -> 17 adapter for Split and leaves ReduceMean's
     ``noop_with_empty_axes`` behind)."""
@@ -123,6 +124,10 @@ def _to_opset17(model) -> None:
             keep = [a for a in node.attribute if a.name != "num_outputs"]
             del node.attribute[:]
             node.attribute.extend(keep)
+        elif node.op_type == "Pad":
+            # Pad-18 only added the optional ``axes`` input; without it, it is Pad-13
+            if len(node.input) > 3 and node.input[3]:
+                raise AFTExportError(f"Pad {node.name} pads selected axes; TensorRT 8 needs pads for every axis")
         elif onnx.defs.get_schema(node.op_type, 18, node.domain).since_version == 18:
             raise AFTExportError(f"{node.op_type} {node.name}: the opset-18 definition of {node.op_type} has no "
                                  f"opset-17 form here; TensorRT 8 cannot take this graph")  # fmt: skip

@@ -15,7 +15,8 @@ import torch
 from torch import Tensor, nn
 
 from aft_export.layers import ops
-from aft_export.layers.cores import (aft_conv_core, aft_full_core, aft_simple_core, conv_kernel_from_params,
+from aft_export.layers.cores import (aft_conv_core, aft_full_core, aft_local_core, aft_simple_core,
+                                     conv_kernel_from_params, local_band_from_dense, local_band_valid,
                                      local_bias_mask)  # fmt: skip
 
 __all__ = [
@@ -26,8 +27,10 @@ __all__ = [
     "AFTSimple",
     "aft_conv_core",
     "aft_full_core",
+    "aft_local_core",
     "aft_simple_core",
     "conv_kernel_from_params",
+    "local_band_from_dense",
     "local_bias_mask",
 ]
 
@@ -84,27 +87,56 @@ class AFTFull(AFTLayer):
 
 
 class AFTLocal(AFTLayer):
-    """AFT-local: the full bias kept inside a window of size ``s``, **0** outside."""
+    """AFT-local: the full bias kept inside a window of size ``s``, **0** outside.
+
+    Only the bias inside the window is a parameter: ``w`` has shape
+    ``(T, 2 sr - 1, 2 sc - 1)``, the bias of each target position for each offset
+    ``(dr, dc)`` of its window (``sr = min(s, H)``, ``sc = min(s, W)``); offsets that
+    leave the grid are held at 0. A 1-D sequence (``grid=None``) is the grid ``(1, T)``.
+    Checkpoints written before the banded operator stored a dense ``(T, T)`` ``w``; it
+    is converted when loaded (:meth:`upgrade_state`, called by ``load_state_dict`` and by
+    :func:`aft_export.checkpoint.load_checkpoint`), dropping only the entries outside the
+    window, which were masked out and never used.
+    """
 
     def __init__(
         self, dim: int, num_tokens: int, window: int, grid: tuple[int, int] | None = None
     ) -> None:
         super().__init__(dim)
+        if window < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
         self.num_tokens = num_tokens
         self.window = window
-        self.grid = grid
-        self.w = nn.Parameter(torch.zeros(num_tokens, num_tokens))
+        self.grid = tuple(grid) if grid is not None else (1, num_tokens)
+        if self.grid[0] * self.grid[1] != num_tokens:
+            raise ValueError(f"grid {self.grid} does not hold {num_tokens} tokens")
+        valid = local_band_valid(self.grid, window)
+        self.w = nn.Parameter(torch.zeros(valid.shape))
         # a float mask: multiplying by a bool buffer exports through a dtype conversion that
         # torch 2.11's ONNX decomposition refuses ("Expected same OpOverload packet")
-        self.register_buffer("mask", local_bias_mask(num_tokens, window, grid).float(), persistent=False)
+        self.register_buffer("valid", valid, persistent=False)
 
     def bias(self) -> Tensor:
-        return self.w * self.mask  # zero (not -inf) outside the window
+        """(T, 2 sr - 1, 2 sc - 1): the window's bias, 0 for offsets off the grid."""
+        return self.w * self.valid
+
+    def upgrade_state(self, state: dict, prefix: str = "") -> bool:
+        """Convert a dense ``(T, T)`` ``w`` in ``state`` (the layout before the banded
+        operator) to the banded one, in place. Returns whether anything was converted."""
+        old = state.get(prefix + "w")
+        if old is None or old.dim() != 2 or tuple(old.shape) != (self.num_tokens, self.num_tokens):
+            return False
+        state[prefix + "w"] = local_band_from_dense(old, self.grid, self.window)
+        return True
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        self.upgrade_state(state_dict, prefix)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def mix(self, q: Tensor, k: Tensor, v: Tensor, grid: tuple[int, int] | None) -> Tensor:
         if self.use_custom_op:
-            return ops.aft_local(q, k, v, self.bias(), self.window)
-        return aft_full_core(q, k, v, self.bias())
+            return ops.aft_local(q, k, v, self.bias(), self.window, list(self.grid))
+        return aft_local_core(q, k, v, self.w, self.grid)  # masks off-grid offsets row by row
 
 
 class AFTSimple(AFTLayer):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from aft_export.layers.cores import aft_conv_core, aft_full_core, aft_simple_core
+from aft_export.layers.cores import aft_conv_core, aft_full_core, aft_local_core, aft_simple_core
 
 
 @torch.library.custom_op("aft::full", mutates_args=())
@@ -21,9 +21,10 @@ def aft_full(q: Tensor, k: Tensor, v: Tensor, w: Tensor) -> Tensor:
 
 
 @torch.library.custom_op("aft::local", mutates_args=())
-def aft_local(q: Tensor, k: Tensor, v: Tensor, w: Tensor, window: int) -> Tensor:
-    """``w`` is already zero outside the window; ``window`` is recorded on the node."""
-    return aft_full_core(q, k, v, w)
+def aft_local(q: Tensor, k: Tensor, v: Tensor, w: Tensor, window: int, grid: list[int]) -> Tensor:
+    """q, k, v: (B, T, d); w: (T, 2 sr - 1, 2 sc - 1), the banded bias (0 off the grid);
+    ``window`` and ``grid = [H, W]`` are recorded on the node."""
+    return aft_local_core(q, k, v, w, (grid[0], grid[1]))
 
 
 @torch.library.custom_op("aft::simple", mutates_args=())
@@ -41,4 +42,4 @@ def aft_conv(q: Tensor, k: Tensor, v: Tensor, kernel: Tensor) -> Tensor:
 
 for _op in (aft_full, aft_simple, aft_conv):
     _op.register_fake(lambda q, *args: torch.empty_like(q))
-aft_local.register_fake(lambda q, k, v, w, window: torch.empty_like(q))
+aft_local.register_fake(lambda q, k, v, w, window, grid: torch.empty_like(q))

@@ -165,6 +165,15 @@ class AFTClassifier(nn.Module):
         self.head = nn.Linear(cfg.dim, cfg.num_classes)
         self.apply(_init_weights)
 
+    def upgrade_state_dict(self, state: dict) -> dict:
+        """A copy of ``state`` with parameter layouts of earlier releases converted to this
+        model's (AFT-local's dense ``(T, T)`` bias to its band); other entries untouched."""
+        state = dict(state)
+        for name, module in self.named_modules():
+            if isinstance(module, AFTLocal):
+                module.upgrade_state(state, f"{name}." if name else "")
+        return state
+
     def check_input(self, x: Tensor) -> None:
         """Raise a clear error for inputs the model cannot take."""
         cfg = self.cfg

@@ -69,7 +69,7 @@ def test_one_custom_node_per_aft_layer(exported, variant):
     assert {(f.domain, f.name) for f in model.functions} == {(DOMAIN, VARIANT_OP[variant])}
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in aft[0].attribute}
     if variant == "local":
-        assert attrs == {"window": 2}
+        assert attrs == {"window": 2, "grid": [4, 4]}
     if variant == "conv":
         assert attrs == {"heads": 4, "kernel_size": 3}
     check_graph(model)  # full checker + every value has a shape

@@ -8,7 +8,7 @@ import torch
 from onnx import TensorProto, helper
 
 from aft_export.export.functions import DOMAIN, FUNCTIONS, attach_functions
-from tests.layers.test_aft import conv_bias_matrix, make_qkv, reference, rel_err
+from tests.layers.test_aft import conv_bias_matrix, local_bias_matrix, make_qkv, reference, rel_err
 
 
 def run_single(op_type, inputs: dict, attrs=None, inline=False):
@@ -28,15 +28,44 @@ def run_single(op_type, inputs: dict, attrs=None, inline=False):
     return sess.run(None, {k: v.numpy() for k, v in inputs.items()})[0]
 
 
-@pytest.mark.parametrize("op_type", ["AFTFull", "AFTLocal"])
 @pytest.mark.parametrize("k_scale", [1.0, 50.0])
-def test_full_and_local_bodies(op_type, k_scale):
+def test_full_body(k_scale):
     q, k, v = make_qkv(2, 12, 5, k_scale, seed=11)
     w = torch.randn(12, 12, generator=torch.Generator().manual_seed(12)) * 2
-    attrs = {"window": 3} if op_type == "AFTLocal" else None
-    y = run_single(op_type, {"q": q, "k": k, "v": v, "w": w}, attrs)
+    y = run_single("AFTFull", {"q": q, "k": k, "v": v, "w": w})
     assert np.isfinite(y).all()
     assert rel_err(torch.from_numpy(y), reference(q, k, v, w)) <= 1e-5
+
+
+def local_band(grid, window, seed):
+    """A banded AFT-local bias, 0 for offsets off the grid (as the exporter passes it)."""
+    from aft_export.layers.cores import local_band_valid
+
+    valid = local_band_valid(grid, window)
+    return torch.randn(valid.shape, generator=torch.Generator().manual_seed(seed)) * valid
+
+
+@pytest.mark.parametrize("k_scale", [1.0, 50.0])
+@pytest.mark.parametrize("grid,window", [((3, 4), 3), ((1, 12), 2), ((12, 11), 2), ((9, 10), 3)])
+def test_local_body(k_scale, grid, window):
+    """One tile (the window spans the grid), a 1-D sequence, padded multi-tile grids."""
+    t = grid[0] * grid[1]
+    q, k, v = make_qkv(2, t, 5, k_scale, seed=11)
+    w = local_band(grid, window, seed=12)
+    y = run_single("AFTLocal", {"q": q, "k": k, "v": v, "w": w}, {"window": window, "grid": list(grid)})
+    assert np.isfinite(y).all()
+    assert rel_err(torch.from_numpy(y), reference(q, k, v, local_bias_matrix(w, grid, window))) <= 1e-5
+
+
+def test_local_is_version_2_with_one_body_per_grid():
+    q, k, v = make_qkv(1, 12, 2, 1.0, seed=16)
+    model = run_single("AFTLocal", {"q": q, "k": k, "v": v, "w": local_band((3, 4), 2, 17)},
+                       {"window": 2, "grid": [3, 4]}, inline=True)  # fmt: skip
+    assert [(o.domain, o.version) for o in model.opset_import if o.domain == DOMAIN] == [(DOMAIN, 2)]
+    assert [(f.name, f.overload) for f in model.functions] == [("AFTLocal", "g3x4s2")]
+    assert model.graph.node[0].overload == "g3x4s2"
+    with pytest.raises(ValueError, match="grid"):  # a version-1 node: dense bias, no grid
+        run_single("AFTLocal", {"q": q, "k": k, "v": v, "w": torch.zeros(12, 12)}, {"window": 2})
 
 
 @pytest.mark.parametrize("k_scale", [1.0, 50.0])
@@ -74,12 +103,18 @@ def test_no_intermediate_has_BTTd_elements(op_type):
         inputs = {"q": torch.zeros(b, *grid, d), "k": torch.zeros(b, *grid, heads),
                   "v": torch.zeros(b, *grid, d), "kernel": torch.zeros(heads, 3, 3)}  # fmt: skip
         attrs = {"heads": heads, "kernel_size": 3}
+    elif op_type == "AFTLocal":
+        grid, window = (12, 12), 2  # tiled: the window is far smaller than the grid
+        t = grid[0] * grid[1]
+        inputs = {"q": torch.zeros(b, t, d), "k": torch.zeros(b, t, d), "v": torch.zeros(b, t, d),
+                  "w": torch.zeros(t, 3, 3)}  # fmt: skip
+        attrs = {"window": window, "grid": list(grid)}
     else:
         t = 36
         inputs = {"q": torch.zeros(b, t, d), "k": torch.zeros(b, t, d), "v": torch.zeros(b, t, d)}
         if op_type != "AFTSimple":
             inputs["w"] = torch.zeros(t, t)
-        attrs = {"window": 2} if op_type == "AFTLocal" else None
+        attrs = None
     model = run_single(op_type, inputs, attrs, inline=True)
     inlined = onnx.inliner.inline_local_functions(model)
     assert not any(n.domain == DOMAIN for n in inlined.graph.node)
@@ -90,7 +125,10 @@ def test_no_intermediate_has_BTTd_elements(op_type):
         assert all(dim.HasField("dim_value") for dim in dims), value.name
         sizes.append(int(np.prod([dim.dim_value for dim in dims])))
     assert len(sizes) > 5
-    assert max(sizes) <= max(2 * b * t * d, t * t)  # AFT-full/local: [eK * V | eK] in one product
+    if op_type == "AFTLocal":  # banded: at most nine halos of (eK V, eK), never T x T
+        assert max(sizes) <= 9 * 2 * b * t * d and max(sizes) < t * t
+    else:  # AFT-full: [eK * V | eK] in one product
+        assert max(sizes) <= max(2 * b * t * d, t * t)
     assert max(sizes) < b * t * t * d
 
 

@@ -17,9 +17,11 @@ from aft_export.layers.aft import (
     AFTSimple,
     aft_conv_core,
     aft_full_core,
+    aft_local_core,
     aft_simple_core,
     local_bias_mask,
 )
+from aft_export.layers.cores import local_tiling
 
 RTOL = 1e-5
 
@@ -51,6 +53,23 @@ def conv_bias_matrix(kernel, grid):
             dy, dx = yj - yi, xj - xi
             if abs(dy) <= r and abs(dx) <= r:
                 out[:, i, j] = kernel[:, dy + r, dx + r].double()
+    return out
+
+
+def local_bias_matrix(band, grid, window):
+    """The (T, T) bias of AFT-local from its banded parameter (T, 2 sr - 1, 2 sc - 1):
+    the value for offset (dr, dc) inside the window and on the grid, 0 everywhere else."""
+    h, w = grid
+    sr, sc = min(window, h), min(window, w)
+    t = h * w
+    out = torch.zeros(t, t, dtype=torch.float64)
+    for i in range(t):
+        yi, xi = divmod(i, w)
+        for j in range(t):
+            yj, xj = divmod(j, w)
+            dy, dx = yj - yi, xj - xi
+            if abs(dy) < window and abs(dx) < window:
+                out[i, j] = band[i, dy + sr - 1, dx + sc - 1].double()
     return out
 
 
@@ -97,17 +116,72 @@ def test_full_factorised_bias_is_u_vT():
 
 
 @pytest.mark.parametrize("k_scale", [1.0, 50.0])
-@pytest.mark.parametrize("grid", [None, (4, 5)])
-def test_local_matches_formula_with_zero_outside_window(k_scale, grid):
-    t, window = 20, 2
+@pytest.mark.parametrize("grid,window", [(None, 2), ((4, 5), 2), ((12, 11), 2), ((9, 10), 3), ((3, 4), 6)])
+def test_local_matches_formula_with_zero_outside_window(k_scale, grid, window):
+    """Single-tile and multi-tile (padded) grids, a 1-D sequence, a window wider than the
+    grid. Offsets that leave the grid hold noise here: the layer must ignore them."""
+    t = 20 if grid is None else grid[0] * grid[1]
     layer = AFTLocal(dim=4, num_tokens=t, window=window, grid=grid)
+    assert layer.w.shape == (t, 2 * min(window, layer.grid[0]) - 1, 2 * min(window, layer.grid[1]) - 1)
     with torch.no_grad():
-        layer.w.normal_(0.0, 2.0)
-    mask = local_bias_mask(t, window, grid)
-    w = torch.where(mask, layer.w.detach(), torch.zeros(()))  # 0, not -inf, outside
+        layer.w.normal_(0.0, 1.0)
+    w = local_bias_matrix(layer.w.detach(), layer.grid, window)  # 0, not -inf, outside
     q, k, v = make_qkv(2, t, 4, k_scale, seed=5)
     got = layer.mix(q, k, v, None)
+    assert torch.isfinite(got).all()
     assert rel_err(got, reference(q, k, v, w)) <= RTOL
+
+
+def test_local_tiles_cover_the_window():
+    """Tiles are at least s - 1 long (a halo of at most three tiles) or one tile per axis,
+    and the chosen tiling of a large grid is banded: far fewer sources per target than T."""
+    for grid, s in [((8, 8), 3), ((14, 14), 7), ((64, 64), 7), ((12, 11), 2), ((1, 50), 4)]:
+        for (n, r, length, pad, crop), size in zip(local_tiling(grid, (min(s, grid[0]), min(s, grid[1]))), grid):
+            reach = min(s, size) - 1
+            if n == 1:
+                assert (r, length, pad, crop) == (size, size, 0, reach)
+            else:
+                assert r >= max(reach, 1) and length == r + 2 * reach and pad == reach and crop == 0
+                assert n * r >= size > (n - 1) * r
+    (_, _, lr, _, _), (_, _, lc, _, _) = local_tiling((64, 64), (7, 7))
+    assert lr * lc <= 400 < 4096
+
+
+def test_local_loads_dense_checkpoint_bias():
+    """A state dict from before the banded operator holds a dense (T, T) ``w`` (used only
+    inside the window): it loads, converted, and the layer computes the same function."""
+    grid, window, t = (5, 6), 2, 30
+    old = torch.randn(t, t, generator=torch.Generator().manual_seed(21))  # noise outside the window too
+    layer = AFTLocal(dim=4, num_tokens=t, window=window, grid=grid)
+    state = {k: v for k, v in layer.state_dict().items() if k != "w"}
+    layer.load_state_dict({**state, "w": old})
+    assert layer.w.shape == (t, 3, 3)
+    q, k, v = make_qkv(2, t, 4, 1.0, seed=22)
+    want = reference(q, k, v, torch.where(local_bias_mask(t, window, grid), old, torch.zeros(())))
+    assert rel_err(layer.mix(q, k, v, None), want) <= RTOL
+
+
+def test_local_never_builds_TxT():
+    """Peak intermediate size of the banded core stays O(B T d) on a grid of 32 x 32."""
+    b, grid, d, window = 2, (32, 32), 8, 3
+    t = grid[0] * grid[1]
+    q, k, v = make_qkv(b, t, d, 1.0, seed=23)
+    w = torch.randn(t, 2 * window - 1, 2 * window - 1)
+    biggest = 0
+
+    class Spy(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            nonlocal biggest
+            out = func(*args, **(kwargs or {}))
+            if isinstance(out, torch.Tensor):
+                biggest = max(biggest, out.numel())
+            return out
+
+    with Spy():
+        aft_local_core(q, k, v, w, grid)
+    assert biggest >= b * t * d  # the spy saw the core's own output
+    assert biggest <= 3 * b * t * d
+    assert biggest < t * t
 
 
 def test_local_window_shapes():
