@@ -95,9 +95,11 @@ class OrtRunner(Runner):
     backend = "onnxruntime"
 
     def __init__(self, source, providers: list | str | None = None, threads: int = 0,
-                 info: ModelInfo | None = None) -> None:  # fmt: skip
+                 info: ModelInfo | None = None, optimize: bool = True) -> None:  # fmt: skip
         """``source``: a path or a ModelProto (stages that run a graph they hold in memory);
-        ``info``: what to feed it, for a graph without aft-export metadata."""
+        ``info``: what to feed it, for a graph without aft-export metadata; ``optimize``
+        False runs the graph as written (no fusions: calibration measures the values the
+        graph defines, as ONNX Runtime's own calibrators do)."""
         import onnx
 
         ort = import_onnxruntime()
@@ -116,6 +118,8 @@ class OrtRunner(Runner):
                                  f"install onnxruntime-gpu with CUDA/TensorRT to use them")  # fmt: skip
         options = ort.SessionOptions()
         options.log_severity_level = 3
+        if not optimize:
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         options.intra_op_num_threads = threads  # 0: ONNX Runtime's default (all cores)
         self.threads = threads or (os.cpu_count() or 1)
         payload = source.SerializeToString() if in_memory else str(source)
