@@ -9,6 +9,7 @@ from pathlib import Path
 
 from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.fileio import cache_root
+from aft_export.graph import activation_bytes_per_image
 from aft_export.onnxio import graph_precision, load_onnx, read_metadata
 from aft_export.runners.base import ModelInfo, Runner
 
@@ -122,6 +123,7 @@ class OrtRunner(Runner):
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         options.intra_op_num_threads = threads  # 0: ONNX Runtime's default (all cores)
         self.threads = threads or (os.cpu_count() or 1)
+        self._activation_bytes = activation_bytes_per_image(model, info.input_size)  # for memory estimates
         payload = source.SerializeToString() if in_memory else str(source)
         try:
             self.session = ort.InferenceSession(payload, options, providers=wanted)
@@ -138,6 +140,9 @@ class OrtRunner(Runner):
                                  f"did not load); it would have run on {self.providers}")  # fmt: skip
         if first != "CPUExecutionProvider":
             self.backend = f"onnxruntime-{first.replace('ExecutionProvider', '').lower()}"
+
+    def activation_bytes(self) -> tuple[int, int]:
+        return self._activation_bytes
 
     def run(self, feeds):
         names = [o.name for o in self.session.get_outputs()]
