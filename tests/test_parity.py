@@ -247,8 +247,8 @@ def test_bench_reports_percentiles_and_threads(pair, tmp_path, cifar10):
 
 def test_a_batch_that_cannot_fit_is_refused_up_front(pair, monkeypatch):
     """One line with the estimate and exit 2, before any input is made or run; a batch
-    that fits still runs. The estimate: per image, the input and output plus 4x the
-    largest intermediate value, read from the graph."""
+    that fits still runs. The estimate: per image, the input and output plus the
+    largest intermediate value times LIVE_VALUES, read from the graph."""
     from aft_export.runners import base
 
     _, onnx_path = pair
