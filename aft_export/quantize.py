@@ -86,7 +86,11 @@ def _runner(model, prep: Preprocess, optimize: bool = True) -> OrtRunner:
 
 
 def _logits(model, prep: Preprocess, tensors: np.ndarray) -> np.ndarray:
-    return _runner(model, prep).logits(tensors, batch_size=128)
+    """Logits in batches of up to 128 images, fewer where the graph's estimated working
+    memory per image (Runner.memory_estimate) would take a run past RUN_BYTES."""
+    runner = _runner(model, prep)
+    per_image = runner.memory_estimate(1)[1]
+    return runner.logits(tensors, batch_size=int(max(1, min(128, RUN_BYTES // max(per_image, 1)))))
 
 
 @contextlib.contextmanager
@@ -114,6 +118,8 @@ def _method(name: str):
 # what one calibration run may hand back: the images of a batch are run in chunks whose
 # activations fit in this many bytes, so memory does not grow with the batch or the set
 CALIBRATION_FETCH_BYTES = 256 << 20
+# and the working memory one inference run may take (by the runner's estimate)
+RUN_BYTES = 512 << 20
 
 
 def _calibration_tensors(model) -> list[str]:
@@ -176,7 +182,8 @@ def _reduced(model, names: list[str], reductions: tuple[str, ...]):
 def _stream(runner, tensors: np.ndarray, batch_size: int, names, consume) -> None:
     """Run ``tensors`` through ``runner`` in batches of at most ``batch_size``, chunked
     so that the values in ``names`` one run hands back stay within
-    CALIBRATION_FETCH_BYTES (the first image alone tells their size per image), and give
+    CALIBRATION_FETCH_BYTES (the first image alone tells their size per image) and its
+    estimated working memory within RUN_BYTES, and give
     each run's values to ``consume``; nothing is kept between runs."""
     names = list(names)
     step, i = 1, 0
@@ -185,7 +192,8 @@ def _stream(runner, tensors: np.ndarray, batch_size: int, names, consume) -> Non
         fetched = {n: out[n] for n in names}
         if i == 0:
             per_image = max(1, sum(a.nbytes for a in fetched.values()))
-            step = int(max(1, min(batch_size, CALIBRATION_FETCH_BYTES // per_image)))
+            run_per_image = max(1, runner.memory_estimate(1)[1])
+            step = int(max(1, min(batch_size, CALIBRATION_FETCH_BYTES // per_image, RUN_BYTES // run_per_image)))
             i = 1
         else:
             i += step
