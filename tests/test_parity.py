@@ -261,6 +261,12 @@ def test_a_batch_that_cannot_fit_is_refused_up_front(pair, monkeypatch):
     huge = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch", "1000000000", "--iters", "1"])
     assert huge.exit_code == 2 and "Traceback" not in huge.output
     assert huge.output.startswith("error: batch 1000000000 of m.onnx needs about ") and huge.output.count("\n") == 1
+    # a checkpoint: measured on one image in PyTorch (the MLP's hidden layer at least)
+    ckpt = pair[0]
+    torch_largest, torch_io = TorchRunner(str(ckpt)).activation_bytes()
+    assert torch_io == io and torch_largest >= largest > 0
+    huge = CliRunner().invoke(main, ["bench", str(ckpt), "--batch", "1000000000", "--iters", "1"])
+    assert huge.exit_code == 2 and huge.output.startswith("error: batch 1000000000 of m.pt needs about ")
     # and on the memory said to be available: 1000 images do not fit in 100 per-image estimates
     monkeypatch.setattr(base, "available_memory", lambda: 100 * per_image)
     res = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch", "1000", "--iters", "1", "--warmup", "0"])
