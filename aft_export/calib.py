@@ -15,6 +15,7 @@ preprocessed tensors; that hash keys the calibration cache.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -78,10 +79,10 @@ class CalibrationSet:
     def __len__(self) -> int:
         return len(self.tensors)
 
-    @property
-    def sha256(self) -> str:
+    @functools.cached_property
+    def sha256(self) -> str:  # once: the tensors are hashed in place, never copied
         h = hashlib.sha256(str(self.tensors.shape).encode())
-        h.update(np.ascontiguousarray(self.tensors, dtype=np.float32).tobytes())
+        h.update(np.ascontiguousarray(self.tensors, dtype=np.float32).data)
         return h.hexdigest()
 
     def record(self) -> dict:

@@ -125,7 +125,7 @@ def normalize(images, mean, std):
     """uint8 (N, H, W, 3) array or tensor -> float32 NCHW tensor, ``(x / 255 - mean) / std``."""
     import torch
 
-    x = torch.as_tensor(images).permute(0, 3, 1, 2).float().div_(255.0)
+    x = torch.as_tensor(images).permute(0, 3, 1, 2).contiguous().float().div_(255.0)  # NCHW in memory too
     m = torch.tensor(mean, dtype=torch.float32).view(1, 3, 1, 1)
     s = torch.tensor(std, dtype=torch.float32).view(1, 3, 1, 1)
-    return (x - m) / s
+    return x.sub_(m).div_(s)  # in place: one float copy of the images, not three

@@ -70,6 +70,7 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
                 f"{data} has classes {images.classes[:5]}... but {artifact} predicts {info.classes[:5]}...; "
                 f"evaluate on a set with the model's classes"
             )
+        runner.check_batch(min(batch_size, 64), "--batch-size")
         t0 = time.perf_counter()
         preds = []
         for i in range(0, len(images), batch_size):

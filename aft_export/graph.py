@@ -306,3 +306,55 @@ def inlined_origin(node) -> dict | None:
         return None
     call, domain, name, overload = value.rsplit(">", 1)[-1].split("|")
     return {"call": call, "domain": domain, "function": name, "overload": overload}
+
+
+def activation_bytes_per_image(model, input_size) -> tuple[int, int]:
+    """(largest intermediate value, input + outputs) in bytes for one image, from
+    ONNX shape inference with the batch set to 1 and the input's spatial size set to
+    ``input_size`` (C, H, W); values whose shape stays unknown are left out, so this is
+    a lower bound on what one image needs."""
+    import math
+
+    import onnx
+    from onnx import TensorProto, helper
+
+    # the graph without its large initializers (weights: their shapes are enough; the
+    # small ones, such as Reshape's target shapes, stay for shape inference to read)
+    probe = onnx.ModelProto()
+    probe.ir_version = model.ir_version
+    probe.opset_import.extend(model.opset_import)
+    probe.functions.extend(model.functions)
+    probe.graph.node.extend(model.graph.node)
+    probe.graph.input.extend(model.graph.input)
+    probe.graph.output.extend(model.graph.output)
+    for t in model.graph.initializer:
+        if math.prod(t.dims) > 1024:
+            probe.graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+        else:
+            probe.graph.initializer.append(t)
+    first = probe.graph.input[0].type.tensor_type.shape.dim
+    for dim, size in zip(first, (1, *input_size)):
+        dim.ClearField("dim_param")
+        dim.dim_value = size
+    for out in probe.graph.output:  # the batch dimension of the outputs too
+        dims = out.type.tensor_type.shape.dim
+        if dims and not dims[0].HasField("dim_value"):
+            dims[0].ClearField("dim_param")
+            dims[0].dim_value = 1
+    try:
+        inferred = onnx.shape_inference.infer_shapes(probe)
+    except Exception:  # noqa: BLE001 - a graph shape inference cannot follow: no estimate
+        return 0, 0
+
+    def nbytes(vi) -> int:
+        t = vi.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else 0 for d in t.shape.dim]
+        if not t.HasField("shape") or 0 in dims:
+            return 0
+        size = helper.tensor_dtype_to_np_dtype(t.elem_type).itemsize if t.elem_type != TensorProto.UNDEFINED else 0
+        return math.prod(dims) * size
+
+    weights = {t.name for t in model.graph.initializer}
+    largest = max([nbytes(v) for v in inferred.graph.value_info if v.name not in weights] + [0])
+    io = nbytes(inferred.graph.input[0]) + sum(nbytes(o) for o in inferred.graph.output)
+    return largest, io

@@ -20,13 +20,18 @@ Placement is for the runtime as well as for TensorRT: every layer that reads a
 quantised activation gets its own Q -> DQ pair (:func:`_qdq_per_consumer`), which is
 what ONNX Runtime needs to fuse ``DQ -> MatMul`` into ``MatMulIntegerToFloat``.
 
-Calibration ranges are cached under a key made of the model's sha256, the
-calibration set's sha256 and the method, so a second run with the same inputs
-skips calibration and anything changed invalidates it.
+Calibration ranges are computed here, batch by batch in memory that does not grow
+with the number of images (:mod:`aft_export.ranges`: running min/max, fixed-size
+histograms of |x|, TensorRT's KL-divergence entropy), and handed to ONNX Runtime's
+QDQ quantiser in its calibration-cache format. They are cached under a key made of
+the model's sha256, the calibration set's sha256, the method and the version of the
+range algorithm, so a second run with the same inputs skips calibration and
+anything changed invalidates it.
 
 **fp16** converts the graph to fp16 except the AFT core and LayerNormalization
 (overflow and underflow risks), keeps fp32 inputs and outputs, and reports any
-NaN or Inf an fp16 value takes on the calibration set.
+NaN or Inf an fp16 value takes on the calibration set (counted inside the graph,
+per batch).
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from aft_export.version import __version__
-from aft_export.calib import CalibrationReader, CalibrationSet, Preprocess, load_calibration
+from aft_export.calib import CalibrationSet, Preprocess, load_calibration
 from aft_export.compare import agreement as _agreement
 from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write, cache_root, check_output_path, make_dirs, sha256_file
@@ -51,10 +56,14 @@ from aft_export.graph import (AFT_LAYER_TYPES, DOMAIN, aft_core_nodes, inline_fu
                               toposort, with_outputs)
 from aft_export.options import METHODS, PRECISIONS, QuantizeOptions  # noqa: F401 (the API)
 from aft_export.onnxio import check_graph, graph_precision, load_onnx, read_metadata, save_onnx, set_metadata
+from aft_export.ranges import ENTROPY_BINS, AbsHistogram, MinMax, entropy_threshold, fixed_abs_histogram
 from aft_export.runners import ModelInfo, OrtRunner
 from aft_export.trtcheck import check_model, enforce
 
 QUANTIZED_OP_TYPES = ("MatMul", "Gemm", "Conv")
+# what the cached ranges mean (aft_export.ranges); a change of algorithm changes it, so
+# ranges computed the old way are never read as the new ones
+RANGES_VERSION = "aft-ranges-1"
 FP16_KEEP_FP32_OPS = ("LayerNormalization",)
 # the same, for graphs where LayerNorm is decomposed (the TensorRT 8 form): by PyTorch module
 FP16_KEEP_FP32_MODULES = ("LayerNorm",)
@@ -80,13 +89,17 @@ def default_cache_dir() -> Path:
     return cache_root("calibration")
 
 
-def _runner(model, prep: Preprocess) -> OrtRunner:
+def _runner(model, prep: Preprocess, optimize: bool = True) -> OrtRunner:
     """The graph in ONNX Runtime, fed preprocessed calibration tensors."""
-    return OrtRunner(model, info=ModelInfo([], (3, prep.size, prep.size), prep.mean, prep.std))
+    return OrtRunner(model, info=ModelInfo([], (3, prep.size, prep.size), prep.mean, prep.std), optimize=optimize)
 
 
 def _logits(model, prep: Preprocess, tensors: np.ndarray) -> np.ndarray:
-    return _runner(model, prep).logits(tensors, batch_size=128)
+    """Logits in batches of up to 128 images, fewer where the graph's estimated working
+    memory per image (Runner.memory_estimate) would take a run past RUN_BYTES."""
+    runner = _runner(model, prep)
+    per_image = runner.memory_estimate(1)[1]
+    return runner.logits(tensors, batch_size=int(max(1, min(128, RUN_BYTES // max(per_image, 1)))))
 
 
 @contextlib.contextmanager
@@ -111,30 +124,159 @@ def _method(name: str):
             "percentile": CalibrationMethod.Percentile}[name]  # fmt: skip
 
 
-def _calibrate(model, reader: CalibrationReader, opts: QuantizeOptions, ranges: Path) -> None:
-    """Collect activation ranges on the calibration images and save them to ``ranges``.
+# what one calibration run may hand back: the images of a batch are run in chunks whose
+# activations fit in this many bytes, so memory does not grow with the batch or the set
+CALIBRATION_FETCH_BYTES = 256 << 20
+# and the working memory one inference run may take by the runner's estimate (which the
+# unoptimised calibration probes exceed about twice: their reductions copy each value)
+RUN_BYTES = 256 << 20
 
-    Done here rather than inside ``quantize_static`` because its calibrator options
-    leave entropy with 128 histogram bins and 128 quantised bins, which makes it
-    min-max; we use TensorRT's entropy setting (2048 bins, 128 quantised bins).
-    """
+
+def _calibration_tensors(model) -> list[str]:
+    """The activations whose ranges the quantiser reads: every float input of a
+    quantisable node that is not an initializer and that shape inference types (the
+    inputs ONNX Runtime's calibrators pick; the outputs they also pick are never
+    quantised here, since OpTypesToExcludeOutputQuantization names every such op)."""
     import onnx
-    from onnxruntime.quantization.calibrate import create_calibrator, save_tensors_data
+    from onnx import TensorProto
 
-    extra = {"symmetric": opts.method != "minmax", "percentile": opts.percentile}
-    if opts.method == "entropy":
-        extra.update(num_bins=2048, num_quantized_bins=128)
-    with tempfile.TemporaryDirectory(prefix="aft-calib-") as tmp:
-        src = Path(tmp) / "model.onnx"
-        onnx.save(model, str(src))
-        calibrator = create_calibrator(src, list(QUANTIZED_OP_TYPES), augmented_model_path=str(Path(tmp) / "aug.onnx"),
-                                       calibrate_method=_method(opts.method), extra_options=extra)  # fmt: skip
-        reader.rewind()
-        with _quiet_ort_quantizer():
-            calibrator.collect_data(reader)
-            data = calibrator.compute_data()
-        # the cache is read as a hit next time: it appears whole or not at all
-        atomic_write(ranges, lambda tmp: save_tensors_data(data, tmp))
+    inferred = onnx.shape_inference.infer_shapes(model)
+    typed = {v.name: v for v in list(inferred.graph.value_info) + list(inferred.graph.input)
+             + list(inferred.graph.output)}  # fmt: skip
+    inits = {t.name for t in model.graph.initializer}
+    names: dict[str, None] = {}
+    for node in model.graph.node:
+        if node.op_type not in QUANTIZED_OP_TYPES:
+            continue
+        for name in node.input:
+            vi = typed.get(name)
+            if (name and name not in inits and vi is not None and vi.type.HasField("tensor_type")
+                    and vi.type.tensor_type.elem_type in (TensorProto.FLOAT, TensorProto.FLOAT16)):  # fmt: skip
+                names[name] = None
+    return list(names)
+
+
+def _reduced(model, names: list[str], reductions: tuple[str, ...]):
+    """A copy of ``model`` that also outputs, per value in ``names``, each reduction
+    over the whole batch (scalars): ``min``, ``max`` or ``absmax``. What a run hands back
+    is then a few numbers per value, never the values themselves. Returns the model and
+    ``{(name, reduction): output}``. (Only for fp32 values: ONNX Runtime's CPU computes
+    an fp16 value that is not a graph output in fp32, so its reduction would not see
+    an fp16 overflow.)"""
+    import onnx
+    from onnx import TensorProto, helper
+
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    graph = probe.graph
+    outputs = {}
+    for i, name in enumerate(names):
+        def node(op, inputs, suffix, **attrs):
+            out = f"aft_probe::{i}::{suffix}"
+            graph.node.append(helper.make_node(op, inputs, [out], name=out, **attrs))
+            return out
+
+        x = node("Cast", [name], "f32", to=TensorProto.FLOAT)
+        for r in reductions:
+            if r == "min":
+                out = node("ReduceMin", [x], "min", keepdims=0)
+            elif r == "max":
+                out = node("ReduceMax", [x], "max", keepdims=0)
+            else:
+                out = node("ReduceMax", [node("Abs", [x], "abs")], "absmax", keepdims=0)
+            outputs[(name, r)] = out
+            graph.output.append(onnx.ValueInfoProto(name=out))
+    return probe, outputs
+
+
+def _stream(runner, tensors: np.ndarray, batch_size: int, names, consume) -> None:
+    """Run ``tensors`` through ``runner`` in batches of at most ``batch_size``, chunked
+    so that the values in ``names`` one run hands back stay within
+    CALIBRATION_FETCH_BYTES (the first image alone tells their size per image) and its
+    estimated working memory within RUN_BYTES, and give
+    each run's values to ``consume``; nothing is kept between runs."""
+    names = list(names)
+    step, i = 1, 0
+    while i < len(tensors):
+        out = runner.run({runner.input_name: tensors[i : i + step]})
+        fetched = {n: out[n] for n in names}
+        if i == 0:
+            per_image = max(1, sum(a.nbytes for a in fetched.values()))
+            run_per_image = max(1, runner.memory_estimate(1)[1])
+            step = int(max(1, min(batch_size, CALIBRATION_FETCH_BYTES // per_image, RUN_BYTES // run_per_image)))
+            i = 1
+        else:
+            i += step
+        del out
+        consume(fetched)
+
+
+def _calibrate(model, tensors: np.ndarray, opts: QuantizeOptions, prep: Preprocess, ranges: Path) -> None:
+    """Compute activation ranges on the calibration images, batch by batch in memory
+    that does not grow with the number of images (:mod:`aft_export.ranges`), and save
+    them to ``ranges`` in ONNX Runtime's calibration-cache format.
+
+    minmax reduces inside the graph (a run hands back two numbers per tensor);
+    percentile keeps a fixed-size histogram of |x| per tensor; entropy is TensorRT's
+    KL-divergence calibration (2048 bins of |x| over [0, max|x|], 128 levels), in two
+    passes: the maxima, then the histograms.
+    """
+    from onnxruntime.quantization.calibrate import TensorData, TensorsData, save_tensors_data
+
+    names = _calibration_tensors(model)
+    if not names:
+        raise AFTExportError("the graph has no MatMul/Gemm/Conv input to calibrate")
+    result: dict[str, tuple[float, float]] = {}
+    if opts.method == "minmax":
+        stats = {n: MinMax() for n in names}
+        probe, outs = _reduced(model, names, ("min", "max"))
+
+        def merge(fetched):
+            for n in names:
+                stats[n].update_range(fetched[outs[(n, "min")]], fetched[outs[(n, "max")]])
+
+        _stream(_runner(probe, prep, optimize=False), tensors, opts.batch_size, outs.values(), merge)
+        result = {n: s.result() for n, s in stats.items()}
+    elif opts.method == "percentile":
+        hists = {n: AbsHistogram() for n in names}
+
+        def add(fetched):
+            for n in names:
+                hists[n].update(fetched[n], n)
+
+        _stream(_runner(with_outputs(model, names), prep, optimize=False), tensors, opts.batch_size, names, add)
+        for n, h in hists.items():
+            t = h.percentile(opts.percentile)
+            result[n] = (-t, t)
+    else:  # entropy
+        probe, outs = _reduced(model, names, ("absmax",))
+        amax = dict.fromkeys(names, 0.0)
+
+        def top(fetched):
+            for n in names:
+                v = float(fetched[outs[(n, "absmax")]])
+                if np.isinf(v):
+                    raise AFTExportError(f"calibration: {n} takes an infinite value on these images")
+                if not np.isnan(v):
+                    amax[n] = max(amax[n], v)
+
+        _stream(_runner(probe, prep, optimize=False), tensors, opts.batch_size, outs.values(), top)
+        del probe
+        counts = {n: np.zeros(ENTROPY_BINS, np.int64) for n in names}
+
+        def add(fetched):
+            for n in names:
+                counts[n] += fixed_abs_histogram(fetched[n], amax[n])
+
+        _stream(_runner(with_outputs(model, names), prep, optimize=False), tensors, opts.batch_size, names, add)
+        for n in names:
+            t = entropy_threshold(counts[n], amax[n])
+            result[n] = (-t, t)
+    data = TensorsData(_method(opts.method), {
+        n: TensorData(lowest=np.array(lo, np.float32), highest=np.array(hi, np.float32))
+        for n, (lo, hi) in result.items()})  # fmt: skip
+    # the cache is read as a hit next time: it appears whole or not at all
+    atomic_write(ranges, lambda tmp: save_tensors_data(data, tmp))
 
 
 def _ort_quantize(model, opts: QuantizeOptions, exclude: list[str], ranges: Path):
@@ -243,6 +385,7 @@ def _cache_path(opts: QuantizeOptions, model_sha: str, cset: CalibrationSet) -> 
         "model": model_sha, "calibration": cset.sha256, "method": opts.method,
         "percentile": opts.percentile if opts.method == "percentile" else None,
         "ops": QUANTIZED_OP_TYPES, "bins": "trt-entropy-2048/128" if opts.method == "entropy" else None,
+        "ranges": RANGES_VERSION, "aft_core": opts.quantize_aft_core,
     }, sort_keys=True).encode()).hexdigest()[:32]  # fmt: skip
     root = Path(opts.cache_dir) if opts.cache_dir else default_cache_dir()
     return make_dirs(root, "calibration cache (pass --no-cache to do without)") / f"{key}.json"
@@ -385,7 +528,7 @@ def _int8(model, cset: CalibrationSet, opts: QuantizeOptions, core: list[str], m
     with tempfile.TemporaryDirectory(prefix="aft-ranges-") as tmp:
         ranges = cache if cache is not None else Path(tmp) / "ranges.json"
         if not cached:
-            _calibrate(model, CalibrationReader(cset.tensors, "image", opts.batch_size), opts, ranges)
+            _calibrate(model, cset.tensors, opts, prep, ranges)
         log(f"calibration: {len(cset)} images, {opts.method}, "
             + (f"ranges reused from the cache {cache}" if cached else
                "ranges computed" + (f" and cached in {cache}" if cache else "")))  # fmt: skip
@@ -456,18 +599,25 @@ def _fp16(model, core: list[str], opts: QuantizeOptions):
 
 
 def _fp16_nonfinite(model, prep: Preprocess, tensors: np.ndarray, batch: int = 64) -> list[dict]:
-    """Every fp16 value (and the output) that took NaN/Inf on the calibration images."""
+    """Every fp16 value (and the output) that took NaN/Inf on the calibration images,
+    with how often. The values are graph outputs of the probe, so ONNX Runtime must
+    materialise each in fp16 (on the CPU it otherwise computes fp16 chains in fp32 and
+    drops the casts between, hiding an overflow); each run is a chunk of the batch
+    whose values fit in CALIBRATION_FETCH_BYTES, reduced to a count per value at once."""
     from onnx import TensorProto
 
-    fp16_values = [v.name for v in model.graph.value_info if v.type.tensor_type.elem_type == TensorProto.FLOAT16]
+    values = [v.name for v in model.graph.value_info if v.type.tensor_type.elem_type == TensorProto.FLOAT16]
+    values += [o.name for o in model.graph.output if o.name not in values]
     producer = {o: n for n in model.graph.node for o in n.output}
-    probe = _runner(with_outputs(model, fp16_values), prep)
     bad: dict[str, int] = {}
-    for i in range(0, len(tensors), batch):
-        for name, arr in probe.run({probe.input_name: tensors[i : i + batch]}).items():
-            count = int((~np.isfinite(arr)).sum()) if np.issubdtype(arr.dtype, np.floating) else 0
-            if count:
-                bad[name] = bad.get(name, 0) + count
+
+    def count(fetched):
+        for name, arr in fetched.items():
+            c = int((~np.isfinite(arr)).sum()) if np.issubdtype(arr.dtype, np.floating) else 0
+            if c:
+                bad[name] = bad.get(name, 0) + c
+
+    _stream(_runner(with_outputs(model, values), prep), tensors, batch, values, count)
     report = []
     for name, count in bad.items():
         node = producer.get(name)

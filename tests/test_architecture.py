@@ -18,7 +18,7 @@ ORDER = [
     # 1 model and data
     "layers.cores", "layers.ops", "layers.aft", "layers",
     "models.classifier", "models.registry", "models",
-    "data", "datasets", "calib", "checkpoint", "resources",
+    "data", "datasets", "calib", "ranges", "checkpoint", "resources",
     # 2 ONNX, comparison, TensorRT facts
     "graph", "onnxio", "compare", "options", "trt",
     # 3 runners

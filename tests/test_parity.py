@@ -245,6 +245,36 @@ def test_bench_reports_percentiles_and_threads(pair, tmp_path, cifar10):
     assert result.exit_code == 0 and json.loads(result.output)["rows"][0]["batch"] == 2
 
 
+def test_a_batch_that_cannot_fit_is_refused_up_front(pair, monkeypatch):
+    """One line with the estimate and exit 2, before any input is made or run; a batch
+    that fits still runs. The estimate: per image, the input and output plus the
+    largest intermediate value times LIVE_VALUES, read from the graph."""
+    from aft_export.runners import base
+
+    _, onnx_path = pair
+    runner = OrtRunner(onnx_path)
+    largest, io = runner.activation_bytes()
+    assert largest > 0 and io == 4 * (3 * 32 * 32 + 10)
+    need, per_image = runner.memory_estimate(1000)
+    assert per_image == io + base.LIVE_VALUES * largest and need == 1000 * per_image
+    # far beyond any machine: refused on the memory the kernel reports
+    huge = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch", "1000000000", "--iters", "1"])
+    assert huge.exit_code == 2 and "Traceback" not in huge.output
+    assert huge.output.startswith("error: batch 1000000000 of m.onnx needs about ") and huge.output.count("\n") == 1
+    # a checkpoint: measured on one image in PyTorch (the MLP's hidden layer at least)
+    ckpt = pair[0]
+    torch_largest, torch_io = TorchRunner(str(ckpt)).activation_bytes()
+    assert torch_io == io and torch_largest >= largest > 0
+    huge = CliRunner().invoke(main, ["bench", str(ckpt), "--batch", "1000000000", "--iters", "1"])
+    assert huge.exit_code == 2 and huge.output.startswith("error: batch 1000000000 of m.pt needs about ")
+    # and on the memory said to be available: 1000 images do not fit in 100 per-image estimates
+    monkeypatch.setattr(base, "available_memory", lambda: 100 * per_image)
+    res = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch", "1000", "--iters", "1", "--warmup", "0"])
+    assert res.exit_code == 2 and "use --batch 100 or less" in res.output
+    res = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch", "100", "--iters", "1", "--warmup", "0"])
+    assert res.exit_code == 0, res.output
+
+
 def _break_a_layer(onnx_path, out, index=3):
     """Scale the weights of one MatMul/Gemm (one whose weights no other node shares)."""
     import onnx

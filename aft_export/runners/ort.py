@@ -11,6 +11,7 @@ from pathlib import Path
 
 from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.fileio import cache_root
+from aft_export.graph import activation_bytes_per_image
 from aft_export.onnxio import graph_precision, load_onnx, read_metadata
 from aft_export.runners.base import ModelInfo, Runner
 
@@ -97,10 +98,12 @@ class OrtRunner(Runner):
     backend = "onnxruntime"
 
     def __init__(self, source, providers: list | str | None = None, threads: int = 0,
-                 info: ModelInfo | None = None, profile: bool = False) -> None:  # fmt: skip
+                 info: ModelInfo | None = None, optimize: bool = True, profile: bool = False) -> None:  # fmt: skip
         """``source``: a path or a ModelProto (stages that run a graph they hold in memory);
-        ``info``: what to feed it, for a graph without aft-export metadata; ``profile``:
-        record ONNX Runtime's per-node profile (read it with :meth:`op_profile`)."""
+        ``info``: what to feed it, for a graph without aft-export metadata; ``optimize``
+        False runs the graph as written (no fusions: calibration measures the values the
+        graph defines, as ONNX Runtime's own calibrators do); ``profile``: record ONNX
+        Runtime's per-node profile (read it with :meth:`op_profile`)."""
         import onnx
 
         ort = import_onnxruntime()
@@ -119,6 +122,8 @@ class OrtRunner(Runner):
                                  f"install onnxruntime-gpu with CUDA/TensorRT to use them")  # fmt: skip
         options = ort.SessionOptions()
         options.log_severity_level = 3
+        if not optimize:
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         options.intra_op_num_threads = threads  # 0: ONNX Runtime's default (all cores)
         self.threads = threads or (os.cpu_count() or 1)
         self._profile_dir = None
@@ -126,6 +131,7 @@ class OrtRunner(Runner):
             self._profile_dir = tempfile.mkdtemp(prefix="aft-ort-profile-")
             options.enable_profiling = True
             options.profile_file_prefix = str(Path(self._profile_dir) / "ort")
+        self._activation_bytes = activation_bytes_per_image(model, info.input_size)  # for memory estimates
         payload = source.SerializeToString() if in_memory else str(source)
         try:
             self.session = ort.InferenceSession(payload, options, providers=wanted)
@@ -143,6 +149,9 @@ class OrtRunner(Runner):
                                  f"did not load); it would have run on {self.providers}")  # fmt: skip
         if first != "CPUExecutionProvider":
             self.backend = f"onnxruntime-{first.replace('ExecutionProvider', '').lower()}"
+
+    def activation_bytes(self) -> tuple[int, int]:
+        return self._activation_bytes
 
     def run(self, feeds):
         names = [o.name for o in self.session.get_outputs()]

@@ -32,8 +32,34 @@ class TorchRunner(Runner):
         model, meta = loaded if loaded is not None else load_checkpoint(path, config=config)
         self.model = model.to(self.device).eval()
         self.meta = meta
+        self._activation_bytes: tuple[int, int] | None = None
         super().__init__(str(path), ModelInfo(meta.classes, meta.input_size, meta.mean, meta.std,
                                               source_sha256=meta.sha256))  # fmt: skip
+
+    def activation_bytes(self) -> tuple[int, int]:
+        """Measured on one image on the CPU: the largest output of a leaf module (the
+        MLP's hidden layer, a projection), and the input plus the logits; (0, 0) on a GPU,
+        whose memory is not the host's."""
+        if self._activation_bytes is None:
+            self._activation_bytes = (0, 0)
+            if self.device.type == "cpu":
+                sizes = []
+
+                def hook(_module, _inputs, out):
+                    if isinstance(out, torch.Tensor):
+                        sizes.append(out.numel() * out.element_size())
+
+                leaves = [m for m in self.model.modules() if not any(True for _ in m.children())]
+                handles = [m.register_forward_hook(hook) for m in leaves]
+                try:
+                    x = torch.zeros((1, *self.info.input_size))
+                    with torch.inference_mode():
+                        out = self.model(x)
+                finally:
+                    for h in handles:
+                        h.remove()
+                self._activation_bytes = (max(sizes, default=0), x.numel() * 4 + out.numel() * 4)
+        return self._activation_bytes
 
     def run(self, feeds):
         with torch.inference_mode():
