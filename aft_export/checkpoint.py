@@ -16,13 +16,16 @@ file that carries pickled Python objects. Layout (format version 1)::
     train_state     (optional) optimizer/scheduler/epoch/RNG for resuming
 
 Plain ``state_dict`` files (``.pt``/``.pth`` or ``.safetensors``) load too, given a
-registry config name; the prefixes DataParallel/DDP (``module.``) and
-``torch.compile`` (``_orig_mod.``) add are stripped.
+registry config name; the prefixes DataParallel/DDP (``module.``),
+``torch.compile`` (``_orig_mod.``) and wrappers (``model.``) add are stripped, and the
+weights are found in the layouts training code writes (``{"model": ...}``, EMA copies,
+an ``argparse.Namespace`` of arguments beside them: see :mod:`aft_export.weights`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import pickle
 import tempfile
@@ -36,10 +39,11 @@ from aft_export.data import CIFAR10_MEAN, CIFAR10_STD
 from aft_export.errors import AFTExportError
 from aft_export.models.classifier import AFTClassifier, ModelConfig
 from aft_export.models.registry import get_config
+from aft_export.weights import ALLOWED_GLOBALS, select_state_dict
 
 FORMAT = "aft-export-checkpoint"
 FORMAT_VERSION = 1
-_PREFIXES = ("module.", "_orig_mod.")
+_PREFIXES = ("module.", "_orig_mod.", "model.")  # DDP, torch.compile, Lightning-style wrappers
 
 
 @dataclass
@@ -152,7 +156,8 @@ def _read(path: Path) -> Any:
         except Exception as exc:  # safetensors raises its own error types
             raise AFTExportError(f"checkpoint {path} is not a valid safetensors file: {exc}") from None
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        with torch.serialization.safe_globals(list(ALLOWED_GLOBALS)):  # argparse.Namespace only (DeiT-style)
+            return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         text = str(exc)
         if "Unsupported global" in text or "GLOBAL" in text:
@@ -242,6 +247,7 @@ def load_checkpoint(
     mean=CIFAR10_MEAN,
     std=CIFAR10_STD,
     return_payload: bool = False,
+    weights_key: str | None = None,
 ):
     """Load a checkpoint and return ``(model in eval mode, CheckpointMeta)``.
 
@@ -255,8 +261,12 @@ def load_checkpoint(
         meta = _meta_from_payload(payload, path)
         state = payload.get("state_dict")
     else:
-        if isinstance(payload, dict) and isinstance(payload.get("state_dict"), dict):
-            payload = payload["state_dict"]  # a common {"state_dict": ...} wrapper
+        if weights_key is not None or not (isinstance(payload, dict) and all(
+                isinstance(v, torch.Tensor) for v in payload.values())):  # {"model": ...}, {"state_dict": ...}, EMA
+            selected = select_state_dict(payload, path, weights_key)
+            if selected.note:
+                logging.getLogger("aft_export").warning(selected.note)
+            payload = selected.state
         if config is None:
             raise AFTExportError(
                 f"{path} is a plain state_dict; say which architecture it is with a config "
