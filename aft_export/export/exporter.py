@@ -339,27 +339,45 @@ def _run_ort(session, images: np.ndarray, batch: int | None) -> np.ndarray:
 def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, config: str | None = None,
                       log=print) -> ExportResult:  # fmt: skip
     """Export a checkpoint to ONNX, check, simplify and verify it. Returns the report."""
-    import torch
-
     from aft_export.checkpoint import load_checkpoint
-    from aft_export.export.functions import DOMAIN
-    from aft_export.graph import module_by_output, restore_node_metadata, name_nodes
 
     opts = options or ExportOptions()
     out = Path(out)
+    check_output_path(out)
+    t = time.perf_counter()
+    model, meta = load_checkpoint(checkpoint, config=config)
+    if opts.dynamic_hw and meta.config.fixed_input_size:
+        _dynamic_shapes(meta.config, None, True)  # raises the clear error
+    return export_loaded(model, meta, out, opts, log, started=t)
+
+
+def check_output_path(out: Path) -> None:
     if not out.parent.is_dir():
         raise AFTExportError(f"output directory {out.parent} does not exist")
     if not os.access(out.parent, os.W_OK):
         raise AFTExportError(f"output directory {out.parent} is not writable")
+
+
+def export_loaded(model, meta, out: Path, opts: ExportOptions, log=print, started: float | None = None) -> ExportResult:
+    """The export stages for a model already in memory, with its metadata (a checkpoint's
+    :class:`~aft_export.checkpoint.CheckpointMeta`, or a model trained elsewhere:
+    :mod:`aft_export.byo`, whose ``meta.prepare_export`` swaps in our AFT layers first)."""
+    import torch
+
+    from aft_export.export.functions import DOMAIN
+    from aft_export.graph import module_by_output, restore_node_metadata, name_nodes
+
+    out = Path(out)
+    check_output_path(out)
     seconds: dict[str, float] = {}
-    t = time.perf_counter()
-    model, meta = load_checkpoint(checkpoint, config=config)
+    t = time.perf_counter() if started is None else started
     cfg = meta.config
-    if opts.dynamic_hw and cfg.fixed_input_size:
-        _dynamic_shapes(cfg, None, True)  # raises the clear error
     images, source = (None, None)
     if opts.verify_images:
         images, source = _verification_images(meta, opts)
+    prepare = getattr(meta, "prepare_export", None)  # models trained elsewhere (aft_export/byo)
+    if prepare is not None:
+        model = prepare(model, images, log)
 
     proto = _torch_export(model, cfg, opts)
     set_metadata(proto, _metadata(meta, opts))
