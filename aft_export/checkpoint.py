@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from aft_export.byo.spec import is_user_model, load_user_model
 from aft_export.data import CIFAR10_MEAN, CIFAR10_STD
 from aft_export.errors import AFTExportError
 from aft_export.models.classifier import AFTClassifier, ModelConfig
@@ -254,7 +255,11 @@ def load_checkpoint(
     ``config`` (a registry name or a ModelConfig) is needed only for plain state-dict
     files; ``classes``, ``mean`` and ``std`` then describe them (default: CIFAR-10).
     With ``return_payload`` the raw dict comes back third (for resuming training).
+    A model trained elsewhere (a model spec file or a :class:`~aft_export.byo.spec.UserModel`)
+    loads through :mod:`aft_export.byo.spec`, as the user's own module.
     """
+    if is_user_model(path):
+        return load_user_model(path)
     path = Path(path)
     payload = _read(path)
     if isinstance(payload, dict) and payload.get("format") == FORMAT:

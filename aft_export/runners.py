@@ -18,7 +18,7 @@ from aft_export.errors import AFTExportError, RuntimeMissing
 
 INPUT = "image"
 OUTPUT = "logits"
-CHECKPOINT_SUFFIXES = (".pt", ".pth", ".safetensors")
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".safetensors", ".yaml", ".yml", ".json")  # specs: aft_export/byo/spec.py
 
 
 @dataclass
