@@ -12,6 +12,7 @@ import sys
 import click
 
 from aft_export import __version__
+from aft_export.byo.cli import spec_file, user_model_from, user_model_options
 from aft_export.errors import AFTExportError
 
 
@@ -124,7 +125,7 @@ def train_cmd(model_name, data, out, test_data, epochs, batch_size, lr, weight_d
 
 
 @main.command("export")
-@click.argument("checkpoint", type=click.Path(dir_okay=False))
+@click.argument("checkpoint", required=False, type=click.Path(dir_okay=False))
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="ONNX file to write.")
 @click.option("--config", "config_name", help="Registry config name, for plain state_dict files.")
 @click.option("--opset", default=18, show_default=True, help="ONNX opset (18 or newer).")
@@ -140,17 +141,31 @@ def train_cmd(model_name, data, out, test_data, epochs, batch_size, lr, weight_d
 @click.option("--verify-images", default=64, show_default=True, help="Real images for verification (0: skip).")
 @click.option("--verify-data", type=click.Path(), help="ImageFolder directory or tar for verification.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@user_model_options
 def export_cmd(checkpoint, output, config_name, opset, batch, dynamic_hw, op_form, target, simplify,
-               allow_unsimplified, verify_images, verify_data, as_json) -> None:  # fmt: skip
-    """Export a checkpoint to ONNX, simplify it and verify it against PyTorch."""
+               allow_unsimplified, verify_images, verify_data, as_json, **byo) -> None:  # fmt: skip
+    """Export a checkpoint (or, with --model-def, a model trained elsewhere) to ONNX, simplify
+    it and verify it against PyTorch."""
     from aft_export.export.exporter import ExportOptions, export_checkpoint
 
     opts = ExportOptions(
         opset=opset, batch=batch, dynamic_hw=dynamic_hw, op_form=op_form, target=target, simplify=simplify,
         allow_unsimplified=allow_unsimplified, verify_images=verify_images, verify_data=verify_data,
     )  # fmt: skip
-    result = export_checkpoint(checkpoint, output, opts, config=config_name,
-                               log=(lambda *a: click.echo(*a, err=True)) if as_json else click.echo)  # fmt: skip
+    log = (lambda *a: click.echo(*a, err=True)) if as_json else click.echo
+    if byo["model_def"] and checkpoint:  # `export W.pt --model-def ...`: the positional file is the weights
+        if byo["weights"]:
+            raise AFTExportError(f"give the weights once: {checkpoint} or --weights {byo['weights']}")
+        byo["weights"] = checkpoint
+    user = user_model_from(byo)
+    if user is not None:  # a model trained elsewhere (aft_export/byo)
+        from aft_export.byo.export import export_user_model
+
+        result = export_user_model(user, output, opts, log=log)
+    elif checkpoint is None:
+        raise AFTExportError("give a CHECKPOINT to export, or --model-def and --weights for a model trained elsewhere")
+    else:
+        result = export_checkpoint(checkpoint, output, opts, config=config_name, log=log)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
@@ -258,14 +273,19 @@ def quantize_cmd(model, output, precision, calib, method, percentile, count, bat
 @click.option("--provider", type=click.Choice(["cpu", "cuda", "tensorrt"]), default="cpu", show_default=True,
               help="ONNX Runtime execution provider for .onnx artifacts (cuda/tensorrt need onnxruntime-gpu).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
-def parity_cmd(checkpoint, artifacts, data, images, overrides, provider, as_json) -> None:
-    """Compare artifacts with the fp32 PyTorch checkpoint.
+@user_model_options
+def parity_cmd(checkpoint, artifacts, data, images, overrides, provider, as_json, **byo) -> None:
+    """Compare artifacts with the fp32 PyTorch checkpoint (or, with --model-def and --weights,
+    the user's own module: then every argument is an artifact).
 
     Exit 0: all passed; 1: one failed; 3: none failed but one was skipped (its runtime
     is missing here); 2: bad input.
     """
     from aft_export.parity import run_parity
 
+    user = user_model_from(byo)
+    if user is not None:  # the reference is the user's own module (aft_export/byo)
+        checkpoint, artifacts = user, (checkpoint, *artifacts)
     report = run_parity(checkpoint, list(artifacts), data, images=images, overrides=list(overrides),
                         providers=provider)  # fmt: skip
     if as_json:
@@ -349,8 +369,9 @@ def bench_cmd(artifacts, batches, warmup, iters, threads, provider, as_json) -> 
 @click.option("--threads", default=0, show_default=True, help="CPU threads (0: the backend's default).")
 @click.option("--tolerance", "overrides", multiple=True, metavar="PREC.FIELD=VALUE", help="Parity limit override.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@user_model_options
 def pipeline_cmd(checkpoint, out, calib, data, precisions, op_form, targets, eval_limit, parity_images, batches,
-                 iters, threads, overrides, as_json) -> None:  # fmt: skip
+                 iters, threads, overrides, as_json, **byo) -> None:  # fmt: skip
     """Export, quantise, build engines (where TensorRT exists), check parity, evaluate and
     benchmark in one run directory. With no CHECKPOINT: the bundled zoo model.
 
@@ -370,7 +391,14 @@ def pipeline_cmd(checkpoint, out, calib, data, precisions, op_form, targets, eva
         kw["targets"] = tuple(dict.fromkeys(targets))
     opts = PipelineOptions(**kw)
     log = (lambda *a: click.echo(*a, err=True)) if as_json else click.echo
-    result = run_pipeline(checkpoint, opts, log=log)
+    user = user_model_from(byo)
+    if user is not None and checkpoint:
+        raise AFTExportError(f"give either CHECKPOINT ({checkpoint}) or --model-def, not both")
+    if user is not None:  # a model trained elsewhere, as a spec file the stages take (aft_export/byo)
+        with spec_file(user) as spec:
+            result = run_pipeline(str(spec), opts, log=log)
+    else:
+        result = run_pipeline(checkpoint, opts, log=log)
     if as_json:
         click.echo(json.dumps({"run_dir": result.run_dir, "passed": result.passed, "summary": result.summary},
                               indent=2))  # fmt: skip
