@@ -89,8 +89,9 @@ def load_factory(spec: str):
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            names = sorted(n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n)))
-            raise AFTExportError(f"model definition {target} has no {attr!r}; callables there: {names[:12]}")
+            own = [n for n, v in vars(module).items() if not n.startswith("_") and callable(v)
+                   and getattr(v, "__module__", None) == module.__name__]  # defined there, not imported
+            raise AFTExportError(f"model definition {target} has no {attr!r}; callables there: {sorted(own)[:12]}")
         obj = getattr(obj, part)
     if not callable(obj):
         raise AFTExportError(f"{spec}: {attr} is a {type(obj).__name__}, not a callable that builds the model")
