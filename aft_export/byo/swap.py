@@ -420,7 +420,8 @@ def apply_swap(model: nn.Module, plan: SwapPlan) -> nn.Module:
 
 def _logits(model: nn.Module, x: Tensor, batch: int) -> np.ndarray:
     with torch.no_grad(), quiet_stdout():
-        return torch.cat([model(x[i : i + batch]).float() for i in range(0, len(x), batch)]).numpy()
+        out = torch.cat([model(x[i : i + batch]).float() for i in range(0, len(x), batch)])
+    return out.reshape(len(x), -1).numpy()  # (N, classes); a bare layer's (N, T, d) per input too
 
 
 def verify_swap(original: nn.Module, swapped: nn.Module, inputs: Tensor, atol: float = SWAP_ATOL,
