@@ -108,7 +108,7 @@ class OwnArchitecture(nn.Module):
     """A user's own design with our layers in shapes no registry config has: a conv stem to a
     non-square 8x4 grid, AFT-conv with 6 heads and kernel 5 on it, a class token, then
     AFT-full with a rank-3 bias, AFT-local with a 1-D window and AFT-simple on 33 tokens,
-    and a two-layer head on the class token with 7 classes."""
+    and a two-layer head on the class token."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -121,7 +121,7 @@ class OwnArchitecture(nn.Module):
         self.local = AFTLocal(d, num_tokens=33, window=4)
         self.simple = AFTSimple(d)
         self.norm = nn.LayerNorm(d)
-        self.head = nn.Sequential(nn.Linear(d, 20), nn.Tanh(), nn.Linear(20, 7))
+        self.head = nn.Sequential(nn.Linear(d, 20), nn.Tanh(), nn.Linear(20, 10))
 
     def forward(self, x):
         x = self.stem(x)  # (B, 36, 8, 4)
@@ -156,3 +156,8 @@ def not_a_module():
 
 def raises():
     raise ValueError("depth must be positive")
+
+
+def comvex_local_classifier() -> nn.Module:
+    """comvex AFT-local: cannot run (mask_fill_), so it is refused by path."""
+    return comvex_aft().AFTWithLinearClassifier(comvex_config("local"))
