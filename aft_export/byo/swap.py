@@ -108,7 +108,7 @@ class GridArgs(nn.Module):
         super().__init__()
         self.aft = aft
 
-    def forward(self, x: Tensor, H: int, W: int) -> Tensor:  # noqa: N803 - their argument names
+    def forward(self, x: Tensor, H: int, W: int) -> Tensor:  # their argument names
         return self.aft(x, (H, W))
 
 
@@ -435,7 +435,7 @@ def verify_swap(original: nn.Module, swapped: nn.Module, inputs: Tensor, atol: f
     finite_rows = np.isfinite(ref).all(axis=1)
     diff = np.abs(ref[finite_rows] - got[finite_rows])
     report = {
-        "inputs": int(len(ref)),
+        "inputs": len(ref),
         "max_abs": float(diff.max()) if diff.size else 0.0,
         "original_nonfinite_images": int((~finite_rows).sum()),
         "swapped_nonfinite_values": int((~np.isfinite(got)).sum()),

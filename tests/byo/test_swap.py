@@ -73,7 +73,7 @@ def test_aft_pytorch_overflow_becomes_finite_and_matches_the_formula():
     x = tokens()
     with torch.no_grad():
         want = layer(x)
-        plan, ours = swapped(layer, x)
+        _, ours = swapped(layer, x)
         got = ours(x)
     assert not torch.isfinite(want).all()  # the original overflows ...
     assert torch.isfinite(got).all()  # ... ours does not
@@ -89,7 +89,7 @@ def test_verify_swap_fails_a_wrong_mapping():
     torch.manual_seed(0)
     layer = apt.AFTFull(MAX_SEQ, DIM, HIDDEN).eval()
     x = tokens()
-    plan, ours = swapped(layer, x)
+    _, ours = swapped(layer, x)
     with torch.no_grad():
         ours.w.add_(0.5 * torch.randn(T, T))  # a bias mapped wrongly
     report = verify_swap(layer, ours, x)
@@ -97,7 +97,6 @@ def test_verify_swap_fails_a_wrong_mapping():
 
 
 def test_aft_pytorch_conv_stub_is_refused_by_path():
-    apt = need("aft_pytorch")
     model = nn.Sequential(nn.Identity(), need("aft_pytorch.aft_pytorch").AFTConv())  # not re-exported
     with pytest.raises(AFTExportError, match=r"1 \(aft-pytorch AFTConv\): .*stub"):
         plan_swap(model, tokens())
@@ -153,7 +152,7 @@ def test_comvex_full_maps_to_the_rank_factorised_bias():
     x = tokens()
     with torch.no_grad():
         want = layer(x)
-        plan, ours = swapped(layer, x)
+        _plan, ours = swapped(layer, x)
         got = ours(x)
     assert type(ours) is AFTFull and ours.rank == 5 and ours.to_q.bias is None  # comvex: use_bias=False
     assert (got - want).abs().max().item() < 1e-5
@@ -194,7 +193,7 @@ def test_comvex_simple_really_is_not_aft_simple():
 
 def conv_bias(kernel, grid):
     """AFT-conv as a dense per-head bias (T, T, heads): kernel value inside the window, 0 outside."""
-    heads, ks, _ = kernel.shape
+    _heads, ks, _ = kernel.shape
     h, w = grid
     r, c = torch.arange(h * w) // w, torch.arange(h * w) % w
     dr, dc = r[None, :] - r[:, None] + ks // 2, c[None, :] - c[:, None] + ks // 2  # (T, T') kernel indices
@@ -306,7 +305,6 @@ def test_no_aft_layer_plans_nothing():
 
 
 def test_every_refused_layer_is_named_in_one_error():
-    apt = need("aft_pytorch")
     aft = comvex_aft()
     model = nn.ModuleDict({"a": need("aft_pytorch.aft_pytorch").AFTConv(), "b": nn.Sequential(aft.AFTLocal(dim=8, max_seq_len=4, hidden_dim=8,
                                                                                local_window_size=2))})  # fmt: skip

@@ -159,7 +159,7 @@ def test_registry_checkpoints_in_deit_layout_load_too(tmp_path):
     model = create_model("aft_simple_test").eval()
     torch.save({"model": {"module." + k: v for k, v in model.state_dict().items()},
                 "args": argparse.Namespace(epochs=3), "epoch": 2}, tmp_path / "deit.pth")  # fmt: skip
-    loaded, meta = load_checkpoint(tmp_path / "deit.pth", config="aft_simple_test")
+    loaded, _ = load_checkpoint(tmp_path / "deit.pth", config="aft_simple_test")
     x = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
         assert torch.equal(loaded(x), model(x))

@@ -67,9 +67,9 @@ def aft_pytorch_classifier() -> nn.Module:
 
 def comvex_config(mode: str = "full", **kw):
     aft = comvex_aft()
-    base = dict(image_size=IMG, image_channel=3, patch_size=8, num_layers=2, dim=DIM, num_classes=10,
-                hidden_dim=HIDDEN, aft_mode=mode, position_bias_dim=8, ff_expand_scale=2,
-                local_window_size=None if mode in ("full", "simple") else 3, heads=4)  # fmt: skip
+    base = {"image_size": IMG, "image_channel": 3, "patch_size": 8, "num_layers": 2, "dim": DIM, "num_classes": 10,
+                "hidden_dim": HIDDEN, "aft_mode": mode, "position_bias_dim": 8, "ff_expand_scale": 2,
+                "local_window_size": None if mode in ("full", "simple") else 3, "heads": 4}  # fmt: skip
     if mode == "simple":  # AFTBackbone passes use_position_bias itself, over the AFTSimple partial's False
         base["use_position_bias"] = False
     base.update(kw)
