@@ -269,7 +269,7 @@ def load_checkpoint(
         if weights_key is not None or not (isinstance(payload, dict) and all(
                 isinstance(v, torch.Tensor) for v in payload.values())):  # {"model": ...}, {"state_dict": ...}, EMA
             selected = select_state_dict(payload, path, weights_key)
-            if selected.note:
+            if selected.choice:
                 logging.getLogger("aft_export").warning(selected.note)
             payload = selected.state
         if config is None:

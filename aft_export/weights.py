@@ -45,7 +45,8 @@ class Selected:
 
     state: dict[str, torch.Tensor]
     key: str | None  # top-level key it came from; None for a bare state_dict
-    note: str = ""  # what the user should know about the choice (e.g. an EMA left unused)
+    note: str = ""  # which entry was used, and what was left unused
+    choice: bool = False  # True when the file held another state_dict (an EMA...) that was not taken
 
 
 def read_weights_file(path: str | Path) -> Any:
@@ -135,11 +136,12 @@ def select_state_dict(payload: Any, path: str | Path, key: str | None = None) ->
         others = models[1:] + emas
         if others:
             note += f" (it also holds {others}, not used; --weights-key chooses)"
-        return Selected(dict(payload[chosen]), chosen, note)
+        return Selected(dict(payload[chosen]), chosen, note, choice=bool(others))
     if emas:
         chosen = emas[0]
         return Selected(dict(payload[chosen]), chosen,
-                        f"weights: {chosen!r} of {Path(path).name}, an EMA copy, the only state_dict in the file")
+                        f"weights: {chosen!r} of {Path(path).name}, an EMA copy, the only state_dict in the file",
+                        choice=True)  # fmt: skip
     raise AFTExportError(
         f"{path} holds no state_dict of tensors under any key this tool knows; its top-level keys are "
         f"{_describe(payload)}; name the one with the weights with --weights-key KEY"
@@ -194,6 +196,8 @@ def load_weights(model: torch.nn.Module, path: str | Path, key: str | None = Non
         where = f"{path}" + (f" (key {selected.key!r})" if selected.key else "")
         raise AFTExportError(f"weights in {where} do not fit the model: " + "; ".join(problems))
     model.load_state_dict(state, strict=True)
-    if selected.note:
-        (log_fn or log.warning)(selected.note)
+    if selected.note and log_fn is not None:
+        log_fn(selected.note)
+    elif selected.choice:  # never silent about an EMA taken or left, even where nobody passed a log
+        log.warning(selected.note)
     return selected
