@@ -37,7 +37,7 @@ from torch import nn
 
 from aft_export.byo.modeldef import build_model
 from aft_export.byo.preprocess import Preprocessing, read_mapping, resolve
-from aft_export.byo.swap import apply_swap, plan_swap, quiet_stdout, verify_swap
+from aft_export.byo.swap import apply_swap, layer_variants, plan_swap, quiet_stdout, verify_swap
 from aft_export.errors import AFTExportError
 from aft_export.weights import load_weights
 
@@ -92,7 +92,7 @@ def meta_for(model: nn.Module, user: UserModel, note=logger.info) -> UserModelMe
     if p.classes is None:
         note(f"classes: numbered 0..{len(classes) - 1} (give --classes FILE for names)")
     config = ForeignConfig(img_size=size, model_def=user.model_def, weights=user.weights or "",
-                           weights_key=user.weights_key or "")  # fmt: skip
+                           weights_key=user.weights_key or "", variant="+".join(layer_variants(model)) or "none")
     return UserModelMeta(config, classes, tuple(p.mean), tuple(p.std), model_name=user.name or user.model_def,
                          path=user.weights or "", sha256=state_sha256(model))  # fmt: skip
 

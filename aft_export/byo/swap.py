@@ -359,6 +359,23 @@ def find_layers(model: nn.Module) -> dict[str, nn.Module]:
     return found
 
 
+def layer_variants(model: nn.Module) -> list[str]:
+    """The AFT variants of the layers in ``model``, by class alone (before any probe)."""
+    found = set()
+    for module in find_layers(model).values():
+        pub = _public_class(module)
+        if pub is None:
+            base = next((c for c in type(module).__mro__ if c in (AFTFull, AFTLocal, AFTSimple, AFTConv)), None)
+            name = base.__name__ if base else ""
+        elif pub[0] == COMVEX and pub[1] == "AFTGeneral":
+            name = "AFT" + _comvex_mode(module).capitalize()
+        else:
+            name = pub[1]
+        if name in ("AFTFull", "AFTLocal", "AFTSimple", "AFTConv"):
+            found.add(name[3:].lower())
+    return sorted(found)
+
+
 def plan_swap(model: nn.Module, example: Tensor) -> SwapPlan:
     """Find, refuse, probe and build; nothing in ``model`` changes. Raises one error that
     names every refused layer."""

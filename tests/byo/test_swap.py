@@ -312,3 +312,12 @@ def test_every_refused_layer_is_named_in_one_error():
         plan_swap(model, tokens())
     text = str(err.value)
     assert "a (aft-pytorch AFTConv)" in text and "b.0 (comvex AFTGeneral)" in text and "\n" not in text
+
+
+def test_layer_variants_by_class_before_any_probe():
+    from aft_export.byo.swap import layer_variants
+
+    assert layer_variants(user_models.own_architecture()) == ["conv", "full", "local", "simple"]
+    assert layer_variants(user_models.aft_pytorch_classifier()) == ["full", "local", "simple"]
+    assert layer_variants(user_models.comvex_classifier()) == ["full"]
+    assert layer_variants(user_models.plain_cnn()) == []
