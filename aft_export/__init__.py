@@ -1,16 +1,12 @@
-"""aft-export: take Attention Free Transformer classifiers from PyTorch to the edge."""
+"""aft-export: take Attention Free Transformer classifiers from PyTorch to the edge.
 
-__version__ = "0.1.0"
+The package is built in floors, each importing only from the floors below it; see
+ARCHITECTURE.md (tests/test_architecture.py keeps it so).
+"""
 
-from aft_export.errors import AFTExportError  # noqa: E402
-from aft_export.models import create_model, get_config, list_models  # noqa: E402
-
-
-def load_checkpoint(path, **kwargs):
-    """Load a checkpoint: returns ``(model in eval mode, metadata)``. See ``checkpoint.load``."""
-    from aft_export.checkpoint import load_checkpoint as _load
-
-    return _load(path, **kwargs)
-
+from aft_export.checkpoint import load_checkpoint
+from aft_export.errors import AFTExportError
+from aft_export.models import create_model, get_config, list_models
+from aft_export.version import __version__
 
 __all__ = ["AFTExportError", "__version__", "create_model", "get_config", "list_models", "load_checkpoint"]

@@ -11,7 +11,9 @@ import time
 
 import numpy as np
 
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, RuntimeMissing
+from aft_export.options import BenchOptions
+from aft_export.runners import load_runner
 
 
 def bench_runner(runner, batch: int, warmup: int = 10, iters: int = 50, seed: int = 0) -> dict:
@@ -41,17 +43,17 @@ def bench_runner(runner, batch: int, warmup: int = 10, iters: int = 50, seed: in
     }
 
 
-def bench(artifacts: list[str], batches: list[int], warmup: int = 10, iters: int = 50, threads: int = 0,
-          providers: list[str] | None = None) -> dict:  # fmt: skip
-    from aft_export.errors import RuntimeMissing
-    from aft_export.runners import load_runner
-
+def bench(artifacts: list[str], batches=BenchOptions.batches, warmup: int = BenchOptions.warmup,
+          iters: int = BenchOptions.iters, threads: int = 0,
+          providers: list[str] | None = None, runners: dict | None = None) -> dict:  # fmt: skip
+    """Latency and throughput of each artifact at each batch size. ``runners``: runners
+    already made, by artifact path."""
     if warmup < 0 or iters < 1 or not batches or min(batches) < 1:
         raise AFTExportError("bench needs --iters >= 1, --warmup >= 0 and batch sizes >= 1")
     rows, skipped = [], []
     for artifact in artifacts:
         try:
-            runner = load_runner(artifact, providers, threads=threads)
+            runner = (runners or {}).get(str(artifact)) or load_runner(artifact, providers, threads=threads)
         except RuntimeMissing as exc:  # skipped with the reason, never timed as something else
             skipped.append({"artifact": artifact, "batch": None, "reason": str(exc)})
             continue

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from aft_export.data import IMAGE_EXTENSIONS, load_image, normalize
+from aft_export import datasets
+from aft_export.data import IMAGE_EXTENSIONS, load_image, normalize, square_crop
 from aft_export.errors import AFTExportError
 
 
@@ -154,8 +155,6 @@ def _from_array(arr: np.ndarray, path: str, prep: Preprocess) -> np.ndarray:
         if arr.shape[1:3] != (prep.size, prep.size):
             from PIL import Image
 
-            from aft_export.data import square_crop
-
             arr = np.stack([square_crop(Image.fromarray(a), prep.size) for a in arr])
         return normalize(arr, prep.mean, prep.std).numpy()
     if arr.dtype in (np.float32, np.float64) and arr.ndim == 4 and arr.shape[1] == 3:
@@ -176,8 +175,6 @@ def _from_array(arr: np.ndarray, path: str, prep: Preprocess) -> np.ndarray:
 def load_calibration(source: str | os.PathLike, prep: Preprocess, count: int = 512, seed: int = 0,
                      allow_fewer: bool = False, progress: bool = True) -> CalibrationSet:  # fmt: skip
     """Sample ``count`` images from ``source`` with ``seed`` and preprocess them."""
-    from aft_export import datasets
-
     if count < 1:
         raise AFTExportError(f"calibration image count must be >= 1, got {count}")
     label = str(source)

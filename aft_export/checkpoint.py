@@ -24,11 +24,9 @@ an ``argparse.Namespace`` of arguments beside them: see :mod:`aft_export.weights
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import pickle
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +36,8 @@ import torch
 from aft_export.byo.spec import is_user_model, load_user_model
 from aft_export.data import CIFAR10_MEAN, CIFAR10_STD
 from aft_export.errors import AFTExportError
-from aft_export.models.classifier import AFTClassifier, ModelConfig
+from aft_export.fileio import atomic_write, sha256_file
+from aft_export.models.classifier import AFTClassifier, ModelConfig, count_params
 from aft_export.models.registry import get_config
 from aft_export.weights import ALLOWED_GLOBALS, select_state_dict
 
@@ -65,32 +64,6 @@ class CheckpointMeta:
     def input_size(self) -> tuple[int, int, int]:
         c = self.config
         return (c.in_chans, c.img_size, c.img_size)
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def atomic_write(path: str | os.PathLike, write) -> None:
-    """Call ``write(tmp_path)`` then rename onto ``path``: readers never see half a file."""
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise AFTExportError(f"output directory {path.parent} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def save_checkpoint(
@@ -292,3 +265,16 @@ def load_checkpoint(
     if return_payload:
         return model, meta, payload
     return model, meta
+
+
+def describe(path: str | os.PathLike, config: str | None = None) -> dict:
+    """What a checkpoint holds: config, parameter count, classes, preprocessing, metrics."""
+    model, meta = load_checkpoint(path, config=config)
+    prov = meta.provenance
+    return {
+        "path": meta.path, "sha256": meta.sha256, "model_name": meta.model_name,
+        "format_version": meta.format_version, "params": count_params(model),
+        "input_size": list(meta.input_size), "mean": list(meta.mean), "std": list(meta.std),
+        "classes": meta.classes, "config": meta.config.to_dict(), "metrics": prov.get("metrics", {}),
+        "training": {k: prov[k] for k in ("data", "epochs", "seed", "wall_time_s", "torch") if k in prov},
+    }  # fmt: skip

@@ -36,6 +36,18 @@ class LabelledImages:
     def __len__(self) -> int:
         return len(self.labels)
 
+    def subset(self, limit: int | None) -> LabelledImages:
+        """A fixed pseudo-random subset of ``limit`` images, in their original order (the
+        same choice :func:`aft_export.datasets.load_labelled` makes with ``limit``)."""
+        if limit is None or limit >= len(self):
+            return self
+        keep = subset_indices(len(self), limit)
+        return LabelledImages(self.images[keep], self.labels[keep], self.classes, self.source)
+
+
+def subset_indices(n: int, limit: int) -> np.ndarray:
+    return np.sort(np.random.default_rng(0).permutation(n)[:limit])
+
 
 def load_image(data: bytes | str | os.PathLike, size: int, name: str = "") -> np.ndarray:
     """Decode one image to RGB uint8 (size, size, 3).
@@ -80,14 +92,14 @@ def square_crop(img, size: int) -> np.ndarray:
     return np.asarray(img, dtype=np.uint8)
 
 
-def _iter_folder(root: Path) -> Iterator[tuple[str, str, bytes]]:
+def iter_folder(root: Path) -> Iterator[tuple[str, str, bytes]]:
     for cls_dir in sorted(p for p in root.iterdir() if p.is_dir()):
         for f in sorted(cls_dir.iterdir()):
             if f.suffix.lower() in IMAGE_EXTENSIONS:
                 yield cls_dir.name, str(f), f.read_bytes()
 
 
-def _iter_tar(path: Path) -> Iterator[tuple[str, str, bytes]]:
+def iter_tar(path: Path) -> Iterator[tuple[str, str, bytes]]:
     try:
         tar = tarfile.open(path)
     except (tarfile.TarError, OSError) as exc:
@@ -107,63 +119,6 @@ def _iter_tar(path: Path) -> Iterator[tuple[str, str, bytes]]:
             if fh is None:
                 continue
             yield parts[-2], f"{path}:{m.name}", fh.read()
-
-
-def load_labelled(source: str | os.PathLike, size: int, limit: int | None = None) -> LabelledImages:
-    """Decode an ImageFolder directory or tar (``<class>/<image>`` inside) to memory.
-
-    Classes are the folder names in sorted order, as torchvision's ImageFolder does.
-    ``limit`` keeps a fixed pseudo-random subset of that many images (quick tests).
-    ``cifar10:train`` / ``cifar10:test`` name the data set (see :mod:`aft_export.datasets`).
-    """
-    from aft_export import datasets
-
-    if datasets.is_named(source):
-        resolved = datasets.resolve(str(source))
-        if isinstance(resolved, LabelledImages):
-            return _subset_resized(resolved, size, limit)
-        source = resolved
-    path = Path(source)
-    if not path.exists():
-        raise AFTExportError(f"data source {path} does not exist")
-    if path.is_dir():
-        items = _iter_folder(path)
-    elif tarfile.is_tarfile(path):
-        items = _iter_tar(path)
-    else:
-        raise AFTExportError(f"{path} is neither an ImageFolder directory nor a tar file")
-
-    items = list(items)
-    if limit is not None and limit < len(items):
-        keep = np.sort(np.random.default_rng(0).permutation(len(items))[:limit])
-        classes_all = sorted({cls for cls, _, _ in items})
-        items = [items[i] for i in keep]
-    else:
-        classes_all = None
-    images, names = [], []
-    for cls, label, blob in items:
-        images.append(load_image(blob, size, name=label))
-        names.append(cls)
-    if not images:
-        raise AFTExportError(
-            f"no images found in {path}; expected <class>/<image> with one of {IMAGE_EXTENSIONS}"
-        )
-    classes = classes_all or sorted(set(names))
-    index = {c: i for i, c in enumerate(classes)}
-    labels = np.array([index[c] for c in names], dtype=np.int64)
-    return LabelledImages(np.stack(images), labels, classes, str(path))
-
-
-def _subset_resized(data: LabelledImages, size: int, limit: int | None) -> LabelledImages:
-    images, labels = data.images, data.labels
-    if limit is not None and limit < len(labels):
-        keep = np.sort(np.random.default_rng(0).permutation(len(labels))[:limit])
-        images, labels = images[keep], labels[keep]
-    if images.shape[1:3] != (size, size):
-        from PIL import Image
-
-        images = np.stack([square_crop(Image.fromarray(im), size) for im in images])
-    return LabelledImages(images, labels, data.classes, data.source)
 
 
 def normalize(images, mean, std):

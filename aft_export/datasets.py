@@ -1,4 +1,5 @@
-"""Named data sets: ``cifar10:train`` / ``cifar10:test``.
+"""Labelled image sources: ImageFolder directories and tars, and named data sets
+(``cifar10:train`` / ``cifar10:test``), decoded with :mod:`aft_export.data`.
 
 Resolution order for CIFAR-10:
 
@@ -24,8 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from aft_export.data import LabelledImages
+from aft_export.data import (IMAGE_EXTENSIONS, LabelledImages, iter_folder, iter_tar, load_image, square_crop,
+                              subset_indices)  # fmt: skip
 from aft_export.errors import AFTExportError
+from aft_export.fileio import cache_root
 
 CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
 CIFAR10_MD5 = "c32a1d4ab5d03f1284b67883e8d87530"
@@ -35,7 +38,7 @@ _BATCHES = {"train": [f"data_batch_{i}.bin" for i in range(1, 6)], "test": ["tes
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("AFT_CACHE_DIR", Path.home() / ".cache" / "aft-export"))
+    return cache_root()
 
 
 def local_dirs() -> list[Path]:
@@ -118,3 +121,56 @@ def _decode_batches(archive: Path, split: str) -> LabelledImages:
         raise AFTExportError(f"cannot read {archive}: {exc}") from None
     return LabelledImages(np.ascontiguousarray(np.concatenate(images)), np.concatenate(labels),
                           list(CIFAR10_CLASSES), f"cifar10:{split} ({archive})")  # fmt: skip
+
+
+def load_labelled(source: str | os.PathLike, size: int, limit: int | None = None) -> LabelledImages:
+    """Decode an ImageFolder directory or tar (``<class>/<image>`` inside) to memory.
+
+    Classes are the folder names in sorted order, as torchvision's ImageFolder does.
+    ``limit`` keeps a fixed pseudo-random subset of that many images (quick tests).
+    ``cifar10:train`` / ``cifar10:test`` name the data set (see :mod:`aft_export.datasets`).
+    """
+    if is_named(source):
+        resolved = resolve(str(source))
+        if isinstance(resolved, LabelledImages):
+            return _subset_resized(resolved, size, limit)
+        source = resolved
+    path = Path(source)
+    if not path.exists():
+        raise AFTExportError(f"data source {path} does not exist")
+    if path.is_dir():
+        items = iter_folder(path)
+    elif tarfile.is_tarfile(path):
+        items = iter_tar(path)
+    else:
+        raise AFTExportError(f"{path} is neither an ImageFolder directory nor a tar file")
+
+    items = list(items)
+    if limit is not None and limit < len(items):
+        keep = subset_indices(len(items), limit)
+        classes_all = sorted({cls for cls, _, _ in items})
+        items = [items[i] for i in keep]
+    else:
+        classes_all = None
+    images, names = [], []
+    for cls, label, blob in items:
+        images.append(load_image(blob, size, name=label))
+        names.append(cls)
+    if not images:
+        raise AFTExportError(
+            f"no images found in {path}; expected <class>/<image> with one of {IMAGE_EXTENSIONS}"
+        )
+    classes = classes_all or sorted(set(names))
+    index = {c: i for i, c in enumerate(classes)}
+    labels = np.array([index[c] for c in names], dtype=np.int64)
+    return LabelledImages(np.stack(images), labels, classes, str(path))
+
+
+def _subset_resized(data: LabelledImages, size: int, limit: int | None) -> LabelledImages:
+    data = data.subset(limit)
+    images, labels = data.images, data.labels
+    if images.shape[1:3] != (size, size):
+        from PIL import Image
+
+        images = np.stack([square_crop(Image.fromarray(im), size) for im in images])
+    return LabelledImages(images, labels, data.classes, data.source)

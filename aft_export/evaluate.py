@@ -7,8 +7,11 @@ import time
 import numpy as np
 import torch
 
-from aft_export.data import load_labelled, normalize
-from aft_export.errors import AFTExportError
+from aft_export.data import LabelledImages, normalize
+from aft_export.datasets import load_labelled
+from aft_export.errors import AFTExportError, RuntimeMissing
+from aft_export.options import EvalOptions
+from aft_export.runners import load_runner
 
 
 @torch.no_grad()
@@ -27,22 +30,22 @@ def evaluate_model(model, images: np.ndarray, labels: np.ndarray, mean, std, bat
     return 100.0 * top1 / n, 100.0 * top5 / n
 
 
-def evaluate_artifacts(artifacts, data: str, batch_size: int = 500, limit: int | None = None,
-                       providers: list[str] | None = None) -> list[dict]:  # fmt: skip
+def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size, limit: int | None = None,
+                       providers: list[str] | None = None, runners: dict | None = None) -> list[dict]:  # fmt: skip
     """Top-1/top-5 of checkpoints or ONNX files on one labelled set, decoded once, and each
     artifact's top-1 agreement with the first one (the reference, usually fp32).
 
     Preprocessing comes from each artifact itself (checkpoint fields or ONNX metadata).
+    ``data``: a source, or images already decoded (:class:`~aft_export.data.LabelledImages`);
+    ``runners``: runners already made, by artifact path (the pipeline makes each once).
     """
-    from aft_export.errors import RuntimeMissing
-    from aft_export.runners import load_runner
-
+    runners_given = runners or {}
     if not artifacts:
         raise AFTExportError("nothing to evaluate")
     runners, skipped = [], {}
     for i, a in enumerate(artifacts):
         try:
-            runners.append(load_runner(str(a), providers))
+            runners.append(runners_given.get(str(a)) or load_runner(str(a), providers))
         except RuntimeMissing as exc:  # reported as skipped with the reason, never as evaluated
             if i == 0:
                 raise AFTExportError(f"the first artifact is the reference and cannot be skipped: {exc}") from None
@@ -53,7 +56,7 @@ def evaluate_artifacts(artifacts, data: str, batch_size: int = 500, limit: int |
         if r is not None and r.info.input_size[1] != size:
             raise AFTExportError(f"{a} takes {r.info.input_size[1]}px images, {artifacts[0]} takes {size}px; "
                                  f"evaluate them separately")  # fmt: skip
-    images = load_labelled(data, size, limit=limit)
+    images = data if isinstance(data, LabelledImages) else load_labelled(data, size, limit=limit)
     if len(images) == 0:
         raise AFTExportError(f"{data} holds no labelled images")
     rows, first_pred = [], None

@@ -18,27 +18,30 @@ from __future__ import annotations
 
 import ast
 
+DOMAIN = "com.aft"  # the custom domain of the AFT ops (aft_export/export/functions.py)
 MODULE_KEY = "aft.module"
 MODULE_TYPE_KEY = "aft.module_type"
 AFT_LAYER_TYPES = ("AFTFull", "AFTLocal", "AFTSimple", "AFTConv")
 
 
-def _props(node) -> dict[str, str]:
-    return {p.key: p.value for p in node.metadata_props}
+def props(proto) -> dict[str, str]:
+    """The metadata_props of a model or a node, as a dict."""
+    return {p.key: p.value for p in proto.metadata_props}
 
 
-def _set_props(node, props: dict[str, str]) -> None:
-    del node.metadata_props[:]
-    for key in sorted(props):
-        entry = node.metadata_props.add()
-        entry.key, entry.value = key, props[key]
+def set_props(proto, values: dict[str, str]) -> None:
+    """Replace the metadata_props of a model or a node (sorted by key: deterministic files)."""
+    del proto.metadata_props[:]
+    for key in sorted(values):
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, values[key]
 
 
 def node_module(node) -> tuple[str, str] | None:
     """(module path, module class name) of a node, or None if unknown."""
-    props = _props(node)
-    if MODULE_KEY in props:
-        return props[MODULE_KEY], props.get(MODULE_TYPE_KEY, "")
+    found = props(node)
+    if MODULE_KEY in found:
+        return found[MODULE_KEY], found.get(MODULE_TYPE_KEY, "")
     return None
 
 
@@ -49,16 +52,16 @@ def compact_node_metadata(model) -> None:
     module scopes from the root; ``class_hierarchy`` runs in parallel with classes.
     """
     for node in model.graph.node:
-        props = _props(node)
+        found = props(node)
         compact = {}
         try:
-            scopes = ast.literal_eval(props.get("pkg.torch.onnx.name_scopes", "[]"))
-            classes = ast.literal_eval(props.get("pkg.torch.onnx.class_hierarchy", "[]"))
+            scopes = ast.literal_eval(found.get("pkg.torch.onnx.name_scopes", "[]"))
+            classes = ast.literal_eval(found.get("pkg.torch.onnx.class_hierarchy", "[]"))
         except (ValueError, SyntaxError):
             scopes, classes = [], []
         if len(scopes) >= 2 and len(classes) >= 2:
             compact = {MODULE_KEY: scopes[-2], MODULE_TYPE_KEY: classes[-2].rsplit(".", 1)[-1]}
-        _set_props(node, compact)
+        set_props(node, compact)
 
 
 def module_by_output(model) -> dict[str, tuple[str, str]]:
@@ -80,7 +83,7 @@ def restore_node_metadata(model, table: dict[str, tuple[str, str]]) -> None:
     module they serve); else of their producer."""
 
     def put(node, mod):
-        _set_props(node, {MODULE_KEY: mod[0], MODULE_TYPE_KEY: mod[1]})
+        set_props(node, {MODULE_KEY: mod[0], MODULE_TYPE_KEY: mod[1]})
 
     types = {module: kind for module, kind in table.values()}
     inits = {t.name for t in model.graph.initializer}
@@ -138,8 +141,6 @@ def aft_core_nodes(model) -> list[str]:
     convolutions on them, reductions, division): the custom-domain nodes in the
     custom op form, the nodes owned directly by an AFT module (not by its q/k/v/out
     projections) in the decomposed form."""
-    from aft_export.export.functions import DOMAIN
-
     names = []
     for node in model.graph.node:
         mod = node_module(node)
@@ -244,9 +245,9 @@ def inline_functions(model, match_name_only: bool = False):
                     attrs.append(a)
             del new.attribute[:]
             new.attribute.extend(attrs)
-            props = {p.key: p.value for p in node.metadata_props}
-            props[ORIGIN_KEY] = origin
-            _set_props(new, props)
+            meta = props(node)
+            meta[ORIGIN_KEY] = origin
+            set_props(new, meta)
             out.extend(expand(new, origin + ">") if lookup(new) is not None else [new])
         return out
 
@@ -265,7 +266,7 @@ def inline_functions(model, match_name_only: bool = False):
 def inlined_origin(node) -> dict | None:
     """Where an inlined node came from: the calling node, and the function's domain,
     name and overload (the innermost call, for nested ones)."""
-    value = _props(node).get(ORIGIN_KEY)
+    value = props(node).get(ORIGIN_KEY)
     if not value:
         return None
     call, domain, name, overload = value.rsplit(">", 1)[-1].split("|")

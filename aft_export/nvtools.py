@@ -7,8 +7,8 @@ as a commented shell script beside the artifact (``model.fp16.verify.sh``) and a
 data for reports.
 
 Shapes come from :func:`aft_export.trt.input_profile` (the same profile ``aft-export
-build`` uses), the precision from the graph (:func:`~aft_export.runners.graph_precision`)
-and the comparison tolerance from :data:`aft_export.parity.TOLERANCES`.
+build`` uses), the precision from the graph (:func:`~aft_export.onnxio.graph_precision`)
+and the comparison tolerance from :data:`aft_export.compare.TOLERANCES`.
 
 Flag sources, all read in trtexec's own option parser, ``samples/common/sampleOptions.cpp``
 of github.com/NVIDIA/TensorRT at tags 8.5.3, v8.6.1, v10.3.0, release/10.16 and v11.1, and
@@ -45,8 +45,12 @@ from pathlib import Path
 
 import numpy as np
 
-from aft_export import __version__
+from aft_export.version import __version__
+from aft_export.compare import TOLERANCES
 from aft_export.errors import AFTExportError
+from aft_export.fileio import atomic_write_text
+from aft_export.onnxio import graph_precision, load_onnx
+from aft_export.trt import BuildOptions, input_profile
 
 TARGETS = ("tensorrt", "tensorrt8")  # metadata key export_target; missing means tensorrt
 ITERATIONS = 4  # random-input batches polygraphy compares
@@ -137,17 +141,6 @@ def _input_range(meta: dict) -> tuple[float, float]:
     return (round(lo, 3), round(hi, 3))
 
 
-def _load(onnx_path: Path):
-    import onnx
-
-    if not onnx_path.is_file():
-        raise AFTExportError(f"model {onnx_path} does not exist")
-    try:
-        return onnx.load(str(onnx_path), load_external_data=False)
-    except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and friends
-        raise AFTExportError(f"{onnx_path} is not a readable ONNX file: {exc}") from None
-
-
 def _check_inputs(npy: Path, shapes, loader_batch: int) -> None:
     if not npy.is_file():
         raise AFTExportError(f"input images {npy} do not exist; write them with numpy.save first")
@@ -192,12 +185,9 @@ def verification_commands(onnx_path, batch: str | None = None, hw: str | None = 
     ``inputs``: a .npy of preprocessed NCHW images; polygraphy then feeds those through a
     loader script (see :func:`write_verification_commands`), otherwise seeded random inputs.
     """
-    from aft_export.parity import TOLERANCES
-    from aft_export.runners import graph_precision
-    from aft_export.trt import BuildOptions, input_profile
 
     onnx_path = Path(onnx_path)
-    model = _load(onnx_path)
+    model = load_onnx(onnx_path, external_data=False)
     meta = {p.key: p.value for p in model.metadata_props}
     dims = model.graph.input[0].type.tensor_type.shape.dim
     fixed_batch = len(dims) == 4 and dims[0].HasField("dim_value")
@@ -229,7 +219,7 @@ def verification_commands(onnx_path, batch: str | None = None, hw: str | None = 
 
     gens = {g.key: _block(g, name, stem, precision, target, shapes, dynamic, workspace_mb, data_flags, compare,
                           fp16_plan) for g in GENERATIONS}  # fmt: skip
-    source = f"aft_export.parity.TOLERANCES[{precision!r}].max_abs" if tolerance is None else "given"
+    source = f"aft_export.compare.TOLERANCES[{precision!r}].max_abs" if tolerance is None else "given"
     onnxrt = shlex.join(["polygraphy", "run", name, "--onnxrt", *data_flags])
     return {
         "artifact": name, "directory": str(directory), "precision": precision, "export_target": target,
@@ -365,19 +355,6 @@ def _shell(command: str) -> str:
     return " \\\n    ".join(parts)
 
 
-def _write_atomic(path: Path, text: str, executable: bool = False) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_text(text)
-        if executable:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o777 & ~umask)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def write_verification_commands(onnx_path, out_path=None, batch: str | None = None, hw: str | None = None,
                                 workspace_mb: int = 1024, inputs=None,
                                 tolerance: float | None = None) -> Path:  # fmt: skip
@@ -398,6 +375,6 @@ def write_verification_commands(onnx_path, out_path=None, batch: str | None = No
     if d["kind"] == "images":
         loader = LOADER.format(onnx=cmds["artifact"], npy=d["npy"], version=__version__, batch=d["batch"],
                                name=d["loader"], input=cmds["input"]["name"])  # fmt: skip
-        _write_atomic(out.parent / d["loader"], loader)
-    _write_atomic(out, _script(cmds), executable=True)
+        atomic_write_text(out.parent / d["loader"], loader)
+    atomic_write_text(out, _script(cmds), executable=True)
     return out

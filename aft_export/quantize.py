@@ -27,7 +27,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -35,48 +34,21 @@ from pathlib import Path
 
 import numpy as np
 
-from aft_export import __version__
+from aft_export.version import __version__
 from aft_export.calib import CalibrationReader, CalibrationSet, Preprocess, load_calibration
+from aft_export.compare import agreement as _agreement
 from aft_export.errors import AFTExportError
+from aft_export.fileio import atomic_write, cache_root, check_output_path, make_dirs, sha256_file
+from aft_export.graph import AFT_LAYER_TYPES, aft_core_nodes, name_nodes, node_module, toposort, with_outputs
+from aft_export.options import METHODS, PRECISIONS, QuantizeOptions  # noqa: F401 (the API)
+from aft_export.onnxio import check_graph, graph_precision, load_onnx, read_metadata, save_onnx, set_metadata
+from aft_export.runners import ModelInfo, OrtRunner
+from aft_export.trtcheck import check_model, enforce
 
-PRECISIONS = ("int8", "fp16")
-METHODS = ("minmax", "entropy", "percentile")
 QUANTIZED_OP_TYPES = ("MatMul", "Gemm", "Conv")
 FP16_KEEP_FP32_OPS = ("LayerNormalization",)
 # the same, for graphs where LayerNorm is decomposed (the TensorRT 8 form): by PyTorch module
 FP16_KEEP_FP32_MODULES = ("LayerNorm",)
-
-
-@dataclass(frozen=True)
-class QuantizeOptions:
-    precision: str = "int8"
-    method: str = "percentile"
-    percentile: float = 99.999
-    count: int | None = None  # None: the recipe's, else 512
-    batch_size: int = 32
-    seed: int | None = None  # None: the recipe's, else 0
-    per_channel: bool = True
-    exclude: tuple[str, ...] = ()  # node names kept in floating point
-    quantize_aft_core: bool = False
-    sensitivity: bool = False  # rank nodes; exclude the worst until the budget is met
-    budget: float = 0.5  # % top-1 disagreement with fp32 on the calibration images
-    allow_fewer: bool = False
-    cache_dir: str | None = None  # None: ~/.cache/aft-export/calibration; "" disables
-    input_size: int | None = None
-    mean: tuple[float, ...] | None = None
-    std: tuple[float, ...] | None = None
-
-    def __post_init__(self) -> None:
-        if self.precision not in PRECISIONS:
-            raise AFTExportError(f"unknown precision {self.precision!r}; choose one of {PRECISIONS}")
-        if self.method not in METHODS:
-            raise AFTExportError(f"unknown calibration method {self.method!r}; choose one of {METHODS}")
-        if not 0 < self.percentile <= 100:
-            raise AFTExportError(f"percentile must be in (0, 100], got {self.percentile}")
-        if (self.count is not None and self.count < 1) or self.batch_size < 1:
-            raise AFTExportError("calibration count and batch size must be >= 1")
-        if self.budget < 0:
-            raise AFTExportError("the accuracy budget is a percentage >= 0")
 
 
 @dataclass
@@ -96,51 +68,16 @@ class QuantizeResult:
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "aft-export" / "calibration"
+    return cache_root("calibration")
 
 
-def _load(path) -> tuple:
-    import onnx
-
-    path = Path(path)
-    if not path.is_file():
-        raise AFTExportError(f"model {path} does not exist")
-    try:
-        model = onnx.load(str(path))
-    except Exception as exc:  # protobuf's DecodeError and friends
-        raise AFTExportError(f"{path} is not a readable ONNX file: {exc}") from None
-    return model, path.read_bytes()
+def _runner(model, prep: Preprocess) -> OrtRunner:
+    """The graph in ONNX Runtime, fed preprocessed calibration tensors."""
+    return OrtRunner(model, info=ModelInfo([], (3, prep.size, prep.size), prep.mean, prep.std))
 
 
-def _agreement(ref: np.ndarray, out: np.ndarray) -> dict:
-    agree = float((ref.argmax(1) == out.argmax(1)).mean()) if len(ref) else 1.0
-    return {"images": len(ref), "top1_agreement": round(100 * agree, 3),
-            "disagreement": round(100 * (1 - agree), 3),
-            "max_abs": float(np.abs(ref - out).max()) if len(ref) else 0.0,
-            "mse": float(((ref - out) ** 2).mean()) if len(ref) else 0.0}  # fmt: skip
-
-
-def _session(model, threads: int = 0):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.intra_op_num_threads = threads
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-
-
-def _logits(session, tensors: np.ndarray, batch: int = 128) -> np.ndarray:
-    name = session.get_inputs()[0].name
-    fixed = session.get_inputs()[0].shape[0]
-    step = fixed if isinstance(fixed, int) else batch
-    outs = []
-    for i in range(0, len(tensors), step):
-        x = tensors[i : i + step]
-        if len(x) < step and isinstance(fixed, int):
-            break  # a fixed-batch model: compare whole batches only
-        outs.append(session.run(None, {name: x})[0].astype(np.float32))
-    return np.concatenate(outs) if outs else np.zeros((0, 0), np.float32)
+def _logits(model, prep: Preprocess, tensors: np.ndarray) -> np.ndarray:
+    return _runner(model, prep).logits(tensors, batch_size=128)
 
 
 @contextlib.contextmanager
@@ -186,7 +123,9 @@ def _calibrate(model, reader: CalibrationReader, opts: QuantizeOptions, ranges: 
         reader.rewind()
         with _quiet_ort_quantizer():
             calibrator.collect_data(reader)
-            save_tensors_data(calibrator.compute_data(), ranges)
+            data = calibrator.compute_data()
+        # the cache is read as a hit next time: it appears whole or not at all
+        atomic_write(ranges, lambda tmp: save_tensors_data(data, tmp))
 
 
 def _ort_quantize(model, opts: QuantizeOptions, exclude: list[str], ranges: Path):
@@ -242,11 +181,22 @@ def _cache_path(opts: QuantizeOptions, model_sha: str, cset: CalibrationSet) -> 
         "ops": QUANTIZED_OP_TYPES, "bins": "trt-entropy-2048/128" if opts.method == "entropy" else None,
     }, sort_keys=True).encode()).hexdigest()[:32]  # fmt: skip
     root = Path(opts.cache_dir) if opts.cache_dir else default_cache_dir()
+    return make_dirs(root, "calibration cache (pass --no-cache to do without)") / f"{key}.json"
+
+
+def _cached_ranges_ok(path: Path, model) -> bool:
+    """A cache file that parses and names a range for every input of every quantisable
+    node; anything else (a truncated or foreign file) is recomputed, not trusted."""
     try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise AFTExportError(f"cannot create the calibration cache {root}: {exc}; pass --no-cache") from None
-    return root / f"{key}.json"
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    ranges = data.get("data") if isinstance(data, dict) else None  # ORT's save_tensors_data layout
+    if not isinstance(ranges, dict) or not ranges:
+        return False
+    inits = {t.name for t in model.graph.initializer}
+    wanted = {i for n in model.graph.node if n.op_type in QUANTIZED_OP_TYPES for i in n.input[:1] if i not in inits}
+    return wanted <= set(ranges)
 
 
 def _quantized_nodes(model) -> list[str]:
@@ -260,17 +210,9 @@ def quantize_model(model_path, out, calib: str | None, options: QuantizeOptions 
                    log=print, progress: bool = True) -> QuantizeResult:  # fmt: skip
     """Quantise an fp32 ONNX file to int8 (Q/DQ) or fp16; writes ``out`` atomically.
     ``progress`` shows a progress bar (stderr) while calibration images are decoded."""
-    from aft_export.export.exporter import check_graph, read_metadata, save_onnx, set_metadata
-    from aft_export.graph import aft_core_nodes, name_nodes, node_module, toposort
-    from aft_export.runners import graph_precision
-
     opts = options or QuantizeOptions()
-    out = Path(out)
-    if not out.parent.is_dir():
-        raise AFTExportError(f"output directory {out.parent} does not exist")
-    if not os.access(out.parent, os.W_OK):
-        raise AFTExportError(f"output directory {out.parent} is not writable")
-    model, raw = _load(model_path)
+    out = check_output_path(out)
+    model = load_onnx(model_path)
     current = graph_precision(model)
     if current != "fp32":
         raise AFTExportError(
@@ -280,7 +222,7 @@ def quantize_model(model_path, out, calib: str | None, options: QuantizeOptions 
     name_nodes(model)
     meta = read_metadata(model)
     prep = Preprocess.from_metadata(meta, opts.input_size, opts.mean, opts.std, path=str(model_path))
-    model_sha = hashlib.sha256(raw).hexdigest()
+    model_sha = sha256_file(model_path)
     seconds: dict[str, float] = {}
 
     calib, opts = _apply_recipe(calib, opts)
@@ -302,7 +244,7 @@ def quantize_model(model_path, out, calib: str | None, options: QuantizeOptions 
     result_extra: dict = {}
     t = time.perf_counter()
     if opts.precision == "int8":
-        qmodel, recipe_int8, result_extra = _int8(model, cset, opts, core, model_sha, log)
+        qmodel, recipe_int8, result_extra = _int8(model, cset, opts, core, model_sha, prep, log)
         recipe.update(recipe_int8)
     else:
         qmodel, recipe_fp16 = _fp16(model, core, opts)
@@ -323,21 +265,17 @@ def quantize_model(model_path, out, calib: str | None, options: QuantizeOptions 
     agreement, nonfinite = None, []
     if cset is not None:
         t = time.perf_counter()
-        ref = _logits(_session(model), cset.tensors)
-        got = _logits(_session(qmodel), cset.tensors)
-        agreement = _agreement(ref, got)
+        agreement = _agreement(_logits(model, prep, cset.tensors), _logits(qmodel, prep, cset.tensors))
         if opts.precision == "fp16":
-            nonfinite = _fp16_nonfinite(qmodel, cset.tensors, node_module)
+            nonfinite = _fp16_nonfinite(qmodel, prep, cset.tensors)
         seconds["check"] = time.perf_counter() - t
-
-    from aft_export.trtcheck import check_model, enforce
 
     report = check_model(qmodel)
     report.path = str(out)
     enforce(report, log, what=f"the {opts.precision} quantisation")
     save_onnx(qmodel, out)
     return QuantizeResult(
-        path=str(out), precision=opts.precision, sha256=hashlib.sha256(out.read_bytes()).hexdigest(),
+        path=str(out), precision=opts.precision, sha256=sha256_file(out),
         recipe=recipe, seconds={k: round(v, 3) for k, v in seconds.items()}, agreement=agreement,
         nonfinite=nonfinite, sensitivity=result_extra.get("sensitivity", []),
         trt_check={"status": report.status, "findings": len(report.findings)},
@@ -365,16 +303,17 @@ def _apply_recipe(calib, opts: QuantizeOptions):
     return calib, opts
 
 
-def _int8(model, cset: CalibrationSet, opts: QuantizeOptions, core: list[str], model_sha: str, log):
-    from aft_export.graph import node_module
-
+def _int8(model, cset: CalibrationSet, opts: QuantizeOptions, core: list[str], model_sha: str, prep: Preprocess,
+          log):  # fmt: skip
     names = {n.name for n in model.graph.node}
     unknown = [n for n in opts.exclude if n not in names]
     if unknown:
         raise AFTExportError(f"--exclude names nodes the graph does not have: {unknown[:5]}")
     exclude = list(dict.fromkeys(([] if opts.quantize_aft_core else core) + list(opts.exclude)))
     cache = _cache_path(opts, model_sha, cset)
-    cached = cache is not None and cache.is_file()
+    cached = cache is not None and cache.is_file() and _cached_ranges_ok(cache, model)
+    if cache is not None and cache.is_file() and not cached:
+        log(f"calibration: the cache file {cache} is unreadable or incomplete; recomputing it")
     with tempfile.TemporaryDirectory(prefix="aft-ranges-") as tmp:
         ranges = cache if cache is not None else Path(tmp) / "ranges.json"
         if not cached:
@@ -385,7 +324,8 @@ def _int8(model, cset: CalibrationSet, opts: QuantizeOptions, core: list[str], m
         qmodel = _ort_quantize(model, opts, exclude, ranges)
         extra: dict = {}
         if opts.sensitivity:
-            qmodel, exclude, extra["sensitivity"] = _sensitivity(model, qmodel, cset, opts, exclude, ranges, log)
+            qmodel, exclude, extra["sensitivity"] = _sensitivity(model, qmodel, cset, opts, exclude, ranges, prep,
+                                                                 log)  # fmt: skip
     by_name = {n.name: n for n in model.graph.node}
     recipe = {
         "method": opts.method, "percentile": opts.percentile if opts.method == "percentile" else None,
@@ -401,20 +341,18 @@ def _int8(model, cset: CalibrationSet, opts: QuantizeOptions, core: list[str], m
     return qmodel, recipe, extra
 
 
-def _sensitivity(model, qmodel, cset, opts, exclude, ranges, log):
+def _sensitivity(model, qmodel, cset, opts, exclude, ranges, prep, log):
     """Rank quantised nodes by the error their quantisation causes (the error left when
     only that node goes back to float), then exclude the worst until the top-1
     disagreement with fp32 on the calibration images is within the budget."""
-    from aft_export.graph import node_module
-
     by_name = {n.name: n for n in model.graph.node}
-    ref = _logits(_session(model), cset.tensors)
-    base = _agreement(ref, _logits(_session(qmodel), cset.tensors))
+    ref = _logits(model, prep, cset.tensors)
+    base = _agreement(ref, _logits(qmodel, prep, cset.tensors))
     candidates = [n for n in _quantized_nodes(qmodel) if n in by_name and n not in exclude]
     ranking = []
     for name in candidates:
         trial = _ort_quantize(model, opts, exclude + [name], ranges)
-        m = _agreement(ref, _logits(_session(trial), cset.tensors))
+        m = _agreement(ref, _logits(trial, prep, cset.tensors))
         mod = node_module(by_name[name])
         ranking.append({"node": name, "module": mod[0] if mod else "", "mse_if_float": m["mse"],
                         "gain": base["mse"] - m["mse"], "disagreement_if_float": m["disagreement"]})  # fmt: skip
@@ -427,7 +365,7 @@ def _sensitivity(model, qmodel, cset, opts, exclude, ranges, log):
             break
         excluded.append(r["node"])
         current = _ort_quantize(model, opts, excluded, ranges)
-        state = _agreement(ref, _logits(_session(current), cset.tensors))
+        state = _agreement(ref, _logits(current, prep, cset.tensors))
         r["excluded"] = True
         log(f"  excluded {r['node']} ({r['module']}): disagreement now {state['disagreement']:.2f}%")
     if state["disagreement"] > opts.budget:
@@ -437,10 +375,6 @@ def _sensitivity(model, qmodel, cset, opts, exclude, ranges, log):
 
 def _fp16(model, core: list[str], opts: QuantizeOptions):
     from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST, convert_float_to_float16
-
-    from aft_export.graph import AFT_LAYER_TYPES
-
-    from aft_export.graph import node_module
 
     blocked_ops = list(DEFAULT_OP_BLOCK_LIST) + list(FP16_KEEP_FP32_OPS) + list(AFT_LAYER_TYPES)
     norms = [n.name for n in model.graph.node if (node_module(n) or ("", ""))[1] in FP16_KEEP_FP32_MODULES]
@@ -453,20 +387,16 @@ def _fp16(model, core: list[str], opts: QuantizeOptions):
     return converted, recipe
 
 
-def _fp16_nonfinite(model, tensors: np.ndarray, node_module, batch: int = 64) -> list[dict]:
+def _fp16_nonfinite(model, prep: Preprocess, tensors: np.ndarray, batch: int = 64) -> list[dict]:
     """Every fp16 value (and the output) that took NaN/Inf on the calibration images."""
     from onnx import TensorProto
 
-    from aft_export.graph import with_outputs
-
     fp16_values = [v.name for v in model.graph.value_info if v.type.tensor_type.elem_type == TensorProto.FLOAT16]
     producer = {o: n for n in model.graph.node for o in n.output}
-    probe = with_outputs(model, fp16_values)
-    sess = _session(probe)
-    names = [o.name for o in sess.get_outputs()]
+    probe = _runner(with_outputs(model, fp16_values), prep)
     bad: dict[str, int] = {}
     for i in range(0, len(tensors), batch):
-        for name, arr in zip(names, sess.run(names, {sess.get_inputs()[0].name: tensors[i : i + batch]})):
+        for name, arr in probe.run({probe.input_name: tensors[i : i + batch]}).items():
             count = int((~np.isfinite(arr)).sum()) if np.issubdtype(arr.dtype, np.floating) else 0
             if count:
                 bad[name] = bad.get(name, 0) + count

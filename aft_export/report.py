@@ -1,4 +1,5 @@
-"""Small, dependency-free SVG charts for the pipeline report (bars and histograms)."""
+"""Results for people: the text tables the commands print, and SVG charts for the
+pipeline report (bars and histograms). The library computes; this only renders."""
 
 from __future__ import annotations
 
@@ -58,3 +59,133 @@ def log_histograms(title: str, series: dict[str, np.ndarray], bins: int = 24) ->
     body.append(f'<text x="{LEFT + plot_w / 2}" y="{y_axis + 28}" text-anchor="middle">'
                 f'|logit difference| vs PyTorch fp32 (log scale)</text>')  # fmt: skip
     return _svg(y_axis + 40, body, title)
+
+
+def _fmt(v, spec):
+    return "-" if v is None else format(v, spec)
+
+
+def summary_table(summary: list[dict], batches) -> list[str]:
+    head = ("| artifact | backend | prec | MB | top-1 | drop | agree | max abs | cos min | parity | TRT check | "
+            + " | ".join(f"p50 ms b{b}" for b in batches) + " | " + " | ".join(f"img/s b{b}" for b in batches) + " |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in summary:
+        lines.append(
+            f"| {r['artifact']} | {r['backend']} | {r['precision']} | {r['mb']:.2f} | {r['top1']:.2f} | "
+            f"{r['top1_drop']:+.2f} | {r['agreement']:.2f} | {_fmt(r['max_abs'], '.2e')} | "
+            f"{_fmt(r['cosine_min'], '.6f')} | {r['parity']} | {r.get('trt_check', '-')} | "
+            + " | ".join(_fmt(r["latency_ms"].get(b), ".3f") for b in batches) + " | "
+            + " | ".join(_fmt(r["images_per_s"].get(b), ".0f") for b in batches) + " |")  # fmt: skip
+    return lines
+
+
+def format_info(d: dict) -> list[str]:
+    c, h, w = d["input_size"]
+    metrics = d["metrics"]
+    lines = [f"checkpoint   {d['path']}", f"sha256       {d['sha256']}",
+             f"model        {d['model_name'] or '(unnamed)'}  AFT-{d['config']['variant']}",
+             f"params       {d['params']:,}", f"input        {c}x{h}x{w} RGB, mean {d['mean']}, std {d['std']}",
+             "config       " + ", ".join(f"{k}={v}" for k, v in d["config"].items()),
+             f"classes      {len(d['classes'])}: {', '.join(d['classes'])}",
+             "metrics      " + (", ".join(f"{k}={v}" for k, v in metrics.items()) if metrics else "(none recorded)")]
+    if d["training"]:
+        lines.append("training     " + ", ".join(f"{k}={v}" for k, v in d["training"].items()))
+    return lines
+
+
+def format_export(r: dict) -> list[str]:
+    lines = [f"wrote {r['path']} ({r['bytes'] / 1e6:.2f} MB, sha256 {r['sha256'][:16]}...)",
+             f"nodes: {r['nodes_exported']} exported, {r['nodes_final']} final, {r['aft_nodes']} com.aft nodes"]
+    if r["simplify"]:
+        s = r["simplify"]
+        lines.append(f"onnxsim: {s['nodes_before']} -> {s['nodes_after']} nodes" if s["applied"]
+                     else f"onnxsim: not applied ({s['reason']})")  # fmt: skip
+    if r["parity"]:
+        p = r["parity"]
+        lines.append(f"verify: {p['images']} images from {p['data']}: max abs {p['max_abs']:.3g}, "
+                     f"mean abs {p['mean_abs']:.3g}, min cosine {p['cosine_min']:.6f}, "
+                     f"top-1 agreement {100 * p['top1_agreement']:.1f}%")  # fmt: skip
+    if r["trt_check"]:
+        lines.append("TensorRT check: " + ", ".join(f"{v} {s}" for v, s in r["trt_check"]["status"].items())
+                     + f" (aft-export check {r['path']})")  # fmt: skip
+    lines.append("time: " + ", ".join(f"{k} {v:.2f}s" for k, v in r["seconds"].items()))
+    return lines
+
+
+def format_quantize(r: dict) -> list[str]:
+    recipe = r["recipe"]
+    lines = [f"wrote {r['path']} ({r['precision']}, sha256 {r['sha256'][:16]}...)"]
+    if r["precision"] == "int8":
+        lines.append(f"int8: {recipe['quantized_nodes']} nodes quantised, {len(recipe['excluded_nodes'])} kept in "
+                     f"float ({', '.join(recipe['excluded_modules']) or 'none'})")  # fmt: skip
+    else:
+        lines.append(f"fp16: fp32 kept for {', '.join(recipe['fp32_op_types'])} and {len(recipe['fp32_nodes'])} "
+                     f"AFT-core nodes")  # fmt: skip
+        lines += [f"fp16 NaN/Inf: {b['count']} values in {b['value']} (node {b['node']}, module {b['module'] or '?'})"
+                  for b in r["nonfinite"]]  # fmt: skip
+        if not r["nonfinite"] and r["agreement"]:
+            lines.append("fp16: no NaN or Inf in any fp16 value on the calibration images")
+    if r["agreement"]:
+        a = r["agreement"]
+        lines.append(f"vs fp32 on {a['images']} calibration images: top-1 agreement {a['top1_agreement']:.2f}%, "
+                     f"max abs {a['max_abs']:.3g}")  # fmt: skip
+    lines.append("time: " + ", ".join(f"{k} {v:.2f}s" for k, v in r["seconds"].items()))
+    return lines
+
+
+def format_parity(report: dict) -> list[str]:
+    lines = [f"reference {report['reference']} (torch fp32), {report['images']} images from {report['data']}",
+             f"{'artifact':32s} {'backend':12s} {'prec':5s} {'max abs':>9s} {'mean abs':>9s} {'max rel':>9s} "
+             f"{'cos min':>9s} {'SQNR dB':>8s} {'top1':>7s} {'top5':>6s} {'NaN':>4s}  result"]  # fmt: skip
+    for row in report["artifacts"]:
+        if row["status"] == "skipped":
+            lines.append(f"{row['artifact'][-32:]:32s} SKIPPED: {row['reason']}")
+            continue
+        m = row["inputs"]["real"]
+        lines.append(f"{row['artifact'][-32:]:32s} {row['backend']:12s} {row['precision']:5s} {m['max_abs']:9.2e} "
+                     f"{m['mean_abs']:9.2e} {m['max_rel']:9.2e} {m['cosine_min']:9.6f} {m['sqnr_db']:8.1f} "
+                     f"{100 * m['top1_agreement']:6.1f}% {100 * m['top5_overlap']:5.1f}% {m['nonfinite']:4d}  "
+                     + ("pass" if row["passed"] else "FAIL: " + "; ".join(row["failures"])))  # fmt: skip
+        div = row.get("divergence")
+        if div and div.get("first"):
+            f = div["first"]
+            lines.append(f"    diverges first at node {f['node']} ({f['op_type']}) from module "
+                         f"{f['module'] or '(root)'} [{f['module_type']}]: relative error {f['rel']:.3g} > "
+                         f"{div['limit_rel']:g} ({div['compared']} values compared with {div['reference']})")  # fmt: skip
+        elif div and div.get("error"):
+            lines.append(f"    could not localise the divergence: {div['error']}")
+        elif div and div.get("worst"):
+            w = div["worst"][0]
+            lines.append(f"    no intermediate value leaves {div['limit_rel']:g} relative error "
+                         f"({div['compared']} compared); the largest, {w['rel']:.3g}, is at node {w['node']} "
+                         f"({w['op_type']}) from module {w['module'] or '(root)'} [{w['module_type']}]")  # fmt: skip
+    return lines
+
+
+def format_bench(report: dict) -> list[str]:
+    lines = [f"{'artifact':32s} {'backend':12s} {'prec':5s} {'batch':>5s} {'thr':>3s} {'p50 ms':>8s} "
+             f"{'p90 ms':>8s} {'p99 ms':>8s} {'img/s':>9s}"]  # fmt: skip
+    for r in report["rows"]:
+        lines.append(f"{r['artifact'][-32:]:32s} {r['backend']:12s} {r['precision']:5s} {r['batch']:5d} "
+                     f"{r['threads']:3d} {r['p50_ms']:8.2f} {r['p90_ms']:8.2f} {r['p99_ms']:8.2f} "
+                     f"{r['images_per_s']:9.1f}")  # fmt: skip
+    for s in report["skipped"]:
+        lines.append(f"{s['artifact'][-32:]:32s} {'batch ' + str(s['batch']) if s['batch'] else 'all batches'}: "
+                     f"skipped ({s['reason']})")  # fmt: skip
+    return lines
+
+
+def format_eval(rows: list[dict]) -> list[str]:
+    lines = [f"{'artifact':40s} {'backend':12s} {'prec':5s} {'images':>6s} {'top1':>6s} {'top5':>6s} {'agree':>6s}"]
+    for r in rows:
+        if r["status"] == "skipped":
+            lines.append(f"{r['artifact']:40s} SKIPPED: {r['reason']}")
+        else:
+            lines.append(f"{r['artifact']:40s} {r['backend']:12s} {r['precision']:5s} {r['images']:6d} "
+                         f"{r['top1']:6.2f} {r['top5']:6.2f} {r['agreement']:6.2f}")  # fmt: skip
+    return lines
+
+
+def format_predictions(result: dict) -> list[str]:
+    return [f"{r['image']}: " + ", ".join(f"{t['class']} {100 * t['probability']:.1f}%" for t in r["top"])
+            for r in result["results"]]  # fmt: skip

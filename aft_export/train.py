@@ -12,48 +12,22 @@ import math
 import platform
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from aft_export import __version__
+from aft_export.version import __version__
 from aft_export.checkpoint import load_checkpoint, save_checkpoint
-from aft_export.data import CIFAR10_MEAN, CIFAR10_STD, load_labelled, normalize
+from aft_export.data import CIFAR10_MEAN, CIFAR10_STD, normalize
+from aft_export.datasets import load_labelled
 from aft_export.errors import AFTExportError
+from aft_export.options import TrainConfig
 from aft_export.evaluate import evaluate_model
 from aft_export.models.classifier import AFTClassifier, count_params
 from aft_export.models.registry import create_model
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    model: str
-    data: str
-    out: str
-    epochs: int = 12
-    batch_size: int = 128
-    lr: float = 2e-3
-    weight_decay: float = 0.05
-    warmup_epochs: float = 1.0
-    label_smoothing: float = 0.1
-    val_fraction: float = 0.1
-    seed: int = 0
-    threads: int = 0  # 0: torch's default
-    test_data: str | None = None
-    limit: int | None = None  # use only the first N training images (smoke tests)
-    resume: str | None = None
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        if self.epochs < 1:
-            raise AFTExportError("epochs must be >= 1")
-        if self.batch_size < 1:
-            raise AFTExportError("batch size must be >= 1")
-        if not 0.0 <= self.val_fraction < 1.0:
-            raise AFTExportError("val fraction must be in [0, 1)")
 
 
 def split_indices(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

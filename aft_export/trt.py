@@ -35,21 +35,19 @@ corrupt engine with a message that says how to rebuild.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
-
-from aft_export import __version__
+from aft_export.version import __version__
 from aft_export.errors import AFTExportError, RuntimeMissing
+from aft_export.fileio import atomic_write_text, sha256_file
+from aft_export.options import BuildOptions
 
 MIN_TRT = (8, 5)  # JetPack 5.1
 MAX_TRT_MAJOR = 11
-HW_LEVELS = ("none", "ampere+", "same-cc")
 INSTALL_HINT = ("x86-64 with an NVIDIA GPU: pip install 'tensorrt>=10.3'; Jetson: use the TensorRT that "
                 "JetPack installs (python3 -c 'import tensorrt')")  # fmt: skip
 
@@ -83,29 +81,6 @@ class Profile:
         if lo < 1 or not lo <= opt <= hi:
             raise AFTExportError(f"inconsistent {name} profile {spec!r}: need 1 <= min <= opt <= max")
         return cls(lo, opt, hi)
-
-
-@dataclass(frozen=True)
-class BuildOptions:
-    batch: str | None = "1,8,32"
-    hw: str | None = None  # AFT-conv with dynamic height and width: "MIN,OPT,MAX" pixels
-    workspace_mb: int = 1024
-    timing_cache: str | None = None  # loaded if present, saved after the build
-    dla_core: int | None = None  # Jetson DLA, with GPU fallback
-    version_compatible: bool = False
-    hardware_compatibility: str = "none"  # none | ampere+ | same-cc
-    # TF32 math for fp32 matrix products and convolutions (Ampere+). TensorRT enables it by
-    # default; it is a precision the graph does not say (~1e-3 relative error, outside the
-    # fp32 parity limit), so it is off unless asked for.
-    tf32: bool = False
-
-    def __post_init__(self) -> None:
-        if self.workspace_mb < 1:
-            raise AFTExportError("--workspace-mb must be >= 1")
-        if self.dla_core is not None and self.dla_core < 0:
-            raise AFTExportError("--dla-core must be >= 0")
-        if self.hardware_compatibility not in HW_LEVELS:
-            raise AFTExportError(f"--hardware-compatibility must be one of {sorted(HW_LEVELS)}")
 
 
 @dataclass(frozen=True)
@@ -317,14 +292,6 @@ def manifest_path(engine: str | os.PathLike) -> Path:
     return Path(str(engine) + ".json")
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def make_manifest(engine: Path, onnx_path: Path, precision: str, shapes: InputShapes, opts: BuildOptions,
                   env: dict, seconds: float, source_meta: dict, trt_build: dict) -> dict:  # fmt: skip
     return {
@@ -333,7 +300,7 @@ def make_manifest(engine: Path, onnx_path: Path, precision: str, shapes: InputSh
         "tensorrt": env["tensorrt"], "cuda": env["cuda"], "gpu": env["gpu"],
         "compute_capability": env["compute_capability"], "precision": precision,
         "input": {"name": shapes.name, "min": list(shapes.min), "opt": list(shapes.opt), "max": list(shapes.max)},
-        "onnx": onnx_path.name, "onnx_sha256": _sha256(onnx_path), "engine_sha256": _sha256(engine),
+        "onnx": onnx_path.name, "onnx_sha256": sha256_file(onnx_path), "engine_sha256": sha256_file(engine),
         "build_options": asdict(opts), "tensorrt_build": trt_build, "build_seconds": round(seconds, 2),
         "model": {k: source_meta[k] for k in ("model_name", "classes", "input_size", "mean", "std", "source_sha256")
                   if k in source_meta},
@@ -362,7 +329,7 @@ def check_manifest(engine: str | os.PathLike, env: dict) -> dict:
         recorded = manifest["engine_sha256"]
     except (ValueError, KeyError, TypeError) as exc:
         raise AFTExportError(f"engine manifest {mpath} is unreadable ({exc}); {rebuild}") from None
-    if _sha256(engine) != recorded:
+    if sha256_file(engine) != recorded:
         raise AFTExportError(f"engine {engine} is corrupt or was replaced: its sha256 differs from its manifest; {rebuild}")
     opts = manifest.get("build_options", {})
     here = env.get("tensorrt")
@@ -388,218 +355,4 @@ def check_manifest(engine: str | os.PathLike, env: dict) -> dict:
 
 
 def save_json_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    os.replace(tmp, path)
-
-
-# ---------------------------------------------------------------- build
-
-
-@dataclass
-class BuildResult:
-    engine: str
-    manifest: dict
-    parser_warnings: list = field(default_factory=list)
-
-
-def _parser_errors(parser) -> list[str]:
-    out = []
-    for i in range(parser.num_errors):
-        err = parser.get_error(i)
-        name = getattr(err, "node_name", lambda: "")() or f"#{err.node()}"
-        op = getattr(err, "node_operator", lambda: "")() or "?"
-        out.append(f"node {name} ({op}): {err.desc()}")
-    return out
-
-
-def _trt_attr(trt, name: str):
-    """``"BuilderFlag.FP16"`` -> ``trt.BuilderFlag.FP16``. The one dynamic lookup: the API check
-    (tests/test_trt_api.py) checks these names as the string literals where they are written."""
-    obj = trt
-    for part in name.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def _pin_fp32_layers(trt, network, version: tuple[int, ...]) -> int:
-    """Pin every layer whose outputs the parsed graph has in fp32 to fp32 (precision and output
-    types); with FP16 and OBEY_PRECISION_CONSTRAINTS, TensorRT 8 then keeps the fp32 AFT core and
-    LayerNorm of an fp16 graph in fp32 instead of choosing fp16 for them. The parser gives each
-    tensor the graph's type (Cast becomes a layer with that output type), so the network's tensor
-    types are the graph's. Returns how many layers were pinned."""
-    if version >= (9, 0):  # strongly typed: the graph's types already hold, and 11.x has no such setters
-        return 0
-    pinned = 0
-    for i in range(network.num_layers):
-        layer = network.get_layer(i)
-        n = layer.num_outputs
-        if n and all(layer.get_output(j).dtype == trt.float32 for j in range(n)):
-            layer.precision = trt.float32
-            for j in range(n):
-                layer.set_output_type(j, trt.float32)
-            pinned += 1
-    return pinned
-
-
-def check_for_version(onnx_path, version: tuple[int, ...], log=print) -> dict:
-    """The offline TensorRT check (:mod:`aft_export.trtcheck`) for the TensorRT about to
-    build: a graph it would refuse stops here, before a build is wasted."""
-    from aft_export.trtcheck import check_model, enforce
-
-    name = _dotted(version[:2])
-    report = check_model(str(onnx_path), [name])
-    enforce(report, log, what="the build")
-    for note in report.notes:
-        log(f"note: {note}")
-    return {"version": name, "status": report.status[name], "findings": len(report.findings)}
-
-
-def build_engine(onnx_path, out, options: BuildOptions | None = None, log=print) -> BuildResult:
-    """Build a TensorRT engine from an ONNX file; writes ``out`` and ``out.json`` atomically."""
-    import onnx
-
-    from aft_export.runners import graph_precision
-
-    opts = options or BuildOptions()
-    onnx_path, out = Path(onnx_path), Path(out)
-    if not onnx_path.is_file():
-        raise AFTExportError(f"model {onnx_path} does not exist")
-    if not out.parent.is_dir():
-        raise AFTExportError(f"output directory {out.parent} does not exist")
-    try:
-        model = onnx.load(str(onnx_path), load_external_data=False)
-    except Exception as exc:  # protobuf's DecodeError and friends
-        raise AFTExportError(f"{onnx_path} is not a readable ONNX file: {exc}") from None
-    shapes = input_profile(model, opts)  # option errors before anything needs TensorRT
-    precision = graph_precision(model)
-    trt = import_tensorrt()
-    version = check_trt_version(trt.__version__)
-    plan = build_plan(version, precision, opts)  # version-dependent option errors before the build
-    checked = check_for_version(onnx_path, version, log)  # what this TensorRT's parser would refuse
-    env = environment()
-    require_gpu(env)
-
-    t0 = time.perf_counter()
-    logger = trt.Logger(trt.Logger.WARNING)
-    builder = trt.Builder(logger)
-    network = builder.create_network(sum(1 << int(_trt_attr(trt, name)) for name in plan.network_flags))
-    parser = trt.OnnxParser(network, logger)
-    if not parser.parse_from_file(str(onnx_path)):
-        errors = _parser_errors(parser)
-        raise AFTExportError(f"TensorRT's ONNX parser rejected {onnx_path.name}: " + "; ".join(errors[:10]))
-    pinned = _pin_fp32_layers(trt, network, version) if plan.pin_fp32_layers else 0
-    config = builder.create_builder_config()
-    for name in plan.builder_flags:
-        config.set_flag(_trt_attr(trt, name))
-    if not opts.tf32:
-        config.clear_flag(trt.BuilderFlag.TF32)
-    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, opts.workspace_mb << 20)
-    profile = builder.create_optimization_profile()
-    profile.set_shape(shapes.name, shapes.min, shapes.opt, shapes.max)
-    config.add_optimization_profile(profile)
-    if opts.dla_core is not None:
-        if builder.num_DLA_cores == 0:
-            raise RuntimeMissing("--dla-core was given but this device has no DLA (DLA exists on Jetson AGX/NX)")
-        config.default_device_type = trt.DeviceType.DLA
-        config.DLA_core = opts.dla_core
-        config.set_flag(trt.BuilderFlag.GPU_FALLBACK)
-    if plan.hardware_compatibility_level and version >= (8, 6):  # the plan has none before 8.6
-        config.hardware_compatibility_level = _trt_attr(trt, plan.hardware_compatibility_level)
-    cache_file = Path(opts.timing_cache) if opts.timing_cache else None
-    cache = config.create_timing_cache(cache_file.read_bytes() if cache_file and cache_file.is_file() else b"")
-    config.set_timing_cache(cache, ignore_mismatch=False)
-    serialized = builder.build_serialized_network(network, config)
-    if serialized is None:
-        raise AFTExportError(f"TensorRT could not build an engine from {onnx_path.name}; rerun with a larger "
-                             f"--workspace-mb or see TensorRT's log above")  # fmt: skip
-    tmp = out.with_name(f".{out.name}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(memoryview(serialized))
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
-    if cache_file:
-        cache_tmp = cache_file.with_name(f".{cache_file.name}.tmp")
-        cache_tmp.write_bytes(memoryview(config.get_timing_cache().serialize()))
-        os.replace(cache_tmp, cache_file)
-    meta = {p.key: p.value for p in model.metadata_props}
-    trt_build = {**asdict(plan), "pinned_fp32_layers": pinned, "offline_check": checked}
-    seconds = time.perf_counter() - t0
-    manifest = make_manifest(out, onnx_path, precision, shapes, opts, env, seconds, meta, trt_build)
-    save_json_atomic(manifest_path(out), manifest)
-    flags = ", ".join(plan.network_flags + plan.builder_flags) or "no flags"
-    log(f"wrote {out} and {manifest_path(out).name} ({precision}, TensorRT {env['tensorrt']} with {flags}, "
-        f"{env['gpu']})")  # fmt: skip
-    return BuildResult(str(out), manifest)
-
-
-# ---------------------------------------------------------------- runner
-
-
-def trt_runner(engine: str, threads: int = 0):
-    """A runner for a TensorRT engine (checks the manifest before TensorRT is touched)."""
-    from aft_export.runners import ModelInfo, Runner
-
-    manifest = check_manifest(engine, environment())
-    m = manifest.get("model", {})
-    try:
-        info = ModelInfo(json.loads(m["classes"]), tuple(json.loads(m["input_size"])), tuple(json.loads(m["mean"])),
-                         tuple(json.loads(m["std"])), source_sha256=m.get("source_sha256", ""),
-                         precision=manifest.get("precision", "fp32"), extra=manifest)  # fmt: skip
-    except (KeyError, ValueError) as exc:
-        raise AFTExportError(f"engine manifest of {engine} lacks the model's metadata ({exc}); rebuild it") from None
-    trt = import_tensorrt()
-    version = check_trt_version(trt.__version__)
-    env = environment()
-    require_gpu(env)
-
-    class TrtRunner(Runner):
-        backend = "tensorrt"
-
-        def __init__(self) -> None:
-            import torch
-
-            super().__init__(str(engine), info)
-            self.threads = threads
-            runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
-            if manifest.get("build_options", {}).get("version_compatible") and version >= (8, 6):
-                runtime.engine_host_code_allowed = True  # the plan carries its own lean runtime: we trust it
-            self.engine = runtime.deserialize_cuda_engine(Path(engine).read_bytes())
-            if self.engine is None:
-                raise AFTExportError(f"TensorRT could not deserialise {engine}; rebuild it on this machine")
-            self.context = self.engine.create_execution_context()
-            self.names = [self.engine.get_tensor_name(i) for i in range(self.engine.num_io_tensors)]
-            self.inputs = [n for n in self.names if self.engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
-            self.stream = torch.cuda.Stream()
-            lo, hi = manifest["input"]["min"], manifest["input"]["max"]
-            self.fixed_batch = lo[0] if lo[0] == hi[0] else None
-            self.limits = (lo, hi)
-
-        def run(self, feeds):
-            import torch
-
-            lo, hi = self.limits
-            x = np.ascontiguousarray(feeds[self.inputs[0]], dtype=np.float32)
-            if any(not a <= s <= b for a, s, b in zip(lo, x.shape, hi)):
-                raise AFTExportError(f"input shape {x.shape} is outside the engine's profile {lo}..{hi}; "
-                                     f"rebuild with a wider --batch/--hw")  # fmt: skip
-            with torch.cuda.stream(self.stream):
-                xin = torch.from_numpy(x).cuda(non_blocking=True)
-                self.context.set_input_shape(self.inputs[0], tuple(x.shape))
-                self.context.set_tensor_address(self.inputs[0], xin.data_ptr())
-                outs = {}
-                for name in self.names:
-                    if name in self.inputs:
-                        continue
-                    shape = tuple(self.context.get_tensor_shape(name))
-                    dtype = torch.from_numpy(np.zeros(0, trt.nptype(self.engine.get_tensor_dtype(name)))).dtype
-                    outs[name] = torch.empty(shape, dtype=dtype, device="cuda")
-                    self.context.set_tensor_address(name, outs[name].data_ptr())
-                if not self.context.execute_async_v3(self.stream.cuda_stream):
-                    raise AFTExportError(f"TensorRT failed to run {engine}")
-            self.stream.synchronize()
-            return {k: v.float().cpu().numpy() for k, v in outs.items()}
-
-    return TrtRunner()
+    atomic_write_text(path, json.dumps(data, indent=2))

@@ -7,7 +7,8 @@ import pytest
 from PIL import Image
 
 from aft_export.calib import CalibrationReader, Preprocess, load_calibration
-from aft_export.data import load_labelled, normalize
+from aft_export.data import normalize
+from aft_export.datasets import load_labelled
 from aft_export.errors import AFTExportError
 
 PREP = Preprocess(32, (0.5, 0.4, 0.3), (0.2, 0.25, 0.3))

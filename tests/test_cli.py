@@ -6,9 +6,22 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from aft_export.checkpoint import save_checkpoint
+from aft_export.checkpoint import load_checkpoint, save_checkpoint
 from aft_export.cli import main
+from aft_export.data import normalize
+from aft_export.datasets import load_labelled
 from aft_export.models import create_model, list_models
+from tests.test_evaluate import (
+    AGREEMENT_FLIPPED,
+    FLIPPED,
+    LOGITS,
+    TOP1,
+    TOP1_FLIPPED,
+    TOP5,
+    TOP5_FLIPPED,
+    gray_image_folder,
+    lookup_onnx,
+)
 
 
 @pytest.fixture
@@ -116,15 +129,53 @@ def test_export_to_missing_directory(ckpt, tmp_path):
 def test_eval_command(tmp_path, cifar10):
     ckpt = tmp_path / "m.pt"
     classes = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+    torch.manual_seed(0)
     save_checkpoint(ckpt, create_model("aft_simple_test"), classes)
     result = run("eval", ckpt, "--data", cifar10 / "test.tar", "--limit", 50, "--json")
     assert result.exit_code == 0, result.output
     row = json.loads(result.output)[0]
-    assert row["images"] == 50 and 0 <= row["top1"] <= 100
+    # the same 50 images through the model, counted here
+    model, meta = load_checkpoint(ckpt)
+    data = load_labelled(cifar10 / "test.tar", 32, limit=50)
+    with torch.no_grad():
+        order = model.eval()(normalize(data.images, meta.mean, meta.std)).argsort(dim=1, descending=True)
+    hit = order == torch.as_tensor(data.labels)[:, None]
+    assert row["images"] == 50
+    assert row["top1"] == round(100 * hit[:, 0].double().mean().item(), 2)
+    assert row["top5"] == round(100 * hit[:, :5].any(dim=1).double().mean().item(), 2)
     wrong = run("eval", ckpt.parent / "nope.pt", "--data", cifar10 / "test.tar")
     assert wrong.exit_code == 2
+
+
+def test_eval_command_against_hand_counted_metrics(tmp_path):
+    """Two lookup-table models whose top-1, top-5 and agreement are counted by hand
+    (tests/test_evaluate.py), through the command, in JSON and in the table."""
+    data = gray_image_folder(tmp_path / "data")
+    first, flipped = lookup_onnx(tmp_path / "a.onnx", LOGITS), lookup_onnx(tmp_path / "b.onnx", FLIPPED)
+    result = run("eval", first, flipped, "--data", data, "--batch-size", 3, "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert [(r["images"], r["top1"], r["top5"], r["agreement"]) for r in rows] == [
+        (10, TOP1, TOP5, 100.0), (10, TOP1_FLIPPED, TOP5_FLIPPED, AGREEMENT_FLIPPED)]  # fmt: skip
+    table = run("eval", first, flipped, "--data", data, "--batch-size", 3)
+    assert table.exit_code == 0, table.output
+    shown = [[float(v) for v in line.split()[-4:]] for line in table.output.strip().splitlines()[-2:]]
+    assert shown == [[10, TOP1, TOP5, 100.0], [10, TOP1_FLIPPED, TOP5_FLIPPED, AGREEMENT_FLIPPED]]
 
 
 def test_eval_refuses_a_set_with_other_classes(ckpt, tmp_path, cifar10):
     result = run("eval", ckpt, "--data", cifar10 / "test.tar", "--limit", 20)
     assert result.exit_code == 2 and "classes" in result.output
+
+
+def test_two_onnxruntime_wheels_are_reported(monkeypatch):
+    """onnxruntime and onnxruntime-gpu write one package directory: the CLI says so."""
+    import aft_export.runners.ort as ort_mod
+
+    monkeypatch.setattr(ort_mod, "ort_distributions", lambda: {"onnxruntime": "1.32.0", "onnxruntime-gpu": "1.31.1"})
+    res = CliRunner().invoke(main, ["check", "missing.onnx"])
+    assert res.exit_code == 2
+    assert "warning: onnxruntime 1.32.0, onnxruntime-gpu 1.31.1 are all installed" in res.output
+    assert "pip uninstall -y onnxruntime onnxruntime-gpu" in res.output
+    monkeypatch.setattr(ort_mod, "ort_distributions", lambda: {"onnxruntime": "1.32.0"})
+    assert "warning" not in CliRunner().invoke(main, ["check", "missing.onnx"]).output

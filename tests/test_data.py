@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from aft_export.data import load_image, load_labelled, normalize
+from aft_export.data import load_image, normalize
+from aft_export.datasets import load_labelled
 from aft_export.errors import AFTExportError
 
 

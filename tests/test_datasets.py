@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from aft_export import datasets
-from aft_export.data import load_labelled
+from aft_export.datasets import load_labelled
 from aft_export.errors import AFTExportError
 
 

@@ -22,7 +22,7 @@ import pytest
 from aft_export.errors import AFTExportError
 from aft_export.export.exporter import ExportOptions, export_checkpoint
 from aft_export.nvtools import fp16_layer_plan, verification_commands, write_verification_commands
-from aft_export.parity import TOLERANCES
+from aft_export.compare import TOLERANCES
 from aft_export.quantize import QuantizeOptions, quantize_model
 from aft_export.runners import OrtRunner
 from tests.export.test_exporter import make_ckpt
@@ -194,7 +194,7 @@ def test_script_is_executable_atomic_and_honours_the_umask(models, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.int8.onnx", "m.int8.verify.sh"]  # no temp left
     text = path.read_text()
     assert subprocess.run(["bash", "-n", str(path)], check=False).returncode == 0
-    assert "--stronglyTyped" in text and "aft_export.parity.TOLERANCES['int8'].max_abs" in text
+    assert "--stronglyTyped" in text and "aft_export.compare.TOLERANCES['int8'].max_abs" in text
     usage = subprocess.run(["bash", str(path)], check=False, capture_output=True, text=True)
     assert usage.returncode == 2 and "trt11|trt10|trt8|onnxrt" in usage.stderr
     trt8 = subprocess.run(["bash", str(path), "trt8"], check=False, capture_output=True, text=True)

@@ -1,5 +1,6 @@
 import importlib.util
 import json
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -13,8 +14,10 @@ from aft_export.errors import AFTExportError
 from aft_export.evaluate import evaluate_artifact, evaluate_artifacts
 from aft_export.export.exporter import ExportOptions, export_checkpoint
 from aft_export.models import create_model
-from aft_export.parity import TOLERANCES, judge, metrics, run_parity, stress_inputs, tolerances_with
-from aft_export.runners import OrtRunner, TorchRunner, graph_precision, load_runner
+from aft_export.compare import TOLERANCES, judge, metrics, tolerances_with
+from aft_export.parity import run_parity, stress_inputs
+from aft_export.onnxio import graph_precision
+from aft_export.runners import OrtRunner, TorchRunner, load_runner
 
 CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
@@ -276,7 +279,7 @@ def test_divergence_is_localised_to_the_node_and_module(pair, tmp_path, cifar10,
     div = row["divergence"]
     assert div["first"]["node"] == ln.name and div["first"]["module"] == node_module(ln)[0]
     assert div["first"]["module_type"] == "Linear" and div["first"]["rel"] > div["limit_rel"]
-    assert div["reference"] == (onnx_path if with_fp32_onnx else "fresh fp32 export of the checkpoint")
+    assert div["reference"] == (onnx_path if with_fp32_onnx else "an fp32 export of the checkpoint, in memory")
     # nodes before the broken one agree with the reference
     before = [r for r in div["nodes"][: div["nodes"].index(div["first"])]]
     assert before and not any(r["diverged"] for r in before)

@@ -15,7 +15,7 @@ from aft_export.export.exporter import ExportOptions, export_checkpoint
 from aft_export.export.functions import DOMAIN
 from aft_export.graph import aft_core_nodes, node_module
 from aft_export.quantize import QuantizeOptions, quantize_model
-from aft_export.runners import graph_precision
+from aft_export.onnxio import graph_precision
 from tests.conftest import REPO
 from tests.export.test_exporter import make_ckpt
 
@@ -61,6 +61,28 @@ def _run(path, batch):
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     x = np.random.default_rng(0).standard_normal((batch, 3, 32, 32)).astype(np.float32)
     return sess.run(None, {"image": x})[0]
+
+
+def _logits(path, x):
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return sess.run(None, {"image": x})[0]
+
+
+def _calibration_tensors(model, source, count, seed=0):
+    """The calibration images a run with these settings uses, preprocessed as the metadata says."""
+    from aft_export.calib import Preprocess, load_calibration
+
+    meta = {p.key: p.value for p in model.metadata_props}
+    return load_calibration(str(source), Preprocess.from_metadata(meta), count, seed, progress=False).tensors
+
+
+def _sha256(tensors):
+    """The calibration set's identity, computed here: sha256 of the shape, then the float32 bytes."""
+    import hashlib
+
+    h = hashlib.sha256(str(tensors.shape).encode())
+    h.update(np.ascontiguousarray(tensors, dtype=np.float32).tobytes())
+    return h.hexdigest()
 
 
 def _consumers_of_dq(model):
@@ -114,26 +136,95 @@ def test_int8_is_explicit_symmetric_qdq_with_float_aft_core(onnx_models, form, t
     assert set(recipe["excluded_nodes"]) == core
     for batch in (1, 7):
         assert _run(out, batch).shape == (batch, 10)
-    assert result.agreement["images"] == 64 and 0 <= result.agreement["top1_agreement"] <= 100
+    # the agreement with fp32, recounted here on the same 64 calibration images
+    tensors = _calibration_tensors(src, cifar10 / "train.tar", 64)
+    assert _sha256(tensors) == recipe["calibration"]["sha256"]
+    ref, got = _logits(onnx_models[form], tensors), _logits(out, tensors)
+    assert result.agreement["images"] == 64
+    agree = 100 * np.mean(ref.argmax(1) == got.argmax(1))
+    assert result.agreement["top1_agreement"] == pytest.approx(agree, abs=1e-3)
+    assert result.agreement["max_abs"] == pytest.approx(np.abs(ref - got).max(), rel=1e-6)
+    assert result.agreement["mse"] == pytest.approx(((ref - got) ** 2).mean(), rel=1e-5)
 
 
-def test_calibration_cache_is_reused_and_invalidated(onnx_models, tmp_path, cifar10):
-    calib = str(cifar10 / "train.tar")
-    first = quantize_model(onnx_models["custom"], tmp_path / "a.onnx", calib, _opts(tmp_path), **QUIET)
-    again = quantize_model(onnx_models["custom"], tmp_path / "b.onnx", calib, _opts(tmp_path), **QUIET)
-    assert first.recipe["calibration_cache"] == "written" and again.recipe["calibration_cache"] == "hit"
-    # the cached ranges give the same graph (the recipe in the metadata says "hit")
-    a, b = onnx.load(tmp_path / "a.onnx"), onnx.load(tmp_path / "b.onnx")
-    assert a.graph.SerializeToString() == b.graph.SerializeToString()
-    other_data = quantize_model(onnx_models["custom"], tmp_path / "c.onnx", calib, _opts(tmp_path, seed=1), **QUIET)
-    assert other_data.recipe["calibration_cache"] == "written"
-    other_model = quantize_model(onnx_models["decomposed"], tmp_path / "d.onnx", calib, _opts(tmp_path), **QUIET)
-    assert other_model.recipe["calibration_cache"] == "written"
-    other_method = quantize_model(onnx_models["custom"], tmp_path / "e.onnx", calib,
-                                  _opts(tmp_path, method="minmax"), **QUIET)  # fmt: skip
-    assert other_method.recipe["calibration_cache"] == "written"
-    off = quantize_model(onnx_models["custom"], tmp_path / "f.onnx", calib, _opts(tmp_path, cache_dir=""), **QUIET)
-    assert off.recipe["calibration_cache"] == "off"
+@pytest.fixture
+def calibrations(monkeypatch):
+    """Every calibration pass ONNX Runtime's calibrators make (minmax, and the histogram
+    methods percentile and entropy), counted where they read the images, however the code
+    under test reaches them: evidence that does not depend on what the code says it did."""
+    from onnxruntime.quantization import calibrate
+
+    passes = []
+    for cls in (calibrate.MinMaxCalibrater, calibrate.HistogramCalibrater):
+        def counted(self, reader, _collect=cls.collect_data):
+            passes.append(type(self).__name__)
+            return _collect(self, reader)
+
+        monkeypatch.setattr(cls, "collect_data", counted)
+    return passes
+
+
+def _noise_images(folder, count, seed=0):
+    from PIL import Image
+
+    folder.mkdir()
+    rng = np.random.default_rng(seed)
+    for i in range(count):
+        Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(folder / f"{i:02d}.png")
+    return folder
+
+
+def test_calibration_cache_hit_skips_calibration_and_every_change_misses(tmp_path, calibrations):
+    """A hit is shown by calibration not running (and giving the graph a fresh calibration
+    gives); each planted difference in what calibration sees must miss and calibrate again."""
+    import shutil
+    from dataclasses import replace
+
+    from PIL import Image
+
+    model = _conv_gemm_with_biases(tmp_path / "m.onnx")
+    images = _noise_images(tmp_path / "imgs", 20)
+    opts = _opts(tmp_path, count=16)  # 16 of the 20 images, seed 0
+
+    def quantize(name, src=model, data=images, **kw):
+        before = len(calibrations)
+        result = quantize_model(src, tmp_path / name, str(data), replace(opts, **kw), **QUIET)
+        return result.recipe["calibration_cache"], len(calibrations) - before
+
+    assert quantize("fresh.onnx", cache_dir="") == ("off", 1)
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+    assert quantize("a.onnx") == ("written", 1)
+    assert quantize("b.onnx") == ("hit", 0)  # no calibration pass ran
+    fresh, a, b = (_graph_bytes(tmp_path / n) for n in ("fresh.onnx", "a.onnx", "b.onnx"))
+    assert a == fresh and b == fresh  # the cached ranges are the ranges a fresh calibration computes
+
+    # planted differences: each is something calibration sees, so each must miss
+    other_pixel = tmp_path / "imgs_pixel"
+    shutil.copytree(images, other_pixel)
+    for f in sorted(other_pixel.iterdir()):
+        img = np.array(Image.open(f))
+        img[0, 0, 0] ^= 1  # one pixel in each image (whichever 16 are sampled); same names, count, seed
+        Image.fromarray(img).save(f)
+    assert quantize("pixel.onnx", data=other_pixel) == ("written", 1)
+    assert quantize("seed.onnx", seed=1) == ("written", 1)  # another 16 of the 20
+    assert quantize("mean.onnx", mean=(0.4, 0.5, 0.5)) == ("written", 1)  # same images, other tensors
+    assert quantize("pct.onnx", percentile=99.9) == ("written", 1)
+    assert quantize("minmax.onnx", method="minmax") == ("written", 1)
+    assert quantize("entropy.onnx", method="entropy") == ("written", 1)
+    original = model.read_bytes()
+    changed = onnx.load(model)
+    w = next(t for t in changed.graph.initializer if t.name == "conv.weight")
+    w.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(w) * np.float32(1.001), w.name))
+    onnx.save(changed, model)  # same path, other weights
+    assert quantize("weights.onnx") == ("written", 1)
+    model.write_bytes(original)
+    # and the original settings still hit: no entry was overwritten by the others
+    assert quantize("again.onnx") == ("hit", 0)
+    assert _graph_bytes(tmp_path / "again.onnx") == fresh
+
+
+def _graph_bytes(path):
+    return onnx.load(path).graph.SerializeToString()
 
 
 @pytest.mark.parametrize("form", ["custom", "decomposed"])
@@ -175,16 +266,109 @@ def test_fp16_overflow_is_reported(onnx_models, tmp_path, cifar10):
     assert any(r["module"] == "head" for r in result.nonfinite)
 
 
-def test_sensitivity_ranks_and_excludes_until_budget(onnx_models, tmp_path, cifar10):
+def test_sensitivity_ranks_the_real_graph_by_module(onnx_models, tmp_path, cifar10):
     result = quantize_model(onnx_models["custom"], tmp_path / "s.onnx", str(cifar10 / "train.tar"),
                             _opts(tmp_path, sensitivity=True, budget=0.0, count=32), **QUIET)  # fmt: skip
     ranking = result.sensitivity
     assert ranking and [r["gain"] for r in ranking] == sorted((r["gain"] for r in ranking), reverse=True)
     assert all(r["module"] for r in ranking)
     excluded = [r["node"] for r in ranking if r.get("excluded")]
+    assert excluded == [r["node"] for r in ranking[: len(excluded)]]  # worst first
     assert set(excluded) <= set(result.recipe["excluded_nodes"])
-    if result.agreement["disagreement"] > 0:  # budget 0 unmet: every ranked node went back to float
-        assert len(excluded) == len(ranking)
+    # with every ranked node in float the graph is fp32 again, so budget 0 is always met
+    assert result.agreement["disagreement"] == 0.0
+
+
+def test_sensitivity_excludes_the_planted_culprit_and_stops_at_the_budget(tmp_path):
+    """A graph whose int8 form is planted to disagree: conv channel 0 is a constant 1000
+    the head ignores (weight 0) and channels 1-3 carry everything, ~1 in size. The head's
+    input is quantised per tensor, so its scale (~1000/127) rounds channels 1-3 to 0 and
+    the int8 head predicts from its bias alone. Putting the head back in float is the
+    one fix needed (the convolution's int8 weights and input are fine), so sensitivity
+    must rank the head first, exclude it, reach budget 0 and stop there."""
+    rng = np.random.default_rng(0)
+    conv_w = rng.standard_normal((4, 3, 8, 8)) * 0.1
+    conv_w[0] = 0
+    head_w = rng.standard_normal((10, 4, 4, 4))
+    head_w[:, 0] = 0
+    src = _conv_head(tmp_path / "m.onnx", conv_w, [1000.0, 0, 0, 0], head_w.reshape(10, 64), np.zeros(10))
+    x = rng.standard_normal((64, 3, 32, 32)).astype(np.float32)  # preprocessed tensors, used as given
+    np.save(tmp_path / "x.npy", x)
+    ref = _logits(src, x).argmax(1)
+    calib = str(tmp_path / "x.npy")
+    plain = quantize_model(src, tmp_path / "q.onnx", calib, _opts(tmp_path, count=64), **QUIET)
+    assert np.mean(_logits(tmp_path / "q.onnx", x).argmax(1) != ref) > 0.5  # the plant works
+    assert "head" in _quantized(tmp_path / "q.onnx") and plain.sensitivity == []
+
+    out = tmp_path / "s.onnx"
+    result = quantize_model(src, out, calib, _opts(tmp_path, count=64, sensitivity=True, budget=0.0), **QUIET)
+    assert [r["node"] for r in result.sensitivity] == ["head", "conv"]
+    assert [r["node"] for r in result.sensitivity if r.get("excluded")] == ["head"]  # and not the conv
+    assert result.recipe["excluded_nodes"] == ["head"]
+    assert _quantized(out) == {"conv"}
+    assert np.mean(_logits(out, x).argmax(1) != ref) == 0 == result.agreement["disagreement"]
+
+
+def _quantized(path):
+    """Names of the nodes that read a dequantised value: the ones computing in int8."""
+    return _consumers_of_dq(onnx.load(path))
+
+
+def _calibrated_range(tmp_path, x, method):
+    """The int8 range calibration gives the image input of a small Conv+Gemm graph when the
+    calibration set is ``x`` itself (float32 NCHW in .npy is taken as preprocessed): the
+    symmetric int8 scale on ``image`` is range / 127."""
+    rng = np.random.default_rng(1)
+    src = _conv_head(tmp_path / "r.onnx", rng.standard_normal((4, 3, 2, 2)), np.zeros(4),
+                     rng.standard_normal((10, 64)), np.zeros(10), size=8)  # fmt: skip
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / f"{method}.onnx"
+    opts = _opts(tmp_path, count=len(x), method=method, cache_dir="")
+    quantize_model(src, out, str(tmp_path / "x.npy"), opts, **QUIET)
+    model = onnx.load(out)
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    (scale,) = [inits[n.input[1]] for n in model.graph.node
+                if n.op_type == "QuantizeLinear" and n.input[0] == "image"]  # fmt: skip
+    return float(scale) * 127
+
+
+def test_entropy_calibration_clips_rare_outliers_that_minmax_and_percentile_keep(tmp_path):
+    """Activations from a known distribution: N(0, 1) with 4 values of 49,152 (0.008%)
+    planted at +-40. Min-max must give 40, the planted maximum. Percentile 99.999 must give
+    the 99.999th percentile of |x| counted here (an outlier: they are more than 0.001%), to a
+    bin of its 2048-bin histogram. Entropy (the 2048/128-bin setting) must clip the rare
+    outliers, far below both, and keep the body: TensorRT's algorithm as published puts a
+    Gaussian's threshold near 4 sigma (3.9-4.1 on samples like this one); under 3 sigma it
+    would clip 0.27% of the values."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((256, 3, 8, 8)).astype(np.float32)
+    x.flat[rng.choice(x.size, 4, replace=False)] = [40, -40, 40, -40]
+    minmax, percentile, entropy = (
+        _calibrated_range(tmp_path, x, method) for method in ("minmax", "percentile", "entropy"))
+    assert minmax == pytest.approx(40, rel=1e-6)
+    ordered = np.sort(np.abs(x).ravel())
+    at = ordered[int(np.ceil(0.99999 * ordered.size)) - 1]  # the 99.999th percentile of |x|
+    bin_width = 40 / 2048
+    assert at - 2 * bin_width <= percentile <= at
+    assert percentile > 30  # the outliers are more than 0.001% of the values: kept
+    assert 3.0 <= entropy < minmax / 4
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "ONNX Runtime's EntropyCalibrater is not TensorRT's algorithm: it histograms x, not |x| "
+    "(2048 bins = 1024 per side, 128 levels = 64 per side), truncates Q to integers and "
+    "smooths, and puts this threshold at 1.50 instead of 1.00; issue 12"))  # fmt: skip
+def test_entropy_calibration_finds_the_edge_of_a_uniform_body(tmp_path):
+    """U(-1, 1) with one value planted at 10. A threshold inside the empty gap folds the
+    outlier into a bin the quantised distribution Q leaves empty (infinite KL); one inside
+    the body folds body mass into the top bin; so the KL-optimal threshold is the body's
+    edge, 1, to a bin. TensorRT's algorithm as published (2048 bins of |x|, 128 levels,
+    GTC 2017 s7310) gives 1.001 on this data."""
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, (256, 3, 8, 8)).astype(np.float32)
+    x.flat[rng.integers(x.size)] = 10
+    entropy = _calibrated_range(tmp_path, x, "entropy")
+    assert 1.0 <= entropy <= 1.0 + 2 * 20 / 2048  # two bins of a 2048-bin histogram over [-10, 10]
 
 
 def test_bad_input_writes_nothing(onnx_models, tmp_path, cifar10):
@@ -293,26 +477,40 @@ def test_calibration_recipes(onnx_models, tmp_path, cifar10, monkeypatch):
     assert r.recipe["calibration"]["source"] == "cifar10:train"
 
 
-def _conv_gemm_with_biases(path):
-    """image -> Conv(+bias) -> Flatten -> Gemm(+bias): the layers whose biases ONNX Runtime's
-    quantiser turns into INT32 DequantizeLinear inputs unless told not to."""
+def _conv_head(path, conv_weight, conv_bias, head_weight, head_bias, size=32):
+    """image (N, 3, size, size) -> Conv "conv" (kernel = stride = size/4, so a 4x4 grid) ->
+    Flatten -> Gemm "head": a graph small enough to plant a property in its weights."""
     from onnx import helper
 
-    rng = np.random.default_rng(0)
-    inits = [numpy_helper.from_array(a.astype(np.float32), n) for n, a in (
-        ("conv.weight", rng.standard_normal((4, 3, 8, 8)) * 0.1), ("conv.bias", rng.standard_normal(4)),
-        ("head.weight", rng.standard_normal((10, 64)) * 0.1), ("head.bias", rng.standard_normal(10)))]  # fmt: skip
-    nodes = [helper.make_node("Conv", ["image", "conv.weight", "conv.bias"], ["c"], kernel_shape=[8, 8], strides=[8, 8]),
-             helper.make_node("Flatten", ["c"], ["f"]),
-             helper.make_node("Gemm", ["f", "head.weight", "head.bias"], ["logits"], transB=1)]  # fmt: skip
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 3, 32, 32])],
-                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], inits)  # fmt: skip
+    k = size // 4
+    inits = [numpy_helper.from_array(np.asarray(a, np.float32), n) for n, a in (
+        ("conv.weight", conv_weight), ("conv.bias", conv_bias),
+        ("head.weight", head_weight), ("head.bias", head_bias))]  # fmt: skip
+    nodes = [helper.make_node("Conv", ["image", "conv.weight", "conv.bias"], ["c"], name="conv",
+                              kernel_shape=[k, k], strides=[k, k]),
+             helper.make_node("Flatten", ["c"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "head.weight", "head.bias"], ["logits"], name="head",
+                              transB=1)]  # fmt: skip
+    n_out = len(head_bias)
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("image", TensorProto.FLOAT,
+                                                                         ["N", 3, size, size])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", n_out])],
+                              inits)  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    for key, value in (("classes", json.dumps([str(i) for i in range(10)])), ("input_size", "[3, 32, 32]"),
-                       ("mean", "[0.5, 0.5, 0.5]"), ("std", "[0.25, 0.25, 0.25]")):  # fmt: skip
+    for key, value in (("classes", json.dumps([str(i) for i in range(n_out)])),
+                       ("input_size", f"[3, {size}, {size}]"), ("mean", "[0.5, 0.5, 0.5]"),
+                       ("std", "[0.25, 0.25, 0.25]")):  # fmt: skip
         model.metadata_props.add(key=key, value=value)
     onnx.save(model, path)
     return path
+
+
+def _conv_gemm_with_biases(path):
+    """image -> Conv(+bias) -> Flatten -> Gemm(+bias): the layers whose biases ONNX Runtime's
+    quantiser turns into INT32 DequantizeLinear inputs unless told not to."""
+    rng = np.random.default_rng(0)
+    return _conv_head(path, rng.standard_normal((4, 3, 8, 8)) * 0.1, rng.standard_normal(4),
+                      rng.standard_normal((10, 64)) * 0.1, rng.standard_normal(10))  # fmt: skip
 
 
 def test_int8_biases_stay_float_for_tensorrt(tmp_path, cifar10):

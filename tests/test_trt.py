@@ -13,9 +13,11 @@ from click.testing import CliRunner
 from aft_export.cli import main
 from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.export.exporter import ExportOptions, export_checkpoint
-from aft_export.trt import (BuildOptions, Profile, build_engine, build_plan, check_manifest,
-                            check_trt_version, environment, input_profile, make_manifest, manifest_path,
-                            network_flags, precision_flags, trt_runner, version_compatible_runs)  # fmt: skip
+from aft_export.build import build_engine
+from aft_export.runners import TrtRunner
+from aft_export.trt import (BuildOptions, Profile, build_plan, check_manifest, check_trt_version, environment,
+                            input_profile, make_manifest, manifest_path, network_flags, precision_flags,
+                            version_compatible_runs)  # fmt: skip
 from tests.export.test_exporter import make_ckpt
 
 HAS_TRT = importlib.util.find_spec("tensorrt") is not None
@@ -196,7 +198,7 @@ def test_missing_tensorrt_is_a_clear_error(graphs, tmp_path):
     engine = _fake_engine(tmp_path, compute_capability=None,
                           model={k: meta[k] for k in ("classes", "input_size", "mean", "std")})  # fmt: skip
     with pytest.raises(RuntimeMissing, match="TensorRT is not installed"):
-        trt_runner(str(engine))
+        TrtRunner(str(engine))
 
 
 def test_option_errors_come_before_tensorrt(graphs, tmp_path):
@@ -241,7 +243,7 @@ def test_engine_builds_runs_and_matches_onnx_runtime(graphs, tmp_path, key):
     result = build_engine(graphs[key], engine, BuildOptions(batch="1,4,8", hw="16,32,48" if key == "hw" else None,
                                                             timing_cache=str(cache)), **QUIET)  # fmt: skip
     assert engine.is_file() and cache.is_file() and result.manifest["precision"] == "fp32"
-    runner = trt_runner(str(engine))
+    runner = TrtRunner(str(engine))
     x = np.random.default_rng(0).standard_normal((3, 3, 32, 32)).astype(np.float32)
     want = OrtRunner(str(graphs[key])).run({"image": x})["logits"]
     got = runner.run({"image": x})["logits"]

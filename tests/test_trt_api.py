@@ -69,6 +69,8 @@ VERSION_NAMES = {"version", "trt_version"}
 RESOLVERS = {"_trt_attr"}  # resolves "BuilderFlag.FP16" at run time; the literals are checked where written
 ENUM_VALUE_ATTRS = {"name", "value"}  # what pybind11 gives every enum value
 TRT_PY = REPO / "aft_export" / "trt.py"
+# every module that calls TensorRT: the version choices and manifest, the build, the runner
+TRT_FILES = [TRT_PY, REPO / "aft_export" / "build.py", REPO / "aft_export" / "runners" / "engine.py"]
 
 
 def api_for(key: str) -> dict:
@@ -558,15 +560,19 @@ def test_the_old_code_is_flagged_at_its_same_cc_lookup():
 # ---------------------------------------------------------------- aft_export/trt.py
 
 
-def test_trt_py_uses_only_what_every_supported_version_has():
-    result = analyse(TRT_PY.read_text())
+@pytest.mark.parametrize("path", TRT_FILES, ids=lambda p: p.name)
+def test_trt_code_uses_only_what_every_supported_version_has(path):
+    result = analyse(path.read_text())
     assert result["versions"] == ["8.5", "8.6", "10.3", "10.13", "11.4"]
     assert not result["problems"] and not result["dynamic"], "\n" + report(result)
 
 
 def test_the_check_sees_the_calls_that_matter():
     """Guards against a check that passes because it resolved nothing."""
-    used = analyse(TRT_PY.read_text())["used"]
+    used = {}
+    for path in TRT_FILES:
+        for name, versions in analyse(path.read_text())["used"].items():
+            used[name] = sorted(set(used.get(name, [])) | set(versions), key=lambda v: tuple(map(int, v.split("."))))
     everywhere = ["8.5", "8.6", "10.3", "10.13", "11.4"]
     for name in ("Builder.create_network", "Builder.create_builder_config", "OnnxParser.parse_from_file",
                  "OnnxParser.get_error", "ParserError.desc", "IBuilderConfig.set_flag",

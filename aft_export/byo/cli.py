@@ -17,10 +17,12 @@ import click
 from aft_export.byo.preprocess import read_mapping, resolve
 from aft_export.byo.spec import SPEC_KEYS, UserModel, read_spec
 from aft_export.errors import AFTExportError
+from aft_export.fileio import atomic_write_text
 
 # option destination -> flag, for messages
 FLAGS = {"weights": "--weights", "weights_key": "--weights-key", "preprocess": "--preprocess",
          "byo_input_size": "--input-size", "byo_mean": "--mean", "byo_std": "--std", "classes": "--classes"}
+USER_MODEL_KEYS = ("model_def", *FLAGS)  # the parameters user_model_options adds
 
 
 def user_model_options(command):
@@ -75,5 +77,5 @@ def spec_file(user: UserModel):
     stem = Path(target).stem if target.endswith(".py") else target.rsplit(".", 1)[-1]
     with tempfile.TemporaryDirectory(prefix="aft-byo-") as tmp:
         path = Path(tmp) / f"{stem}.json"
-        path.write_text(json.dumps({k: v for k, v in data.items() if v is not None}, indent=2))
+        atomic_write_text(path, json.dumps({k: v for k, v in data.items() if v is not None}, indent=2))
         yield path

@@ -1,10 +1,10 @@
 """``export_model(model, out, ...)``: any ``nn.Module`` classifier to ONNX, verified.
 
 The model's AFT layers become one ``com.aft`` node each (public implementations are
-swapped for ours first, :mod:`aft_export.byo.swap`); everything after the swap is the
-exporter's own machinery (:func:`aft_export.export.exporter.export_loaded`): the
-translation table, the function bodies, metadata, onnxsim, ONNX Runtime verification,
-the TensorRT check and the atomic save.
+swapped for ours first and the swap verified, :mod:`aft_export.byo.verify`); the rest
+is the exporter's own machinery (:func:`aft_export.export.exporter.export_checkpoint`
+given the loaded model): the translation table, the function bodies, metadata, onnxsim,
+ONNX Runtime verification, the TensorRT check and the atomic save.
 
     from aft_export.byo.export import export_model
     from aft_export.byo.preprocess import Preprocessing
@@ -16,14 +16,13 @@ the TensorRT check and the atomic save.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from torch import nn
 
 from aft_export.byo.preprocess import Preprocessing
 from aft_export.byo.spec import UserModel, UserModelMeta, load_user_model, meta_for
 from aft_export.errors import AFTExportError
-from aft_export.export.exporter import ExportOptions, ExportResult, export_loaded
+from aft_export.export.exporter import ExportOptions, ExportResult, export_checkpoint
 
 
 @dataclass
@@ -47,7 +46,7 @@ def _export(model: nn.Module, meta: UserModelMeta, out, options: ExportOptions |
             warnings.append(str(args[0])[len("warning: "):])
         log(*args)
 
-    result = export_loaded(model, meta, Path(out), opts, logged)
+    result = export_checkpoint(meta.path or None, out, opts, log=logged, loaded=(model, meta))
     swap = meta.config.swap
     return ByoExportResult(**result.to_dict(), layers=swap.get("layers", []), swap_check=swap.get("swap_check"),
                            warnings=warnings)  # fmt: skip

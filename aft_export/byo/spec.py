@@ -18,8 +18,8 @@ reference of ``parity``, ``eval``, ``bench`` and ``pipeline`` is the user's own,
 unmodified module. Loading a spec imports the code it names, as ``--model-def`` does:
 use only specs you wrote or trust, as you would a Python file.
 
-For export, :meth:`UserModelMeta.prepare_export` swaps the public AFT layers for ours
-and verifies the swap before the exporter writes anything (:mod:`aft_export.byo.swap`).
+For export, :func:`aft_export.byo.verify.prepare_export` swaps the public AFT layers
+for ours and verifies the swap before the exporter writes anything.
 """
 
 from __future__ import annotations
@@ -31,19 +31,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from aft_export.byo.modeldef import build_model
 from aft_export.byo.preprocess import Preprocessing, read_mapping, resolve
-from aft_export.byo.swap import apply_swap, layer_variants, plan_swap, quiet_stdout, verify_swap
+from aft_export.byo.swap import layer_variants, plan_swap, quiet_stdout
 from aft_export.errors import AFTExportError
 from aft_export.weights import load_weights
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 SPEC_KEYS = ("model_def", "weights", "weights_key", "name")
-SWAP_INPUTS = 64
 
 logger = logging.getLogger("aft_export")
 
@@ -108,7 +106,7 @@ class ForeignConfig:
     weights_key: str = ""
     in_chans: int = 3
     patch_size: int = 1
-    variant: str = "none"  # the AFT variants found, e.g. "full" or "full+simple"; set by prepare_export
+    variant: str = "none"  # the AFT variants found, e.g. "full" or "full+simple"; set by byo.verify.prepare_export
     swap: dict = field(default_factory=dict)
 
     @property
@@ -118,7 +116,7 @@ class ForeignConfig:
     def to_dict(self) -> dict:
         return {"source": "model trained elsewhere", "model_def": self.model_def, "weights": Path(self.weights).name,
                 "weights_key": self.weights_key, "img_size": self.img_size, "in_chans": self.in_chans,
-                "aft_variants": self.variant, **self.swap}  # fmt: skip
+                "variant": self.variant, **self.swap}  # fmt: skip
 
 
 @dataclass
@@ -138,39 +136,6 @@ class UserModelMeta:
     @property
     def input_size(self) -> tuple[int, int, int]:
         return (3, self.config.img_size, self.config.img_size)
-
-    def prepare_export(self, model: nn.Module, images: np.ndarray | None, log=print) -> nn.Module:
-        """Our layers in place of theirs, verified on ``images`` (real, normalised), topped
-        up with random inputs to :data:`SWAP_INPUTS`; the original is left untouched."""
-        size = self.config.img_size
-        real = torch.from_numpy(np.ascontiguousarray(images[:SWAP_INPUTS])) if images is not None else None
-        extra = SWAP_INPUTS - (0 if real is None else len(real))
-        noise = torch.randn(extra, 3, size, size, generator=torch.Generator().manual_seed(0))
-        inputs = noise if real is None else torch.cat([real, noise])
-        plan = plan_swap(model, inputs[:2])
-        for r in plan.layers:
-            log(f"  {r.path or '(root)'}: {r.source} -> " + {"ours": f"kept ({r.to})", "mapped": r.to,
-                                                             "unused": f"not exported ({r.reason})"}[r.action])
-        if plan.aft_layers == 0:
-            log(f"warning: no AFT layer recognised in {self.config.model_def} (ours, aft-pytorch, comvex.aft, "
-                f"labml-nn); it exports as plain ONNX ops, with no com.aft node")  # fmt: skip
-        swapped = apply_swap(model, plan)
-        check = verify_swap(model, swapped, inputs)
-        check["real_inputs"] = 0 if real is None else len(real)
-        if not check["passed"]:
-            raise AFTExportError(
-                f"the swapped model differs from the original: max abs {check['max_abs']:.3g} over images whose "
-                f"original logits are finite (limit {check['atol']:g}), {check['swapped_nonfinite_values']} "
-                f"non-finite values; nothing was written"
-            )
-        if plan.replacements:
-            log(f"swap verified on {check['inputs']} inputs ({check['real_inputs']} real): max abs "
-                f"{check['max_abs']:.3g} (limit {check['atol']:g})"
-                + (f"; the original overflows on {check['original_nonfinite_images']}, ours is finite"
-                   if check["original_nonfinite_images"] else ""))  # fmt: skip
-        self.config.variant = "+".join(plan.variants) or "none"
-        self.config.swap = {**plan.to_dict(), "swap_check": check}
-        return swapped
 
 
 def state_sha256(model: nn.Module) -> str:

@@ -15,8 +15,9 @@ code has other layers; this module
 4. **builds** our layer for each public one, mapping the weights (``hidden_dim != dim``,
    bias layouts, head layouts, ``T < max_seqlen``), and installs it in a copy of the
    model, in an adapter where their calling convention differs from ours;
-5. **verifies** the swapped copy against the original (:func:`verify_swap`): logits
-   within 1e-4 where the original is finite, finite where the original overflows.
+5. the swapped copy is then **verified** against the original
+   (:mod:`aft_export.byo.verify`): logits within 1e-4 where the original is finite,
+   finite where the original overflows.
 
 What each public layer maps to, and what is refused (read from the packages' code):
 
@@ -44,17 +45,16 @@ import copy
 import io
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
 from aft_export.errors import AFTExportError
-from aft_export.layers.aft import AFTConv, AFTFull, AFTLocal, AFTSimple, _AFTBase, local_bias_mask
+from aft_export.layers.aft import AFTConv, AFTFull, AFTLayer, AFTLocal, AFTSimple
+from aft_export.layers.cores import local_bias_mask
 
 AFT_PYTORCH = "aft_pytorch.aft_pytorch"
 COMVEX = "comvex.aft.model"
 LABML = "labml_nn.transformers.aft"
-SWAP_ATOL = 1e-4  # logits, fp32: the issue's bound, the same as fp32 parity
 
 
 @dataclass
@@ -201,7 +201,7 @@ def _linear(src: nn.Linear) -> nn.Linear:
     return out
 
 
-def _with_projections(layer: _AFTBase, q: nn.Linear, k: nn.Linear, v: nn.Linear, out: nn.Linear) -> _AFTBase:
+def _with_projections(layer: AFTLayer, q: nn.Linear, k: nn.Linear, v: nn.Linear, out: nn.Linear) -> AFTLayer:
     """Our layer with their four projections (any hidden width, with or without biases)."""
     layer.to_q, layer.to_k, layer.to_v, layer.proj = _linear(q), _linear(k), _linear(v), _linear(out)
     layer.dim = q.in_features
@@ -284,7 +284,7 @@ _KNOWN = {(AFT_PYTORCH, "AFTFull"), (AFT_PYTORCH, "AFTSimple"), (AFT_PYTORCH, "A
           (COMVEX, "AFTGeneral"), (COMVEX, "AFTConv"), (LABML, "AFTLocal")}  # fmt: skip
 
 
-def _our_desc(module: _AFTBase, call: Call | None) -> str:
+def _our_desc(module: AFTLayer, call: Call | None) -> str:
     name = type(module).__name__
     base = next((c.__name__ for c in type(module).__mro__ if c in (AFTFull, AFTLocal, AFTSimple, AFTConv)), name)
     dims = f"dim={module.to_q.in_features}"
@@ -354,7 +354,7 @@ def find_layers(model: nn.Module) -> dict[str, nn.Module]:
     for path, module in model.named_modules():
         if any(path.startswith(p + ".") for p in found):
             continue
-        if isinstance(module, _AFTBase) or _public_class(module) is not None:
+        if isinstance(module, AFTLayer) or _public_class(module) is not None:
             found[path] = module
     return found
 
@@ -402,7 +402,7 @@ def plan_swap(model: nn.Module, example: Tensor) -> SwapPlan:
         if not seen:
             plan.layers.append(LayerReport(path, source, "unused", reason="never called by forward"))
             continue
-        if isinstance(module, _AFTBase):
+        if isinstance(module, AFTLayer):
             plan.layers.append(LayerReport(path, source, "ours", _our_desc(module, seen[0])))
             continue
         mod, name, _ = pub
@@ -428,35 +428,3 @@ def apply_swap(model: nn.Module, plan: SwapPlan) -> nn.Module:
         parent = swapped.get_submodule(parent_path) if parent_path else swapped
         setattr(parent, name, copy.deepcopy(replacement))
     return swapped.eval()
-
-
-# ----------------------------------------------------------------------------
-# Verification
-# ----------------------------------------------------------------------------
-
-
-def _logits(model: nn.Module, x: Tensor, batch: int) -> np.ndarray:
-    with torch.no_grad(), quiet_stdout():
-        out = torch.cat([model(x[i : i + batch]).float() for i in range(0, len(x), batch)])
-    return out.reshape(len(x), -1).numpy()  # (N, classes); a bare layer's (N, T, d) per input too
-
-
-def verify_swap(original: nn.Module, swapped: nn.Module, inputs: Tensor, atol: float = SWAP_ATOL,
-                batch: int = 16) -> dict:  # fmt: skip
-    """Swapped vs original logits: within ``atol`` on every image whose original logits are
-    finite, and finite on every image (including those where the original overflows)."""
-    ref = _logits(original, inputs, batch).astype(np.float64)
-    got = _logits(swapped, inputs, batch).astype(np.float64)
-    if ref.shape != got.shape:
-        raise AFTExportError(f"the swapped model returns {got.shape}, the original {ref.shape}")
-    finite_rows = np.isfinite(ref).all(axis=1)
-    diff = np.abs(ref[finite_rows] - got[finite_rows])
-    report = {
-        "inputs": len(ref),
-        "max_abs": float(diff.max()) if diff.size else 0.0,
-        "original_nonfinite_images": int((~finite_rows).sum()),
-        "swapped_nonfinite_values": int((~np.isfinite(got)).sum()),
-        "atol": atol,
-    }
-    report["passed"] = bool(report["max_abs"] <= atol and report["swapped_nonfinite_values"] == 0)
-    return report

@@ -23,13 +23,16 @@ import contextlib
 
 import onnx
 import onnxscript
+import torch
 from onnx.defs import OpSchema
 from onnxscript import FLOAT
 from onnxscript import opset18 as op
 
-DOMAIN = "com.aft"
+from aft_export.graph import DOMAIN
+from aft_export.layers import ops  # noqa: F401  (registers torch.ops.aft.*)
+from aft_export.options import MIN_OPSET
+
 VERSION = 1
-MIN_OPSET = 18  # ReduceMax/ReduceSum with axes as an input
 _aft = onnxscript.values.Opset(domain=DOMAIN, version=VERSION)
 
 
@@ -136,10 +139,6 @@ def registered_schemas():
 
 def translation_table() -> dict:
     """``custom_translation_table`` for torch.onnx.export: aft::* -> one com.aft node."""
-    import torch
-
-    import aft_export.layers.ops  # noqa: F401  (registers torch.ops.aft.*)
-
     aft = onnxscript.values.Opset(DOMAIN, VERSION)
 
     def full(q, k, v, w):
@@ -155,9 +154,9 @@ def translation_table() -> dict:
         heads, ks = kernel.shape[0], kernel.shape[1]
         return aft.AFTConv(q, k, v, kernel, heads=int(heads), kernel_size=int(ks))
 
-    ops = torch.ops.aft
-    return {ops.full.default: full, ops.local.default: local, ops.simple.default: simple,
-            ops.conv.default: conv}  # fmt: skip
+    aft_ops = torch.ops.aft  # registered by aft_export.layers.ops
+    return {aft_ops.full.default: full, aft_ops.local.default: local, aft_ops.simple.default: simple,
+            aft_ops.conv.default: conv}  # fmt: skip
 
 
 def _conv_overload(node) -> str:

@@ -6,7 +6,7 @@ import dataclasses
 import difflib
 
 from aft_export.errors import AFTExportError
-from aft_export.models.classifier import AFTClassifier, ModelConfig
+from aft_export.models.classifier import AFTClassifier, ModelConfig, count_params
 
 _REGISTRY: dict[str, ModelConfig] = {}
 
@@ -31,6 +31,19 @@ def get_config(name: str, **overrides) -> ModelConfig:
             f"unknown model config {name!r}{hint}; `aft-export models` lists them"
         ) from None
     return dataclasses.replace(cfg, **overrides) if overrides else cfg
+
+
+def describe_models() -> list[str]:
+    """One line per registered config: variant, size, shape parameters, parameter count."""
+    lines = []
+    for name in list_models():
+        cfg = get_config(name)
+        extra = {"full": f"rank={cfg.rank}", "local": f"window={cfg.window}", "simple": "",
+                 "conv": f"heads={cfg.heads} k={cfg.kernel_size}"}[cfg.variant]  # fmt: skip
+        n = count_params(create_model(name))
+        lines.append(f"{name:22s} {cfg.variant:6s} {cfg.img_size:>3d}px patch {cfg.patch_size:<2d} "
+                     f"dim {cfg.dim:<3d} depth {cfg.depth:<2d} {extra:16s} {n / 1e6:6.2f}M params")  # fmt: skip
+    return lines
 
 
 def create_model(name_or_cfg: str | ModelConfig, **overrides) -> AFTClassifier:

@@ -21,9 +21,10 @@ refusal but warnings remain (including a requested version the check has no rule
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from aft_export.errors import AFTExportError
+from aft_export.onnxio import graph_precision, load_onnx
+from aft_export.runners import OrtRunner
 from aft_export.trtcheck.rules import RULES, checks_for
 from aft_export.trtcheck.versions import JETPACK, SUPPORTED, Version, parse_version
 from aft_export.trtcheck.view import GraphView
@@ -106,13 +107,7 @@ def _load(model_or_path):
 
     if isinstance(model_or_path, onnx.ModelProto):
         return model_or_path, "<model>"
-    path = Path(model_or_path)
-    if not path.is_file():
-        raise AFTExportError(f"model {path} does not exist")
-    try:
-        return onnx.load(str(path)), str(path)
-    except Exception as exc:  # protobuf's DecodeError and friends, a missing .data file
-        raise AFTExportError(f"{path} is not a readable ONNX file: {exc}") from None
+    return load_onnx(model_or_path), str(model_or_path)
 
 
 def check_model(model_or_path, versions: list[str] | None = None) -> CheckReport:
@@ -121,8 +116,6 @@ def check_model(model_or_path, versions: list[str] | None = None) -> CheckReport
     ``versions``: TensorRT versions to check ("10.3"); default every supported version
     the file's export target is for (the others are reported as not targeted).
     """
-    from aft_export.runners import graph_precision
-
     model, name = _load(model_or_path)
     target = _target(model)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
@@ -190,17 +183,13 @@ def _normalise(text: str) -> str:
 
 def _check_other_runtime(model, report: CheckReport, versions) -> CheckReport:
     """A graph exported for ONNX Runtime on purpose: ONNX Runtime must load it."""
-    import onnxruntime as ort
-
     report.notes.append(f"export target {report.target}: made for ONNX Runtime, not TensorRT; checked by loading "
                         f"it in ONNX Runtime (TensorRT rules not applied"
                         + (f", --trt {', '.join(versions)} ignored" if versions else "") + ")")  # fmt: skip
     try:
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        OrtRunner(model)
         report.status[report.target] = "accepts"
-    except Exception as exc:  # noqa: BLE001 - ORT raises its own types
+    except AFTExportError as exc:
         report.status[report.target] = "refuses"
         report.findings.append(Finding("ort.load", "error", [report.target], None, None, "", None,
                                        f"ONNX Runtime cannot load the graph: {str(exc).splitlines()[0][:300]}",

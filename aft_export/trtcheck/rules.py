@@ -47,6 +47,11 @@ def _default(node) -> bool:
     return node.domain in DEFAULT_DOMAINS
 
 
+def _ops(view: GraphView, *op_types: str):
+    """The default-domain nodes of these op types, in graph order."""
+    return [n for n in view.nodes if n.op_type in op_types and _default(n)]
+
+
 def _fmt(v: Version) -> str:
     return f"TensorRT {v.name}"
 
@@ -173,11 +178,10 @@ def _op_type(view: GraphView, v: Version):
       "re-export with this aft-export (AFTConv bodies carry kernel_shape), or add kernel_shape to the Conv",
       applies=lambda v: v.conv_reads_kernel_shape_attribute)  # fmt: skip
 def _conv_kernel_shape(view: GraphView, v: Version):
-    for node in view.nodes:
-        if node.op_type == "Conv" and _default(node) and len(node.input) > 1:
-            if not view.is_weights(node.input[1]) and not view.has_attr(node, "kernel_shape"):
-                yield node, (f"Conv {node.name} has a computed weight ({node.input[1]}) and no kernel_shape "
-                             f"attribute; {_fmt(v)} takes the kernel size from that attribute only")  # fmt: skip
+    for node in _ops(view, "Conv"):
+        if len(node.input) > 1 and not view.is_weights(node.input[1]) and not view.has_attr(node, "kernel_shape"):
+            yield node, (f"Conv {node.name} has a computed weight ({node.input[1]}) and no kernel_shape "
+                         f"attribute; {_fmt(v)} takes the kernel size from that attribute only")  # fmt: skip
 
 
 _REDUCE_ATTR_ONLY = ("ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
@@ -191,11 +195,10 @@ _REDUCE_ATTR_ONLY = ("ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "Redu
       "export the TensorRT 8 form: aft-export export --target tensorrt8 (opset 17: axes as an attribute)",
       applies=lambda v: not v.reduce_axes_input)  # fmt: skip
 def _reduce_axes_ignored(view: GraphView, v: Version):
-    for node in view.nodes:
-        if node.op_type in _REDUCE_ATTR_ONLY and _default(node) and len(node.input) > 1 and node.input[1]:
-            if not view.has_attr(node, "axes"):
-                yield node, (f"{node.op_type} {node.name} gives its axes as an input (opset 18); {_fmt(v)} reads the "
-                             f"axes attribute only, so it would reduce over every axis (a wrong result, no error)")
+    for node in _ops(view, *_REDUCE_ATTR_ONLY):
+        if len(node.input) > 1 and node.input[1] and not view.has_attr(node, "axes"):
+            yield node, (f"{node.op_type} {node.name} gives its axes as an input (opset 18); {_fmt(v)} reads the "
+                         f"axes attribute only, so it would reduce over every axis (a wrong result, no error)")
 
 
 # (op, input index) -> (what the input is, the last version that needs it constant)
@@ -232,13 +235,12 @@ def _must_be_constant(view: GraphView, v: Version):
       "export the TensorRT 8 form: aft-export export --target tensorrt8 (integer Constants as tensors)",
       applies=lambda v: v.v < (9, 2))  # fmt: skip
 def _constant_int(view: GraphView, v: Version):
-    for node in view.nodes:
-        if node.op_type == "Constant" and _default(node):
-            kind = next((a.name for a in node.attribute if a.name in ("value_int", "value_ints")), None)
-            if kind:
-                yield node, (f"Constant {node.name} uses {kind}; {_fmt(v)} reads it as "
-                             f"{'0' if kind == 'value_int' else 'an empty tensor'} (a wrong shape, axes or "
-                             f"sizes downstream, no error of its own)")  # fmt: skip
+    for node in _ops(view, "Constant"):
+        kind = next((a.name for a in node.attribute if a.name in ("value_int", "value_ints")), None)
+        if kind:
+            yield node, (f"Constant {node.name} uses {kind}; {_fmt(v)} reads it as "
+                         f"{'0' if kind == 'value_int' else 'an empty tensor'} (a wrong shape, axes or "
+                         f"sizes downstream, no error of its own)")  # fmt: skip
 
 
 @rule("shape.start-end", "Shape's start/end attributes are ignored: it returns the whole shape",
@@ -247,12 +249,11 @@ def _constant_int(view: GraphView, v: Version):
       "export the TensorRT 8 form: aft-export export --target tensorrt8 (Shape followed by Slice)",
       applies=lambda v: v.v < (10, 0))  # fmt: skip
 def _shape_start_end(view: GraphView, v: Version):
-    for node in view.nodes:
-        if node.op_type == "Shape" and _default(node):
-            given = [a.name for a in node.attribute if a.name in ("start", "end")]
-            if given:
-                yield node, (f"Shape {node.name} has {'/'.join(given)}; {_fmt(v)} ignores them and returns the full "
-                             f"shape (a wrong result, no error of its own)")  # fmt: skip
+    for node in _ops(view, "Shape"):
+        given = [a.name for a in node.attribute if a.name in ("start", "end")]
+        if given:
+            yield node, (f"Shape {node.name} has {'/'.join(given)}; {_fmt(v)} ignores them and returns the full "
+                         f"shape (a wrong result, no error of its own)")  # fmt: skip
 
 
 @rule("outputs.count", "a node lists more outputs than the importer makes",
@@ -273,6 +274,11 @@ def _outputs(view: GraphView, v: Version):
 # ----------------------------------------------------------------------------- Q/DQ
 
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
+
+
+def _qdq_nodes(view: GraphView):
+    """Every QuantizeLinear/DequantizeLinear of the default domain with a scale input."""
+    return [n for n in view.nodes if n.op_type in _QDQ and _default(n) and len(n.input) > 1]
 
 
 def _dq_inputs(v: Version) -> set[str]:
@@ -326,9 +332,7 @@ def _zero_point(view: GraphView, v: Version):
       "IDequantizeLayer docstrings: the scale is a build-time constant, a scalar or 1-D",
       "re-quantise with aft-export quantize (constant per-tensor or per-channel scales)")  # fmt: skip
 def _scale(view: GraphView, v: Version):
-    for node in view.nodes:
-        if node.op_type not in _QDQ or not _default(node) or len(node.input) < 2:
-            continue
+    for node in _qdq_nodes(view):
         scale = node.input[1]
         if not view.is_weights(scale):
             yield node, f"{node.op_type} {node.name}: scale {scale} is computed; TensorRT needs a constant scale"
@@ -345,9 +349,7 @@ def _scale(view: GraphView, v: Version):
       "channels.'",
       "re-quantise with aft-export quantize (it writes the axis of every per-channel scale)")  # fmt: skip
 def _axis(view: GraphView, v: Version):
-    for node in view.nodes:
-        if node.op_type not in _QDQ or not _default(node) or len(node.input) < 2:
-            continue
+    for node in _qdq_nodes(view):
         value = view.value(node.input[1])
         dims = view.shapes.get(node.input[0])
         if value is None or value.size <= 1:
@@ -369,12 +371,11 @@ def _axis(view: GraphView, v: Version):
       "quantise the fp32 export (aft-export quantize takes the fp32 file), not an fp16 one",
       applies=lambda v: v.v < (9, 0))  # fmt: skip
 def _qdq_float(view: GraphView, v: Version):
-    for node in view.nodes:
-        if node.op_type in _QDQ and _default(node) and len(node.input) > 1:
-            name = node.input[0] if node.op_type == "QuantizeLinear" else node.input[1]
-            t = view.type_name(name)
-            if t not in (None, "FP32"):
-                yield node, f"{node.op_type} {node.name}: {t} ({name}); {_fmt(v)} quantises from and to fp32 only"
+    for node in _qdq_nodes(view):
+        name = node.input[0] if node.op_type == "QuantizeLinear" else node.input[1]
+        t = view.type_name(name)
+        if t not in (None, "FP32"):
+            yield node, f"{node.op_type} {node.name}: {t} ({name}); {_fmt(v)} quantises from and to fp32 only"
 
 
 # ----------------------------------------------------------------------------- strongly typed networks
@@ -436,11 +437,10 @@ def _rank(view: GraphView, v: Version):
       "(dims.d[1]) sizes the filter and must be a build-time constant",
       "give the graph input a fixed channel count; keep channel-changing reshapes static")  # fmt: skip
 def _conv_channels(view: GraphView, v: Version):
-    for node in view.nodes:
-        if node.op_type == "Conv" and _default(node):
-            dims = view.shapes.get(node.input[0])
-            if dims is not None and len(dims) > 1 and not isinstance(dims[1], int):
-                yield node, f"Conv {node.name}: the channel dimension of {node.input[0]} is dynamic ({dims[1]})"
+    for node in _ops(view, "Conv"):
+        dims = view.shapes.get(node.input[0])
+        if dims is not None and len(dims) > 1 and not isinstance(dims[1], int):
+            yield node, f"Conv {node.name}: the channel dimension of {node.input[0]} is dynamic ({dims[1]})"
 
 
 def checks_for(v: Version) -> list[Rule]:

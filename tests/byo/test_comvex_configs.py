@@ -6,7 +6,8 @@ the suite stays fast (a full export of AFT_Full_tiny takes about three minutes o
 import pytest
 import torch
 
-from aft_export.byo.swap import apply_swap, plan_swap, verify_swap
+from aft_export.byo.swap import apply_swap, plan_swap
+from aft_export.byo.verify import verify_swap
 from aft_export.errors import AFTExportError
 from tests.byo.publicpkgs import comvex_aft
 

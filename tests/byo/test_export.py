@@ -14,7 +14,8 @@ from click.testing import CliRunner
 from aft_export.byo.export import export_model
 from aft_export.byo.preprocess import Preprocessing
 from aft_export.cli import main
-from aft_export.data import load_labelled, normalize
+from aft_export.data import normalize
+from aft_export.datasets import load_labelled
 from aft_export.errors import AFTExportError
 from aft_export.export.exporter import ExportOptions, export_checkpoint
 from aft_export.export.functions import DOMAIN

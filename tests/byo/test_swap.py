@@ -5,7 +5,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from aft_export.byo.swap import apply_swap, find_layers, plan_swap, verify_swap
+from aft_export.byo.swap import apply_swap, find_layers, plan_swap
+from aft_export.byo.verify import verify_swap
 from aft_export.errors import AFTExportError
 from aft_export.layers import AFTConv, AFTFull, AFTLocal, AFTSimple
 from tests.byo import user_models

@@ -1,4 +1,5 @@
 import json
+import re
 import os
 
 import numpy as np
@@ -7,7 +8,8 @@ import pytest
 import torch
 
 from aft_export.checkpoint import load_checkpoint, save_checkpoint
-from aft_export.data import load_labelled, normalize
+from aft_export.data import normalize
+from aft_export.datasets import load_labelled
 from aft_export.errors import AFTExportError
 from aft_export.export.exporter import ExportOptions, check_graph, export_checkpoint, parse_batch
 from aft_export.export.functions import DOMAIN
@@ -151,7 +153,9 @@ def test_deterministic_and_atomic(ckpts, tmp_path):
 def test_external_data_when_weights_are_large(ckpts, tmp_path):
     path = tmp_path / "big.onnx"
     res = export_checkpoint(ckpts["full"], path, ExportOptions(verify_images=0, external_data_threshold=0))
-    assert res.external_data == "big.onnx.data" and (tmp_path / "big.onnx.data").is_file()
+    # named after its content: a new .onnx never points at an old data file, nor the reverse
+    assert re.fullmatch(r"big\.onnx\.[0-9a-f]{12}\.data", res.external_data)
+    assert (tmp_path / res.external_data).is_file()
     assert ort_run(path, np.zeros((2, 3, 32, 32), np.float32)).shape == (2, 10)
     # exporting small again to the same name removes the stale weights file
     export_checkpoint(ckpts["full"], path, ExportOptions(verify_images=0))

@@ -7,8 +7,6 @@ relative error of 1e-5, also for keys around |K| = 50 where a naive fp32 ``exp``
 overflows.
 """
 
-import math
-
 import pytest
 import torch
 
@@ -204,6 +202,8 @@ def test_full_never_builds_btTd():
     with Spy():
         aft_full_core(q, k, v, w)
         aft_conv_core(q, k[..., :4], v, torch.randn(4, 3, 3), (4, 8))
+    # the spy saw the cores run: their own (B, T, d) output passed through it, so a spy
+    # that records nothing cannot pass the bounds below by measuring 0
+    assert biggest >= b * t * d
     assert biggest <= max(b * t * d, t * t)
     assert biggest < b * t * t * d / 8
-    assert math.isfinite(biggest)

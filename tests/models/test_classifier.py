@@ -80,9 +80,62 @@ def test_config_dict_round_trip_and_unknown_fields():
         ModelConfig.from_dict({**cfg.to_dict(), "bogus": 1})
 
 
-def test_drop_path_only_in_training():
-    model = create_model("aft_simple_test", drop_path=0.5)
-    x = torch.randn(4, 3, 32, 32)
-    model.eval()
+def _with_and_without_drop_path(rate: float):
+    """aft_simple_test with stochastic depth ``rate``, and a twin with the same weights and none."""
+    torch.manual_seed(0)
+    model = create_model("aft_simple_test", drop_path=rate)
+    plain = create_model("aft_simple_test")
+    plain.load_state_dict(model.state_dict())
+    return model, plain
+
+
+def test_drop_path_is_the_identity_in_eval_mode():
+    model, plain = _with_and_without_drop_path(0.5)
+    x = torch.randn(8, 3, 32, 32)
     with torch.no_grad():
-        assert torch.equal(model(x), model(x))
+        assert torch.equal(model.eval()(x), plain.eval()(x))
+
+
+def test_drop_path_draws_one_mask_per_sample_in_training():
+    """One image repeated 64 times in a batch. Without drop-path every row is the same in
+    training too; with it each sample keeps or drops each residual branch on its own draw.
+    aft_simple_test has depth 2 and rates rise linearly from 0, so only the last block's two
+    branches (rate 0.5) are ever dropped: exactly 2**2 = 4 distinct outputs."""
+    model, plain = _with_and_without_drop_path(0.5)
+    x = torch.randn(1, 3, 32, 32).expand(64, -1, -1, -1)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        same = plain.train()(x)
+        out = model.train()(x)
+    assert torch.allclose(same, same[:1].expand_as(same), rtol=0, atol=1e-7)
+    patterns = []  # rows that agree to 1e-7 are one keep/drop pattern (patterns differ by > 1e-6)
+    for row in out:
+        if not any(torch.allclose(row, p, rtol=0, atol=1e-7) for p in patterns):
+            patterns.append(row)
+    assert len(patterns) == 4
+
+
+def test_drop_path_keeps_the_expected_value_of_a_residual_branch():
+    """The last block (rate 0.5) with its MLP branch zeroed is ``x + drop_path(f(x))``: each
+    sample gets either ``x`` (dropped) or ``x + f(x) / (1 - p)`` (kept), so the mean over
+    samples is the eval-mode block ``x + f(x)`` within binomial noise."""
+    rate, n = 0.5, 4000
+    model, _ = _with_and_without_drop_path(rate)
+    block, grid = model.blocks[-1], model.cfg.grid
+    assert block.drop_path.p == rate
+    with torch.no_grad():
+        block.mlp.fc2.weight.zero_()
+        block.mlp.fc2.bias.zero_()
+        x = torch.randn(1, model.cfg.num_tokens, model.cfg.dim)
+        branch = block.eval()(x, grid) - x  # f(x), (1, T, d)
+        torch.manual_seed(2)
+        delta = block.train()(x.expand(n, -1, -1), grid) - x  # (n, T, d)
+    dropped = delta.abs().amax(dim=(1, 2)) == 0
+    kept = delta[~dropped]
+    assert torch.allclose(kept, (branch / (1 - rate)).expand_as(kept), rtol=1e-5, atol=1e-6)
+    keep_rate = 1 - dropped.double().mean().item()
+    sigma = (rate * (1 - rate) / n) ** 0.5
+    assert abs(keep_rate - (1 - rate)) < 4 * sigma  # each sample kept with probability 1 - p
+    # E[x + drop_path(f(x))] = x + f(x): the mean is the eval-mode output
+    tol = 4 * sigma / (1 - rate) * branch.abs().max().item()
+    assert torch.allclose(delta.mean(0), branch[0], rtol=0, atol=tol)

@@ -168,7 +168,7 @@ def test_a_version_specific_refusal_warns_and_writes(exports, tmp_path):
 
 
 def test_build_checks_the_installed_version_before_building(exports):
-    from aft_export.trt import check_for_version
+    from aft_export.build import check_for_version
 
     assert check_for_version(exports["tensorrt8", "custom"], (8, 5, 2), **QUIET)["status"] == "accepts"
     with pytest.raises(AFTExportError, match="the build stops: TensorRT 8.6 would refuse"):

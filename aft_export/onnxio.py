@@ -1,0 +1,129 @@
+"""ONNX files: load, check, save (atomically, with external data), metadata, precision.
+
+The ONNX floor: everything that reads or writes an ONNX file goes through here, so a
+file that cannot be read is one clear error everywhere, a file that is written appears
+whole or not at all, and "what precision is this graph" has one answer.
+
+External data: weights over the threshold go to ``<name>.onnx.<sha12>.data`` beside the
+file, named after their content. The new data file is in place before the ``.onnx``
+that names it is renamed over the old one, and the old data file is removed after, so
+a reader at any moment sees an ``.onnx`` whose data file exists and matches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from aft_export.errors import AFTExportError
+from aft_export.fileio import atomic_write_bytes, check_output_path, file_mode
+from aft_export.graph import props, set_props
+
+TWO_GB = 2**31
+
+
+def load_onnx(path: str | os.PathLike, external_data: bool = True):
+    """The ModelProto at ``path``, or an AFTExportError that says what is wrong."""
+    import onnx
+
+    path = Path(path)
+    if not path.is_file():
+        raise AFTExportError(f"model {path} does not exist")
+    try:
+        return onnx.load(str(path), load_external_data=external_data)
+    except Exception as exc:  # protobuf's DecodeError, a missing or short external data file
+        raise AFTExportError(f"{path} is not a readable ONNX file: {str(exc).splitlines()[0][:300]}") from None
+
+
+def check_graph(model) -> None:
+    """Full ONNX check, strict shape inference, and a shape for every graph value."""
+    import onnx
+
+    try:
+        onnx.checker.check_model(model, full_check=True)
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+        raise RuntimeError(f"graph is invalid: {exc}") from exc
+    typed = {v.name: v for v in list(inferred.graph.value_info) + list(inferred.graph.output)}
+    missing = [
+        out for node in inferred.graph.node for out in node.output
+        if out and (out not in typed or not typed[out].type.tensor_type.HasField("shape"))
+    ]  # fmt: skip
+    if missing:
+        raise RuntimeError(f"shape inference left {len(missing)} values without a shape: {missing[:5]}")
+
+
+read_metadata = props  # a model's metadata_props as a dict
+set_metadata = set_props  # replace them (sorted: deterministic files)
+
+
+def metadata_json(meta: dict[str, str], key: str, path: str = "the model"):
+    try:
+        return json.loads(meta[key])
+    except (KeyError, ValueError) as exc:
+        raise AFTExportError(f"{path} has no readable {key!r} metadata ({exc})") from None
+
+
+def graph_precision(model) -> str:
+    """fp32, fp16 or int8, from what the graph itself says (precision lives in the graph)."""
+    from onnx import TensorProto
+
+    ops = {n.op_type for n in model.graph.node}
+    if "QuantizeLinear" in ops or "DequantizeLinear" in ops:
+        return "int8"
+    if any(t.data_type == TensorProto.FLOAT16 for t in model.graph.initializer):
+        return "fp16"
+    return "fp32"
+
+
+def _weights_bytes(model) -> int:
+    return sum(len(t.raw_data) for t in model.graph.initializer)
+
+
+def save_onnx(model, path: str | os.PathLike, threshold: int = TWO_GB) -> str | None:
+    """Write ``model`` to ``path`` atomically; weights above ``threshold`` bytes go to an
+    external data file beside it (see the module doc). Returns that file's name, or None
+    for one self-contained file. Byte-identical for the same model."""
+    import onnx
+
+    path = check_output_path(path)
+    old_data = sorted(path.parent.glob(f"{path.name}.*data"))
+    if _weights_bytes(model) <= threshold:
+        atomic_write_bytes(path, model.SerializeToString(deterministic=True))
+        _remove(old_data)
+        return None
+    work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        onnx.save_model(copy, work / path.name, save_as_external_data=True, all_tensors_to_one_file=True,
+                        location="weights.data", size_threshold=1024)  # fmt: skip
+        digest = hashlib.sha256((work / "weights.data").read_bytes()).hexdigest()[:12]
+        data_name = f"{path.name}.{digest}.data"
+        for t in _external(copy):
+            for entry in t.external_data:
+                if entry.key == "location":
+                    entry.value = data_name
+        os.chmod(work / "weights.data", file_mode())
+        os.replace(work / "weights.data", path.parent / data_name)  # first the data, under a new name
+        atomic_write_bytes(path, copy.SerializeToString(deterministic=True))  # then the file naming it
+    finally:
+        for leftover in work.iterdir():
+            leftover.unlink()
+        work.rmdir()
+    _remove([p for p in old_data if p.name != data_name])
+    return data_name
+
+
+def _external(model):
+    from onnx.external_data_helper import _get_all_tensors, uses_external_data
+
+    return [t for t in _get_all_tensors(model) if uses_external_data(t)]
+
+
+def _remove(paths) -> None:
+    for p in paths:
+        p.unlink(missing_ok=True)

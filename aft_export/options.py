@@ -1,0 +1,210 @@
+"""The options of every stage, as frozen dataclasses validated once: the one place a
+default is written (the command line reads its defaults from here).
+
+Pure data, light to import: nothing here loads torch, ONNX or ONNX Runtime at import.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from aft_export.compare import EXPORT_MAX_ABS
+from aft_export.errors import AFTExportError
+from aft_export.onnxio import TWO_GB
+
+# ---------------------------------------------------------------- export
+
+OP_FORMS = ("custom", "decomposed")
+# what the graph is made for: TensorRT 10.3+/11 (opset 18, com.aft model-local functions),
+# or TensorRT 8.5+ (opset 17, functions inlined; see aft_export/export/trt8.py)
+TARGETS = ("tensorrt", "tensorrt8")
+MAX_BATCH = 65536
+MIN_OPSET = 18  # the com.aft bodies: ReduceMax/ReduceSum with axes as an input
+# a model trained elsewhere: inputs its layer swap is verified on (the verification
+# images, topped up with seeded random ones), and the batch they run in
+SWAP_INPUTS = 64
+SWAP_BATCH = 16
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    opset: int = 18
+    batch: str = "dynamic"  # "dynamic" or a fixed batch size such as "8"
+    dynamic_hw: bool = False  # AFT-conv only: dynamic height and width too
+    op_form: str = "custom"
+    target: str = "tensorrt"
+    simplify: bool = True
+    allow_unsimplified: bool = False  # continue without onnxsim if it fails
+    verify_images: int = 64
+    verify_data: str | None = None
+    verify_atol: float = EXPORT_MAX_ABS
+    external_data_threshold: int = TWO_GB  # bytes of weights above which .data is used
+
+    def __post_init__(self) -> None:
+        import onnx
+
+        newest = onnx.defs.onnx_opset_version()
+        if not isinstance(self.opset, int) or self.opset < MIN_OPSET:
+            raise AFTExportError(
+                f"opset {self.opset} is too old: the AFT graph needs opset {MIN_OPSET} or newer "
+                f"(ReduceMax/ReduceSum with axes as an input); use --opset {MIN_OPSET}"
+            )
+        if self.opset > newest:
+            raise AFTExportError(f"opset {self.opset} is newer than this onnx package knows ({newest})")
+        if self.op_form not in OP_FORMS:
+            raise AFTExportError(f"unknown op form {self.op_form!r}; choose one of {OP_FORMS}")
+        if self.target not in TARGETS:
+            raise AFTExportError(f"unknown export target {self.target!r}; choose one of {TARGETS}")
+        if self.target == "tensorrt8" and self.opset != 18:
+            raise AFTExportError("the TensorRT 8 form is always opset 17 (exported at 18, then converted); "
+                                 "leave --opset out with --target tensorrt8")  # fmt: skip
+        parse_batch(self.batch)
+        if self.verify_images < 0:
+            raise AFTExportError("verification image count must be >= 0")
+
+
+def parse_batch(spec: str | int) -> int | None:
+    """``"dynamic"`` -> None; ``"8"`` -> 8. Anything else is a clear error."""
+    text = str(spec).strip().lower()
+    if text == "dynamic":
+        return None
+    if re.fullmatch(r"[0-9]+", text) and 1 <= int(text) <= MAX_BATCH:
+        return int(text)
+    raise AFTExportError(
+        f"bad batch specification {spec!r}: use 'dynamic' or a batch size from 1 to {MAX_BATCH}"
+    )
+
+
+# ---------------------------------------------------------------- quantisation
+
+PRECISIONS = ("int8", "fp16")
+METHODS = ("minmax", "entropy", "percentile")
+
+
+@dataclass(frozen=True)
+class QuantizeOptions:
+    precision: str = "int8"
+    method: str = "percentile"
+    percentile: float = 99.999
+    count: int | None = None  # None: the recipe's, else 512
+    batch_size: int = 32
+    seed: int | None = None  # None: the recipe's, else 0
+    per_channel: bool = True
+    exclude: tuple[str, ...] = ()  # node names kept in floating point
+    quantize_aft_core: bool = False
+    sensitivity: bool = False  # rank nodes; exclude the worst until the budget is met
+    budget: float = 0.5  # % top-1 disagreement with fp32 on the calibration images
+    allow_fewer: bool = False
+    cache_dir: str | None = None  # None: ~/.cache/aft-export/calibration; "" disables
+    input_size: int | None = None
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise AFTExportError(f"unknown precision {self.precision!r}; choose one of {PRECISIONS}")
+        if self.method not in METHODS:
+            raise AFTExportError(f"unknown calibration method {self.method!r}; choose one of {METHODS}")
+        if not 0 < self.percentile <= 100:
+            raise AFTExportError(f"percentile must be in (0, 100], got {self.percentile}")
+        if (self.count is not None and self.count < 1) or self.batch_size < 1:
+            raise AFTExportError("calibration count and batch size must be >= 1")
+        if self.budget < 0:
+            raise AFTExportError("the accuracy budget is a percentage >= 0")
+
+
+# ---------------------------------------------------------------- TensorRT builds
+
+HW_LEVELS = ("none", "ampere+", "same-cc")
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    batch: str | None = "1,8,32"
+    hw: str | None = None  # AFT-conv with dynamic height and width: "MIN,OPT,MAX" pixels
+    workspace_mb: int = 1024
+    timing_cache: str | None = None  # loaded if present, saved after the build
+    dla_core: int | None = None  # Jetson DLA, with GPU fallback
+    version_compatible: bool = False
+    hardware_compatibility: str = "none"  # none | ampere+ | same-cc
+    # TF32 math for fp32 matrix products and convolutions (Ampere+). TensorRT enables it by
+    # default; it is a precision the graph does not say (~1e-3 relative error, outside the
+    # fp32 parity limit), so it is off unless asked for.
+    tf32: bool = False
+
+    def __post_init__(self) -> None:
+        if self.workspace_mb < 1:
+            raise AFTExportError("--workspace-mb must be >= 1")
+        if self.dla_core is not None and self.dla_core < 0:
+            raise AFTExportError("--dla-core must be >= 0")
+        if self.hardware_compatibility not in HW_LEVELS:
+            raise AFTExportError(f"--hardware-compatibility must be one of {sorted(HW_LEVELS)}")
+
+
+# ---------------------------------------------------------------- pipeline, training
+
+
+@dataclass(frozen=True)
+class PipelineOptions:
+    out: str | None = None  # default: runs/<checkpoint stem>-<UTC time>
+    calib: str | None = None  # default: the bundled calibration/cifar10.json
+    data: str = "cifar10:test"
+    precisions: tuple[str, ...] = ("fp16", "int8")
+    op_form: str = "custom"
+    # export targets: tensorrt (TensorRT 10.3+/11) -> model*.onnx; tensorrt8 (8.5+) -> model.trt8*.onnx
+    targets: tuple[str, ...] = ("tensorrt",)
+    eval_limit: int | None = None  # None: the whole labelled set
+    parity_images: int = 64
+    bench_batches: tuple[int, ...] = (1, 32)
+    bench_iters: int = 30
+    threads: int = 0
+    tolerances: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    model: str
+    data: str
+    out: str
+    epochs: int = 12
+    batch_size: int = 128
+    lr: float = 2e-3
+    weight_decay: float = 0.05
+    warmup_epochs: float = 1.0
+    label_smoothing: float = 0.1
+    val_fraction: float = 0.1
+    seed: int = 0
+    threads: int = 0  # 0: torch's default
+    test_data: str | None = None
+    limit: int | None = None  # use only the first N training images (smoke tests)
+    resume: str | None = None
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1:
+            raise AFTExportError("epochs must be >= 1")
+        if self.batch_size < 1:
+            raise AFTExportError("batch size must be >= 1")
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise AFTExportError("val fraction must be in [0, 1)")
+
+
+# ---------------------------------------------------------------- checks and measurements
+
+
+@dataclass(frozen=True)
+class ParityOptions:
+    images: int = 64  # real images compared
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    batch_size: int = 500
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    batches: tuple[int, ...] = (1, 32)
+    warmup: int = 10
+    iters: int = 50

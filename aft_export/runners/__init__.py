@@ -1,0 +1,42 @@
+"""Runners: one contract for every backend (see :mod:`aft_export.runners.base`).
+
+``load_runner`` picks the backend from the artifact: a checkpoint runs in PyTorch, an
+ONNX file in ONNX Runtime, an engine in TensorRT. ``providers`` (cpu, cuda, tensorrt)
+chooses ONNX Runtime's execution provider; a GPU provider also runs checkpoints on the
+GPU. A backend missing here raises :class:`~aft_export.errors.RuntimeMissing`, which
+the stages report as *skipped*, never as passed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aft_export.byo.spec import SPEC_SUFFIXES
+from aft_export.errors import AFTExportError
+from aft_export.runners.base import INPUT, OUTPUT, ModelInfo, Runner
+from aft_export.runners.engine import TrtRunner
+from aft_export.runners.ort import PROVIDER_KINDS, OrtRunner, info_from_metadata, ort_providers
+from aft_export.runners.pytorch import TorchRunner
+
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".safetensors")
+ENGINE_SUFFIXES = (".engine", ".plan")
+
+__all__ = ["CHECKPOINT_SUFFIXES", "INPUT", "OUTPUT", "PROVIDER_KINDS", "ModelInfo", "OrtRunner", "Runner",
+           "TorchRunner", "TrtRunner", "info_from_metadata", "load_runner", "ort_providers"]  # fmt: skip
+
+
+def load_runner(artifact: str, providers: list | str | None = None, config: str | None = None,
+                threads: int = 0) -> Runner:  # fmt: skip
+    path = Path(artifact)
+    if not path.exists():
+        raise AFTExportError(f"artifact {path} does not exist")
+    suffix = path.suffix.lower()
+    if suffix in CHECKPOINT_SUFFIXES or suffix in SPEC_SUFFIXES:  # a spec: a model trained elsewhere (byo)
+        device = "cuda" if providers in ("cuda", "tensorrt") else "cpu"
+        return TorchRunner(str(path), config=config, threads=threads, device=device)
+    if suffix == ".onnx":
+        return OrtRunner(str(path), providers, threads=threads)
+    if suffix in ENGINE_SUFFIXES:
+        return TrtRunner(str(path), threads=threads)
+    raise AFTExportError(f"{path}: unknown artifact type; expected a checkpoint (.pt, .pth, .safetensors), "
+                         f"a model spec (.yaml, .yml, .json), .onnx or a TensorRT .engine")

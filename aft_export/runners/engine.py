@@ -1,0 +1,83 @@
+"""TensorRT: a serialized engine, its manifest checked before TensorRT is touched.
+
+Device buffers and the CUDA stream come from PyTorch (no pycuda/cuda-python needed).
+Every TensorRT name used here is checked against each supported version's API by
+tests/test_trt_api.py, like aft_export/trt.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from aft_export.errors import AFTExportError
+from aft_export.runners.base import ModelInfo, Runner
+from aft_export.trt import check_manifest, check_trt_version, environment, import_tensorrt, require_gpu
+
+
+def _info(manifest: dict, engine: str) -> ModelInfo:
+    m = manifest.get("model", {})
+    try:
+        return ModelInfo(json.loads(m["classes"]), tuple(json.loads(m["input_size"])), tuple(json.loads(m["mean"])),
+                         tuple(json.loads(m["std"])), source_sha256=m.get("source_sha256", ""),
+                         precision=manifest.get("precision", "fp32"), extra=manifest)  # fmt: skip
+    except (KeyError, ValueError) as exc:
+        raise AFTExportError(f"engine manifest of {engine} lacks the model's metadata ({exc}); rebuild it") from None
+
+
+class TrtRunner(Runner):
+    backend = "tensorrt"
+
+    def __init__(self, engine: str, threads: int = 0) -> None:
+        import torch
+
+        manifest = check_manifest(engine, environment())
+        super().__init__(str(engine), _info(manifest, engine))
+        trt = import_tensorrt()
+        version = check_trt_version(trt.__version__)
+        require_gpu(environment())
+        self.trt = trt
+        self.threads = threads
+        runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
+        if manifest.get("build_options", {}).get("version_compatible") and version >= (8, 6):
+            runtime.engine_host_code_allowed = True  # the plan carries its own lean runtime: we trust it
+        self.engine = runtime.deserialize_cuda_engine(Path(engine).read_bytes())
+        if self.engine is None:
+            raise AFTExportError(f"TensorRT could not deserialise {engine}; rebuild it on this machine")
+        self.context = self.engine.create_execution_context()
+        self.names = [self.engine.get_tensor_name(i) for i in range(self.engine.num_io_tensors)]
+        self.inputs = [n for n in self.names if self.engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
+        self.input_name = self.inputs[0]
+        self.output_name = next(n for n in self.names if n not in self.inputs)
+        self.stream = torch.cuda.Stream()
+        lo, hi = manifest["input"]["min"], manifest["input"]["max"]
+        self.fixed_batch = lo[0] if lo[0] == hi[0] else None
+        self.limits = (lo, hi)
+
+    def run(self, feeds):
+        import torch
+
+        trt = self.trt
+        lo, hi = self.limits
+        x = np.ascontiguousarray(feeds[self.inputs[0]], dtype=np.float32)
+        if any(not a <= s <= b for a, s, b in zip(lo, x.shape, hi)):
+            raise AFTExportError(f"input shape {x.shape} is outside the engine's profile {lo}..{hi}; "
+                                 f"rebuild with a wider --batch/--hw")  # fmt: skip
+        with torch.cuda.stream(self.stream):
+            xin = torch.from_numpy(x).cuda(non_blocking=True)
+            self.context.set_input_shape(self.inputs[0], tuple(x.shape))
+            self.context.set_tensor_address(self.inputs[0], xin.data_ptr())
+            outs = {}
+            for name in self.names:
+                if name in self.inputs:
+                    continue
+                shape = tuple(self.context.get_tensor_shape(name))
+                dtype = torch.from_numpy(np.zeros(0, trt.nptype(self.engine.get_tensor_dtype(name)))).dtype
+                outs[name] = torch.empty(shape, dtype=dtype, device="cuda")
+                self.context.set_tensor_address(name, outs[name].data_ptr())
+            if not self.context.execute_async_v3(self.stream.cuda_stream):
+                raise AFTExportError(f"TensorRT failed to run {self.path}")
+        self.stream.synchronize()
+        return {k: v.float().cpu().numpy() for k, v in outs.items()}

@@ -1,0 +1,115 @@
+"""The floors of ARCHITECTURE.md: no import runs upward and none forms a cycle, counting
+imports made inside functions; and every module has a place."""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+PACKAGE = REPO / "aft_export"
+
+# the modules in the order they may import one another: each only from those before it
+ORDER = [
+    # 0 ground
+    "errors", "version", "fileio",
+    # 1 model and data
+    "layers.cores", "layers.ops", "layers.aft", "layers",
+    "models.classifier", "models.registry", "models",
+    "data", "datasets", "calib", "weights",
+    "byo", "byo.modeldef", "byo.preprocess", "byo.swap", "byo.spec",
+    "checkpoint", "resources",
+    # 2 ONNX, comparison, TensorRT facts
+    "graph", "onnxio", "compare", "options", "trt",
+    # 3 runners
+    "runners.base", "runners.pytorch", "runners.ort", "runners.engine", "runners",
+    # 4 graph work
+    "trtcheck.view", "trtcheck.versions", "trtcheck.rules", "trtcheck",
+    "export", "export.functions", "export.trt8", "localize", "byo.verify",
+    # 5 stages
+    "export.exporter", "byo.export", "quantize", "evaluate", "bench", "build", "nvtools", "train", "predict", "report",
+    # 6 checks across stages, 7 the whole job, 8 the command line
+    "parity", "pipeline", "byo.cli", "cli",
+]  # fmt: skip
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        found[".".join(parts)] = path
+    return found
+
+
+def _imports(path: Path, known: set[str]) -> list[tuple[int, str]]:
+    """(line, module) of every aft_export import in the file, at any depth."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "aft_export":
+            base = node.module[len("aft_export"):].lstrip(".")
+            for alias in node.names:
+                sub = f"{base}.{alias.name}".lstrip(".")
+                out.append((node.lineno, sub if sub in known else base))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "aft_export":
+                    out.append((node.lineno, alias.name[len("aft_export"):].lstrip(".")))
+    return out
+
+
+def test_every_module_has_a_floor():
+    modules = set(_modules()) - {""}
+    assert sorted(modules - set(ORDER)) == [], "add new modules to ORDER (and ARCHITECTURE.md)"
+    assert sorted(set(ORDER) - modules) == [], "ORDER names modules that no longer exist"
+
+
+def test_no_import_runs_upward_or_in_a_cycle():
+    modules = _modules()
+    rank = {m: i for i, m in enumerate(ORDER)}
+    bad = []
+    for name, path in modules.items():
+        if name == "":  # the package's __init__ re-exports the API; checked below
+            continue
+        for line, target in _imports(path, set(modules)):
+            if target == "" or target == name:
+                continue
+            if rank[target] >= rank[name]:
+                bad.append(f"aft_export.{name} (line {line}) imports aft_export.{target}, which is not below it")
+    assert bad == [], "\n".join(bad)
+
+
+def test_the_package_init_only_re_exports_the_model_floor():
+    targets = {t for _, t in _imports(PACKAGE / "__init__.py", set(_modules()))}
+    assert targets <= {"errors", "version", "checkpoint", "models"}, targets
+
+
+@pytest.mark.parametrize("rule,pattern,allowed", [
+    ("only the runners create ONNX Runtime sessions", r"InferenceSession\(", {"runners/ort.py"}),
+    ("only onnxio loads or saves ONNX files", r"onnx\.(load|save|save_model|load_model)\(",
+     {"onnxio.py", "quantize.py"}),
+])  # fmt: skip
+def test_one_room_per_concern(rule, pattern, allowed):
+    """quantize.py hands files to ONNX Runtime's quantiser, which reads and writes paths."""
+    found = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if re.search(pattern, p.read_text())}
+    assert found <= allowed, f"{rule}: also in {sorted(found - allowed)}"
+
+
+def test_the_checker_catches_an_upward_import(tmp_path):
+    """The test above can fail: an import from a lower floor of a higher one is reported."""
+    fake = tmp_path / "fileio.py"
+    fake.write_text("def f():\n    from aft_export.pipeline import run_pipeline\n")
+    rank = {m: i for i, m in enumerate(ORDER)}
+    found = [t for _, t in _imports(fake, set(_modules())) if rank[t] >= rank["fileio"]]
+    assert found == ["pipeline"]
+
+
+def test_the_wheel_lists_every_package():
+    tomllib = pytest.importorskip("tomllib")
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {"aft_export" + ("." + m if m else "") for m in _modules()
+               if (PACKAGE / m.replace(".", "/") / "__init__.py").is_file()} | {"aft_export"}
+    assert on_disk <= listed, f"pyproject.toml does not ship {sorted(on_disk - listed)}"

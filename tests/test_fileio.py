@@ -1,0 +1,158 @@
+"""Atomic writes, tested by killing the writer midway: the destination is the old file
+or none, never half a new one; a half-written calibration cache is not a cache hit;
+files and directories get the mode the umask gives."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from aft_export.fileio import atomic_directory, atomic_write_bytes, atomic_write_text
+from aft_export.onnxio import load_onnx, save_onnx
+from tests.conftest import REPO
+
+HANG = """
+import os, signal, sys, time
+from pathlib import Path
+READY = Path(sys.argv[1])
+def hang():
+    READY.write_text("midway")
+    time.sleep(600)
+"""
+
+
+def _kill_midway(code: str, tmp_path: Path, *args: str) -> None:
+    """Run ``code`` (which calls ``hang()`` half way through a write) in a subprocess and
+    SIGKILL it once it is there."""
+    ready = tmp_path / "ready"
+    script = tmp_path / "writer.py"
+    script.write_text(HANG + textwrap.dedent(code))
+    proc = subprocess.Popen([sys.executable, str(script), str(ready), *args], cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    deadline = time.time() + 120
+    while not ready.exists():
+        if proc.poll() is not None:
+            pytest.fail(f"the writer exited ({proc.returncode}) before reaching the midway point")
+        if time.time() > deadline:
+            proc.kill()
+            pytest.fail("the writer never reached the midway point")
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    ready.unlink()
+
+
+def test_a_killed_write_leaves_the_old_file(tmp_path):
+    target = tmp_path / "model.engine"
+    target.write_bytes(b"old engine")
+    _kill_midway("""
+        from aft_export.fileio import atomic_write
+        def write(tmp):
+            Path(tmp).write_bytes(b"half of a new eng")
+            hang()
+        atomic_write(sys.argv[2], write)
+    """, tmp_path, str(target))
+    assert target.read_bytes() == b"old engine"
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name not in ("model.engine", "writer.py")]
+    assert all(name.startswith(".model.engine.") and name.endswith(".tmp") for name in leftovers), leftovers
+
+
+def _graph(weight_value: float) -> onnx.ModelProto:
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.full((64, 64), weight_value, np.float32), "w")
+    node = helper.make_node("MatMul", ["x", "w"], ["y"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])], [w])  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_onnx_with_external_data_is_replaced_as_a_pair(tmp_path):
+    """Killed after the new data file is in place but before the new .onnx is: the old
+    .onnx still loads with its own weights."""
+    path = tmp_path / "m.onnx"
+    save_onnx(_graph(1.0), path, threshold=0)
+    _kill_midway("""
+        import numpy as np
+        import aft_export.onnxio as io
+        from tests.test_fileio import _graph
+        real = io.atomic_write_bytes
+        def slow(path, data):
+            if str(path).endswith(".onnx"):
+                hang()
+            return real(path, data)
+        io.atomic_write_bytes = slow
+        io.save_onnx(_graph(2.0), sys.argv[2], threshold=0)
+    """, tmp_path, str(path))
+    loaded = onnx.numpy_helper.to_array(load_onnx(path).graph.initializer[0])
+    assert np.all(loaded == 1.0)
+    save_onnx(_graph(3.0), path, threshold=0)  # the next save cleans up the stray data file
+    assert np.all(onnx.numpy_helper.to_array(load_onnx(path).graph.initializer[0]) == 3.0)
+    assert len(list(tmp_path.glob("m.onnx.*.data"))) == 1
+
+
+def test_a_killed_pipeline_leaves_no_run_directory(tmp_path):
+    final = tmp_path / "run"
+    _kill_midway("""
+        from aft_export.fileio import atomic_directory
+        with atomic_directory(sys.argv[2]) as work:
+            (work / "model.onnx").write_bytes(b"x")
+            hang()
+    """, tmp_path, str(final))
+    assert not final.exists()
+    with atomic_directory(final) as work:  # the same --out works afterwards
+        (work / "report.md").write_text("done")
+    assert (final / "report.md").read_text() == "done"
+
+
+def test_a_killed_calibration_leaves_no_cache_and_a_corrupt_cache_is_rebuilt(tmp_path, cifar10):
+    from aft_export.export.exporter import ExportOptions, export_checkpoint
+    from aft_export.quantize import QuantizeOptions, quantize_model
+    from tests.export.test_exporter import make_ckpt
+
+    src = tmp_path / "m.onnx"
+    export_checkpoint(make_ckpt(tmp_path / "m.pt", "aft_full_test"), src, ExportOptions(verify_images=0),
+                      log=lambda *a: None)  # fmt: skip
+    cache = tmp_path / "cache"
+    calib = str(cifar10 / "train.tar")
+    _kill_midway("""
+        import onnxruntime.quantization.calibrate as cal
+        from aft_export.quantize import QuantizeOptions, quantize_model
+        real = cal.save_tensors_data
+        def slow(data, path):
+            Path(path).write_text('{"half": ')
+            hang()
+        cal.save_tensors_data = slow
+        quantize_model(sys.argv[2], sys.argv[3], sys.argv[4],
+                       QuantizeOptions(count=8, cache_dir=sys.argv[5]), progress=False, log=lambda *a: None)
+    """, tmp_path, str(src), str(tmp_path / "q.onnx"), calib, str(cache))
+    assert [p for p in cache.iterdir() if not p.name.startswith(".")] == [], "no half cache under a real name"
+    said = []
+    opts = QuantizeOptions(count=8, cache_dir=str(cache))
+    first = quantize_model(src, tmp_path / "q.onnx", calib, opts, progress=False, log=said.append)
+    assert first.recipe["calibration_cache"] == "written"
+    (entry,) = [p for p in cache.iterdir() if p.suffix == ".json"]
+    entry.write_text(entry.read_text()[:40])  # a truncated cache file
+    again = quantize_model(src, tmp_path / "q2.onnx", calib, opts, progress=False, log=said.append)
+    assert any("unreadable or incomplete; recomputing" in s for s in said)
+    assert again.recipe["calibration_cache"] == "written" and again.sha256 == first.sha256
+
+
+def test_files_and_directories_honour_the_umask(tmp_path):
+    old = os.umask(0o027)
+    try:
+        f = atomic_write_bytes(tmp_path / "a.bin", b"x")
+        s = atomic_write_text(tmp_path / "run.sh", "#!/bin/sh\n", executable=True)
+        with atomic_directory(tmp_path / "run") as work:
+            (work / "x").write_text("x")
+    finally:
+        os.umask(old)
+    assert (f.stat().st_mode & 0o777, s.stat().st_mode & 0o777) == (0o640, 0o750)
+    assert (tmp_path / "run").stat().st_mode & 0o777 == 0o750
