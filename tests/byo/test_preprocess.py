@@ -4,6 +4,7 @@ import pytest
 
 from aft_export.byo.preprocess import Preprocessing, resolve
 from aft_export.errors import AFTExportError
+from tests.byo.publicpkgs import need
 
 
 def test_flags_alone():
@@ -20,7 +21,7 @@ def test_file_with_a_classes_file_beside_it_and_flags_override(tmp_path, suffix)
     if suffix == ".json":
         path.write_text(json.dumps(data))
     else:
-        pytest.importorskip("yaml")
+        need("yaml")
         path.write_text("input_size: [3, 64, 64]\nmean: [0.1, 0.2, 0.3]\nstd: [0.4, 0.5, 0.6]\n"
                         "classes_file: names.txt\n")
     p = resolve(path)
