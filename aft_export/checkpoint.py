@@ -16,12 +16,15 @@ file that carries pickled Python objects. Layout (format version 1)::
     train_state     (optional) optimizer/scheduler/epoch/RNG for resuming
 
 Plain ``state_dict`` files (``.pt``/``.pth`` or ``.safetensors``) load too, given a
-registry config name; the prefixes DataParallel/DDP (``module.``) and
-``torch.compile`` (``_orig_mod.``) add are stripped.
+registry config name; the prefixes DataParallel/DDP (``module.``),
+``torch.compile`` (``_orig_mod.``) and wrappers (``model.``) add are stripped, and the
+weights are found in the layouts training code writes (``{"model": ...}``, EMA copies,
+an ``argparse.Namespace`` of arguments beside them: see :mod:`aft_export.weights`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 from dataclasses import dataclass, field
@@ -30,15 +33,17 @@ from typing import Any
 
 import torch
 
+from aft_export.byo.spec import is_user_model, load_user_model
 from aft_export.data import CIFAR10_MEAN, CIFAR10_STD
 from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write, sha256_file
 from aft_export.models.classifier import AFTClassifier, ModelConfig, count_params
 from aft_export.models.registry import get_config
+from aft_export.weights import ALLOWED_GLOBALS, select_state_dict
 
 FORMAT = "aft-export-checkpoint"
 FORMAT_VERSION = 1
-_PREFIXES = ("module.", "_orig_mod.")
+_PREFIXES = ("module.", "_orig_mod.", "model.")  # DDP, torch.compile, Lightning-style wrappers
 
 
 @dataclass
@@ -125,7 +130,8 @@ def _read(path: Path) -> Any:
         except Exception as exc:  # safetensors raises its own error types
             raise AFTExportError(f"checkpoint {path} is not a valid safetensors file: {exc}") from None
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        with torch.serialization.safe_globals(list(ALLOWED_GLOBALS)):  # argparse.Namespace only (DeiT-style)
+            return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         text = str(exc)
         if "Unsupported global" in text or "GLOBAL" in text:
@@ -215,21 +221,30 @@ def load_checkpoint(
     mean=CIFAR10_MEAN,
     std=CIFAR10_STD,
     return_payload: bool = False,
+    weights_key: str | None = None,
 ):
     """Load a checkpoint and return ``(model in eval mode, CheckpointMeta)``.
 
     ``config`` (a registry name or a ModelConfig) is needed only for plain state-dict
     files; ``classes``, ``mean`` and ``std`` then describe them (default: CIFAR-10).
     With ``return_payload`` the raw dict comes back third (for resuming training).
+    A model trained elsewhere (a model spec file or a :class:`~aft_export.byo.spec.UserModel`)
+    loads through :mod:`aft_export.byo.spec`, as the user's own module.
     """
+    if is_user_model(path):
+        return load_user_model(path)
     path = Path(path)
     payload = _read(path)
     if isinstance(payload, dict) and payload.get("format") == FORMAT:
         meta = _meta_from_payload(payload, path)
         state = payload.get("state_dict")
     else:
-        if isinstance(payload, dict) and isinstance(payload.get("state_dict"), dict):
-            payload = payload["state_dict"]  # a common {"state_dict": ...} wrapper
+        if weights_key is not None or not (isinstance(payload, dict) and all(
+                isinstance(v, torch.Tensor) for v in payload.values())):  # {"model": ...}, {"state_dict": ...}, EMA
+            selected = select_state_dict(payload, path, weights_key)
+            if selected.choice:
+                logging.getLogger("aft_export").warning(selected.note)
+            payload = selected.state
         if config is None:
             raise AFTExportError(
                 f"{path} is a plain state_dict; say which architecture it is with a config "

@@ -16,6 +16,7 @@ import sys
 
 import click
 
+from aft_export.byo.cli import USER_MODEL_KEYS, spec_file, user_model_from, user_model_options
 from aft_export.errors import AFTExportError
 from aft_export.options import (HW_LEVELS, METHODS, OP_FORMS, TARGETS, BenchOptions, BuildOptions, EvalOptions,
                                 ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions, TrainConfig)  # fmt: skip
@@ -161,17 +162,32 @@ def _export_options():
 
 
 @main.command("export")
-@click.argument("checkpoint", type=click.Path(dir_okay=False))
+@click.argument("checkpoint", required=False, type=click.Path(dir_okay=False))
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="ONNX file to write.")
 @click.option("--config", "config_name", help="Registry config name, for plain state_dict files.")
 @_apply(_export_options())
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@user_model_options
 def export_cmd(checkpoint, output, config_name, as_json, **kw) -> None:
-    """Export a checkpoint to ONNX, simplify it and verify it against PyTorch."""
+    """Export a checkpoint (or, with --model-def, a model trained elsewhere) to ONNX, simplify
+    it and verify it against PyTorch."""
     from aft_export.export.exporter import export_checkpoint
     from aft_export.report import format_export
 
-    result = export_checkpoint(checkpoint, output, ExportOptions(**kw), config=config_name, log=_log(as_json))
+    byo = {k: kw.pop(k) for k in list(kw) if k in USER_MODEL_KEYS}
+    if byo["model_def"] and checkpoint:  # `export W.pt --model-def ...`: the positional file is the weights
+        if byo["weights"]:
+            raise AFTExportError(f"give the weights once: {checkpoint} or --weights {byo['weights']}")
+        byo["weights"] = checkpoint
+    user = user_model_from(byo)
+    if user is not None:  # a model trained elsewhere (aft_export/byo)
+        from aft_export.byo.export import export_user_model
+
+        result = export_user_model(user, output, ExportOptions(**kw), log=_log(as_json))
+    elif checkpoint is None:
+        raise AFTExportError("give a CHECKPOINT to export, or --model-def and --weights for a model trained elsewhere")
+    else:
+        result = export_checkpoint(checkpoint, output, ExportOptions(**kw), config=config_name, log=_log(as_json))
     _json(result.to_dict()) if as_json else _echo(format_export(result.to_dict()))
 
 
@@ -234,8 +250,10 @@ def quantize_cmd(model, output, calib, exclude, cache_dir, no_cache, mean, std, 
               help="Override a limit, e.g. fp16.max_abs=0.1 (repeatable).")
 @click.option("--provider", type=PROVIDERS, default="cpu", show_default=True, help=PROVIDER_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
-def parity_cmd(checkpoint, artifacts, data, images, overrides, provider, as_json) -> None:
-    """Compare artifacts with the fp32 PyTorch checkpoint.
+@user_model_options
+def parity_cmd(checkpoint, artifacts, data, images, overrides, provider, as_json, **byo) -> None:
+    """Compare artifacts with the fp32 PyTorch checkpoint (or, with --model-def and --weights,
+    the user's own module: then every argument is an artifact).
 
     Exit 0: all passed; 1: one failed; 3: none failed but one was skipped (its runtime
     is missing here); 2: bad input.
@@ -243,6 +261,9 @@ def parity_cmd(checkpoint, artifacts, data, images, overrides, provider, as_json
     from aft_export.parity import run_parity
     from aft_export.report import format_parity
 
+    user = user_model_from(byo)
+    if user is not None:  # the reference is the user's own module (aft_export/byo)
+        checkpoint, artifacts = user, (checkpoint, *artifacts)
     report = run_parity(checkpoint, list(artifacts), data, images=images, overrides=list(overrides),
                         providers=provider)  # fmt: skip
     _json(report) if as_json else _echo(format_parity(report))
@@ -292,6 +313,7 @@ def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_
 @click.option("--threads", type=int, help="CPU threads (0: the backend's default) [default: 0].")
 @click.option("--tolerance", "tolerances", multiple=True, metavar="PREC.FIELD=VALUE", help="Parity limit override.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@user_model_options
 def pipeline_cmd(checkpoint, as_json, **kw) -> None:
     """Export, quantise, check, build engines (where TensorRT exists), check parity,
     evaluate and benchmark in one run directory. With no CHECKPOINT: the bundled zoo model.
@@ -302,9 +324,16 @@ def pipeline_cmd(checkpoint, as_json, **kw) -> None:
     from aft_export.pipeline import run_pipeline
     from aft_export.report import summary_table
 
+    user = user_model_from({k: kw.pop(k) for k in list(kw) if k in USER_MODEL_KEYS})
+    if user is not None and checkpoint:
+        raise AFTExportError(f"give either CHECKPOINT ({checkpoint}) or --model-def, not both")
     given = {k: tuple(dict.fromkeys(v)) if isinstance(v, tuple) else v for k, v in kw.items() if v not in (None, ())}
     opts = PipelineOptions(**given)
-    result = run_pipeline(checkpoint, opts, log=_log(as_json))
+    if user is not None:  # a model trained elsewhere, as a spec file the stages take (aft_export/byo)
+        with spec_file(user) as spec:
+            result = run_pipeline(str(spec), opts, log=_log(as_json))
+    else:
+        result = run_pipeline(checkpoint, opts, log=_log(as_json))
     if as_json:
         _json({"run_dir": result.run_dir, "passed": result.passed, "summary": result.summary})
     else:

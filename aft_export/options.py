@@ -21,6 +21,10 @@ OP_FORMS = ("custom", "decomposed")
 TARGETS = ("tensorrt", "tensorrt8")
 MAX_BATCH = 65536
 MIN_OPSET = 18  # the com.aft bodies: ReduceMax/ReduceSum with axes as an input
+# a model trained elsewhere: inputs its layer swap is verified on (the verification
+# images, topped up with seeded random ones), and the batch they run in
+SWAP_INPUTS = 64
+SWAP_BATCH = 16
 
 
 @dataclass(frozen=True)

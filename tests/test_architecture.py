@@ -18,18 +18,20 @@ ORDER = [
     # 1 model and data
     "layers.cores", "layers.ops", "layers.aft", "layers",
     "models.classifier", "models.registry", "models",
-    "data", "datasets", "calib", "ranges", "checkpoint", "resources",
+    "data", "datasets", "calib", "ranges", "weights",
+    "byo", "byo.modeldef", "byo.preprocess", "byo.swap", "byo.spec",
+    "checkpoint", "resources",
     # 2 ONNX, comparison, TensorRT facts
     "graph", "onnxio", "compare", "options", "trt",
     # 3 runners
     "runners.base", "runners.pytorch", "runners.ort", "runners.engine", "runners",
     # 4 graph work
     "trtcheck.view", "trtcheck.versions", "trtcheck.rules", "trtcheck",
-    "export", "export.functions", "export.rewrite", "export.trt8", "localize",
+    "export", "export.functions", "export.rewrite", "export.trt8", "localize", "byo.verify",
     # 5 stages
-    "export.exporter", "quantize", "evaluate", "bench", "build", "nvtools", "train", "predict", "report",
+    "export.exporter", "byo.export", "quantize", "evaluate", "bench", "build", "nvtools", "train", "predict", "report",
     # 6 checks across stages, 7 the whole job, 8 the command line
-    "parity", "pipeline", "cli",
+    "parity", "pipeline", "byo.cli", "cli",
 ]  # fmt: skip
 
 

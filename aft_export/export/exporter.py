@@ -27,6 +27,8 @@ import numpy as np
 import torch
 
 from aft_export.version import __version__
+from aft_export.byo.spec import UserModelMeta
+from aft_export.byo.verify import prepare_export
 from aft_export.checkpoint import CheckpointMeta, load_checkpoint
 from aft_export.compare import SIMPLIFY_MAX_ABS, max_abs, metrics
 from aft_export.data import normalize
@@ -195,11 +197,17 @@ def export_graph(model, meta: CheckpointMeta, opts: ExportOptions, images: np.nd
                  source: str | None = None, log=print, name: str = "the export") -> GraphExport:  # fmt: skip
     """Export a model in memory: torch.onnx, the com.aft functions, checks, onnxsim, the
     target's form, the TensorRT check and, given ``images``, verification against
-    PyTorch. Writes nothing; raises AFTExportError when a check fails."""
+    PyTorch. Writes nothing; raises AFTExportError when a check fails. A model trained
+    elsewhere (``meta`` a :class:`~aft_export.byo.spec.UserModelMeta`) has its public AFT
+    layers swapped for ours first, and the swap verified (:mod:`aft_export.byo.verify`)."""
     cfg = meta.config
     if opts.dynamic_hw and cfg.fixed_input_size:
         _dynamic_shapes(cfg, None, True)  # raises the clear error
     seconds: dict[str, float] = {}
+    if isinstance(meta, UserModelMeta):  # a model trained elsewhere: our AFT layers in place of theirs, verified
+        t = time.perf_counter()
+        model = prepare_export(model, meta, images, log)
+        seconds["swap"] = time.perf_counter() - t
     t = time.perf_counter()
     proto = _torch_export(model, cfg, opts)
     set_metadata(proto, _metadata(meta, opts))

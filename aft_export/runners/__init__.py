@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from aft_export.byo.spec import SPEC_SUFFIXES
 from aft_export.errors import AFTExportError
 from aft_export.runners.base import INPUT, OUTPUT, ModelInfo, Runner
 from aft_export.runners.engine import TrtRunner
@@ -30,7 +31,7 @@ def load_runner(artifact: str, providers: list | str | None = None, config: str 
     if not path.exists():
         raise AFTExportError(f"artifact {path} does not exist")
     suffix = path.suffix.lower()
-    if suffix in CHECKPOINT_SUFFIXES:
+    if suffix in CHECKPOINT_SUFFIXES or suffix in SPEC_SUFFIXES:  # a spec: a model trained elsewhere (byo)
         device = "cuda" if providers in ("cuda", "tensorrt") else "cpu"
         return TorchRunner(str(path), config=config, threads=threads, device=device)
     if suffix == ".onnx":
@@ -38,4 +39,4 @@ def load_runner(artifact: str, providers: list | str | None = None, config: str 
     if suffix in ENGINE_SUFFIXES:
         return TrtRunner(str(path), threads=threads)
     raise AFTExportError(f"{path}: unknown artifact type; expected a checkpoint (.pt, .pth, .safetensors), "
-                         f".onnx or a TensorRT .engine")
+                         f"a model spec (.yaml, .yml, .json), .onnx or a TensorRT .engine")

@@ -1,0 +1,430 @@
+"""Find the AFT layers in any ``nn.Module`` and swap public implementations for ours.
+
+The exporter turns each of *our* layers (:mod:`aft_export.layers.aft`) into one
+``com.aft`` node computing the stable, factorised operator. A model trained with other
+code has other layers; this module
+
+1. **finds** every AFT mixing layer: ours wherever they sit, and those of the public
+   packages ``aft-pytorch``, ``comvex`` (``comvex.aft``) and ``labml-nn``
+   (``labml_nn.transformers.aft``), recognised by class (the packages need not be
+   importable here);
+2. **refuses by module path** what cannot become our operator, with the reason;
+3. **probes** the model once on an example batch to learn what each layer sees
+   (sequence length, token grid, masks), since a public layer's parameters say only
+   its maximum sequence length;
+4. **builds** our layer for each public one, mapping the weights (``hidden_dim != dim``,
+   bias layouts, head layouts, ``T < max_seqlen``), and installs it in a copy of the
+   model, in an adapter where their calling convention differs from ours;
+5. the swapped copy is then **verified** against the original
+   (:mod:`aft_export.byo.verify`): logits within 1e-4 where the original is finite,
+   finite where the original overflows.
+
+What each public layer maps to, and what is refused (read from the packages' code):
+
+=============================  ============================================================
+aft-pytorch ``AFTFull``        ``AFTFull`` (dense bias ``wbias[:T, :T]``)
+aft-pytorch ``AFTLocal``       ``AFTLocal`` (window ``s`` on the 1-D sequence)
+aft-pytorch ``AFTSimple``      ``AFTSimple``
+aft-pytorch ``AFTConv``        refused: a stub without parameters whose forward raises
+comvex ``AFTFull``             ``AFTFull`` with rank ``position_bias_dim`` (``u v^T``)
+comvex ``AFTSimple``           refused: computes ``sigmoid(Q) * softmax_t(K) * V`` with no
+                               sum over positions, which is not AFT-simple
+comvex ``AFTLocal``            refused: calls ``Tensor.mask_fill_``, which does not exist
+comvex ``AFTConv``             ``AFTConv`` while its kernel ``exp(w) - 1`` is zero (as
+                               built); refused otherwise: its windowed term convolves
+                               ``K * V``, not ``exp(K) * V``, so it is not AFT-conv
+labml-nn ``AFTLocal``          ``AFTLocal`` where called with an all-True mask and one
+                               input for query, key and value; refused where causal
+=============================  ============================================================
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+from dataclasses import asdict, dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from aft_export.errors import AFTExportError
+from aft_export.layers.aft import AFTConv, AFTFull, AFTLayer, AFTLocal, AFTSimple
+from aft_export.layers.cores import local_bias_mask
+
+AFT_PYTORCH = "aft_pytorch.aft_pytorch"
+COMVEX = "comvex.aft.model"
+LABML = "labml_nn.transformers.aft"
+
+
+@dataclass
+class LayerReport:
+    """One AFT layer found in the model and what became of it."""
+
+    path: str
+    source: str  # "aft-export AFTFull", "aft-pytorch AFTLocal", "comvex AFTGeneral (full)", ...
+    action: str  # "ours" (kept), "mapped" (swapped for ours), "refused", "unused" (never called)
+    to: str = ""  # our layer, e.g. "AFTFull(dim=24, hidden=16, T=16)"
+    reason: str = ""
+
+
+@dataclass
+class Call:
+    """What a layer was called with during the probe."""
+
+    args: tuple
+    kwargs: dict
+
+
+@dataclass
+class SwapPlan:
+    layers: list[LayerReport] = field(default_factory=list)
+    replacements: dict[str, nn.Module] = field(default_factory=dict)
+
+    @property
+    def aft_layers(self) -> int:
+        """Layers that become one com.aft node each: ours, kept or mapped."""
+        return sum(r.action in ("ours", "mapped") for r in self.layers)
+
+    @property
+    def variants(self) -> list[str]:
+        names = {"AFTFull": "full", "AFTLocal": "local", "AFTSimple": "simple", "AFTConv": "conv"}
+        found = [names[r.to.split("(")[0]] for r in self.layers if r.action in ("ours", "mapped")]
+        return sorted(set(found))
+
+    def to_dict(self) -> dict:
+        return {"aft_layers": self.aft_layers, "layers": [asdict(r) for r in self.layers]}
+
+
+# ----------------------------------------------------------------------------
+# Adapters: their calling convention around our layer
+# ----------------------------------------------------------------------------
+
+
+class GridArgs(nn.Module):
+    """comvex ``AFTConv`` is called as ``layer(x, H, W)``; ours takes ``grid=(H, W)``."""
+
+    def __init__(self, aft: AFTConv) -> None:
+        super().__init__()
+        self.aft = aft
+
+    def forward(self, x: Tensor, H: int, W: int) -> Tensor:  # their argument names
+        return self.aft(x, (H, W))
+
+
+class SequenceFirst(nn.Module):
+    """labml-nn ``AFTLocal`` takes keyword ``query, key, value`` of shape (T, B, d) and a
+    mask; the swap checked that the three are one tensor and the mask is all True."""
+
+    def __init__(self, aft: AFTLocal) -> None:
+        super().__init__()
+        self.aft = aft
+
+    def forward(self, *, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None) -> Tensor:
+        return self.aft(query.transpose(0, 1)).transpose(0, 1)  # (T, B, d) -> (B, T, d) -> back
+
+
+# ----------------------------------------------------------------------------
+# Recognising layers
+# ----------------------------------------------------------------------------
+
+
+def _public_class(module: nn.Module) -> tuple[str, str, type] | None:
+    """(package module, class name, that class) of the public AFT class ``module`` is, or
+    derives from."""
+    for cls in type(module).__mro__:
+        key = (cls.__module__, cls.__qualname__)
+        if key in _KNOWN:
+            return key[0], key[1], cls
+    return None
+
+
+def _source(mod: str, name: str) -> str:
+    package = {AFT_PYTORCH: "aft-pytorch", COMVEX: "comvex", LABML: "labml-nn"}[mod]
+    return f"{package} {name}"
+
+
+def _comvex_mode(module: nn.Module) -> str:
+    if not getattr(module, "use_position_bias", True):
+        return "simple"
+    return "local" if getattr(module, "position_bias_mask", None) is not None else "full"
+
+
+def _static_refusal(module: nn.Module, mod: str, name: str) -> str:
+    """Why a public layer cannot become our operator, judged from the layer alone ("" if it can)."""
+    if mod == AFT_PYTORCH and name == "AFTConv":
+        return "aft-pytorch's AFTConv is a stub with no parameters whose forward raises NotImplementedError"
+    if mod == COMVEX:
+        act = getattr(module, "query_act_fnc", None)
+        if act is not None and type(act) is not nn.Sigmoid:
+            return f"its query activation is {type(act).__name__}, not AFT's sigmoid"
+        if name == "AFTGeneral":
+            mode = _comvex_mode(module)
+            if mode == "local":
+                return ("comvex's AFTLocal calls Tensor.mask_fill_, which does not exist, so the layer cannot run "
+                        "in PyTorch and there is no trained behaviour to reproduce")  # fmt: skip
+            if mode == "simple":
+                return ("comvex's AFTSimple (use_position_bias=False) computes sigmoid(Q) * softmax_t(K) * V with no "
+                        "sum over positions; that is not AFT-simple, so no com.aft node computes it")  # fmt: skip
+        if name == "AFTConv":
+            ks = module.w.shape[-1]
+            if ks % 2 == 0:
+                return f"its kernel size {ks} is even; AFT-conv needs an odd kernel (padding k//2 keeps the grid)"
+            if _comvex_conv_kernel(module).abs().max().item() != 0.0:
+                return ("comvex's AFTConv convolves K * V and K (not exp(K) * V and exp(K)) in its windowed term, "
+                        "so with a non-zero kernel exp(w) - 1 it is not AFT-conv; only its initial state (kernel "
+                        "zero) maps")  # fmt: skip
+    return ""
+
+
+def _comvex_conv_kernel(module: nn.Module) -> Tensor:
+    """``exp(w) - 1`` per head as comvex computes it in eval mode (one BatchNorm shared
+    by every head, with its running statistics)."""
+    bn = module.w_norm
+    with torch.no_grad():
+        w = torch.nn.functional.batch_norm(module.w, bn.running_mean, bn.running_var, bn.weight, bn.bias,
+                                           training=False, eps=bn.eps)  # fmt: skip
+        return torch.exp(w)[:, 0] - 1.0  # (heads, k, k)
+
+
+# ----------------------------------------------------------------------------
+# Building our layers from theirs
+# ----------------------------------------------------------------------------
+
+
+def _linear(src: nn.Linear) -> nn.Linear:
+    out = nn.Linear(src.in_features, src.out_features, bias=src.bias is not None)
+    with torch.no_grad():
+        out.weight.copy_(src.weight)
+        if src.bias is not None:
+            out.bias.copy_(src.bias)
+    return out
+
+
+def _with_projections(layer: AFTLayer, q: nn.Linear, k: nn.Linear, v: nn.Linear, out: nn.Linear) -> AFTLayer:
+    """Our layer with their four projections (any hidden width, with or without biases)."""
+    layer.to_q, layer.to_k, layer.to_v, layer.proj = _linear(q), _linear(k), _linear(v), _linear(out)
+    layer.dim = q.in_features
+    return layer.eval()
+
+
+def _seq_len(call: Call, path: str, source: str, seq_first: bool = False) -> int:
+    x = call.kwargs.get("query") if seq_first else (call.args[0] if call.args else None)
+    if not isinstance(x, Tensor) or x.dim() != 3:
+        shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+        raise AFTExportError(f"AFT layer {path} ({source}) is called with input {shape}; the exporter maps "
+                             f"layers that take (B, T, d) tokens")  # fmt: skip
+    return int(x.shape[0] if seq_first else x.shape[1])
+
+
+def _build(module: nn.Module, mod: str, name: str, path: str, call: Call) -> tuple[nn.Module, str]:
+    """Our layer (or an adapter around it) for one public layer, and its description."""
+    source = _source(mod, name)
+    if mod == AFT_PYTORCH:
+        t = _seq_len(call, path, source)
+        hidden = module.hidden_dim
+        if name == "AFTSimple":
+            ours = _with_projections(AFTSimple(module.dim), module.to_q, module.to_k, module.to_v, module.project)
+            return ours, f"AFTSimple(dim={module.dim}, hidden={hidden}, T={t})"
+        if name == "AFTFull":
+            ours = _with_projections(AFTFull(module.dim, t), module.to_q, module.to_k, module.to_v, module.project)
+            with torch.no_grad():
+                ours.w.copy_(module.wbias[:t, :t])
+            return ours, f"AFTFull(dim={module.dim}, hidden={hidden}, T={t}, dense bias)"
+        # AFTLocal: its forward rebuilds wbias with zeros outside |t - t'| < s; ours masks the same window
+        ours = _with_projections(AFTLocal(module.dim, t, window=int(module.s)), module.to_q, module.to_k,
+                                 module.to_v, module.project)  # fmt: skip
+        with torch.no_grad():
+            ours.w.copy_(module.wbias[:t, :t])
+        return ours, f"AFTLocal(dim={module.dim}, hidden={hidden}, T={t}, window={module.s})"
+    if mod == COMVEX and name == "AFTGeneral":  # full: the only mode that passes _static_refusal
+        t = _seq_len(call, path, source)
+        rank = module.u.shape[1]
+        dim, hidden = module.Q.in_features, module.Q.out_features
+        ours = _with_projections(AFTFull(dim, t, rank=rank), module.Q, module.K, module.V, module.out_linear)
+        with torch.no_grad():
+            ours.u.copy_(module.u[:t])
+            ours.v.copy_(module.v[:t])
+        return ours, f"AFTFull(dim={dim}, hidden={hidden}, T={t}, rank={rank})"
+    if mod == COMVEX and name == "AFTConv":  # kernel zero: passes _static_refusal
+        heads, ks = module.heads, module.w.shape[-1]
+        dim, hidden = module.Q.in_features, module.Q.out_features
+        conv = AFTConv(hidden, heads, ks)
+        with torch.no_grad():  # kernel() = gamma * (...) + beta = 0, as comvex's exp(w) - 1 = 0
+            conv.raw_kernel.copy_(module.w[:, 0])
+            conv.gamma.zero_()
+            conv.beta.zero_()
+        ours = _with_projections(conv, module.Q, module.K, module.V, module.out_linear)
+        return GridArgs(ours), f"AFTConv(dim={dim}, hidden={hidden}, heads={heads}, kernel={ks}, kernel zero)"
+    if mod == LABML:
+        t = _seq_len(call, path, source, seq_first=True)
+        q, k, v, mask = (call.kwargs.get(n) for n in ("query", "key", "value", "mask"))
+        if not (k is q and v is q) and not (torch.equal(q, k) and torch.equal(q, v)):
+            raise AFTExportError(f"AFT layer {path} ({source}) is called with different query, key and value "
+                                 f"tensors; the exporter maps self-mixing layers only")  # fmt: skip
+        if mask is None or not bool(mask.all()):
+            causal = mask is not None and mask.shape[0] == mask.shape[1] and bool(
+                (mask[..., 0] == torch.ones(t, t, dtype=torch.bool).tril()).all())
+            what = "a causal mask (position t sees t' <= t only)" if causal else "a mask that hides positions"
+            raise AFTExportError(f"AFT layer {path} ({source}) is called with {what}, as in a text model; it maps "
+                                 f"to com.aft only where called with an all-True mask (bidirectional)")  # fmt: skip
+        s = int(module.local_window_size)
+        if not torch.equal(module.local_mask[:t, :t].bool(), local_bias_mask(t, s, None)):
+            raise AFTExportError(f"AFT layer {path} ({source}) has a local_mask that is not the window "
+                                 f"|t - t'| < {s}; it cannot become AFT-local")  # fmt: skip
+        d = module.query.in_features
+        ours = _with_projections(AFTLocal(d, t, window=s), module.query, module.key, module.value, module.output)
+        with torch.no_grad():
+            ours.w.copy_(module.pos_bias[:t, :t])
+        return SequenceFirst(ours), f"AFTLocal(dim={d}, T={t}, window={s}, sequence-first)"
+    raise AssertionError(f"no builder for {mod}.{name}")  # pragma: no cover - _KNOWN and _build agree
+
+
+_KNOWN = {(AFT_PYTORCH, "AFTFull"), (AFT_PYTORCH, "AFTSimple"), (AFT_PYTORCH, "AFTLocal"), (AFT_PYTORCH, "AFTConv"),
+          (COMVEX, "AFTGeneral"), (COMVEX, "AFTConv"), (LABML, "AFTLocal")}  # fmt: skip
+
+
+def _our_desc(module: AFTLayer, call: Call | None) -> str:
+    name = type(module).__name__
+    base = next((c.__name__ for c in type(module).__mro__ if c in (AFTFull, AFTLocal, AFTSimple, AFTConv)), name)
+    dims = f"dim={module.to_q.in_features}"
+    if isinstance(module, AFTConv):
+        return f"{base}({dims}, heads={module.heads}, kernel={module.kernel_size})" + (
+            "" if name == base else f" as {name}")
+    t = call.args[0].shape[1] if call and call.args and isinstance(call.args[0], Tensor) else "?"
+    return f"{base}({dims}, T={t})" + ("" if name == base else f" as {name}")
+
+
+# ----------------------------------------------------------------------------
+# Probe, plan, apply
+# ----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def quiet_stdout():
+    """Some public layers print on every call (comvex's AFTConv prints shapes per head)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        yield
+
+
+def _probe(model: nn.Module, layers: dict[str, nn.Module], example: Tensor) -> dict[str, list[Call]]:
+    """Run the model once; record each layer's calls. A failure names the layer it happened in."""
+    calls: dict[str, list[Call]] = {p: [] for p in layers}
+    running: list[str] = []
+    handles = []
+    for path, module in layers.items():
+        def pre(mod, args, kwargs, path=path):
+            calls[path].append(Call(args, dict(kwargs)))
+            running.append(path)
+
+        def post(mod, args, kwargs, out, path=path):
+            running.pop()
+
+        handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
+        handles.append(module.register_forward_hook(post, with_kwargs=True))
+    try:
+        with torch.no_grad(), quiet_stdout():
+            model(example)
+    except Exception as exc:  # noqa: BLE001 - the user's model raised on the example input
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        where = ""
+        if running:
+            path = running[-1]
+            where = f" in AFT layer {path} ({_describe_module(layers[path])})"
+        raise AFTExportError(
+            f"the model fails on an input of shape {tuple(example.shape)}{where}: {type(exc).__name__}: {first}; "
+            f"check --input-size and that the layer's shape is one it supports"
+        ) from exc
+    finally:
+        for h in handles:
+            h.remove()
+    return calls
+
+
+def _describe_module(module: nn.Module) -> str:
+    pub = _public_class(module)
+    return _source(pub[0], pub[1]) if pub else f"aft-export {type(module).__name__}"
+
+
+def find_layers(model: nn.Module) -> dict[str, nn.Module]:
+    """Every AFT mixing layer in ``model``: ours and the public packages', by module path.
+
+    Layers inside a found layer are not searched (ours hold only Linears)."""
+    found: dict[str, nn.Module] = {}
+    for path, module in model.named_modules():
+        if any(path.startswith(p + ".") for p in found):
+            continue
+        if isinstance(module, AFTLayer) or _public_class(module) is not None:
+            found[path] = module
+    return found
+
+
+def layer_variants(model: nn.Module) -> list[str]:
+    """The AFT variants of the layers in ``model``, by class alone (before any probe)."""
+    found = set()
+    for module in find_layers(model).values():
+        pub = _public_class(module)
+        if pub is None:
+            base = next((c for c in type(module).__mro__ if c in (AFTFull, AFTLocal, AFTSimple, AFTConv)), None)
+            name = base.__name__ if base else ""
+        elif pub[0] == COMVEX and pub[1] == "AFTGeneral":
+            name = "AFT" + _comvex_mode(module).capitalize()
+        else:
+            name = pub[1]
+        if name in ("AFTFull", "AFTLocal", "AFTSimple", "AFTConv"):
+            found.add(name[3:].lower())
+    return sorted(found)
+
+
+def plan_swap(model: nn.Module, example: Tensor) -> SwapPlan:
+    """Find, refuse, probe and build; nothing in ``model`` changes. Raises one error that
+    names every refused layer."""
+    layers = find_layers(model)
+    plan = SwapPlan()
+    refusals = []
+    for path, module in layers.items():
+        pub = _public_class(module)
+        if pub is None:
+            continue
+        mod, name, cls = pub
+        why = _static_refusal(module, mod, name)
+        if not why and type(module) is not cls and type(module).forward is not cls.forward:
+            why = f"{type(module).__name__} subclasses {_source(mod, name)} and overrides forward"
+        if why:
+            refusals.append(f"{path or '(root)'} ({_source(mod, name)}): {why}")
+    if refusals:
+        raise AFTExportError("cannot export these AFT layers as com.aft: " + "; ".join(refusals))
+    calls = _probe(model, layers, example)
+    for path, module in layers.items():
+        pub = _public_class(module)
+        source = _describe_module(module)
+        seen = calls[path]
+        if not seen:
+            plan.layers.append(LayerReport(path, source, "unused", reason="never called by forward"))
+            continue
+        if isinstance(module, AFTLayer):
+            plan.layers.append(LayerReport(path, source, "ours", _our_desc(module, seen[0])))
+            continue
+        mod, name, _ = pub
+        shapes = {tuple(x.shape) for c in seen for x in list(c.args[:1]) + [c.kwargs.get("query")]
+                  if isinstance(x, Tensor)}  # fmt: skip
+        if len(shapes) > 1:
+            raise AFTExportError(f"AFT layer {path} ({source}) is called with inputs of shapes {sorted(shapes)}; "
+                                 f"one com.aft node per layer needs one token count")  # fmt: skip
+        replacement, desc = _build(module, mod, name, path, seen[0])
+        plan.replacements[path] = replacement
+        plan.layers.append(LayerReport(path, source, "mapped", desc.split(" as ")[0]))
+    return plan
+
+
+def apply_swap(model: nn.Module, plan: SwapPlan) -> nn.Module:
+    """A deep copy of ``model`` with the plan's layers installed (the original is untouched)."""
+    swapped = copy.deepcopy(model)
+    for path, replacement in plan.replacements.items():
+        if not path:
+            swapped = replacement
+            continue
+        parent_path, _, name = path.rpartition(".")
+        parent = swapped.get_submodule(parent_path) if parent_path else swapped
+        setattr(parent, name, copy.deepcopy(replacement))
+    return swapped.eval()

@@ -1,0 +1,77 @@
+"""The layer swap of a model trained elsewhere, verified before anything is exported.
+
+:func:`prepare_export` is what the exporter does first for a
+:class:`~aft_export.byo.spec.UserModelMeta`: plan the swap (:mod:`aft_export.byo.swap`),
+build the swapped copy, and run both through PyTorch runners on the verification
+images, topped up with seeded random inputs to :data:`~aft_export.options.SWAP_INPUTS`.
+The swapped model must match the original within
+:data:`~aft_export.compare.SWAP_MAX_ABS` wherever the original's logits are finite,
+and be finite everywhere; otherwise nothing is exported.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from aft_export.byo.spec import UserModelMeta
+from aft_export.byo.swap import apply_swap, plan_swap, quiet_stdout
+from aft_export.compare import SWAP_MAX_ABS, swap_agreement
+from aft_export.errors import AFTExportError
+from aft_export.options import SWAP_BATCH, SWAP_INPUTS
+from aft_export.runners import TorchRunner
+
+
+def _outputs(model: nn.Module, x: Tensor, batch: int) -> np.ndarray:
+    with torch.inference_mode(), quiet_stdout():
+        return torch.cat([model(x[i : i + batch]).float() for i in range(0, len(x), batch)]).numpy()
+
+
+def verify_swap(original: nn.Module, swapped: nn.Module, inputs: Tensor, atol: float = SWAP_MAX_ABS,
+                batch: int = SWAP_BATCH) -> dict:  # fmt: skip
+    """Any module (a whole classifier or one layer) against its swapped copy, per input:
+    :func:`~aft_export.compare.swap_agreement` of their outputs."""
+    return swap_agreement(_outputs(original, inputs, batch), _outputs(swapped, inputs, batch), atol)
+
+
+def _inputs(meta: UserModelMeta, images: np.ndarray | None) -> np.ndarray:
+    size = meta.config.img_size
+    real = np.ascontiguousarray(images[:SWAP_INPUTS], dtype=np.float32) if images is not None else None
+    extra = SWAP_INPUTS - (0 if real is None else len(real))
+    noise = torch.randn(extra, 3, size, size, generator=torch.Generator().manual_seed(0)).numpy()
+    return noise if real is None else np.concatenate([real, noise])
+
+
+def prepare_export(model: nn.Module, meta: UserModelMeta, images: np.ndarray | None, log=print) -> nn.Module:
+    """Our layers in place of theirs, verified on ``images`` (real, normalised) and random
+    inputs; returns the swapped copy (the original is left untouched) and records the
+    layers and the check in ``meta.config`` (the ONNX metadata's ``config``)."""
+    inputs = _inputs(meta, images)
+    plan = plan_swap(model, torch.from_numpy(inputs[:2]))
+    for r in plan.layers:
+        log(f"  {r.path or '(root)'}: {r.source} -> " + {"ours": f"kept ({r.to})", "mapped": r.to,
+                                                         "unused": f"not exported ({r.reason})"}[r.action])
+    if plan.aft_layers == 0:
+        log(f"warning: no AFT layer recognised in {meta.config.model_def} (ours, aft-pytorch, comvex.aft, "
+            f"labml-nn); it exports as plain ONNX ops, with no com.aft node")  # fmt: skip
+    swapped = apply_swap(model, plan)
+    with quiet_stdout():  # some public layers print on every call
+        want = TorchRunner(meta.path, loaded=(model, meta)).logits(inputs, SWAP_BATCH)
+        got = TorchRunner(meta.path, loaded=(swapped, meta)).logits(inputs, SWAP_BATCH)
+    check = swap_agreement(want, got)
+    check["real_inputs"] = 0 if images is None else min(len(images), SWAP_INPUTS)
+    if not check["passed"]:
+        raise AFTExportError(
+            f"the swapped model differs from the original: max abs {check['max_abs']:.3g} over images whose "
+            f"original logits are finite (limit {check['atol']:g}), {check['swapped_nonfinite_values']} "
+            f"non-finite values; nothing was written"
+        )
+    if plan.replacements:
+        log(f"swap verified on {check['inputs']} inputs ({check['real_inputs']} real): max abs "
+            f"{check['max_abs']:.3g} (limit {check['atol']:g})"
+            + (f"; the original overflows on {check['original_nonfinite_images']}, ours is finite"
+               if check["original_nonfinite_images"] else ""))  # fmt: skip
+    meta.config.variant = "+".join(plan.variants) or "none"
+    meta.config.swap = {**plan.to_dict(), "swap_check": check}
+    return swapped
