@@ -50,7 +50,7 @@ from torch import Tensor, nn
 
 from aft_export.errors import AFTExportError
 from aft_export.layers.aft import AFTConv, AFTFull, AFTLayer, AFTLocal, AFTSimple
-from aft_export.layers.cores import local_bias_mask
+from aft_export.layers.cores import local_band_from_dense, local_bias_mask
 
 AFT_PYTORCH = "aft_pytorch.aft_pytorch"
 COMVEX = "comvex.aft.model"
@@ -234,8 +234,8 @@ def _build(module: nn.Module, mod: str, name: str, path: str, call: Call) -> tup
         # AFTLocal: its forward rebuilds wbias with zeros outside |t - t'| < s; ours masks the same window
         ours = _with_projections(AFTLocal(module.dim, t, window=int(module.s)), module.to_q, module.to_k,
                                  module.to_v, module.project)  # fmt: skip
-        with torch.no_grad():
-            ours.w.copy_(module.wbias[:t, :t])
+        with torch.no_grad():  # the dense bias's window, as our banded (T, 1, 2s - 1) bias
+            ours.w.copy_(local_band_from_dense(module.wbias[:t, :t], ours.grid, ours.window))
         return ours, f"AFTLocal(dim={module.dim}, hidden={hidden}, T={t}, window={module.s})"
     if mod == COMVEX and name == "AFTGeneral":  # full: the only mode that passes _static_refusal
         t = _seq_len(call, path, source)
@@ -275,7 +275,7 @@ def _build(module: nn.Module, mod: str, name: str, path: str, call: Call) -> tup
         d = module.query.in_features
         ours = _with_projections(AFTLocal(d, t, window=s), module.query, module.key, module.value, module.output)
         with torch.no_grad():
-            ours.w.copy_(module.pos_bias[:t, :t])
+            ours.w.copy_(local_band_from_dense(module.pos_bias[:t, :t], ours.grid, ours.window))
         return SequenceFirst(ours), f"AFTLocal(dim={d}, T={t}, window={s}, sequence-first)"
     raise AssertionError(f"no builder for {mod}.{name}")  # pragma: no cover - _KNOWN and _build agree
 
