@@ -34,16 +34,20 @@ QUIET = dict(log=lambda *a: None)
 
 
 def _checkpoint(name: str, out: Path) -> Path:
-    """A checkpoint of the registered config with seeded random weights."""
+    """A checkpoint of the registered config with seeded random weights (and biases)."""
     import torch
 
     from aft_export import create_model
     from aft_export.checkpoint import save_checkpoint
 
-    path = out / f"{name}.pt"
+    path = out / f"{name}.random-biased.pt"  # seeded; the name changed when biases stopped being zero
     if not path.is_file():
         torch.manual_seed(0)
         model = create_model(name).eval()
+        with torch.no_grad():  # non-zero biases as after training: a zero bias exports as another graph
+            for m in model.modules():
+                if isinstance(m, torch.nn.Linear) and m.bias is not None:
+                    m.bias.normal_(0, 0.02)
         save_checkpoint(path, model, [f"class{i}" for i in range(model.cfg.num_classes)], model_name=name)
     return path
 

@@ -289,6 +289,13 @@ def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, con
     )  # fmt: skip
 
 
+# onnxsim would fuse a Linear's MatMul + Add (a trained, non-zero bias) into Reshape ->
+# Gemm -> Reshape. ONNX Runtime runs an int8 Gemm with a float bias in float (its QDQ
+# Gemm fusion needs an INT32 bias DequantizeLinear, which TensorRT refuses), while it
+# fuses DQ -> MatMul -> Add into one integer kernel; TensorRT fuses either form.
+KEEP_MATMUL_ADD = ("fuse_matmul_add_bias_into_gemm", "fuse_matmul_add_bias_into_gemm_batched")
+
+
 def _simplify(proto, images, opts: ExportOptions, info: ModelInfo):
     """onnxsim, checked against the unsimplified graph on the verification images."""
     before = len(proto.graph.node)
@@ -301,7 +308,7 @@ def _simplify(proto, images, opts: ExportOptions, info: ModelInfo):
             "simplification needs onnxsim: pip install onnxsim (or pass --no-simplify)"
         ) from None
     try:
-        simplified, ok = onnxsim.simplify(proto)
+        simplified, ok = onnxsim.simplify(proto, skipped_optimizers=list(KEEP_MATMUL_ADD))
         if not ok:
             raise RuntimeError("onnxsim's own check failed")
         check_graph(simplified)

@@ -28,6 +28,8 @@ def make_ckpt(path, name, seed=0):
                 m.beta.normal_(0, 1)
             if hasattr(m, "w") and isinstance(m.w, torch.nn.Parameter):
                 m.w.normal_(0, 1)
+            if isinstance(m, torch.nn.Linear) and m.bias is not None:
+                m.bias.normal_(0, 0.1)  # create_model zeroes them; onnxsim treats a zero bias differently
     n = model.cfg.num_classes
     save_checkpoint(path, model, [f"class{i}" for i in range(n)], model_name=name)
     return path
