@@ -88,9 +88,12 @@ def test_eval_counts_top1_top5_and_agreement_exactly(tmp_path):
     data = gray_image_folder(tmp_path / "data")
     first, flipped = lookup_onnx(tmp_path / "a.onnx", LOGITS), lookup_onnx(tmp_path / "b.onnx", FLIPPED)
     # batch size 3 does not divide 10: the last, short batch counts too
+    expected = [(10, TOP1, TOP5, 100.0), (10, TOP1_FLIPPED, TOP5_FLIPPED, AGREEMENT_FLIPPED)]
     rows = evaluate_artifacts([first, flipped], str(data), batch_size=3)
-    assert [(r["images"], r["top1"], r["top5"], r["agreement"]) for r in rows] == [
-        (10, TOP1, TOP5, 100.0), (10, TOP1_FLIPPED, TOP5_FLIPPED, AGREEMENT_FLIPPED)]  # fmt: skip
+    assert [(r["images"], r["top1"], r["top5"], r["agreement"]) for r in rows] == expected
+    # side by side (the pipeline's eval): the same rows in the same order, the reference first
+    rows = evaluate_artifacts([first, flipped, first], str(data), batch_size=3, workers=2)
+    assert [(r["images"], r["top1"], r["top5"], r["agreement"]) for r in rows] == expected + [(10, TOP1, TOP5, 100.0)]
 
 
 class TorchLookup(torch.nn.Module):
