@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,7 @@ from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write, sha256_file
 from aft_export.models.classifier import AFTClassifier, ModelConfig, count_params
 from aft_export.models.registry import get_config
-from aft_export.weights import ALLOWED_GLOBALS, select_state_dict
+from aft_export.weights import read_weights_file, select_state_dict
 
 FORMAT = "aft-export-checkpoint"
 FORMAT_VERSION = 1
@@ -114,41 +113,7 @@ def _check_plain(obj: Any, where: str) -> None:
 
 def _read(path: Path) -> Any:
     """Load a file with ``weights_only=True`` (or safetensors), with clear errors."""
-    if not path.exists():
-        raise AFTExportError(f"checkpoint {path} does not exist")
-    if path.is_dir():
-        raise AFTExportError(f"checkpoint {path} is a directory, not a file")
-    if path.stat().st_size == 0:
-        raise AFTExportError(f"checkpoint {path} is empty")
-    if path.suffix == ".safetensors":
-        try:
-            from safetensors.torch import load_file
-        except ImportError:
-            raise AFTExportError("reading .safetensors needs: pip install safetensors") from None
-        try:
-            return load_file(str(path))
-        except Exception as exc:  # safetensors raises its own error types
-            raise AFTExportError(f"checkpoint {path} is not a valid safetensors file: {exc}") from None
-    try:
-        with torch.serialization.safe_globals(list(ALLOWED_GLOBALS)):  # argparse.Namespace only (DeiT-style)
-            return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        text = str(exc)
-        if "Unsupported global" in text or "GLOBAL" in text:
-            raise AFTExportError(
-                f"refused to load {path}: it contains pickled Python objects, not only tensors "
-                f"and plain data; nothing was executed. Re-save it as a state_dict or safetensors"
-            ) from None
-        raise AFTExportError(
-            f"checkpoint {path} is corrupt or not a PyTorch file; re-download or re-save it"
-        ) from None
-    except Exception as exc:  # noqa: BLE001 - garbage bytes reach the unpickler's internals
-        # (IndexError from an empty stack, KeyError, struct errors...); the weights-only
-        # unpickler has executed nothing, so every failure here means "not a checkpoint".
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise AFTExportError(
-            f"checkpoint {path} is corrupt or truncated ({first}); re-download or re-save it"
-        ) from None
+    return read_weights_file(path, what="checkpoint")
 
 
 def _strip_prefixes(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

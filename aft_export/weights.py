@@ -49,17 +49,18 @@ class Selected:
     choice: bool = False  # True when the file held another state_dict (an EMA...) that was not taken
 
 
-def read_weights_file(path: str | Path) -> Any:
-    """The file's payload, from safetensors or ``torch.load(weights_only=True)``.
+def read_weights_file(path: str | Path, what: str = "weights file") -> Any:
+    """The file's payload, from safetensors or ``torch.load(weights_only=True)``; ``what``
+    names the file in errors (checkpoints are read here too).
 
     Pickled code is refused before anything runs, with the class it would have needed."""
     path = Path(path)
     if not path.exists():
-        raise AFTExportError(f"weights file {path} does not exist")
+        raise AFTExportError(f"{what} {path} does not exist")
     if path.is_dir():
-        raise AFTExportError(f"weights file {path} is a directory, not a file")
+        raise AFTExportError(f"{what} {path} is a directory, not a file")
     if path.stat().st_size == 0:
-        raise AFTExportError(f"weights file {path} is empty")
+        raise AFTExportError(f"{what} {path} is empty")
     if path.suffix == ".safetensors":
         try:
             from safetensors.torch import load_file
@@ -68,24 +69,24 @@ def read_weights_file(path: str | Path) -> Any:
         try:
             return load_file(str(path))
         except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types
-            raise AFTExportError(f"{path} is not a valid safetensors file: {exc}") from None
+            raise AFTExportError(f"{what} {path} is not a valid safetensors file: {exc}") from None
     try:
-        with torch.serialization.safe_globals(list(ALLOWED_GLOBALS)):
+        with torch.serialization.safe_globals(list(ALLOWED_GLOBALS)):  # argparse.Namespace only (DeiT-style)
             return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         text = str(exc)
         if "Unsupported global" in text or "GLOBAL" in text:
             found = re.search(r"GLOBAL ([\w.]+)", text)
-            what = f" ({found.group(1)})" if found else ""
+            needed = f" ({found.group(1)})" if found else ""
             raise AFTExportError(
-                f"refused to load {path}: it contains pickled Python objects{what}, not only tensors "
+                f"refused to load {path}: it contains pickled Python objects{needed}, not only tensors "
                 f"and plain data; nothing was executed. Re-save it as a state_dict or safetensors"
             ) from None
-        raise AFTExportError(f"{path} is corrupt or not a PyTorch file; re-download or re-save it") from None
+        raise AFTExportError(f"{what} {path} is corrupt or not a PyTorch file; re-download or re-save it") from None
     except Exception as exc:  # noqa: BLE001 - garbage reaches the unpickler's internals (IndexError,
         # KeyError, struct errors...); the weights-only unpickler has executed nothing
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise AFTExportError(f"{path} is corrupt or truncated ({first}); re-download or re-save it") from None
+        raise AFTExportError(f"{what} {path} is corrupt or truncated ({first}); re-download or re-save it") from None
 
 
 def _is_state(obj: Any) -> bool:
