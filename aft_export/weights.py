@@ -192,6 +192,9 @@ def load_weights(model: torch.nn.Module, path: str | Path, key: str | None = Non
     selected = select_state_dict(read_weights_file(path), path, key)
     expected = model.state_dict()
     state = strip_prefixes(selected.state, set(expected))
+    for name, module in model.named_modules():  # our layers' layouts of earlier releases (AFT-local's dense bias)
+        if hasattr(module, "upgrade_state"):
+            module.upgrade_state(state, f"{name}." if name else "")
     problems = fit_problems(expected, state)
     if problems:
         where = f"{path}" + (f" (key {selected.key!r})" if selected.key else "")

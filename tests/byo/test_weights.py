@@ -163,3 +163,27 @@ def test_registry_checkpoints_in_deit_layout_load_too(tmp_path):
     x = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
         assert torch.equal(loaded(x), model(x))
+
+
+def test_our_aft_local_weights_of_earlier_releases_are_converted(tmp_path):
+    """A user model with our AFTLocal, trained before the banded operator, saved its bias
+    as a dense (T, T) matrix; it loads as the band (the window's entries, the rest was
+    masked out and never used)."""
+    from aft_export.layers import AFTLocal
+    from aft_export.layers.cores import local_band_from_dense
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.local = AFTLocal(8, num_tokens=6, window=2)
+
+    torch.manual_seed(0)
+    old = {k: v.clone() for k, v in Net().state_dict().items()}
+    old["local.w"] = torch.randn(6, 6)
+    torch.save({"model": old}, tmp_path / "old.pth")
+    model = Net()
+    load_weights(model, tmp_path / "old.pth")
+    assert model.local.w.shape == (6, 1, 3)
+    assert torch.equal(model.local.w.detach(), local_band_from_dense(old["local.w"], (1, 6), 2))
+    # the window |t - t'| < 2 of the dense matrix, offset by offset
+    assert model.local.w[3, 0, 0] == old["local.w"][3, 2] and model.local.w[3, 0, 2] == old["local.w"][3, 4]
