@@ -126,11 +126,8 @@ def aft_local_core(q: Tensor, k: Tensor, v: Tensor, w: Tensor, grid: tuple[int, 
     xsum = xp.sum(dim=(0, 1))  # (B * 2d,): the global sums
 
     # which window offsets of each grid row / column stay on the grid
-    sr, sc = (kr + 1) // 2, (kc + 1) // 2
-    src_r = torch.arange(h, device=v.device)[:, None] + torch.arange(1 - sr, sr, device=v.device)
-    src_c = torch.arange(wd, device=v.device)[:, None] + torch.arange(1 - sc, sc, device=v.device)
-    ok_r = ((src_r >= 0) & (src_r < h)).to(w.dtype)  # (H, Kr)
-    ok_c = ((src_c >= 0) & (src_c < wd)).to(w.dtype)  # (W, Kc)
+    ok_r = _window_sources(h, (kr + 1) // 2, v.device)[1].to(w.dtype)  # (H, Kr)
+    ok_c = _window_sources(wd, (kc + 1) // 2, v.device)[1].to(w.dtype)  # (W, Kc)
     w4 = w.reshape(h, wd, kr, kc)
 
     q4 = q.reshape(b, h, wd, d)
@@ -211,9 +208,9 @@ def local_tiling(grid: tuple[int, int], reach: tuple[int, int]):
     h, w = grid
     sr, sc = reach
     best = None
-    for rr in sorted({*range(max(sr - 1, 1), h + 1)}):
+    for rr in range(max(sr - 1, 1), h + 1):
         ar = _axis_tiling(h, sr - 1, rr)
-        for cc in sorted({*range(max(sc - 1, 1), w + 1)}):
+        for cc in range(max(sc - 1, 1), w + 1):
             ac = _axis_tiling(w, sc - 1, cc)
             targets = ar[0] * ar[1] * ac[0] * ac[1]
             cost = targets * (ar[2] * ac[2] + _TILE_TARGET_COST) + ar[0] * ac[0] * _TILE_COST
@@ -230,14 +227,18 @@ def skew(x: Tensor) -> Tensor:
     return x.reshape(*lead, r, length)
 
 
+def _window_sources(size: int, reach: int, device=None) -> tuple[Tensor, Tensor]:
+    """Along one grid axis: the source position of each target's window offset
+    ``-(reach - 1) .. reach - 1``, ``(size, 2 reach - 1)``, and whether it is on the grid."""
+    src = torch.arange(size, device=device)[:, None] + torch.arange(1 - reach, reach, device=device)
+    return src, (src >= 0) & (src < size)
+
+
 def local_band_valid(grid: tuple[int, int], window: int) -> Tensor:
     """(T, 2 sr - 1, 2 sc - 1) float mask: 1 where a target's window offset stays on the grid."""
     h, w = grid
     sr, sc = min(window, h), min(window, w)
-    rows = torch.arange(h)[:, None] + torch.arange(-(sr - 1), sr)  # (H, Kr): source row
-    cols = torch.arange(w)[:, None] + torch.arange(-(sc - 1), sc)  # (W, Kc)
-    ok_r = (rows >= 0) & (rows < h)
-    ok_c = (cols >= 0) & (cols < w)
+    ok_r, ok_c = _window_sources(h, sr)[1], _window_sources(w, sc)[1]
     valid = ok_r[:, None, :, None] & ok_c[None, :, None, :]  # (H, W, Kr, Kc)
     return valid.reshape(h * w, 2 * sr - 1, 2 * sc - 1).float()
 
@@ -248,8 +249,8 @@ def local_band_from_dense(w: Tensor, grid: tuple[int, int], window: int) -> Tens
     used (they were masked) and are dropped; offsets off the grid become 0."""
     h, wd = grid
     sr, sc = min(window, h), min(window, wd)
-    rows = (torch.arange(h)[:, None] + torch.arange(-(sr - 1), sr)).clamp(0, h - 1)  # (H, Kr)
-    cols = (torch.arange(wd)[:, None] + torch.arange(-(sc - 1), sc)).clamp(0, wd - 1)  # (W, Kc)
+    rows = _window_sources(h, sr)[0].clamp(0, h - 1)  # (H, Kr)
+    cols = _window_sources(wd, sc)[0].clamp(0, wd - 1)  # (W, Kc)
     src = rows[:, None, :, None] * wd + cols[None, :, None, :]  # (H, W, Kr, Kc)
     band = w.gather(1, src.reshape(h * wd, -1)).reshape(h * wd, 2 * sr - 1, 2 * sc - 1)
     return band * local_band_valid(grid, window).to(band.dtype)
