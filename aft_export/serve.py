@@ -192,7 +192,9 @@ def serve(artifacts: list[str], opts: ServeOptions | None = None, log=print, sto
         host = f"[{opts.host}]" if ":" in opts.host else opts.host
         served = Served(specs, f"http://{host}:{opts.http_port}", f"{host}:{opts.grpc_port}",
                         f"http://{host}:{opts.metrics_port}/metrics")  # fmt: skip
-        names = ", ".join(f"{s.name} and {s.image_model}" for s in specs)
+        names = ", ".join(f"{s.name} and {s.image_model} ("
+                          + (f"fixed batch {s.fixed_batch}" if s.fixed_batch else f"batches up to {s.max_batch}") + ")"
+                          for s in specs)  # fmt: skip
         log(f"serving {names}: HTTP {served.http}, gRPC {served.grpc}, metrics {served.metrics} "
             f"(Ctrl+C or SIGTERM stops)")  # fmt: skip
         sys.stdout.flush()

@@ -106,7 +106,8 @@ def describe(path: str | Path, max_batch: int | None = None) -> ServedModel:
     """What Triton needs to know of an ONNX file or an engine (with its manifest), read
     without running it. ``max_batch``: the largest batch to serve (default
     :data:`DEFAULT_MAX_BATCH` for a dynamic-batch ONNX file, the profile's maximum for an
-    engine); refused for a fixed-batch export, and above an engine's profile."""
+    engine); ignored for a fixed-batch export (served without batching), refused above an
+    engine's profile."""
     path = Path(path)
     if not path.is_file():
         raise AFTExportError(f"artifact {path} does not exist")
@@ -123,10 +124,7 @@ def _batching(path: Path, batch: tuple[int, int], max_batch: int | None, where: 
     """(fixed batch or None, max_batch_size) from the artifact's batch range (lo, hi; hi -1
     for unbounded)."""
     lo, hi = batch
-    if hi != -1 and lo == hi:  # a fixed batch: no batching, whatever was asked
-        if max_batch is not None and max_batch != lo:
-            raise AFTExportError(f"{path} takes exactly {lo} images per run ({where}), so it is served without "
-                                 f"batching; leave out --max-batch")  # fmt: skip
+    if hi != -1 and lo == hi:  # a fixed batch: no batching (--max-batch is for the others)
         return lo, 0
     if lo > 1:
         raise AFTExportError(f"{path}: its smallest batch is {lo} ({where}) but Triton's dynamic batcher sends "

@@ -1,0 +1,173 @@
+"""A real Triton server for the serving tests: ``aft-export serve`` as a subprocess on free
+loopback ports, waits with bounds, and what /proc says about its processes and sockets.
+
+The serve extra (nvidia-pytriton, tritonclient) is installed by CI (.ci/run), so there a
+missing one fails; elsewhere the tests that need it are skipped with the install line.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, in_ci
+
+INSTALL = "pip install -e '.[serve]'"
+START_TIMEOUT = 90  # seconds for Triton and its models to be ready (2 shared cores)
+STOP_TIMEOUT = 45  # SIGINT to exit: Triton drains, then PyTriton stops its processes
+
+
+def need(name: str):
+    """The module; where it is missing a skip with the install line, under CI a failure."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        reason = f"needs {name} ({type(exc).__name__}: {exc}): {INSTALL}"
+        if in_ci():
+            pytest.fail(f"{reason}; CI installs the serve extra, so this fails instead of skipping (unset CI to "
+                        f"skip locally)", pytrace=False)  # fmt: skip
+        pytest.skip(reason)
+
+
+def free_ports(n: int = 3) -> list[int]:
+    """Ports free on 127.0.0.1 now (the kernel's choice, so a rerun does not collide)."""
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def children(pid: int) -> set[int]:
+    """Every descendant of ``pid`` alive now, from /proc."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def cmdline(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+
+
+def listening(pids: set[int]) -> list[tuple[str, int]]:
+    """(address, port) of every TCP socket in LISTEN state that one of ``pids`` holds."""
+    inodes = set()
+    for pid in pids:
+        try:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue
+    found = []
+    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+        for line in Path(table).read_text().splitlines()[1:]:
+            parts = line.split()
+            if parts[3] != "0A" or parts[9] not in inodes:  # 0A: LISTEN
+                continue
+            hexaddr, hexport = parts[1].split(":")
+            if width == 8:
+                addr = socket.inet_ntop(socket.AF_INET, bytes.fromhex(hexaddr)[::-1])
+            else:
+                words = [bytes.fromhex(hexaddr[i : i + 8])[::-1] for i in range(0, 32, 8)]
+                addr = socket.inet_ntop(socket.AF_INET6, b"".join(words))
+            found.append((addr, int(hexport, 16)))
+    return found
+
+
+class Server:
+    """``aft-export serve ARTIFACT...`` on free loopback ports; its output goes to a log file."""
+
+    def __init__(self, artifacts, log: Path, *extra: str) -> None:
+        self.http_port, self.grpc_port, self.metrics_port = free_ports()
+        self.log = log
+        self.args = [sys.executable, "-m", "aft_export.cli", "serve", *map(str, artifacts), "--http-port",
+                     str(self.http_port), "--grpc-port", str(self.grpc_port), "--metrics-port", str(self.metrics_port),
+                     *extra]  # fmt: skip
+        self.proc: subprocess.Popen | None = None
+        self.pids: set[int] = set()
+
+    @property
+    def url(self) -> str:
+        return f"127.0.0.1:{self.http_port}"
+
+    def start(self, models: list[str]) -> Server:
+        """Start it and wait (at most START_TIMEOUT) until every one of ``models`` is ready."""
+        import tritonclient.http as httpclient
+
+        self.proc = subprocess.Popen(self.args, stdout=self.log.open("w"), stderr=subprocess.STDOUT, cwd=REPO,
+                                     start_new_session=True)  # fmt: skip
+        deadline = time.monotonic() + START_TIMEOUT
+        with httpclient.InferenceServerClient(self.url) as client:
+            while True:
+                if self.proc.poll() is not None:
+                    raise AssertionError(f"aft-export serve exited with {self.proc.returncode}:\n{self.tail()}")
+                try:
+                    if all(client.is_model_ready(m) for m in models):
+                        break
+                except Exception:  # noqa: BLE001 - not listening yet
+                    pass
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"not ready after {START_TIMEOUT}s:\n{self.tail()}")
+                time.sleep(0.25)
+        self.pids = children(self.proc.pid)
+        return self
+
+    def tail(self, n: int = 40) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+
+    def interrupt(self, timeout: float = STOP_TIMEOUT) -> int:
+        """SIGINT, as Ctrl+C sends it to the command (not to its children); the exit code."""
+        self.proc.send_signal(signal.SIGINT)
+        return self.proc.wait(timeout=timeout)
+
+    def stop(self) -> None:
+        """Whatever happened: SIGINT, then SIGKILL to the whole session if it hangs."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                self.interrupt()
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        for pid in self.pids:  # anything left behind by a failed test
+            if alive(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
