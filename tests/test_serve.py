@@ -20,7 +20,7 @@ from aft_export.export.exporter import ExportOptions, export_checkpoint
 from aft_export.runners import OrtRunner
 from aft_export.tritonspec import topk
 from tests.export.test_exporter import make_ckpt
-from tests.servekit import Server, cmdline, listening, need
+from tests.servekit import STOP_TIMEOUT, Server, alive, cmdline, listening, need
 
 MAX_BATCH = 8
 QUIET = dict(log=lambda *a: None)
@@ -275,3 +275,15 @@ def test_python_backend_stub_runs_on_this_interpreters_libpython(server):
     triton = next(p for p in server.pids if Path(cmdline(p)[0]).name == "tritonserver")
     env = dict(v.split("=", 1) for v in Path(f"/proc/{triton}/environ").read_bytes().decode().split("\0") if "=" in v)
     assert env["LD_LIBRARY_PATH"].split(":")[0] == libdir
+
+
+def test_sigterm_stops_the_server_and_every_process_it_started(server):
+    """Last in this module (it ends the module's server): SIGTERM, as a process manager
+    sends it, stops it as SIGINT does (tests/test_serve_stop.py drains a request there)."""
+    import signal
+
+    family = server.pids | {server.proc.pid}
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.proc.wait(timeout=STOP_TIMEOUT) == 0, server.tail()
+    assert "stopping: finishing the requests in flight" in server.log.read_text()
+    assert sorted(p for p in family if alive(p)) == []
