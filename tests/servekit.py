@@ -120,6 +120,7 @@ class Server:
                      *extra]  # fmt: skip
         self.proc: subprocess.Popen | None = None
         self.pids: set[int] = set()
+        self.env: dict | None = None  # None: this process's environment
 
     @property
     def url(self) -> str:
@@ -130,7 +131,7 @@ class Server:
         import tritonclient.http as httpclient
 
         self.proc = subprocess.Popen(self.args, stdout=self.log.open("w"), stderr=subprocess.STDOUT, cwd=REPO,
-                                     start_new_session=True)  # fmt: skip
+                                     env=self.env, start_new_session=True)  # fmt: skip
         deadline = time.monotonic() + START_TIMEOUT
         with httpclient.InferenceServerClient(self.url) as client:
             while True:
@@ -171,3 +172,35 @@ class Server:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
+
+
+class TritonBinary(Server):
+    """The ``tritonserver`` 2.51 binary PyTriton ships, on a model repository of our own
+    (``aft-export triton-repo``'s), laid out as PyTriton lays it out: the binaries copied
+    with the Python backend stub for this interpreter, PyTriton's libraries and this
+    interpreter's libpython on LD_LIBRARY_PATH (aft_export.serve.python_backend_env). It has
+    the Python backend and ensembles, not the ONNX Runtime or TensorRT backends."""
+
+    def __init__(self, repository: Path, workspace: Path) -> None:
+        import shutil
+
+        from pytriton.utils.distribution import get_libs_path, get_root_module_path, get_stub_path
+
+        from aft_export.serve import python_backend_env
+
+        super().__init__([], workspace / "tritonserver.log")
+        root = workspace / "tritonserver"
+        shutil.copytree(get_root_module_path() / "tritonserver", root,
+                        ignore=shutil.ignore_patterns("python_backend_stubs"))  # fmt: skip
+        version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        shutil.copy(get_stub_path(version), root / "backends" / "python" / "triton_python_backend_stub")
+        self.env = python_backend_env()
+        self.env["LD_LIBRARY_PATH"] += os.pathsep + str(get_libs_path())
+        self.env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + self.env.get("PATH", "")  # the stub's python
+        self.args = [str(root / "bin" / "tritonserver"), f"--model-repository={repository}",
+                     f"--backend-directory={root / 'backends'}", f"--cache-directory={root / 'caches'}",
+                     "--http-address=127.0.0.1", f"--http-port={self.http_port}", "--grpc-address=127.0.0.1",
+                     f"--grpc-port={self.grpc_port}", "--metrics-address=127.0.0.1",
+                     f"--metrics-port={self.metrics_port}", "--exit-timeout-secs=10", "--log-verbose=0",
+                     "--backend-config=python,shm-default-byte-size=4194304",
+                     "--backend-config=python,shm-growth-byte-size=1048576"]  # fmt: skip
