@@ -150,7 +150,8 @@ def _runners(spec: ServedModel, opts: ServeOptions) -> list:
     return runners
 
 
-def serve(artifacts: list[str], opts: ServeOptions | None = None, log=print, stop: threading.Event | None = None) -> Served:
+def serve(artifacts: list[str], opts: ServeOptions | None = None, log=print,
+          stop: threading.Event | None = None) -> Served:
     """Serve ``artifacts`` until SIGINT or SIGTERM (or ``stop`` is set); returns once every
     process it started has ended. Raises :class:`AFTExportError` for bad input, before
     anything listens."""
@@ -181,7 +182,7 @@ def serve(artifacts: list[str], opts: ServeOptions | None = None, log=print, sto
             outputs = [Tensor(name=spec.output_name, dtype=np.float32, shape=tuple(spec.batched(len(spec.classes)))),
                        Tensor(name=TOPK_INDEX, dtype=np.int64, shape=tuple(spec.batched(k))),
                        Tensor(name=TOPK_LABEL, dtype=bytes, shape=tuple(spec.batched(k)))]  # fmt: skip
-            batcher = DynamicBatcher(max_queue_delay_microseconds=opts.queue_delay_us) if spec.fixed_batch is None else None
+            batcher = None if spec.fixed_batch else DynamicBatcher(max_queue_delay_microseconds=opts.queue_delay_us)
             triton.bind(model_name=spec.name, infer_func=[tensor_function(spec, r, k) for r in tensors],
                         inputs=[Tensor(name=spec.input_name, dtype=np.float32, shape=tuple(spec.dims))],
                         outputs=outputs, config=ModelConfig(batcher=batcher, **batching))  # fmt: skip

@@ -83,8 +83,8 @@ def _instances(count: int, kind: str) -> str:
 
 
 def _outputs(spec: ServedModel, k: int) -> list[tuple[str, str, list[int]]]:
-    return [(spec.output_name, "TYPE_FP32", spec.batched(len(spec.classes))), (TOPK_INDEX, "TYPE_INT64", spec.batched(k)),
-            (TOPK_LABEL, "TYPE_STRING", spec.batched(k))]  # fmt: skip
+    return [(spec.output_name, "TYPE_FP32", spec.batched(len(spec.classes))),
+            (TOPK_INDEX, "TYPE_INT64", spec.batched(k)), (TOPK_LABEL, "TYPE_STRING", spec.batched(k))]
 
 
 def net_config(spec: ServedModel, opts: TritonRepoOptions) -> str:
@@ -156,7 +156,8 @@ def preprocess_source(spec: ServedModel) -> str:
         f"SIZE = {spec.input_size[1]}\nMEAN = np.array({list(spec.mean)}, dtype=np.float32).reshape(3, 1, 1)\n"
         f"STD = np.array({list(spec.std)}, dtype=np.float32).reshape(3, 1, 1)\n"
         f'INPUT = "{IMAGE_INPUT}"\nOUTPUT = "{PREPROCESSED}"\n\n\n',
-        "class AFTExportError(Exception):\n    \"\"\"An image that cannot be decoded (the name aft-export's decoder raises).\"\"\"\n\n\n",
+        "class AFTExportError(Exception):\n"
+        "    \"\"\"An image that cannot be decoded (the name aft-export's decoder raises).\"\"\"\n\n\n",
         inspect.getsource(data.square_crop), "\n\n", inspect.getsource(data.load_image), "\n\n",
         '''def preprocess(encoded: bytes) -> np.ndarray:
     """One encoded image -> float32 (3, SIZE, SIZE), as aft-export's eval preprocesses it."""
@@ -173,7 +174,8 @@ class TritonPythonModel:
             try:
                 x = np.stack([preprocess(bytes(b)) for b in encoded.reshape(-1)])
             except Exception as exc:  # noqa: BLE001 - any decoding failure is this request's error
-                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(f"{type(exc).__name__}: {exc}")))
+                error = pb_utils.TritonError(f"{type(exc).__name__}: {exc}")
+                responses.append(pb_utils.InferenceResponse(error=error))
                 continue
             x = x.reshape(encoded.shape[:-1] + x.shape[1:])
             responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(OUTPUT, x)]))
@@ -224,12 +226,14 @@ def _container_line(spec: ServedModel) -> str:
             f"{version} (unless built `--version-compatible`): aft-export's table of containers has no such release "
             f"yet, so pick the `-py3` release with TensorRT {version} from NVIDIA's Frameworks Support Matrix "
             f"({TRITON_CONTAINERS_SOURCE}) and check it with "
-            f"`docker run --rm nvcr.io/nvidia/tritonserver:<release>-py3 bash -c 'ls /usr/lib/*-linux-gnu/libnvinfer.so.*'`.")
+            f"`docker run --rm nvcr.io/nvidia/tritonserver:<release>-py3 "
+            f"bash -c 'ls /usr/lib/*-linux-gnu/libnvinfer.so.*'`.")
 
 
 def readme(specs: list[ServedModel], opts: TritonRepoOptions) -> str:
     gpu = any(s.kind == "engine" for s in specs) or opts.device == "gpu"
-    engine_tags = {c for s in specs if s.kind == "engine" for c, _, _ in containers_for_tensorrt(s.manifest.get("tensorrt") or "")}
+    engine_tags = {c for s in specs if s.kind == "engine"
+                   for c, _, _ in containers_for_tensorrt(s.manifest.get("tensorrt") or "")}  # fmt: skip
     release = ONNX_CONTAINER if not any(s.kind == "engine" for s in specs) else (
         next(iter(engine_tags)) if len(engine_tags) == 1 else "<release>")
     models = []

@@ -116,7 +116,8 @@ def describe(path: str | Path, max_batch: int | None = None) -> ServedModel:
         return _describe_onnx(path, max_batch)
     if suffix in ENGINE_SUFFIXES:
         return _describe_engine(path, max_batch)
-    raise AFTExportError(f"{path}: Triton serves ONNX files (.onnx) and TensorRT engines ({', '.join(ENGINE_SUFFIXES)}); "
+    raise AFTExportError(f"{path}: Triton serves ONNX files (.onnx) and TensorRT engines "
+                         f"({', '.join(ENGINE_SUFFIXES)}); "
                          f"export a checkpoint first: aft-export export CKPT -o model.onnx")  # fmt: skip
 
 

@@ -7,7 +7,9 @@ missing one fails; elsewhere the tests that need it are skipped with the install
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
 import os
 import signal
 import socket
@@ -23,6 +25,9 @@ from tests.conftest import REPO, in_ci
 INSTALL = "pip install -e '.[serve]'"
 START_TIMEOUT = 90  # seconds for Triton and its models to be ready (2 shared cores)
 STOP_TIMEOUT = 45  # SIGINT to exit: Triton drains, then PyTriton stops its processes
+
+
+ENGINE_PROFILE_MAX = 16
 
 
 def need(name: str):
@@ -204,3 +209,24 @@ class TritonBinary(Server):
                      f"--metrics-port={self.metrics_port}", "--exit-timeout-secs=10", "--log-verbose=0",
                      "--backend-config=python,shm-default-byte-size=4194304",
                      "--backend-config=python,shm-growth-byte-size=1048576"]  # fmt: skip
+
+
+def engine_with_manifest(root: Path, onnx_path: Path, name: str, library: str | None = None) -> Path:
+    """An engine file's manifest as aft-export build writes it. The bytes are not an engine:
+    nothing here runs it (no TensorRT here); the repository only copies it and reads the
+    manifest."""
+    import onnx
+
+    meta = {p.key: p.value for p in onnx.load(onnx_path).metadata_props}
+    engine = root / name
+    engine.write_bytes(b"not an engine: only its manifest is read" + name.encode())
+    manifest = {"engine_sha256": hashlib.sha256(engine.read_bytes()).hexdigest(), "tensorrt": "10.8.0.43",
+                "cuda": "12.8", "gpu": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "precision": "int8",
+                "build_options": {}, "onnx": onnx_path.name,
+                "input": {"name": "image", "min": [1, 3, 32, 32], "opt": [8, 3, 32, 32],
+                          "max": [ENGINE_PROFILE_MAX, 3, 32, 32]},
+                "model": {k: meta[k] for k in ("classes", "input_size", "mean", "std", "source_sha256")}}  # fmt: skip
+    if library:
+        manifest["library"] = library
+    (root / (name + ".json")).write_text(json.dumps(manifest))
+    return engine

@@ -92,7 +92,8 @@ def _assert_topk(result, logits, classes):
     idx = result.as_numpy("topk_index")
     assert idx.dtype == np.int64 and idx.shape == (len(logits), 5)
     assert (idx == topk(logits, 5)).all()
-    assert [[s.decode() for s in row] for row in result.as_numpy("topk_label")] == [[classes[i] for i in r] for r in idx]
+    labels = [[s.decode() for s in row] for row in result.as_numpy("topk_label")]
+    assert labels == [[classes[i] for i in r] for r in idx]
 
 
 def test_served_logits_equal_the_artifacts_own_onnx_runtime_logits(server, reference):

@@ -103,13 +103,15 @@ def test_a_port_in_use_is_one_line_and_exit_2(onnx_file):
         port = taken.getsockname()[1]
         result = CliRunner().invoke(main, ["serve", str(onnx_file), "--http-port", str(port)])
     assert result.exit_code == 2
-    assert result.output.strip() == f"error: port {port} on 127.0.0.1 (http) is in use; choose another with --http-port"
+    assert result.output.strip() == (f"error: port {port} on 127.0.0.1 (http) is in use; choose another with "
+                                     f"--http-port")
 
 
 def test_a_missing_artifact_is_one_line_and_exit_2(tmp_path):
     need("pytriton")
     result = CliRunner().invoke(main, ["serve", str(tmp_path / "nope.onnx")])
-    assert result.exit_code == 2 and result.output.strip() == f"error: artifact {tmp_path / 'nope.onnx'} does not exist"
+    assert result.exit_code == 2
+    assert result.output.strip() == f"error: artifact {tmp_path / 'nope.onnx'} does not exist"
 
 
 def test_a_missing_serve_extra_is_one_line_and_exit_2(onnx_file):

@@ -7,7 +7,6 @@ aft-export's runner)."""
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import io
 import json
@@ -30,10 +29,9 @@ from aft_export.options import TritonRepoOptions
 from aft_export.runners import OrtRunner
 from aft_export.tritonrepo import write_repository
 from tests.export.test_exporter import make_ckpt
-from tests.servekit import TritonBinary, need
+from tests.servekit import ENGINE_PROFILE_MAX, TritonBinary, engine_with_manifest, need
 
 QUIET = dict(log=lambda *a: None)
-ENGINE_PROFILE_MAX = 16
 
 
 @pytest.fixture(scope="module")
@@ -43,28 +41,7 @@ def artifacts(tmp_path_factory):
     dynamic, fixed = root / "full.onnx", root / "full.b2.onnx"
     export_checkpoint(ckpt, dynamic, ExportOptions(verify_images=0), **QUIET)
     export_checkpoint(ckpt, fixed, ExportOptions(verify_images=0, batch="2"), **QUIET)
-    return {"dynamic": dynamic, "fixed": fixed, "engine": _engine(root, dynamic, "full.int8.engine")}
-
-
-def _engine(root: Path, onnx_path: Path, name: str, library: str | None = None) -> Path:
-    """An engine file's manifest as aft-export build writes it. The bytes are not an engine:
-    nothing here runs it (no TensorRT here); the repository only copies it and reads the
-    manifest."""
-    import onnx
-
-    meta = {p.key: p.value for p in onnx.load(onnx_path).metadata_props}
-    engine = root / name
-    engine.write_bytes(b"not an engine: only its manifest is read" + name.encode())
-    manifest = {"engine_sha256": hashlib.sha256(engine.read_bytes()).hexdigest(), "tensorrt": "10.8.0.43",
-                "cuda": "12.8", "gpu": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "precision": "int8",
-                "build_options": {}, "onnx": onnx_path.name,
-                "input": {"name": "image", "min": [1, 3, 32, 32], "opt": [8, 3, 32, 32],
-                          "max": [ENGINE_PROFILE_MAX, 3, 32, 32]},
-                "model": {k: meta[k] for k in ("classes", "input_size", "mean", "std", "source_sha256")}}  # fmt: skip
-    if library:
-        manifest["library"] = library
-    (root / (name + ".json")).write_text(json.dumps(manifest))
-    return engine
+    return {"dynamic": dynamic, "fixed": fixed, "engine": engine_with_manifest(root, dynamic, "full.int8.engine")}
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +70,7 @@ def test_every_config_parses_with_tritons_schema_and_matches_its_artifact(repo, 
     assert set(configs) == {n + s for n in names for s in ("", "_image", "_net", "_pre", "_topk")}
     for name, config in configs.items():
         assert config.name == name and (repo / name / "1").is_dir()
-    fp32, string, i64 = pb.DataType.Value("TYPE_FP32"), pb.DataType.Value("TYPE_STRING"), pb.DataType.Value("TYPE_INT64")
+    fp32, string, i64 = (pb.DataType.Value(t) for t in ("TYPE_FP32", "TYPE_STRING", "TYPE_INT64"))
     gpu, cpu = pb.ModelInstanceGroup.Kind.Value("KIND_GPU"), pb.ModelInstanceGroup.Kind.Value("KIND_CPU")
     expect = {"full": (32, [], "onnxruntime_onnx", "model.onnx", artifacts["dynamic"]),
               "full_b2": (0, [2], "onnxruntime_onnx", "model.onnx", artifacts["fixed"]),
@@ -154,7 +131,7 @@ def test_readme_names_the_engines_tensorrt_and_where_to_find_its_container(repo,
 
 @pytest.mark.parametrize("name,library", [("m.rtx.engine", None), ("m.engine", "tensorrt-rtx")])
 def test_tensorrt_rtx_engines_are_refused(artifacts, tmp_path, name, library):
-    engine = _engine(tmp_path, artifacts["dynamic"], name, library)
+    engine = engine_with_manifest(tmp_path, artifacts["dynamic"], name, library)
     with pytest.raises(AFTExportError, match="TensorRT-RTX engine"):
         write_repository([str(engine)], tmp_path / "out")
     assert not (tmp_path / "out").exists()
@@ -188,7 +165,8 @@ def test_cli_writes_the_repository_and_refuses_bad_input_with_exit_2(artifacts, 
     assert net.max_batch_size == 4 and net.instance_group[0].kind == pb.ModelInstanceGroup.Kind.Value("KIND_CPU")
     assert list(_config(tmp_path / "r" / "full_topk" / "config.pbtxt").output[0].dims) == [3]
     result = CliRunner().invoke(main, ["triton-repo", str(artifacts["dynamic"]), "-o", str(tmp_path / "r")])
-    assert result.exit_code == 2 and result.output.startswith("error: directory") and len(result.output.splitlines()) == 1
+    assert result.exit_code == 2 and result.output.startswith("error: directory")
+    assert len(result.output.splitlines()) == 1
 
 
 def _load_module(path: Path, name: str):
