@@ -338,12 +338,15 @@ def check_artifacts(specs: list[ServedModel], opts: TritonRepoOptions) -> None:
         raise AFTExportError(f"two artifacts would share the model directory {twice[0]}; rename one")
 
 
-def write_repository(artifacts: list[str], out: str | Path, opts: TritonRepoOptions | None = None) -> RepoResult:
-    """Write the repository for ``artifacts`` at ``out`` (see the module doc)."""
+def write_repository(artifacts: list[str], out: str | Path, opts: TritonRepoOptions | None = None,
+                     names: dict[str, str] | None = None) -> RepoResult:
+    """Write the repository for ``artifacts`` at ``out`` (see the module doc). ``names``:
+    model names by artifact path, where the file names would not do (the pipeline's
+    ``model.onnx`` and ``model.engine``)."""
     opts = opts or TritonRepoOptions()
     if not artifacts:
         raise AFTExportError("give one or more ONNX files or engines")
-    specs = [describe(a, opts.max_batch) for a in artifacts]
+    specs = [describe(a, opts.max_batch, (names or {}).get(str(a))) for a in artifacts]
     check_artifacts(specs, opts)
     if opts.device == "cpu" and any(s.kind == "engine" for s in specs):
         raise AFTExportError("--device cpu: TensorRT engines run on the GPU only; leave it out or give ONNX files")

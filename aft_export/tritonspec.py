@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -102,23 +102,22 @@ def _dim(d) -> int:
     return d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1
 
 
-def describe(path: str | Path, max_batch: int | None = None) -> ServedModel:
+def describe(path: str | Path, max_batch: int | None = None, name: str | None = None) -> ServedModel:
     """What Triton needs to know of an ONNX file or an engine (with its manifest), read
     without running it. ``max_batch``: the largest batch to serve (default
     :data:`DEFAULT_MAX_BATCH` for a dynamic-batch ONNX file, the profile's maximum for an
     engine); ignored for a fixed-batch export (served without batching), refused above an
-    engine's profile."""
+    engine's profile. ``name``: the Triton model name (default :func:`model_name`)."""
     path = Path(path)
     if not path.is_file():
         raise AFTExportError(f"artifact {path} does not exist")
     suffix = path.suffix.lower()
-    if suffix == ".onnx":
-        return _describe_onnx(path, max_batch)
-    if suffix in ENGINE_SUFFIXES:
-        return _describe_engine(path, max_batch)
-    raise AFTExportError(f"{path}: Triton serves ONNX files (.onnx) and TensorRT engines "
-                         f"({', '.join(ENGINE_SUFFIXES)}); "
-                         f"export a checkpoint first: aft-export export CKPT -o model.onnx")  # fmt: skip
+    if suffix != ".onnx" and suffix not in ENGINE_SUFFIXES:
+        raise AFTExportError(f"{path}: Triton serves ONNX files (.onnx) and TensorRT engines "
+                             f"({', '.join(ENGINE_SUFFIXES)}); export a checkpoint first: aft-export export CKPT "
+                             f"-o model.onnx")  # fmt: skip
+    spec = _describe_onnx(path, max_batch) if suffix == ".onnx" else _describe_engine(path, max_batch)
+    return spec if name is None else replace(spec, name=name)
 
 
 def _batching(path: Path, batch: tuple[int, int], max_batch: int | None, where: str) -> tuple[int | None, int]:

@@ -311,3 +311,21 @@ def test_in_the_real_triton_a_bad_image_fails_only_its_own_request(live, cifar10
     failed = {i: str(r) for i, r in results.items() if isinstance(r, Exception)}
     assert len(results) == len(payloads) and list(failed) == [len(good)]
     assert "cannot read image" in failed[len(good)]
+
+
+def test_the_pipelines_repository_names_engines_beside_their_onnx_and_leaves_rtx_out(artifacts, tmp_path):
+    """The pipeline's model.onnx and model.engine would both be `model`: the engine is
+    model_trt; a TensorRT-RTX engine is not written (tensorrt_plan cannot load it)."""
+    import shutil
+
+    from aft_export.pipeline import _triton_repository
+
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(artifacts["dynamic"], run / "model.onnx")
+    engine = engine_with_manifest(run, run / "model.onnx", "model.engine")
+    rtx = engine_with_manifest(run, run / "model.onnx", "model.rtx.engine")
+    result = _triton_repository([run / "model.onnx", engine, rtx], run)
+    assert result.models == ["model", "model_image", "model_net", "model_pre", "model_topk", "model_trt",
+                             "model_trt_image", "model_trt_net", "model_trt_pre", "model_trt_topk"]  # fmt: skip
+    assert _config(run / "triton" / "model_trt_net" / "config.pbtxt").platform == "tensorrt_plan"
