@@ -272,42 +272,10 @@ def readme(specs: list[ServedModel], opts: TritonRepoOptions) -> str:
     return "\n".join(lines)
 
 
-CLIENT = '''"""Query an aft-export model served by Triton (a container with this repository, or
-`aft-export serve`): encoded images to NAME_image, or normalised tensors to NAME.
-
-    python client.py --model NAME_image photo.jpg other.png [--url localhost:8000]
-"""
-
-import argparse
-
-import numpy as np
-import tritonclient.http as httpclient
-
-
-def classify(url: str, model: str, paths: list[str]) -> list[list[tuple[str, float]]]:
-    """Top-k (label, logit) per image."""
-    encoded = np.array([[open(p, "rb").read()] for p in paths], dtype=object)
-    inputs = [httpclient.InferInput("image_bytes", list(encoded.shape), "BYTES")]
-    inputs[0].set_data_from_numpy(encoded)
-    with httpclient.InferenceServerClient(url) as client:
-        result = client.infer(model, inputs)
-    logits, index, labels = result.as_numpy("logits"), result.as_numpy("topk_index"), result.as_numpy("topk_label")
-    return [[(l.decode(), float(z[i])) for i, l in zip(idx, lab)] for z, idx, lab in zip(logits, index, labels)]
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("images", nargs="+")
-    parser.add_argument("--model", required=True, help="NAME_image")
-    parser.add_argument("--url", default="localhost:8000")
-    args = parser.parse_args()
-    for path, top in zip(args.images, classify(args.url, args.model, args.images)):
-        print(path + ": " + ", ".join(f"{label} {logit:.3f}" for label, logit in top))
-
-
-if __name__ == "__main__":
-    main()
-'''
+def client_source() -> str:
+    """The repository's client.py: :mod:`aft_export.client`, a standalone file (numpy and
+    tritonclient only), read rather than imported so that writing a repository needs neither."""
+    return (Path(__file__).parent / "client.py").read_text()
 
 
 # ---------------------------------------------------------------- the repository
@@ -372,5 +340,5 @@ def write_repository(artifacts: list[str], out: str | Path, opts: TritonRepoOpti
             make_dirs(work / d["image"] / "1")
             atomic_write_text(work / d["image"] / "config.pbtxt", ensemble_config(s, opts, image=True))
         atomic_write_text(work / "README.md", readme(specs, opts))
-        atomic_write_text(work / "client.py", CLIENT)
+        atomic_write_text(work / "client.py", client_source())
     return RepoResult(str(out), sorted(d for s in specs for d in model_dirs(s).values()))

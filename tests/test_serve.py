@@ -278,6 +278,26 @@ def test_python_backend_stub_runs_on_this_interpreters_libpython(server):
     assert env["LD_LIBRARY_PATH"].split(":")[0] == libdir
 
 
+def test_the_client_module_prints_the_top_k_of_real_jpegs(server, jpegs, tmp_path):
+    """python -m aft_export.client (the README's query line; a copy sits in every Triton
+    repository): one line per image, its top-5 labels as the server ranks them."""
+    import subprocess
+    import sys
+
+    httpclient, client = _http(server)
+    files = []
+    for i, (_, raw) in enumerate(jpegs[:2]):
+        files.append(tmp_path / f"{i}.jpg")
+        files[-1].write_bytes(raw)
+    with client:
+        labels = _infer_images(httpclient, client, "conv_image", [f.read_bytes() for f in files]).as_numpy("topk_label")
+    proc = subprocess.run([sys.executable, "-m", "aft_export.client", "--model", "conv_image", "--url", server.url,
+                           *map(str, files)], capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    for line, f, row in zip(proc.stdout.splitlines(), files, labels):
+        assert line.startswith(f"{f}: ") and [part.split()[0] for part in line.split(": ", 1)[1].split(", ")] == [
+            b.decode() for b in row]
+
 def test_sigterm_stops_the_server_and_every_process_it_started(server):
     """Last in this module (it ends the module's server): SIGTERM, as a process manager
     sends it, stops it as SIGINT does (tests/test_serve_stop.py drains a request there)."""
