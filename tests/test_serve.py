@@ -188,6 +188,8 @@ def test_eight_clients_under_load_zero_errors_and_batched(server, reference):
         after = _stats(client, "conv")
     images = sum(len(x) for w in work for x in w)
     inferences, executions = after[0] - before[0], after[1] - before[1]
+    print(f"load: {clients} clients, {done[0]} requests, {images} images, {len(errors)} errors, Triton ran them in "
+          f"{executions} executions; largest logit difference {worst[0]:.2e}")  # shown with pytest -s
     assert inferences == images
     assert executions < inferences, (executions, inferences)
 
