@@ -176,7 +176,7 @@ def main(argv=None) -> int:
             runner.logits(x, batch_size=1)
 
         for fn, work in ((direct_tensor, tensors), (served_tensor, tensors)):  # warm both paths
-            _run_clients((4,), 64, work, fn)
+            _run_clients((4,), min(64, args.requests), work, fn)
         results = {
             "tensor": {"served": _run_clients(LEVELS, args.requests, tensors, served_tensor),
                        "direct": _run_clients(LEVELS, args.requests, tensors, direct_tensor)},
