@@ -22,7 +22,7 @@ from aft_export.export.exporter import ExportOptions, export_checkpoint
 from aft_export.serve import python_backend_env
 from tests.conftest import REPO
 from tests.export.test_exporter import make_ckpt
-from tests.servekit import STOP_TIMEOUT, Server, alive, children, need
+from tests.servekit import Server, alive, cmdline, need
 
 QUIET = dict(log=lambda *a: None)
 
@@ -52,7 +52,7 @@ def test_sigint_drains_the_request_in_flight_and_leaves_no_process(onnx_file, tm
     try:
         server.start(["simple", "simple_image"])
         family = server.pids | {server.proc.pid}
-        assert any(os.path.basename(p) == "tritonserver" for p in _commands(server.pids))
+        assert [p for p in server.pids if os.path.basename(cmdline(p)[0]) == "tritonserver"], "no tritonserver child"
         big = np.array([[_large_jpeg()]] * 8, dtype=object)
         outcome = {}
 
@@ -83,16 +83,6 @@ def test_sigint_drains_the_request_in_flight_and_leaves_no_process(onnx_file, tm
                 s.bind(("127.0.0.1", port))
     finally:
         server.stop()
-
-
-def _commands(pids):
-    out = []
-    for pid in pids:
-        try:
-            out.append(open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0].decode())
-        except OSError:
-            pass
-    return out
 
 
 def test_a_port_in_use_is_one_line_and_exit_2(onnx_file):
