@@ -467,6 +467,9 @@ def _triton_options(owner):
               help=PROVIDER_HELP)
 @click.option("--threads", default=default(ServeOptions, "threads"), show_default=True,
               help="CPU threads per instance (0: the cores shared out among the instances).")
+@click.option("--drain-seconds", default=default(ServeOptions, "drain_seconds"), show_default=True,
+              help="On SIGINT/SIGTERM, how long Triton waits for the requests in flight (and its models to "
+                   "unload).")
 def serve_cmd(artifacts, **kw) -> None:
     """Serve ONNX files or engines with NVIDIA Triton (PyTriton; the serve extra): per
     artifact NAME, model NAME takes normalised FP32 [3,H,W] images and NAME_image encoded

@@ -41,7 +41,7 @@ def server(artifacts, tmp_path_factory):
     need("pytriton")
     need("tritonclient.http")
     srv = Server(artifacts, tmp_path_factory.mktemp("serve-log") / "serve.log", "--max-batch", str(MAX_BATCH),
-                 "--queue-delay-us", "5000")  # fmt: skip
+                 "--queue-delay-us", "5000", "--drain-seconds", "10")  # fmt: skip
     try:
         yield srv.start(["conv", "conv_image", "conv_b2", "conv_b2_image"])
     finally:

@@ -48,7 +48,7 @@ def _large_jpeg() -> bytes:
 def test_sigint_drains_the_request_in_flight_and_leaves_no_process(onnx_file, tmp_path):
     need("pytriton")
     httpclient = need("tritonclient.http")
-    server = Server([onnx_file], tmp_path / "serve.log", "--max-batch", "8")
+    server = Server([onnx_file], tmp_path / "serve.log", "--max-batch", "8", "--drain-seconds", "15")
     try:
         server.start(["simple", "simple_image"])
         family = server.pids | {server.proc.pid}
