@@ -18,8 +18,9 @@ import click
 
 from aft_export.byo.cli import USER_MODEL_KEYS, spec_file, user_model_from, user_model_options
 from aft_export.errors import AFTExportError
-from aft_export.options import (HW_LEVELS, METHODS, OP_FORMS, TARGETS, BenchOptions, BuildOptions, EvalOptions,
-                                ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions, TrainConfig)  # fmt: skip
+from aft_export.options import (HW_LEVELS, METHODS, OP_FORMS, TARGETS, TRITON_DEVICES, BenchOptions, BuildOptions,
+                                EvalOptions, ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions,
+                                ServeOptions, TrainConfig, TritonRepoOptions)  # fmt: skip
 from aft_export.version import __version__
 
 PROVIDERS = click.Choice(["cpu", "cuda", "tensorrt"])
@@ -312,6 +313,8 @@ def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_
 @click.option("--iters", "bench_iters", type=int, help=f"Bench runs per batch size [default: {PipelineOptions.bench_iters}].")
 @click.option("--threads", type=int, help="CPU threads (0: the backend's default) [default: 0].")
 @click.option("--tolerance", "tolerances", multiple=True, metavar="PREC.FIELD=VALUE", help="Parity limit override.")
+@click.option("--triton-repo", is_flag=True, default=None,
+              help="Also write RUN/triton: a Triton model repository of the artifacts (aft-export triton-repo).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @user_model_options
 def pipeline_cmd(checkpoint, as_json, **kw) -> None:
@@ -437,6 +440,60 @@ def eval_cmd(artifacts, data, batch_size, limit, provider, as_json) -> None:
 
     rows = evaluate_artifacts(list(artifacts), data, batch_size=batch_size, limit=limit, providers=provider)
     _json(rows) if as_json else _echo(format_eval(rows))
+
+
+def _triton_options(owner):
+    return [
+        click.option("--max-batch", type=int, help="Largest batch [default: 32 for a dynamic-batch ONNX file, an "
+                     "engine's profile maximum; a fixed-batch export is served without batching]."),
+        click.option("--instances", default=default(owner, "instances"), show_default=True,
+                     help="Model instances (one runner each)."),
+        click.option("--top-k", default=default(owner, "top_k"), show_default=True,
+                     help="Classes in topk_index and topk_label."),
+        click.option("--queue-delay-us", default=default(owner, "queue_delay_us"), show_default=True,
+                     help="How long the dynamic batcher holds a request for others to join it."),
+    ]  # fmt: skip
+
+
+@main.command("serve")
+@click.argument("artifacts", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--host", default=default(ServeOptions, "host"), show_default=True,
+              help="Address HTTP, gRPC and metrics listen on (0.0.0.0: every interface).")
+@click.option("--http-port", default=default(ServeOptions, "http_port"), show_default=True)
+@click.option("--grpc-port", default=default(ServeOptions, "grpc_port"), show_default=True)
+@click.option("--metrics-port", default=default(ServeOptions, "metrics_port"), show_default=True)
+@_apply(_triton_options(ServeOptions))
+@click.option("--provider", type=PROVIDERS, default=default(ServeOptions, "provider"), show_default=True,
+              help=PROVIDER_HELP)
+@click.option("--threads", default=default(ServeOptions, "threads"), show_default=True,
+              help="CPU threads per instance (0: the cores shared out among the instances).")
+@click.option("--drain-seconds", default=default(ServeOptions, "drain_seconds"), show_default=True,
+              help="On SIGINT/SIGTERM, how long Triton waits for the requests in flight (and its models to "
+                   "unload).")
+def serve_cmd(artifacts, **kw) -> None:
+    """Serve ONNX files or engines with NVIDIA Triton (PyTriton; the serve extra): per
+    artifact NAME, model NAME takes normalised FP32 [3,H,W] images and NAME_image encoded
+    ones (BYTES); both return logits, topk_index, topk_label. SIGINT/SIGTERM stop it."""
+    from aft_export.serve import serve
+
+    serve(list(artifacts), ServeOptions(**kw), log=click.echo)
+
+
+@main.command("triton-repo")
+@click.argument("artifacts", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--output", "-o", required=True, type=click.Path(file_okay=False),
+              help="Repository directory to create (must not exist, or be empty).")
+@_apply(_triton_options(TritonRepoOptions))
+@click.option("--device", type=click.Choice(TRITON_DEVICES), default=default(TritonRepoOptions, "device"),
+              show_default=True, help="Where ONNX models run (instance_group kind); engines always on the GPU.")
+def triton_repo_cmd(artifacts, output, **kw) -> None:
+    """Write a Triton model repository (config.pbtxt per model, onnxruntime_onnx or
+    tensorrt_plan, dynamic batching, a preprocessing model and ensembles for encoded
+    images, README.md and client.py) for a Triton container."""
+    from aft_export.tritonrepo import write_repository
+
+    result = write_repository(list(artifacts), output, TritonRepoOptions(**kw))
+    _echo([f"wrote {result.path}: " + ", ".join(result.models), f"see {result.path}/README.md to run it"])
 
 
 if __name__ == "__main__":  # pragma: no cover

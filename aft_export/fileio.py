@@ -76,6 +76,14 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     return atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
 
 
+def copy_file(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
+    """Copy ``src`` to ``dst`` atomically; refuses to write onto ``src`` itself."""
+    src, dst = Path(src), Path(dst)
+    if dst.exists() and dst.resolve() == src.resolve():
+        raise AFTExportError(f"refusing to copy {src} onto itself")
+    return atomic_write(dst, lambda tmp: shutil.copyfile(src, tmp))
+
+
 def atomic_write_text(path: str | os.PathLike, text: str, executable: bool = False) -> Path:
     out = atomic_write(path, lambda tmp: Path(tmp).write_text(text))
     if executable:

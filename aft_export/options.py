@@ -160,6 +160,7 @@ class PipelineOptions:
     bench_iters: int = 30
     threads: int = 0
     tolerances: tuple[str, ...] = ()
+    triton_repo: bool = False  # also write RUN/triton: a Triton model repository of the artifacts
 
 
 @dataclass(frozen=True)
@@ -208,3 +209,65 @@ class BenchOptions:
     batches: tuple[int, ...] = (1, 32)
     warmup: int = 10
     iters: int = 50
+
+
+# ---------------------------------------------------------------- serving (NVIDIA Triton)
+
+# a dynamic-batch ONNX file is served (and written to a Triton repository) with batches up to
+# this many images; an engine's maximum is its optimisation profile's, a fixed-batch export's
+# its batch (no batching)
+DEFAULT_MAX_BATCH = 32
+TRITON_DEVICES = ("gpu", "cpu")
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    # loopback only: Triton's own default is every interface (0.0.0.0)
+    host: str = "127.0.0.1"
+    http_port: int = 8000
+    grpc_port: int = 8001
+    metrics_port: int = 8002
+    max_batch: int | None = None  # None: DEFAULT_MAX_BATCH, or an engine's profile maximum
+    instances: int = 1  # model instances (one runner each) per served model
+    provider: str = "cpu"
+    top_k: int = 5
+    # how long the dynamic batcher holds a request for others to join it
+    queue_delay_us: int = 2000
+    threads: int = 0  # per instance; 0: the cores shared out among the instances
+    # on SIGINT/SIGTERM, how long Triton waits for the requests in flight
+    drain_seconds: int = 30
+
+    def __post_init__(self) -> None:
+        for name in ("http_port", "grpc_port", "metrics_port"):
+            if not 1 <= getattr(self, name) <= 65535:
+                raise AFTExportError(f"--{name.replace('_', '-')} must be a port from 1 to 65535")
+        if len({self.http_port, self.grpc_port, self.metrics_port}) < 3:
+            raise AFTExportError("the HTTP, gRPC and metrics ports must differ")
+        _check_triton_common(self.max_batch, self.instances, self.top_k)
+        if self.queue_delay_us < 0 or self.threads < 0 or self.drain_seconds < 0:
+            raise AFTExportError("--queue-delay-us, --threads and the drain time must be >= 0")
+
+
+@dataclass(frozen=True)
+class TritonRepoOptions:
+    max_batch: int | None = None  # as ServeOptions
+    instances: int = 1
+    device: str = "gpu"  # the classifier's instance kind; engines are always gpu
+    top_k: int = 5
+    queue_delay_us: int = 2000
+
+    def __post_init__(self) -> None:
+        _check_triton_common(self.max_batch, self.instances, self.top_k)
+        if self.device not in TRITON_DEVICES:
+            raise AFTExportError(f"--device must be one of {TRITON_DEVICES}")
+        if self.queue_delay_us < 0:
+            raise AFTExportError("--queue-delay-us must be >= 0")
+
+
+def _check_triton_common(max_batch, instances, top_k) -> None:
+    if max_batch is not None and not 1 <= max_batch <= MAX_BATCH:
+        raise AFTExportError(f"--max-batch must be from 1 to {MAX_BATCH}")
+    if instances < 1:
+        raise AFTExportError("--instances must be >= 1")
+    if top_k < 1:
+        raise AFTExportError("--top-k must be >= 1")

@@ -6,6 +6,7 @@ Writes a run directory::
     RUN/<artifact>.verify.sh  trtexec/polygraphy command lines to check each with NVIDIA's tools
     RUN/manifest.json     tool versions, options, input hashes, every step and result
     RUN/report.md         the summary table and the plots, for people
+    RUN/triton/           with --triton-repo: a Triton model repository of the artifacts
     RUN/plots/*.svg       error histograms, accuracy and latency per artifact
 
 Data moves once: the checkpoint is loaded once, the labelled set decoded once, each
@@ -43,12 +44,14 @@ from aft_export.nvtools import write_verification_commands
 from aft_export.parity import run_parity
 from aft_export.quantize import QuantizeOptions, quantize_model
 from aft_export.report import bars, log_histograms, summary_table
-from aft_export.options import PipelineOptions
+from aft_export.options import PipelineOptions, TritonRepoOptions
 from aft_export.resources import default_calibration, default_checkpoint
 from aft_export.runners import OrtRunner, TorchRunner
 from aft_export.trt import INSTALL_HINT, BuildOptions, environment
 from aft_export.trtcheck import check_model
 from aft_export.trtcheck.versions import parse_version
+from aft_export.tritonrepo import write_repository
+from aft_export.tritonspec import is_rtx_engine, model_name
 from aft_export.version import __version__
 
 
@@ -204,6 +207,11 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log) -> P
         artifacts += engines
         done(s, f"{len(engines)} engines built")
 
+    if opts.triton_repo:
+        s = step("triton repository")
+        repo = _triton_repository(artifacts, work)
+        done(s, f"{final / 'triton'}: " + ", ".join(repo.models))
+
     # every runner once, shared by parity, eval and bench
     reference = TorchRunner(str(ckpt), threads=opts.threads, loaded=loaded)
     runners = {str(a): OrtRunner(str(a), threads=opts.threads) for a in artifacts if a.suffix == ".onnx"}
@@ -248,6 +256,23 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log) -> P
     atomic_write_text(work / "report.md", _report_md(ckpt, meta, opts, steps, summary, passed, final, calib))
     done(s, f"{final}/report.md")
     return PipelineResult(str(final), passed, steps, summary)
+
+
+def _triton_repository(artifacts: list[Path], work: Path):
+    """RUN/triton: the run's ONNX files (onnxruntime_onnx) and standard TensorRT engines
+    (tensorrt_plan, named NAME_trt beside the ONNX file they were built from); TensorRT-RTX
+    engines are left out (Triton's tensorrt_plan backend does not load them)."""
+    served, names = [], {}
+    for a in artifacts:
+        if a.suffix == ".onnx":
+            served.append(a)
+            continue
+        manifest = Path(str(a) + ".json")
+        if is_rtx_engine(a, json.loads(manifest.read_text()) if manifest.is_file() else {}):
+            continue
+        served.append(a)
+        names[str(a)] = model_name(a) + "_trt"
+    return write_repository([str(a) for a in served], work / "triton", TritonRepoOptions(), names=names)
 
 
 def _evaluate(ckpt, artifacts, decoded, runners: dict, opts: PipelineOptions) -> list[dict]:

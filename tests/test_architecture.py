@@ -30,8 +30,9 @@ ORDER = [
     "export", "export.functions", "export.rewrite", "export.trt8", "localize", "byo.verify",
     # 5 stages
     "export.exporter", "byo.export", "quantize", "evaluate", "bench", "build", "nvtools", "train", "predict", "report",
+    "tritonspec", "tritonrepo", "serve",
     # 6 checks across stages, 7 the whole job, 8 the command line
-    "parity", "pipeline", "byo.cli", "cli",
+    "parity", "pipeline", "byo.cli", "cli", "client",
 ]  # fmt: skip
 
 

@@ -156,3 +156,16 @@ def test_files_and_directories_honour_the_umask(tmp_path):
         os.umask(old)
     assert (f.stat().st_mode & 0o777, s.stat().st_mode & 0o777) == (0o640, 0o750)
     assert (tmp_path / "run").stat().st_mode & 0o777 == 0o750
+
+
+def test_copy_file_is_atomic_and_never_onto_its_source(tmp_path):
+    from aft_export.errors import AFTExportError
+    from aft_export.fileio import copy_file
+
+    src = tmp_path / "a.bin"
+    src.write_bytes(b"\x00payload" * 1000)
+    out = copy_file(src, tmp_path / "b.bin")
+    assert out.read_bytes() == src.read_bytes() and not list(tmp_path.glob(".b.bin.*.tmp"))
+    with pytest.raises(AFTExportError, match="onto itself"):
+        copy_file(src, tmp_path / "." / "a.bin")
+    assert src.read_bytes() == b"\x00payload" * 1000

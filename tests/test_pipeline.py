@@ -106,10 +106,11 @@ def test_bad_input_leaves_nothing(ckpt, tmp_path, cifar10):
 
 def test_pipeline_makes_the_tensorrt8_form_too(ckpt, tmp_path, cifar10):
     """--target tensorrt8 adds model.trt8*.onnx: accepted by every supported TensorRT,
-    within parity of PyTorch like the others."""
+    within parity of PyTorch like the others. With --triton-repo, RUN/triton serves them all
+    (tests/test_tritonrepo.py checks such repositories, and runs one)."""
     out = tmp_path / "run8"
     res = CliRunner().invoke(main, _args(ckpt, out, cifar10, "--target", "tensorrt", "--target", "tensorrt8",
-                                         *UNTRAINED_INT8))  # fmt: skip
+                                         "--triton-repo", *UNTRAINED_INT8))  # fmt: skip
     assert res.exit_code == 0, res.output
     manifest = json.loads((out / "manifest.json").read_text())
     assert set(manifest["artifacts"]) == {"model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.trt8.onnx",
@@ -118,3 +119,9 @@ def test_pipeline_makes_the_tensorrt8_form_too(ckpt, tmp_path, cifar10):
     assert checks["model.trt8.int8.onnx"]["checked"] == ["8.5", "8.6", "10.3", "10.13", "11.4"]
     assert all(c["exit_code"] == 0 for c in checks.values())
     assert all(r["parity"] in ("pass", "reference") for r in manifest["summary"])
+    names = ["model", "model_fp16", "model_int8", "model_trt8", "model_trt8_fp16", "model_trt8_int8"]
+    assert {p.name for p in (out / "triton").iterdir()} == {"README.md", "client.py"} | {
+        n + s for n in names for s in ("", "_image", "_net", "_pre", "_topk")}
+    assert (out / "triton" / "model_int8_net" / "1" / "model.onnx").read_bytes() == (out / "model.int8.onnx").read_bytes()
+    step = next(s for s in manifest["steps"] if s["name"] == "triton repository")
+    assert step["status"] == "ok" and str(out / "triton") in step["detail"]

@@ -1,0 +1,344 @@
+"""``aft-export triton-repo``: a model repository for NVIDIA Triton Inference Server's container.
+
+Per artifact ``NAME`` (see :mod:`aft_export.tritonspec`; the same models, tensors and names
+``aft-export serve`` answers with, so one client works against both)::
+
+    REPO/NAME_net/config.pbtxt, 1/model.onnx | 1/model.plan   onnxruntime_onnx | tensorrt_plan
+    REPO/NAME_pre/config.pbtxt, 1/model.py     Python backend: encoded images -> the normalised tensor
+    REPO/NAME_topk/config.pbtxt, 1/model.py    Python backend: logits -> topk_index, topk_label
+    REPO/NAME/config.pbtxt, 1/                 ensemble NAME_net -> NAME_topk (input: the tensor)
+    REPO/NAME_image/config.pbtxt, 1/           ensemble NAME_pre -> NAME_net -> NAME_topk (input: encoded images)
+    REPO/README.md, REPO/client.py             how to run it in a container, and a client
+
+The preprocessing model's ``model.py`` is generated from this project's own decoding code
+(the source of :func:`aft_export.data.load_image` and :func:`~aft_export.data.square_crop`,
+copied in at generation time, and the artifact's mean and std), so it decodes exactly as
+``eval`` does; it answers each request on its own, so an undecodable image fails only its
+own request. The Python backend was chosen over DALI because the decoding must be
+Pillow's (DALI's JPEG decoder and resize are not bit-identical to Pillow's) and it runs in
+every Triton container. Needs Pillow in the container (the README's command installs it).
+
+The repository is built under a temporary name beside ``REPO`` and renamed when complete;
+``REPO`` must not exist (or be empty), so nothing, an artifact least of all, is overwritten.
+TensorRT-RTX engines are refused: Triton's ``tensorrt_plan`` backend loads standard TensorRT
+engines only.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from aft_export import data
+from aft_export.errors import AFTExportError
+from aft_export.fileio import atomic_directory, atomic_write_text, copy_file, make_dirs
+from aft_export.onnxio import load_onnx
+from aft_export.options import TritonRepoOptions
+from aft_export.tritonspec import (IMAGE_INPUT, TOPK_INDEX, TOPK_LABEL, ONNX_CONTAINER, ONNX_CONTAINER_SOURCE,
+                                   TRITON_CONTAINERS_SOURCE, ServedModel,
+                                   check_names, containers_for_tensorrt, describe, is_rtx_engine, topk)  # fmt: skip
+from aft_export.version import __version__
+
+PREPROCESSED = "preprocessed"  # the ensemble's tensor between NAME_pre and NAME_net
+PILLOW = "pillow"
+
+
+@dataclass
+class RepoResult:
+    path: str
+    models: list[str]
+
+
+def model_dirs(spec: ServedModel) -> dict[str, str]:
+    return {"net": f"{spec.name}_net", "pre": f"{spec.name}_pre", "topk": f"{spec.name}_topk",
+            "tensor": spec.name, "image": spec.image_model}  # fmt: skip
+
+
+# ---------------------------------------------------------------- config.pbtxt
+
+
+def _dims(dims) -> str:
+    return "[ " + ", ".join(str(int(d)) for d in dims) + " ]"
+
+
+def _tensors(kind: str, tensors: list[tuple[str, str, list[int]]]) -> str:
+    body = ",\n".join(f'  {{\n    name: "{n}"\n    data_type: {t}\n    dims: {_dims(d)}\n  }}' for n, t, d in tensors)
+    return f"{kind} [\n{body}\n]"
+
+
+def _head(name: str, kind: str, spec: ServedModel) -> list[str]:
+    return [f'name: "{name}"', kind, f"max_batch_size: {spec.max_batch}"]
+
+
+def _batching(spec: ServedModel, opts: TritonRepoOptions) -> list[str]:
+    if spec.fixed_batch:  # a fixed-batch artifact: every request is one whole batch
+        return []
+    return [f"dynamic_batching {{\n  max_queue_delay_microseconds: {opts.queue_delay_us}\n}}"]
+
+
+def _instances(count: int, kind: str) -> str:
+    return f"instance_group [\n  {{\n    count: {count}\n    kind: {kind}\n  }}\n]"
+
+
+def _outputs(spec: ServedModel, k: int) -> list[tuple[str, str, list[int]]]:
+    return [(spec.output_name, "TYPE_FP32", spec.batched(len(spec.classes))),
+            (TOPK_INDEX, "TYPE_INT64", spec.batched(k)), (TOPK_LABEL, "TYPE_STRING", spec.batched(k))]
+
+
+def net_config(spec: ServedModel, opts: TritonRepoOptions) -> str:
+    platform = "tensorrt_plan" if spec.kind == "engine" else "onnxruntime_onnx"
+    kind = "KIND_GPU" if spec.kind == "engine" or opts.device == "gpu" else "KIND_CPU"
+    return "\n".join([
+        *_head(model_dirs(spec)["net"], f'platform: "{platform}"', spec),
+        _tensors("input", [(spec.input_name, "TYPE_FP32", spec.dims)]),
+        _tensors("output", [(spec.output_name, "TYPE_FP32", spec.batched(len(spec.classes)))]),
+        *_batching(spec, opts), _instances(opts.instances, kind), "",
+    ])  # fmt: skip
+
+
+def pre_config(spec: ServedModel, opts: TritonRepoOptions) -> str:
+    return "\n".join([
+        *_head(model_dirs(spec)["pre"], 'backend: "python"', spec),
+        _tensors("input", [(IMAGE_INPUT, "TYPE_STRING", spec.batched(1))]),
+        _tensors("output", [(PREPROCESSED, "TYPE_FP32", spec.batched(*spec.input_size))]),
+        *_batching(spec, opts), _instances(opts.instances, "KIND_CPU"), "",
+    ])  # fmt: skip
+
+
+def topk_config(spec: ServedModel, opts: TritonRepoOptions) -> str:
+    k = spec.k(opts.top_k)
+    return "\n".join([
+        *_head(model_dirs(spec)["topk"], 'backend: "python"', spec),
+        _tensors("input", [(spec.output_name, "TYPE_FP32", spec.batched(len(spec.classes)))]),
+        _tensors("output", _outputs(spec, k)[1:]),
+        *_batching(spec, opts), _instances(opts.instances, "KIND_CPU"), "",
+    ])  # fmt: skip
+
+
+def _step(model: str, inputs: dict[str, str], outputs: dict[str, str]) -> str:
+    maps = [f'      input_map {{\n        key: "{k}"\n        value: "{v}"\n      }}' for k, v in inputs.items()]
+    maps += [f'      output_map {{\n        key: "{k}"\n        value: "{v}"\n      }}' for k, v in outputs.items()]
+    return f'    {{\n      model_name: "{model}"\n      model_version: -1\n' + "\n".join(maps) + "\n    }"
+
+
+def ensemble_config(spec: ServedModel, opts: TritonRepoOptions, image: bool) -> str:
+    d, out, k = model_dirs(spec), spec.output_name, spec.k(opts.top_k)
+    steps = [_step(d["net"], {spec.input_name: PREPROCESSED if image else spec.input_name}, {out: out}),
+             _step(d["topk"], {out: out}, {TOPK_INDEX: TOPK_INDEX, TOPK_LABEL: TOPK_LABEL})]  # fmt: skip
+    if image:
+        steps.insert(0, _step(d["pre"], {IMAGE_INPUT: IMAGE_INPUT}, {PREPROCESSED: PREPROCESSED}))
+    first = (IMAGE_INPUT, "TYPE_STRING", spec.batched(1)) if image else (spec.input_name, "TYPE_FP32", spec.dims)
+    return "\n".join([
+        *_head(d["image" if image else "tensor"], 'platform: "ensemble"', spec),
+        _tensors("input", [first]), _tensors("output", _outputs(spec, k)),
+        "ensemble_scheduling {\n  step [\n" + ",\n".join(steps) + "\n  ]\n}", "",
+    ])  # fmt: skip
+
+
+# ---------------------------------------------------------------- the Python models
+
+
+def _header(what: str, spec: ServedModel) -> str:
+    return (f'"""{what} for {spec.name}: generated by aft-export {__version__} from {spec.path.name}; do not edit\n'
+            f'(regenerate with aft-export triton-repo)."""\n\nfrom __future__ import annotations\n\n')  # fmt: skip
+
+
+def preprocess_source(spec: ServedModel) -> str:
+    """``model.py`` of NAME_pre: this project's image decoding, copied in from its source,
+    then ``(x / 255 - mean) / std`` in float32 (bit-identical to
+    :func:`aft_export.data.normalize`, which the tests check)."""
+    return "".join([
+        _header("Triton Python backend model: encoded images -> the normalised float32 tensor", spec),
+        "import io\nimport json\n\nimport numpy as np\n\ntry:\n    import triton_python_backend_utils as pb_utils\n"
+        "except ImportError:  # imported outside Triton (aft-export's tests)\n    pb_utils = None\n\n",
+        f"SIZE = {spec.input_size[1]}\nMEAN = np.array({list(spec.mean)}, dtype=np.float32).reshape(3, 1, 1)\n"
+        f"STD = np.array({list(spec.std)}, dtype=np.float32).reshape(3, 1, 1)\n"
+        f'INPUT = "{IMAGE_INPUT}"\nOUTPUT = "{PREPROCESSED}"\n\n\n',
+        "class AFTExportError(Exception):\n"
+        "    \"\"\"An image that cannot be decoded (the name aft-export's decoder raises).\"\"\"\n\n\n",
+        inspect.getsource(data.square_crop), "\n\n", inspect.getsource(data.load_image), "\n\n",
+        '''def preprocess(encoded: bytes) -> np.ndarray:
+    """One encoded image -> float32 (3, SIZE, SIZE), as aft-export's eval preprocesses it."""
+    x = load_image(encoded, SIZE, name="of this request").transpose(2, 0, 1).astype(np.float32)
+    return (x / np.float32(255.0) - MEAN) / STD
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        """Each request on its own: an image that cannot be decoded fails its request only."""
+        responses = []
+        for request in requests:
+            encoded = pb_utils.get_input_tensor_by_name(request, INPUT).as_numpy()
+            try:
+                x = np.stack([preprocess(bytes(b)) for b in encoded.reshape(-1)])
+            except Exception as exc:  # noqa: BLE001 - any decoding failure is this request's error
+                error = pb_utils.TritonError(f"{type(exc).__name__}: {exc}")
+                responses.append(pb_utils.InferenceResponse(error=error))
+                continue
+            x = x.reshape(encoded.shape[:-1] + x.shape[1:])
+            responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(OUTPUT, x)]))
+        return responses
+''',
+    ])  # fmt: skip
+
+
+def topk_source(spec: ServedModel, k: int) -> str:
+    """``model.py`` of NAME_topk: :func:`aft_export.tritonspec.topk`, copied in, and the labels."""
+    return "".join([
+        _header("Triton Python backend model: logits -> top-k class indices and labels", spec),
+        "import json\n\nimport numpy as np\n\ntry:\n    import triton_python_backend_utils as pb_utils\n"
+        "except ImportError:  # imported outside Triton (aft-export's tests)\n    pb_utils = None\n\n",
+        f"K = {k}\nCLASSES = json.loads({json.dumps(json.dumps(spec.classes))})\n"
+        f'LOGITS, INDEX, LABEL = "{spec.output_name}", "{TOPK_INDEX}", "{TOPK_LABEL}"\n\n\n',
+        inspect.getsource(topk), "\n\n",
+        '''def labels(index: np.ndarray) -> np.ndarray:
+    return np.array([CLASSES[i].encode() for i in index.reshape(-1)], dtype=object).reshape(index.shape)
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            logits = pb_utils.get_input_tensor_by_name(request, LOGITS).as_numpy()
+            flat = logits.reshape(-1, logits.shape[-1])
+            index = topk(flat, K).reshape(logits.shape[:-1] + (K,))
+            responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(INDEX, index),
+                                                                        pb_utils.Tensor(LABEL, labels(index))]))
+        return responses
+''',
+    ])  # fmt: skip
+
+
+# ---------------------------------------------------------------- README and client
+
+
+def _container_line(spec: ServedModel) -> str:
+    version = spec.manifest.get("tensorrt") or "unknown"
+    found = containers_for_tensorrt(version) if version != "unknown" else []
+    if found:
+        tags = ", ".join(f"`nvcr.io/nvidia/tritonserver:{c}-py3` (Triton {t}, TensorRT {v})" for c, t, v in found)
+        return f"- `{spec.name}_net/1/model.plan` was built with TensorRT {version}: run it in {tags}."
+    return (f"- `{spec.name}_net/1/model.plan` was built with TensorRT {version} (its manifest) for "
+            f"{spec.manifest.get('gpu') or 'an unrecorded GPU'} (compute capability "
+            f"{spec.manifest.get('compute_capability') or '?'}). It loads only in a Triton container whose TensorRT is "
+            f"{version} (unless built `--version-compatible`): aft-export's table of containers has no such release "
+            f"yet, so pick the `-py3` release with TensorRT {version} from NVIDIA's Frameworks Support Matrix "
+            f"({TRITON_CONTAINERS_SOURCE}) and check it with "
+            f"`docker run --rm nvcr.io/nvidia/tritonserver:<release>-py3 "
+            f"bash -c 'ls /usr/lib/*-linux-gnu/libnvinfer.so.*'`.")
+
+
+def readme(specs: list[ServedModel], opts: TritonRepoOptions) -> str:
+    gpu = any(s.kind == "engine" for s in specs) or opts.device == "gpu"
+    engine_tags = {c for s in specs if s.kind == "engine"
+                   for c, _, _ in containers_for_tensorrt(s.manifest.get("tensorrt") or "")}  # fmt: skip
+    release = ONNX_CONTAINER if not any(s.kind == "engine" for s in specs) else (
+        next(iter(engine_tags)) if len(engine_tags) == 1 else "<release>")
+    models = []
+    for s in specs:
+        d = model_dirs(s)
+        batch = f"fixed batch {s.fixed_batch} (no batching)" if s.fixed_batch else f"batches up to {s.max_batch}"
+        models += [f"- `{d['tensor']}`: `{s.input_name}` FP32 {_dims(s.dims)} (normalised) -> `{s.output_name}`, "
+                   f"`{TOPK_INDEX}`, `{TOPK_LABEL}`; {batch}",
+                   f"- `{d['image']}`: `{IMAGE_INPUT}` BYTES {_dims(s.batched(1))} (encoded images) -> the same",
+                   f"- `{d['net']}` ({'TensorRT engine' if s.kind == 'engine' else 'ONNX Runtime'}, {s.precision}; "
+                   f"logits only), `{d['pre']}`, `{d['topk']}`: the ensembles' steps"]  # fmt: skip
+    engines = [_container_line(s) for s in specs if s.kind == "engine"]
+    first = specs[0]
+    lines = [
+        "# Triton model repository", "",
+        f"Written by aft-export {__version__} (`aft-export triton-repo`). Models:", "", *models, "",
+        "Each `config.pbtxt` is Triton's ModelConfig in protobuf text format; `*_pre/1/model.py` decodes images with "
+        "aft-export's own code (Pillow), so the container needs Pillow.", "",
+        "## Run it", "",
+        "```bash",
+        f"docker run --rm {'--gpus all ' if gpu else ''}-p 127.0.0.1:8000:8000 -p 127.0.0.1:8001:8001 "
+        f"-p 127.0.0.1:8002:8002 -v \"$PWD\":/models \\",
+        f"    nvcr.io/nvidia/tritonserver:{release}-py3 \\",
+        f"    bash -c 'pip install -q {PILLOW} && tritonserver --model-repository=/models'",
+        "```", "",
+        (f"`{ONNX_CONTAINER}`: the newest release in NVIDIA's table of the ONNX Runtime each Triton release ships "
+         f"({ONNX_CONTAINER_SOURCE}); any from 24.05 (ONNX Runtime 1.18) runs these ONNX files." if not engines else
+         "The release must have the TensorRT your engines were built with:"), *engines, "",
+        "## Query it", "",
+        "```bash",
+        "pip install 'tritonclient[http]' pillow",
+        f"python client.py --model {first.image_model} photo.jpg  # the same client works with `aft-export serve`",
+        f"curl -s localhost:8000/v2/models/{first.name}/stats",
+        "```", "",
+    ]  # fmt: skip
+    return "\n".join(lines)
+
+
+def client_source() -> str:
+    """The repository's client.py: :mod:`aft_export.client`, a standalone file (numpy and
+    tritonclient only), read rather than imported so that writing a repository needs neither."""
+    return (Path(__file__).parent / "client.py").read_text()
+
+
+# ---------------------------------------------------------------- the repository
+
+
+def _external_data(path: Path) -> list[str]:
+    """The external data files an ONNX file names (copied beside it, under the same names)."""
+    from onnx import TensorProto
+
+    model = load_onnx(path, external_data=False)
+    found = set()
+    for t in model.graph.initializer:
+        if t.data_location == TensorProto.EXTERNAL:
+            found |= {e.value for e in t.external_data if e.key == "location"}
+    return sorted(found)
+
+
+def check_artifacts(specs: list[ServedModel], opts: TritonRepoOptions) -> None:
+    for s in specs:
+        if s.kind == "engine" and is_rtx_engine(s.path, s.manifest):
+            raise AFTExportError(f"{s.path} is a TensorRT-RTX engine; Triton's tensorrt_plan backend loads standard "
+                                 f"TensorRT engines only: give the ONNX file it was built from (onnxruntime_onnx) or "
+                                 f"an engine built with TensorRT")  # fmt: skip
+    check_names(specs)
+    dirs = [d for s in specs for d in model_dirs(s).values()]
+    twice = sorted({d for d in dirs if dirs.count(d) > 1})
+    if twice:
+        raise AFTExportError(f"two artifacts would share the model directory {twice[0]}; rename one")
+
+
+def write_repository(artifacts: list[str], out: str | Path, opts: TritonRepoOptions | None = None,
+                     names: dict[str, str] | None = None) -> RepoResult:
+    """Write the repository for ``artifacts`` at ``out`` (see the module doc). ``names``:
+    model names by artifact path, where the file names would not do (the pipeline's
+    ``model.onnx`` and ``model.engine``)."""
+    opts = opts or TritonRepoOptions()
+    if not artifacts:
+        raise AFTExportError("give one or more ONNX files or engines")
+    specs = [describe(a, opts.max_batch, (names or {}).get(str(a))) for a in artifacts]
+    check_artifacts(specs, opts)
+    if opts.device == "cpu" and any(s.kind == "engine" for s in specs):
+        raise AFTExportError("--device cpu: TensorRT engines run on the GPU only; leave it out or give ONNX files")
+    out = Path(out)
+    with atomic_directory(out) as work:
+        for s in specs:
+            d = model_dirs(s)
+            k = s.k(opts.top_k)
+            net = make_dirs(work / d["net"] / "1")
+            if s.kind == "engine":
+                copy_file(s.path, net / "model.plan")
+            else:
+                copy_file(s.path, net / "model.onnx")
+                for name in _external_data(s.path):
+                    copy_file(s.path.parent / name, net / name)
+            atomic_write_text(work / d["net"] / "config.pbtxt", net_config(s, opts))
+            atomic_write_text(make_dirs(work / d["pre"] / "1") / "model.py", preprocess_source(s))
+            atomic_write_text(work / d["pre"] / "config.pbtxt", pre_config(s, opts))
+            atomic_write_text(make_dirs(work / d["topk"] / "1") / "model.py", topk_source(s, k))
+            atomic_write_text(work / d["topk"] / "config.pbtxt", topk_config(s, opts))
+            make_dirs(work / d["tensor"] / "1")  # an ensemble's version directory is empty
+            atomic_write_text(work / d["tensor"] / "config.pbtxt", ensemble_config(s, opts, image=False))
+            make_dirs(work / d["image"] / "1")
+            atomic_write_text(work / d["image"] / "config.pbtxt", ensemble_config(s, opts, image=True))
+        atomic_write_text(work / "README.md", readme(specs, opts))
+        atomic_write_text(work / "client.py", client_source())
+    return RepoResult(str(out), sorted(d for s in specs for d in model_dirs(s).values()))

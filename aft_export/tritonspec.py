@@ -1,0 +1,212 @@
+"""What an artifact looks like to NVIDIA Triton Inference Server: names, tensors, batching.
+
+Shared by ``aft-export serve`` (:mod:`aft_export.serve`, a real Triton through PyTriton)
+and ``aft-export triton-repo`` (:mod:`aft_export.tritonrepo`, a model repository for a
+Triton container), so that a client written against one works against the other. Nothing
+here runs a model or imports Triton.
+
+Per artifact ``model.int8.onnx`` (name ``model_int8``) both serve:
+
+- ``model_int8``: input ``image`` FP32 ``[3, H, W]`` (the artifact's input, normalised as
+  its metadata says); outputs ``logits`` FP32 ``[classes]``, ``topk_index`` INT64 ``[k]``,
+  ``topk_label`` BYTES ``[k]``;
+- ``model_int8_image``: input ``image_bytes`` BYTES ``[1]`` (an encoded image: JPEG, PNG,
+  ...), decoded and preprocessed as ``eval`` does (:func:`aft_export.data.load_image`,
+  then ``(x / 255 - mean) / std``); the same outputs.
+
+With a batch dimension (``max_batch_size`` > 0) a request carries up to that many images.
+A fixed-batch export (``--batch N``) gets no batch dimension: every request is exactly
+``N`` images, as the artifact takes them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from aft_export.errors import AFTExportError
+from aft_export.onnxio import graph_precision, load_onnx
+from aft_export.options import DEFAULT_MAX_BATCH
+from aft_export.runners import ENGINE_SUFFIXES, OUTPUT, info_from_metadata
+from aft_export.trt import check_manifest
+
+IMAGE_INPUT = "image_bytes"
+TOPK_INDEX = "topk_index"
+TOPK_LABEL = "topk_label"
+IMAGE_SUFFIX = "_image"
+
+
+def model_name(path: str | Path) -> str:
+    """The Triton model name of an artifact: its file name without the suffix, every run
+    of characters other than letters, digits, ``_`` and ``-`` made one ``_``
+    (``model.int8.onnx`` -> ``model_int8``)."""
+    stem = Path(path).name
+    for suffix in (".onnx", *ENGINE_SUFFIXES):
+        if stem.lower().endswith(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    name = re.sub(r"[^A-Za-z0-9_-]+", "_", stem).strip("_")
+    if not name:
+        raise AFTExportError(f"cannot make a Triton model name from {path}; rename the file")
+    return name
+
+
+def topk(logits: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest logits per row, largest first; ties keep the lower
+    index first (a stable sort), so every server gives the same answer."""
+    return np.argsort(-np.asarray(logits), axis=1, kind="stable")[:, :k].astype(np.int64)
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """One artifact as Triton serves it."""
+
+    name: str
+    path: Path
+    kind: str  # "onnx" | "engine"
+    input_name: str
+    output_name: str
+    image_dims: tuple[int, ...]  # one image: (C, H, W), -1 where the artifact takes any size
+    fixed_batch: int | None  # a fixed-batch export: every request is exactly this many images
+    max_batch: int  # Triton's max_batch_size: 0 for a fixed batch
+    classes: list[str]
+    input_size: tuple[int, int, int]  # what an encoded image is decoded to (C, H, W)
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    precision: str = "fp32"
+    manifest: dict = field(default_factory=dict)  # an engine's
+
+    @property
+    def image_model(self) -> str:
+        return self.name + IMAGE_SUFFIX
+
+    @property
+    def dims(self) -> list[int]:
+        """Triton's ``dims`` of the artifact's input: one image's with a batch dimension,
+        the whole input (batch included) for a fixed batch."""
+        return ([self.fixed_batch] if self.fixed_batch else []) + list(self.image_dims)
+
+    def batched(self, *dims: int) -> list[int]:
+        """``dims`` of a per-image tensor, with the fixed batch in front where there is one."""
+        return ([self.fixed_batch] if self.fixed_batch else []) + list(dims)
+
+    def k(self, top_k: int) -> int:
+        return min(top_k, len(self.classes))
+
+
+def _dim(d) -> int:
+    return d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1
+
+
+def describe(path: str | Path, max_batch: int | None = None, name: str | None = None) -> ServedModel:
+    """What Triton needs to know of an ONNX file or an engine (with its manifest), read
+    without running it. ``max_batch``: the largest batch to serve (default
+    :data:`DEFAULT_MAX_BATCH` for a dynamic-batch ONNX file, the profile's maximum for an
+    engine); ignored for a fixed-batch export (served without batching), refused above an
+    engine's profile. ``name``: the Triton model name (default :func:`model_name`)."""
+    path = Path(path)
+    if not path.is_file():
+        raise AFTExportError(f"artifact {path} does not exist")
+    suffix = path.suffix.lower()
+    if suffix != ".onnx" and suffix not in ENGINE_SUFFIXES:
+        raise AFTExportError(f"{path}: Triton serves ONNX files (.onnx) and TensorRT engines "
+                             f"({', '.join(ENGINE_SUFFIXES)}); export a checkpoint first: aft-export export CKPT "
+                             f"-o model.onnx")  # fmt: skip
+    spec = _describe_onnx(path, max_batch) if suffix == ".onnx" else _describe_engine(path, max_batch)
+    return spec if name is None else replace(spec, name=name)
+
+
+def _batching(path: Path, batch: tuple[int, int], max_batch: int | None, where: str) -> tuple[int | None, int]:
+    """(fixed batch or None, max_batch_size) from the artifact's batch range (lo, hi; hi -1
+    for unbounded)."""
+    lo, hi = batch
+    if hi != -1 and lo == hi:  # a fixed batch: no batching (--max-batch is for the others)
+        return lo, 0
+    if lo > 1:
+        raise AFTExportError(f"{path}: its smallest batch is {lo} ({where}) but Triton's dynamic batcher sends "
+                             f"batches from 1; rebuild it with --batch 1,OPT,MAX")  # fmt: skip
+    chosen = max_batch if max_batch is not None else (hi if hi != -1 else DEFAULT_MAX_BATCH)
+    if hi != -1 and chosen > hi:
+        raise AFTExportError(f"--max-batch {chosen} is above {path}'s largest batch {hi} ({where}); use "
+                             f"--max-batch {hi} or rebuild it with a larger --batch maximum")  # fmt: skip
+    return None, chosen
+
+
+def _describe_onnx(path: Path, max_batch: int | None) -> ServedModel:
+    model = load_onnx(path, external_data=False)
+    info = info_from_metadata(model, str(path))
+    initializers = {i.name for i in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in initializers]
+    if len(inputs) != 1 or not model.graph.output:
+        raise AFTExportError(f"{path} has {len(inputs)} inputs; aft-export serves image classifiers of one input")
+    shape = [_dim(d) for d in inputs[0].type.tensor_type.shape.dim]
+    if len(shape) != 4:
+        raise AFTExportError(f"{path}: input {inputs[0].name} has shape {shape}; expected (N, C, H, W)")
+    n = shape[0]
+    fixed, chosen = _batching(path, (1, -1) if n == -1 else (n, n), max_batch, "its ONNX input's batch dimension")
+    return ServedModel(model_name(path), path, "onnx", inputs[0].name, model.graph.output[0].name, tuple(shape[1:]),
+                       fixed, chosen, info.classes, info.input_size, info.mean, info.std,
+                       precision=graph_precision(model))  # fmt: skip
+
+
+def is_rtx_engine(path: Path, manifest: dict) -> bool:
+    """A TensorRT-RTX engine (``*.rtx.engine``, or a manifest that says so)."""
+    return path.name.lower().endswith(".rtx.engine") or str(manifest.get("library", "")).lower() == "tensorrt-rtx"
+
+
+def _describe_engine(path: Path, max_batch: int | None) -> ServedModel:
+    manifest = check_manifest(path, {})  # exists, parses, the engine's sha256 matches; no TensorRT needed
+    meta = manifest.get("model", {})
+    try:
+        lo, hi = manifest["input"]["min"], manifest["input"]["max"]
+        classes, size = json.loads(meta["classes"]), tuple(json.loads(meta["input_size"]))
+        mean, std = tuple(json.loads(meta["mean"])), tuple(json.loads(meta["std"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AFTExportError(f"the manifest of {path} lacks the engine's input profile or the model's metadata "
+                             f"({exc}); rebuild it with aft-export build") from None  # fmt: skip
+    fixed, chosen = _batching(path, (lo[0], hi[0]), max_batch, "its optimisation profile")
+    dims = tuple(a if a == b else -1 for a, b in zip(lo[1:], hi[1:]))
+    return ServedModel(model_name(path), path, "engine", manifest["input"].get("name", "image"), OUTPUT, dims, fixed,
+                       chosen, classes, size, mean, std, precision=manifest.get("precision", "fp32"),
+                       manifest=manifest)  # fmt: skip
+
+
+def check_names(models: list[ServedModel]) -> None:
+    """Refuse two artifacts that would be served under one name."""
+    seen: dict[str, Path] = {}
+    for m in models:
+        for name in (m.name, m.image_model):
+            if name in seen:
+                raise AFTExportError(f"{seen[name]} and {m.path} would both be served as {name}; rename one")
+            seen[name] = m.path
+
+
+# ---------------------------------------------------------------- Triton containers and TensorRT
+
+# NVIDIA's Triton Inference Server containers (nvcr.io/nvidia/tritonserver:<release>-py3, the
+# image with the tensorrt_plan and onnxruntime backends) and the TensorRT each ships. A
+# tensorrt_plan model loads only in a container whose TensorRT is the one the engine was
+# built with (unless built version-compatible). NVIDIA publishes the pairs in its
+# Frameworks Support Matrix (below). Rows are added here only as read from that matrix:
+# the one table NVIDIA keeps in the server repository (docs/introduction/compatibility.md)
+# covers the -trtllm-python-py3 images, which have no tensorrt_plan backend, so its
+# TensorRT versions are not these. Until rows are added, the repository's README names
+# the engine's TensorRT version and this matrix instead of a release.
+# A release for repositories of ONNX files: the newest in NVIDIA's table of the ONNX Runtime
+# each Triton release ships (26.08: ONNX Runtime 1.28.0); any from 24.05 (1.18.0, the oldest
+# ONNX Runtime aft-export supports) runs them
+ONNX_CONTAINER = "26.08"
+ONNX_CONTAINER_SOURCE = ("https://github.com/triton-inference-server/server/blob/main/docs/introduction/"
+                         "compatibility.md#onnx-runtime-versions")  # fmt: skip
+TRITON_CONTAINERS_SOURCE = "https://docs.nvidia.com/deeplearning/frameworks/support-matrix/index.html"
+TRITON_CONTAINERS: tuple[tuple[str, str, str], ...] = ()  # (container release, Triton version, TensorRT version)
+
+
+def containers_for_tensorrt(version: str) -> list[tuple[str, str, str]]:
+    """The container releases whose TensorRT has the engine's major.minor.patch."""
+    want = tuple(version.split(".")[:3])
+    return [row for row in TRITON_CONTAINERS if tuple(row[2].split(".")[:3]) == want]

@@ -1,0 +1,27 @@
+"""The benchmarks/ scripts run end to end (tiny sizes; their figures are for docs, not asserts)."""
+
+import importlib.util
+import json
+
+from tests.conftest import REPO
+from tests.servekit import need
+
+
+def test_bench_serve_runs_every_level_without_errors(tmp_path, capsys, cifar10):
+    need("pytriton")
+    need("tritonclient.http")
+    spec = importlib.util.spec_from_file_location("bench_serve", REPO / "benchmarks" / "bench_serve.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    from tests.export.test_exporter import make_ckpt
+
+    ckpt = make_ckpt(tmp_path / "tiny.pt", "aft_conv_test")  # the zoo model exports in seconds more
+    out = tmp_path / "b.json"
+    assert module.main(["--model", str(ckpt), "--requests", "16", "--json", str(out)]) == 0
+    results = json.loads(out.read_text())["results"]
+    for kind in ("tensor", "image"):
+        for way in ("served", "direct"):
+            levels = results[kind][way]
+            assert sorted(levels) == ["1", "16", "4"]
+            assert all(r["requests"] == 16 and r["errors"] == 0 and r["images_per_s"] > 0 for r in levels.values())
+    assert "| tensor | 16 |" in capsys.readouterr().out
