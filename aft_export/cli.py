@@ -189,7 +189,10 @@ def _outputs(command: click.Command, params: dict):
         value = params.get(name)
         if isinstance(value, str) and value:
             kind = getattr(by_name.get(name), "type", None)
-            directory = isinstance(kind, click.Path) and not kind.file_okay
+            if isinstance(kind, click.Path) and kind.file_okay != kind.dir_okay:
+                directory = kind.dir_okay  # the parameter says (click has checked what exists)
+            else:  # a plain string, or either: what is there says
+                directory = os.path.isdir(value)
             yield value, directory, inputs
 
 
