@@ -389,7 +389,11 @@ def _export_options():
 @user_model_options
 def export_cmd(checkpoint, output, config_name, as_json, **kw) -> None:
     """Export a checkpoint (or, with --model-def, a model trained elsewhere) to ONNX, simplify
-    it and verify it against PyTorch."""
+    it and verify it against PyTorch.
+
+    Exit 1: the verification failed, or every targeted TensorRT refuses the graph; 3: not
+    verified (--verify-images 0), or a targeted TensorRT version refuses or warns.
+    """
     from aft_export.export.exporter import export_checkpoint
     from aft_export.report import format_export
 
@@ -456,7 +460,11 @@ def _quantize_options():
 @click.option("--std", help="For models without metadata: r,g,b std.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def quantize_cmd(model, output, calib, exclude, cache_dir, no_cache, mean, std, as_json, **kw) -> None:
-    """Write an int8 (Q/DQ) or fp16 graph from an fp32 ONNX export, calibrated on real images."""
+    """Write an int8 (Q/DQ) or fp16 graph from an fp32 ONNX export, calibrated on real images.
+
+    Exit 1: every targeted TensorRT refuses the graph; 3: fp16 values took NaN/Inf on the
+    calibration images, or a targeted TensorRT version refuses or warns.
+    """
     from aft_export.quantize import quantize_model
     from aft_export.report import format_quantize
 

@@ -453,6 +453,7 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
     name_nodes(model)
     meta = read_metadata(model)
     prep = Preprocess.from_metadata(meta, opts.input_size, opts.mean, opts.std, path=str(model_path))
+    _check_input_size(model, prep, model_path)
     model_sha = sha256_file(model_path)
     seconds: dict[str, float] = {}
 
@@ -516,6 +517,22 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
         nonfinite=nonfinite, sensitivity=result_extra.get("sensitivity", []),
         trt_check={"status": report.status, "findings": len(report.findings)},
     )  # fmt: skip
+
+
+def _check_input_size(model, prep: Preprocess, path) -> None:
+    """The graph takes the (N, 3, size, size) images its metadata (or --input-size) says:
+    calibration images of another size would fail inside ONNX Runtime halfway."""
+    inits = {t.name for t in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in inits]
+    if len(inputs) != 1:
+        raise AFTExportError(f"{path} takes {len(inputs)} inputs ({', '.join(i.name for i in inputs)}); an image "
+                             f"classifier takes one, (N, 3, H, W): export it again with `aft-export export`")  # fmt: skip
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in inputs[0].type.tensor_type.shape.dim]
+    want = (3, prep.size, prep.size)
+    if len(dims) != 4 or any(d is not None and d != w for d, w in zip(dims[1:], want)):
+        shown = "x".join("?" if d is None else str(d) for d in dims[1:])
+        raise AFTExportError(f"{path}'s graph takes {shown} inputs but its metadata (or --input-size) says "
+                             f"{'x'.join(map(str, want))}; export it again, or give the right --input-size")  # fmt: skip
 
 
 def apply_recipe(calib, opts: QuantizeOptions):

@@ -75,9 +75,9 @@ def export_model(model: nn.Module, out, preprocessing: Preprocessing, options: E
 
 def export_user_model(user: UserModel, out, options: ExportOptions | None = None, log=print) -> ByoExportResult:
     """``aft-export export --model-def ... --weights ...``: build, load, swap, export. ``out``
-    is claimed first: never the weights, the model's code or its class names file."""
+    is claimed first: never the weights or the model's code (the command line adds every
+    other file it was given: the preprocessing and class names files)."""
     code = user.model_def.rpartition(":")[0]
-    classes = user.preprocessing.classes_file if hasattr(user.preprocessing, "classes_file") else None
-    with claim_output(out, inputs=[user.weights, code if code.endswith(".py") else None, classes]):
+    with claim_output(out, inputs=[user.weights, code if code.endswith(".py") else None]):
         model, meta = load_user_model(user, log=log)
         return _export(model, meta, out, options, log)

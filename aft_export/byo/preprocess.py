@@ -45,7 +45,7 @@ class Preprocessing:
         for name in ("mean", "std"):
             value = getattr(self, name)
             if len(value) != 3 or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in value):
-                raise AFTExportError(f"{name} takes three finite numbers (R, G, B of x / 255), got {list(value)!r}; "
+                raise AFTExportError(f"{name} takes three numbers (R, G, B of x / 255, finite), got {list(value)!r}; "
                                      f"e.g. --{name} {IMAGENET.split(' and ')[0 if name == 'mean' else 1]}")  # fmt: skip
         if any(s <= 0 for s in self.std):
             raise AFTExportError(f"std must be positive, got {list(self.std)}; give --std with three numbers > 0")

@@ -102,20 +102,24 @@ def info_from_metadata(model, where: str) -> ModelInfo:
     return info
 
 
-def check_signature(session, info: ModelInfo, where: str) -> None:
-    """The graph takes one float (N, C, H, W) image batch of the size its metadata says and
-    gives (N, classes) logits: anything else would be fed wrongly, or fail mid-run."""
+def check_signature(session, info: ModelInfo, where: str, metadata: bool = True) -> None:
+    """The graph takes one input; an artifact (``metadata``: described by its own metadata)
+    takes one float (N, C, H, W) image batch of the size its metadata says and gives
+    (N, classes) logits: anything else would be fed wrongly, or fail mid-run. (A stage
+    running a graph of its own, with its own ModelInfo, is held to one input only.)"""
     inputs, outputs = session.get_inputs(), session.get_outputs()
     fix = "export it again with `aft-export export`"
     if len(inputs) != 1:
         raise AFTExportError(f"{where} takes {len(inputs)} inputs ({', '.join(i.name for i in inputs)}); an image "
                              f"classifier takes one, (N, 3, H, W): {fix}")  # fmt: skip
+    if not metadata:
+        return
     first = inputs[0]
     if first.type != "tensor(float)" or len(first.shape) != 4:
         raise AFTExportError(f"{where} takes {first.type} of shape {first.shape} as input {first.name!r}, not a "
                              f"float (N, C, H, W) image batch; {fix}")  # fmt: skip
     got = first.shape[1:]
-    if any(isinstance(g, int) and w > 0 and g != w for g, w in zip(got, info.input_size)):  # 0: fed directly
+    if any(isinstance(g, int) and g != w for g, w in zip(got, info.input_size)):
         raise AFTExportError(f"{where}'s graph takes {'x'.join(map(str, got))} inputs but its metadata says "
                              f"input_size {list(info.input_size)}; {fix}")  # fmt: skip
     out = outputs[0].shape if outputs else []
@@ -142,6 +146,7 @@ class OrtRunner(Runner):
         in_memory = isinstance(source, onnx.ModelProto)
         model = source if in_memory else load_onnx(source, external_data=False)
         where = "the graph" if in_memory else str(source)
+        from_metadata = info is None
         info = replace(info or info_from_metadata(model, where), precision=graph_precision(model))
         super().__init__("<in memory>" if in_memory else str(source), info)
         available = ort.get_available_providers()
@@ -171,7 +176,7 @@ class OrtRunner(Runner):
             self._remove_profile_dir()
             raise AFTExportError(f"ONNX Runtime cannot load {where}: {str(exc).splitlines()[0][:300]}") from None
         try:
-            check_signature(self.session, info, where)
+            check_signature(self.session, info, where, metadata=from_metadata)
         except AFTExportError:
             self._remove_profile_dir()
             raise
