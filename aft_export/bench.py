@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from aft_export.errors import AFTExportError, RuntimeMissing
-from aft_export.options import BenchOptions
+from aft_export.options import BenchOptions, check_threads
 from aft_export.runners import OrtRunner, load_runner
 
 
@@ -52,7 +52,9 @@ def bench(artifacts: list[str], batches=BenchOptions.batches, warmup: int = Benc
     each ONNX file at each batch size (``iters`` runs after one warm-up, in a profiling
     session of its own, so the timings above are not slowed by the profiler)."""
     if warmup < 0 or iters < 1 or not batches or min(batches) < 1:
-        raise AFTExportError("bench needs --iters >= 1, --warmup >= 0 and batch sizes >= 1")
+        raise AFTExportError(f"bench needs --iters >= 1, --warmup >= 0 and batch sizes >= 1 (got --iters {iters}, "
+                             f"--warmup {warmup}, batches {list(batches)}); see aft-export bench --help")  # fmt: skip
+    check_threads(threads)
     rows, skipped, profiles = [], [], []
     for artifact in artifacts:
         try:

@@ -81,7 +81,9 @@ def check_for_version(onnx_path, version: tuple[int, ...], log=print) -> dict:
 def build_engine(onnx_path, out, options: BuildOptions | None = None, log=print) -> BuildResult:
     """Build a TensorRT engine from an ONNX file; writes ``out`` and ``out.json`` atomically."""
     opts = options or BuildOptions()
-    onnx_path, out = Path(onnx_path), check_output_path(out)
+    onnx_path, out = Path(onnx_path), check_output_path(out, inputs=[onnx_path, opts.timing_cache])
+    if opts.timing_cache:  # read, then written after the build: never the model
+        check_output_path(opts.timing_cache, inputs=[onnx_path, out])
     model = load_onnx(onnx_path, external_data=False)
     shapes = input_profile(model, opts)  # option errors before anything needs TensorRT
     precision = graph_precision(model)

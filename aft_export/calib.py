@@ -18,16 +18,19 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import os
 import sys
 import tarfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from aft_export import datasets
-from aft_export.data import IMAGE_EXTENSIONS, load_image, normalize, square_crop
+from aft_export.data import (IMAGE_EXTENSIONS, MAX_IMAGE_BYTES, TAR_ERRORS, load_image, normalize, read_image_file,
+                              square_crop, tar_error)  # fmt: skip
 from aft_export.errors import AFTExportError
 
 
@@ -59,9 +62,16 @@ class Preprocess:
                 f"{path} does not say how to preprocess images (no aft-export metadata); "
                 f"pass {', '.join(missing)}"
             )
-        mean, std = tuple(float(v) for v in mean), tuple(float(v) for v in std)
-        if len(mean) != 3 or len(std) != 3 or min(std) <= 0 or size <= 0:
-            raise AFTExportError(f"bad preprocessing: size {size}, mean {mean}, std {std} (3 values each, std > 0)")
+        try:
+            mean, std = tuple(float(v) for v in mean), tuple(float(v) for v in std)
+        except (TypeError, ValueError):
+            raise AFTExportError(f"{path} has malformed preprocessing metadata (mean {mean!r}, std {std!r}); "
+                                 f"pass --mean and --std") from None  # fmt: skip
+        finite = all(math.isfinite(v) for v in mean + std)
+        if (len(mean) != 3 or len(std) != 3 or not finite or min(std) <= 0 or not isinstance(size, int)
+                or not 1 <= size <= 8192):  # fmt: skip
+            raise AFTExportError(f"bad preprocessing for {path}: --input-size {size}, --mean {mean}, --std {std}; give a "
+                                 f"size from 1 to 8192 and three finite numbers each for mean and std (std > 0)")  # fmt: skip
         return cls(int(size), mean, std)
 
     def record(self) -> dict:
@@ -132,7 +142,8 @@ def _sample(n: int, count: int, seed: int) -> np.ndarray:
 
 def _check_count(have: int, count: int, source: str, allow_fewer: bool) -> int:
     if have == 0:
-        raise AFTExportError(f"calibration source {source} holds no images (looked for {', '.join(IMAGE_EXTENSIONS)})")
+        raise AFTExportError(f"calibration source {source} holds no images (looked for {', '.join(IMAGE_EXTENSIONS)}); "
+                             f"give a folder or tar of images, or .npy/.npz arrays")  # fmt: skip
     if have < count and not allow_fewer:
         raise AFTExportError(
             f"calibration source {source} has {have} images but {count} were asked for; "
@@ -165,11 +176,11 @@ def _from_array(arr: np.ndarray, path: str, prep: Preprocess) -> np.ndarray:
                 f"{prep.size}x{prep.size}"
             )
         if not np.isfinite(arr).all():
-            raise AFTExportError(f"{path}: tensors contain NaN or Inf")
+            raise AFTExportError(f"{path}: tensors contain NaN or Inf; calibrate on finite, preprocessed images")
         return arr.astype(np.float32)
     raise AFTExportError(
         f"{path}: array of {arr.dtype} {arr.shape} is neither uint8 images (N, H, W, 3) nor "
-        f"preprocessed float32 tensors (N, 3, H, W)"
+        f"preprocessed float32 tensors (N, 3, H, W); save one of those"
     )
 
 
@@ -177,7 +188,7 @@ def load_calibration(source: str | os.PathLike, prep: Preprocess, count: int = 5
                      allow_fewer: bool = False, progress: bool = True) -> CalibrationSet:  # fmt: skip
     """Sample ``count`` images from ``source`` with ``seed`` and preprocess them."""
     if count < 1:
-        raise AFTExportError(f"calibration image count must be >= 1, got {count}")
+        raise AFTExportError(f"calibration image count must be >= 1, got {count}; e.g. --count 512")
     label = str(source)
     if datasets.is_named(label):
         resolved = datasets.resolve(label)
@@ -189,35 +200,57 @@ def load_calibration(source: str | os.PathLike, prep: Preprocess, count: int = 5
         source = resolved
     path = Path(source)
     if not path.exists():
-        raise AFTExportError(f"calibration source {path} does not exist")
+        raise AFTExportError(f"calibration source {path} does not exist; give a folder or tar of images, "
+                             f".npy/.npz arrays, cifar10:train or a recipe (calibration/cifar10.json)")  # fmt: skip
     if path.suffix.lower() in (".npy", ".npz"):
         try:
+            if path.stat().st_size == 0:
+                raise ValueError("the file is empty")
             loaded = np.load(path, allow_pickle=False)
-        except (ValueError, OSError, EOFError) as exc:
-            raise AFTExportError(f"cannot read {path}: {exc}") from None
-        if isinstance(loaded, np.lib.npyio.NpzFile):
-            keys = list(loaded.keys())
-            key = "images" if "images" in keys else (keys[0] if len(keys) == 1 else None)
-            if key is None:
-                raise AFTExportError(f"{path} holds arrays {keys}; name the calibration one 'images'")
-            loaded = loaded[key]
+            if isinstance(loaded, np.lib.npyio.NpzFile):
+                keys = list(loaded.keys())
+                key = "images" if "images" in keys else (keys[0] if len(keys) == 1 else None)
+                if key is None:
+                    raise AFTExportError(f"{path} holds arrays {keys}; name the calibration one 'images'")
+                loaded = loaded[key]
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+            raise AFTExportError(f"cannot read {path} ({exc}); save it with numpy.save or numpy.savez") from None
+        if not isinstance(loaded, np.ndarray) or loaded.ndim == 0:
+            raise AFTExportError(f"{path} holds no array of images; save uint8 (N, H, W, 3) images with numpy.save")
         n = _check_count(len(loaded), count, label, allow_fewer)
         return CalibrationSet(_from_array(loaded[_sample(len(loaded), n, seed)], label, prep), label,
                               count, seed, prep)  # fmt: skip
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
         n = _check_count(len(files), count, label, allow_fewer)
-        items = [(str(files[i]), (lambda f=files[i]: f.read_bytes())) for i in _sample(len(files), n, seed)]
+        items = [(str(files[i]), (lambda f=files[i]: read_image_file(f))) for i in _sample(len(files), n, seed)]
         return CalibrationSet(_decode(items, prep, progress), label, count, seed, prep)
-    if tarfile.is_tarfile(path):
-        with tarfile.open(path) as tar:
-            members = sorted((m for m in tar.getmembers() if m.isfile()
-                              and Path(m.name).suffix.lower() in IMAGE_EXTENSIONS), key=lambda m: m.name)  # fmt: skip
-            n = _check_count(len(members), count, label, allow_fewer)
-            chosen = [members[i] for i in _sample(len(members), n, seed)]
-            items = [(f"{path}:{m.name}", (lambda m=m: tar.extractfile(m).read())) for m in chosen]
-            tensors = _decode(items, prep, progress)
+    if path.is_file() and _is_tar(path):
+        try:
+            with tarfile.open(path) as tar:
+                members = sorted((m for m in tar.getmembers() if m.isfile()
+                                  and Path(m.name).suffix.lower() in IMAGE_EXTENSIONS), key=lambda m: m.name)  # fmt: skip
+                n = _check_count(len(members), count, label, allow_fewer)
+                chosen = [members[i] for i in _sample(len(members), n, seed)]
+                items = [(f"{path}:{m.name}", (lambda m=m: _member(tar, m, path))) for m in chosen]
+                tensors = _decode(items, prep, progress)
+        except TAR_ERRORS as exc:
+            raise tar_error(path, exc) from None
         return CalibrationSet(tensors, label, count, seed, prep)
     raise AFTExportError(
-        f"calibration source {path} is not a directory of images, a tar, .npy/.npz or cifar10:SPLIT"
+        f"calibration source {path} is not a directory of images, a tar, .npy/.npz or cifar10:SPLIT; give one of those"
     )
+
+
+def _is_tar(path: Path) -> bool:
+    try:
+        return tarfile.is_tarfile(path)
+    except OSError:
+        return False
+
+
+def _member(tar, member, path) -> bytes:
+    if member.size > MAX_IMAGE_BYTES:
+        raise AFTExportError(f"{path}:{member.name} is {member.size / 2**20:.0f} MB, more than aft-export reads "
+                             f"({MAX_IMAGE_BYTES // 2**20} MB); resize it first")  # fmt: skip
+    return tar.extractfile(member).read()

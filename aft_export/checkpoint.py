@@ -25,6 +25,7 @@ an ``argparse.Namespace`` of arguments beside them: see :mod:`aft_export.weights
 from __future__ import annotations
 
 import logging
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +39,7 @@ from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write, sha256_file
 from aft_export.models.classifier import AFTClassifier, ModelConfig, count_params
 from aft_export.models.registry import get_config
-from aft_export.weights import read_weights_file, select_state_dict
+from aft_export.weights import dtype_problem, nonfinite_problem, read_weights_file, select_state_dict
 
 FORMAT = "aft-export-checkpoint"
 FORMAT_VERSION = 1
@@ -153,7 +154,11 @@ def _load_weights(model: AFTClassifier, state: dict, path: Path) -> None:
     if problems:
         raise AFTExportError(
             f"weights in {path} do not fit config {model.cfg.variant!r}: " + "; ".join(problems)
+            + "; give the config the weights were trained with (--config NAME)"
         )
+    problem = dtype_problem(expected, state, path) or nonfinite_problem(state, path)
+    if problem:
+        raise AFTExportError(problem)
     model.load_state_dict(state, strict=True)
 
 
@@ -166,17 +171,26 @@ def _meta_from_payload(payload: dict, path: Path) -> CheckpointMeta:
         )
     try:
         config = ModelConfig.from_dict(dict(payload["config"]))
-        return CheckpointMeta(
+        meta = CheckpointMeta(
             config=config,
-            classes=list(payload["classes"]),
-            mean=tuple(payload["mean"]),
-            std=tuple(payload["std"]),
+            classes=[str(c) for c in payload["classes"]],
+            mean=tuple(float(v) for v in payload["mean"]),
+            std=tuple(float(v) for v in payload["std"]),
             model_name=payload.get("model_name", ""),
             provenance=dict(payload.get("provenance", {})),
             format_version=version,
         )
-    except (KeyError, TypeError) as exc:
-        raise AFTExportError(f"{path} is missing checkpoint field {exc}") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AFTExportError(f"{path} is missing or has a malformed checkpoint field ({exc}); re-save it with "
+                             f"aft-export's save_checkpoint") from None  # fmt: skip
+    if len(meta.classes) != config.num_classes:
+        raise AFTExportError(f"{path} names {len(meta.classes)} classes for a model of {config.num_classes} outputs; "
+                             f"re-save it with one class name per output")  # fmt: skip
+    if len(meta.mean) != 3 or len(meta.std) != 3 or not all(math.isfinite(v) for v in meta.mean + meta.std) or min(
+            meta.std) <= 0:  # fmt: skip
+        raise AFTExportError(f"{path} has a malformed normalisation (mean {meta.mean}, std {meta.std}); re-save it "
+                             f"with three finite numbers each, std > 0")  # fmt: skip
+    return meta
 
 
 def load_checkpoint(

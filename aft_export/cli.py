@@ -2,44 +2,244 @@
 print what :mod:`aft_export.report` renders.
 
 Defaults come from the options dataclasses (or the library function's signature), never
-written twice. User errors (:class:`AFTExportError`) become one line on stderr and exit
-code 2; anything else is a bug and keeps its traceback. Library modules are imported
-inside the commands so that ``aft-export --help`` starts without loading torch.
+written twice. Library modules are imported inside the commands so that ``aft-export
+--help`` starts without loading torch.
+
+One error path for every command, decided here (:class:`_Group` and :class:`_Command`):
+
+- every user error, ours (:class:`AFTExportError`) or click's (a bad option value, an
+  unknown command, a missing argument, a directory where a file is wanted), is one line
+  on stderr, ``error: <what was wrong>; <what to do>``, and the error's exit status (2:
+  bad input); anything else is a bug and keeps its traceback;
+- a command returns its exit status (:data:`aft_export.errors.EXIT_TABLE`, printed in
+  every command's ``--help``): 0 ok, 1 a check failed, 2 bad input, 3 nothing failed but
+  something was not verified;
+- SIGINT and SIGTERM raise :class:`Interrupted` in the main thread, so every ``finally``
+  and every atomic write's clean-up runs; the exit status is 128 + the signal (130,
+  143). A second signal exits at once;
+- before a command starts, each of its outputs (a parameter named ``output`` or
+  ``out``) is checked against every path it reads and locked for the run
+  (:func:`aft_export.fileio.claim_output`): no command overwrites its own input, and a
+  second run writing the same output fails at its start.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import json
+import math
+import os
+import signal
 import sys
+import threading
 
 import click
 
 from aft_export.byo.cli import USER_MODEL_KEYS, spec_file, user_model_from, user_model_options
-from aft_export.errors import AFTExportError
-from aft_export.options import (HW_LEVELS, METHODS, OP_FORMS, TARGETS, TRITON_DEVICES, BenchOptions, BuildOptions,
-                                EvalOptions, ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions,
-                                ServeOptions, TrainConfig, TritonRepoOptions)  # fmt: skip
+from aft_export.errors import (EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, EXIT_SIGNAL_BASE, EXIT_TABLE,
+                               EXIT_UNVERIFIED, AFTExportError)  # fmt: skip
+from aft_export.options import (HW_LEVELS, MAX_SEED, MAX_THREADS, METHODS, OP_FORMS, TARGETS, TRITON_DEVICES,
+                                BenchOptions, BuildOptions, EvalOptions, ExportOptions, ParityOptions,
+                                PipelineOptions, QuantizeOptions, ServeOptions, TrainConfig,
+                                TritonRepoOptions)  # fmt: skip
 from aft_export.version import __version__
 
 PROVIDERS = click.Choice(["cpu", "cuda", "tensorrt"])
 PROVIDER_HELP = ("cpu, cuda or tensorrt: ONNX Runtime's execution provider for .onnx artifacts (cuda/tensorrt "
                  "need onnxruntime-gpu); cuda/tensorrt also run checkpoints in PyTorch on the GPU.")  # fmt: skip
+OUTPUT_PARAMS = ("output", "out")  # parameters that name what a command writes
+
+
+# ---------------------------------------------------------------- values, checked where they are parsed
+
+
+class Finite(click.FloatRange):
+    """A float in a range that refuses NaN and infinity (click's FloatRange accepts both)."""
+
+    name = "number"
+
+    def convert(self, value, param, ctx):
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return rv
+
+
+COUNT = click.IntRange(min=1)  # images, iterations, epochs
+NONNEGATIVE = click.IntRange(min=0)
+BATCH = click.IntRange(min=1)  # the upper bound is the memory a batch needs, estimated by each command
+THREADS = click.IntRange(0, MAX_THREADS)  # 0: the backend's default
+SEED = click.IntRange(0, MAX_SEED)
+PORT = click.IntRange(1, 65535)
+
+
+# ---------------------------------------------------------------- one error path, one exit-code table
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived: unwinds like KeyboardInterrupt (every clean-up runs) and
+    is caught by nothing but the command line's top level."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+_signalled: list[int] = []  # the signals received during this run
+
+
+def _on_signal(signum, _frame) -> None:
+    if _signalled:  # a second signal while the first one's clean-up runs: stop now
+        os._exit(EXIT_SIGNAL_BASE + signum)
+    _signalled.append(signum)
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def _signals_handled():
+    """SIGINT and SIGTERM raise Interrupted for the block (main thread only), then the
+    handlers before it come back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _signalled.clear()
+    previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _close_progress_bars() -> None:
+    """An error must not be printed glued to an unfinished progress bar (tqdm's bars end
+    their line when closed)."""
+    tqdm = sys.modules.get("tqdm")
+    for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ())):
+        with contextlib.suppress(Exception):
+            bar.close()
+
+
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
+    _close_progress_bars()
+    click.echo(f"error: {' '.join(message.split())}", err=True)
+    return code
+
+
+def _click_message(exc: click.ClickException) -> str:
+    """click's error as our one line: what was wrong; where to look."""
+    text = " ".join(exc.format_message().split()).rstrip(".")
+    text = text[:1].lower() + text[1:]
+    ctx = getattr(exc, "ctx", None)
+    return f"{text}; see '{ctx.command_path if ctx else 'aft-export'} --help'"
+
+
+def _interrupted_message(signum: int) -> str:
+    name = signal.Signals(signum).name
+    return f"stopped by {name}; nothing it was writing was left behind: run the command again to finish"
+
+
+def _epilog_table(formatter) -> None:
+    with formatter.section("Exit status"):
+        formatter.write_dl(EXIT_TABLE)
+
+
+class _Command(click.Command):
+    """Every aft-export command: the exit-code table in its ``--help``, and its outputs
+    claimed (checked against its inputs, locked) before it starts."""
+
+    def format_epilog(self, ctx, formatter) -> None:
+        super().format_epilog(ctx, formatter)
+        _epilog_table(formatter)
+
+    def invoke(self, ctx):
+        with contextlib.ExitStack() as stack:
+            for out, directory, inputs in _outputs(self, ctx.params):
+                stack.enter_context(_claim(out, inputs, directory))
+            return super().invoke(ctx)
+
+
+def _claim(out, inputs, directory):
+    from aft_export.fileio import claim_output
+
+    return claim_output(out, inputs, directory)
+
+
+def _paths_in(value) -> list[str]:
+    """The strings of a parameter value that name something on disk (a ``FILE.py:FACTORY``
+    names its file)."""
+    values = value if isinstance(value, (tuple, list)) else (value,)
+    found = []
+    for v in values:
+        if not isinstance(v, str) or not v:
+            continue
+        if os.path.lexists(v):
+            found.append(v)
+        elif ":" in v and os.path.isfile(v.rpartition(":")[0]):
+            found.append(v.rpartition(":")[0])
+    return found
+
+
+def _outputs(command: click.Command, params: dict):
+    """(output, is a directory, the paths the command reads) for each output parameter."""
+    by_name = {p.name: p for p in command.params}
+    inputs = [p for name, value in params.items() if name not in OUTPUT_PARAMS
+              and not isinstance(getattr(by_name.get(name), "type", None), InPlace) for p in _paths_in(value)]
+    for name in OUTPUT_PARAMS:
+        value = params.get(name)
+        if isinstance(value, str) and value:
+            kind = getattr(by_name.get(name), "type", None)
+            if isinstance(kind, click.Path) and kind.file_okay != kind.dir_okay:
+                directory = kind.dir_okay  # the parameter says (click has checked what exists)
+            else:  # a plain string, or either: what is there says
+                directory = os.path.isdir(value)
+            yield value, directory, inputs
 
 
 class _Group(click.Group):
+    command_class = _Command
+
+    def format_epilog(self, ctx, formatter) -> None:
+        super().format_epilog(ctx, formatter)
+        _epilog_table(formatter)
+
     def invoke(self, ctx):
         from aft_export.runners.ort import ort_conflict
 
         conflict = ort_conflict()
         if conflict:
             click.echo(f"warning: {conflict}", err=True)
-        try:
-            return super().invoke(ctx)
-        except AFTExportError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(2)
+        return super().invoke(ctx)
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """Run a command; every outcome becomes an exit status here (see the module doc)."""
+        with _signals_handled():
+            try:
+                rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+                code = rv if isinstance(rv, int) else EXIT_OK
+            except click.exceptions.NoArgsIsHelpError as exc:  # `aft-export` alone: the help
+                click.echo(exc.ctx.get_help())
+                code = EXIT_OK
+            except click.ClickException as exc:
+                code = _fail(_click_message(exc), EXIT_BAD_INPUT)
+            except Interrupted as exc:
+                code = _fail(_interrupted_message(exc.signum), EXIT_SIGNAL_BASE + exc.signum)
+            except (click.exceptions.Abort, KeyboardInterrupt):  # SIGINT outside our handler's reach
+                code = _fail(_interrupted_message(signal.SIGINT), EXIT_SIGNAL_BASE + signal.SIGINT)
+            except AFTExportError as exc:
+                if _signalled:  # an interrupt a library turned into an error (an import it caught)
+                    code = _fail(_interrupted_message(_signalled[0]), EXIT_SIGNAL_BASE + _signalled[0])
+                else:
+                    code = _fail(str(exc), exc.exit_code)
+            except Exception:
+                if not _signalled:
+                    raise  # a bug: its traceback, so that it can be reported
+                code = _fail(_interrupted_message(_signalled[0]), EXIT_SIGNAL_BASE + _signalled[0])
+        if standalone_mode:
+            sys.exit(code)
+        return code
 
 
 def default(owner, name: str):
@@ -68,15 +268,32 @@ def _floats3(value: str | None, name: str):
         parts = tuple(float(v) for v in value.split(","))
     except ValueError:
         parts = ()
-    if len(parts) != 3:
-        raise AFTExportError(f"{name} takes three comma-separated numbers, e.g. 0.485,0.456,0.406; got {value!r}")
+    if len(parts) != 3 or not all(math.isfinite(v) for v in parts):
+        raise AFTExportError(f"{name} takes three comma-separated numbers (finite), e.g. 0.485,0.456,0.406; "
+                             f"got {value!r}")  # fmt: skip
     return parts
+
+
+class InPlace(click.Path):
+    """A file a command continues and rewrites in place by design (``train --resume``):
+    the one input an output may be."""
+
+
+def _unverified(trt_check: dict | None) -> bool:
+    """Whether the offline TensorRT check left warnings (a targeted version that refuses
+    or warns, or one the check has no rules for): nothing failed, not all verified."""
+    states = [st for st in ((trt_check or {}).get("status") or {}).values() if st != "not targeted"]
+    return any(st != "accepts" for st in states)
 
 
 @click.group(cls=_Group)
 @click.version_option(__version__, prog_name="aft-export")
 def main() -> None:
-    """Export Attention Free Transformer classifiers to ONNX and TensorRT, verified."""
+    """Export Attention Free Transformer classifiers to ONNX and TensorRT, verified.
+
+    A user error is one line on stderr, `error: <what was wrong>; <what to do>`, with exit
+    status 2; no command writes over its own inputs (docs/errors.md).
+    """
 
 
 @main.command("models")
@@ -103,16 +320,17 @@ def info_cmd(checkpoint: str, config_name: str | None, as_json: bool) -> None:
 def _train_options():
     T = TrainConfig
     return [
-        click.option("--epochs", default=default(T, "epochs"), show_default=True),
-        click.option("--batch-size", default=default(T, "batch_size"), show_default=True),
-        click.option("--lr", default=default(T, "lr"), show_default=True),
-        click.option("--weight-decay", default=default(T, "weight_decay"), show_default=True),
-        click.option("--warmup-epochs", default=default(T, "warmup_epochs"), show_default=True),
-        click.option("--label-smoothing", default=default(T, "label_smoothing"), show_default=True),
-        click.option("--val-fraction", default=default(T, "val_fraction"), show_default=True,
-                     help="Held-out validation share."),
-        click.option("--seed", default=default(T, "seed"), show_default=True),
-        click.option("--threads", default=default(T, "threads"), help="Torch CPU threads (0: default)."),
+        click.option("--epochs", type=COUNT, default=default(T, "epochs"), show_default=True),
+        click.option("--batch-size", type=BATCH, default=default(T, "batch_size"), show_default=True),
+        click.option("--lr", type=Finite(min=0, min_open=True), default=default(T, "lr"), show_default=True),
+        click.option("--weight-decay", type=Finite(min=0), default=default(T, "weight_decay"), show_default=True),
+        click.option("--warmup-epochs", type=Finite(min=0), default=default(T, "warmup_epochs"), show_default=True),
+        click.option("--label-smoothing", type=Finite(0, 1, max_open=True), default=default(T, "label_smoothing"),
+                     show_default=True),
+        click.option("--val-fraction", type=Finite(0, 1, max_open=True), default=default(T, "val_fraction"),
+                     show_default=True, help="Held-out validation share."),
+        click.option("--seed", type=SEED, default=default(T, "seed"), show_default=True),
+        click.option("--threads", type=THREADS, default=default(T, "threads"), help="Torch CPU threads (0: default)."),
     ]  # fmt: skip
 
 
@@ -131,8 +349,9 @@ def _apply(options):
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False), help="Checkpoint to write.")
 @click.option("--test-data", type=click.Path(), help="Labelled test set evaluated at the end.")
 @_apply(_train_options())
-@click.option("--limit", type=int, help="Use only the first N images (smoke tests).")
-@click.option("--resume", type=click.Path(dir_okay=False), help="Continue from an epoch checkpoint.")
+@click.option("--limit", type=COUNT, help="Use only the first N images (smoke tests).")
+@click.option("--resume", type=InPlace(dir_okay=False), help="Continue from an epoch checkpoint (it may be --out "
+              "itself: the run goes on in place).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def train_cmd(model_name, data, out, test_data, no_progress, **kw) -> None:
     """Train a classifier; writes the checkpoint atomically after every epoch."""
@@ -141,6 +360,7 @@ def train_cmd(model_name, data, out, test_data, no_progress, **kw) -> None:
     metrics = train(TrainConfig(model=model_name, data=data, out=out, test_data=test_data, progress=not no_progress,
                                 **kw))  # fmt: skip
     click.echo(json.dumps(metrics))
+    return EXIT_OK
 
 
 def _export_options():
@@ -156,8 +376,8 @@ def _export_options():
                           "(JetPack 5.1/6.0) and newer (opset 17, functions inlined, LayerNorm decomposed)."),
         click.option("--simplify/--no-simplify", default=default(E, "simplify"), show_default=True, help="Run onnxsim."),
         click.option("--allow-unsimplified", is_flag=True, help="Keep the unsimplified graph if onnxsim fails."),
-        click.option("--verify-images", default=default(E, "verify_images"), show_default=True,
-                     help="Real images for verification (0: skip)."),
+        click.option("--verify-images", type=NONNEGATIVE, default=default(E, "verify_images"), show_default=True,
+                     help="Real images for verification (0: skip; the exit status is then 3, not verified)."),
         click.option("--verify-data", type=click.Path(), help="ImageFolder directory or tar for verification."),
     ]  # fmt: skip
 
@@ -171,7 +391,11 @@ def _export_options():
 @user_model_options
 def export_cmd(checkpoint, output, config_name, as_json, **kw) -> None:
     """Export a checkpoint (or, with --model-def, a model trained elsewhere) to ONNX, simplify
-    it and verify it against PyTorch."""
+    it and verify it against PyTorch.
+
+    Exit 1: the verification failed, or every targeted TensorRT refuses the graph; 3: not
+    verified (--verify-images 0), or a targeted TensorRT version refuses or warns.
+    """
     from aft_export.export.exporter import export_checkpoint
     from aft_export.report import format_export
 
@@ -190,6 +414,11 @@ def export_cmd(checkpoint, output, config_name, as_json, **kw) -> None:
     else:
         result = export_checkpoint(checkpoint, output, ExportOptions(**kw), config=config_name, log=_log(as_json))
     _json(result.to_dict()) if as_json else _echo(format_export(result.to_dict()))
+    if result.parity is None:  # in JSON, "parity": null says it
+        if not as_json:
+            click.echo("not verified against PyTorch (--verify-images 0): exit status 3")
+        return EXIT_UNVERIFIED
+    return EXIT_UNVERIFIED if _unverified(result.trt_check) else EXIT_OK
 
 
 def _quantize_options():
@@ -197,12 +426,12 @@ def _quantize_options():
     return [
         click.option("--method", type=click.Choice(METHODS), default=default(Q, "method"), show_default=True,
                      help="int8 range calibration."),
-        click.option("--percentile", default=default(Q, "percentile"), show_default=True,
-                     help="For --method percentile."),
-        click.option("--count", type=int, help="Calibration images to sample [default: the recipe's, else 512]."),
-        click.option("--batch-size", default=default(Q, "batch_size"), show_default=True,
+        click.option("--percentile", type=Finite(0, 100, min_open=True), default=default(Q, "percentile"),
+                     show_default=True, help="For --method percentile."),
+        click.option("--count", type=COUNT, help="Calibration images to sample [default: the recipe's, else 512]."),
+        click.option("--batch-size", type=BATCH, default=default(Q, "batch_size"), show_default=True,
                      help="Calibration batch size."),
-        click.option("--seed", type=int, help="Seed of the calibration sample [default: the recipe's, else 0]."),
+        click.option("--seed", type=SEED, help="Seed of the calibration sample [default: the recipe's, else 0]."),
         click.option("--per-channel/--per-tensor", default=default(Q, "per_channel"), show_default=True,
                      help="int8 weight scales."),
         click.option("--exclude", multiple=True, help="Node name to keep in floating point (repeatable)."),
@@ -210,7 +439,7 @@ def _quantize_options():
                      help="int8: quantise the AFT core too (inlines the com.aft functions; ONNX Runtime "
                           "does not fuse those MatMuls, so slower on CPU; not advised)."),
         click.option("--sensitivity", is_flag=True, help="int8: rank nodes, keep the worst in float until --budget."),
-        click.option("--budget", default=default(Q, "budget"), show_default=True,
+        click.option("--budget", type=Finite(0, 100), default=default(Q, "budget"), show_default=True,
                      help="Sensitivity: allowed %% top-1 disagreement with fp32 on the calibration images."),
         click.option("--allow-fewer", is_flag=True, help="Use fewer calibration images if the source has fewer."),
     ]  # fmt: skip
@@ -227,12 +456,17 @@ def _quantize_options():
 @click.option("--cache-dir", type=click.Path(file_okay=False),
               help="Calibration cache [default: ~/.cache/aft-export/calibration].")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the calibration cache.")
-@click.option("--input-size", type=int, help="For models without aft-export metadata: square input size.")
+@click.option("--input-size", type=click.IntRange(1, 8192), help="For models without aft-export metadata: square "
+              "input size.")
 @click.option("--mean", help="For models without metadata: r,g,b mean of (x / 255).")
 @click.option("--std", help="For models without metadata: r,g,b std.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def quantize_cmd(model, output, calib, exclude, cache_dir, no_cache, mean, std, as_json, **kw) -> None:
-    """Write an int8 (Q/DQ) or fp16 graph from an fp32 ONNX export, calibrated on real images."""
+    """Write an int8 (Q/DQ) or fp16 graph from an fp32 ONNX export, calibrated on real images.
+
+    Exit 1: every targeted TensorRT refuses the graph; 3: fp16 values took NaN/Inf on the
+    calibration images, or a targeted TensorRT version refuses or warns.
+    """
     from aft_export.quantize import quantize_model
     from aft_export.report import format_quantize
 
@@ -240,13 +474,14 @@ def quantize_cmd(model, output, calib, exclude, cache_dir, no_cache, mean, std, 
                            mean=_floats3(mean, "--mean"), std=_floats3(std, "--std"), **kw)  # fmt: skip
     result = quantize_model(model, output, calib, opts, log=_log(as_json))
     _json(result.to_dict()) if as_json else _echo(format_quantize(result.to_dict()))
+    return EXIT_UNVERIFIED if result.nonfinite or _unverified(result.trt_check) else EXIT_OK
 
 
 @main.command("parity")
 @click.argument("checkpoint", type=click.Path(dir_okay=False))
 @click.argument("artifacts", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--data", required=True, type=click.Path(), help="Images: ImageFolder directory or tar.")
-@click.option("--images", default=ParityOptions.images, show_default=True, help="Number of real images.")
+@click.option("--images", type=COUNT, default=ParityOptions.images, show_default=True, help="Number of real images.")
 @click.option("--tolerance", "overrides", multiple=True, metavar="PREC.FIELD=VALUE",
               help="Override a limit, e.g. fp16.max_abs=0.1 (repeatable).")
 @click.option("--provider", type=PROVIDERS, default="cpu", show_default=True, help=PROVIDER_HELP)
@@ -257,7 +492,7 @@ def parity_cmd(checkpoint, artifacts, data, images, overrides, provider, as_json
     the user's own module: then every argument is an artifact).
 
     Exit 0: all passed; 1: one failed; 3: none failed but one was skipped (its runtime
-    is missing here); 2: bad input.
+    is missing here); 2: bad input (a reference whose outputs are not finite, too).
     """
     from aft_export.parity import run_parity
     from aft_export.report import format_parity
@@ -269,30 +504,34 @@ def parity_cmd(checkpoint, artifacts, data, images, overrides, provider, as_json
                         providers=provider)  # fmt: skip
     _json(report) if as_json else _echo(format_parity(report))
     if any(r["status"] == "fail" for r in report["artifacts"]):
-        sys.exit(1)
-    if report["skipped"]:
-        sys.exit(3)
+        return EXIT_CHECK_FAILED
+    return EXIT_UNVERIFIED if report["skipped"] else EXIT_OK
 
 
 @main.command("bench")
 @click.argument("artifacts", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--batch", "batches", multiple=True, type=int, default=BenchOptions.batches, show_default=True,
+@click.option("--batch", "batches", multiple=True, type=BATCH, default=BenchOptions.batches, show_default=True,
               help="Batch size (repeatable).")
-@click.option("--warmup", default=BenchOptions.warmup, show_default=True)
-@click.option("--iters", default=BenchOptions.iters, show_default=True)
-@click.option("--threads", default=0, help="CPU threads (0: the backend's default).")
+@click.option("--warmup", type=NONNEGATIVE, default=BenchOptions.warmup, show_default=True)
+@click.option("--iters", type=COUNT, default=BenchOptions.iters, show_default=True)
+@click.option("--threads", type=THREADS, default=0, help="CPU threads (0: the backend's default).")
 @click.option("--provider", type=PROVIDERS, default="cpu", show_default=True, help=PROVIDER_HELP)
 @click.option("--profile", is_flag=True, help="Also ONNX Runtime's time per op type for each ONNX file and batch "
               "(its profiler, in a session of its own; fused ops under their own names).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_json) -> None:
-    """Latency p50/p90/p99 and throughput of checkpoints and ONNX files."""
+    """Latency p50/p90/p99 and throughput of checkpoints and ONNX files.
+
+    Exit 0: every artifact timed at every batch size; 3: one was skipped (its runtime is
+    missing here, or a fixed-batch graph at another batch size); 2: bad input.
+    """
     from aft_export.bench import bench
     from aft_export.report import format_bench
 
     report = bench(list(artifacts), list(batches), warmup=warmup, iters=iters, threads=threads, providers=provider,
                    profile=profile)  # fmt: skip
     _json(report) if as_json else _echo(format_bench(report))
+    return EXIT_UNVERIFIED if report["skipped"] else EXIT_OK
 
 
 @main.command("pipeline")
@@ -306,12 +545,12 @@ def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_
 @click.option("--target", "targets", multiple=True, type=click.Choice(TARGETS),
               help="Export target(s), repeatable: tensorrt (TensorRT 10.3+/11: model*.onnx), tensorrt8 (8.5+, "
                    "JetPack 5.1/6.0: model.trt8*.onnx) [default: tensorrt].")
-@click.option("--eval-limit", type=int, help="Evaluate a fixed subset of N images [default: all].")
-@click.option("--parity-images", type=int, help=f"[default: {PipelineOptions.parity_images}]")
-@click.option("--batch", "bench_batches", multiple=True, type=int,
+@click.option("--eval-limit", type=COUNT, help="Evaluate a fixed subset of N images [default: all].")
+@click.option("--parity-images", type=COUNT, help=f"[default: {PipelineOptions.parity_images}]")
+@click.option("--batch", "bench_batches", multiple=True, type=BATCH,
               help=f"Bench batch sizes [default: {' and '.join(map(str, PipelineOptions.bench_batches))}].")
-@click.option("--iters", "bench_iters", type=int, help=f"Bench runs per batch size [default: {PipelineOptions.bench_iters}].")
-@click.option("--threads", type=int, help="CPU threads (0: the backend's default) [default: 0].")
+@click.option("--iters", "bench_iters", type=COUNT, help=f"Bench runs per batch size [default: {PipelineOptions.bench_iters}].")
+@click.option("--threads", type=THREADS, help="CPU threads (0: the backend's default) [default: 0].")
 @click.option("--tolerance", "tolerances", multiple=True, metavar="PREC.FIELD=VALUE", help="Parity limit override.")
 @click.option("--triton-repo", is_flag=True, default=None,
               help="Also write RUN/triton: a Triton model repository of the artifacts (aft-export triton-repo).")
@@ -322,7 +561,8 @@ def pipeline_cmd(checkpoint, as_json, **kw) -> None:
     evaluate and benchmark in one run directory. With no CHECKPOINT: the bundled zoo model.
 
     Exit 0: every artifact passed parity; 1: one failed (the run directory still has
-    the full report); 2: bad input.
+    the full report); 3: none failed but one was not verified (skipped by parity, or
+    TensorRT check warnings); 2: bad input.
     """
     from aft_export.pipeline import run_pipeline
     from aft_export.report import summary_table
@@ -344,7 +584,8 @@ def pipeline_cmd(checkpoint, as_json, **kw) -> None:
                f"\n{'PASS' if result.passed else 'FAIL'}: run directory {result.run_dir} (report.md, manifest.json, "
                f"plots/)"])  # fmt: skip
     if not result.passed:
-        sys.exit(1)
+        return EXIT_CHECK_FAILED
+    return EXIT_UNVERIFIED if result.unverified else EXIT_OK
 
 
 @main.command("check")
@@ -366,7 +607,7 @@ def check_cmd(models, trt_versions, as_json, list_rules) -> None:
     if list_rules:
         rows = rules_table(list(trt_versions) or None)
         _json(rows) if as_json else click.echo("\n".join(format_rules(rows)))
-        return
+        return EXIT_OK
     if not models:
         raise click.UsageError("give one or more ONNX files to check (or --rules to list the rules)")
     reports = [check_model(m, list(trt_versions) or None) for m in models]
@@ -375,7 +616,7 @@ def check_cmd(models, trt_versions, as_json, list_rules) -> None:
     else:
         click.echo("\n\n".join("\n".join(format_report(r)) for r in reports))
     codes = [r.exit_code for r in reports]
-    sys.exit(1 if 1 in codes else 3 if 3 in codes else 0)
+    return EXIT_CHECK_FAILED if 1 in codes else EXIT_UNVERIFIED if 3 in codes else EXIT_OK
 
 
 def _build_options():
@@ -384,11 +625,11 @@ def _build_options():
         click.option("--batch", default=default(B, "batch"), show_default=True,
                      help="Batch profile MIN,OPT,MAX (or one number)."),
         click.option("--hw", help="AFT-conv exported with --dynamic-hw: height/width profile MIN,OPT,MAX."),
-        click.option("--workspace-mb", default=default(B, "workspace_mb"), show_default=True,
+        click.option("--workspace-mb", type=COUNT, default=default(B, "workspace_mb"), show_default=True,
                      help="Builder workspace limit."),
         click.option("--timing-cache", type=click.Path(dir_okay=False),
                      help="Timing cache file: loaded if present, saved after."),
-        click.option("--dla-core", type=int, help="Jetson: build for this DLA core, with GPU fallback."),
+        click.option("--dla-core", type=NONNEGATIVE, help="Jetson: build for this DLA core, with GPU fallback."),
         click.option("--version-compatible", is_flag=True,
                      help="Engine loadable by later TensorRT of the same major, and 10.x engines by 11.x (8.6 by "
                           "10.x); needs TensorRT 8.6+."),
@@ -413,7 +654,7 @@ def build_cmd(model, output, **kw) -> None:
 @main.command("infer")
 @click.argument("artifact", type=click.Path(dir_okay=False))
 @click.argument("images", nargs=-1, required=True, type=click.Path())
-@click.option("--top-k", default=5, show_default=True)
+@click.option("--top-k", type=COUNT, default=5, show_default=True)
 @click.option("--provider", type=PROVIDERS, default="cpu", show_default=True, help=PROVIDER_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def infer_cmd(artifact, images, top_k, provider, as_json) -> None:
@@ -428,29 +669,34 @@ def infer_cmd(artifact, images, top_k, provider, as_json) -> None:
 @main.command("eval")
 @click.argument("artifacts", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--data", required=True, type=click.Path(), help="Labelled ImageFolder directory or tar.")
-@click.option("--batch-size", default=EvalOptions.batch_size, show_default=True)
-@click.option("--limit", type=int, help="Evaluate a fixed subset of N images.")
+@click.option("--batch-size", type=BATCH, default=EvalOptions.batch_size, show_default=True)
+@click.option("--limit", type=COUNT, help="Evaluate a fixed subset of N images.")
 @click.option("--provider", type=PROVIDERS, default="cpu", show_default=True, help=PROVIDER_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def eval_cmd(artifacts, data, batch_size, limit, provider, as_json) -> None:
     """Top-1/top-5 of each checkpoint or ONNX file on a labelled set, side by side, with
-    each one's top-1 agreement with the first."""
+    each one's top-1 agreement with the first.
+
+    Exit 0: every artifact evaluated; 3: one was skipped (its runtime is missing here);
+    2: bad input (an artifact whose outputs are not finite, too).
+    """
     from aft_export.evaluate import evaluate_artifacts
     from aft_export.report import format_eval
 
     rows = evaluate_artifacts(list(artifacts), data, batch_size=batch_size, limit=limit, providers=provider)
     _json(rows) if as_json else _echo(format_eval(rows))
+    return EXIT_UNVERIFIED if any(r["status"] == "skipped" for r in rows) else EXIT_OK
 
 
 def _triton_options(owner):
     return [
-        click.option("--max-batch", type=int, help="Largest batch [default: 32 for a dynamic-batch ONNX file, an "
+        click.option("--max-batch", type=BATCH, help="Largest batch [default: 32 for a dynamic-batch ONNX file, an "
                      "engine's profile maximum; a fixed-batch export is served without batching]."),
-        click.option("--instances", default=default(owner, "instances"), show_default=True,
+        click.option("--instances", type=COUNT, default=default(owner, "instances"), show_default=True,
                      help="Model instances (one runner each)."),
-        click.option("--top-k", default=default(owner, "top_k"), show_default=True,
+        click.option("--top-k", type=COUNT, default=default(owner, "top_k"), show_default=True,
                      help="Classes in topk_index and topk_label."),
-        click.option("--queue-delay-us", default=default(owner, "queue_delay_us"), show_default=True,
+        click.option("--queue-delay-us", type=NONNEGATIVE, default=default(owner, "queue_delay_us"), show_default=True,
                      help="How long the dynamic batcher holds a request for others to join it."),
     ]  # fmt: skip
 
@@ -459,15 +705,15 @@ def _triton_options(owner):
 @click.argument("artifacts", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--host", default=default(ServeOptions, "host"), show_default=True,
               help="Address HTTP, gRPC and metrics listen on (0.0.0.0: every interface).")
-@click.option("--http-port", default=default(ServeOptions, "http_port"), show_default=True)
-@click.option("--grpc-port", default=default(ServeOptions, "grpc_port"), show_default=True)
-@click.option("--metrics-port", default=default(ServeOptions, "metrics_port"), show_default=True)
+@click.option("--http-port", type=PORT, default=default(ServeOptions, "http_port"), show_default=True)
+@click.option("--grpc-port", type=PORT, default=default(ServeOptions, "grpc_port"), show_default=True)
+@click.option("--metrics-port", type=PORT, default=default(ServeOptions, "metrics_port"), show_default=True)
 @_apply(_triton_options(ServeOptions))
 @click.option("--provider", type=PROVIDERS, default=default(ServeOptions, "provider"), show_default=True,
               help=PROVIDER_HELP)
-@click.option("--threads", default=default(ServeOptions, "threads"), show_default=True,
+@click.option("--threads", type=THREADS, default=default(ServeOptions, "threads"), show_default=True,
               help="CPU threads per instance (0: the cores shared out among the instances).")
-@click.option("--drain-seconds", default=default(ServeOptions, "drain_seconds"), show_default=True,
+@click.option("--drain-seconds", type=click.IntRange(0, 3600), default=default(ServeOptions, "drain_seconds"), show_default=True,
               help="On SIGINT/SIGTERM, how long Triton waits for the requests in flight (and its models to "
                    "unload).")
 def serve_cmd(artifacts, **kw) -> None:

@@ -10,6 +10,7 @@ the metrics below.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +43,23 @@ class Tolerance:
     # can swap two classes that are that close. 0 counts every flip.
     tie_margin: float = 0.0
 
+    def __post_init__(self) -> None:
+        for name, (ok, says) in LIMITS.items():
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and ok(value)):
+                raise AFTExportError(f"{name} must be {says}, got {value!r}")
+
+
+# what each limit may be: a NaN or an infinite limit would turn its check off, and a
+# cosine above 1 or an agreement above 1 would fail every artifact
+LIMITS = {
+    "max_abs": (lambda v: v >= 0, "a finite number >= 0"),
+    "min_cosine": (lambda v: 0 < v <= 1, "in (0, 1]"),
+    "min_top1_agreement": (lambda v: 0 <= v <= 1, "in [0, 1] (a share, not a percentage)"),
+    "stress_min_cosine": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "tie_margin": (lambda v: v >= 0, "a finite number >= 0"),
+}
+
 
 TOLERANCES: dict[str, Tolerance] = {
     "fp32": Tolerance(max_abs=1e-4, min_cosine=0.99999, min_top1_agreement=1.0, stress_min_cosine=0.99999),
@@ -60,13 +78,19 @@ def tolerances_with(overrides: list[str] | None = None) -> dict[str, Tolerance]:
         fields = {f.name for f in dataclasses.fields(Tolerance)}
         if not sep or not dot or prec not in tols or name not in fields:
             raise AFTExportError(
-                f"bad tolerance {item!r}: use PRECISION.FIELD=VALUE with PRECISION in {sorted(tols)} "
+                f"bad tolerance {item!r}; use PRECISION.FIELD=VALUE with PRECISION in {sorted(tols)} "
                 f"and FIELD in {sorted(fields)}"
             )
         try:
-            tols[prec] = dataclasses.replace(tols[prec], **{name: float(value)})
+            number = float(value)
         except ValueError:
-            raise AFTExportError(f"bad tolerance {item!r}: {value!r} is not a number") from None
+            raise AFTExportError(f"bad tolerance {item!r}: {value!r} is not a number; give e.g. "
+                                 f"{prec}.{name}={getattr(TOLERANCES[prec], name)}") from None  # fmt: skip
+        try:
+            tols[prec] = dataclasses.replace(tols[prec], **{name: number})
+        except AFTExportError as exc:
+            raise AFTExportError(f"bad tolerance {item!r}: {exc}; the default is "
+                                 f"{prec}.{name}={getattr(TOLERANCES[prec], name)}") from None  # fmt: skip
     return tols
 
 

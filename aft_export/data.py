@@ -11,6 +11,8 @@ from __future__ import annotations
 import io
 import os
 import tarfile
+import warnings
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +24,18 @@ from aft_export.errors import AFTExportError
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".ppm", ".tif", ".tiff")
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
+# The cost of an image is bounded before it is decoded: its header says its size, and an
+# image of more pixels than this is refused (64 Mpx, 192 MB decoded: a 50-megapixel camera
+# photo passes; a 69-byte PNG claiming 20000 x 20000 does not), or of more than 1024 times
+# the model's input where that is larger (inputs above 256 x 256). A file larger than
+# MAX_IMAGE_BYTES is refused before it is read. Resizing never builds more than
+# MAX_RESIZE_FACTOR times the model's input (see square_crop).
+MAX_IMAGE_PIXELS = 64 * 2**20
+INPUT_PIXEL_FACTOR = 1024
+MAX_RESIZE_FACTOR = 64
+MAX_IMAGE_BYTES = 256 * 2**20
+# what a damaged or truncated tar raises while it is read
+TAR_ERRORS = (tarfile.TarError, OSError, EOFError, zlib.error)
 
 
 @dataclass
@@ -49,21 +63,42 @@ def subset_indices(n: int, limit: int) -> np.ndarray:
     return np.sort(np.random.default_rng(0).permutation(n)[:limit])
 
 
+def max_image_pixels(size: int) -> int:
+    """The most pixels an image may have to be decoded for a model of ``size x size`` input."""
+    return max(MAX_IMAGE_PIXELS, INPUT_PIXEL_FACTOR * size * size)
+
+
 def load_image(data: bytes | str | os.PathLike, size: int, name: str = "") -> np.ndarray:
     """Decode one image to RGB uint8 (size, size, 3).
 
     Resize so the shorter side is ``size`` (bicubic), then centre-crop; images that
     are already ``size x size`` are untouched. Grayscale, palette, RGBA and CMYK are
-    converted to RGB; 16-bit and float images are refused.
+    converted to RGB; 16-bit and float images are refused, and so is an image whose
+    pixel count is absurd for the model (:func:`max_image_pixels`), from its header,
+    before it is decoded.
     """
     from PIL import Image, UnidentifiedImageError
 
     label = name or str(data)
+    if not isinstance(data, bytes):
+        data = read_image_file(Path(data))
     try:
-        img = Image.open(io.BytesIO(data) if isinstance(data, bytes) else data)
+        with warnings.catch_warnings():  # PIL's own bomb warning: the limit below comes first
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            img = Image.open(io.BytesIO(data))
+        w, h = img.size
+        if w * h > max_image_pixels(size):
+            raise AFTExportError(
+                f"image {label} is {w}x{h} ({w * h / 1e6:.0f} Mpx), more pixels than aft-export decodes for a "
+                f"{size}x{size} model ({max_image_pixels(size) / 2**20:.0f} Mpx); resize it first"
+            )
         img.load()
-    except (UnidentifiedImageError, OSError, SyntaxError) as exc:
-        raise AFTExportError(f"cannot read image {label}: {exc}") from None
+    except Image.DecompressionBombError:
+        raise AFTExportError(f"image {label} claims more pixels than aft-export decodes for a {size}x{size} "
+                             f"model ({max_image_pixels(size) / 2**20:.0f} Mpx); resize it first") from None  # fmt: skip
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        why = str(exc).replace("<_io.BytesIO object", "<data").split(" at 0x")[0]
+        raise AFTExportError(f"cannot read image {label} ({why}); replace or remove it") from None
     if img.mode in ("I", "I;16", "I;16B", "I;16L", "F"):
         raise AFTExportError(
             f"image {label} has {img.mode} pixels (16-bit or float); convert it to 8-bit RGB"
@@ -79,46 +114,82 @@ def load_image(data: bytes | str | os.PathLike, size: int, name: str = "") -> np
 
 
 def square_crop(img, size: int) -> np.ndarray:
-    """Resize an RGB PIL image so the shorter side is ``size`` (bicubic), centre-crop it."""
+    """Resize an RGB PIL image so the shorter side is ``size`` (bicubic), centre-crop it.
+
+    An image whose resized whole would hold more than MAX_RESIZE_FACTOR times the crop
+    (an aspect ratio above 64: a 1 x 100000 strip would be 32 x 3,200,000) has its crop
+    resampled straight from the source pixels instead (PIL's ``box``: the same filter at
+    the same positions, without the whole; PIL may then run its two passes in the other
+    order, so a pixel can differ by a few levels of rounding)."""
     from PIL import Image
 
     if img.size != (size, size):
         w, h = img.size
         scale = size / min(w, h)
         nw, nh = max(size, round(w * scale)), max(size, round(h * scale))
-        img = img.resize((nw, nh), Image.BICUBIC)
         left, top = (nw - size) // 2, (nh - size) // 2
-        img = img.crop((left, top, left + size, top + size))
+        if nw * nh <= MAX_RESIZE_FACTOR * size * size:
+            img = img.resize((nw, nh), Image.BICUBIC).crop((left, top, left + size, top + size))
+        else:
+            sx, sy = w / nw, h / nh  # source pixels per resized pixel
+            box = (left * sx, top * sy, (left + size) * sx, (top + size) * sy)
+            img = img.resize((size, size), Image.BICUBIC, box=box)
     return np.asarray(img, dtype=np.uint8)
+
+
+def read_image_file(path: Path) -> bytes:
+    """An image file's bytes, refused before reading when it is larger than MAX_IMAGE_BYTES."""
+    try:
+        if path.stat().st_size > MAX_IMAGE_BYTES:
+            raise AFTExportError(f"image {path} is {path.stat().st_size / 2**20:.0f} MB, more than aft-export reads "
+                                 f"({MAX_IMAGE_BYTES // 2**20} MB); resize it first")  # fmt: skip
+        return path.read_bytes()
+    except OSError as exc:
+        raise AFTExportError(f"cannot read image {path} ({exc.strerror or exc}); check it exists and is a "
+                             f"readable file") from None  # fmt: skip
+
+
+def tar_error(path, exc: BaseException) -> AFTExportError:
+    return AFTExportError(f"cannot read tar {path} ({str(exc) or type(exc).__name__}): it is damaged or truncated; "
+                          f"re-download or re-create it")  # fmt: skip
 
 
 def iter_folder(root: Path) -> Iterator[tuple[str, str, bytes]]:
     for cls_dir in sorted(p for p in root.iterdir() if p.is_dir()):
         for f in sorted(cls_dir.iterdir()):
-            if f.suffix.lower() in IMAGE_EXTENSIONS:
-                yield cls_dir.name, str(f), f.read_bytes()
+            if f.suffix.lower() in IMAGE_EXTENSIONS and f.is_file():
+                yield cls_dir.name, str(f), read_image_file(f)
 
 
 def iter_tar(path: Path) -> Iterator[tuple[str, str, bytes]]:
     try:
         tar = tarfile.open(path)
-    except (tarfile.TarError, OSError) as exc:
-        raise AFTExportError(f"cannot open tar {path}: {exc}") from None
+    except TAR_ERRORS as exc:
+        raise tar_error(path, exc) from None
     with tar:
-        members = [
-            m for m in tar.getmembers()
-            if m.isfile() and Path(m.name).suffix.lower() in IMAGE_EXTENSIONS
-        ]  # fmt: skip
+        try:
+            members = [
+                m for m in tar.getmembers()
+                if m.isfile() and Path(m.name).suffix.lower() in IMAGE_EXTENSIONS
+            ]  # fmt: skip
+        except TAR_ERRORS as exc:
+            raise tar_error(path, exc) from None
         for m in sorted(members, key=lambda m: m.name):
             parts = Path(m.name).parts
             if len(parts) < 2:
                 raise AFTExportError(
-                    f"{path}: {m.name} is not inside a class folder (expected <class>/<image>)"
+                    f"{path}: {m.name} is not inside a class folder; expected <class>/<image>"
                 )
-            fh = tar.extractfile(m)
-            if fh is None:
-                continue
-            yield parts[-2], f"{path}:{m.name}", fh.read()
+            if m.size > MAX_IMAGE_BYTES:
+                raise AFTExportError(f"{path}:{m.name} is {m.size / 2**20:.0f} MB, more than aft-export reads "
+                                     f"({MAX_IMAGE_BYTES // 2**20} MB); resize it first")  # fmt: skip
+            try:
+                fh = tar.extractfile(m)
+                blob = fh.read() if fh is not None else None
+            except TAR_ERRORS as exc:
+                raise tar_error(path, exc) from None
+            if blob is not None:
+                yield parts[-2], f"{path}:{m.name}", blob
 
 
 def normalize(images, mean, std):

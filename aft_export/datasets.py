@@ -130,6 +130,8 @@ def load_labelled(source: str | os.PathLike, size: int, limit: int | None = None
     ``limit`` keeps a fixed pseudo-random subset of that many images (quick tests).
     ``cifar10:train`` / ``cifar10:test`` name the data set (see :mod:`aft_export.datasets`).
     """
+    if limit is not None and limit < 1:
+        raise AFTExportError(f"an image limit must be >= 1, got {limit}; leave it out to use every image")
     if is_named(source):
         resolved = resolve(str(source))
         if isinstance(resolved, LabelledImages):
@@ -137,13 +139,13 @@ def load_labelled(source: str | os.PathLike, size: int, limit: int | None = None
         source = resolved
     path = Path(source)
     if not path.exists():
-        raise AFTExportError(f"data source {path} does not exist")
+        raise AFTExportError(f"data source {path} does not exist; {SOURCES}")
     if path.is_dir():
         items = iter_folder(path)
-    elif tarfile.is_tarfile(path):
+    elif _is_tar(path):
         items = iter_tar(path)
     else:
-        raise AFTExportError(f"{path} is neither an ImageFolder directory nor a tar file")
+        raise AFTExportError(f"{path} is neither an ImageFolder directory nor a tar file; {SOURCES}")
 
     items = list(items)
     if limit is not None and limit < len(items):
@@ -164,6 +166,16 @@ def load_labelled(source: str | os.PathLike, size: int, limit: int | None = None
     index = {c: i for i, c in enumerate(classes)}
     labels = np.array([index[c] for c in names], dtype=np.int64)
     return LabelledImages(np.stack(images), labels, classes, str(path))
+
+
+SOURCES = "give an ImageFolder directory (<class>/<image>), a tar of one, or cifar10:train / cifar10:test"
+
+
+def _is_tar(path: Path) -> bool:
+    try:
+        return path.is_file() and tarfile.is_tarfile(path)
+    except OSError:
+        return False
 
 
 def _subset_resized(data: LabelledImages, size: int, limit: int | None) -> LabelledImages:

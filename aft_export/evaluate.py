@@ -45,7 +45,9 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
     """
     runners_given = runners or {}
     if not artifacts:
-        raise AFTExportError("nothing to evaluate")
+        raise AFTExportError("nothing to evaluate; give one or more checkpoints or ONNX files")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise AFTExportError(f"--batch-size must be >= 1, got {batch_size!r}; e.g. --batch-size {EvalOptions.batch_size}")
     runners, skipped = [], {}
     for i, a in enumerate(artifacts):
         try:
@@ -62,7 +64,7 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
                                  f"evaluate them separately")  # fmt: skip
     images = data if isinstance(data, LabelledImages) else load_labelled(data, size, limit=limit)
     if len(images) == 0:
-        raise AFTExportError(f"{data} holds no labelled images")
+        raise AFTExportError(f"{data} holds no labelled images; give an ImageFolder directory (<class>/<image>)")
     for artifact, runner in zip(artifacts, runners):
         if runner is not None:
             if images.classes != runner.info.classes:
@@ -77,7 +79,7 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
         t0, preds = time.perf_counter(), []
         for i in range(0, len(images), batch_size):
             x = normalize(images.images[i : i + batch_size], runner.info.mean, runner.info.std).numpy()
-            preds.append(np.argsort(-runner.logits(x, batch_size=min(batch_size, 64)), axis=1)[:, :5])
+            preds.append(np.argsort(-runner.finite_logits(x, batch_size=min(batch_size, 64)), axis=1)[:, :5])
         return np.concatenate(preds), time.perf_counter() - t0
 
     live = [r for r in runners if r is not None]

@@ -4,6 +4,13 @@ Every file aft-export writes appears whole or not at all: it is written under a
 temporary name in the destination directory and renamed (``os.replace``, atomic on
 POSIX), and gets the mode the umask gives a new file. Directories likewise: a run
 directory is built under a temporary name and renamed when complete.
+
+Inputs are sacred: an output path is checked before any work starts
+(:func:`check_output_path`): never one of the command's inputs (the same path, or the
+same file through a symbolic or hard link), never anything but a regular file (a
+device node, a fifo, a directory); and :func:`claim_output` holds a lock beside it for
+the whole run, so that a second run writing the same output fails at its start, not
+at its end.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ import contextlib
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -31,15 +39,121 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def check_output_path(path: str | os.PathLike) -> Path:
-    """The path, once its directory is known to exist and be writable (else a clear error)."""
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISREG, "regular file"), (stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "fifo"),
+                       (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
+                       (stat.S_ISSOCK, "socket")):  # fmt: skip
+        if test(mode):
+            return name
+    return "special file"
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether two paths name one file (the same path, or through a symbolic or hard link)."""
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except (OSError, ValueError):
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def check_output_path(path: str | os.PathLike, inputs=(), directory: bool = False) -> Path:
+    """The output ``path``, checked before any work starts: its directory exists and is
+    writable; if it exists it is a regular file (a directory where ``directory``) and none
+    of ``inputs`` (paths the command reads; the same file through a link counts).
+    Raises a one-line AFTExportError otherwise."""
     path = Path(path)
     parent = path.parent
+    if directory:  # a run directory's missing parents are made: the nearest existing one must take them
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
     if not parent.is_dir():
-        raise AFTExportError(f"output directory {parent} does not exist")
+        what = "is not a directory" if parent.exists() else "does not exist"
+        raise AFTExportError(f"output directory {parent} {what}; create it or choose another output path")
     if not os.access(parent, os.W_OK):
-        raise AFTExportError(f"output directory {parent} is not writable")
+        raise AFTExportError(f"output directory {parent} is not writable; choose another output path")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:  # nothing there (or a dangling link): nothing to protect
+        return path
+    except OSError as exc:
+        raise AFTExportError(f"cannot use {path} as output ({exc.strerror}); choose another output path") from None
+    kind = _kind(st.st_mode)
+    wanted = "directory" if directory else "regular file"
+    if kind != wanted:
+        raise AFTExportError(f"output {path} is a {kind}, not a {wanted}; aft-export replaces only "
+                             f"{wanted}s: choose another output path")  # fmt: skip
+    for item in inputs or ():
+        if item is not None and same_file(path, item):
+            how = "" if os.path.abspath(path) == os.path.abspath(item) else " (through a link)"
+            raise AFTExportError(f"output {path} is the input {item}{how}; writing it would overwrite its input: "
+                                 f"choose another output path")  # fmt: skip
     return path
+
+
+_HELD: dict[str, list] = {}  # lock file -> [descriptor, depth]: one process may claim an output twice
+
+
+@contextlib.contextmanager
+def output_lock(path: str | os.PathLike):
+    """Hold an exclusive lock on ``path`` for the block (``.<name>.lock`` beside it, removed
+    after; the kernel releases it if the process dies). A second run writing the same
+    output fails here, at its start, naming the run that holds it. Re-entrant within a
+    process (the command line and the library both claim an output)."""
+    import fcntl
+
+    path = Path(path)
+    lock = path.parent.resolve() / f".{path.name}.lock"
+    key = str(lock)
+    if key in _HELD:
+        _HELD[key][1] += 1
+        try:
+            yield path
+        finally:
+            _HELD[key][1] -= 1
+        return
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise AFTExportError(f"cannot create the lock file {lock} ({exc.strerror}); choose another output "
+                                 f"path") from None  # fmt: skip
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise AFTExportError(f"another aft-export run (pid {holder}) is writing {path}; wait for it to finish "
+                                 f"or choose another output path") from None  # fmt: skip
+        try:  # the holder before us may have removed the file between our open and our lock
+            current = os.stat(lock)
+        except FileNotFoundError:
+            current = None
+        mine = os.fstat(fd)
+        if current is not None and (current.st_dev, current.st_ino) == (mine.st_dev, mine.st_ino):
+            break
+        os.close(fd)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    _HELD[key] = [fd, 1]
+    try:
+        yield path
+    finally:
+        del _HELD[key]
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock)
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def claim_output(path: str | os.PathLike, inputs=(), directory: bool = False):
+    """:func:`check_output_path`, then :func:`output_lock` for the block: what every stage
+    that writes an output does before its work starts. Yields the path."""
+    path = check_output_path(path, inputs, directory)
+    if directory:
+        make_dirs(path.parent, "output directory")
+    with output_lock(path):
+        yield path
 
 
 def _umask() -> int:
@@ -96,18 +210,24 @@ def atomic_directory(final: str | os.PathLike):
     """Build a directory under a temporary name beside ``final``; rename it into place
     when the block completes, remove it when the block raises. Yields the work path."""
     final = Path(final)
-    if final.exists() and (not final.is_dir() or any(final.iterdir())):
+    if final.exists() and not final.is_dir():
+        raise AFTExportError(f"{final} exists and is not a directory; choose another run directory")
+    if final.exists() and any(final.iterdir()):
         raise AFTExportError(f"directory {final} already exists and is not empty; choose another")
-    final.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(final.parent, "output directory")
     if not os.access(final.parent, os.W_OK):
-        raise AFTExportError(f"cannot write into {final.parent}")
+        raise AFTExportError(f"cannot write into {final.parent}; choose another run directory")
     work = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-", dir=final.parent))
     try:
         os.chmod(work, dir_mode())  # mkdtemp makes 0700
         yield work
-        if final.exists():
-            final.rmdir()
-        os.replace(work, final)
+        try:
+            if final.exists():
+                final.rmdir()
+            os.replace(work, final)
+        except OSError as exc:
+            raise AFTExportError(f"cannot move the finished run to {final} ({exc.strerror}: something else wrote "
+                                 f"there meanwhile); choose another directory") from None  # fmt: skip
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
@@ -123,9 +243,9 @@ def cache_root(*parts: str) -> Path:
     return base.joinpath(*parts)
 
 
-def make_dirs(path: Path, what: str = "directory") -> Path:
+def make_dirs(path: Path, what: str = "directory", hint: str = "choose another path") -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise AFTExportError(f"cannot create the {what} {path}: {exc}") from None
+        raise AFTExportError(f"cannot create the {what} {path} ({exc.strerror or exc}); {hint}") from None
     return path

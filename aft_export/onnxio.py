@@ -30,12 +30,20 @@ def load_onnx(path: str | os.PathLike, external_data: bool = True):
     import onnx
 
     path = Path(path)
+    if path.is_dir():
+        raise AFTExportError(f"model {path} is a directory; give an .onnx file")
     if not path.is_file():
-        raise AFTExportError(f"model {path} does not exist")
+        raise AFTExportError(f"model {path} does not exist; check the path")
+    if path.stat().st_size == 0:
+        raise AFTExportError(f"model {path} is empty (0 bytes); export it again")
     try:
-        return onnx.load(str(path), load_external_data=external_data)
+        model = onnx.load(str(path), load_external_data=external_data)
     except Exception as exc:  # protobuf's DecodeError, a missing or short external data file
-        raise AFTExportError(f"{path} is not a readable ONNX file: {str(exc).splitlines()[0][:300]}") from None
+        raise AFTExportError(f"{path} is not a readable ONNX file ({str(exc).splitlines()[0][:300]}); "
+                             f"export it again") from None  # fmt: skip
+    if model.ir_version == 0 or not model.HasField("graph"):
+        raise AFTExportError(f"{path} is not an ONNX model (no IR version or no graph); export it again")
+    return model
 
 
 def check_graph(model) -> None:

@@ -6,6 +6,7 @@ Pure data, light to import: nothing here loads torch, ONNX or ONNX Runtime at im
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -20,6 +21,10 @@ OP_FORMS = ("custom", "decomposed")
 # or TensorRT 8.5+ (opset 17, functions inlined; see aft_export/export/trt8.py)
 TARGETS = ("tensorrt", "tensorrt8")
 MAX_BATCH = 65536
+# limits of what a command line may ask for: more CPU threads than any machine this runs on
+# has cores, and the seeds numpy's and torch's generators both take
+MAX_THREADS = 1024
+MAX_SEED = 2**32 - 1
 MIN_OPSET = 18  # the com.aft bodies: ReduceMax/ReduceSum with axes as an input
 # a model trained elsewhere: inputs its layer swap is verified on (the verification
 # images, topped up with seeded random ones), and the batch they run in
@@ -51,7 +56,8 @@ class ExportOptions:
                 f"(ReduceMax/ReduceSum with axes as an input); use --opset {MIN_OPSET}"
             )
         if self.opset > newest:
-            raise AFTExportError(f"opset {self.opset} is newer than this onnx package knows ({newest})")
+            raise AFTExportError(f"opset {self.opset} is newer than this onnx package knows ({newest}); use --opset "
+                                 f"{MIN_OPSET} to {newest}")  # fmt: skip
         if self.op_form not in OP_FORMS:
             raise AFTExportError(f"unknown op form {self.op_form!r}; choose one of {OP_FORMS}")
         if self.target not in TARGETS:
@@ -61,7 +67,8 @@ class ExportOptions:
                                  "leave --opset out with --target tensorrt8")  # fmt: skip
         parse_batch(self.batch)
         if self.verify_images < 0:
-            raise AFTExportError("verification image count must be >= 0")
+            raise AFTExportError(f"verification image count must be >= 0, got {self.verify_images}; "
+                                 f"give --verify-images 0 to skip verification")  # fmt: skip
 
 
 def parse_batch(spec: str | int) -> int | None:
@@ -72,7 +79,7 @@ def parse_batch(spec: str | int) -> int | None:
     if re.fullmatch(r"[0-9]+", text) and 1 <= int(text) <= MAX_BATCH:
         return int(text)
     raise AFTExportError(
-        f"bad batch specification {spec!r}: use 'dynamic' or a batch size from 1 to {MAX_BATCH}"
+        f"bad batch specification {spec!r} for --batch; use 'dynamic' or a batch size from 1 to {MAX_BATCH}"
     )
 
 
@@ -106,12 +113,17 @@ class QuantizeOptions:
             raise AFTExportError(f"unknown precision {self.precision!r}; choose one of {PRECISIONS}")
         if self.method not in METHODS:
             raise AFTExportError(f"unknown calibration method {self.method!r}; choose one of {METHODS}")
-        if not 0 < self.percentile <= 100:
-            raise AFTExportError(f"percentile must be in (0, 100], got {self.percentile}")
-        if (self.count is not None and self.count < 1) or self.batch_size < 1:
-            raise AFTExportError("calibration count and batch size must be >= 1")
-        if self.budget < 0:
-            raise AFTExportError("the accuracy budget is a percentage >= 0")
+        if not (finite(self.percentile) and 0 < self.percentile <= 100):
+            raise AFTExportError(f"percentile must be in (0, 100], got {self.percentile}; e.g. --percentile 99.999")
+        if self.count is not None and not (whole(self.count) and self.count >= 1):
+            raise AFTExportError(f"calibration count must be a whole number >= 1, got {self.count!r}; e.g. --count 512")
+        if not (whole(self.batch_size) and self.batch_size >= 1):
+            raise AFTExportError(f"calibration batch size must be >= 1, got {self.batch_size!r}; e.g. --batch-size 32")
+        if self.seed is not None and not (whole(self.seed) and 0 <= self.seed <= MAX_SEED):
+            raise AFTExportError(f"calibration seed must be from 0 to {MAX_SEED}, got {self.seed!r}")
+        if not (finite(self.budget) and 0 <= self.budget <= 100):
+            raise AFTExportError(f"the accuracy budget is a percentage from 0 to 100, got {self.budget}; "
+                                 f"e.g. --budget 0.5")  # fmt: skip
 
 
 # ---------------------------------------------------------------- TensorRT builds
@@ -145,6 +157,19 @@ class BuildOptions:
 # ---------------------------------------------------------------- pipeline, training
 
 
+def finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_threads(threads, flag: str = "--threads") -> None:
+    if not (whole(threads) and 0 <= threads <= MAX_THREADS):
+        raise AFTExportError(f"{flag} must be from 0 (the backend's default) to {MAX_THREADS}, got {threads!r}")
+
+
 @dataclass(frozen=True)
 class PipelineOptions:
     out: str | None = None  # default: runs/<checkpoint stem>-<UTC time>
@@ -161,6 +186,17 @@ class PipelineOptions:
     threads: int = 0
     tolerances: tuple[str, ...] = ()
     triton_repo: bool = False  # also write RUN/triton: a Triton model repository of the artifacts
+
+    def __post_init__(self) -> None:
+        for name, flag in (("eval_limit", "--eval-limit"), ("parity_images", "--parity-images"),
+                           ("bench_iters", "--iters")):  # fmt: skip
+            value = getattr(self, name)
+            if value is not None and not (whole(value) and value >= 1):
+                raise AFTExportError(f"{flag} must be a whole number >= 1, got {value!r}")
+        if not self.bench_batches or not all(whole(b) and b >= 1 for b in self.bench_batches):
+            raise AFTExportError(f"bench batch sizes must be whole numbers >= 1, got {list(self.bench_batches)}; "
+                                 f"e.g. --batch 1 --batch 32")  # fmt: skip
+        check_threads(self.threads)
 
 
 @dataclass(frozen=True)
@@ -183,12 +219,22 @@ class TrainConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        if self.epochs < 1:
-            raise AFTExportError("epochs must be >= 1")
-        if self.batch_size < 1:
-            raise AFTExportError("batch size must be >= 1")
-        if not 0.0 <= self.val_fraction < 1.0:
-            raise AFTExportError("val fraction must be in [0, 1)")
+        ranges = {  # field: (flag, test, what it must be)
+            "epochs": ("--epochs", lambda v: whole(v) and v >= 1, "a whole number >= 1"),
+            "batch_size": ("--batch-size", lambda v: whole(v) and v >= 1, "a whole number >= 1"),
+            "lr": ("--lr", lambda v: finite(v) and v > 0, "a finite number > 0"),
+            "weight_decay": ("--weight-decay", lambda v: finite(v) and v >= 0, "a finite number >= 0"),
+            "warmup_epochs": ("--warmup-epochs", lambda v: finite(v) and v >= 0, "a finite number >= 0"),
+            "label_smoothing": ("--label-smoothing", lambda v: finite(v) and 0 <= v < 1, "in [0, 1)"),
+            "val_fraction": ("--val-fraction", lambda v: finite(v) and 0 <= v < 1, "in [0, 1)"),
+            "seed": ("--seed", lambda v: whole(v) and 0 <= v <= MAX_SEED, f"from 0 to {MAX_SEED}"),
+            "limit": ("--limit", lambda v: v is None or (whole(v) and v >= 1), "a whole number >= 1"),
+        }  # fmt: skip
+        for name, (flag, ok, says) in ranges.items():
+            value = getattr(self, name)
+            if not ok(value):
+                raise AFTExportError(f"{flag} must be {says}, got {value!r}; see aft-export train --help")
+        check_threads(self.threads)
 
 
 # ---------------------------------------------------------------- checks and measurements

@@ -89,12 +89,19 @@ def run_parity(checkpoint: str, artifacts: list[str], data, images: int = Parity
     artifact's |logit - reference| on the real images (for plots; not JSON); ``runners``:
     runners already made, by artifact path."""
     tols = tolerances_with(overrides)
+    if not artifacts:
+        raise AFTExportError(f"nothing to compare with {checkpoint}; give one or more artifacts, e.g. "
+                             f"aft-export parity CKPT model.onnx --data DATA")  # fmt: skip
+    if not isinstance(images, int) or images < 1:
+        raise AFTExportError(f"--images must be >= 1, got {images!r}; e.g. --images {ParityOptions.images}")
     reference = reference or TorchRunner(checkpoint)
     info = reference.info
     decoded = data if isinstance(data, LabelledImages) else load_labelled(data, info.input_size[1], limit=images)
     x = normalize(decoded.images[:images], info.mean, info.std).numpy()
     sets = {"real": x, **stress_inputs(x, info.mean, info.std)}
-    want = {name: reference.logits(arr) for name, arr in sets.items()}
+    # the reference must itself be finite on the real images: a NaN reference turns every check off
+    want = {name: reference.finite_logits(arr) if name == "real" else reference.logits(arr)
+            for name, arr in sets.items()}  # fmt: skip
 
     rows, differences = [], {}
     for artifact in artifacts:

@@ -35,14 +35,14 @@ from aft_export.build import build_engine
 from aft_export.checkpoint import load_checkpoint
 from aft_export.compare import tolerances_with
 from aft_export.data import normalize
-from aft_export.datasets import load_labelled
+from aft_export.datasets import is_named, load_labelled
 from aft_export.errors import AFTExportError
 from aft_export.evaluate import evaluate_artifacts
 from aft_export.export.exporter import TARGETS, ExportOptions, export_checkpoint
-from aft_export.fileio import atomic_directory, atomic_write_text, sha256_file
+from aft_export.fileio import atomic_directory, atomic_write_text, claim_output, sha256_file
 from aft_export.nvtools import write_verification_commands
 from aft_export.parity import run_parity
-from aft_export.quantize import QuantizeOptions, quantize_model
+from aft_export.quantize import QuantizeOptions, apply_recipe, quantize_model, write_cache_entries
 from aft_export.report import bars, log_histograms, summary_table
 from aft_export.options import PipelineOptions, TritonRepoOptions
 from aft_export.resources import default_calibration, default_checkpoint
@@ -69,6 +69,7 @@ class PipelineResult:
     passed: bool
     steps: list[Step] = field(default_factory=list)
     summary: list[dict] = field(default_factory=list)
+    unverified: list[str] = field(default_factory=list)  # artifacts parity skipped, or with TensorRT check warnings
 
 
 def _versions() -> dict:
@@ -113,7 +114,7 @@ def run_pipeline(checkpoint: str | None = None, options: PipelineOptions | None 
     opts = options or PipelineOptions()
     ckpt = Path(checkpoint) if checkpoint else default_checkpoint()
     if not ckpt.is_file():
-        raise AFTExportError(f"checkpoint {ckpt} does not exist" + ("" if checkpoint else
+        raise AFTExportError(f"checkpoint {ckpt} does not exist" + ("; check the path" if checkpoint else
                              "; pass one: aft-export pipeline CKPT"))  # fmt: skip
     for p in opts.precisions:
         if p not in ("fp16", "int8"):
@@ -121,14 +122,23 @@ def run_pipeline(checkpoint: str | None = None, options: PipelineOptions | None 
     if not opts.targets or any(t not in TARGETS for t in opts.targets):
         raise AFTExportError(f"export targets {list(opts.targets)}: choose from {list(TARGETS)}")
     tolerances_with(list(opts.tolerances))  # bad overrides fail before any work
-    loaded = load_checkpoint(ckpt)  # once, for every stage; fails early on a bad checkpoint
+    calib_source, _ = apply_recipe(opts.calib or str(default_calibration()), QuantizeOptions())  # a bad recipe too
+    if not is_named(calib_source) and not Path(calib_source).exists():
+        raise AFTExportError(f"calibration source {calib_source} does not exist; give --calib IMAGES or a recipe "
+                             f"(calibration/cifar10.json)")  # fmt: skip
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     final = Path(opts.out) if opts.out else Path("runs") / f"{ckpt.stem}-{stamp}"
-    with atomic_directory(final) as work:
-        return _run(ckpt, loaded, opts, work, final, log)
+    # claimed before any work: never an input, and one run at a time (the second fails here)
+    with claim_output(final, inputs=[ckpt, opts.calib, opts.data], directory=True):
+        loaded = load_checkpoint(ckpt)  # once, for every stage; fails early on a bad checkpoint
+        cache_writes: list = []  # calibration ranges enter the cache once the run is complete
+        with atomic_directory(final) as work:
+            result = _run(ckpt, loaded, opts, work, final, log, cache_writes)
+        write_cache_entries(cache_writes)
+        return result
 
 
-def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log) -> PipelineResult:
+def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cache_writes: list) -> PipelineResult:
     _, meta = loaded
     calib = opts.calib or str(default_calibration())
     steps: list[Step] = []
@@ -169,7 +179,8 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log) -> P
         for precision in opts.precisions:
             s = step(f"quantize {precision}{label}")
             path = work / f"{stem}.{precision}.onnx"
-            q = quantize_model(fp32, path, calib, QuantizeOptions(precision=precision), progress=False, **quiet)
+            q = quantize_model(fp32, path, calib, QuantizeOptions(precision=precision), progress=False,
+                               cache_writes=cache_writes, **quiet)  # fmt: skip
             results["quantize"][path.name] = q.to_dict()
             artifacts.append(path)
             a = q.agreement or {}
@@ -255,7 +266,9 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log) -> P
     atomic_write_text(work / "manifest.json", json.dumps(manifest, indent=2, default=_json_default))
     atomic_write_text(work / "report.md", _report_md(ckpt, meta, opts, steps, summary, passed, final, calib))
     done(s, f"{final}/report.md")
-    return PipelineResult(str(final), passed, steps, summary)
+    unverified = [Path(r["artifact"]).name for r in results["parity"]["artifacts"] if r["status"] == "skipped"]
+    unverified += [r["artifact"] for r in summary if "(warn)" in r["trt_check"] or "refused" in r["trt_check"]]
+    return PipelineResult(str(final), passed, steps, summary, unverified=list(dict.fromkeys(unverified)))
 
 
 def _triton_repository(artifacts: list[Path], work: Path):

@@ -17,13 +17,16 @@ def find_images(items) -> list[Path]:
     for item in items:
         p = Path(item)
         if p.is_dir():
-            files += sorted(f for f in p.rglob("*") if f.suffix.lower() in IMAGE_EXTENSIONS)
+            files += sorted(f for f in p.rglob("*") if f.suffix.lower() in IMAGE_EXTENSIONS and f.is_file())
         elif p.is_file():
             files.append(p)
+        elif p.exists():
+            raise AFTExportError(f"image {p} is not a regular file; give image files or folders of them")
         else:
-            raise AFTExportError(f"image {p} does not exist")
+            raise AFTExportError(f"image {p} does not exist; check the path")
     if not files:
-        raise AFTExportError(f"no images found in {', '.join(map(str, items))}")
+        raise AFTExportError(f"no images found in {', '.join(map(str, items))}; give image files "
+                             f"({', '.join(IMAGE_EXTENSIONS)}) or folders of them")  # fmt: skip
     return files
 
 
@@ -37,12 +40,12 @@ def classify(artifact, images, top_k: int = 5, providers: str | None = "cpu") ->
     """The ``top_k`` classes of each image (files or folders), with the artifact's own
     preprocessing (checkpoint fields, ONNX metadata or engine manifest)."""
     if top_k < 1:
-        raise AFTExportError("--top-k must be >= 1")
+        raise AFTExportError(f"--top-k must be >= 1, got {top_k}; e.g. --top-k 5")
     runner = load_runner(str(artifact), providers=providers)
     info = runner.info
     files = find_images(images)
     x = normalize(np.stack([load_image(str(f), info.input_size[1]) for f in files]), info.mean, info.std).numpy()
-    probs = softmax(runner.logits(x))
+    probs = softmax(runner.finite_logits(x))
     k = min(top_k, len(info.classes))
     results = []
     for f, p in zip(files, probs):

@@ -51,10 +51,10 @@ from aft_export.version import __version__
 from aft_export.calib import CalibrationSet, Preprocess, load_calibration
 from aft_export.compare import agreement as _agreement
 from aft_export.errors import AFTExportError
-from aft_export.fileio import atomic_write, cache_root, check_output_path, make_dirs, sha256_file
+from aft_export.fileio import atomic_write, atomic_write_bytes, cache_root, claim_output, make_dirs, sha256_file
 from aft_export.graph import (AFT_LAYER_TYPES, DOMAIN, aft_core_nodes, inline_functions, name_nodes, node_module,
                               toposort, with_outputs)
-from aft_export.options import METHODS, PRECISIONS, QuantizeOptions  # noqa: F401 (the API)
+from aft_export.options import MAX_SEED, METHODS, PRECISIONS, QuantizeOptions, whole  # noqa: F401 (the API)
 from aft_export.onnxio import check_graph, graph_precision, load_onnx, read_metadata, save_onnx, set_metadata
 from aft_export.ranges import ENTROPY_BINS, AbsHistogram, MinMax, entropy_threshold, fixed_abs_histogram
 from aft_export.runners import ModelInfo, OrtRunner
@@ -388,7 +388,7 @@ def _cache_path(opts: QuantizeOptions, model_sha: str, cset: CalibrationSet) -> 
         "ranges": RANGES_VERSION, "aft_core": opts.quantize_aft_core,
     }, sort_keys=True).encode()).hexdigest()[:32]  # fmt: skip
     root = Path(opts.cache_dir) if opts.cache_dir else default_cache_dir()
-    return make_dirs(root, "calibration cache (pass --no-cache to do without)") / f"{key}.json"
+    return root / f"{key}.json"  # the directory is made when an entry is written (quantize_model)
 
 
 def _cached_ranges_ok(path: Path, model) -> bool:
@@ -414,11 +414,35 @@ def _quantized_nodes(model) -> list[str]:
 
 
 def quantize_model(model_path, out, calib: str | None, options: QuantizeOptions | None = None,
-                   log=print, progress: bool = True) -> QuantizeResult:  # fmt: skip
+                   log=print, progress: bool = True, cache_writes: list | None = None) -> QuantizeResult:  # fmt: skip
     """Quantise an fp32 ONNX file to int8 (Q/DQ) or fp16; writes ``out`` atomically.
-    ``progress`` shows a progress bar (stderr) while calibration images are decoded."""
-    opts = options or QuantizeOptions()
-    out = check_output_path(out)
+    ``progress`` shows a progress bar (stderr) while calibration images are decoded.
+    ``out`` is claimed before any work (:func:`aft_export.fileio.claim_output`): never
+    the model, the recipe or the calibration source, and one run at a time. Fresh
+    calibration ranges enter the cache only once ``out`` is written, so that a run
+    stopped anywhere leaves the cache as it was; ``cache_writes``: a list to hand the
+    entry to instead (``(path, bytes)``, for :func:`write_cache_entries`), for a caller
+    whose own run is not complete yet (the pipeline)."""
+    source, opts = apply_recipe(calib, options or QuantizeOptions())
+    with claim_output(out, inputs=[model_path, calib, source]) as out:
+        pending: list = []
+        result = _quantize(model_path, out, source, opts, log, progress, pending)
+        if cache_writes is None:
+            write_cache_entries(pending)
+        else:
+            cache_writes.extend(pending)
+        return result
+
+
+def write_cache_entries(entries) -> None:
+    """Write calibration cache entries ``(path, bytes)``: each appears whole or not at all."""
+    for path, data in entries:
+        make_dirs(Path(path).parent, "calibration cache", "pass --no-cache to do without, or --cache-dir DIR")
+        atomic_write_bytes(path, data)
+
+
+def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress: bool,
+              cache_writes: list) -> QuantizeResult:  # fmt: skip
     model = load_onnx(model_path)
     current = graph_precision(model)
     if current != "fp32":
@@ -429,10 +453,10 @@ def quantize_model(model_path, out, calib: str | None, options: QuantizeOptions 
     name_nodes(model)
     meta = read_metadata(model)
     prep = Preprocess.from_metadata(meta, opts.input_size, opts.mean, opts.std, path=str(model_path))
+    _check_input_size(model, prep, model_path)
     model_sha = sha256_file(model_path)
     seconds: dict[str, float] = {}
 
-    calib, opts = _apply_recipe(calib, opts)
     cset = None
     if calib is None:
         if opts.precision == "int8":
@@ -485,6 +509,8 @@ def quantize_model(model_path, out, calib: str | None, options: QuantizeOptions 
     report.path = str(out)
     enforce(report, log, what=f"the {opts.precision} quantisation")
     save_onnx(qmodel, out)
+    if "cache" in result_extra:
+        cache_writes.append(result_extra.pop("cache"))
     return QuantizeResult(
         path=str(out), precision=opts.precision, sha256=sha256_file(out),
         recipe=recipe, seconds={k: round(v, 3) for k, v in seconds.items()}, agreement=agreement,
@@ -493,7 +519,23 @@ def quantize_model(model_path, out, calib: str | None, options: QuantizeOptions 
     )  # fmt: skip
 
 
-def _apply_recipe(calib, opts: QuantizeOptions):
+def _check_input_size(model, prep: Preprocess, path) -> None:
+    """The graph takes the (N, 3, size, size) images its metadata (or --input-size) says:
+    calibration images of another size would fail inside ONNX Runtime halfway."""
+    inits = {t.name for t in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in inits]
+    if len(inputs) != 1:
+        raise AFTExportError(f"{path} takes {len(inputs)} inputs ({', '.join(i.name for i in inputs)}); an image "
+                             f"classifier takes one, (N, 3, H, W): export it again with `aft-export export`")  # fmt: skip
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in inputs[0].type.tensor_type.shape.dim]
+    want = (3, prep.size, prep.size)
+    if len(dims) != 4 or any(d is not None and d != w for d, w in zip(dims[1:], want)):
+        shown = "x".join("?" if d is None else str(d) for d in dims[1:])
+        raise AFTExportError(f"{path}'s graph takes {shown} inputs but its metadata (or --input-size) says "
+                             f"{'x'.join(map(str, want))}; export it again, or give the right --input-size")  # fmt: skip
+
+
+def apply_recipe(calib, opts: QuantizeOptions):
     """A calibration recipe (a JSON file such as ``calibration/cifar10.json``) names the
     source and the count and seed to sample; options given explicitly win."""
     from dataclasses import replace
@@ -502,16 +544,29 @@ def _apply_recipe(calib, opts: QuantizeOptions):
     if calib is not None and str(calib).endswith(".json"):
         path = Path(calib)
         if not path.is_file():
-            raise AFTExportError(f"calibration recipe {path} does not exist")
+            raise AFTExportError(f"calibration recipe {path} does not exist; give a recipe such as "
+                                 f"calibration/cifar10.json, or the images themselves")  # fmt: skip
         try:
             recipe = json.loads(path.read_text())
-            source = recipe["source"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise AFTExportError(f"calibration recipe {path} is malformed ({exc}); it needs a 'source'") from None
+        except (ValueError, OSError) as exc:
+            raise AFTExportError(f"calibration recipe {path} is malformed ({str(exc)[:200]}); {RECIPE_HELP}") from None
+        source = recipe.get("source") if isinstance(recipe, dict) else None
+        if not isinstance(source, str) or not source:
+            raise AFTExportError(f"calibration recipe {path} is malformed (it needs a 'source' naming the images); "
+                                 f"{RECIPE_HELP}")  # fmt: skip
+        for key, ok, says in (("count", lambda v: whole(v) and v >= 1, "a whole number >= 1"),
+                              ("seed", lambda v: whole(v) and 0 <= v <= MAX_SEED, f"from 0 to {MAX_SEED}")):  # fmt: skip
+            if key in recipe and not ok(recipe[key]):
+                raise AFTExportError(f"calibration recipe {path}: {key} must be {says}, got {recipe[key]!r}; "
+                                     f"{RECIPE_HELP}")  # fmt: skip
         calib = source if ":" in source or Path(source).is_absolute() else str(path.parent / source)
-    opts = replace(opts, count=opts.count or int(recipe.get("count", 512)),
-                   seed=opts.seed if opts.seed is not None else int(recipe.get("seed", 0)))  # fmt: skip
+    opts = replace(opts, count=opts.count or recipe.get("count", 512),
+                   seed=opts.seed if opts.seed is not None else recipe.get("seed", 0))  # fmt: skip
     return calib, opts
+
+
+RECIPE_HELP = ('a recipe is {"source": IMAGES, "count": N, "seed": S}, IMAGES relative to the recipe or cifar10:train '
+               '(see calibration/cifar10.json)')
 
 
 def _int8(model, cset: CalibrationSet, opts: QuantizeOptions, core: list[str], model_sha: str, prep: Preprocess,
@@ -525,18 +580,22 @@ def _int8(model, cset: CalibrationSet, opts: QuantizeOptions, core: list[str], m
     cached = cache is not None and cache.is_file() and _cached_ranges_ok(cache, model)
     if cache is not None and cache.is_file() and not cached:
         log(f"calibration: the cache file {cache} is unreadable or incomplete; recomputing it")
+    extra: dict = {}
+    # fresh ranges go to $TMPDIR; the cache gets them only once the output is written
+    # (quantize_model), so a run stopped anywhere leaves the cache as it was
     with tempfile.TemporaryDirectory(prefix="aft-ranges-") as tmp:
-        ranges = cache if cache is not None else Path(tmp) / "ranges.json"
+        ranges = cache if cached else Path(tmp) / "ranges.json"
         if not cached:
             _calibrate(model, cset.tensors, opts, prep, ranges)
         log(f"calibration: {len(cset)} images, {opts.method}, "
             + (f"ranges reused from the cache {cache}" if cached else
                "ranges computed" + (f" and cached in {cache}" if cache else "")))  # fmt: skip
         qmodel = _ort_quantize(model, opts, exclude, ranges)
-        extra: dict = {}
         if opts.sensitivity:
             qmodel, exclude, extra["sensitivity"] = _sensitivity(model, qmodel, cset, opts, exclude, ranges, prep,
                                                                  log)  # fmt: skip
+        if cache is not None and not cached:
+            extra["cache"] = (cache, ranges.read_bytes())
     by_name = {n.name: n for n in model.graph.node}
     recipe = {
         "method": opts.method, "percentile": opts.percentile if opts.method == "percentile" else None,

@@ -24,7 +24,9 @@ from aft_export.checkpoint import load_checkpoint, save_checkpoint
 from aft_export.data import CIFAR10_MEAN, CIFAR10_STD, normalize
 from aft_export.datasets import load_labelled
 from aft_export.errors import AFTExportError
+from aft_export.fileio import claim_output
 from aft_export.options import TrainConfig
+from aft_export.runners.base import available_memory
 from aft_export.evaluate import evaluate_model
 from aft_export.models.classifier import AFTClassifier, count_params
 from aft_export.models.registry import create_model
@@ -71,21 +73,68 @@ def _param_groups(model: AFTClassifier, weight_decay: float):
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
+def training_bytes_per_image(model: torch.nn.Module, input_size: tuple[int, int, int]) -> int:
+    """Estimated training memory per image: every leaf module's output on one image, kept
+    for the backward pass, counted twice (the activation and its gradient), and the input."""
+    sizes = []
+
+    def hook(_module, _inputs, out):
+        if isinstance(out, torch.Tensor):
+            sizes.append(out.numel() * out.element_size())
+
+    leaves = [m for m in model.modules() if not any(True for _ in m.children())]
+    handles = [m.register_forward_hook(hook) for m in leaves]
+    try:
+        with torch.no_grad():
+            model.eval()(torch.zeros((1, *input_size)))
+    finally:
+        for h in handles:
+            h.remove()
+    return 2 * sum(sizes) + 4 * math.prod(input_size)
+
+
+def check_training_batch(model: AFTClassifier, batch_size: int) -> None:
+    """Refuse up front a batch whose training memory exceeds what is available now."""
+    cfg = model.cfg
+    per_image = training_bytes_per_image(model, (cfg.in_chans, cfg.img_size, cfg.img_size))
+    available = available_memory()
+    if available is not None and batch_size * per_image > available:
+        fits = max(1, available // per_image)
+        raise AFTExportError(
+            f"--batch-size {batch_size} needs about {batch_size * per_image / 2**30:.1f} GB to train "
+            f"({per_image / 2**20:.1f} MB per image: every layer's activations and their gradients) but "
+            f"{available / 2**30:.1f} GB is available; use --batch-size {fits} or less"
+        )
+
+
 def train(cfg: TrainConfig) -> dict:
-    """Train, writing ``cfg.out`` atomically after every epoch. Returns the metrics."""
+    """Train, writing ``cfg.out`` atomically after every epoch. Returns the metrics. ``out``
+    is claimed first: never the data, and one run at a time (``--resume`` may name it:
+    the run goes on in place)."""
+    with claim_output(cfg.out, inputs=[cfg.data, cfg.test_data]):
+        return _train(cfg)
+
+
+def _train(cfg: TrainConfig) -> dict:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     out = Path(cfg.out)
-    if not out.parent.is_dir():
-        raise AFTExportError(f"output directory {out.parent} does not exist")
 
     model = create_model(cfg.model)
     mcfg = model.cfg
+    check_training_batch(model, cfg.batch_size)
     data = load_labelled(cfg.data, mcfg.img_size, limit=cfg.limit)
     if len(data.classes) != mcfg.num_classes:
         raise AFTExportError(
-            f"{cfg.data} has {len(data.classes)} classes but {cfg.model} has {mcfg.num_classes} outputs"
+            f"{cfg.data} has {len(data.classes)} classes but {cfg.model} has {mcfg.num_classes} outputs; "
+            f"train a model with as many outputs as the data has classes"
         )
+    test = None
+    if cfg.test_data:  # decoded before training: a bad test set fails now, not after the last epoch
+        test = load_labelled(cfg.test_data, mcfg.img_size)
+        if test.classes != data.classes:
+            raise AFTExportError(f"{cfg.test_data} classes {test.classes} differ from the training classes; "
+                                 f"give a test set of the same classes")  # fmt: skip
     train_idx, val_idx = split_indices(len(data), cfg.val_fraction, cfg.seed)
     images = torch.from_numpy(data.images)
     labels = torch.from_numpy(data.labels)
@@ -159,10 +208,7 @@ def train(cfg: TrainConfig) -> dict:
                         train_state=train_state)  # fmt: skip
 
     metrics = {"val_top1": history[-1]["val_top1"] if history else None}
-    if cfg.test_data:
-        test = load_labelled(cfg.test_data, mcfg.img_size)
-        if test.classes != data.classes:
-            raise AFTExportError(f"{cfg.test_data} classes {test.classes} differ from the training classes")
+    if test is not None:
         top1, top5 = evaluate_model(model, test.images, test.labels, mean, std)
         metrics.update(test_top1=round(top1, 2), test_top5=round(top5, 2), test_images=len(test),
                        test_data=str(cfg.test_data))  # fmt: skip

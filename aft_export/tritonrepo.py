@@ -145,20 +145,62 @@ def _header(what: str, spec: ServedModel) -> str:
             f'(regenerate with aft-export triton-repo)."""\n\nfrom __future__ import annotations\n\n')  # fmt: skip
 
 
+def _code_names(code) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _code_names(const)
+    return names
+
+
+def _decoder_source(root=None) -> str:
+    """:func:`aft_export.data.load_image` and everything of its module it uses (functions,
+    limits, imports), copied from the source: the generated model decodes with the very code
+    eval runs, and a name the decoder starts to use is copied with it. The one project name,
+    AFTExportError, becomes a local exception class of the same name."""
+    import types
+
+    root = root or data.load_image
+    space = vars(data)
+    imports, constants, functions, seen = [], [], [], set()
+    todo = [root.__name__]
+    while todo:
+        name = todo.pop(0)
+        if name in seen or name not in space:
+            continue
+        seen.add(name)
+        obj = space[name]
+        if isinstance(obj, types.FunctionType) and obj.__module__ == data.__name__:
+            functions.append(inspect.getsource(obj))
+            todo += sorted(_code_names(obj.__code__))
+        elif isinstance(obj, types.ModuleType):
+            imports.append(f"import {obj.__name__} as {name}" if obj.__name__ != name else f"import {name}")
+        elif obj is AFTExportError:
+            continue
+        elif isinstance(obj, type) and obj.__module__ != data.__name__:
+            alias = "" if obj.__qualname__ == name else f" as {name}"
+            imports.append(f"from {obj.__module__} import {obj.__qualname__}{alias}")
+        elif isinstance(obj, (int, float, str, tuple)):
+            constants.append(f"{name} = {obj!r}")
+        else:
+            raise RuntimeError(f"tritonrepo cannot copy {name} of aft_export.data into a Triton model")
+    local = ('class AFTExportError(Exception):\n'
+             '    """An image that cannot be decoded (the name aft-export\'s decoder raises)."""\n')  # fmt: skip
+    return "\n".join(sorted(set(imports)) + [""] + constants + ["", ""] + [local, ""] + functions[::-1])
+
+
 def preprocess_source(spec: ServedModel) -> str:
     """``model.py`` of NAME_pre: this project's image decoding, copied in from its source,
     then ``(x / 255 - mean) / std`` in float32 (bit-identical to
     :func:`aft_export.data.normalize`, which the tests check)."""
     return "".join([
         _header("Triton Python backend model: encoded images -> the normalised float32 tensor", spec),
-        "import io\nimport json\n\nimport numpy as np\n\ntry:\n    import triton_python_backend_utils as pb_utils\n"
+        _decoder_source(),
+        "\n\nimport json\n\ntry:\n    import triton_python_backend_utils as pb_utils\n"
         "except ImportError:  # imported outside Triton (aft-export's tests)\n    pb_utils = None\n\n",
         f"SIZE = {spec.input_size[1]}\nMEAN = np.array({list(spec.mean)}, dtype=np.float32).reshape(3, 1, 1)\n"
         f"STD = np.array({list(spec.std)}, dtype=np.float32).reshape(3, 1, 1)\n"
         f'INPUT = "{IMAGE_INPUT}"\nOUTPUT = "{PREPROCESSED}"\n\n\n',
-        "class AFTExportError(Exception):\n"
-        "    \"\"\"An image that cannot be decoded (the name aft-export's decoder raises).\"\"\"\n\n\n",
-        inspect.getsource(data.square_crop), "\n\n", inspect.getsource(data.load_image), "\n\n",
         '''def preprocess(encoded: bytes) -> np.ndarray:
     """One encoded image -> float32 (3, SIZE, SIZE), as aft-export's eval preprocesses it."""
     x = load_image(encoded, SIZE, name="of this request").transpose(2, 0, 1).astype(np.float32)

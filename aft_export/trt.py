@@ -72,14 +72,16 @@ class Profile:
         try:
             values = [int(p) for p in parts]
         except ValueError:
-            raise AFTExportError(f"bad {name} profile {spec!r}: use MIN,OPT,MAX such as 1,8,32, or one number") from None
+            raise AFTExportError(f"bad {name} profile {spec!r} (--{name}); use MIN,OPT,MAX such as 1,8,32, "
+                                 f"or one number") from None  # fmt: skip
         if len(values) == 1:
             values *= 3
         if len(values) != 3:
-            raise AFTExportError(f"bad {name} profile {spec!r}: give 1 or 3 numbers (MIN,OPT,MAX)")
+            raise AFTExportError(f"bad {name} profile {spec!r} (--{name}); give 1 or 3 numbers (MIN,OPT,MAX)")
         lo, opt, hi = values
         if lo < 1 or not lo <= opt <= hi:
-            raise AFTExportError(f"inconsistent {name} profile {spec!r}: need 1 <= min <= opt <= max")
+            raise AFTExportError(f"inconsistent {name} profile {spec!r} (--{name}); give MIN,OPT,MAX with "
+                                 f"1 <= min <= opt <= max")  # fmt: skip
         return cls(lo, opt, hi)
 
 

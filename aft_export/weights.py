@@ -56,11 +56,11 @@ def read_weights_file(path: str | Path, what: str = "weights file") -> Any:
     Pickled code is refused before anything runs, with the class it would have needed."""
     path = Path(path)
     if not path.exists():
-        raise AFTExportError(f"{what} {path} does not exist")
+        raise AFTExportError(f"{what} {path} does not exist; check the path")
     if path.is_dir():
-        raise AFTExportError(f"{what} {path} is a directory, not a file")
+        raise AFTExportError(f"{what} {path} is a directory, not a file; give the file")
     if path.stat().st_size == 0:
-        raise AFTExportError(f"{what} {path} is empty")
+        raise AFTExportError(f"{what} {path} is empty (0 bytes); re-save or re-download it")
     if path.suffix == ".safetensors":
         try:
             from safetensors.torch import load_file
@@ -187,6 +187,38 @@ def fit_problems(expected: dict[str, torch.Tensor], state: dict[str, torch.Tenso
     return problems
 
 
+def _kind(t: torch.Tensor) -> str:
+    if t.is_complex():
+        return "complex"
+    if t.is_floating_point():
+        return "floating-point"
+    return "boolean" if t.dtype == torch.bool else "integer"
+
+
+def dtype_problem(expected: dict[str, torch.Tensor], state: dict[str, torch.Tensor], path) -> str | None:
+    """A weights file whose tensors are of another kind than the model's (int32 for a float
+    model): never cast. Floating-point widths (fp16, bf16, fp64 for an fp32 model) are
+    converted by ``load_state_dict`` as training code expects."""
+    wrong = [k for k, v in expected.items() if k in state and _kind(state[k]) != _kind(v)]
+    if not wrong:
+        return None
+    k = wrong[0]
+    return (f"weights in {path} are {str(state[k].dtype).replace('torch.', '')} where the model holds "
+            f"{str(expected[k].dtype).replace('torch.', '')} ({len(wrong)} tensors, e.g. {k}); aft-export does not "
+            f"cast weights between kinds: give the file the model was trained with")  # fmt: skip
+
+
+def nonfinite_problem(tensors: dict[str, torch.Tensor], path) -> str | None:
+    """NaN or infinite values among the weights: a model that cannot give finite logits."""
+    bad = {k: int((~torch.isfinite(v)).sum()) for k, v in tensors.items() if v.is_floating_point() or v.is_complex()}
+    bad = {k: n for k, n in bad.items() if n}
+    if not bad:
+        return None
+    k = next(iter(bad))
+    return (f"weights in {path} hold {sum(bad.values())} NaN or infinite values ({len(bad)} tensors, e.g. {k}); "
+            f"the model is damaged (training diverged?): use an earlier checkpoint or retrain it")
+
+
 def load_weights(model: torch.nn.Module, path: str | Path, key: str | None = None, log_fn=None) -> Selected:
     """Read ``path``, select its state_dict, strip wrapper prefixes and load it strictly."""
     selected = select_state_dict(read_weights_file(path), path, key)
@@ -198,7 +230,14 @@ def load_weights(model: torch.nn.Module, path: str | Path, key: str | None = Non
     problems = fit_problems(expected, state)
     if problems:
         where = f"{path}" + (f" (key {selected.key!r})" if selected.key else "")
-        raise AFTExportError(f"weights in {where} do not fit the model: " + "; ".join(problems))
+        raise AFTExportError(f"weights in {where} do not fit the model: " + "; ".join(problems)
+                             + "; check --model-def builds the model the weights were trained for")  # fmt: skip
+    problem = dtype_problem(expected, state, path)
+    if problem is None:  # the parameters only: a model's own buffers may hold -inf masks on purpose
+        params = {name for name, _ in model.named_parameters()}
+        problem = nonfinite_problem({k: v for k, v in state.items() if k in params}, path)
+    if problem:
+        raise AFTExportError(problem)
     model.load_state_dict(state, strict=True)
     if selected.note and log_fn is not None:
         log_fn(selected.note)

@@ -103,3 +103,83 @@ def test_normalize_layout_and_values():
     x = normalize(img, (0.5, 0.5, 0.5), (0.5, 0.25, 1.0))
     assert x.shape == (1, 3, 2, 2)
     assert x[0, 0, 0, 0].item() == -1.0 and x[0, 1, 0, 0].item() == 2.0 and x[0, 2, 0, 0].item() == -0.5
+
+
+def _resize_then_crop(img: Image.Image, size: int) -> np.ndarray:
+    """The preprocessing's definition, written out: shorter side to ``size``, centre crop."""
+    w, h = img.size
+    scale = size / min(w, h)
+    nw, nh = max(size, round(w * scale)), max(size, round(h * scale))
+    left, top = (nw - size) // 2, (nh - size) // 2
+    return np.asarray(img.resize((nw, nh), Image.BICUBIC).crop((left, top, left + size, top + size)))
+
+
+@pytest.mark.parametrize("w, h", [(12, 10), (33, 31), (31, 33), (640, 480), (375, 500), (257, 255), (1000, 20)])
+@pytest.mark.parametrize("size", [17, 32])
+def test_ordinary_images_are_resized_then_cropped_exactly(w, h, size):
+    img = Image.fromarray(np.random.default_rng(w * h).integers(0, 256, (h, w, 3), dtype=np.uint8))
+    assert np.array_equal(load_image(_png(img), size), _resize_then_crop(img, size))
+
+
+@pytest.mark.parametrize("w, h", [(100000, 1), (1, 100000), (5000, 7)])
+def test_a_strip_costs_its_crop_not_its_resized_whole(w, h, monkeypatch):
+    """A 1 x 100000 strip for a 32-pixel model would be resized to 32 x 3,200,000 first;
+    no image is ever resized to more than 64 times the model's input."""
+    sizes = []
+    resize = Image.Image.resize
+
+    def recorded(self, size, *args, **kwargs):
+        sizes.append(size)
+        return resize(self, size, *args, **kwargs)
+
+    monkeypatch.setattr(Image.Image, "resize", recorded)
+    ramp = (np.arange(w * h) % 256).astype(np.uint8).reshape(h, w)
+    out = load_image(_png(Image.fromarray(np.stack([ramp] * 3, axis=-1))), 32)
+    assert out.shape == (32, 32, 3) and sizes
+    assert max(a * b for a, b in sizes) <= 64 * 32 * 32
+
+
+def _claiming_png(w: int, h: int) -> bytes:
+    """A PNG header that says ``w x h`` pixels, with almost no data behind it."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 8)) + chunk(b"IEND", b"")
+
+
+@pytest.mark.parametrize("w, h, message", [
+    (9000, 9000, r"is 9000x9000 \(81 Mpx\), more pixels than aft-export decodes for a 32x32 model \(64 Mpx\)"),
+    (20000, 20000, "claims more pixels than aft-export decodes"),  # PIL's own bomb error, below ours
+])  # fmt: skip
+def test_an_image_claiming_absurdly_many_pixels_is_refused_before_decoding(w, h, message, monkeypatch):
+    from PIL import ImageFile
+
+    def never(self):
+        raise AssertionError("decoded")
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", never)
+    with pytest.raises(AFTExportError, match=message):
+        load_image(_claiming_png(w, h), 32, name="claims.png")
+
+
+def test_the_pixel_bound_grows_with_large_inputs():
+    from aft_export.data import MAX_IMAGE_PIXELS, max_image_pixels
+
+    assert max_image_pixels(32) == max_image_pixels(256) == MAX_IMAGE_PIXELS == 64 * 2**20
+    assert max_image_pixels(512) == 1024 * 512 * 512
+
+
+def test_a_truncated_tar_is_one_clear_error(tmp_path):
+    root = tmp_path / "split"
+    _make_folder(root, n_per_class=20)
+    tar_path = tmp_path / "split.tar"
+    with tarfile.open(tar_path, "w") as tar:
+        tar.add(root, arcname="split")
+    data = tar_path.read_bytes()
+    tar_path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(AFTExportError, match="cannot read tar .* damaged or truncated; re-download or re-create it"):
+        load_labelled(tar_path, 8)

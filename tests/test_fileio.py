@@ -14,7 +14,9 @@ import numpy as np
 import onnx
 import pytest
 
-from aft_export.fileio import atomic_directory, atomic_write_bytes, atomic_write_text
+from aft_export.errors import AFTExportError
+from aft_export.fileio import (atomic_directory, atomic_write_bytes, atomic_write_text, check_output_path,
+                               claim_output)  # fmt: skip
 from aft_export.onnxio import load_onnx, save_onnx
 from tests.conftest import REPO
 
@@ -133,7 +135,8 @@ def test_a_killed_calibration_leaves_no_cache_and_a_corrupt_cache_is_rebuilt(tmp
         quantize_model(sys.argv[2], sys.argv[3], sys.argv[4],
                        QuantizeOptions(count=8, cache_dir=sys.argv[5]), progress=False, log=lambda *a: None)
     """, tmp_path, str(src), str(tmp_path / "q.onnx"), calib, str(cache))
-    assert [p for p in cache.iterdir() if not p.name.startswith(".")] == [], "no half cache under a real name"
+    # the cache gets an entry only once the output is written: killed midway, it is as it was (not even made)
+    assert not cache.exists() or [p for p in cache.iterdir() if not p.name.startswith(".")] == [], "no half cache"
     said = []
     opts = QuantizeOptions(count=8, cache_dir=str(cache))
     first = quantize_model(src, tmp_path / "q.onnx", calib, opts, progress=False, log=said.append)
@@ -169,3 +172,44 @@ def test_copy_file_is_atomic_and_never_onto_its_source(tmp_path):
     with pytest.raises(AFTExportError, match="onto itself"):
         copy_file(src, tmp_path / "." / "a.bin")
     assert src.read_bytes() == b"\x00payload" * 1000
+
+
+def test_an_output_is_never_an_input_nor_anything_but_a_regular_file(tmp_path):
+    src = tmp_path / "m.pt"
+    src.write_bytes(b"weights")
+    os.link(src, tmp_path / "hard.pt")
+    os.symlink(src, tmp_path / "soft.pt")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(AFTExportError, match=r"output .*m.pt is the input .*m.pt; writing it would overwrite its input"):
+        check_output_path(src, inputs=[src])
+    for alias in ("hard.pt", "soft.pt"):
+        with pytest.raises(AFTExportError, match=r"is the input .*m.pt \(through a link\)"):
+            check_output_path(tmp_path / alias, inputs=[tmp_path / "other", src])
+    with pytest.raises(AFTExportError, match="is a fifo, not a regular file"):
+        atomic_write_bytes(tmp_path / "fifo", b"replaced")
+    with pytest.raises(AFTExportError, match="is a directory, not a regular file"):
+        check_output_path(tmp_path / "dir")
+    with pytest.raises(AFTExportError, match="is a regular file, not a directory"):
+        check_output_path(src, directory=True)
+    with pytest.raises(AFTExportError, match="output directory .*nope does not exist; create it"):
+        check_output_path(tmp_path / "nope" / "x.onnx")
+    assert check_output_path(tmp_path / "new.onnx", inputs=[src, "cifar10:test", None]) == tmp_path / "new.onnx"
+    assert src.read_bytes() == b"weights" and (tmp_path / "fifo").is_fifo()
+
+
+def test_an_output_is_claimed_once_per_run_and_its_lock_removed_after(tmp_path):
+    out = tmp_path / "x.onnx"
+    lock = tmp_path / ".x.onnx.lock"
+    other = [sys.executable, "-c", "import sys; from aft_export.fileio import claim_output\n"
+             "with claim_output(sys.argv[1]): pass", str(out)]  # fmt: skip
+    with claim_output(out) as claimed:
+        assert claimed == out and lock.read_text().strip() == str(os.getpid())
+        with claim_output(out):  # the command line and the library both claim it: one process, one claim
+            pass
+        assert lock.exists()
+        proc = subprocess.run(other, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert proc.returncode != 0
+        assert f"another aft-export run (pid {os.getpid()}) is writing {out}" in proc.stderr
+    assert not lock.exists() and not out.exists()
+    assert subprocess.run(other, env={**os.environ, "PYTHONPATH": str(REPO)}).returncode == 0  # released

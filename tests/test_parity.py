@@ -86,7 +86,7 @@ def test_near_ties_are_not_disagreements_in_fp16():
     assert judge(m, TOLERANCES["fp32"])  # fp32 counts every flip
     clear = ref.copy()
     clear[1, 1] = 5.5
-    failures = judge(metrics(ref, clear), tolerances_with(["fp16.max_abs=10", "fp16.min_cosine=0"])["fp16"])
+    failures = judge(metrics(ref, clear), tolerances_with(["fp16.max_abs=10", "fp16.min_cosine=0.5"])["fp16"])
     assert failures == ["top-1 agreement 0.9844 < 0.99 (1 decisive flips, ties within 0.1 not counted)"]
 
 
@@ -349,4 +349,4 @@ def test_execution_providers_and_their_caches(pair, tmp_path, cifar10):
                                     "--provider", "tensorrt"])  # fmt: skip
     assert res.exit_code == 3 and "SKIPPED" in res.output  # skipped, never passed
     res = CliRunner().invoke(main, ["bench", onnx_path, "--provider", "cuda", "--iters", "1", "--warmup", "0"])
-    assert res.exit_code == 0 and "skipped" in res.output
+    assert res.exit_code == 3 and "skipped" in res.output  # nothing timed: not verified, never ok

@@ -15,7 +15,6 @@ from pathlib import Path
 import click
 
 from aft_export.byo.preprocess import read_mapping, resolve
-from aft_export.byo.spec import SPEC_KEYS, UserModel, read_spec
 from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write_text
 
@@ -36,7 +35,8 @@ def user_model_options(command):
                      "state_dict (e.g. model, model_ema) [default: found, and said]."),
         click.option("--preprocess", type=click.Path(dir_okay=False), help="With --model-def: JSON/YAML file with "
                      "input_size, mean, std, classes_file (or a whole model spec with model_def and weights)."),
-        click.option("--input-size", "byo_input_size", type=int, help="With --model-def: square input size."),
+        click.option("--input-size", "byo_input_size", type=click.IntRange(1, 8192),
+                     help="With --model-def: square input size."),
         click.option("--mean", "byo_mean", help="With --model-def: r,g,b mean of (x / 255)."),
         click.option("--std", "byo_std", help="With --model-def: r,g,b std."),
         click.option("--classes", type=click.Path(dir_okay=False), help="With --model-def: class names, one per line."),
@@ -46,8 +46,10 @@ def user_model_options(command):
     return command
 
 
-def user_model_from(values: dict) -> UserModel | None:
+def user_model_from(values: dict):
     """The UserModel the flags describe, or None when no --model-def (nor spec) was given."""
+    from aft_export.byo.spec import SPEC_KEYS, UserModel, read_spec  # loads torch: only when a command runs
+
     model_def = values.get("model_def")
     pre_file = values.get("preprocess")
     spec = read_spec(pre_file) if pre_file and not model_def and "model_def" in read_mapping(pre_file) else None
@@ -65,7 +67,7 @@ def user_model_from(values: dict) -> UserModel | None:
 
 
 @contextlib.contextmanager
-def spec_file(user: UserModel):
+def spec_file(user):
     """The user model written as a spec file, for commands that take a path (pipeline)."""
     target, _, factory = user.model_def.rpartition(":")
     if target.endswith(".py"):

@@ -23,6 +23,7 @@ from aft_export.byo.preprocess import Preprocessing
 from aft_export.byo.spec import UserModel, UserModelMeta, load_user_model, meta_for
 from aft_export.errors import AFTExportError
 from aft_export.export.exporter import ExportOptions, ExportResult, export_checkpoint
+from aft_export.fileio import claim_output
 
 
 @dataclass
@@ -73,6 +74,10 @@ def export_model(model: nn.Module, out, preprocessing: Preprocessing, options: E
 
 
 def export_user_model(user: UserModel, out, options: ExportOptions | None = None, log=print) -> ByoExportResult:
-    """``aft-export export --model-def ... --weights ...``: build, load, swap, export."""
-    model, meta = load_user_model(user, log=log)
-    return _export(model, meta, out, options, log)
+    """``aft-export export --model-def ... --weights ...``: build, load, swap, export. ``out``
+    is claimed first: never the weights or the model's code (the command line adds every
+    other file it was given: the preprocessing and class names files)."""
+    code = user.model_def.rpartition(":")[0]
+    with claim_output(out, inputs=[user.weights, code if code.endswith(".py") else None]):
+        model, meta = load_user_model(user, log=log)
+        return _export(model, meta, out, options, log)

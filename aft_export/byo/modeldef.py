@@ -46,7 +46,7 @@ def _on_path(folder: Path):
 
 def _import_file(path: Path):
     if not path.is_file():
-        raise AFTExportError(f"model definition file {path} does not exist")
+        raise AFTExportError(f"model definition file {path} does not exist; check --model-def")
     # a stable, unique module name per file, so two model files named model.py do not collide
     name = f"_aft_user_{path.stem}_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]}"
     if name in sys.modules:

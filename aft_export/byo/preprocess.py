@@ -40,13 +40,15 @@ class Preprocessing:
     def __post_init__(self) -> None:
         if not isinstance(self.input_size, int) or isinstance(self.input_size, bool) or not (
                 1 <= self.input_size <= 8192):  # fmt: skip
-            raise AFTExportError(f"input size must be a whole number of pixels from 1 to 8192, got {self.input_size!r}")
+            raise AFTExportError(f"input size must be a whole number of pixels from 1 to 8192, got {self.input_size!r}; "
+                                 f"give --input-size")  # fmt: skip
         for name in ("mean", "std"):
             value = getattr(self, name)
             if len(value) != 3 or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in value):
-                raise AFTExportError(f"{name} takes three numbers (R, G, B of x / 255), got {list(value)!r}")
+                raise AFTExportError(f"{name} takes three numbers (R, G, B of x / 255, finite), got {list(value)!r}; "
+                                     f"e.g. --{name} {IMAGENET.split(' and ')[0 if name == 'mean' else 1]}")  # fmt: skip
         if any(s <= 0 for s in self.std):
-            raise AFTExportError(f"std must be positive, got {list(self.std)}")
+            raise AFTExportError(f"std must be positive, got {list(self.std)}; give --std with three numbers > 0")
         if self.classes is not None:
             if not self.classes or not all(isinstance(c, str) and c for c in self.classes):
                 raise AFTExportError("class names must be non-empty strings")
@@ -70,7 +72,7 @@ def read_mapping(path: str | Path) -> dict[str, Any]:
     """A JSON or YAML file holding one mapping."""
     path = Path(path)
     if not path.is_file():
-        raise AFTExportError(f"preprocessing file {path} does not exist")
+        raise AFTExportError(f"preprocessing file {path} does not exist; check --preprocess")
     text = path.read_text()
     if path.suffix.lower() in (".yaml", ".yml"):
         try:
@@ -98,7 +100,7 @@ def read_classes_file(path: str | Path) -> tuple[str, ...]:
     """One class name per line; blank lines and ``#`` comments are skipped."""
     path = Path(path)
     if not path.is_file():
-        raise AFTExportError(f"class names file {path} does not exist")
+        raise AFTExportError(f"class names file {path} does not exist; check --classes")
     names = tuple(line.strip() for line in path.read_text().splitlines())
     names = tuple(n for n in names if n and not n.startswith("#"))
     if not names:

@@ -33,16 +33,16 @@ from aft_export.checkpoint import CheckpointMeta, load_checkpoint
 from aft_export.compare import SIMPLIFY_MAX_ABS, max_abs, metrics
 from aft_export.data import normalize
 from aft_export.datasets import is_named, load_labelled
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, CheckFailed
 from aft_export.export.functions import attach_functions, registered_schemas, translation_table
 from aft_export.export.rewrite import optimize_for_runtime
 from aft_export.export.trt8 import to_tensorrt8
-from aft_export.fileio import check_output_path, sha256_file
+from aft_export.fileio import claim_output, sha256_file
 from aft_export.graph import DOMAIN, compact_node_metadata, module_by_output, name_nodes, restore_node_metadata
 from aft_export.layers.aft import AFTLayer
 from aft_export.onnxio import check_graph, read_metadata, save_onnx, set_metadata
 from aft_export.options import MAX_BATCH, OP_FORMS, TARGETS, ExportOptions, parse_batch  # noqa: F401 (the API)
-from aft_export.runners import ModelInfo, OrtRunner
+from aft_export.runners import ModelInfo, OrtRunner, TorchRunner
 from aft_export.trtcheck import check_model, enforce
 
 
@@ -165,6 +165,9 @@ def _verification_images(meta, opts: ExportOptions) -> tuple[np.ndarray, str]:
     def usable(c) -> bool:
         return bool(c) and (is_named(c) or Path(c).exists())
 
+    if opts.verify_data and not usable(opts.verify_data):
+        raise AFTExportError(f"verification data {opts.verify_data} does not exist; check --verify-data (or give "
+                             f"--verify-images 0 to skip verification)")  # fmt: skip
     prov = meta.provenance
     candidates = [opts.verify_data] if opts.verify_data else [
         prov.get("metrics", {}).get("test_data"), prov.get("train_config", {}).get("test_data"), prov.get("data")]
@@ -174,10 +177,28 @@ def _verification_images(meta, opts: ExportOptions) -> tuple[np.ndarray, str]:
         source = str(Path(env) / "test.tar") if env and Path(env, "test.tar").exists() else source
     if not usable(source):
         raise AFTExportError(
-            "verification needs real images: pass --verify-data DIR_OR_TAR (or --verify-images 0 to skip)"
+            "verification needs real images and the checkpoint names none here; pass --verify-data DIR_OR_TAR "
+            "(or --verify-images 0 to skip verification)"
         )
     data = load_labelled(source, meta.config.img_size, limit=opts.verify_images)
     return normalize(data.images, meta.mean, meta.std).numpy(), str(source)
+
+
+def _check_finite_outputs(model, cfg, images: np.ndarray | None) -> None:
+    """Refuse a model whose logits are not finite, before anything is exported: on a few
+    of the verification images, or without them (``--verify-images 0``) on a zero image
+    and a seeded random one; a NaN or infinite weight shows here too."""
+    if images is not None and len(images):
+        probe = torch.from_numpy(np.ascontiguousarray(images[:8]))
+    else:
+        shape = (cfg.in_chans, cfg.img_size, cfg.img_size)
+        probe = torch.stack([torch.zeros(shape), torch.randn(shape, generator=torch.Generator().manual_seed(0))])
+    with torch.inference_mode():
+        out = model(probe)
+    bad = int((~torch.isfinite(out).reshape(len(probe), -1).all(dim=1)).sum())
+    if bad:
+        raise AFTExportError(f"the model gives NaN or infinite logits on {bad} of {len(probe)} probe images (its "
+                             f"weights are damaged or it overflows); nothing was exported: fix or retrain the model")
 
 
 @dataclass
@@ -208,6 +229,10 @@ def export_graph(model, meta: CheckpointMeta, opts: ExportOptions, images: np.nd
         t = time.perf_counter()
         model = prepare_export(model, meta, images, log)
         seconds["swap"] = time.perf_counter() - t
+    _check_finite_outputs(model, cfg, images)
+    batch = parse_batch(opts.batch)
+    if batch is not None:  # the example input, and every verification run, hold a whole fixed batch
+        TorchRunner(meta.path or "the model", loaded=(model, meta)).check_batch(batch, "--batch")
     t = time.perf_counter()
     proto = _torch_export(model, cfg, opts)
     set_metadata(proto, _metadata(meta, opts))
@@ -255,7 +280,7 @@ def export_graph(model, meta: CheckpointMeta, opts: ExportOptions, images: np.nd
         result.parity = parity
         seconds["verify"] = time.perf_counter() - t
         if not parity["passed"]:
-            raise AFTExportError(
+            raise CheckFailed(
                 f"verification failed: ONNX Runtime differs from PyTorch by up to {parity['max_abs']:.3g} "
                 f"(limit {opts.verify_atol:g}) with {100 * parity['top1_agreement']:.1f}% top-1 agreement on "
                 f"{parity['images']} images; nothing was written to {name}"
@@ -270,15 +295,15 @@ def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, con
     ``loaded``: the ``(model, meta)`` pair if the caller has already loaded the checkpoint;
     ``verification``: ``(preprocessed images, where they came from)`` if it has them."""
     opts = options or ExportOptions()
-    out = check_output_path(out)
-    model, meta = loaded if loaded is not None else load_checkpoint(checkpoint, config=config)
-    images, source = (None, None)
-    if opts.verify_images:
-        images, source = verification if verification is not None else _verification_images(meta, opts)
-    graph = export_graph(model, meta, opts, images, source, log=log, name=str(out))
-    t = time.perf_counter()
-    external = save_onnx(graph.model, out, opts.external_data_threshold)
-    graph.seconds["save"] = time.perf_counter() - t
+    with claim_output(out, inputs=[checkpoint, opts.verify_data]) as out:
+        model, meta = loaded if loaded is not None else load_checkpoint(checkpoint, config=config)
+        images, source = (None, None)
+        if opts.verify_images:
+            images, source = verification if verification is not None else _verification_images(meta, opts)
+        graph = export_graph(model, meta, opts, images, source, log=log, name=str(out))
+        t = time.perf_counter()
+        external = save_onnx(graph.model, out, opts.external_data_threshold)
+        graph.seconds["save"] = time.perf_counter() - t
     proto = graph.model
     return ExportResult(
         path=str(out), sha256=sha256_file(out), bytes=out.stat().st_size,

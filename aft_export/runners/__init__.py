@@ -29,7 +29,7 @@ def load_runner(artifact: str, providers: list | str | None = None, config: str 
                 threads: int = 0) -> Runner:  # fmt: skip
     path = Path(artifact)
     if not path.exists():
-        raise AFTExportError(f"artifact {path} does not exist")
+        raise AFTExportError(f"artifact {path} does not exist; check the path")
     suffix = path.suffix.lower()
     if suffix in CHECKPOINT_SUFFIXES or suffix in SPEC_SUFFIXES:  # a spec: a model trained elsewhere (byo)
         device = "cuda" if providers in ("cuda", "tensorrt") else "cpu"

@@ -7,6 +7,7 @@ stage can feed it the same preprocessed images.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +53,21 @@ class ModelInfo:
     source_sha256: str = ""  # the checkpoint the artifact was made from
     precision: str = "fp32"
     extra: dict = field(default_factory=dict)
+
+    def problem(self) -> str | None:
+        """What makes this description unusable for feeding a model (None: nothing)."""
+        size = tuple(self.input_size)
+        if len(size) != 3 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in size):
+            return f"input size {list(size)} is not three positive whole numbers (C, H, W)"
+        for name in ("mean", "std"):
+            values = tuple(getattr(self, name))
+            if len(values) != size[0] or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
+                return f"{name} {list(values)} is not {size[0]} finite numbers"
+        if min(self.std) <= 0:
+            return f"std {list(self.std)} is not positive"
+        if not isinstance(self.classes, list) or not all(isinstance(c, str) for c in self.classes):
+            return "class names are not a list of strings"
+        return None
 
 
 class Runner:
@@ -100,6 +116,16 @@ class Runner:
                 f"and {LIVE_VALUES}x the largest intermediate value) but {_gb(available)} is available; "
                 f"use {option} {fits} or less"
             )
+
+    def finite_logits(self, images: np.ndarray, batch_size: int = 64) -> np.ndarray:
+        """:meth:`logits`, refused when any is NaN or infinite: a prediction, an accuracy or
+        a reference made of them would mean nothing."""
+        out = self.logits(images, batch_size)
+        bad = int((~np.isfinite(out).all(axis=1)).sum())
+        if bad:
+            raise AFTExportError(f"{self.name} gives NaN or infinite logits for {bad} of {len(out)} images (its "
+                                 f"weights are damaged or its computation overflows); re-export or retrain it")  # fmt: skip
+        return out
 
     def logits(self, images: np.ndarray, batch_size: int = 64) -> np.ndarray:
         """fp32 logits of preprocessed NCHW float32 images, in batches. A fixed-batch

@@ -85,13 +85,49 @@ def info_from_metadata(model, where: str) -> ModelInfo:
     """Classes, input size and normalisation from aft-export's ONNX metadata."""
     meta = read_metadata(model)
     try:
-        return ModelInfo(json.loads(meta["classes"]), tuple(json.loads(meta["input_size"])),
+        info = ModelInfo(json.loads(meta["classes"]), tuple(json.loads(meta["input_size"])),
                          tuple(json.loads(meta["mean"])), tuple(json.loads(meta["std"])),
                          source_sha256=meta.get("source_sha256", ""), precision=graph_precision(model),
                          extra=meta)  # fmt: skip
-    except (KeyError, ValueError) as exc:
-        raise AFTExportError(f"{where} has no aft-export metadata (classes, input size, mean/std: {exc}); "
-                             f"export it with `aft-export export`") from None  # fmt: skip
+    except KeyError as exc:
+        raise AFTExportError(f"{where} has no aft-export metadata (classes, input size, mean/std: {exc} is "
+                             f"missing); export it with `aft-export export`") from None  # fmt: skip
+    except (ValueError, TypeError) as exc:
+        raise AFTExportError(f"{where} has malformed aft-export metadata ({exc}); export it again with "
+                             f"`aft-export export`") from None  # fmt: skip
+    problem = info.problem()
+    if problem:
+        raise AFTExportError(f"{where} has malformed aft-export metadata: {problem}; export it again with "
+                             f"`aft-export export`")  # fmt: skip
+    return info
+
+
+def check_signature(session, info: ModelInfo, where: str, metadata: bool = True) -> None:
+    """The graph takes one input; an artifact (``metadata``: described by its own metadata)
+    takes one float (N, C, H, W) image batch of the size its metadata says and gives
+    (N, classes) logits: anything else would be fed wrongly, or fail mid-run. (A stage
+    running a graph of its own, with its own ModelInfo, is held to one input only.)"""
+    inputs, outputs = session.get_inputs(), session.get_outputs()
+    fix = "export it again with `aft-export export`"
+    if len(inputs) != 1:
+        raise AFTExportError(f"{where} takes {len(inputs)} inputs ({', '.join(i.name for i in inputs)}); an image "
+                             f"classifier takes one, (N, 3, H, W): {fix}")  # fmt: skip
+    if not metadata:
+        return
+    first = inputs[0]
+    if first.type != "tensor(float)" or len(first.shape) != 4:
+        raise AFTExportError(f"{where} takes {first.type} of shape {first.shape} as input {first.name!r}, not a "
+                             f"float (N, C, H, W) image batch; {fix}")  # fmt: skip
+    got = first.shape[1:]
+    if any(isinstance(g, int) and g != w for g, w in zip(got, info.input_size)):
+        raise AFTExportError(f"{where}'s graph takes {'x'.join(map(str, got))} inputs but its metadata says "
+                             f"input_size {list(info.input_size)}; {fix}")  # fmt: skip
+    out = outputs[0].shape if outputs else []
+    if len(out) != 2:
+        raise AFTExportError(f"{where} gives output of shape {out}, not (N, classes) logits; {fix}")
+    if info.classes and isinstance(out[1], int) and out[1] != len(info.classes):
+        raise AFTExportError(f"{where}'s graph gives {out[1]} logits but its metadata names {len(info.classes)} "
+                             f"classes; {fix}")  # fmt: skip
 
 
 class OrtRunner(Runner):
@@ -110,6 +146,7 @@ class OrtRunner(Runner):
         in_memory = isinstance(source, onnx.ModelProto)
         model = source if in_memory else load_onnx(source, external_data=False)
         where = "the graph" if in_memory else str(source)
+        from_metadata = info is None
         info = replace(info or info_from_metadata(model, where), precision=graph_precision(model))
         super().__init__("<in memory>" if in_memory else str(source), info)
         available = ort.get_available_providers()
@@ -138,6 +175,11 @@ class OrtRunner(Runner):
         except Exception as exc:  # noqa: BLE001 - ORT's own error types: an invalid or unsupported graph
             self._remove_profile_dir()
             raise AFTExportError(f"ONNX Runtime cannot load {where}: {str(exc).splitlines()[0][:300]}") from None
+        try:
+            check_signature(self.session, info, where, metadata=from_metadata)
+        except AFTExportError:
+            self._remove_profile_dir()
+            raise
         first_input = self.session.get_inputs()[0]
         self.input_name = first_input.name
         self.output_name = self.session.get_outputs()[0].name

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, CheckFailed
 from aft_export.onnxio import graph_precision, load_onnx
 from aft_export.runners import OrtRunner
 from aft_export.trtcheck.rules import RULES, checks_for
@@ -260,7 +260,7 @@ def enforce(report: CheckReport, log=print, what: str = "this step") -> None:
     detail = (f"{first.rule} at {first.where()}: {first.message}; fix: {first.fix}"
               + (f" (and {more} more: aft-export check {report.path})" if more else ""))  # fmt: skip
     if len(refusing) == len(report.checked):
-        raise AFTExportError(f"{what} stops: TensorRT {', '.join(refusing)} would refuse {report.path}: {detail}")
+        raise CheckFailed(f"{what} stops: TensorRT {', '.join(refusing)} would refuse {report.path}: {detail}")
     log(f"warning: TensorRT {', '.join(refusing)} would refuse {report.path} (the other checked versions accept "
         f"it): {detail}")  # fmt: skip
 

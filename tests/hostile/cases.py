@@ -1,0 +1,455 @@
+"""The hostile-input table: every case is one command line, the files it starts from, and
+what must happen (exit code, and what the one ``error:`` line says).
+
+Cases are generated from small tables (bad values per option, bad files per input slot,
+outputs that alias an input per writing command) plus hand-written ones for the crafted
+files of :mod:`tests.hostile.world`. ``{d}`` in an argument is the case's directory.
+
+Kinds:
+  crash      crafted or malformed files that reached a traceback
+  files      every input slot given a missing, empty, corrupt or wrong-type file
+  destroys   an output path that is an input (same path, symlink, hardlink), a device,
+             a fifo, a directory
+  nonsense   counts, sizes, thresholds and tolerances out of range, NaN, infinity
+  nonfinite  weights or outputs that are NaN/Inf, weights of the wrong dtype
+  cost       images whose pixel count is absurd, batches that cannot fit in memory
+  usage      click's own errors (unknown command or option, missing argument, bad choice)
+  exit       the exit-code table: 3 for "nothing failed but something was not verified"
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    kind: str
+    argv: tuple[str, ...]
+    code: int  # expected exit status
+    expect: str = ""  # regex (case-insensitive) the error line (or, for 0/3, the output) must match
+    setup: tuple[str, ...] = ()  # world.SETUPS steps run in the case directory first
+    creates: tuple[str, ...] = ()  # glob patterns of files a run may add (exit 0, 1 or 3 only)
+    root: bool = False  # needs root (mknod)
+    base: bool = True  # also run against the base commit (False: it would exhaust the machine there)
+
+    @property
+    def command(self) -> str:
+        return self.argv[0]
+
+
+D = "{d}"
+OUT = f"{D}/out"
+QOPTS = ("--precision", "int8", "--count", "8")
+BASE = {
+    "models": ("models",),
+    "info": ("info", f"{D}/m.pt"),
+    "train": ("train", "--model", "aft_simple_test", "--data", f"{D}/imgs", "--out", f"{OUT}/t.pt", "--epochs", "1",
+              "--limit", "20", "--no-progress"),
+    "export": ("export", f"{D}/m.pt", "-o", f"{OUT}/x.onnx", "--verify-images", "4", "--verify-data", f"{D}/imgs"),
+    "quantize": ("quantize", f"{D}/m.onnx", "-o", f"{OUT}/q.onnx", "--calib", f"{D}/calib.npy", *QOPTS),
+    "parity": ("parity", f"{D}/m.pt", f"{D}/m.onnx", "--data", f"{D}/imgs", "--images", "4"),
+    "bench": ("bench", f"{D}/m.onnx", "--batch", "1", "--warmup", "0", "--iters", "1"),
+    "pipeline": ("pipeline", f"{D}/m.pt", "--out", f"{OUT}/run", "--calib", f"{D}/recipe.json", "--data",
+                 f"{D}/imgs", "--precision", "int8", "--eval-limit", "10", "--parity-images", "4", "--batch", "1",
+                 "--iters", "1"),
+    "check": ("check", f"{D}/m.onnx"),
+    "build": ("build", f"{D}/m.onnx", "-o", f"{OUT}/m.engine"),
+    "infer": ("infer", f"{D}/m.onnx", f"{D}/imgs/k0/0.png"),
+    "eval": ("eval", f"{D}/m.onnx", "--data", f"{D}/imgs"),
+}  # fmt: skip
+
+# ---------------------------------------------------------------- nonsense: values out of range
+
+NAN, INF = "nan", "inf"
+BAD_VALUES = {
+    ("train", "--epochs"): ["0", "-1"],
+    ("train", "--batch-size"): ["0", "-3"],
+    ("train", "--lr"): [NAN, INF, "-1", "0"],
+    ("train", "--weight-decay"): [NAN, "-0.1"],
+    ("train", "--warmup-epochs"): [NAN, "-1"],
+    ("train", "--label-smoothing"): ["1.5", NAN, "-0.1"],
+    ("train", "--val-fraction"): ["1.0", NAN, "-0.5"],
+    ("train", "--seed"): ["-1"],
+    ("train", "--threads"): ["-1"],
+    ("train", "--limit"): ["0", "-5"],
+    ("export", "--verify-images"): ["-1"],
+    ("export", "--batch"): ["0", "-1", "65537", NAN],
+    ("export", "--opset"): ["0", "99999"],
+    ("quantize", "--percentile"): ["0", NAN, "101", INF],
+    ("quantize", "--count"): ["0", "-5"],
+    ("quantize", "--batch-size"): ["0", "-1"],
+    ("quantize", "--seed"): ["-1"],
+    ("quantize", "--budget"): [NAN, "-1", INF],
+    ("quantize", "--input-size"): ["0", "-32"],
+    ("quantize", "--mean"): ["nan,0,0", "1,2", "inf,0,0"],
+    ("quantize", "--std"): ["0,1,1", "nan,1,1", "-1,1,1"],
+    ("parity", "--images"): ["0", "-5"],
+    ("bench", "--batch"): ["0", "-1"],
+    ("bench", "--warmup"): ["-1"],
+    ("bench", "--iters"): ["0", "-1"],
+    ("bench", "--threads"): ["-1"],
+    ("pipeline", "--eval-limit"): ["0", "-5"],
+    ("pipeline", "--parity-images"): ["0", "-1"],
+    ("pipeline", "--batch"): ["0"],
+    ("pipeline", "--iters"): ["0"],
+    ("pipeline", "--threads"): ["-1"],
+    ("build", "--workspace-mb"): ["0", "-1"],
+    ("build", "--dla-core"): ["-1"],
+    ("build", "--batch"): ["0", "-1,2,3", NAN],
+    ("infer", "--top-k"): ["0", "-1"],
+    ("eval", "--batch-size"): ["0", "-1"],
+    ("eval", "--limit"): ["0", "-5"],
+}
+# thousands of threads for a 2-core machine: refused here, but at the base commit ONNX
+# Runtime would start them all
+HUGE_THREADS = {("bench", "--threads"): "100000", ("pipeline", "--threads"): "100000",
+                ("train", "--threads"): "100000"}  # fmt: skip
+TOLERANCES = ["int8.max_abs=nan", "fp32.min_cosine=nan", "fp32.min_cosine=1.5", "fp16.max_abs=-1",
+              "fp32.max_abs=inf", "fp32.min_top1_agreement=2", "fp32.tie_margin=-1", "int8.stress_min_cosine=nan",
+              "fp32.min_cosine=0", "fp32.min_cosine=-0.5", "bogus", "fp64.max_abs=1", "fp32.nope=1", "fp32.max_abs=abc"]  # fmt: skip
+
+
+def _nonsense() -> list[Case]:
+    cases = []
+    for (cmd, opt), values in BAD_VALUES.items():
+        for v in values:
+            cases.append(Case(f"{cmd}/{opt}={v}", "nonsense", (*BASE[cmd], opt, v), 2, opt))
+    for (cmd, opt), v in HUGE_THREADS.items():
+        cases.append(Case(f"{cmd}/{opt}={v}", "nonsense", (*BASE[cmd], opt, v), 2, opt, base=False))
+    for tol in TOLERANCES:
+        cases.append(
+            Case(
+                f"parity/--tolerance {tol}", "nonsense", (*BASE["parity"], "--tolerance", tol), 2, "tolerance"
+            )
+        )
+    for tol in TOLERANCES[:3]:
+        cases.append(
+            Case(
+                f"pipeline/--tolerance {tol}",
+                "nonsense",
+                (*BASE["pipeline"], "--tolerance", tol),
+                2,
+                "tolerance",
+            )
+        )
+    return cases
+
+
+# ---------------------------------------------------------------- files: each input slot, each bad file
+
+MISSING, EMPTY, JUNK, DIRECTORY = ("does not exist", "is empty", r"corrupt|not a readable|not a valid|cannot read|"
+                                   r"is not a|truncated|not an onnx", "is a directory")  # fmt: skip
+# (command, argv with {f} for the slot, slot name, [(variant, file, expected)])
+CKPT_FILES = [("missing", "nope.pt", MISSING), ("empty", "empty.pt", EMPTY), ("junk", "junk.pt", JUNK),
+              ("dir", "dir.pt", DIRECTORY)]  # fmt: skip
+ONNX_FILES = [("missing", "nope.onnx", MISSING), ("empty", "empty.onnx", EMPTY), ("junk", "junk.onnx", JUNK),
+              ("dir", "dir.onnx", DIRECTORY)]  # fmt: skip
+DATA_FILES = [("missing", "nope", MISSING), ("junk-tar", "junk.tar", r"neither|not a tar|cannot"),
+              ("empty-tar", "empty.tar", r"empty|neither|no images"), ("empty-dir", "emptydir", "no images"),
+              ("truncated-tar", "trunc.tar", r"truncated|cannot read|corrupt")]  # fmt: skip
+SLOTS = [
+    ("info", ("info", "{f}"), "CHECKPOINT", CKPT_FILES),
+    ("export", ("export", "{f}", "-o", f"{OUT}/x.onnx", "--verify-images", "0"), "CHECKPOINT", CKPT_FILES),
+    ("export", ("export", f"{D}/m.pt", "-o", f"{OUT}/x.onnx", "--verify-images", "4", "--verify-data", "{f}"),
+     "--verify-data", DATA_FILES),
+    ("quantize", ("quantize", "{f}", "-o", f"{OUT}/q.onnx", "--calib", f"{D}/calib.npy", *QOPTS), "MODEL",
+     ONNX_FILES),
+    ("quantize", ("quantize", f"{D}/m.onnx", "-o", f"{OUT}/q.onnx", "--calib", "{f}", *QOPTS), "--calib",
+     [("missing", "nope", MISSING), ("empty-npy", "empty.npy", r"empty|cannot read"),
+      ("junk-npy", "junk.npy", r"cannot read|corrupt"), ("junk-tar", "junk.tar", r"not a directory of images|cannot"),
+      ("empty-dir", "emptydir", "no images"), ("empty-recipe", "empty.json", r"empty|malformed"),
+      ("junk-recipe", "junk.json", "malformed"), ("truncated-tar", "trunc.tar", r"truncated|cannot read|corrupt"),
+      ("nan-npy", "nan.npy", r"nan|inf"), ("inf-npy", "inf.npy", r"nan|inf")]),
+    ("parity", ("parity", "{f}", f"{D}/m.onnx", "--data", f"{D}/imgs"), "CHECKPOINT", CKPT_FILES),
+    ("parity", ("parity", f"{D}/m.pt", "{f}", "--data", f"{D}/imgs"), "ARTIFACT", ONNX_FILES),
+    ("parity", ("parity", f"{D}/m.pt", f"{D}/m.onnx", "--data", "{f}"), "--data", DATA_FILES),
+    ("bench", ("bench", "{f}", "--iters", "1", "--warmup", "0"), "ARTIFACT",
+     ONNX_FILES + [("unknown-type", "txt.txt", "unknown artifact type"),
+                   ("junk-engine", "junk.engine", r"manifest|does not exist|cannot")]),
+    ("eval", ("eval", "{f}", "--data", f"{D}/imgs"), "ARTIFACT", ONNX_FILES),
+    ("eval", ("eval", f"{D}/m.onnx", "--data", "{f}"), "--data", DATA_FILES),
+    ("infer", ("infer", "{f}", f"{D}/imgs/k0/0.png"), "ARTIFACT", ONNX_FILES),
+    ("infer", ("infer", f"{D}/m.onnx", "{f}"), "IMAGE",
+     [("missing", "nope.png", MISSING), ("junk", "junk.png", "cannot read image"), ("empty", "empty",
+      r"cannot read image|empty"), ("empty-dir", "emptydir", "no images"), ("text", "txt.txt", "cannot read image"),
+      ("16-bit", "i16.png", "16-bit")]),
+    ("check", ("check", "{f}"), "MODEL", ONNX_FILES),
+    ("build", ("build", "{f}", "-o", f"{OUT}/m.engine"), "MODEL", ONNX_FILES),
+    ("train", ("train", "--model", "aft_simple_test", "--data", "{f}", "--out", f"{OUT}/t.pt", "--epochs", "1",
+               "--no-progress"), "--data", DATA_FILES),
+    ("train", (*BASE["train"], "--resume", "{f}"), "--resume", CKPT_FILES[:3]),
+    ("train", (*BASE["train"], "--test-data", "{f}"), "--test-data", DATA_FILES[:1]),
+    ("pipeline", ("pipeline", "{f}", *BASE["pipeline"][2:]), "CHECKPOINT", CKPT_FILES),
+    ("pipeline", (*BASE["pipeline"], "--calib", "{f}"), "--calib", [("missing", "nope", MISSING)]),
+    ("pipeline", (*BASE["pipeline"], "--data", "{f}"), "--data", DATA_FILES[:1] + DATA_FILES[3:4]),
+]  # fmt: skip
+SETUP_OF = {"empty.pt": "empty.pt", "junk.pt": "junk.pt", "dir.pt": "dir.pt", "empty.onnx": "empty.onnx",
+            "junk.onnx": "junk.onnx", "dir.onnx": "dir.onnx", "junk.tar": "junk.tar", "empty.tar": "empty.tar",
+            "emptydir": "emptydir", "trunc.tar": "trunc.tar", "empty.npy": "empty.npy", "junk.npy": "junk.npy",
+            "empty.json": "empty.json", "junk.json": "junk.json", "junk.png": "junk.png", "empty": "empty",
+            "txt.txt": "txt.txt", "junk.engine": "junk.engine", "i16.png": "i16.png", "nan.npy": "nan.npy",
+            "inf.npy": "inf.npy"}  # fmt: skip
+
+
+def _files() -> list[Case]:
+    cases = []
+    for cmd, argv, slot, variants in SLOTS:
+        for variant, name, expected in variants:
+            args = tuple(a.replace("{f}", f"{D}/{name}") for a in argv)
+            setup = (SETUP_OF[name],) if name in SETUP_OF else ()
+            cases.append(Case(f"{cmd}/{slot} {variant}", "files", args, 2, expected, setup))
+    return cases
+
+
+# ---------------------------------------------------------------- destroys: outputs that are inputs or not files
+
+SAME = "overwrite|is an input|same file"
+NOT_REGULAR = "not a regular file|is a directory|fifo|device"
+
+
+def _destroys() -> list[Case]:
+    writers = [
+        # (command, argv with {o} for the output, [(variant, output, setup, expected, root)])
+        ("export", ("export", f"{D}/m.pt", "-o", "{o}", "--verify-images", "0"),
+         [("same-path", f"{D}/m.pt", (), SAME), ("symlink", f"{D}/link.pt", ("link.pt",), SAME),
+          ("hardlink", f"{D}/hard.pt", ("hard.pt",), SAME), ("fifo", f"{D}/fifo", ("fifo",), NOT_REGULAR),
+          ("device", f"{D}/null", ("null",), NOT_REGULAR), ("directory", f"{D}/out", (), NOT_REGULAR),
+          ("parent-is-file", f"{D}/m.pt/x.onnx", (), "not a directory|does not exist")]),
+        ("export", ("export", f"{D}/m.pt", "-o", "{o}", "--verify-data", f"{D}/data.tar", "--verify-images", "4"),
+         [("verify-data", f"{D}/data.tar", (), SAME), ("verify-data-hardlink", f"{D}/hard.tar", ("hard.tar",), SAME)]),
+        ("export", ("export", "--model-def", f"{D}/mdl.py:build", "--weights", f"{D}/w.safetensors", "--input-size",
+                    "32", "--mean", "0.5,0.5,0.5", "--std", "0.5,0.5,0.5", "--classes", f"{D}/classes.txt",
+                    "--verify-images", "0", "-o", "{o}"),
+         [("weights", f"{D}/w.safetensors", ("mdl.py",), SAME), ("model-def", f"{D}/mdl.py", ("mdl.py",), SAME),
+          ("classes", f"{D}/classes.txt", ("mdl.py",), SAME)]),
+        ("quantize", ("quantize", f"{D}/m.onnx", "-o", "{o}", "--calib", f"{D}/calib.npy", *QOPTS),
+         [("same-path", f"{D}/m.onnx", (), SAME), ("symlink", f"{D}/link.onnx", ("link.onnx",), SAME),
+          ("hardlink", f"{D}/hard.onnx", ("hard.onnx",), SAME), ("calib", f"{D}/calib.npy", (), SAME),
+          ("fifo", f"{D}/fifo.onnx", ("fifo.onnx",), NOT_REGULAR), ("device", f"{D}/null", ("null",), NOT_REGULAR),
+          ("directory", f"{D}/out", (), NOT_REGULAR)]),
+        ("quantize", ("quantize", f"{D}/m.onnx", "-o", "{o}", "--calib", f"{D}/recipe.json", *QOPTS),
+         [("recipe", f"{D}/recipe.json", (), SAME)]),
+        ("train", ("train", "--model", "aft_simple_test", "--data", f"{D}/data.tar", "--out", "{o}", "--epochs", "1",
+                   "--limit", "20", "--no-progress"),
+         [("data", f"{D}/data.tar", (), SAME), ("data-hardlink", f"{D}/hard.tar", ("hard.tar",), SAME),
+          ("fifo", f"{D}/fifo", ("fifo",), NOT_REGULAR), ("device", f"{D}/null", ("null",), NOT_REGULAR)]),
+        ("train", ("train", "--model", "aft_simple_test", "--data", f"{D}/imgs", "--test-data", f"{D}/data.tar",
+                   "--out", "{o}", "--epochs", "1", "--limit", "20", "--no-progress"),
+         [("test-data", f"{D}/data.tar", (), SAME)]),
+        ("build", ("build", f"{D}/m.onnx", "-o", "{o}"),
+         [("same-path", f"{D}/m.onnx", (), SAME), ("hardlink", f"{D}/hard.onnx", ("hard.onnx",), SAME),
+          ("fifo", f"{D}/fifo", ("fifo",), NOT_REGULAR), ("device", f"{D}/null", ("null",), NOT_REGULAR)]),
+        ("build", ("build", f"{D}/m.onnx", "-o", f"{OUT}/m.engine", "--timing-cache", "{o}"),
+         [("timing-cache-is-model", f"{D}/m.onnx", (), SAME)]),
+        ("pipeline", ("pipeline", f"{D}/m.pt", *BASE["pipeline"][2:], "--out", "{o}"),
+         [("out-is-checkpoint", f"{D}/m.pt", (), r"is a file|not a directory"),
+          ("out-is-data", f"{D}/imgs", (), r"is the input"),
+          ("out-is-fifo", f"{D}/fifo", ("fifo",), r"not a directory|exists|fifo")]),
+    ]  # fmt: skip
+    cases = []
+    for cmd, argv, variants in writers:
+        for variant, out, setup, expected in variants:
+            args = tuple(a.replace("{o}", out) for a in argv)
+            cases.append(Case(f"{cmd}/output {variant}", "destroys", args, 2, expected, setup,
+                              root="null" in setup))  # fmt: skip
+    return cases
+
+
+# ---------------------------------------------------------------- crafted files that reached tracebacks
+
+CRASH = [
+    Case("infer/decompression bomb", "cost", ("infer", f"{D}/m.onnx", f"{D}/bomb.png"), 2, "pixels",
+         ("bomb.png",)),
+    Case("eval/decompression bomb in the data", "cost", ("eval", f"{D}/m.onnx", "--data", f"{D}/imgs"), 2, "pixels",
+         ("bomb_in_imgs",)),
+    Case("eval/decompression bomb in a tar", "cost", ("eval", f"{D}/m.onnx", "--data", f"{D}/bomb.tar"), 2, "pixels",
+         ("bomb.tar",)),
+    Case("quantize/decompression bomb in calibration", "cost",
+         ("quantize", f"{D}/m.onnx", "-o", f"{OUT}/q.onnx", "--calib", f"{D}/imgs", "--precision", "int8", "--count",
+          "21"), 2, "pixels", ("bomb_in_imgs",)),
+    Case("parity/decompression bomb in the data", "cost", (*BASE["parity"][:3], "--data", f"{D}/bomb.tar"), 2,
+         "pixels", ("bomb.tar",)),
+    Case("infer/1x100000 image", "cost", ("infer", f"{D}/m.onnx", f"{D}/wide.png"), 0, "wide.png", ("wide.png",)),
+    Case("infer/100000x1 image", "cost", ("infer", f"{D}/m.onnx", f"{D}/tall.png"), 0, "tall.png", ("tall.png",)),
+    Case("export/--batch 65536 beyond memory", "cost",
+         ("export", f"{D}/big.pt", "-o", f"{OUT}/x.onnx", "--batch", "65536", "--verify-images", "0"), 2,
+         r"needs about .* available", ("big.pt",), base=False),
+    Case("train/--batch-size beyond memory", "cost",
+         ("train", "--model", "aft_full_small_224", "--data", f"{D}/imgs", "--out", f"{OUT}/t.pt", "--batch-size",
+          "65536", "--epochs", "1", "--no-progress"), 2, r"needs about .* available", (), base=False),
+    Case("build/zero-byte onnx", "crash", ("build", f"{D}/zero.onnx", "-o", f"{OUT}/m.engine"), 2, "empty",
+         ("zero.onnx",)),
+    Case("check/zero-byte onnx", "crash", ("check", f"{D}/zero.onnx"), 2, "empty", ("zero.onnx",)),
+    Case("eval/--batch-size 0", "crash", (*BASE["eval"], "--batch-size", "0"), 2, "--batch-size"),
+    Case("quantize/recipe source is a number", "crash",
+         ("quantize", f"{D}/m.onnx", "-o", f"{OUT}/q.onnx", "--calib", f"{D}/recipe_num.json", "--precision", "int8"),
+         2, "source", ("recipe_num.json",)),
+    Case("quantize/recipe is a list", "crash",
+         ("quantize", f"{D}/m.onnx", "-o", f"{OUT}/q.onnx", "--calib", f"{D}/recipe_list.json", "--precision",
+          "int8"), 2, "recipe", ("recipe_list.json",)),
+    Case("quantize/recipe without source", "crash",
+         ("quantize", f"{D}/m.onnx", "-o", f"{OUT}/q.onnx", "--calib", f"{D}/recipe_nosource.json", "--precision",
+          "int8"), 2, "source", ("recipe_nosource.json",)),
+    Case("quantize/recipe count -5", "nonsense",
+         ("quantize", f"{D}/m.onnx", "-o", f"{OUT}/q.onnx", "--calib", f"{D}/recipe_negcount.json", "--precision",
+          "int8"), 2, "count", ("recipe_negcount.json",)),
+    Case("quantize/recipe count 'many'", "crash",
+         ("quantize", f"{D}/m.onnx", "-o", f"{OUT}/q.onnx", "--calib", f"{D}/recipe_strcount.json", "--precision",
+          "int8"), 2, "count", ("recipe_strcount.json",)),
+    Case("quantize/recipe seed -1", "crash",
+         ("quantize", f"{D}/m.onnx", "-o", f"{OUT}/q.onnx", "--calib", f"{D}/recipe_badseed.json", "--precision",
+          "int8"), 2, "seed", ("recipe_badseed.json",)),
+    Case("quantize/recipe source missing", "files",
+         ("quantize", f"{D}/m.onnx", "-o", f"{OUT}/q.onnx", "--calib", f"{D}/recipe_missing.json", "--precision",
+          "int8"), 2, "does not exist", ("recipe_missing.json",)),
+    Case("pipeline/recipe source is a number", "crash", (*BASE["pipeline"], "--calib", f"{D}/recipe_num.json"), 2,
+         "source", ("recipe_num.json",)),
+    Case("train/--lr nan", "crash", (*BASE["train"], "--lr", "nan"), 2, "--lr"),
+    Case("eval/truncated tar", "crash", ("eval", f"{D}/m.onnx", "--data", f"{D}/trunc.tar"), 2,
+         r"truncated|cannot read", ("trunc.tar",)),
+    Case("eval/an unreadable image among good ones", "crash", ("eval", f"{D}/m.onnx", "--data", f"{D}/imgs"), 2,
+         "cannot read image", ("garbage_in_imgs",)),
+    Case("quantize/an unreadable image among good ones", "crash",
+         ("quantize", f"{D}/m.onnx", "-o", f"{OUT}/q.onnx", "--calib", f"{D}/imgs", "--precision", "int8", "--count",
+          "21"), 2, "cannot read image", ("garbage_in_imgs",)),
+    *[Case(f"{cmd}/onnx with a second input", "crash", argv, 2, "input", ("two_inputs.onnx",)) for cmd, argv in [
+        ("infer", ("infer", f"{D}/two_inputs.onnx", f"{D}/imgs/k0/0.png")),
+        ("eval", ("eval", f"{D}/two_inputs.onnx", "--data", f"{D}/imgs")),
+        ("bench", ("bench", f"{D}/two_inputs.onnx", "--iters", "1", "--warmup", "0", "--batch", "1")),
+        ("parity", ("parity", f"{D}/m.pt", f"{D}/two_inputs.onnx", "--data", f"{D}/imgs", "--images", "4")),
+        ("quantize", ("quantize", f"{D}/two_inputs.onnx", "-o", f"{OUT}/q.onnx", "--calib", f"{D}/calib.npy",
+                      *QOPTS))]],
+    *[Case(f"{cmd}/metadata input_size disagrees with the graph", "crash", argv, 2, "input",
+           ("meta_size.onnx",)) for cmd, argv in [
+        ("infer", ("infer", f"{D}/meta_size.onnx", f"{D}/imgs/k0/0.png")),
+        ("eval", ("eval", f"{D}/meta_size.onnx", "--data", f"{D}/imgs")),
+        ("bench", ("bench", f"{D}/meta_size.onnx", "--iters", "1", "--warmup", "0", "--batch", "1")),
+        ("quantize", ("quantize", f"{D}/meta_size.onnx", "-o", f"{OUT}/q.onnx", "--calib", f"{D}/calib.npy",
+                      *QOPTS))]],
+    *[Case(f"{cmd}/metadata class count disagrees with the graph", "crash", argv, 2, "class",
+           ("meta_classes.onnx",)) for cmd, argv in [
+        ("infer", ("infer", f"{D}/meta_classes.onnx", f"{D}/imgs/k0/0.png")),
+        ("eval", ("eval", f"{D}/meta_classes.onnx", "--data", f"{D}/imgs")),
+        ("parity", ("parity", f"{D}/m.pt", f"{D}/meta_classes.onnx", "--data", f"{D}/imgs", "--images", "4"))]],
+    Case("infer/metadata mean is not JSON", "crash", ("infer", f"{D}/meta_junk.onnx", f"{D}/imgs/k0/0.png"), 2,
+         "metadata", ("meta_junk.onnx",)),
+    Case("infer/metadata std is NaN", "crash", ("infer", f"{D}/meta_nan.onnx", f"{D}/imgs/k0/0.png"), 2,
+         r"std|metadata", ("meta_nan.onnx",)),
+    Case("eval/metadata input size 0", "crash", ("eval", f"{D}/meta_zero_size.onnx", "--data", f"{D}/imgs"), 2,
+         "input", ("meta_zero_size.onnx",)),
+    Case("infer/onnx without metadata", "files", ("infer", f"{D}/no_meta.onnx", f"{D}/imgs/k0/0.png"), 2,
+         "metadata", ("no_meta.onnx",)),
+    Case("info/checkpoint with an unknown variant", "crash", ("info", f"{D}/badcfg.pt"), 2, "variant",
+         ("badcfg.pt",)),
+    Case("info/checkpoint with 3 class names for 10 outputs", "crash", ("info", f"{D}/fewclasses.pt"), 2, "class",
+         ("fewclasses.pt",)),
+    Case("bench/fixed-batch graph at another batch only", "exit",
+         ("bench", f"{D}/b2.onnx", "--batch", "1", "--iters", "1", "--warmup", "0"), 3, "fixed batch",
+         ("b2.onnx",)),
+]  # fmt: skip
+
+# ---------------------------------------------------------------- non-finite and wrongly typed weights
+
+NONFINITE = [
+    Case("export/NaN weights with --verify-images 0", "nonfinite",
+         ("export", f"{D}/nan.pt", "-o", f"{OUT}/x.onnx", "--verify-images", "0"), 2, r"nan|not finite", ("nan.pt",)),
+    Case("export/Inf weights with --verify-images 0", "nonfinite",
+         ("export", f"{D}/inf.pt", "-o", f"{OUT}/x.onnx", "--verify-images", "0"), 2, r"inf|not finite", ("inf.pt",)),
+    Case("parity/NaN reference", "nonfinite", ("parity", f"{D}/nan.pt", f"{D}/m.onnx", "--data", f"{D}/imgs"), 2,
+         r"nan|not finite", ("nan.pt",)),
+    Case("infer/NaN weights", "nonfinite", ("infer", f"{D}/nan.pt", f"{D}/imgs/k0/0.png"), 2, r"nan|not finite",
+         ("nan.pt",)),
+    Case("eval/NaN weights", "nonfinite", ("eval", f"{D}/nan.pt", "--data", f"{D}/imgs"), 2, r"nan|not finite",
+         ("nan.pt",)),
+    Case("infer/onnx with a NaN weight", "nonfinite", ("infer", f"{D}/nan.onnx", f"{D}/imgs/k0/0.png"), 2,
+         r"nan or infinite logits", ("nan.onnx",)),
+    Case("eval/onnx with a NaN weight", "nonfinite", ("eval", f"{D}/nan.onnx", "--data", f"{D}/imgs"), 2,
+         r"nan or infinite logits", ("nan.onnx",)),
+    Case("parity/onnx with a NaN weight fails", "nonfinite", ("parity", f"{D}/m.pt", f"{D}/nan.onnx", "--data",
+         f"{D}/imgs", "--images", "4"), 1, r"NaN/Inf outputs", ("nan.onnx",)),
+    Case("bench/NaN weights", "nonfinite", ("bench", f"{D}/nan.pt", "--iters", "1", "--warmup", "0", "--batch", "1"),
+         2, r"nan|not finite", ("nan.pt",)),
+    Case("pipeline/NaN weights", "nonfinite", ("pipeline", f"{D}/nan.pt", *BASE["pipeline"][2:]), 2,
+         r"nan|not finite", ("nan.pt",)),
+    Case("info/int32 safetensors for a float model", "nonfinite",
+         ("info", f"{D}/int32.safetensors", "--config", "aft_simple_test"), 2, r"int32|dtype",
+         ("int32.safetensors",)),
+    Case("export/int32 safetensors for a float model", "nonfinite",
+         ("export", f"{D}/int32.safetensors", "--config", "aft_simple_test", "-o", f"{OUT}/x.onnx", "--verify-images",
+          "0"), 2, r"int32|dtype", ("int32.safetensors",)),
+    Case("export/int32 safetensors for a model trained elsewhere", "nonfinite",
+         ("export", "--model-def", f"{D}/mdl.py:build", "--weights", f"{D}/int32.safetensors", "--input-size", "32",
+          "--mean", "0.5,0.5,0.5", "--std", "0.5,0.5,0.5", "--verify-images", "0", "-o", f"{OUT}/x.onnx"), 2,
+         r"int32|dtype", ("int32.safetensors", "mdl.py")),
+    Case("export/--mean nan for a model trained elsewhere", "nonsense",
+         ("export", "--model-def", f"{D}/mdl.py:build", "--weights", f"{D}/w.safetensors", "--input-size", "32",
+          "--mean", "nan,0.5,0.5", "--std", "0.5,0.5,0.5", "--verify-images", "0", "-o", f"{OUT}/x.onnx"), 2,
+         "mean", ("mdl.py",)),
+    Case("export/--input-size 0 for a model trained elsewhere", "nonsense",
+         ("export", "--model-def", f"{D}/mdl.py:build", "--weights", f"{D}/w.safetensors", "--input-size", "0",
+          "--mean", "0.5,0.5,0.5", "--std", "0.5,0.5,0.5", "--verify-images", "0", "-o", f"{OUT}/x.onnx"), 2,
+         "input.size", ("mdl.py",)),
+]  # fmt: skip
+
+# ---------------------------------------------------------------- click's own errors
+
+USAGE = [
+    Case("aft-export/unknown command", "usage", ("nosuchcmd",), 2, "no such command"),
+    *[Case(f"{cmd}/unknown option", "usage", (*argv, "--bogus"), 2, "no such option") for cmd, argv in BASE.items()],
+    Case("info/missing argument", "usage", ("info",), 2, "missing argument"),
+    Case("info/extra argument", "usage", ("info", f"{D}/m.pt", "extra"), 2, "unexpected extra argument"),
+    Case("models/extra argument", "usage", ("models", "extra"), 2, "unexpected extra argument"),
+    Case("export/missing --output", "usage", ("export", f"{D}/m.pt"), 2, "missing option"),
+    Case("quantize/missing --output", "usage", ("quantize", f"{D}/m.onnx", "--precision", "int8"), 2,
+         "missing option"),
+    Case("quantize/missing --precision", "usage", ("quantize", f"{D}/m.onnx", "-o", f"{OUT}/q.onnx"), 2,
+         "missing option"),
+    Case("train/missing --model", "usage", ("train", "--data", f"{D}/imgs", "--out", f"{OUT}/t.pt"), 2,
+         "missing option"),
+    Case("eval/missing --data", "usage", ("eval", f"{D}/m.onnx"), 2, "missing option"),
+    Case("infer/missing image", "usage", ("infer", f"{D}/m.onnx"), 2, "missing argument"),
+    Case("bench/missing artifact", "usage", ("bench",), 2, "missing argument"),
+    Case("build/missing --output", "usage", ("build", f"{D}/m.onnx"), 2, "missing option"),
+    Case("parity/missing checkpoint", "usage", ("parity",), 2, "missing argument"),
+    Case("parity/no artifact", "exit", ("parity", f"{D}/m.pt", "--data", f"{D}/imgs"), 2, "artifact"),
+    Case("check/no model", "usage", ("check",), 2, "onnx file"),
+    Case("quantize/--precision int4", "usage", (*BASE["quantize"], "--precision", "int4"), 2, "--precision"),
+    Case("quantize/--method foo", "usage", (*BASE["quantize"], "--method", "foo"), 2, "--method"),
+    Case("parity/--provider gpu", "usage", (*BASE["parity"], "--provider", "gpu"), 2, "--provider"),
+    Case("export/--op-form x", "usage", (*BASE["export"], "--op-form", "x"), 2, "--op-form"),
+    Case("export/--target x", "usage", (*BASE["export"], "--target", "x"), 2, "--target"),
+    Case("pipeline/--precision fp64", "usage", (*BASE["pipeline"], "--precision", "fp64"), 2, "--precision"),
+    Case("build/--hardware-compatibility x", "usage", (*BASE["build"], "--hardware-compatibility", "x"), 2,
+         "--hardware-compatibility"),
+    Case("eval/--batch-size abc", "usage", (*BASE["eval"], "--batch-size", "abc"), 2, "--batch-size"),
+    Case("infer/--top-k 1.5", "usage", (*BASE["infer"], "--top-k", "1.5"), 2, "--top-k"),
+    Case("info/a directory as checkpoint", "usage", ("info", f"{D}/imgs"), 2, "directory"),
+    Case("build/--output is a directory", "usage", ("build", f"{D}/m.onnx", "-o", f"{OUT}"), 2, "directory"),
+]  # fmt: skip
+
+# ---------------------------------------------------------------- the exit-code table
+
+EXIT = [
+    Case("export/--verify-images 0 is not verified", "exit",
+         ("export", f"{D}/m.pt", "-o", f"{OUT}/x.onnx", "--verify-images", "0"), 3, "not verified",
+         creates=("out/x.onnx",)),
+    Case("bench/every artifact skipped", "exit", (*BASE["bench"], "--provider", "cuda"), 3, "skipped"),
+    Case("parity/artifact skipped", "exit", (*BASE["parity"], "--provider", "cuda"), 3, "skipped"),
+    Case("check/a version without rules", "exit", ("check", f"{D}/m.onnx", "--trt", "9.0"), 3, "no rules"),
+    Case("check/a version that refuses", "exit", ("check", f"{D}/m.onnx", "--trt", "8.6"), 1, "refuse"),
+    Case("parity/an artifact fails", "exit", (*BASE["parity"], "--tolerance", "fp32.max_abs=0"), 1, "FAIL"),
+    Case("eval/ok", "exit", BASE["eval"], 0, r"top-1|top1"),
+    Case("info/ok", "exit", BASE["info"], 0, "AFT-simple"),
+    Case("models/ok", "exit", BASE["models"], 0, "aft_simple_test"),
+    Case("infer/ok", "exit", BASE["infer"], 0, r"k\d"),
+]  # fmt: skip
+
+
+def all_cases() -> list[Case]:
+    cases = _nonsense() + _files() + _destroys() + CRASH + NONFINITE + USAGE + EXIT
+    ids = [c.id for c in cases]
+    dup = {i for i in ids if ids.count(i) > 1}
+    assert not dup, f"duplicate case ids: {sorted(dup)}"
+    return cases

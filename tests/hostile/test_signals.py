@@ -1,0 +1,185 @@
+"""SIGTERM and SIGINT stop ``quantize`` and ``pipeline`` with nothing left behind.
+
+Each scenario runs the command in a subprocess (``tests/hostile/hang.py`` stops it at one
+point: decoding calibration images, ranges computed in $TMPDIR, ONNX Runtime's quantiser
+writing its temporary files, the output half-saved, the pipeline's export, quantisation,
+parity or report inside its ``.partial-*`` run directory; or just after start), sends
+the signal there and checks: exit status 143 (130 for SIGINT), one ``error: stopped by``
+line and no traceback, and the case directory (inputs, output directory), $TMPDIR and
+the cache root exactly as they were. The scenarios run side by side to keep CI fast.
+A second run writing the same output fails at its start while the first holds it.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from aft_export.cli import main
+from tests.conftest import REPO
+from tests.hostile.harness import snapshot
+
+QUANTIZE = ["quantize", "{d}/m.onnx", "-o", "{d}/out/q.onnx", "--precision", "int8", "--calib", "{d}/imgs",
+            "--count", "20"]  # fmt: skip
+PIPELINE = ["pipeline", "{d}/m.pt", "--out", "{d}/out/run", "--calib", "{d}/recipe.json", "--data", "{d}/imgs",
+            "--precision", "int8", "--eval-limit", "10", "--parity-images", "4", "--batch", "1", "--iters", "1"]  # fmt: skip
+
+# (id, argv, where it stops: MODULE:FUNCTION[:N|:after] or None (a timed kill just after start), signal)
+SCENARIOS = [
+    ("quantize: starting up", QUANTIZE, None, signal.SIGTERM),
+    ("quantize: decoding calibration images", QUANTIZE, "aft_export.calib:load_image:3", signal.SIGTERM),
+    ("quantize: ranges computed in $TMPDIR", [*QUANTIZE, "--no-cache"], "aft_export.quantize:_ort_quantize",
+     signal.SIGTERM),
+    # with the cache on: the ranges are written to $TMPDIR first (file_mode's first call, inside the atomic
+    # write), the output second; the cache gets its entry only after the output is in place
+    ("quantize: ranges half-written", QUANTIZE, "aft_export.fileio:file_mode:1", signal.SIGTERM),
+    ("quantize: ONNX Runtime's quantiser files in $TMPDIR", QUANTIZE,
+     "onnxruntime.quantization:quantize_static:after", signal.SIGTERM),
+    ("quantize: output half-saved", QUANTIZE, "aft_export.fileio:file_mode:2", signal.SIGTERM),
+    ("quantize: SIGINT in ONNX Runtime's quantiser", QUANTIZE, "onnxruntime.quantization:quantize_static:after",
+     signal.SIGINT),
+    ("pipeline: starting up", PIPELINE, None, signal.SIGTERM),
+    ("pipeline: exporting", PIPELINE, "aft_export.export.exporter:_simplify", signal.SIGTERM),
+    ("pipeline: quantising", PIPELINE, "aft_export.quantize:_ort_quantize", signal.SIGTERM),
+    ("pipeline: parity", PIPELINE, "aft_export.pipeline:run_parity", signal.SIGTERM),
+    ("pipeline: writing the report", PIPELINE, "aft_export.pipeline:_report_md", signal.SIGTERM),
+    ("pipeline: SIGINT while exporting", PIPELINE, "aft_export.export.exporter:_simplify", signal.SIGINT),
+    ("infer: SIGINT while ONNX Runtime imports", ["infer", "{d}/m.onnx", "{d}/imgs/k0/0.png"], "import:onnxruntime",
+     signal.SIGINT),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def ort_state(tmp_path_factory) -> Path:
+    """What ONNX Runtime itself keeps in $TMPDIR: 1.32 writes a telemetry session file
+    ``.ses`` at its first import on a machine and never changes it after. Each scenario's
+    $TMPDIR starts with it, so that what is compared is what aft-export leaves."""
+    state = tmp_path_factory.mktemp("ort-tmpdir")
+    subprocess.run(
+        [sys.executable, "-c", "import onnxruntime"], env={**os.environ, "TMPDIR": str(state)}, check=True
+    )
+    return state
+
+
+def _start(argv, d: Path, work: Path, stop: str | None, ort_state: Path):
+    tmp, cache = work / "tmp", work / "cache"
+    shutil.copytree(ort_state, tmp)
+    cache.mkdir()
+    (work / "tmp_before").write_text(repr(sorted(snapshot(tmp).items())))
+    args = [a.replace("{d}", str(d)) for a in argv]
+    ready = work / "ready"
+    cmd = ([sys.executable, "-m", "tests.hostile.hang", stop, str(ready), "--", *args] if stop else
+           [sys.executable, "-m", "aft_export.cli", *args])  # fmt: skip
+    env = {**os.environ, "TMPDIR": str(tmp), "AFT_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}
+    env.pop("CI", None)
+    out = open(work / "stdout", "w"), open(work / "stderr", "w")
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out[0], stderr=out[1])
+    return proc, ready, out
+
+
+def _scenario(world: Path, ort_state: Path, work: Path, argv, stop, signum) -> dict:
+    d = work / "case"
+    shutil.copytree(world, d, symlinks=True)
+    before = snapshot(d)
+    proc, ready, files = _start(argv, d, work, stop, ort_state)
+    deadline = time.time() + 240
+    if stop is None:
+        time.sleep(0.3)  # inside the start-up imports
+    else:
+        while not ready.exists():
+            if proc.poll() is not None or time.time() > deadline:
+                proc.kill()
+                proc.wait()
+                return {"error": f"never reached {stop} (exit {proc.returncode}): "
+                                 f"{(work / 'stderr').read_text()[-3000:]}"}  # fmt: skip
+            time.sleep(0.05)
+    os.kill(proc.pid, signum)
+    try:
+        code = proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return {"error": "did not stop within 120 s of the signal"}
+    for f in files:
+        f.close()
+    return {
+        "code": code,
+        "stderr": (work / "stderr").read_text(),
+        "before": before,
+        "after": snapshot(d),
+        "tmp": repr(sorted(snapshot(work / "tmp").items())),
+        "tmp_before": (work / "tmp_before").read_text(),
+        "cache": sorted(str(p.relative_to(work / "cache")) for p in (work / "cache").rglob("*")),
+    }
+
+
+@pytest.fixture(scope="module")
+def outcomes(world, ort_state, tmp_path_factory):
+    """Every scenario, side by side (each is mostly waiting for its signal)."""
+    root = tmp_path_factory.mktemp("signals")
+    works = []
+    for i, _ in enumerate(SCENARIOS):
+        (root / f"s{i}").mkdir()
+        works.append(root / f"s{i}")
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = pool.map(
+            lambda a: _scenario(world, ort_state, *a),
+            [(w, argv, stop, signum) for w, (_, argv, stop, signum) in zip(works, SCENARIOS)],
+        )
+        return dict(zip([s[0] for s in SCENARIOS], results))
+
+
+@pytest.mark.parametrize("name, argv, stop, signum", SCENARIOS, ids=[s[0] for s in SCENARIOS])
+def test_a_signal_leaves_nothing_behind(outcomes, name, argv, stop, signum):
+    got = outcomes[name]
+    assert "error" not in got, got.get("error")
+    expected = 128 + signum
+    if (
+        stop is None
+    ):  # killed in the start-up imports, before the handler exists: the shell's status is the same
+        assert got["code"] in (expected, -signum), got["stderr"][-2000:]
+    else:
+        assert got["code"] == expected, got["stderr"][-2000:]
+        lines = [line for line in got["stderr"].replace("\r", "\n").splitlines() if line.strip()]
+        assert lines[-1].startswith(f"error: stopped by {signal.Signals(signum).name}"), lines[-3:]
+    assert "Traceback" not in got["stderr"], got["stderr"][-3000:]
+    assert got["after"] == got["before"], sorted(set(got["after"]) ^ set(got["before"]))
+    assert got["tmp"] == got["tmp_before"], (got["tmp"], got["tmp_before"])
+    assert got["cache"] == [], got["cache"]
+
+
+@pytest.mark.parametrize("argv, stop, what, first_work", [
+    (PIPELINE, "aft_export.export.exporter:_simplify", "out/run", "aft_export.pipeline.load_checkpoint"),
+    (QUANTIZE, "aft_export.calib:load_image:3", "out/q.onnx", "aft_export.quantize.load_onnx"),
+])  # fmt: skip
+def test_a_second_run_to_the_same_output_fails_at_its_start(world, ort_state, tmp_path, monkeypatch, argv, stop, what,
+                                                             first_work):  # fmt: skip
+    def work(*a, **k):
+        raise AssertionError("the second run started working before it claimed its output")
+
+    monkeypatch.setattr(first_work, work)
+    d = tmp_path / "case"
+    shutil.copytree(world, d, symlinks=True)
+    proc, ready, files = _start(argv, d, tmp_path, stop, ort_state)
+    try:
+        deadline = time.time() + 240
+        while not ready.exists():
+            assert proc.poll() is None and time.time() < deadline, (tmp_path / "stderr").read_text()[-3000:]
+            time.sleep(0.05)
+        second = CliRunner().invoke(main, [a.replace("{d}", str(d)) for a in argv])
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=120)
+        for f in files:
+            f.close()
+    assert second.exit_code == 2, second.output
+    assert f"another aft-export run (pid {proc.pid}) is writing {d / what}" in second.stderr, second.stderr
+    assert proc.returncode == 143
+    assert not (d / what).exists() and sorted(p.name for p in (d / "out").iterdir()) == []

@@ -1,0 +1,300 @@
+"""The files a hostile-input case starts from, and the bad files it adds.
+
+A *world* is a small directory built once per session (a tiny ``aft_simple_test``
+checkpoint, its ONNX export, a 20-image ImageFolder, its tar, calibration arrays, a
+recipe); every case copies it and adds what it needs with the setup steps below. Only
+APIs that exist since the base commit are used here, so the same cases run against it
+(``benchmarks/hostile_inputs.py --base``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import tarfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+CLASSES = [f"k{i}" for i in range(10)]
+SIZE = 32  # the aft_*_test configs' input side
+
+
+def _png(path: Path, w: int, h: int, seed: int = 0) -> None:
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(path)
+
+
+def build_world(root: Path) -> Path:
+    """The shared starting files (a few hundred kB; built once per session)."""
+    import torch
+
+    from aft_export.checkpoint import save_checkpoint
+    from aft_export.export.exporter import ExportOptions, export_checkpoint
+    from aft_export.models import create_model
+
+    root.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    model = create_model("aft_simple_test")
+    save_checkpoint(root / "m.pt", model, CLASSES, model_name="aft_simple_test")
+    export_checkpoint(root / "m.pt", root / "m.onnx", ExportOptions(verify_images=0), log=lambda *a: None)
+    for i, name in enumerate(CLASSES):
+        (root / "imgs" / name).mkdir(parents=True)
+        for j in range(2):
+            _png(root / "imgs" / name / f"{j}.png", 12, 10, seed=10 * i + j)
+    with tarfile.open(root / "data.tar", "w") as tar:
+        for f in sorted((root / "imgs").rglob("*.png")):
+            tar.add(f, arcname=str(f.relative_to(root / "imgs")))
+    np.save(root / "calib.npy", np.random.default_rng(1).integers(0, 256, (8, SIZE, SIZE, 3), dtype=np.uint8))
+    (root / "recipe.json").write_text(json.dumps({"source": "imgs", "count": 8, "seed": 0}))
+    (root / "classes.txt").write_text("\n".join(CLASSES) + "\n")
+    from safetensors.torch import save_file
+
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(root / "w.safetensors"))
+    (root / "out").mkdir()  # where outputs go: empty, and must stay so after a failed run
+    return root
+
+
+# ------------------------------------------------------------------ setup steps, by name
+
+
+def _bomb_png(path: Path, w: int = 20000, h: int = 20000) -> None:
+    """A valid PNG header that claims ``w x h`` pixels, with almost no pixel data (69 bytes)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(data))
+            + kind
+            + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        )
+
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 8))
+                     + chunk(b"IEND", b""))  # fmt: skip
+
+
+def _onnx_edit(d: Path, name: str, edit) -> None:
+    import onnx
+
+    model = onnx.load(str(d / "m.onnx"))
+    edit(model)
+    onnx.save(model, str(d / name))
+
+
+def _set_meta(model, key: str, value: str) -> None:
+    for p in model.metadata_props:
+        if p.key == key:
+            p.value = value
+            return
+    model.metadata_props.add(key=key, value=value)
+
+
+def _second_input(model) -> None:
+    from onnx import TensorProto, helper
+
+    model.graph.input.append(helper.make_tensor_value_info("extra", TensorProto.FLOAT, [1]))
+    out = model.graph.output[0].name
+    model.graph.node.append(helper.make_node("Add", [out + "_pre", "extra"], [out]))
+    for n in model.graph.node[:-1]:
+        n.output[:] = [o + "_pre" if o == out else o for o in n.output]
+
+
+def _nan_initializer(model) -> None:
+    """An exported graph whose weights hold a NaN (made elsewhere, or by an older release)."""
+    from onnx import numpy_helper
+
+    init = max(model.graph.initializer, key=lambda t: len(t.raw_data))
+    arr = numpy_helper.to_array(init).copy()
+    arr.reshape(-1)[0] = np.nan
+    init.CopyFrom(numpy_helper.from_array(arr, init.name))
+
+
+def _weights(d: Path, name: str, change) -> None:
+    import torch
+
+    from aft_export.checkpoint import load_checkpoint, save_checkpoint
+
+    model, meta = load_checkpoint(d / "m.pt")
+    with torch.no_grad():
+        change(model)
+    save_checkpoint(d / name, model, meta.classes, meta.mean, meta.std, model_name=meta.model_name)
+
+
+def _nan(model) -> None:
+    next(model.parameters()).view(-1)[0] = float("nan")
+
+
+def _inf(model) -> None:
+    next(model.parameters()).view(-1)[0] = float("inf")
+
+
+def _int32_safetensors(d: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(str(d / "w.safetensors"))
+    save_file({k: (v * 100).to("cpu").int() for k, v in state.items()}, str(d / "int32.safetensors"))
+
+
+def _truncated_tar(d: Path) -> None:
+    data = (d / "data.tar").read_bytes()
+    (d / "trunc.tar").write_bytes(data[: len(data) // 2])
+
+
+def _bad_config_ckpt(d: Path) -> None:
+    import torch
+
+    payload = torch.load(d / "m.pt", weights_only=True)
+    payload["config"]["variant"] = "nope"
+    torch.save(payload, d / "badcfg.pt")
+
+
+def _short_classes_ckpt(d: Path) -> None:
+    import torch
+
+    payload = torch.load(d / "m.pt", weights_only=True)
+    payload["classes"] = payload["classes"][:3]
+    torch.save(payload, d / "fewclasses.pt")
+
+
+def _huge_input_ckpt(d: Path) -> None:
+    """A tiny AFT-simple model at 512x512 (4096 tokens): a few kB of weights, but a batch
+    of 65536 images needs hundreds of GB."""
+    from aft_export.checkpoint import save_checkpoint
+    from aft_export.models import create_model
+
+    save_checkpoint(d / "big.pt", create_model("aft_simple_test", img_size=512), CLASSES, model_name="big")
+
+
+def _bomb_in_imgs(d: Path) -> None:
+    _bomb_png(d / "imgs" / "k0" / "bomb.png")
+
+
+def _bomb_tar(d: Path) -> None:
+    _bomb_png(d / "bomb.png")
+    with tarfile.open(d / "bomb.tar", "w") as tar:
+        tar.add(d / "imgs" / "k1" / "0.png", arcname="k1/0.png")
+        tar.add(d / "bomb.png", arcname="k0/bomb.png")
+
+
+def _garbage_in_imgs(d: Path) -> None:
+    (d / "imgs" / "k3" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + os.urandom(64))
+
+
+def _png16(d: Path) -> None:
+    from PIL import Image
+
+    Image.fromarray(np.full((8, 8), 40000, np.uint16)).save(d / "i16.png")
+
+
+def _float_npy(d: Path, name: str, value: float) -> None:
+    arr = np.zeros((8, 3, SIZE, SIZE), np.float32)
+    arr[0, 0, 0, 0] = value
+    np.save(d / name, arr)
+
+
+def _recipe(d: Path, name: str, data) -> None:
+    (d / name).write_text(json.dumps(data))
+
+
+def _chardev(d: Path) -> None:
+    """A character device equivalent to /dev/null, inside the case directory (root only):
+    a command that replaces it harms nothing outside."""
+    import stat
+
+    os.mknod(d / "null", stat.S_IFCHR | 0o666, os.makedev(1, 3))
+
+
+def _fixed_batch_onnx(d: Path) -> None:
+    from aft_export.export.exporter import ExportOptions, export_checkpoint
+
+    export_checkpoint(d / "m.pt", d / "b2.onnx", ExportOptions(verify_images=0, batch="2", simplify=False),
+                      log=lambda *a: None)  # fmt: skip
+
+
+def _byo(d: Path) -> None:
+    (d / "mdl.py").write_text(
+        "from aft_export.models import create_model\n\n\ndef build():\n    return create_model('aft_simple_test')\n"
+    )
+
+
+SETUPS = {
+    "bomb.png": lambda d: _bomb_png(d / "bomb.png"),
+    "wide.png": lambda d: _png(d / "wide.png", 100000, 1),
+    "tall.png": lambda d: _png(d / "tall.png", 1, 100000),
+    "i16.png": _png16,
+    "bomb_in_imgs": _bomb_in_imgs,
+    "bomb.tar": _bomb_tar,
+    "garbage_in_imgs": _garbage_in_imgs,
+    "empty": lambda d: (d / "empty").write_bytes(b""),
+    "empty.pt": lambda d: (d / "empty.pt").write_bytes(b""),
+    "empty.onnx": lambda d: (d / "empty.onnx").write_bytes(b""),
+    "empty.tar": lambda d: (d / "empty.tar").write_bytes(b""),
+    "empty.npy": lambda d: (d / "empty.npy").write_bytes(b""),
+    "empty.json": lambda d: (d / "empty.json").write_bytes(b""),
+    "junk.pt": lambda d: (d / "junk.pt").write_bytes(b"\x80\x02junk" * 40),
+    "junk.onnx": lambda d: (d / "junk.onnx").write_bytes(b"\x08\x07\x12\x04junk" + bytes(range(256))),
+    "junk.tar": lambda d: (d / "junk.tar").write_bytes(b"not a tar at all" * 64),
+    "junk.npy": lambda d: (d / "junk.npy").write_bytes(b"\x93NUMPY junk" * 8),
+    "junk.png": lambda d: (d / "junk.png").write_bytes(b"\x89PNG\r\n\x1a\n" + os.urandom(64)),
+    "junk.json": lambda d: (d / "junk.json").write_bytes(b"{not json"),
+    "junk.engine": lambda d: (d / "junk.engine").write_bytes(b"engine?"),
+    "emptydir": lambda d: (d / "emptydir").mkdir(),
+    "dir.pt": lambda d: (d / "dir.pt").mkdir(),
+    "dir.onnx": lambda d: (d / "dir.onnx").mkdir(),
+    "txt.txt": lambda d: (d / "txt.txt").write_text("hello"),
+    "zero.onnx": lambda d: (d / "zero.onnx").write_bytes(b""),
+    "two_inputs.onnx": lambda d: _onnx_edit(d, "two_inputs.onnx", _second_input),
+    "meta_size.onnx": lambda d: _onnx_edit(
+        d, "meta_size.onnx", lambda m: _set_meta(m, "input_size", "[3, 64, 64]")
+    ),
+    "meta_classes.onnx": lambda d: _onnx_edit(
+        d, "meta_classes.onnx", lambda m: _set_meta(m, "classes", json.dumps(CLASSES[:5]))
+    ),
+    "meta_junk.onnx": lambda d: _onnx_edit(d, "meta_junk.onnx", lambda m: _set_meta(m, "mean", "[oops")),
+    "meta_nan.onnx": lambda d: _onnx_edit(d, "meta_nan.onnx", lambda m: _set_meta(m, "std", "[NaN, 1, 1]")),
+    "meta_zero_size.onnx": lambda d: _onnx_edit(
+        d, "meta_zero_size.onnx", lambda m: _set_meta(m, "input_size", "[3, 0, 0]")
+    ),
+    "no_meta.onnx": lambda d: _onnx_edit(d, "no_meta.onnx", lambda m: m.ClearField("metadata_props")),
+    "nan.pt": lambda d: _weights(d, "nan.pt", _nan),
+    "nan.onnx": lambda d: _onnx_edit(d, "nan.onnx", _nan_initializer),
+    "inf.pt": lambda d: _weights(d, "inf.pt", _inf),
+    "int32.safetensors": _int32_safetensors,
+    "trunc.tar": _truncated_tar,
+    "badcfg.pt": _bad_config_ckpt,
+    "fewclasses.pt": _short_classes_ckpt,
+    "big.pt": _huge_input_ckpt,
+    "i16": _png16,
+    "nan.npy": lambda d: _float_npy(d, "nan.npy", float("nan")),
+    "inf.npy": lambda d: _float_npy(d, "inf.npy", float("inf")),
+    "recipe_num.json": lambda d: _recipe(d, "recipe_num.json", {"source": 42}),
+    "recipe_list.json": lambda d: _recipe(d, "recipe_list.json", [1, 2, 3]),
+    "recipe_nosource.json": lambda d: _recipe(d, "recipe_nosource.json", {"count": 8}),
+    "recipe_negcount.json": lambda d: _recipe(d, "recipe_negcount.json", {"source": "imgs", "count": -5}),
+    "recipe_strcount.json": lambda d: _recipe(d, "recipe_strcount.json", {"source": "imgs", "count": "many"}),
+    "recipe_badseed.json": lambda d: _recipe(
+        d, "recipe_badseed.json", {"source": "imgs", "count": 8, "seed": -1}
+    ),
+    "recipe_missing.json": lambda d: _recipe(d, "recipe_missing.json", {"source": "nowhere", "count": 8}),
+    "fifo": lambda d: os.mkfifo(d / "fifo"),
+    "fifo.onnx": lambda d: os.mkfifo(d / "fifo.onnx"),
+    "null": _chardev,
+    "link.pt": lambda d: os.symlink(d / "m.pt", d / "link.pt"),
+    "link.onnx": lambda d: os.symlink(d / "m.onnx", d / "link.onnx"),
+    "hard.pt": lambda d: os.link(d / "m.pt", d / "hard.pt"),
+    "hard.onnx": lambda d: os.link(d / "m.onnx", d / "hard.onnx"),
+    "hard.tar": lambda d: os.link(d / "data.tar", d / "hard.tar"),
+    "b2.onnx": _fixed_batch_onnx,
+    "mdl.py": _byo,
+    "afile": lambda d: (d / "afile").write_text("x"),
+}
+
+
+def setup(d: Path, steps) -> None:
+    for step in steps:
+        SETUPS[step](d)
