@@ -18,8 +18,9 @@ import click
 
 from aft_export.byo.cli import USER_MODEL_KEYS, spec_file, user_model_from, user_model_options
 from aft_export.errors import AFTExportError
-from aft_export.options import (HW_LEVELS, METHODS, OP_FORMS, TARGETS, BenchOptions, BuildOptions, EvalOptions,
-                                ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions, TrainConfig)  # fmt: skip
+from aft_export.options import (HW_LEVELS, LIBRARIES, METHODS, OP_FORMS, TARGETS, BenchOptions, BuildOptions,
+                                EvalOptions, ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions,
+                                TrainConfig)  # fmt: skip
 from aft_export.version import __version__
 
 PROVIDERS = click.Choice(["cpu", "cuda", "tensorrt"])
@@ -393,18 +394,29 @@ def _build_options():
         click.option("--hardware-compatibility", type=click.Choice(sorted(HW_LEVELS)),
                      default=default(B, "hardware_compatibility"), show_default=True,
                      help="Engine loadable on other GPUs of that level."),
+        click.option("--library", type=click.Choice(LIBRARIES), default=default(B, "library"), show_default=True,
+                     help="tensorrt: standard TensorRT (builds on the GPU it is for; Hopper, Jetson); tensorrt-rtx: "
+                          "TensorRT for RTX (builds ahead of time on any CPU, runs on RTX GPUs); auto: TensorRT "
+                          "where installed, else TensorRT-RTX."),
+        click.option("--compute-capability", "compute_capabilities", multiple=True, metavar="X.Y",
+                     help="TensorRT-RTX: target GPU (repeatable; 7.5, 8.0, 8.6, 8.9, 12.0, 12.1) [default: the "
+                          "library's, 8.6 and later]."),
     ]  # fmt: skip
 
 
 @main.command("build")
 @click.argument("model", type=click.Path(dir_okay=False))
-@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="Engine file to write.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False),
+              help="Engine file to write [default: MODEL.engine, or MODEL.rtx.engine for TensorRT-RTX].")
 @_apply(_build_options())
-def build_cmd(model, output, **kw) -> None:
-    """Build a TensorRT engine (precision as the ONNX graph says) and its manifest."""
+def build_cmd(model, output, compute_capabilities, **kw) -> None:
+    """Build a TensorRT or TensorRT-RTX engine (precision as the ONNX graph says) and its manifest.
+
+    TensorRT-RTX builds on a machine with no GPU; such an engine is built, not run.
+    """
     from aft_export.build import build_engine
 
-    build_engine(model, output, BuildOptions(**kw), log=click.echo)
+    build_engine(model, output, BuildOptions(compute_capabilities=tuple(compute_capabilities), **kw), log=click.echo)
 
 
 @main.command("infer")
