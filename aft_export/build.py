@@ -74,13 +74,13 @@ def _trt_attr(trt, name: str):
     return obj
 
 
-def _pin_fp32_layers(trt, network, version: tuple[int, ...]) -> int:
+def _pin_fp32_layers(trt, network, version: tuple[int, ...], library: str = "tensorrt") -> int:
     """Pin every layer whose outputs the parsed graph has in fp32 to fp32 (precision and output
     types); with FP16 and OBEY_PRECISION_CONSTRAINTS, TensorRT 8 then keeps the fp32 AFT core and
     LayerNorm of an fp16 graph in fp32 instead of choosing fp16 for them. The parser gives each
     tensor the graph's type (Cast becomes a layer with that output type), so the network's tensor
     types are the graph's. Returns how many layers were pinned."""
-    if version >= (9, 0):  # strongly typed: the graph's types already hold, and 11.x has no such setters
+    if library == RTX or version >= (9, 0):  # strongly typed: the graph's types hold; 11.x and RTX lack the setters
         return 0
     pinned = 0
     for i in range(network.num_layers):
@@ -187,6 +187,45 @@ def check_for_version(onnx_path, version: tuple[int, ...], log=print, library: s
     return {"version": name, "status": report.status[name], "findings": len(report.findings)}
 
 
+def _build(trt, library: str, version: tuple[int, ...], builder, network, plan, shapes, opts: BuildOptions):
+    """The builder config for ``plan`` and the build: ``(serialized engine or None, targets)``, the
+    targets being TensorRT-RTX's compute capabilities as its builder config reports them back
+    ([]: its default), None for standard TensorRT. The timing cache (standard TensorRT only) is
+    loaded from and saved to ``opts.timing_cache``."""
+    config = builder.create_builder_config()
+    for name in plan.builder_flags:
+        config.set_flag(_trt_attr(trt, name))
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, opts.workspace_mb << 20)
+    profile = builder.create_optimization_profile()
+    profile.set_shape(shapes.name, shapes.min, shapes.opt, shapes.max)
+    config.add_optimization_profile(profile)
+    if library == RTX:  # targets on the config, read back as the builder config reports them
+        config.num_compute_capabilities = len(plan.compute_capabilities)
+        for i, name in enumerate(plan.compute_capabilities):
+            if not config.set_compute_capability(_trt_attr(trt, name), i):
+                raise AFTExportError(f"TensorRT-RTX refused target {name}")
+        targets = [_cc(config.get_compute_capability(i).name) for i in range(config.num_compute_capabilities)]
+        return builder.build_serialized_network(network, config), targets
+    if not opts.tf32:
+        config.clear_flag(trt.BuilderFlag.TF32)
+    if opts.dla_core is not None:
+        if builder.num_DLA_cores == 0:
+            raise RuntimeMissing("--dla-core was given but this device has no DLA (DLA exists on Jetson AGX/NX)")
+        config.default_device_type = trt.DeviceType.DLA
+        config.DLA_core = opts.dla_core
+        config.set_flag(trt.BuilderFlag.GPU_FALLBACK)
+    if plan.hardware_compatibility_level and version >= (8, 6):  # the plan has none before 8.6
+        config.hardware_compatibility_level = _trt_attr(trt, plan.hardware_compatibility_level)
+    cache_file = Path(opts.timing_cache) if opts.timing_cache else None
+    cache = config.create_timing_cache(cache_file.read_bytes() if cache_file and cache_file.is_file() else b"")
+    config.set_timing_cache(cache, ignore_mismatch=False)
+    serialized = builder.build_serialized_network(network, config)
+    if serialized is not None and cache_file:
+        timing = memoryview(config.get_timing_cache().serialize())
+        atomic_write(cache_file, lambda tmp: Path(tmp).write_bytes(timing))
+    return serialized, None
+
+
 def build_engine(onnx_path, out=None, options: BuildOptions | None = None, log=print) -> BuildResult:
     """Build a TensorRT or TensorRT-RTX engine from an ONNX file; writes ``out`` (default
     :func:`~aft_export.trt.engine_name`) and ``out.json`` atomically. TensorRT-RTX builds with no
@@ -211,44 +250,13 @@ def build_engine(onnx_path, out=None, options: BuildOptions | None = None, log=p
         raise AFTExportError(f"{TITLES[library]}'s ONNX parser rejected {onnx_path.name}: "
                              + "; ".join(parsed.errors[:10]))  # fmt: skip
     _, builder, network, _, logger = parsed.objects
-    pinned = _pin_fp32_layers(trt, network, version) if plan.pin_fp32_layers else 0
-    config = builder.create_builder_config()
-    for name in plan.builder_flags:
-        config.set_flag(_trt_attr(trt, name))
-    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, opts.workspace_mb << 20)
-    profile = builder.create_optimization_profile()
-    profile.set_shape(shapes.name, shapes.min, shapes.opt, shapes.max)
-    config.add_optimization_profile(profile)
-    cache_file = Path(opts.timing_cache) if opts.timing_cache else None
-    if library == RTX:  # targets on the config, read back as the builder config reports them
-        config.num_compute_capabilities = len(plan.compute_capabilities)
-        for i, name in enumerate(plan.compute_capabilities):
-            if not config.set_compute_capability(_trt_attr(trt, name), i):
-                raise AFTExportError(f"TensorRT-RTX refused target {name}; see its log above")
-        targets = [_cc(config.get_compute_capability(i).name) for i in range(config.num_compute_capabilities)]
-    else:
-        targets = None
-        if not opts.tf32:
-            config.clear_flag(trt.BuilderFlag.TF32)
-        if opts.dla_core is not None:
-            if builder.num_DLA_cores == 0:
-                raise RuntimeMissing("--dla-core was given but this device has no DLA (DLA exists on Jetson AGX/NX)")
-            config.default_device_type = trt.DeviceType.DLA
-            config.DLA_core = opts.dla_core
-            config.set_flag(trt.BuilderFlag.GPU_FALLBACK)
-        if plan.hardware_compatibility_level and version >= (8, 6):  # the plan has none before 8.6
-            config.hardware_compatibility_level = _trt_attr(trt, plan.hardware_compatibility_level)
-        cache = config.create_timing_cache(cache_file.read_bytes() if cache_file and cache_file.is_file() else b"")
-        config.set_timing_cache(cache, ignore_mismatch=False)
-    serialized = builder.build_serialized_network(network, config)
+    pinned = _pin_fp32_layers(trt, network, version, library) if plan.pin_fp32_layers else 0
+    serialized, targets = _build(trt, library, version, builder, network, plan, shapes, opts)
     if serialized is None:
         said = "; ".join(m for s, m in logger.messages if s != "WARNING")[:600]
         raise AFTExportError(f"{TITLES[library]} could not build an engine from {onnx_path.name}: "
                              + (said or "see its log; rerun with a larger --workspace-mb"))  # fmt: skip
     atomic_write(out, lambda tmp: Path(tmp).write_bytes(memoryview(serialized)))
-    if cache_file and library != RTX:
-        timing = memoryview(config.get_timing_cache().serialize())
-        atomic_write(cache_file, lambda tmp: Path(tmp).write_bytes(timing))
     meta = {p.key: p.value for p in model.metadata_props}
     trt_build = {**asdict(plan), "pinned_fp32_layers": pinned, "offline_check": checked,
                  "parse_seconds": round(parsed.seconds, 3), "parser_warnings_complete": parsed.warnings_complete}  # fmt: skip
