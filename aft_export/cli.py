@@ -286,13 +286,19 @@ def parity_cmd(checkpoint, artifacts, data, images, overrides, provider, as_json
               "(its profiler, in a session of its own; fused ops under their own names).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_json) -> None:
-    """Latency p50/p90/p99 and throughput of checkpoints and ONNX files."""
+    """Latency p50/p90/p99 and throughput of checkpoints, ONNX files and engines.
+
+    Exit 3 when an artifact could not run here (its runtime or a GPU is missing): reported
+    skipped with the reason, never timed.
+    """
     from aft_export.bench import bench
     from aft_export.report import format_bench
 
     report = bench(list(artifacts), list(batches), warmup=warmup, iters=iters, threads=threads, providers=provider,
                    profile=profile)  # fmt: skip
     _json(report) if as_json else _echo(format_bench(report))
+    if any(s["batch"] is None for s in report["skipped"]):
+        sys.exit(3)
 
 
 @main.command("pipeline")
@@ -316,11 +322,11 @@ def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @user_model_options
 def pipeline_cmd(checkpoint, as_json, **kw) -> None:
-    """Export, quantise, check, build engines (where TensorRT exists), check parity,
-    evaluate and benchmark in one run directory. With no CHECKPOINT: the bundled zoo model.
+    """Export, quantise, check, build engines (TensorRT with a GPU, else TensorRT-RTX on the CPU),
+    check parity, evaluate and benchmark in one run directory. With no CHECKPOINT: the bundled zoo model.
 
     Exit 0: every artifact passed parity; 1: one failed (the run directory still has
-    the full report); 2: bad input.
+    the full report); 3: none failed but one was not run here (an engine with no GPU); 2: bad input.
     """
     from aft_export.pipeline import run_pipeline
     from aft_export.report import summary_table
@@ -336,13 +342,17 @@ def pipeline_cmd(checkpoint, as_json, **kw) -> None:
     else:
         result = run_pipeline(checkpoint, opts, log=_log(as_json))
     if as_json:
-        _json({"run_dir": result.run_dir, "passed": result.passed, "summary": result.summary})
+        _json({"run_dir": result.run_dir, "passed": result.passed, "unverified": result.unverified,
+               "summary": result.summary})
     else:
+        verdict = "FAIL" if not result.passed else "PASS, NOT ALL VERIFIED" if result.unverified else "PASS"
         _echo(["", *summary_table(result.summary, opts.bench_batches),
-               f"\n{'PASS' if result.passed else 'FAIL'}: run directory {result.run_dir} (report.md, manifest.json, "
-               f"plots/)"])  # fmt: skip
+               *[f"not run here: {name}: {why}" for name, why in result.unverified.items()],
+               f"\n{verdict}: run directory {result.run_dir} (report.md, manifest.json, plots/)"])  # fmt: skip
     if not result.passed:
         sys.exit(1)
+    if result.unverified:
+        sys.exit(3)
 
 
 @main.command("check")
@@ -442,13 +452,19 @@ def infer_cmd(artifact, images, top_k, provider, as_json) -> None:
 @click.option("--provider", type=PROVIDERS, default="cpu", show_default=True, help=PROVIDER_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def eval_cmd(artifacts, data, batch_size, limit, provider, as_json) -> None:
-    """Top-1/top-5 of each checkpoint or ONNX file on a labelled set, side by side, with
-    each one's top-1 agreement with the first."""
+    """Top-1/top-5 of each checkpoint, ONNX file or engine on a labelled set, side by side, with
+    each one's top-1 agreement with the first.
+
+    Exit 3 when an artifact could not run here (its runtime or a GPU is missing): reported
+    skipped with the reason, never evaluated.
+    """
     from aft_export.evaluate import evaluate_artifacts
     from aft_export.report import format_eval
 
     rows = evaluate_artifacts(list(artifacts), data, batch_size=batch_size, limit=limit, providers=provider)
     _json(rows) if as_json else _echo(format_eval(rows))
+    if any(r.get("status") == "skipped" for r in rows):
+        sys.exit(3)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -39,11 +39,12 @@ def test_the_wheel_runs_the_default_pipeline_from_anywhere(tmp_path, cifar10):
     assert where.startswith(str(site)), f"aft_export came from {where}, not the wheel"
     run = subprocess.run([str(py), "-m", "aft_export.cli", "pipeline"], capture_output=True, text=True, cwd=away,
                          env=env)  # fmt: skip
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     (run_dir,) = (away / "runs").iterdir()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    # 3: TensorRT-RTX engines built here that cannot run without a GPU (the [rtx] extra in CI)
+    assert run.returncode == (3 if manifest["unverified"] else 0), run.stdout[-3000:] + run.stderr[-3000:]
     assert "PASS" in run.stdout and run_dir.name.startswith("aft_conv_cifar-") and (run_dir / "report.md").is_file()
     # the README's main job: the bundled model, measured as its card says
-    manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["inputs"]["model"] == "aft_conv_cifar" and manifest["passed"]
     card = json.loads((REPO / "models" / "zoo.json").read_text())
     card_top1 = next(z["top1"] for z in (card["models"] if isinstance(card, dict) else card) if z["name"] == "aft_conv_cifar")
