@@ -282,3 +282,36 @@ def _cc(member: str) -> str:
     """``SM86`` -> ``8.6``, ``SM120`` -> ``12.0``."""
     digits = member.removeprefix("SM")
     return f"{digits[:-1]}.{digits[-1]}" if digits.isdigit() else member.lower()
+
+
+def real_check(onnx_path, offline_status: str, column: str, library: str = "auto", build: bool = False) -> dict:
+    """The installed parser's verdict on a graph (and with ``build``, the builder's; in memory: a
+    check writes nothing), beside the offline rules' verdict for the same parser (``offline_status``
+    of ``column``, see :func:`offline_column`). ``agrees`` is False when the rules pass a graph the
+    library refuses (a false pass) or refuse one it takes (a false refusal)."""
+    parsed = parse(onnx_path, library, keep=build)
+    result = {"library": parsed.library, "version": ".".join(map(str, parsed.version)), "column": column,
+              "parses": parsed.ok, "errors": parsed.errors, "warnings": parsed.warnings,
+              "warnings_complete": parsed.warnings_complete, "parse_seconds": round(parsed.seconds, 3),
+              "network": parsed.network, "builds": None}  # fmt: skip
+    if build and parsed.ok:
+        trt, builder, network, _, logger = parsed.objects
+        model = load_onnx(onnx_path, external_data=False)
+        opts = BuildOptions(library=parsed.library)
+        plan = build_plan(parsed.version, graph_precision(model), opts, parsed.library)
+        t0 = time.perf_counter()
+        serialized, _ = _build(trt, parsed.library, parsed.version, builder, network, plan,
+                               input_profile(model, opts), opts)  # fmt: skip
+        result["build_seconds"] = round(time.perf_counter() - t0, 3)
+        result["builds"] = serialized is not None
+        result["engine_bytes"] = serialized.nbytes if serialized is not None else None
+        if serialized is None:
+            result["errors"] = [m for s, m in logger.messages if s != "WARNING"]
+    real_ok = parsed.ok and result["builds"] is not False
+    rules_ok = offline_status != "refuses"
+    result["verdict"] = "accepts" if real_ok else "refuses"
+    result["agrees"] = real_ok == rules_ok
+    result["disagreement"] = (None if real_ok == rules_ok else
+                              "false pass: the rules accept what the library refuses" if rules_ok else
+                              "false refusal: the rules refuse what the library accepts")  # fmt: skip
+    return result

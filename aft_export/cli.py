@@ -363,11 +363,21 @@ def pipeline_cmd(checkpoint, as_json, **kw) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
 @click.option("--rules", "list_rules", is_flag=True,
               help="List every rule the check applies, with the versions it exists in and its source.")
-def check_cmd(models, trt_versions, as_json, list_rules) -> None:
-    """Check ONNX files offline against TensorRT's parser rules, one column per version.
+@click.option("--library", type=click.Choice(LIBRARIES), default="auto", show_default=True,
+              help="Where TensorRT or TensorRT-RTX is installed, its own ONNX parser reads each file too: which one.")
+@click.option("--offline-only", is_flag=True, help="Only the offline rules, even where a TensorRT library is installed.")
+@click.option("--build", "also_build", is_flag=True,
+              help="Also build each file with the installed library (in memory; nothing is written).")
+@click.option("--strict", is_flag=True,
+              help="Exit 1 when the offline rules for the installed parser disagree with the parser itself.")
+def check_cmd(models, trt_versions, as_json, list_rules, library, offline_only, also_build, strict) -> None:
+    """Check ONNX files offline against TensorRT's parser rules, one column per version; where
+    TensorRT or TensorRT-RTX is installed, also with its real parser (and, with --build, builder),
+    reported beside the rules' column for that parser.
 
-    Exit 0: every checked version accepts every file; 1: a version refuses one; 3: no
-    refusal but warnings remain (or a version the check has no rules for); 2: bad input.
+    Exit 0: every checked version accepts every file; 1: a version (or the real parser) refuses
+    one, or, with --strict, the rules and the real parser disagree; 3: no refusal but warnings
+    remain (or a version the check has no rules for); 2: bad input.
     """
     from aft_export.trtcheck import check_model, format_report, format_rules, rules_table
 
@@ -378,12 +388,60 @@ def check_cmd(models, trt_versions, as_json, list_rules) -> None:
     if not models:
         raise click.UsageError("give one or more ONNX files to check (or --rules to list the rules)")
     reports = [check_model(m, list(trt_versions) or None) for m in models]
+    real = _real_checks(models, reports, library, also_build, offline_only)
     if as_json:
-        _json([r.to_dict() for r in reports] if len(reports) > 1 else reports[0].to_dict())
+        data = [{**r.to_dict(), **({"real": x} if x else {})} for r, x in zip(reports, real)]
+        _json(data if len(data) > 1 else data[0])
     else:
-        click.echo("\n\n".join("\n".join(format_report(r)) for r in reports))
+        click.echo("\n\n".join("\n".join(format_report(r) + _format_real(x)) for r, x in zip(reports, real)))
     codes = [r.exit_code for r in reports]
+    if any(x and (x["verdict"] == "refuses" or (strict and not x["agrees"])) for x in real):
+        sys.exit(1)
     sys.exit(1 if 1 in codes else 3 if 3 in codes else 0)
+
+
+def _real_checks(models, reports, library: str, also_build: bool, offline_only: bool) -> list:
+    """Each file through the installed library's parser (None per file where none is installed,
+    or with --offline-only; --library naming a missing one is an error)."""
+    from aft_export.errors import RuntimeMissing
+    from aft_export.trt import import_library
+
+    if offline_only:
+        return [None] * len(models)
+    try:
+        _, name, version = import_library(library)
+    except RuntimeMissing:
+        if library != "auto":
+            raise
+        return [None] * len(models)
+    from aft_export.build import offline_column, real_check
+    from aft_export.trtcheck import check_model
+
+    column = offline_column(name, version)
+    out = []
+    for model, report in zip(models, reports):
+        status = report.status.get(column)
+        if status in (None, "not targeted"):
+            status = check_model(model, [column]).status[column]
+        out.append(real_check(model, status, column, name, also_build))
+    return out
+
+
+def _format_real(x: dict | None) -> list[str]:
+    if not x:
+        return []
+    from aft_export.trt import TITLES
+
+    title = f"{TITLES[x['library']]} {x['version']}"
+    warned = "warnings not captured" if x["warnings"] is None else f"{len(x['warnings'])} warnings"
+    lines = [f"real parser, {title}: {'parses' if x['parses'] else 'REFUSES'} ({len(x['errors'])} errors, {warned})"]
+    if x["builds"] is not None:
+        lines.append(f"real build, {title}: " + (f"builds ({x['engine_bytes'] / 1e6:.2f} MB engine, in memory)"
+                                                 if x["builds"] else "FAILS"))  # fmt: skip
+    lines += [f"  - {e}" for e in x["errors"][:10]]
+    lines.append(f"rules for this parser (column {x['column']}) vs the real one: "
+                 + ("agree" if x["agrees"] else f"DISAGREE ({x['disagreement']})"))
+    return lines
 
 
 def _build_options():
