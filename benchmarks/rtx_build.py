@@ -9,8 +9,9 @@ aft-export's API, then built with ``aft_export.build.build_engine(library="tenso
 the table says, per artifact: whether it parsed, parse and build seconds, engine MB, how many
 layers of the parsed network produce int8, fp16 and fp32 tensors, how many MatMul/Conv layers
 take dequantised int8 inputs, and what the engine carries: the weights found in it verbatim
-(bytes of the ONNX initializers) and the number of generated CUDA kernels stored as source
-(TensorRT-RTX compiles them just in time on the GPU; counted as ``__global__`` in the engine).
+(bytes of the ONNX initializers), the number of generated CUDA kernels stored as source
+(TensorRT-RTX compiles them just in time on the GPU; counted as ``__global__`` in the engine)
+and the MB of that source (runs of 256 or more printable bytes).
 The test suite (tests/test_build.py) builds each *kind* once; this is the whole product.
 
     python benchmarks/rtx_build.py                 # the full product (about 20 min on 2 cores)
@@ -128,10 +129,13 @@ def engine_contents(onnx_path: Path, engine: Path) -> dict:
     """What a TensorRT-RTX engine file carries: the ONNX initializers of 4 KiB or more found in it
     verbatim (64 bytes from the middle of each, so a layout change would miss them), and the
     generated kernels stored as CUDA source."""
+    import re
+
     import onnx
     from onnx import numpy_helper
 
     data = engine.read_bytes()
+    source = sum(len(m.group(0)) for m in re.finditer(rb"[\t\n\r\x20-\x7e]{256,}", data))
     weights = found = 0
     for t in onnx.load(str(onnx_path)).graph.initializer:
         a = numpy_helper.to_array(t)
@@ -140,7 +144,7 @@ def engine_contents(onnx_path: Path, engine: Path) -> dict:
             weights += a.nbytes
             found += a.nbytes * (b[len(b) // 2 : len(b) // 2 + 64] in data)
     return {"weights_mb": round(weights / 1e6, 3), "weights_in_engine_mb": round(found / 1e6, 3),
-            "cuda_kernels": data.count(b"__global__")}  # fmt: skip
+            "cuda_kernels": data.count(b"__global__"), "source_mb": round(source / 1e6, 2)}  # fmt: skip
 
 
 def main(argv=None) -> int:
@@ -191,7 +195,7 @@ def main(argv=None) -> int:
 
 
 HEAD = ("| artifact | parse | parse s | build s | engine MB | int8 | fp16 | fp32 | int8 MatMul/Conv | weights MB "
-        "(in engine) | CUDA kernels |")  # fmt: skip
+        "(in engine) | CUDA kernels (source MB) |")  # fmt: skip
 
 
 def _line(r: dict, _printed=[False]) -> str:  # noqa: B006 - prints the header once
@@ -201,7 +205,7 @@ def _line(r: dict, _printed=[False]) -> str:  # noqa: B006 - prints the header o
         return head + f"| {r['artifact']} | FAILED: {r.get('error', '')} |" + " |" * 9
     return head + (f"| {r['artifact']} | ok | {r['parse_s']:.2f} | {r['build_s']:.2f} | {r['engine_mb']:.2f} | "
                    f"{r['int8']} | {r['fp16']} | {r['fp32']} | {r['quantized_mm_conv']} | {r['weights_mb']:.2f} "
-                   f"({r['weights_in_engine_mb']:.2f}) | {r['cuda_kernels']} |")  # fmt: skip
+                   f"({r['weights_in_engine_mb']:.2f}) | {r['cuda_kernels']} ({r['source_mb']:.2f}) |")  # fmt: skip
 
 
 if __name__ == "__main__":
