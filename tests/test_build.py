@@ -228,3 +228,13 @@ def test_parse_records_the_network(made, rtx):
     assert n["outputs"]["int8"] >= n["layers"]["QUANTIZE"] and n["outputs"]["fp32"] > 0
     assert set(n["quantized"]).isdisjoint(n["float"]) and len(n["quantized"]) + len(n["float"]) == \
         n["layers"]["MATRIX_MULTIPLY"] + n["layers"]["CONVOLUTION"]  # fmt: skip
+
+
+def test_offline_column_for_each_parser():
+    """The rules' column a real parser's verdict is compared with: TensorRT's own version; TensorRT-RTX's
+    own column where the rules have one, else 10.13's (the rules nearest its parser code)."""
+    from aft_export.trtcheck.versions import SUPPORTED
+
+    assert offline_column("tensorrt", (10, 13, 3, 9)) == "10.13" and offline_column("tensorrt", (8, 6, 1)) == "8.6"
+    assert offline_column(RTX, (1, 7, 1, 116)) == ("rtx-1.7" if "rtx-1.7" in SUPPORTED else "10.13")
+    assert offline_column(RTX, (1, 9)) == ("rtx-1.9" if "rtx-1.9" in SUPPORTED else "10.13")
