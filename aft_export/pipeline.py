@@ -229,7 +229,8 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log) -> P
             try:
                 engine_runners[str(engine)] = TrtRunner(str(engine), threads=opts.threads)
             except RuntimeMissing as exc:
-                not_run[str(engine)] = f"skipped, no GPU: {exc}" if "no GPU" in str(exc) else f"skipped: {exc}"
+                why = str(exc)
+                not_run[str(engine)] = f"skipped, {why}" if why.startswith("no GPU") else f"skipped: {why}"
             except AFTExportError as exc:  # e.g. a TensorRT-RTX engine on a GPU it does not target (Hopper)
                 not_run[str(engine)] = f"skipped, not for this GPU: {exc}"
         title = "TensorRT-RTX" if library == RTX else "TensorRT"
