@@ -17,6 +17,12 @@ The test suite (tests/test_build.py) builds each *kind* once; this is the whole 
     python benchmarks/rtx_build.py                 # the full product (about 20 min on 2 cores)
     python benchmarks/rtx_build.py --quick         # the kinds tests/test_build.py builds
     python benchmarks/rtx_build.py --quick --json out.json
+    python benchmarks/rtx_build.py --int8-variants # the zoo in fp32, fp16, int8 and two int8 experiments
+
+The two int8 experiments say where an int8 engine's size comes from (docs/tensorrt.md): the
+int8 graph with its activation Q/DQ pairs removed (weight-only int8, what TensorRT-RTX's support
+matrix lists as its INT8 GEMM), and the int8 graph with its float parts in fp16. Neither is an
+artifact aft-export writes.
 
 Timings depend on the machine and its load; they are reported, never asserted.
 """
@@ -41,9 +47,14 @@ INT8 = {"int8": {}, "int8-per-tensor": {"per_channel": False}, "int8-aft-core": 
 CALIBRATION = 8
 
 
-def kinds(quick: bool) -> list[tuple[str, dict]]:
+def kinds(quick: bool, int8_variants: bool = False) -> list[tuple[str, dict]]:
     """(name, recipe) for every artifact: recipe keys source, target, op_form, dynamic_hw, precision."""
     out = []
+    if int8_variants:
+        for m in ZOO:
+            out += [(f"{m} {p}", dict(source=m, target="tensorrt", precision=p))
+                    for p in ("fp32", "fp16", "int8", "int8-weight-only", "int8-fp16")]  # fmt: skip
+        return out
     if quick:  # the kinds tests/test_build.py builds
         for m in ZOO:
             for t in ("tensorrt", "tensorrt8"):
@@ -107,11 +118,45 @@ class Maker:
         if p == "fp32":
             return fp32
         out = self.root / (name.replace(" ", "_").replace("--", "") + ".onnx")
+        if p in ("int8-weight-only", "int8-fp16"):
+            int8 = self.make(name.rsplit(" ", 1)[0] + " int8", {**r, "precision": "int8"})
+            (_weight_only if p == "int8-weight-only" else _float_parts_fp16)(int8, out)
+            return out
         kw = INT8.get(p, {})
         quantize_model(fp32, out, self.calib if p.startswith("int8") else None,
                        QuantizeOptions(precision="int8" if p.startswith("int8") else p, count=CALIBRATION,
                                        cache_dir="", **kw), progress=False, **self.quiet)  # fmt: skip
         return out
+
+
+def _weight_only(int8: Path, out: Path) -> None:
+    """The int8 graph less its activation QuantizeLinear -> DequantizeLinear pairs: int8 weights only."""
+    import onnx
+
+    m = onnx.load(str(int8))
+    q = {n.output[0]: n for n in m.graph.node if n.op_type == "QuantizeLinear"}
+    pairs = [(n, q[n.input[0]]) for n in m.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in q]
+    rename = {dq.output[0]: qn.input[0] for dq, qn in pairs}
+    for n in m.graph.node:
+        n.input[:] = [rename.get(x, x) for x in n.input]
+    for dq, qn in pairs:
+        for node in (dq, qn):
+            if node in m.graph.node:
+                m.graph.node.remove(node)
+    onnx.save(m, str(out))
+
+
+def _float_parts_fp16(int8: Path, out: Path) -> None:
+    """The int8 graph with its float parts in fp16 (the AFT layers and LayerNorm kept fp32, as
+    aft-export's fp16 does), Q/DQ scales too."""
+    import onnx
+    from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST, convert_float_to_float16
+
+    from aft_export.quantize import AFT_LAYER_TYPES, FP16_KEEP_FP32_OPS
+
+    blocked = [b for b in [*DEFAULT_OP_BLOCK_LIST, *FP16_KEEP_FP32_OPS, *AFT_LAYER_TYPES]
+               if b not in ("QuantizeLinear", "DequantizeLinear")]  # fmt: skip
+    onnx.save(convert_float_to_float16(onnx.load(str(int8)), keep_io_types=True, op_block_list=blocked), str(out))
 
 
 def _export_example(stem: str, out: Path, opts) -> None:
@@ -150,6 +195,8 @@ def engine_contents(onnx_path: Path, engine: Path) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="only the kinds tests/test_build.py builds")
+    parser.add_argument("--int8-variants", action="store_true",
+                        help="the zoo in fp32, fp16, int8, weight-only int8 and int8 with fp16 float parts")
     parser.add_argument("--json", help="also write the rows here")
     parser.add_argument("--keep", help="write the artifacts and engines here (default: a temporary directory)")
     parser.add_argument("--calib", default=os.environ.get("AFT_CIFAR10_DIR", str(REPO.parent / "shared" / "data"
@@ -165,7 +212,7 @@ def main(argv=None) -> int:
         root = Path(args.keep or tmp)
         root.mkdir(parents=True, exist_ok=True)
         maker = Maker(root, args.calib)
-        for name, recipe in kinds(args.quick):
+        for name, recipe in kinds(args.quick, args.int8_variants):
             row = {"artifact": name}
             try:
                 t0 = time.perf_counter()
