@@ -1,24 +1,40 @@
-"""TensorRT engines: build one from an ONNX file, with its manifest.
+"""TensorRT engines: build one from an ONNX file, with its manifest; parse one with the real parser.
 
-The version-dependent choices (network flags, precision flags for TensorRT 8, hardware
-and version compatibility) and the manifest live in :mod:`aft_export.trt`; the graph is
-checked first against the installed TensorRT's parser rules (:mod:`aft_export.trtcheck`),
-so a graph it would refuse stops before a build is wasted. Every TensorRT name used
-here is checked against each supported version's API by tests/test_trt_api.py.
+One code path for both libraries (:mod:`aft_export.trt`): standard TensorRT, which builds on
+the GPU the engine is for, and TensorRT-RTX, which builds ahead of time on a CPU. They differ
+only where their APIs do, each difference under ``library == RTX``: the network flags and
+TensorRT 8's precision flags, TF32/DLA/hardware compatibility/timing cache (standard only),
+target compute capabilities (TensorRT-RTX only). The library- and version-dependent choices
+and the manifest live in :mod:`aft_export.trt`; the graph is checked first against the
+offline rules for the parser about to read it (:mod:`aft_export.trtcheck`), so a graph it
+would refuse stops before a build is wasted. Every TensorRT name used here is checked
+against each supported version's API, TensorRT-RTX's included, by tests/test_trt_api.py.
+
+What the parser made of the graph is recorded from the network definition, which needs
+no GPU (:func:`network_summary`): layer types, the types of the tensors layers produce,
+and which matrix products and convolutions take dequantised int8 inputs.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.fileio import atomic_write, check_output_path
 from aft_export.onnxio import graph_precision, load_onnx
-from aft_export.trt import (BuildOptions, _dotted, build_plan, check_trt_version, environment, import_tensorrt,
-                            input_profile, make_manifest, manifest_path, require_gpu, save_json_atomic)  # fmt: skip
+from aft_export.trt import (RTX, TITLES, BuildOptions, build_plan, check_engine_name, engine_name, environment,
+                            import_library, input_profile, library_logger, make_manifest, manifest_path, require_gpu,
+                            save_json_atomic)  # fmt: skip
 from aft_export.trtcheck import check_model, enforce
+from aft_export.trtcheck.versions import SUPPORTED
+
+# layer output types, as the manifest counts them
+DTYPES = {"FLOAT": "fp32", "HALF": "fp16", "INT8": "int8", "BF16": "bf16", "FP8": "fp8", "INT32": "int32",
+          "INT64": "int64", "BOOL": "bool", "UINT8": "uint8", "INT4": "int4", "FP4": "fp4"}  # fmt: skip
+_PARSES: Counter = Counter()  # parses per library in this process (its log prints a warning text once)
 
 
 @dataclass
@@ -26,6 +42,17 @@ class BuildResult:
     engine: str
     manifest: dict
     parser_warnings: list = field(default_factory=list)
+
+
+def offline_column(library: str, version: tuple[int, ...]) -> str:
+    """The offline rules' column (:mod:`aft_export.trtcheck`) for the parser about to read a graph:
+    ``rtx-1.7`` for TensorRT-RTX where the check has that column (10.13's rules plus the documented
+    differences of that edition), else 10.13's, the rules closest to its parser; standard TensorRT
+    its own ``major.minor``."""
+    if library == RTX:
+        name = f"rtx-{version[0]}.{version[1]}"
+        return name if name in SUPPORTED else "10.13"
+    return f"{version[0]}.{version[1]}"
 
 
 def _parser_errors(parser) -> list[str]:
@@ -47,13 +74,13 @@ def _trt_attr(trt, name: str):
     return obj
 
 
-def _pin_fp32_layers(trt, network, version: tuple[int, ...]) -> int:
+def _pin_fp32_layers(trt, network, version: tuple[int, ...], library: str = "tensorrt") -> int:
     """Pin every layer whose outputs the parsed graph has in fp32 to fp32 (precision and output
     types); with FP16 and OBEY_PRECISION_CONSTRAINTS, TensorRT 8 then keeps the fp32 AFT core and
     LayerNorm of an fp16 graph in fp32 instead of choosing fp16 for them. The parser gives each
     tensor the graph's type (Cast becomes a layer with that output type), so the network's tensor
     types are the graph's. Returns how many layers were pinned."""
-    if version >= (9, 0):  # strongly typed: the graph's types already hold, and 11.x has no such setters
+    if library == RTX or version >= (9, 0):  # strongly typed: the graph's types hold; 11.x and RTX lack the setters
         return 0
     pinned = 0
     for i in range(network.num_layers):
@@ -67,10 +94,92 @@ def _pin_fp32_layers(trt, network, version: tuple[int, ...]) -> int:
     return pinned
 
 
-def check_for_version(onnx_path, version: tuple[int, ...], log=print) -> dict:
-    """The offline TensorRT check (:mod:`aft_export.trtcheck`) for the TensorRT about to
-    build: a graph it would refuse stops here, before a build is wasted."""
-    name = _dotted(version[:2])
+def network_summary(trt, network) -> dict:
+    """What the parser made of the graph, from the network definition (no GPU needed).
+
+    ``layers``: count per layer type; ``outputs``: how many layers produce at least one tensor of
+    each type (int8, fp16, fp32, ...); ``quantized``/``float``: the matrix products and convolutions
+    whose data and weight inputs both come from an int8 DequantizeLinear (through reshapes and
+    transposes), and those with a float input, by layer name, so that a Q/DQ pair the parser
+    dropped, or a layer the graph meant to quantise, shows up by name.
+    """
+    producer, layers, outputs = {}, Counter(), Counter()
+    for i in range(network.num_layers):
+        layer = network.get_layer(i)
+        layers[layer.type.name] += 1
+        kinds = set()
+        for j in range(layer.num_outputs):
+            tensor = layer.get_output(j)
+            producer[tensor.name] = layer
+            kinds.add(DTYPES.get(tensor.dtype.name, tensor.dtype.name.lower()))
+        for kind in kinds:
+            outputs[kind] += 1
+
+    def source(tensor) -> str:
+        """int8 when ``tensor`` is an int8 tensor dequantised, seen through shuffles; else float."""
+        layer = producer.get(tensor.name)
+        while layer is not None and layer.type == trt.LayerType.SHUFFLE:
+            layer = producer.get(layer.get_input(0).name)
+        if layer is not None and layer.type == trt.LayerType.DEQUANTIZE and layer.get_input(0).dtype == trt.int8:
+            return "int8"
+        return "float"
+
+    quantized, floating = [], []
+    for i in range(network.num_layers):
+        layer = network.get_layer(i)
+        if layer.type not in (trt.LayerType.MATRIX_MULTIPLY, trt.LayerType.CONVOLUTION):
+            continue
+        inputs = [layer.get_input(j) for j in range(min(layer.num_inputs, 2))]
+        kinds = [source(t) for t in inputs if t is not None]
+        (quantized if kinds and all(k == "int8" for k in kinds) else floating).append(layer.name)
+    return {"layers": dict(sorted(layers.items())), "outputs": dict(sorted(outputs.items())),
+            "num_layers": network.num_layers, "quantized": quantized, "float": floating}  # fmt: skip
+
+
+@dataclass
+class Parsed:
+    """A graph parsed by the real parser: the network and what the parser said."""
+
+    library: str
+    version: tuple[int, ...]
+    ok: bool
+    errors: list[str]
+    warnings: list[str] | None  # None: not captured (another logger was registered first in this process)
+    network: dict
+    seconds: float
+    # False when an earlier parse in this process may have printed (and so hidden) some of them: the
+    # library's log prints each warning text once per process (checked: the same file parsed twice
+    # warns the first time only)
+    warnings_complete: bool = True
+    objects: tuple = ()  # (trt, builder, network, parser, logger) while the build needs them
+
+
+def parse(onnx_path, library: str = "auto", plan=None, keep: bool = False) -> Parsed:
+    """Parse an ONNX file with the installed TensorRT's (or TensorRT-RTX's) own ONNX parser; no GPU.
+    ``keep``: hold the builder and network for a build (:func:`build_engine`)."""
+    trt, library, version = import_library(library)
+    flags = plan.network_flags if plan is not None else build_plan(version, "fp32", BuildOptions(), library).network_flags
+    logger = library_logger(trt, library)
+    first = _PARSES[library] == 0
+    _PARSES[library] += 1
+    t0 = time.perf_counter()
+    builder = trt.Builder(logger)
+    network = builder.create_network(sum(1 << int(_trt_attr(trt, name)) for name in flags))
+    parser = trt.OnnxParser(network, logger)
+    ok = bool(parser.parse_from_file(str(onnx_path)))
+    seconds = time.perf_counter() - t0
+    errors = [] if ok else _parser_errors(parser) or [m for s, m in logger.messages if s != "WARNING"]
+    warnings = [m for s, m in logger.messages if s == "WARNING"] if logger.seen else None
+    summary = network_summary(trt, network) if ok else {}
+    return Parsed(library, version, ok, errors, warnings, summary, seconds,
+                  warnings_complete=first and warnings is not None,
+                  objects=(trt, builder, network, parser, logger) if keep else ())  # fmt: skip
+
+
+def check_for_version(onnx_path, version: tuple[int, ...], log=print, library: str = "tensorrt") -> dict:
+    """The offline TensorRT check (:mod:`aft_export.trtcheck`) for the parser about to read the
+    graph (:func:`offline_column`): a graph it would refuse stops here, before a build is wasted."""
+    name = offline_column(library, version)
     report = check_model(str(onnx_path), [name])
     enforce(report, log, what="the build")
     for note in report.notes:
@@ -78,40 +187,27 @@ def check_for_version(onnx_path, version: tuple[int, ...], log=print) -> dict:
     return {"version": name, "status": report.status[name], "findings": len(report.findings)}
 
 
-def build_engine(onnx_path, out, options: BuildOptions | None = None, log=print) -> BuildResult:
-    """Build a TensorRT engine from an ONNX file; writes ``out`` and ``out.json`` atomically."""
-    opts = options or BuildOptions()
-    onnx_path, out = Path(onnx_path), check_output_path(out, inputs=[onnx_path, opts.timing_cache])
-    if opts.timing_cache:  # read, then written after the build: never the model
-        check_output_path(opts.timing_cache, inputs=[onnx_path, out])
-    model = load_onnx(onnx_path, external_data=False)
-    shapes = input_profile(model, opts)  # option errors before anything needs TensorRT
-    precision = graph_precision(model)
-    trt = import_tensorrt()
-    version = check_trt_version(trt.__version__)
-    plan = build_plan(version, precision, opts)  # version-dependent option errors before the build
-    checked = check_for_version(onnx_path, version, log)  # what this TensorRT's parser would refuse
-    env = environment()
-    require_gpu(env)
-
-    t0 = time.perf_counter()
-    logger = trt.Logger(trt.Logger.WARNING)
-    builder = trt.Builder(logger)
-    network = builder.create_network(sum(1 << int(_trt_attr(trt, name)) for name in plan.network_flags))
-    parser = trt.OnnxParser(network, logger)
-    if not parser.parse_from_file(str(onnx_path)):
-        errors = _parser_errors(parser)
-        raise AFTExportError(f"TensorRT's ONNX parser rejected {onnx_path.name}: " + "; ".join(errors[:10]))
-    pinned = _pin_fp32_layers(trt, network, version) if plan.pin_fp32_layers else 0
+def _build(trt, library: str, version: tuple[int, ...], builder, network, plan, shapes, opts: BuildOptions):
+    """The builder config for ``plan`` and the build: ``(serialized engine or None, targets)``, the
+    targets being TensorRT-RTX's compute capabilities as its builder config reports them back
+    ([]: its default), None for standard TensorRT. The timing cache (standard TensorRT only) is
+    loaded from and saved to ``opts.timing_cache``."""
     config = builder.create_builder_config()
     for name in plan.builder_flags:
         config.set_flag(_trt_attr(trt, name))
-    if not opts.tf32:
-        config.clear_flag(trt.BuilderFlag.TF32)
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, opts.workspace_mb << 20)
     profile = builder.create_optimization_profile()
     profile.set_shape(shapes.name, shapes.min, shapes.opt, shapes.max)
     config.add_optimization_profile(profile)
+    if library == RTX:  # targets on the config, read back as the builder config reports them
+        config.num_compute_capabilities = len(plan.compute_capabilities)
+        for i, name in enumerate(plan.compute_capabilities):
+            if not config.set_compute_capability(_trt_attr(trt, name), i):
+                raise AFTExportError(f"TensorRT-RTX refused target {name}")
+        targets = [_cc(config.get_compute_capability(i).name) for i in range(config.num_compute_capabilities)]
+        return builder.build_serialized_network(network, config), targets
+    if not opts.tf32:
+        config.clear_flag(trt.BuilderFlag.TF32)
     if opts.dla_core is not None:
         if builder.num_DLA_cores == 0:
             raise RuntimeMissing("--dla-core was given but this device has no DLA (DLA exists on Jetson AGX/NX)")
@@ -124,19 +220,101 @@ def build_engine(onnx_path, out, options: BuildOptions | None = None, log=print)
     cache = config.create_timing_cache(cache_file.read_bytes() if cache_file and cache_file.is_file() else b"")
     config.set_timing_cache(cache, ignore_mismatch=False)
     serialized = builder.build_serialized_network(network, config)
-    if serialized is None:
-        raise AFTExportError(f"TensorRT could not build an engine from {onnx_path.name}; rerun with a larger "
-                             f"--workspace-mb or see TensorRT's log above")  # fmt: skip
-    atomic_write(out, lambda tmp: Path(tmp).write_bytes(memoryview(serialized)))
-    if cache_file:
+    if serialized is not None and cache_file:
         timing = memoryview(config.get_timing_cache().serialize())
         atomic_write(cache_file, lambda tmp: Path(tmp).write_bytes(timing))
+    return serialized, None
+
+
+def build_engine(onnx_path, out=None, options: BuildOptions | None = None, log=print) -> BuildResult:
+    """Build a TensorRT or TensorRT-RTX engine from an ONNX file; writes ``out`` (default
+    :func:`~aft_export.trt.engine_name`) and ``out.json`` atomically. TensorRT-RTX builds with no
+    GPU; such an engine is built, not run."""
+    opts = options or BuildOptions()
+    onnx_path = Path(onnx_path)
+    model = load_onnx(onnx_path, external_data=False)
+    shapes = input_profile(model, opts)  # option errors before anything needs TensorRT
+    precision = graph_precision(model)
+    trt, library, version = import_library(opts.library)
+    out = check_output_path(out if out is not None else engine_name(onnx_path, library),
+                            inputs=[onnx_path, opts.timing_cache])
+    if opts.timing_cache:  # read, then written after the build: never the model
+        check_output_path(opts.timing_cache, inputs=[onnx_path, out])
+    check_engine_name(out, library)
+    plan = build_plan(version, precision, opts, library)  # library- and version-dependent option errors first
+    checked = check_for_version(onnx_path, version, log, library)  # what this parser would refuse
+    env = environment()
+    if library != RTX:
+        require_gpu(env)  # TensorRT-RTX builds ahead of time, on the CPU
+
+    t0 = time.perf_counter()
+    parsed = parse(onnx_path, library, plan, keep=True)
+    if not parsed.ok:
+        raise AFTExportError(f"{TITLES[library]}'s ONNX parser rejected {onnx_path.name}: "
+                             + "; ".join(parsed.errors[:10]))  # fmt: skip
+    _, builder, network, _, logger = parsed.objects
+    pinned = _pin_fp32_layers(trt, network, version, library) if plan.pin_fp32_layers else 0
+    serialized, targets = _build(trt, library, version, builder, network, plan, shapes, opts)
+    if serialized is None:
+        said = "; ".join(m for s, m in logger.messages if s != "WARNING")[:600]
+        raise AFTExportError(f"{TITLES[library]} could not build an engine from {onnx_path.name}: "
+                             + (said or "see its log; rerun with a larger --workspace-mb"))  # fmt: skip
+    atomic_write(out, lambda tmp: Path(tmp).write_bytes(memoryview(serialized)))
     meta = {p.key: p.value for p in model.metadata_props}
-    trt_build = {**asdict(plan), "pinned_fp32_layers": pinned, "offline_check": checked}
+    trt_build = {**asdict(plan), "pinned_fp32_layers": pinned, "offline_check": checked,
+                 "parse_seconds": round(parsed.seconds, 3), "parser_warnings_complete": parsed.warnings_complete}  # fmt: skip
     seconds = time.perf_counter() - t0
-    manifest = make_manifest(out, onnx_path, precision, shapes, opts, env, seconds, meta, trt_build)
+    manifest = make_manifest(out, onnx_path, precision, shapes, opts, env, seconds, meta, trt_build, library,
+                             trt.__version__, targets, parsed.network, parsed.warnings)  # fmt: skip
     save_json_atomic(manifest_path(out), manifest)
     flags = ", ".join(plan.network_flags + plan.builder_flags) or "no flags"
-    log(f"wrote {out} and {manifest_path(out).name} ({precision}, TensorRT {env['tensorrt']} with {flags}, "
-        f"{env['gpu']})")  # fmt: skip
-    return BuildResult(str(out), manifest)
+    if library == RTX:
+        where = ("for compute capability " + ", ".join(targets)) if targets else "for TensorRT-RTX's default targets"
+        runs = "built, not run: no GPU here" if env["gpu"] is None else "built ahead of time"
+        log(f"wrote {out} and {manifest_path(out).name} ({precision}, TensorRT-RTX {trt.__version__} with {flags}, "
+            f"{where}; {runs})")  # fmt: skip
+    else:
+        log(f"wrote {out} and {manifest_path(out).name} ({precision}, TensorRT {trt.__version__} with {flags}, "
+            f"{env['gpu']})")  # fmt: skip
+    if parsed.warnings:
+        log(f"note: the parser warned {len(parsed.warnings)} times (parser_warnings in {manifest_path(out).name})")
+    return BuildResult(str(out), manifest, parsed.warnings or [])
+
+
+def _cc(member: str) -> str:
+    """``SM86`` -> ``8.6``, ``SM120`` -> ``12.0``."""
+    digits = member.removeprefix("SM")
+    return f"{digits[:-1]}.{digits[-1]}" if digits.isdigit() else member.lower()
+
+
+def real_check(onnx_path, offline_status: str, column: str, library: str = "auto", build: bool = False) -> dict:
+    """The installed parser's verdict on a graph (and with ``build``, the builder's; in memory: a
+    check writes nothing), beside the offline rules' verdict for the same parser (``offline_status``
+    of ``column``, see :func:`offline_column`). ``agrees`` is False when the rules pass a graph the
+    library refuses (a false pass) or refuse one it takes (a false refusal)."""
+    parsed = parse(onnx_path, library, keep=build)
+    result = {"library": parsed.library, "version": ".".join(map(str, parsed.version)), "column": column,
+              "parses": parsed.ok, "errors": parsed.errors, "warnings": parsed.warnings,
+              "warnings_complete": parsed.warnings_complete, "parse_seconds": round(parsed.seconds, 3),
+              "network": parsed.network, "builds": None}  # fmt: skip
+    if build and parsed.ok:
+        trt, builder, network, _, logger = parsed.objects
+        model = load_onnx(onnx_path, external_data=False)
+        opts = BuildOptions(library=parsed.library)
+        plan = build_plan(parsed.version, graph_precision(model), opts, parsed.library)
+        t0 = time.perf_counter()
+        serialized, _ = _build(trt, parsed.library, parsed.version, builder, network, plan,
+                               input_profile(model, opts), opts)  # fmt: skip
+        result["build_seconds"] = round(time.perf_counter() - t0, 3)
+        result["builds"] = serialized is not None
+        result["engine_bytes"] = serialized.nbytes if serialized is not None else None
+        if serialized is None:
+            result["errors"] = [m for s, m in logger.messages if s != "WARNING"]
+    real_ok = parsed.ok and result["builds"] is not False
+    rules_ok = offline_status != "refuses"
+    result["verdict"] = "accepts" if real_ok else "refuses"
+    result["agrees"] = real_ok == rules_ok
+    result["disagreement"] = (None if real_ok == rules_ok else
+                              "false pass: the rules accept what the library refuses" if rules_ok else
+                              "false refusal: the rules refuse what the library accepts")  # fmt: skip
+    return result

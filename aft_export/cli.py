@@ -40,9 +40,9 @@ import click
 from aft_export.byo.cli import USER_MODEL_KEYS, spec_file, user_model_from, user_model_options
 from aft_export.errors import (EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, EXIT_SIGNAL_BASE, EXIT_TABLE,
                                EXIT_UNVERIFIED, AFTExportError)  # fmt: skip
-from aft_export.options import (HW_LEVELS, MAX_SEED, MAX_THREADS, METHODS, OP_FORMS, TARGETS, TRITON_DEVICES,
-                                BenchOptions, BuildOptions, EvalOptions, ExportOptions, ParityOptions,
-                                PipelineOptions, QuantizeOptions, ServeOptions, TrainConfig,
+from aft_export.options import (HW_LEVELS, LIBRARIES, MAX_SEED, MAX_THREADS, METHODS, OP_FORMS, TARGETS,
+                                TRITON_DEVICES, BenchOptions, BuildOptions, EvalOptions, ExportOptions,
+                                ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions, TrainConfig,
                                 TritonRepoOptions)  # fmt: skip
 from aft_export.version import __version__
 
@@ -520,10 +520,10 @@ def parity_cmd(checkpoint, artifacts, data, images, overrides, provider, as_json
               "(its profiler, in a session of its own; fused ops under their own names).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_json) -> None:
-    """Latency p50/p90/p99 and throughput of checkpoints and ONNX files.
+    """Latency p50/p90/p99 and throughput of checkpoints, ONNX files and engines.
 
-    Exit 0: every artifact timed at every batch size; 3: one was skipped (its runtime is
-    missing here, or a fixed-batch graph at another batch size); 2: bad input.
+    Exit 0: every artifact timed at every batch size; 3: one was skipped (its runtime or a
+    GPU is missing here, or a fixed-batch graph at another batch size); 2: bad input.
     """
     from aft_export.bench import bench
     from aft_export.report import format_bench
@@ -557,12 +557,12 @@ def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @user_model_options
 def pipeline_cmd(checkpoint, as_json, **kw) -> None:
-    """Export, quantise, check, build engines (where TensorRT exists), check parity,
-    evaluate and benchmark in one run directory. With no CHECKPOINT: the bundled zoo model.
+    """Export, quantise, check, build engines (TensorRT with a GPU, else TensorRT-RTX on the CPU),
+    check parity, evaluate and benchmark in one run directory. With no CHECKPOINT: the bundled zoo model.
 
     Exit 0: every artifact passed parity; 1: one failed (the run directory still has
-    the full report); 3: none failed but one was not verified (skipped by parity, or
-    TensorRT check warnings); 2: bad input.
+    the full report); 3: none failed but one was not verified (an engine not run here for want
+    of a GPU, an artifact skipped by parity, or TensorRT check warnings); 2: bad input.
     """
     from aft_export.pipeline import run_pipeline
     from aft_export.report import summary_table
@@ -578,11 +578,13 @@ def pipeline_cmd(checkpoint, as_json, **kw) -> None:
     else:
         result = run_pipeline(checkpoint, opts, log=_log(as_json))
     if as_json:
-        _json({"run_dir": result.run_dir, "passed": result.passed, "summary": result.summary})
+        _json({"run_dir": result.run_dir, "passed": result.passed, "unverified": result.unverified,
+               "summary": result.summary})
     else:
+        verdict = "FAIL" if not result.passed else "PASS, NOT ALL VERIFIED" if result.unverified else "PASS"
         _echo(["", *summary_table(result.summary, opts.bench_batches),
-               f"\n{'PASS' if result.passed else 'FAIL'}: run directory {result.run_dir} (report.md, manifest.json, "
-               f"plots/)"])  # fmt: skip
+               *[f"not run here: {name}: {why}" for name, why in result.unverified.items()],
+               f"\n{verdict}: run directory {result.run_dir} (report.md, manifest.json, plots/)"])  # fmt: skip
     if not result.passed:
         return EXIT_CHECK_FAILED
     return EXIT_UNVERIFIED if result.unverified else EXIT_OK
@@ -596,11 +598,21 @@ def pipeline_cmd(checkpoint, as_json, **kw) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
 @click.option("--rules", "list_rules", is_flag=True,
               help="List every rule the check applies, with the versions it exists in and its source.")
-def check_cmd(models, trt_versions, as_json, list_rules) -> None:
-    """Check ONNX files offline against TensorRT's parser rules, one column per version.
+@click.option("--library", type=click.Choice(LIBRARIES), default="auto", show_default=True,
+              help="Where TensorRT or TensorRT-RTX is installed, its own ONNX parser reads each file too: which one.")
+@click.option("--offline-only", is_flag=True, help="Only the offline rules, even where a TensorRT library is installed.")
+@click.option("--build", "also_build", is_flag=True,
+              help="Also build each file with the installed library (in memory; nothing is written).")
+@click.option("--strict", is_flag=True,
+              help="Exit 1 when the offline rules for the installed parser disagree with the parser itself.")
+def check_cmd(models, trt_versions, as_json, list_rules, library, offline_only, also_build, strict) -> None:
+    """Check ONNX files offline against TensorRT's parser rules, one column per version; where
+    TensorRT or TensorRT-RTX is installed, also with its real parser (and, with --build, builder),
+    reported beside the rules' column for that parser.
 
-    Exit 0: every checked version accepts every file; 1: a version refuses one; 3: no
-    refusal but warnings remain (or a version the check has no rules for); 2: bad input.
+    Exit 0: every checked version accepts every file; 1: a version (or the real parser) refuses
+    one, or, with --strict, the rules and the real parser disagree; 3: no refusal but warnings
+    remain (or a version the check has no rules for); 2: bad input.
     """
     from aft_export.trtcheck import check_model, format_report, format_rules, rules_table
 
@@ -611,12 +623,60 @@ def check_cmd(models, trt_versions, as_json, list_rules) -> None:
     if not models:
         raise click.UsageError("give one or more ONNX files to check (or --rules to list the rules)")
     reports = [check_model(m, list(trt_versions) or None) for m in models]
+    real = _real_checks(models, reports, library, also_build, offline_only)
     if as_json:
-        _json([r.to_dict() for r in reports] if len(reports) > 1 else reports[0].to_dict())
+        data = [{**r.to_dict(), **({"real": x} if x else {})} for r, x in zip(reports, real)]
+        _json(data if len(data) > 1 else data[0])
     else:
-        click.echo("\n\n".join("\n".join(format_report(r)) for r in reports))
+        click.echo("\n\n".join("\n".join(format_report(r) + _format_real(x)) for r, x in zip(reports, real)))
     codes = [r.exit_code for r in reports]
+    if any(x and (x["verdict"] == "refuses" or (strict and not x["agrees"])) for x in real):
+        return EXIT_CHECK_FAILED
     return EXIT_CHECK_FAILED if 1 in codes else EXIT_UNVERIFIED if 3 in codes else EXIT_OK
+
+
+def _real_checks(models, reports, library: str, also_build: bool, offline_only: bool) -> list:
+    """Each file through the installed library's parser (None per file where none is installed,
+    or with --offline-only; --library naming a missing one is an error)."""
+    from aft_export.errors import RuntimeMissing
+    from aft_export.trt import import_library
+
+    if offline_only:
+        return [None] * len(models)
+    try:
+        _, name, version = import_library(library)
+    except RuntimeMissing:
+        if library != "auto":
+            raise
+        return [None] * len(models)
+    from aft_export.build import offline_column, real_check
+    from aft_export.trtcheck import check_model
+
+    column = offline_column(name, version)
+    out = []
+    for model, report in zip(models, reports):
+        status = report.status.get(column)
+        if status in (None, "not targeted"):
+            status = check_model(model, [column]).status[column]
+        out.append(real_check(model, status, column, name, also_build))
+    return out
+
+
+def _format_real(x: dict | None) -> list[str]:
+    if not x:
+        return []
+    from aft_export.trt import TITLES
+
+    title = f"{TITLES[x['library']]} {x['version']}"
+    warned = "warnings not captured" if x["warnings"] is None else f"{len(x['warnings'])} warnings"
+    lines = [f"real parser, {title}: {'parses' if x['parses'] else 'REFUSES'} ({len(x['errors'])} errors, {warned})"]
+    if x["builds"] is not None:
+        lines.append(f"real build, {title}: " + (f"builds ({x['engine_bytes'] / 1e6:.2f} MB engine, in memory)"
+                                                 if x["builds"] else "FAILS"))  # fmt: skip
+    lines += [f"  - {e}" for e in x["errors"][:10]]
+    lines.append(f"rules for this parser (column {x['column']}) vs the real one: "
+                 + ("agree" if x["agrees"] else f"DISAGREE ({x['disagreement']})"))
+    return lines
 
 
 def _build_options():
@@ -637,18 +697,29 @@ def _build_options():
         click.option("--hardware-compatibility", type=click.Choice(sorted(HW_LEVELS)),
                      default=default(B, "hardware_compatibility"), show_default=True,
                      help="Engine loadable on other GPUs of that level."),
+        click.option("--library", type=click.Choice(LIBRARIES), default=default(B, "library"), show_default=True,
+                     help="tensorrt: standard TensorRT (builds on the GPU it is for; Hopper, Jetson); tensorrt-rtx: "
+                          "TensorRT for RTX (builds ahead of time on any CPU, runs on RTX GPUs); auto: TensorRT "
+                          "where installed, else TensorRT-RTX."),
+        click.option("--compute-capability", "compute_capabilities", multiple=True, metavar="X.Y",
+                     help="TensorRT-RTX: target GPU (repeatable; 7.5, 8.0, 8.6, 8.9, 12.0, 12.1) [default: the "
+                          "library's, 8.6 and later]."),
     ]  # fmt: skip
 
 
 @main.command("build")
 @click.argument("model", type=click.Path(dir_okay=False))
-@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="Engine file to write.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False),
+              help="Engine file to write [default: MODEL.engine, or MODEL.rtx.engine for TensorRT-RTX].")
 @_apply(_build_options())
-def build_cmd(model, output, **kw) -> None:
-    """Build a TensorRT engine (precision as the ONNX graph says) and its manifest."""
+def build_cmd(model, output, compute_capabilities, **kw) -> None:
+    """Build a TensorRT or TensorRT-RTX engine (precision as the ONNX graph says) and its manifest.
+
+    TensorRT-RTX builds on a machine with no GPU; such an engine is built, not run.
+    """
     from aft_export.build import build_engine
 
-    build_engine(model, output, BuildOptions(**kw), log=click.echo)
+    build_engine(model, output, BuildOptions(compute_capabilities=tuple(compute_capabilities), **kw), log=click.echo)
 
 
 @main.command("infer")
@@ -674,18 +745,18 @@ def infer_cmd(artifact, images, top_k, provider, as_json) -> None:
 @click.option("--provider", type=PROVIDERS, default="cpu", show_default=True, help=PROVIDER_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def eval_cmd(artifacts, data, batch_size, limit, provider, as_json) -> None:
-    """Top-1/top-5 of each checkpoint or ONNX file on a labelled set, side by side, with
+    """Top-1/top-5 of each checkpoint, ONNX file or engine on a labelled set, side by side, with
     each one's top-1 agreement with the first.
 
-    Exit 0: every artifact evaluated; 3: one was skipped (its runtime is missing here);
-    2: bad input (an artifact whose outputs are not finite, too).
+    Exit 0: every artifact evaluated; 3: one was skipped (its runtime or a GPU is missing
+    here); 2: bad input (an artifact whose outputs are not finite, too).
     """
     from aft_export.evaluate import evaluate_artifacts
     from aft_export.report import format_eval
 
     rows = evaluate_artifacts(list(artifacts), data, batch_size=batch_size, limit=limit, providers=provider)
     _json(rows) if as_json else _echo(format_eval(rows))
-    return EXIT_UNVERIFIED if any(r["status"] == "skipped" for r in rows) else EXIT_OK
+    return EXIT_UNVERIFIED if any(r.get("status") == "skipped" for r in rows) else EXIT_OK
 
 
 def _triton_options(owner):

@@ -25,6 +25,15 @@ in the pages https://docs.nvidia.com/deeplearning/tensorrt/latest/reference/comm
 - ``--fp16 --int8 --precisionConstraints --layerPrecisions --layerOutputTypes``: 8.5 to 10.x,
   removed in 11.x. ``*`` in the layer specs is the default for unnamed layers (8.5+).
 
+TensorRT-RTX (block ``rtx``; RTX GPUs, engines built ahead of time on any CPU): aft-export's own
+``build --library tensorrt-rtx`` (TensorRT-RTX's Python builder, which the ``[rtx]`` extra
+installs), and NVIDIA's ``tensorrt_rtx`` tool, which ships with the TensorRT-RTX SDK (not the pip
+wheels). Its flags, from NVIDIA's TensorRT-RTX documentation (docs.nvidia.com/deeplearning/
+tensorrt-rtx/latest: "Best Practices" / performance, "CPU-Only AOT and TensorRT-RTX Engines"):
+``--onnx --saveEngine --skipInference --minShapes/--optShapes/--maxShapes`` (build only, no GPU),
+``--loadEngine --shapes`` (run it: needs an RTX GPU), ``--computeCapabilities=75,86`` (targets).
+No polygraphy line: polygraphy drives standard TensorRT.
+
 polygraphy (``polygraphy/tools/args`` of the PyPI package, 0.49+; ``--strongly-typed`` since
 0.48.0 per its CHANGELOG): ``--trt-min-shapes/--trt-opt-shapes/--trt-max-shapes``,
 ``--input-shapes``, ``--seed --val-range --iterations --data-loader-script``, ``--atol --rtol
@@ -221,13 +230,38 @@ def verification_commands(onnx_path, batch: str | None = None, hw: str | None = 
                           fp16_plan) for g in GENERATIONS}  # fmt: skip
     source = f"aft_export.compare.TOLERANCES[{precision!r}].max_abs" if tolerance is None else "given"
     onnxrt = shlex.join(["polygraphy", "run", name, "--onnxrt", *data_flags])
+    rtx = _rtx_block(name, stem, shapes, dynamic, batch, hw)
     return {
         "artifact": name, "directory": str(directory), "precision": precision, "export_target": target,
         "input": {"name": shapes.name, "min": list(shapes.min), "opt": list(shapes.opt), "max": list(shapes.max),
                   "dynamic": dynamic},
         "tolerance": {"atol": atol, "statistic": "max", "source": source},
-        "data": data, "onnxrt": onnxrt, "generations": gens,
+        "data": data, "onnxrt": onnxrt, "generations": gens, "rtx": rtx,
     }  # fmt: skip
+
+
+def _rtx_block(name, stem, shapes, dynamic, batch, hw) -> dict:
+    """TensorRT-RTX: aft-export's build through its Python builder, and NVIDIA's tensorrt_rtx tool."""
+    n = shapes.name
+    ours = ["aft-export", "build", name, "--library", "tensorrt-rtx"]
+    if dynamic:
+        ours += ["--batch", f"{shapes.min[0]},{shapes.opt[0]},{shapes.max[0]}"]
+        if shapes.min[2] != shapes.max[2] or hw:
+            ours += ["--hw", f"{shapes.min[2]},{shapes.opt[2]},{shapes.max[2]}"]
+    engine, tool_engine = f"{stem}.rtx.engine", f"{stem}.tensorrt_rtx.engine"
+    ours += ["--output", engine]
+    tool = ["tensorrt_rtx", f"--onnx={name}"]
+    if dynamic:
+        tool += [f"--minShapes={n}:{_dims(shapes.min)}", f"--optShapes={n}:{_dims(shapes.opt)}",
+                 f"--maxShapes={n}:{_dims(shapes.max)}"]  # fmt: skip
+    tool += [f"--saveEngine={tool_engine}", "--skipInference"]
+    latency = ["tensorrt_rtx", f"--loadEngine={tool_engine}"] + ([f"--shapes={n}:{_dims(shapes.opt)}"] if dynamic else [])
+    return {"title": "TensorRT-RTX", "versions": "1.7+ (RTX GPUs: compute capability 8.6+ by default, 7.5 on request; "
+            "not Hopper or Jetson)", "engine": engine, "aft_export_build": shlex.join(ours),
+            "tensorrt_rtx_build": shlex.join(tool), "tensorrt_rtx_latency": shlex.join(latency),
+            "notes": ["strongly typed always: fp32, fp16 and Q/DQ int8 come from the graph",
+                      "both builds run on a CPU (ahead of time, no GPU); running an engine needs an RTX GPU",
+                      "tensorrt_rtx ships with the TensorRT-RTX SDK, not with the pip wheels"]}  # fmt: skip
 
 
 def _block(gen: Generation, name, stem, precision, target, shapes, dynamic, workspace_mb, data_flags, compare,
@@ -304,12 +338,14 @@ def _script(cmds: dict) -> str:
         f"# |difference| is <= {t['atol']:g} ({t['source']}).",
         "#",
         "# Usage: bash THIS_SCRIPT GENERATION    with GENERATION one of "
-        + ", ".join(cmds["generations"]) + ", or onnxrt",
+        + ", ".join(cmds["generations"]) + ", rtx (TensorRT-RTX), or onnxrt",
         "# trtexec is found on PATH, else at /usr/src/tensorrt/bin/trtexec (JetPack); set TRTEXEC to override.",
         "set -euo pipefail",
         'cd "$(dirname "$0")"',
         'TRTEXEC="${TRTEXEC:-$(command -v trtexec || echo /usr/src/tensorrt/bin/trtexec)}"',
         'POLYGRAPHY="${POLYGRAPHY:-polygraphy}"',
+        'AFT_EXPORT="${AFT_EXPORT:-aft-export}"',
+        'TENSORRT_RTX="${TENSORRT_RTX:-tensorrt_rtx}"',
         "",
         "# ONNX Runtime only, no TensorRT needed: the inputs load and the graph runs on them.",
         "onnxrt() {",
@@ -334,7 +370,19 @@ def _script(cmds: dict) -> str:
             "  " + _shell(b["polygraphy"]),
             "}",
         ]
-    keys = "|".join([*cmds["generations"], "onnxrt"])
+    r = cmds["rtx"]
+    lines += ["", f"# ---- {r['title']}: {r['versions']}", *[f"# {note}." for note in r["notes"]], "rtx() {",
+              "  # 1. aft-export's build with TensorRT-RTX's Python builder (pip install 'aft-export[rtx]'), with its "
+              "manifest",
+              "  " + _shell(r["aft_export_build"]),
+              '  if ! command -v "$TENSORRT_RTX" >/dev/null; then',
+              '    echo "tensorrt_rtx (TensorRT-RTX SDK) not found; set TENSORRT_RTX to run NVIDIA\'s own build" >&2',
+              "    return 0", "  fi",
+              "  # 2. NVIDIA's tensorrt_rtx tool builds its own engine, ahead of time (no GPU needed)",
+              "  " + _shell(r["tensorrt_rtx_build"]),
+              "  # 3. latency of that engine at the opt shape: needs an RTX GPU",
+              "  " + _shell(r["tensorrt_rtx_latency"]), "}"]  # fmt: skip
+    keys = "|".join([*cmds["generations"], "rtx", "onnxrt"])
     lines += ["", 'case "${1:-}" in', f"  {keys}) \"$1\" ;;",
               f'  *) echo "usage: $0 {keys}" >&2; exit 2 ;;', "esac", ""]  # fmt: skip
     return "\n".join(lines)
@@ -343,7 +391,8 @@ def _script(cmds: dict) -> str:
 def _shell(command: str) -> str:
     """A command line for the script: the tool from its variable, one option per line."""
     argv = shlex.split(command)
-    tool = {"trtexec": '"$TRTEXEC"', "polygraphy": '"$POLYGRAPHY"'}[argv[0]]
+    tool = {"trtexec": '"$TRTEXEC"', "polygraphy": '"$POLYGRAPHY"', "aft-export": '"$AFT_EXPORT"',
+            "tensorrt_rtx": '"$TENSORRT_RTX"'}[argv[0]]
     parts, cur = [tool], []
     for arg in argv[1:]:
         if arg.startswith("--") and cur:

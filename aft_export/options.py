@@ -129,6 +129,8 @@ class QuantizeOptions:
 # ---------------------------------------------------------------- TensorRT builds
 
 HW_LEVELS = ("none", "ampere+", "same-cc")
+# auto: standard TensorRT where it is installed, else TensorRT-RTX (aft_export.trt.choose_library)
+LIBRARIES = ("auto", "tensorrt", "tensorrt-rtx")
 
 
 @dataclass(frozen=True)
@@ -144,8 +146,16 @@ class BuildOptions:
     # default; it is a precision the graph does not say (~1e-3 relative error, outside the
     # fp32 parity limit), so it is off unless asked for.
     tf32: bool = False
+    library: str = "auto"  # auto | tensorrt | tensorrt-rtx
+    # TensorRT-RTX target GPUs, "X.Y" each; () is the library's own default (aft_export.trt)
+    compute_capabilities: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.library not in LIBRARIES:
+            raise AFTExportError(f"--library must be one of {', '.join(LIBRARIES)}; got {self.library!r}")
+        for cc in self.compute_capabilities:
+            if not re.fullmatch(r"[0-9]{1,2}\.[0-9]", str(cc)):
+                raise AFTExportError(f"--compute-capability takes MAJOR.MINOR such as 8.6 or 7.5; got {cc!r}")
         if self.workspace_mb < 1:
             raise AFTExportError("--workspace-mb must be >= 1")
         if self.dla_core is not None and self.dla_core < 0:

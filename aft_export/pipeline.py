@@ -3,6 +3,9 @@
 Writes a run directory::
 
     RUN/model.onnx, model.fp16.onnx, model.int8.onnx   the artifacts (model.trt8.* for --target tensorrt8)
+    RUN/model*.engine + .json   TensorRT engines where TensorRT and a GPU exist, else TensorRT-RTX
+                          engines (model*.rtx.engine) where it is installed: built ahead of time on
+                          the CPU, and reported *built, not run* when no GPU is here
     RUN/<artifact>.verify.sh  trtexec/polygraphy command lines to check each with NVIDIA's tools
     RUN/manifest.json     tool versions, options, input hashes, every step and result
     RUN/report.md         the summary table and the plots, for people
@@ -14,12 +17,13 @@ artifact's runner made once and shared by parity, eval and bench, and the plots 
 the differences parity measured. The directory is built under a temporary name and
 renamed when complete; a run that stops on bad input leaves nothing behind. A parity
 failure is a result, not an error: the run completes, the report says which artifact
-failed, and the exit code is 1.
+failed, and the exit code is 1. An engine that cannot run here (no GPU) stays out of the
+side-by-side parity, eval and bench runs and is reported *skipped, no GPU*, never passed; the
+run then exits 3 (nothing failed, something was not verified).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import platform
@@ -46,8 +50,9 @@ from aft_export.quantize import QuantizeOptions, apply_recipe, quantize_model, w
 from aft_export.report import bars, log_histograms, summary_table
 from aft_export.options import PipelineOptions, TritonRepoOptions
 from aft_export.resources import default_calibration, default_checkpoint
-from aft_export.runners import OrtRunner, TorchRunner
-from aft_export.trt import INSTALL_HINT, BuildOptions, environment
+from aft_export.errors import RuntimeMissing
+from aft_export.runners import OrtRunner, TorchRunner, TrtRunner
+from aft_export.trt import INSTALL_HINT, RTX, RTX_INSTALL_HINT, BuildOptions, engine_name, environment, installed_libraries
 from aft_export.trtcheck import check_model
 from aft_export.trtcheck.versions import parse_version
 from aft_export.tritonrepo import write_repository
@@ -69,7 +74,7 @@ class PipelineResult:
     passed: bool
     steps: list[Step] = field(default_factory=list)
     summary: list[dict] = field(default_factory=list)
-    unverified: list[str] = field(default_factory=list)  # artifacts parity skipped, or with TensorRT check warnings
+    unverified: dict[str, str] = field(default_factory=dict)  # artifact -> why it was not (fully) verified
 
 
 def _versions() -> dict:
@@ -81,6 +86,7 @@ def _versions() -> dict:
             out[name] = version(name if name != "onnxruntime" else _ort_dist())
         except Exception:  # noqa: BLE001 - not installed
             out[name] = None
+    out["tensorrt_rtx"] = environment()["tensorrt_rtx"]
     return out
 
 
@@ -100,13 +106,24 @@ def _environment() -> dict:
     return {**environment(), "cpu_count": os.cpu_count(), "machine": platform.machine()}
 
 
+def engine_library(installed, gpu: bool) -> tuple[str | None, str]:
+    """The library the engine step builds with, or None and why not (one line). Standard TensorRT
+    where it is installed and a GPU is visible (it builds on the GPU the engine is for); else
+    TensorRT-RTX where it is installed (it builds ahead of time on the CPU, for RTX GPUs)."""
+    if "tensorrt" in installed and gpu:
+        return "tensorrt", ""
+    if RTX in installed:
+        return RTX, ""
+    if "tensorrt" in installed:
+        return None, (f"TensorRT is installed but no CUDA GPU is visible, and TensorRT-RTX (which builds on a CPU) "
+                      f"is not ({RTX_INSTALL_HINT}); no engines built")  # fmt: skip
+    return None, (f"neither TensorRT nor TensorRT-RTX is installed here (TensorRT: {INSTALL_HINT}; TensorRT-RTX: "
+                  f"{RTX_INSTALL_HINT}); no engines built")  # fmt: skip
+
+
 def tensorrt_status() -> str | None:
-    """None when TensorRT can build here; otherwise why not, in one line."""
-    if importlib.util.find_spec("tensorrt") is None:
-        return f"TensorRT is not installed here ({INSTALL_HINT}); no engines built"
-    if environment().get("gpu") is None:
-        return "TensorRT is installed but no CUDA GPU is visible; no engines built"
-    return None
+    """None when an engine can be built here; otherwise why not, in one line."""
+    return engine_library(installed_libraries(), environment().get("gpu") is not None)[1] or None
 
 
 def run_pipeline(checkpoint: str | None = None, options: PipelineOptions | None = None, log=print) -> PipelineResult:
@@ -205,18 +222,37 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cach
     done(s, f"{len(artifacts)} scripts (<artifact>.verify.sh: trtexec and polygraphy per TensorRT generation)")
 
     s = step("tensorrt engines")
-    why_not = tensorrt_status()
-    if why_not:
+    library, why_not = engine_library(installed_libraries(), environment().get("gpu") is not None)
+    engines, not_run, engine_runners = [], {}, {}
+    if library is None:
         s.status = "skipped"
         done(s, why_not)
     else:
-        engines = []
+        results["engines"] = {}
         for onnx_file in list(artifacts):
-            engine = onnx_file.with_suffix(".engine")
-            build_engine(onnx_file, engine, BuildOptions(batch=build_batch), **quiet)
+            built = build_engine(onnx_file, engine_name(onnx_file, library),
+                                 BuildOptions(batch=build_batch, library=library), **quiet)  # fmt: skip
+            engine = Path(built.engine)
+            m = built.manifest
+            results["engines"][engine.name] = {k: m[k] for k in ("library", "library_version", "precision",
+                                                                 "compute_capabilities", "build_seconds", "network")}
             engines.append(engine)
         artifacts += engines
-        done(s, f"{len(engines)} engines built")
+        for engine in engines:  # made once here; one that cannot run here stays out of the side-by-side runs
+            try:
+                engine_runners[str(engine)] = TrtRunner(str(engine), threads=opts.threads)
+            except RuntimeMissing as exc:
+                why = str(exc)
+                not_run[str(engine)] = f"skipped, {why}" if why.startswith("no GPU") else f"skipped: {why}"
+            except AFTExportError as exc:  # e.g. a TensorRT-RTX engine on a GPU it does not target (Hopper)
+                not_run[str(engine)] = f"skipped, not for this GPU: {exc}"
+        title = "TensorRT-RTX" if library == RTX else "TensorRT"
+        detail = f"{len(engines)} {title} engines built"
+        if not_run:
+            detail += ", not run: " + ("no GPU here" if all("no GPU" in r for r in not_run.values())
+                                       else "; ".join(sorted(set(not_run.values()))))  # fmt: skip
+        done(s, detail)
+    runnable = [a for a in artifacts if str(a) not in not_run]
 
     if opts.triton_repo:
         s = step("triton repository")
@@ -227,32 +263,47 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cach
     reference = TorchRunner(str(ckpt), threads=opts.threads, loaded=loaded)
     runners = {str(a): OrtRunner(str(a), threads=opts.threads) for a in artifacts if a.suffix == ".onnx"}
     runners[str(ckpt)] = reference
+    runners.update(engine_runners)
 
+    skipped_note = f"; {len(not_run)} engines skipped, no GPU" if not_run else ""
     s = step("parity")
-    par = run_parity(str(ckpt), [str(a) for a in artifacts], parity_set, images=len(parity_set),
+    par = run_parity(str(ckpt), [str(a) for a in runnable], parity_set, images=len(parity_set),
                      overrides=list(opts.tolerances), reference=reference, keep_differences=True,
                      runners=runners)  # fmt: skip
+    par["artifacts"] += [{"artifact": a, "status": "skipped", "reason": why, "passed": None} for a, why in not_run.items()]
+    par["skipped"] += len(not_run)
+    par["passed"] = par["passed"] and not not_run
     diffs = {Path(a).name: d for a, d in par.pop("differences").items()}
     results["parity"] = par
     failed = [Path(r["artifact"]).name for r in par["artifacts"] if r["status"] == "fail"]
     s.status = "failed" if failed else "ok"
-    done(s, ("FAILED: " + ", ".join(failed)) if failed else f"all {len(artifacts)} artifacts within tolerance")
+    done(s, ("FAILED: " + ", ".join(failed)) if failed else f"all {len(runnable)} artifacts run within tolerance"
+         + skipped_note)  # fmt: skip
 
     s = step("eval")
-    ev = _evaluate(ckpt, artifacts, decoded, runners, opts)
+    ev = _evaluate(ckpt, runnable, decoded, runners, opts)
+    ev += [{"artifact": a, "status": "skipped", "reason": why} for a, why in not_run.items()]
     results["eval"] = ev
-    done(s, f"{ev[0]['images']} images from {opts.data}")
+    done(s, f"{ev[0]['images']} images from {opts.data}" + skipped_note)
 
     s = step("bench")
-    bn = bench([str(ckpt)] + [str(a) for a in artifacts], list(opts.bench_batches), warmup=5,
+    bn = bench([str(ckpt)] + [str(a) for a in runnable], list(opts.bench_batches), warmup=5,
                iters=opts.bench_iters, threads=opts.threads, runners=runners)  # fmt: skip
+    bn["skipped"] += [{"artifact": a, "batch": None, "reason": why} for a, why in not_run.items()]
     results["bench"] = bn
-    done(s, f"batches {list(opts.bench_batches)}, {opts.bench_iters} runs each")
+    done(s, f"batches {list(opts.bench_batches)}, {opts.bench_iters} runs each" + skipped_note)
 
     s = step("report")
     summary = _summary(ckpt, artifacts, results, work)
     _write_plots(work, summary, diffs, opts)
     passed = not failed
+    unverified = {Path(a).name: why for a, why in not_run.items()}  # what was not (fully) verified, and why
+    for r in results["parity"]["artifacts"]:
+        if r["status"] == "skipped":
+            unverified.setdefault(Path(r["artifact"]).name, "skipped by parity")
+    for r in summary:
+        if "(warn)" in r["trt_check"] or "refused" in r["trt_check"]:
+            unverified.setdefault(r["artifact"], f"TensorRT check: {r['trt_check']}")
     manifest = {
         "tool": f"aft-export {__version__}", "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "versions": _versions(), "options": {**asdict(opts), "calib": calib},
@@ -261,14 +312,15 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cach
                                                           results["quantize"].values()), None)},
         "artifacts": {a.name: {"sha256": sha256_file(a), "bytes": a.stat().st_size} for a in artifacts},
         "environment": _environment(),
-        "steps": [asdict(x) for x in steps], "summary": summary, "passed": passed, "results": results,
+        "steps": [asdict(x) for x in steps], "summary": summary, "passed": passed,
+        "unverified": unverified, "results": results,
     }  # fmt: skip
     atomic_write_text(work / "manifest.json", json.dumps(manifest, indent=2, default=_json_default))
-    atomic_write_text(work / "report.md", _report_md(ckpt, meta, opts, steps, summary, passed, final, calib))
+    atomic_write_text(work / "report.md", _report_md(ckpt, meta, opts, steps, summary, passed, final, calib,
+                                                     {Path(a).name: why for a, why in not_run.items()},
+                                                     unverified))  # fmt: skip
     done(s, f"{final}/report.md")
-    unverified = [Path(r["artifact"]).name for r in results["parity"]["artifacts"] if r["status"] == "skipped"]
-    unverified += [r["artifact"] for r in summary if "(warn)" in r["trt_check"] or "refused" in r["trt_check"]]
-    return PipelineResult(str(final), passed, steps, summary, unverified=list(dict.fromkeys(unverified)))
+    return PipelineResult(str(final), passed, steps, summary, unverified)
 
 
 def _triton_repository(artifacts: list[Path], work: Path):
@@ -326,6 +378,14 @@ def _summary(ckpt, artifacts, results, work) -> list[dict]:
     for path in [ckpt] + list(artifacts):
         name = path.name
         ev = by_eval[name]
+        if ev.get("status") == "skipped":  # built, not run: no metric is made up for it
+            m = results.get("engines", {}).get(name, {})
+            rows.append({"artifact": name, "backend": m.get("library", "tensorrt"), "precision": m.get("precision", "?"),
+                         "mb": round(path.stat().st_size / 1e6, 2), "top1": None, "top5": None, "top1_drop": None,
+                         "agreement": None, "max_abs": None, "cosine_min": None,
+                         "parity": "skipped, no GPU" if "no GPU" in ev["reason"] else "skipped", "trt_check": "-",
+                         "latency_ms": {}, "images_per_s": {}})  # fmt: skip
+            continue
         lat = {r["batch"]: r for r in bench_rows if Path(r["artifact"]).name == name}
         par = by_parity.get(name)
         real = par["inputs"]["real"] if par and par.get("inputs") else {}
@@ -357,18 +417,22 @@ def _write_plots(work: Path, summary: list[dict], diffs: dict, opts: PipelineOpt
     plots = work / "plots"
     plots.mkdir()
     labels = [f"{r['artifact']} ({r['precision']})" for r in summary]
-    atomic_write_text(plots / "accuracy.svg", bars(f"Top-1 on {opts.data}", labels, [r["top1"] for r in summary], "%"))
+    atomic_write_text(plots / "accuracy.svg", bars(f"Top-1 on {opts.data}", labels,
+                                                    [float("nan") if r["top1"] is None else r["top1"] for r in summary], "%"))
     for b in opts.bench_batches:
         latency = [r["latency_ms"].get(b, float("nan")) for r in summary]
         atomic_write_text(plots / f"latency_b{b}.svg", bars(f"Latency p50, batch {b}", labels, latency, " ms", "{:.3f}"))
     atomic_write_text(plots / "errors.svg", log_histograms("Logit error vs PyTorch fp32", diffs))
 
 
-def _report_md(ckpt, meta, opts, steps, summary, passed, final, calib) -> str:
+def _report_md(ckpt, meta, opts, steps, summary, passed, final, calib, not_run=None, unverified=None) -> str:
+    verdict = "FAIL" if not passed else ("PASS, with artifacts not verified here" if unverified else "PASS")
     lines = [
         f"# aft-export pipeline: {meta.model_name}", "",
         f"Checkpoint `{ckpt}` (sha256 `{meta.sha256[:16]}...`), data `{opts.data}`, calibration "
-        f"`{Path(calib).name}`. Result: **{'PASS' if passed else 'FAIL'}**.", "",
+        f"`{Path(calib).name}`. Result: **{verdict}**.", "",
+        *([f"Built, not run ({len(not_run)}): " + ", ".join(f"`{n}`" for n in not_run) + ". "
+           + next(iter(not_run.values())).split(": ", 1)[-1], ""] if not_run else []),
         "Top-1 and agreement (with the PyTorch checkpoint's predictions) on the evaluation set; max abs and "
         "cosine from the parity check on real images; latency p50 and throughput on this machine.", "",
         *summary_table(summary, opts.bench_batches), "",

@@ -71,8 +71,8 @@ def summary_table(summary: list[dict], batches) -> list[str]:
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in summary:
         lines.append(
-            f"| {r['artifact']} | {r['backend']} | {r['precision']} | {r['mb']:.2f} | {r['top1']:.2f} | "
-            f"{r['top1_drop']:+.2f} | {r['agreement']:.2f} | {_fmt(r['max_abs'], '.2e')} | "
+            f"| {r['artifact']} | {r['backend']} | {r['precision']} | {r['mb']:.2f} | {_fmt(r['top1'], '.2f')} | "
+            f"{_fmt(r['top1_drop'], '+.2f')} | {_fmt(r['agreement'], '.2f')} | {_fmt(r['max_abs'], '.2e')} | "
             f"{_fmt(r['cosine_min'], '.6f')} | {r['parity']} | {r.get('trt_check', '-')} | "
             + " | ".join(_fmt(r["latency_ms"].get(b), ".3f") for b in batches) + " | "
             + " | ".join(_fmt(r["images_per_s"].get(b), ".0f") for b in batches) + " |")  # fmt: skip

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""Extract the Python API of each supported TensorRT version into tests/data/trt_api.json.
+"""Extract the Python API of each supported TensorRT version (and TensorRT-RTX) into tests/data/trt_api.json.
 
 Why: ``aft_export/trt.py`` may only use a TensorRT name that every supported version ships,
 or guard it by a version check; ``tests/test_trt_api.py`` checks that statically against the
 JSON this script writes. TensorRT cannot be installed here, but NVIDIA publishes the Python
 bindings of each release on PyPI as real wheels (``tensorrt-bindings``,
 ``tensorrt-cu12-bindings``, ``tensorrt-cu13-bindings``; the ``-libs`` wheels that hold
-libnvinfer are the download stubs).
+libnvinfer are the download stubs). TensorRT for RTX (``tensorrt_rtx``, key ``rtx-1.7``) is read
+the same way from ``tensorrt-rtx-cu12-bindings``, whose module is ``tensorrt_rtx_bindings``
+(``tensorrt_rtx.so``); its ``-libs`` wheel is real, but the stubs keep the extraction the same
+for every version.
 
 How: each wheel is downloaded with pip, pinned by version and sha256 (pip checks the hash, and so
 do we). The compiled module links a handful of C entry points of libnvinfer and its parsers
@@ -27,7 +30,8 @@ source).
 Needs: Linux x86-64, Python 3.11 (the pinned wheels are cp311), gcc, binutils (nm, readelf), and
 network access to PyPI for pip; nothing else.
 
-Usage: python scripts/extract_trt_api.py [-o tests/data/trt_api.json] [--keep DIR]
+Usage: python scripts/extract_trt_api.py [-o tests/data/trt_api.json] [--keep DIR] [--only KEY ...]
+(``--only rtx-1.7``: extract that version and keep the others as the JSON has them)
 """
 
 from __future__ import annotations
@@ -60,7 +64,13 @@ WHEELS = {
     "11.4": ("tensorrt-cu13-bindings", "11.4.0.106",
              "tensorrt_cu13_bindings-11.4.0.106-cp311-none-manylinux_2_28_x86_64.whl",
              "d072ac2a095e2be749fefc847adfb25d5ebe70303401df62ede8fe67a59f27fc"),
+    "rtx-1.7": ("tensorrt-rtx-cu12-bindings", "1.7.1.116",
+                "tensorrt_rtx_cu12_bindings-1.7.1.116-cp311-none-manylinux_2_28_x86_64.whl",
+                "aea28353c9a0e724c60673db48adb0fe4a1970c5109be68a562a32845bc6d230"),
 }  # fmt: skip
+# version key -> (package directory in the wheel, compiled module in it); default the TensorRT bindings'
+MODULES = {"rtx-1.7": ("tensorrt_rtx_bindings", "tensorrt_rtx.so")}
+DEFAULT_MODULE = ("tensorrt_bindings", "tensorrt.so")
 NO_WHEEL = {
     "8.5": "no TensorRT 8.5 bindings wheel is on PyPI (tensorrt-bindings starts at 8.6.1); 8.5 is covered "
            "by the parser-source rules elsewhere, not by this file",
@@ -84,8 +94,17 @@ KNOWN_FACTS = [
     ("11.4", "BuilderFlag.FP16", False),
     ("8.6", "IExecutionContext.execute_async_v3", True),
     ("8.6", "Builder.create_network", True),
+    # TensorRT-RTX 1.7: strongly typed only (no precision flags), targets as compute capabilities
+    ("rtx-1.7", "NetworkDefinitionCreationFlag.STRONGLY_TYPED", True),
+    ("rtx-1.7", "NetworkDefinitionCreationFlag.EXPLICIT_BATCH", False),
+    ("rtx-1.7", "BuilderFlag.INT8", False),
+    ("rtx-1.7", "BuilderFlag.FP16", False),
+    ("rtx-1.7", "ComputeCapability.SM75", True),
+    ("rtx-1.7", "IBuilderConfig.set_compute_capability", True),
+    ("10.13", "IBuilderConfig.set_compute_capability", False),
 ]
-KNOWN_CLASSES = [("10.13", "IInt8Calibrator", True), ("11.4", "IInt8Calibrator", False)]
+KNOWN_CLASSES = [("10.13", "IInt8Calibrator", True), ("11.4", "IInt8Calibrator", False),
+                 ("rtx-1.7", "ComputeCapability", False)]  # an enum, not a class
 
 
 def sha256(path: Path) -> str:
@@ -109,12 +128,14 @@ def download(key: str, dest: Path) -> Path:
     return wheel
 
 
-def unpack(wheel: Path, dest: Path) -> Path:
-    """The wheel's ``tensorrt_bindings`` package, unpacked as ``dest/tensorrt`` (its import name)."""
-    pkg = dest / "tensorrt"
+def unpack(wheel: Path, dest: Path, key: str) -> Path:
+    """The wheel's bindings package (``tensorrt_bindings``: unpacked as ``dest/tensorrt``, its import
+    name; ``tensorrt_rtx_bindings``: under its own name, which ``tensorrt_rtx`` re-exports)."""
+    folder, _ = MODULES.get(key, DEFAULT_MODULE)
+    pkg = dest / ("tensorrt" if folder == "tensorrt_bindings" else folder)
     with zipfile.ZipFile(wheel) as zf:
         for info in zf.infolist():
-            if info.filename.startswith("tensorrt_bindings/") and not info.is_dir():
+            if info.filename.startswith(folder + "/") and not info.is_dir():
                 target = pkg / info.filename.split("/", 1)[1]
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(zf.read(info))
@@ -163,7 +184,8 @@ def make_stubs(so: Path, dest: Path) -> Path:
 
 
 def _short(type_text: str) -> str:
-    return re.sub(r"\btensorrt\.tensorrt\.|\btensorrt\.", "", type_text.strip())
+    return re.sub(r"\btensorrt_rtx_bindings\.tensorrt_rtx\.|\btensorrt_rtx\.|\btensorrt\.tensorrt\.|\btensorrt\.", "",
+                  type_text.strip())
 
 
 def _returns(doc: str | None) -> str:
@@ -180,10 +202,12 @@ def _is_enum(obj) -> bool:
     return isinstance(obj, type) and isinstance(getattr(obj, "__members__", None), dict)
 
 
-def introspect(pkg_parent: str) -> dict:
-    """Every public class, enum, function and attribute of the ``tensorrt`` package under ``pkg_parent``."""
+def introspect(pkg_parent: str, module: str = "tensorrt") -> dict:
+    """Every public class, enum, function and attribute of the bindings package ``module`` under ``pkg_parent``."""
+    import importlib
+
     sys.path.insert(0, pkg_parent)
-    import tensorrt as trt
+    trt = importlib.import_module(module)
 
     classes, enums, module = {}, {}, {}
 
@@ -230,9 +254,9 @@ def introspect(pkg_parent: str) -> dict:
 # ---------------------------------------------------------------- checks, main
 
 
-def cross_check(api: dict, pkg: Path) -> None:
+def cross_check(api: dict, pkg: Path, so: str = "tensorrt.so") -> None:
     """Every name must be a string in the compiled module or in the package's Python files."""
-    text = (pkg / "tensorrt.so").read_bytes() + b"".join(p.read_bytes() for p in pkg.rglob("*.py"))
+    text = (pkg / so).read_bytes() + b"".join(p.read_bytes() for p in pkg.rglob("*.py"))
     names = set(api["module"]) | {n for path in [*api["classes"], *api["enums"]] for n in path.split(".")}
     names |= {m for members in api["classes"].values() for m in members}
     names |= {m for members in api["enums"].values() for m in members}
@@ -261,16 +285,18 @@ def check_facts(versions: dict) -> None:
 def extract(key: str, work: Path) -> dict:
     """Download, unpack, import against the stubs, read and cross-check one version."""
     package, version, filename, digest = WHEELS[key]
+    _, so = MODULES.get(key, DEFAULT_MODULE)
     wheel = download(key, work / "wheels")
-    pkg = unpack(wheel, work / key)
-    stubs = make_stubs(pkg / "tensorrt.so", work / key / "stubs")
+    pkg = unpack(wheel, work / key, key)
+    stubs = make_stubs(pkg / so, work / key / "stubs")
     env = {**os.environ, "LD_LIBRARY_PATH": str(stubs)}
-    out = subprocess.run([sys.executable, __file__, "--introspect", str(pkg.parent)], env=env, check=True,
-                         capture_output=True, text=True).stdout  # fmt: skip
+    # -S: no site-packages, so an installed -libs wheel is never imported in place of the stubs
+    out = subprocess.run([sys.executable, "-S", __file__, "--introspect", str(pkg.parent), "--module", pkg.name],
+                         env=env, check=True, capture_output=True, text=True).stdout  # fmt: skip
     api = json.loads(out)
     if api.pop("tensorrt_version") != version:
         raise SystemExit(f"{filename} reports a TensorRT version other than {version}")
-    cross_check(api, pkg)
+    cross_check(api, pkg, so)
     print(f"TensorRT {version}: {len(api['classes'])} classes, {len(api['enums'])} enums, "
           f"{sum(map(len, api['classes'].values()))} members")  # fmt: skip
     return {"wheel": {"package": package, "version": version, "file": filename, "sha256": digest}, **api}
@@ -280,19 +306,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-o", "--out", default=str(DEFAULT_OUT))
     parser.add_argument("--keep", help="work in this directory and keep it (default: a temporary one)")
+    parser.add_argument("--only", nargs="+", choices=sorted(WHEELS), help="extract these versions; keep the others "
+                        "as the existing JSON has them")  # fmt: skip
     parser.add_argument("--introspect", help=argparse.SUPPRESS)  # the child process
+    parser.add_argument("--module", default="tensorrt", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.introspect:
-        json.dump(introspect(args.introspect), sys.stdout)
+        json.dump(introspect(args.introspect, args.module), sys.stdout)
         return 0
     if sys.version_info[:2] != (3, 11) or not sys.platform.startswith("linux"):
         raise SystemExit("run this with Python 3.11 on Linux x86-64: the pinned wheels are cp311 manylinux")
+    out = Path(args.out)
+    versions = json.loads(out.read_text())["versions"] if args.only and out.is_file() else {}
     with tempfile.TemporaryDirectory(prefix="trt-api-") as tmp:
-        versions = {key: extract(key, Path(args.keep or tmp)) for key in WHEELS}
+        versions.update({key: extract(key, Path(args.keep or tmp)) for key in (args.only or WHEELS)})
+    missing = sorted(set(WHEELS) - set(versions))
+    if missing:
+        raise SystemExit(f"no API for {', '.join(missing)}: run without --only")
     check_facts(versions)
     data = {"about": "TensorRT Python API per version, written by scripts/extract_trt_api.py; do not edit",
             "no_wheel": NO_WHEEL, "versions": versions}  # fmt: skip
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     print(f"wrote {out} ({out.stat().st_size // 1024} KiB)")

@@ -7,12 +7,14 @@ builds the whole run without executing it), and the ONNX Runtime half really run
 the exported graphs. Nothing here runs or imitates TensorRT.
 """
 
+import importlib.util
 import os
 import re
 import shlex
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -196,11 +198,45 @@ def test_script_is_executable_atomic_and_honours_the_umask(models, tmp_path):
     assert subprocess.run(["bash", "-n", str(path)], check=False).returncode == 0
     assert "--stronglyTyped" in text and "aft_export.compare.TOLERANCES['int8'].max_abs" in text
     usage = subprocess.run(["bash", str(path)], check=False, capture_output=True, text=True)
-    assert usage.returncode == 2 and "trt11|trt10|trt8|onnxrt" in usage.stderr
+    assert usage.returncode == 2 and "trt11|trt10|trt8|rtx|onnxrt" in usage.stderr
     trt8 = subprocess.run(["bash", str(path), "trt8"], check=False, capture_output=True, text=True)
     assert trt8.returncode == 2 and "tensorrt8 target" in trt8.stderr
     with pytest.raises(AFTExportError, match="beside"):
         write_verification_commands(src, out_path=tmp_path.parent / "elsewhere.sh")
+
+
+def test_tensorrt_rtx_lines(models):
+    """Our build with --library tensorrt-rtx and NVIDIA's tensorrt_rtx tool, with the same profile."""
+    hw = verification_commands(models["hw"], batch="1,2,4", hw="16,32,48")["rtx"]
+    ours = _argv(hw["aft_export_build"])
+    assert ours[:5] == ["aft-export", "build", "conv_hw.onnx", "--library", "tensorrt-rtx"]
+    assert _opt(ours, "--batch") == ["1,2,4"] and _opt(ours, "--hw") == ["16,32,48"]
+    assert _opt(ours, "--output") == ["conv_hw.rtx.engine"]
+    tool = _argv(hw["tensorrt_rtx_build"])
+    assert tool[:2] == ["tensorrt_rtx", "--onnx=conv_hw.onnx"] and tool[-1] == "--skipInference"
+    assert "--minShapes=image:1x3x16x16" in tool and "--maxShapes=image:4x3x48x48" in tool
+    assert "--saveEngine=conv_hw.tensorrt_rtx.engine" in tool
+    assert _argv(hw["tensorrt_rtx_latency"]) == ["tensorrt_rtx", "--loadEngine=conv_hw.tensorrt_rtx.engine",
+                                                 "--shapes=image:2x3x32x32"]  # fmt: skip
+    fixed = verification_commands(models["b4"])["rtx"]
+    assert "--batch" not in fixed["aft_export_build"] and "Shapes" not in fixed["tensorrt_rtx_build"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tensorrt_rtx") is None,
+                    reason="TensorRT-RTX is not installed here (pip install -e '.[rtx]')")
+def test_the_script_builds_with_tensorrt_rtx(models, tmp_path):
+    """`bash X.verify.sh rtx` builds the engine with TensorRT-RTX for real (on this CPU), and says that
+    NVIDIA's tensorrt_rtx tool is not here rather than pretending it ran."""
+    src = tmp_path / "m.int8.onnx"
+    src.write_bytes(models["int8"].read_bytes())
+    path = write_verification_commands(src)
+    env = {**os.environ, "AFT_EXPORT": str(Path(sys.executable).parent / "aft-export"),
+           "TENSORRT_RTX": str(tmp_path / "no-such-tool")}  # fmt: skip
+    run = subprocess.run(["bash", str(path), "rtx"], check=False, capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "built, not run" in run.stdout or "built ahead of time" in run.stdout
+    assert (tmp_path / "m.int8.rtx.engine").stat().st_size > 0 and (tmp_path / "m.int8.rtx.engine.json").is_file()
+    assert "tensorrt_rtx (TensorRT-RTX SDK) not found" in run.stderr
 
 
 def test_image_inputs_are_checked(models, tmp_path):

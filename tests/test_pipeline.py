@@ -9,8 +9,13 @@ from aft_export import load_checkpoint
 from aft_export.checkpoint import save_checkpoint
 from aft_export.cli import main
 from aft_export.errors import AFTExportError
-from aft_export.pipeline import PipelineOptions, run_pipeline
+from aft_export.pipeline import PipelineOptions, engine_library, run_pipeline
+from aft_export.trt import RTX, environment, installed_libraries
 from tests.export.test_exporter import make_ckpt
+
+# what the engine step does here: TensorRT with a GPU, else TensorRT-RTX (built on the CPU), else nothing
+ENGINES, _ = engine_library(installed_libraries(), environment()["gpu"] is not None)
+NO_GPU = environment()["gpu"] is None
 
 FAST = ["--eval-limit", "64", "--parity-images", "16", "--batch", "1", "--batch", "4", "--iters", "2"]
 # an untrained model's logits are near ties, so int8 flips top-1 more than a trained one
@@ -35,10 +40,21 @@ def _args(ckpt, out, cifar10, *extra):
             "--calib", str(cifar10 / "train.tar"), *FAST, *extra]  # fmt: skip
 
 
+def test_engine_library_choice():
+    assert engine_library({"tensorrt", RTX}, gpu=True) == ("tensorrt", "")
+    assert engine_library({"tensorrt", RTX}, gpu=False) == (RTX, "")  # built ahead of time on the CPU
+    assert engine_library({RTX}, gpu=True) == (RTX, "")
+    library, why = engine_library({"tensorrt"}, gpu=False)
+    assert library is None and why.startswith("TensorRT is installed but no CUDA GPU is visible")
+    library, why = engine_library(set(), gpu=False)
+    assert library is None and why.startswith("neither TensorRT nor TensorRT-RTX is installed here")
+
+
 def test_pipeline_writes_a_complete_run_directory(ckpt, tmp_path, cifar10):
     out = tmp_path / "run"
     res = CliRunner().invoke(main, _args(ckpt, out, cifar10, *UNTRAINED_INT8))
-    assert res.exit_code == 0, res.output
+    rtx_not_run = ENGINES == RTX and NO_GPU  # CI: TensorRT-RTX engines built here, run nowhere here
+    assert res.exit_code == (3 if rtx_not_run else 0), res.output
     assert "PASS" in res.output and "model.int8.onnx" in res.output
     names = {p.name for p in out.iterdir()}
     assert {"model.onnx", "model.fp16.onnx", "model.int8.onnx", "manifest.json", "report.md", "plots"} <= names
@@ -54,22 +70,38 @@ def test_pipeline_writes_a_complete_run_directory(ckpt, tmp_path, cifar10):
                                                       "verification commands", "tensorrt engines", "parity", "eval",
                                                       "bench", "report"]  # fmt: skip
     trt = steps["tensorrt engines"]  # said plainly, never reported as done
-    assert trt["status"] == "skipped" and "TensorRT" in trt["detail"]
-    assert all(s["status"] == "ok" for n, s in steps.items() if n != "tensorrt engines")
+    onnx_files = {"model.onnx": True, "model.fp16.onnx": True, "model.int8.onnx": True}
+    if rtx_not_run:
+        engines = ["model.rtx.engine", "model.fp16.rtx.engine", "model.int8.rtx.engine"]
+        assert trt["status"] == "ok" and trt["detail"] == "3 TensorRT-RTX engines built, not run: no GPU here"
+        assert {a: v["bytes"] > 0 for a, v in manifest["artifacts"].items()} == {**onnx_files, **{e: True for e in engines}}
+        assert all((out / f"{e}.json").is_file() for e in engines)
+        rows = {r["artifact"]: r for r in manifest["summary"]}
+        assert [rows[e]["parity"] for e in engines] == ["skipped, no GPU"] * 3  # never "pass"
+        assert all(rows[e]["top1"] is None and rows[e]["latency_ms"] == {} for e in engines)
+        assert sorted(manifest["unverified"]) == sorted(engines)
+        assert [rows[e]["precision"] for e in engines] == ["fp32", "fp16", "int8"]
+        assert manifest["results"]["engines"]["model.int8.rtx.engine"]["network"]["quantized"]
+        assert "PASS, NOT ALL VERIFIED" in res.output and "not run here: model.int8.rtx.engine: skipped, no GPU" \
+            in res.output  # fmt: skip
+        assert "Built, not run (3)" in (out / "report.md").read_text()
+        assert all(s["status"] == "ok" for s in steps.values())
+    else:
+        assert trt["status"] == ("ok" if ENGINES else "skipped") and "TensorRT" in trt["detail"]
+        assert all(s["status"] == "ok" for n, s in steps.items() if n != "tensorrt engines")
     precisions = [r["precision"] for r in manifest["summary"]]
-    assert precisions == ["fp32", "fp32", "fp16", "int8"]
-    assert {a: v["bytes"] > 0 for a, v in manifest["artifacts"].items()} == {
-        "model.onnx": True, "model.fp16.onnx": True, "model.int8.onnx": True}
+    assert precisions[:4] == ["fp32", "fp32", "fp16", "int8"]
+    assert {a: v["bytes"] > 0 for a, v in manifest["artifacts"].items() if a.endswith(".onnx")} == onnx_files
     # every artifact checked against the TensorRT versions it is for, with NVIDIA's commands beside it
     checks = manifest["results"]["trt_check"]
-    assert set(checks) == set(manifest["artifacts"]) and all(c["exit_code"] == 0 for c in checks.values())
+    assert set(checks) == set(onnx_files) and all(c["exit_code"] == 0 for c in checks.values())
     assert all(c["checked"] == ["10.3", "10.13", "11.4"] for c in checks.values())
-    assert [r["trt_check"] for r in manifest["summary"][1:]] == ["ok 10.3+"] * 3
-    for name in manifest["artifacts"]:
+    assert [r["trt_check"] for r in manifest["summary"][1:4]] == ["ok 10.3+"] * 3
+    for name in onnx_files:
         script = (out / name.replace(".onnx", ".verify.sh")).read_text()
         assert "--saveEngine=" in script and "--trt-min-shapes" in script and "--data-loader-script" in script
     report = (out / "report.md").read_text()
-    assert "Result: **PASS**" in report and "| model.int8.onnx |" in report and "plots/errors.svg" in report
+    assert "Result: **PASS" in report and "| model.int8.onnx |" in report and "plots/errors.svg" in report
     assert (out / "plots" / "errors.svg").read_text().startswith("<svg")
     assert not list(tmp_path.glob(".run.partial-*"))
 
@@ -111,14 +143,15 @@ def test_pipeline_makes_the_tensorrt8_form_too(ckpt, tmp_path, cifar10):
     out = tmp_path / "run8"
     res = CliRunner().invoke(main, _args(ckpt, out, cifar10, "--target", "tensorrt", "--target", "tensorrt8",
                                          "--triton-repo", *UNTRAINED_INT8))  # fmt: skip
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == (3 if ENGINES == RTX and NO_GPU else 0), res.output
     manifest = json.loads((out / "manifest.json").read_text())
-    assert set(manifest["artifacts"]) == {"model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.trt8.onnx",
-                                          "model.trt8.fp16.onnx", "model.trt8.int8.onnx"}  # fmt: skip
+    assert {a for a in manifest["artifacts"] if a.endswith(".onnx")} == {
+        "model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.trt8.onnx", "model.trt8.fp16.onnx",
+        "model.trt8.int8.onnx"}  # fmt: skip
     checks = manifest["results"]["trt_check"]
     assert checks["model.trt8.int8.onnx"]["checked"] == ["8.5", "8.6", "10.3", "10.13", "11.4"]
     assert all(c["exit_code"] == 0 for c in checks.values())
-    assert all(r["parity"] in ("pass", "reference") for r in manifest["summary"])
+    assert all(r["parity"] in ("pass", "reference") for r in manifest["summary"] if ".engine" not in r["artifact"])
     names = ["model", "model_fp16", "model_int8", "model_trt8", "model_trt8_fp16", "model_trt8_int8"]
     assert {p.name for p in (out / "triton").iterdir()} == {"README.md", "client.py"} | {
         n + s for n in names for s in ("", "_image", "_net", "_pre", "_topk")}

@@ -15,9 +15,10 @@ from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.export.exporter import ExportOptions, export_checkpoint
 from aft_export.build import build_engine
 from aft_export.runners import TrtRunner
-from aft_export.trt import (BuildOptions, Profile, build_plan, check_manifest, check_trt_version, environment,
+from aft_export.trt import (RTX, BuildOptions, Profile, build_plan, check_engine_name, check_manifest,
+                            check_trt_version, choose_library, compute_capabilities, engine_name, environment,
                             input_profile, make_manifest, manifest_path, network_flags, precision_flags,
-                            version_compatible_runs)  # fmt: skip
+                            rebuild_command, rtx_runs_on, version_compatible_runs)  # fmt: skip
 from tests.export.test_exporter import make_ckpt
 
 HAS_TRT = importlib.util.find_spec("tensorrt") is not None
@@ -184,20 +185,23 @@ def test_manifest_records_the_tensorrt_flags(graphs, tmp_path):
     assert recorded == {"network_flags": ["NetworkDefinitionCreationFlag.EXPLICIT_BATCH"],
                         "builder_flags": ["BuilderFlag.FP16", "BuilderFlag.OBEY_PRECISION_CONSTRAINTS"],
                         "hardware_compatibility_level": None, "pin_fp32_layers": True,
-                        "pinned_fp32_layers": 12}  # fmt: skip
+                        "pinned_fp32_layers": 12, "library": "tensorrt", "compute_capabilities": []}  # fmt: skip
+    assert manifest["library"] == "tensorrt" and manifest["library_version"] == manifest["tensorrt"] == "8.6.1"
+    assert manifest["compute_capabilities"] == ["8.7"] and "note" not in manifest
 
 
 @pytest.mark.skipif(HAS_TRT, reason="TensorRT is installed here; this checks the message where it is missing")
 def test_missing_tensorrt_is_a_clear_error(graphs, tmp_path):
     with pytest.raises(RuntimeMissing, match="TensorRT is not installed here.*pip install"):
-        build_engine(graphs["dynamic"], tmp_path / "m.engine", BuildOptions(), **QUIET)
+        build_engine(graphs["dynamic"], tmp_path / "m.engine", BuildOptions(library="tensorrt"), **QUIET)
     assert not (tmp_path / "m.engine").exists() and not manifest_path(tmp_path / "m.engine").exists()
-    res = CliRunner().invoke(main, ["build", str(graphs["dynamic"]), "-o", str(tmp_path / "m.engine")])
+    res = CliRunner().invoke(main, ["build", str(graphs["dynamic"]), "-o", str(tmp_path / "m.engine"),
+                                    "--library", "tensorrt"])  # fmt: skip
     assert res.exit_code == 2 and res.output.startswith("error: TensorRT is not installed here")
     meta = {p.key: p.value for p in onnx.load(graphs["dynamic"]).metadata_props}
     engine = _fake_engine(tmp_path, compute_capability=None,
                           model={k: meta[k] for k in ("classes", "input_size", "mean", "std")})  # fmt: skip
-    with pytest.raises(RuntimeMissing, match="TensorRT is not installed"):
+    with pytest.raises(RuntimeMissing, match="TensorRT is not installed|loads only with standard TensorRT"):
         TrtRunner(str(engine))
 
 
@@ -250,3 +254,140 @@ def test_engine_builds_runs_and_matches_onnx_runtime(graphs, tmp_path, key):
     np.testing.assert_allclose(got, want, atol=1e-3, rtol=1e-3)
     with pytest.raises(AFTExportError, match="outside the engine's profile"):
         runner.run({"image": np.zeros((9, 3, 32, 32), np.float32)})
+
+
+# ---------------------------------------------------------------- TensorRT-RTX: pure choices, no library needed
+
+
+def test_library_choice():
+    both, rtx_only, trt_only = {"tensorrt", RTX}, {RTX}, {"tensorrt"}
+    assert choose_library("auto", both) == "tensorrt"  # builds for the GPU here; Hopper and Jetson need it
+    assert choose_library("auto", rtx_only) == RTX and choose_library("auto", trt_only) == "tensorrt"
+    assert choose_library(RTX, both) == RTX and choose_library("tensorrt", both) == "tensorrt"
+    with pytest.raises(RuntimeMissing, match="neither TensorRT nor TensorRT-RTX is installed.*tensorrt-rtx-cu12=="):
+        choose_library("auto", set())
+    with pytest.raises(RuntimeMissing, match="TensorRT-RTX is not installed here .*aft-export\\[rtx\\]"):
+        choose_library(RTX, trt_only)
+    with pytest.raises(RuntimeMissing, match="^TensorRT is not installed here"):
+        choose_library("tensorrt", rtx_only)
+    with pytest.raises(AFTExportError, match="unknown TensorRT library 'rtx'"):
+        choose_library("rtx", both)
+    with pytest.raises(AFTExportError, match="--library must be one of auto, tensorrt, tensorrt-rtx"):
+        BuildOptions(library="rtx")
+
+
+def test_rtx_versions_are_not_tensorrt_versions():
+    """TensorRT-RTX reports 1.x: refused as standard TensorRT, accepted as itself from 1.7 (the API checked)."""
+    assert check_trt_version("1.7.1.116", RTX) == (1, 7, 1, 116)
+    assert check_trt_version("1.9.0", RTX)[:2] == (1, 9)
+    for bad in ("1.6.0", "2.0.0"):
+        with pytest.raises(AFTExportError, match=f"TensorRT-RTX {bad} is not supported.*1.7 to 1.x"):
+            check_trt_version(bad, RTX)
+    with pytest.raises(AFTExportError, match="TensorRT 1.7.1.116 is too old"):
+        check_trt_version("1.7.1.116")  # never read as standard TensorRT
+
+
+@pytest.mark.parametrize("version", [(1, 7, 1, 116), (1, 8), (1, 12)])
+def test_rtx_build_plan(version):
+    """Strongly typed always, no precision flags, no TensorRT 8 pinning, whatever the precision."""
+    for precision in ("fp32", "fp16", "int8"):
+        plan = build_plan(version, precision, BuildOptions(), RTX)
+        assert plan.network_flags == ("NetworkDefinitionCreationFlag.STRONGLY_TYPED",)
+        assert plan.builder_flags == () and not plan.pin_fp32_layers and plan.hardware_compatibility_level is None
+        assert precision_flags(version, precision, RTX) == ()
+    assert network_flags(version, RTX) == ("NetworkDefinitionCreationFlag.STRONGLY_TYPED",)
+    assert build_plan(version, "int8", BuildOptions(compute_capabilities=("7.5", "8.6", "7.5")), RTX) \
+        .compute_capabilities == ("ComputeCapability.SM75", "ComputeCapability.SM86")  # fmt: skip
+
+
+def test_options_rtx_lacks_are_refused_in_one_line():
+    for kw, flag in ((dict(dla_core=0), "--dla-core"), (dict(version_compatible=True), "--version-compatible"),
+                     (dict(hardware_compatibility="ampere+"), "--hardware-compatibility"), (dict(tf32=True), "--tf32"),
+                     (dict(timing_cache="t.cache"), "--timing-cache")):  # fmt: skip
+        with pytest.raises(AFTExportError, match=f"TensorRT-RTX has no {flag} .*--library tensorrt$") as err:
+            build_plan((1, 7), "fp32", BuildOptions(**kw), RTX)
+        assert "\n" not in str(err.value)
+    with pytest.raises(AFTExportError, match="has no --dla-core, --tf32 "):
+        build_plan((1, 7), "fp32", BuildOptions(dla_core=1, tf32=True), RTX)
+    with pytest.raises(AFTExportError, match="--compute-capability is TensorRT-RTX's"):
+        build_plan((10, 13), "fp32", BuildOptions(compute_capabilities=("8.6",)), "tensorrt")
+
+
+def test_compute_capabilities():
+    assert compute_capabilities((), RTX) == ()
+    assert compute_capabilities(("12.0", "8.9"), RTX) == ("ComputeCapability.SM120", "ComputeCapability.SM89")
+    for cc in ("9.0", "8.7", "10.0", "7.2"):  # Hopper, Orin, data-centre Blackwell, Xavier: standard TensorRT
+        with pytest.raises(AFTExportError, match=f"compute capability {cc} is not a TensorRT-RTX target.*--library"):
+            compute_capabilities((cc,), RTX)
+    for bad in ("86", "8.6.1", "sm86", "8."):
+        with pytest.raises(AFTExportError, match="MAJOR.MINOR"):
+            BuildOptions(compute_capabilities=(bad,))
+
+
+def test_where_an_rtx_engine_runs():
+    assert all(rtx_runs_on([], cc) for cc in ("8.6", "8.9", "12.0", "12.1", "12.2"))
+    assert not any(rtx_runs_on([], cc) for cc in ("7.5", "9.0", "8.7", "10.0", "11.0", "8.0"))
+    assert rtx_runs_on(["7.5"], "7.5") and not rtx_runs_on(["7.5"], "8.6")
+    assert rtx_runs_on(["8.6", "8.9"], "8.9") and not rtx_runs_on(["8.6", "8.9"], "12.0")
+
+
+def test_engine_names_tell_the_libraries_apart(tmp_path):
+    assert engine_name(tmp_path / "model.int8.onnx", RTX).name == "model.int8.rtx.engine"
+    assert engine_name(tmp_path / "model.int8.onnx", "tensorrt").name == "model.int8.engine"
+    check_engine_name("m.rtx.engine", RTX)
+    check_engine_name("m.plan", "tensorrt")
+    with pytest.raises(AFTExportError, match="name a TensorRT-RTX engine \\*.rtx.engine.*-o m.rtx.engine"):
+        check_engine_name("m.engine", RTX)
+    with pytest.raises(AFTExportError, match="names a TensorRT-RTX engine.*-o m.engine or --library tensorrt-rtx"):
+        check_engine_name("m.rtx.engine", "tensorrt")
+
+
+def _rtx_engine(tmp_path, **manifest):
+    engine = tmp_path / "m.int8.rtx.engine"
+    engine.write_bytes(b"rtx engine bytes")
+    data = {"engine_sha256": hashlib.sha256(engine.read_bytes()).hexdigest(), "library": RTX,
+            "library_version": "1.7.1.116", "tensorrt": None, "compute_capabilities": [], "onnx": "m.int8.onnx",
+            "build_options": {"batch": "1,8,32", "compute_capabilities": []}, **manifest}  # fmt: skip
+    manifest_path(engine).write_text(json.dumps(data))
+    return engine
+
+
+def test_loading_refuses_an_engine_of_another_library_version_or_gpu(tmp_path):
+    engine = _rtx_engine(tmp_path)
+    cpu_rtx = {"tensorrt": None, "tensorrt_rtx": "1.7.1.116", "gpu": None, "compute_capability": None}
+    assert check_manifest(engine, cpu_rtx)["library"] == RTX  # checks pass; running it needs a GPU
+    rtx_gpu = {**cpu_rtx, "gpu": "NVIDIA GeForce RTX 4090", "compute_capability": "8.9"}
+    assert check_manifest(engine, rtx_gpu)
+    rebuild = "aft-export build m.int8.onnx --library tensorrt-rtx --batch 1,8,32"
+    with pytest.raises(AFTExportError, match=f"TensorRT-RTX 1.7.1.116, this machine has 1.8.0: .*release that "
+                                             f"built them; rebuild it here: {rebuild} -o m.int8.rtx.engine$"):
+        check_manifest(engine, {**rtx_gpu, "tensorrt_rtx": "1.8.0"})
+    with pytest.raises(RuntimeMissing, match="built with TensorRT-RTX 1.7.1.116 and loads only with it; this machine "
+                                             "has TensorRT 10.13.3 .*--library tensorrt --batch 1,8,32 -o m.int8.engine$"):
+        check_manifest(engine, {**rtx_gpu, "tensorrt": "10.13.3", "tensorrt_rtx": None})
+    turing = {**rtx_gpu, "gpu": "NVIDIA GeForce RTX 2080 Ti", "compute_capability": "7.5"}
+    with pytest.raises(AFTExportError, match="for compute capability the default .*this GPU is 7.5 .* --batch 1,8,32 "
+                                             "--compute-capability 7.5 -o m.int8.rtx.engine$"):
+        check_manifest(engine, turing)
+    with pytest.raises(AFTExportError, match="9.0 is not a TensorRT-RTX target: build for standard TensorRT"):
+        check_manifest(engine, {**rtx_gpu, "gpu": "NVIDIA H100", "compute_capability": "9.0"})
+    (tmp_path / "t").mkdir()
+    for_turing = _rtx_engine(tmp_path / "t", compute_capabilities=["7.5"])
+    assert check_manifest(for_turing, turing)
+    with pytest.raises(AFTExportError, match="for compute capability 7.5, this GPU is 8.9"):
+        check_manifest(for_turing, rtx_gpu)
+    standard = _fake_engine(tmp_path, onnx="m.onnx")  # a manifest from before TensorRT-RTX: library tensorrt
+    with pytest.raises(RuntimeMissing, match="loads only with standard TensorRT; this machine has TensorRT-RTX "
+                                             "1.7.1.116 .*--library tensorrt-rtx -o m.rtx.engine$"):
+        check_manifest(standard, cpu_rtx)
+
+
+def test_rebuild_command():
+    from pathlib import Path
+
+    m = {"onnx": "model.fp16.onnx", "library": RTX, "build_options": {"batch": "1,8,32", "hw": "16,32,64",
+                                                                     "compute_capabilities": ["7.5"]}}  # fmt: skip
+    assert rebuild_command(Path("x/model.fp16.rtx.engine"), m) == ("aft-export build model.fp16.onnx --library "
+                                                                  "tensorrt-rtx --batch 1,8,32 --hw 16,32,64 "
+                                                                  "--compute-capability 7.5 -o model.fp16.rtx.engine")
+    assert rebuild_command(Path("m.engine"), {}) == "aft-export build MODEL.onnx --library tensorrt -o m.engine"

@@ -25,6 +25,13 @@ Versions: those in the JSON (8.6, 10.3, 10.13, 11.4) and 8.5, which has no bindi
 8.6's less the names 8.6 added (ADDED_IN_8_6). Only versions the analysed module supports are
 checked: from its ``MIN_TRT`` to its ``MAX_TRT_MAJOR`` (11 where it has none). Versions in between
 are assumed to have what both neighbours have.
+
+TensorRT-RTX (``rtx-1.7``, the ``tensorrt_rtx`` bindings) is one more version, of another library: it
+reports 1.x, so code branches on the library before comparing versions, and the analyser reads
+``library == RTX`` / ``library != "tensorrt-rtx"`` (a variable named ``library``; ``RTX`` is
+aft_export.trt's name for "tensorrt-rtx") like a version check. A module-level constant named ``RTX_*`` holds TensorRT-RTX names only and is checked against
+TensorRT-RTX's API only. A module is checked for TensorRT-RTX when it defines ``MIN_RTX`` or defines
+neither ``MIN_TRT`` nor ``MIN_RTX`` (the modules that take the versions from aft_export/trt.py).
 """
 
 from __future__ import annotations
@@ -38,11 +45,16 @@ from pathlib import Path
 import pytest
 
 from aft_export.errors import AFTExportError
-from aft_export.trt import hardware_level, network_flags, precision_flags
+from aft_export.trt import (RTX_TARGETS, BuildOptions, build_plan, compute_capabilities, hardware_level, network_flags,
+                            precision_flags)  # fmt: skip
 from tests.conftest import REPO
 
 DATA = json.loads((Path(__file__).parent / "data" / "trt_api.json").read_text())
-VERSIONS = {"8.5": (8, 5), "8.6": (8, 6), "10.3": (10, 3), "10.13": (10, 13), "11.4": (11, 4)}
+VERSIONS = {"8.5": (8, 5), "8.6": (8, 6), "10.3": (10, 3), "10.13": (10, 13), "11.4": (11, 4), "rtx-1.7": (1, 7)}
+RTX = "tensorrt-rtx"
+LIBRARY = {key: RTX if key.startswith("rtx-") else "tensorrt" for key in VERSIONS}
+STANDARD = [k for k in VERSIONS if LIBRARY[k] == "tensorrt"]
+ORDER = list(VERSIONS).index
 # Names the 8.6 bindings have and the 8.5 ones lack, among those near what aft-export touches: each is
 # absent from the whole Python bindings source of TensorRT 8.5.3 (github.com/NVIDIA/TensorRT, tag 8.5.3,
 # python/src and python/packaging). Version and hardware compatibility are 8.6 features (NVIDIA's
@@ -97,8 +109,8 @@ MODULE = ("module", "")
 class Analyser:
     """Walks one module for one TensorRT version; collects uses and the ones this version lacks."""
 
-    def __init__(self, api: dict, version: tuple[int, ...], constants: dict):
-        self.api, self.version, self.constants = api, version, constants
+    def __init__(self, api: dict, version: tuple[int, ...], constants: dict, library: str = "tensorrt"):
+        self.api, self.version, self.constants, self.library = api, version, constants, library
         self.used: set[tuple[int, str]] = set()
         self.missing: set[tuple[int, str]] = set()
         self.dynamic: set[tuple[int, str]] = set()
@@ -158,6 +170,13 @@ class Analyser:
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             inner = self.decide(test.operand)
             return None if inner is None else not inner
+        if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
+                and test.left.id == "library" and isinstance(test.ops[0], (ast.Eq, ast.NotEq))):  # fmt: skip
+            other = test.comparators[0]
+            names = [RTX] if isinstance(other, ast.Name) and other.id == "RTX" else self.possible_strings(other)
+            if names and len(names) == 1 and names[0] in (RTX, "tensorrt"):
+                return (self.library == names[0]) == isinstance(test.ops[0], ast.Eq)
+            return None
         if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
                 and test.left.id in VERSION_NAMES):  # fmt: skip
             try:
@@ -312,6 +331,9 @@ class Analyser:
                 self.expr(child, env)
             return True
         if isinstance(node, ast.Assign):
+            rtx_only = any(isinstance(t, ast.Name) and t.id.startswith("RTX_") for t in node.targets)
+            if rtx_only and self.library != RTX:
+                return False  # TensorRT-RTX names, for TensorRT-RTX only
             value_type = self.expr(node.value, env)
             for target in node.targets:
                 self.assign(target, value_type, env)
@@ -373,7 +395,11 @@ def _constants(tree: ast.Module) -> dict:
 
 def supported_versions(constants: dict) -> list[str]:
     low, top = tuple(constants.get("MIN_TRT", (0, 0))), constants.get("MAX_TRT_MAJOR", 11)
-    return [key for key, v in VERSIONS.items() if low <= v and v[0] <= top]
+    rtx = "MIN_RTX" in constants or "MIN_TRT" not in constants
+    rlow, rtop = tuple(constants.get("MIN_RTX", (0, 0))), constants.get("MAX_RTX_MAJOR", 1)
+    return [key for key, v in VERSIONS.items()
+            if (LIBRARY[key] == "tensorrt" and low <= v and v[0] <= top) or
+            (LIBRARY[key] == RTX and rtx and rlow <= v and v[0] <= rtop)]  # fmt: skip
 
 
 def analyse(source: str) -> dict:
@@ -384,15 +410,15 @@ def analyse(source: str) -> dict:
     versions = supported_versions(constants)
     missing, used, dynamic = {}, {}, set()
     for key in versions:
-        analyser = Analyser(APIS[key], VERSIONS[key], constants)
+        analyser = Analyser(APIS[key], VERSIONS[key], constants, LIBRARY[key])
         analyser.block(tree.body, {})
         for line, name in analyser.missing:
             missing.setdefault((line, name), []).append(key)
         for _, name in analyser.used:
             used.setdefault(name, set()).add(key)
         dynamic |= analyser.dynamic
-    problems = sorted((line, name, sorted(keys, key=VERSIONS.get)) for (line, name), keys in missing.items())
-    return {"problems": problems, "used": {k: sorted(v, key=VERSIONS.get) for k, v in used.items()},
+    problems = sorted((line, name, sorted(keys, key=ORDER)) for (line, name), keys in missing.items())
+    return {"problems": problems, "used": {k: sorted(v, key=ORDER) for k, v in used.items()},
             "dynamic": sorted(dynamic), "versions": versions}  # fmt: skip
 
 
@@ -408,10 +434,11 @@ def report(result: dict) -> str:
 
 
 def test_api_data_comes_from_pinned_wheels():
-    assert set(DATA["versions"]) == {"8.6", "10.3", "10.13", "11.4"}
+    assert set(DATA["versions"]) == {"8.6", "10.3", "10.13", "11.4", "rtx-1.7"}
     for key, api in DATA["versions"].items():
         wheel = api["wheel"]
-        assert wheel["version"].startswith(key + ".") and re.fullmatch(r"[0-9a-f]{64}", wheel["sha256"])
+        assert wheel["version"].startswith(key.removeprefix("rtx-") + ".") and re.fullmatch(r"[0-9a-f]{64}",
+                                                                                            wheel["sha256"])  # fmt: skip
         assert wheel["file"].endswith(".whl") and len(api["classes"]) > 100 and len(api["enums"]) > 50
     assert "8.5" in DATA["no_wheel"]
     assert all(name.split(".")[-1] in DATA["versions"]["8.6"]["classes"].get(name.rpartition(".")[0], {})
@@ -448,6 +475,10 @@ def test_the_extractor_reads_pybind11_signatures():
     ("10.3", "BuilderFlag.FP16", True),
     ("8.5", "BuilderFlag.VERSION_COMPATIBLE", False), ("8.6", "BuilderFlag.VERSION_COMPATIBLE", True),
     ("8.5", "IExecutionContext.execute_async_v3", True), ("8.5", "Runtime.engine_host_code_allowed", False),
+    ("rtx-1.7", "NetworkDefinitionCreationFlag.STRONGLY_TYPED", True),
+    ("rtx-1.7", "NetworkDefinitionCreationFlag.EXPLICIT_BATCH", False), ("rtx-1.7", "BuilderFlag.INT8", False),
+    ("rtx-1.7", "BuilderFlag.OBEY_PRECISION_CONSTRAINTS", False), ("rtx-1.7", "ComputeCapability.SM75", True),
+    ("rtx-1.7", "IBuilderConfig.num_compute_capabilities", True), ("11.4", "ComputeCapability.SM75", False),
 ])  # fmt: skip
 def test_known_facts_about_the_versions(key, name, present):
     owner, _, member = name.rpartition(".")
@@ -563,7 +594,7 @@ def test_the_old_code_is_flagged_at_its_same_cc_lookup():
 @pytest.mark.parametrize("path", TRT_FILES, ids=lambda p: p.name)
 def test_trt_code_uses_only_what_every_supported_version_has(path):
     result = analyse(path.read_text())
-    assert result["versions"] == ["8.5", "8.6", "10.3", "10.13", "11.4"]
+    assert result["versions"] == ["8.5", "8.6", "10.3", "10.13", "11.4", "rtx-1.7"]
     assert not result["problems"] and not result["dynamic"], "\n" + report(result)
 
 
@@ -572,29 +603,60 @@ def test_the_check_sees_the_calls_that_matter():
     used = {}
     for path in TRT_FILES:
         for name, versions in analyse(path.read_text())["used"].items():
-            used[name] = sorted(set(used.get(name, [])) | set(versions), key=lambda v: tuple(map(int, v.split("."))))
-    everywhere = ["8.5", "8.6", "10.3", "10.13", "11.4"]
+            used[name] = sorted(set(used.get(name, [])) | set(versions), key=ORDER)
+    everywhere = ["8.5", "8.6", "10.3", "10.13", "11.4", "rtx-1.7"]
     for name in ("Builder.create_network", "Builder.create_builder_config", "OnnxParser.parse_from_file",
                  "OnnxParser.get_error", "ParserError.desc", "IBuilderConfig.set_flag",
                  "IBuilderConfig.set_memory_pool_limit", "IOptimizationProfile.set_shape",
-                 "ITimingCache.serialize", "Runtime.deserialize_cuda_engine",
-                 "ICudaEngine.create_execution_context",
+                 "Runtime.deserialize_cuda_engine", "ICudaEngine.create_execution_context",
                  "ICudaEngine.num_io_tensors", "ICudaEngine.get_tensor_name", "ICudaEngine.get_tensor_mode",
                  "ICudaEngine.get_tensor_dtype", "IExecutionContext.set_input_shape",
                  "IExecutionContext.set_tensor_address", "IExecutionContext.get_tensor_shape",
-                 "IExecutionContext.execute_async_v3", "TensorIOMode.INPUT", "nptype",
-                 "Logger.WARNING"):  # fmt: skip
+                 "IExecutionContext.execute_async_v3", "TensorIOMode.INPUT", "nptype", "Logger.WARNING",
+                 "Logger.ERROR", "INetworkDefinition.get_layer", "ILayer.get_output", "ILayer.get_input", "ITensor.dtype",
+                 "LayerType.DEQUANTIZE", "LayerType.MATRIX_MULTIPLY", "LayerType.CONVOLUTION", "int8"):  # fmt: skip
         assert used.get(name) == everywhere, name
     assert used["NetworkDefinitionCreationFlag.EXPLICIT_BATCH"] == ["8.5", "8.6"]
-    assert used["NetworkDefinitionCreationFlag.STRONGLY_TYPED"] == ["10.3", "10.13"]
+    assert used["NetworkDefinitionCreationFlag.STRONGLY_TYPED"] == ["10.3", "10.13", "rtx-1.7"]
     for name in ("BuilderFlag.INT8", "BuilderFlag.FP16", "BuilderFlag.OBEY_PRECISION_CONSTRAINTS",
-                 "ILayer.precision", "ILayer.set_output_type", "INetworkDefinition.get_layer",
-                 "ILayer.get_output", "ITensor.dtype"):  # fmt: skip
+                 "ILayer.precision", "ILayer.set_output_type"):  # fmt: skip
         assert used[name] == ["8.5", "8.6"], name
+    standard = ["8.5", "8.6", "10.3", "10.13", "11.4"]
+    for name in ("BuilderFlag.TF32", "ITimingCache.serialize", "IBuilderConfig.create_timing_cache",
+                 "IBuilderConfig.set_timing_cache", "Builder.num_DLA_cores", "IBuilderConfig.DLA_core"):  # fmt: skip
+        assert used[name] == standard, name  # TensorRT-RTX: refused, or forces a GPU (timing cache)
+    for name in ("IBuilderConfig.num_compute_capabilities", "IBuilderConfig.set_compute_capability",
+                 "IBuilderConfig.get_compute_capability", "ComputeCapability.SM75", "ComputeCapability.SM121"):
+        assert used[name] == ["rtx-1.7"], name
     assert used["Runtime.engine_host_code_allowed"] == ["8.6", "10.3", "10.13", "11.4"]
     assert used["IBuilderConfig.hardware_compatibility_level"] == ["8.6", "10.3", "10.13", "11.4"]
     assert used["BuilderFlag.VERSION_COMPATIBLE"] == ["8.6", "10.3", "10.13", "11.4"]
     assert used["HardwareCompatibilityLevel.SAME_COMPUTE_CAPABILITY"] == ["10.13", "11.4"]
+
+
+def test_library_checks_are_read_like_version_checks():
+    code = """MIN_TRT = (10, 3)
+MIN_RTX = (1, 7)
+RTX = "tensorrt-rtx"
+RTX_NAMES = ("ComputeCapability.SM86",)
+def build(trt, config, library, version):
+    if library == RTX:
+        config.num_compute_capabilities = 1
+        return
+    if version >= (10, 0):
+        config.clear_flag(trt.BuilderFlag.TF32)
+    if library != "tensorrt-rtx" and version >= (10, 9):
+        x = trt.HardwareCompatibilityLevel.SAME_COMPUTE_CAPABILITY
+    config.set_flag(trt.BuilderFlag.INT8)
+"""
+    result = analyse(code)
+    assert result["versions"] == ["10.3", "10.13", "11.4", "rtx-1.7"]
+    assert result["problems"] == [(13, "BuilderFlag.INT8", ["11.4"])]  # after the RTX branch left: standard only
+    assert result["used"]["IBuilderConfig.num_compute_capabilities"] == ["rtx-1.7"]
+    assert result["used"]["ComputeCapability.SM86"] == ["rtx-1.7"]
+    unguarded = analyse(code.replace("    if library == RTX:\n        config.num_compute_capabilities = 1\n"
+                                     "        return\n", ""))["problems"]  # fmt: skip
+    assert (10, "BuilderFlag.INT8", ["11.4", "rtx-1.7"]) in unguarded
 
 
 # ---------------------------------------------------------------- the version-dependent choices
@@ -604,13 +666,18 @@ def test_the_check_sees_the_calls_that_matter():
 def test_build_choices_exist_in_their_version(key):
     """Every flag a build may ask of a version is a member that version has (the analyser checks the
     literals where they are written; this checks what the functions return, for every precision)."""
-    api, v = APIS[key], VERSIONS[key]
-    names = list(network_flags(v))
+    api, v, library = APIS[key], VERSIONS[key], LIBRARY[key]
+    names = list(network_flags(v, library))
     for precision in ("fp32", "fp16", "int8"):
-        names += precision_flags(v, precision)
+        names += precision_flags(v, precision, library)
+        names += build_plan(v, precision, BuildOptions(), library).builder_flags
+    if library == RTX:
+        names += compute_capabilities(RTX_TARGETS, library)
+        assert sorted(RTX_TARGETS.values()) == sorted(f"ComputeCapability.{m}" for m in api["enums"]
+                                                      ["ComputeCapability"] if m.startswith("SM"))  # fmt: skip
     for level in ("none", "ampere+", "same-cc"):
         try:
-            names.append(hardware_level(level, v))
+            names.append(hardware_level(level, v) if library != RTX else None)
         except AFTExportError:
             pass
     for name in filter(None, names):

@@ -1,5 +1,8 @@
-"""TensorRT: a serialized engine, its manifest checked before TensorRT is touched.
+"""TensorRT and TensorRT-RTX: a serialized engine, its manifest checked before either is touched.
 
+The manifest says which library built the engine; that one is imported (a TensorRT-RTX engine
+loads only with TensorRT-RTX, of the release that built it). Either runs on a GPU only: with
+none here, loading raises RuntimeMissing and the stages report the engine *skipped, no GPU*.
 Device buffers and the CUDA stream come from PyTorch (no pycuda/cuda-python needed).
 Every TensorRT name used here is checked against each supported version's API by
 tests/test_trt_api.py, like aft_export/trt.py.
@@ -14,7 +17,7 @@ import numpy as np
 
 from aft_export.errors import AFTExportError
 from aft_export.runners.base import ModelInfo, Runner
-from aft_export.trt import check_manifest, check_trt_version, environment, import_tensorrt, require_gpu
+from aft_export.trt import RTX, check_manifest, environment, import_library, library_logger, require_gpu
 
 
 def _info(manifest: dict, engine: str) -> ModelInfo:
@@ -33,19 +36,25 @@ class TrtRunner(Runner):
     def __init__(self, engine: str, threads: int = 0) -> None:
         import torch
 
-        manifest = check_manifest(engine, environment())
+        env = environment()
+        manifest = check_manifest(engine, env)
         super().__init__(str(engine), _info(manifest, engine))
-        trt = import_tensorrt()
-        version = check_trt_version(trt.__version__)
-        require_gpu(environment())
+        library = manifest.get("library", "tensorrt")
+        if library == RTX:
+            self.backend = RTX
+        trt, library, version = import_library(library)
+        require_gpu(env, library)
         self.trt = trt
         self.threads = threads
-        runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
-        if manifest.get("build_options", {}).get("version_compatible") and version >= (8, 6):
+        logger = library_logger(trt, library)
+        runtime = trt.Runtime(logger)
+        if library != RTX and manifest.get("build_options", {}).get("version_compatible") and version >= (8, 6):
             runtime.engine_host_code_allowed = True  # the plan carries its own lean runtime: we trust it
         self.engine = runtime.deserialize_cuda_engine(Path(engine).read_bytes())
         if self.engine is None:
-            raise AFTExportError(f"TensorRT could not deserialise {engine}; rebuild it on this machine")
+            said = "; ".join(m for _, m in logger.messages)[:400]
+            raise AFTExportError(f"{library} could not deserialise {engine}{': ' + said if said else ''}; rebuild it "
+                                 f"on this machine")  # fmt: skip
         self.context = self.engine.create_execution_context()
         self.names = [self.engine.get_tensor_name(i) for i in range(self.engine.num_io_tensors)]
         self.inputs = [n for n in self.names if self.engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]

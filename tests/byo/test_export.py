@@ -162,10 +162,13 @@ def test_pipeline_takes_a_model_spec(exports, tmp_path, cifar10, classes):
     res = run("pipeline", spec, "--out", out, "--data", cifar10 / "test.tar", "--calib", cifar10 / "train.tar",
               "--eval-limit", 32, "--parity-images", 16, "--batch", 1, "--iters", 2, "--precision", "int8",
               *UNTRAINED_INT8)  # fmt: skip
-    assert res.exit_code == 0, res.output
     manifest = json.loads((out / "manifest.json").read_text())
+    not_run = manifest["unverified"]  # engines built here that cannot run here (TensorRT-RTX with no GPU)
+    assert res.exit_code == (3 if not_run else 0), res.output
     assert manifest["results"]["export"]["tensorrt"]["aft_nodes"] == 2
-    assert [r["status"] for r in manifest["results"]["parity"]["artifacts"]] == ["pass", "pass"]
+    statuses = {r["artifact"].rsplit("/", 1)[-1]: r["status"] for r in manifest["results"]["parity"]["artifacts"]}
+    assert [statuses[a] for a in ("model.onnx", "model.int8.onnx")] == ["pass", "pass"]
+    assert all(statuses[a] == "skipped" for a in not_run)
 
 
 def test_api_export_of_an_in_memory_model(tmp_path, images):

@@ -411,7 +411,6 @@ USAGE = [
     Case("eval/missing --data", "usage", ("eval", f"{D}/m.onnx"), 2, "missing option"),
     Case("infer/missing image", "usage", ("infer", f"{D}/m.onnx"), 2, "missing argument"),
     Case("bench/missing artifact", "usage", ("bench",), 2, "missing argument"),
-    Case("build/missing --output", "usage", ("build", f"{D}/m.onnx"), 2, "missing option"),
     Case("parity/missing checkpoint", "usage", ("parity",), 2, "missing argument"),
     Case("parity/no artifact", "exit", ("parity", f"{D}/m.pt", "--data", f"{D}/imgs"), 2, "artifact"),
     Case("check/no model", "usage", ("check",), 2, "onnx file"),

@@ -1,0 +1,240 @@
+"""NVIDIA's own parser and builder on every kind of artifact aft-export writes: TensorRT for RTX,
+live, on this CPU (it builds engines ahead of time with no GPU).
+
+Each *kind* once: the zoo x fp32/fp16/int8 x ``--target tensorrt``/``tensorrt8``; the option
+variants on one model (decomposed op form, ``--quantize-aft-core``, ``--per-tensor``, dynamic
+height/width); ``aft_full_tiny_224`` and ``aft_conv_tiny_224`` in fp32 and int8; the
+bring-your-own examples. Every one must parse with zero parser errors and build a serialized
+engine, and the manifest must say what the parser made of it (int8 layers for Q/DQ graphs, fp16
+for fp16 ones). Artifacts are made once per module and shared. The full product (every model x
+option x 224 config) is ``benchmarks/rtx_build.py``, not this suite.
+
+Nothing here stands in for TensorRT: without TensorRT-RTX these tests skip (and fail under CI,
+which installs it through the ``rtx`` extra). No engine built here is run: there is no GPU, and
+the tests check that it is reported so.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+
+from aft_export.build import build_engine, offline_column, parse
+from aft_export.checkpoint import load_checkpoint
+from aft_export.cli import main
+from aft_export.datasets import load_labelled
+from aft_export.errors import RuntimeMissing
+from aft_export.export.exporter import ExportOptions, export_checkpoint
+from aft_export.quantize import QuantizeOptions, quantize_model
+from aft_export.runners import TrtRunner
+from aft_export.trt import RTX, BuildOptions, environment
+from aft_export.trtcheck import check_model
+from tests.conftest import REPO, in_ci
+from tests.export.test_exporter import make_ckpt
+
+QUIET = dict(log=lambda *a: None)
+ZOO = ["aft_conv_cifar", "aft_full_cifar", "aft_local_cifar", "aft_simple_cifar"]
+TARGETS = ["tensorrt", "tensorrt8"]
+PRECISIONS = ["fp32", "fp16", "int8"]
+VARIANTS = ["decomposed.fp32", "dynamic_hw.fp32", "quantize_aft_core.int8", "per_tensor.int8"]  # on aft_conv_cifar
+IMAGENET = ["aft_full_tiny_224.fp32", "aft_full_tiny_224.int8", "aft_conv_tiny_224.fp32", "aft_conv_tiny_224.int8"]
+BYO = ["aft_pytorch_cifar", "comvex_cifar", "own_cifar"]  # examples/byo/*.py:build
+KINDS = ([f"zoo/{m}.{t}.{p}" for m in ZOO for t in TARGETS for p in PRECISIONS] + [f"variant/{v}" for v in VARIANTS]
+         + [f"imagenet/{k}" for k in IMAGENET] + [f"byo/{b}.fp32" for b in BYO])  # fmt: skip
+CALIBRATION_IMAGES = 8  # few: the parser and builder are what is tested, not the calibration
+HW = "16,32,48"  # the dynamic-H/W variant's profile
+
+
+@pytest.fixture(scope="module")
+def rtx():
+    if importlib.util.find_spec("tensorrt_rtx") is None:
+        reason = "TensorRT-RTX is not installed here (pip install -e '.[rtx]')"
+        if in_ci():
+            pytest.fail(f"{reason}; CI installs it, so this fails instead of skipping", pytrace=False)
+        pytest.skip(reason)
+    return RTX
+
+
+class Artifacts:
+    """Every kind of artifact, made on first use and kept for the module: each fp32 export once,
+    its quantisations from it."""
+
+    def __init__(self, root: Path, cifar10: Path):
+        self.root, self.cifar10, self.made = root, cifar10, {}
+        images = load_labelled(str(cifar10 / "test.tar"), 32, limit=CALIBRATION_IMAGES).images
+        self.calib = root / "calib.npy"  # uint8 (N, H, W, 3): preprocessed by each model's own metadata
+        np.save(self.calib, images)
+
+    def get(self, kind: str) -> Path:
+        if kind not in self.made:
+            self.made[kind] = self._make(kind)
+        return self.made[kind]
+
+    def _quantize(self, fp32: Path, out: Path, precision: str, **kw) -> Path:
+        quantize_model(fp32, out, str(self.calib) if precision == "int8" else None,
+                       QuantizeOptions(precision=precision, count=CALIBRATION_IMAGES, cache_dir="", **kw),
+                       progress=False, **QUIET)  # fmt: skip
+        return out
+
+    def _make(self, kind: str) -> Path:
+        group, name = kind.split("/")
+        stem, precision = name.rsplit(".", 1)
+        out = self.root / f"{group}.{name}.onnx"
+        if group == "zoo":
+            model, target = stem.split(".")
+            if precision != "fp32":
+                return self._quantize(self.get(f"zoo/{model}.{target}.fp32"), out, precision)
+            export_checkpoint(REPO / "models" / f"{model}.pt", out, ExportOptions(target=target, verify_images=0),
+                              **QUIET)  # fmt: skip
+        elif group == "variant":
+            conv = REPO / "models" / "aft_conv_cifar.pt"
+            if stem == "decomposed":
+                export_checkpoint(conv, out, ExportOptions(op_form="decomposed", verify_images=0), **QUIET)
+            elif stem == "dynamic_hw":
+                export_checkpoint(conv, out, ExportOptions(dynamic_hw=True, verify_images=0), **QUIET)
+            else:
+                opts = {"quantize_aft_core": {"quantize_aft_core": True}, "per_tensor": {"per_channel": False}}[stem]
+                return self._quantize(self.get("zoo/aft_conv_cifar.tensorrt.fp32"), out, "int8", **opts)
+        elif group == "imagenet":
+            if precision != "fp32":
+                return self._quantize(self.get(f"imagenet/{stem}.fp32"), out, precision)
+            ckpt = make_ckpt(self.root / f"{stem}.pt", stem)  # untrained: the graph is what is tested
+            export_checkpoint(ckpt, out, ExportOptions(verify_images=0), **QUIET)
+        else:
+            _export_example(stem, out)
+        return out
+
+
+def _export_example(stem: str, out: Path) -> None:
+    """An examples/byo model (untrained: the graph is what is tested), exported as a user would."""
+    from aft_export.byo.export import export_model
+    from aft_export.byo.preprocess import Preprocessing
+    from tests.byo.publicpkgs import need
+
+    for package in {"aft_pytorch_cifar": ["aft_pytorch"], "comvex_cifar": ["einops", "comvex"]}.get(stem, []):
+        need(package)
+    spec = importlib.util.spec_from_file_location(f"byo_example_{stem}", REPO / "examples" / "byo" / f"{stem}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    pre = Preprocessing(32, (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616))
+    export_model(module.build().eval(), out, pre, ExportOptions(verify_images=0), log=lambda *a: None)
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory, cifar10, rtx):
+    return Artifacts(tmp_path_factory.mktemp("rtx"), cifar10)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_artifact_kind_parses_and_builds(made, kind):
+    path = made.get(kind)
+    hw = HW if "dynamic_hw" in kind else None
+    batch = "1" if kind.startswith("imagenet/") else "1,8,32"  # a 224 AFT-conv int8 build takes 3x as long at 1,8,32
+    result = build_engine(path, None, BuildOptions(library=RTX, batch=batch, hw=hw), **QUIET)
+    engine, m = Path(result.engine), result.manifest
+    assert engine.name.endswith(".rtx.engine") and engine.stat().st_size > 0  # zero parser errors, or it raised
+    assert m["library"] == RTX and m["library_version"] and m["compute_capabilities"] == []
+    assert m["built_on_gpu"] is (environment()["gpu"] is not None) and "not the engine's kernels" in m["note"]
+    precision = kind.rsplit(".", 1)[1]
+    assert m["precision"] == precision
+    out = m["network"]["outputs"]
+    if precision == "int8":  # Q/DQ reached the network: int8 tensors, matrix products fed by int8
+        assert out.get("int8", 0) > 0 and m["network"]["quantized"]
+    else:
+        assert "int8" not in out and not m["network"]["quantized"]
+    assert ("fp16" in out) == (precision == "fp16")
+    if kind == "variant/quantize_aft_core.int8":  # the AFT core's matrix products quantised too
+        default = parse(made.get("zoo/aft_conv_cifar.tensorrt.int8"), RTX).network["quantized"]
+        assert set(default) < set(m["network"]["quantized"])
+
+
+def test_no_parser_warns_of_duplicate_node_names(made):
+    """Every AFT layer addressable: no "A node named ... already exists" from the parser, on any kind.
+    Parsed in one fresh process: the library prints a warning text once per process, so a parse in
+    this one could hide what an earlier test's printed; one process that has parsed nothing before
+    reports the first occurrence of every such warning."""
+    paths = [str(made.get(kind)) for kind in KINDS]
+    code = ("import json, sys\nfrom aft_export.build import parse\n"
+            "print(json.dumps({p: parse(p, 'tensorrt-rtx').warnings for p in sys.argv[1:]}))")  # fmt: skip
+    run = subprocess.run([sys.executable, "-c", code, *paths], capture_output=True, text=True, check=True)
+    warnings = json.loads(run.stdout.strip().splitlines()[-1])
+    assert all(w is not None for w in warnings.values()), "the parser's log was not captured"
+    duplicates = {Path(p).name: [w for w in ws if "already exists" in w] for p, ws in warnings.items()}
+    duplicates = {name: ws for name, ws in duplicates.items() if ws}
+    assert not duplicates, f"{sum(map(len, duplicates.values()))} duplicate-name warnings, first in " + \
+        ", ".join(f"{n} ({len(ws)}: {ws[0]})" for n, ws in list(duplicates.items())[:4])  # fmt: skip
+
+
+def test_check_reports_the_real_parser_beside_the_rules(made, rtx, tmp_path):
+    paths = [str(made.get("zoo/aft_full_cifar.tensorrt.int8")), str(made.get("zoo/aft_local_cifar.tensorrt8.fp16"))]
+    res = CliRunner().invoke(main, ["check", *paths, "--build", "--strict", "--json"])
+    assert res.exit_code == 0, res.output
+    for report in json.loads(res.stdout):
+        real = report["real"]
+        assert real["library"] == RTX and real["parses"] and real["builds"] and real["errors"] == []
+        assert real["verdict"] == "accepts" and real["agrees"] and real["engine_bytes"] > 0
+        assert real["column"] == offline_column(RTX, (1, 7))
+    text = CliRunner().invoke(main, ["check", paths[0]]).output
+    assert "real parser, TensorRT-RTX 1.7" in text and "vs the real one: agree" in text
+    # a graph the library refuses (NonZero: TensorRT-RTX ships no plugin library): refused, exit 1,
+    # and the rules' column agrees with it or the disagreement is named
+    g = onnx.helper.make_graph([onnx.helper.make_node("NonZero", ["x"], ["y"], name="nz")], "g",
+                               [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 4])],
+                               [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.INT64, [2, None])])  # fmt: skip
+    nonzero = tmp_path / "nonzero.onnx"
+    onnx.save(onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 18)], ir_version=9), nonzero)
+    res = CliRunner().invoke(main, ["check", str(nonzero), "--strict", "--json"])
+    assert res.exit_code == 1, res.output
+    real = json.loads(res.stdout)["real"]
+    assert not real["parses"] and "NonZero" in real["errors"][0] and real["verdict"] == "refuses"
+    offline = check_model(str(nonzero), [real["column"]]).status[real["column"]]
+    assert real["agrees"] == (offline == "refuses") and (real["disagreement"] is None) == real["agrees"]
+    if not real["agrees"]:
+        assert real["disagreement"].startswith("false pass")
+    assert CliRunner().invoke(main, ["check", str(nonzero), "--offline-only"]).exit_code == 0  # the rules alone pass it
+
+
+def test_an_engine_built_here_is_never_reported_as_run(made, cifar10):
+    """The runner refuses it without a GPU, and parity says skipped (exit 3), never passed."""
+    if environment()["gpu"] is not None:
+        pytest.skip("a GPU is visible here: this checks the no-GPU path")
+    onnx_path = made.get("zoo/aft_simple_cifar.tensorrt.fp16")
+    engine = Path(str(onnx_path).replace(".onnx", ".rtx.engine"))
+    if not engine.exists():
+        build_engine(onnx_path, engine, BuildOptions(library=RTX), **QUIET)
+    with pytest.raises(RuntimeMissing, match="no GPU: a TensorRT-RTX engine is built ahead of time"):
+        TrtRunner(str(engine))
+    res = CliRunner().invoke(main, ["parity", str(REPO / "models" / "aft_simple_cifar.pt"), str(engine), "--data",
+                                    str(cifar10 / "test.tar"), "--images", "8", "--json"])  # fmt: skip
+    assert res.exit_code == 3, res.output
+    (row,) = json.loads(res.stdout)["artifacts"]
+    assert row["status"] == "skipped" and row["passed"] is None and "no GPU" in row["reason"]
+    assert load_checkpoint(REPO / "models" / "aft_simple_cifar.pt")  # the reference itself is fine
+
+
+def test_parse_records_the_network(made, rtx):
+    """What the parser made of an int8 graph, by layer name, from the network definition."""
+    parsed = parse(made.get("zoo/aft_full_cifar.tensorrt.int8"), RTX)
+    n = parsed.network
+    assert parsed.ok and n["layers"]["QUANTIZE"] > 0 and n["layers"]["DEQUANTIZE"] > n["layers"]["QUANTIZE"]
+    assert n["outputs"]["int8"] >= n["layers"]["QUANTIZE"] and n["outputs"]["fp32"] > 0
+    assert set(n["quantized"]).isdisjoint(n["float"]) and len(n["quantized"]) + len(n["float"]) == \
+        n["layers"]["MATRIX_MULTIPLY"] + n["layers"]["CONVOLUTION"]  # fmt: skip
+
+
+def test_offline_column_for_each_parser():
+    """The rules' column a real parser's verdict is compared with: TensorRT's own version; TensorRT-RTX's
+    own column where the rules have one, else 10.13's (the rules nearest its parser code)."""
+    from aft_export.trtcheck.versions import SUPPORTED
+
+    assert offline_column("tensorrt", (10, 13, 3, 9)) == "10.13" and offline_column("tensorrt", (8, 6, 1)) == "8.6"
+    assert offline_column(RTX, (1, 7, 1, 116)) == ("rtx-1.7" if "rtx-1.7" in SUPPORTED else "10.13")
+    assert offline_column(RTX, (1, 9)) == ("rtx-1.9" if "rtx-1.9" in SUPPORTED else "10.13")
