@@ -24,6 +24,16 @@ MODULE_TYPE_KEY = "aft.module_type"
 AFT_LAYER_TYPES = ("AFTFull", "AFTLocal", "AFTSimple", "AFTConv")
 
 
+def aft_kind(node) -> str | None:
+    """The AFT variant (``AFTFull``, ...) of a ``com.aft`` node, None for any other node.
+    Each layer's op type is its own function's name, ``<variant>.<layer>``
+    (aft_export/export/functions.py); a node written before that has the variant alone."""
+    if node.domain != DOMAIN:
+        return None
+    kind = node.op_type.split(".", 1)[0]
+    return kind if kind in AFT_LAYER_TYPES else None
+
+
 def props(proto) -> dict[str, str]:
     """The metadata_props of a model or a node, as a dict."""
     return {p.key: p.value for p in proto.metadata_props}

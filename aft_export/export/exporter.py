@@ -106,8 +106,8 @@ def _torch_export(model, cfg, opts: ExportOptions):
     finally:
         _set_custom_ops(model, False)
     proto = program.model_proto
+    compact_node_metadata(proto)  # first: each layer's function is named after its module
     attach_functions(proto)
-    compact_node_metadata(proto)
     name_nodes(proto)
     return proto
 

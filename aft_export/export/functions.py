@@ -9,9 +9,25 @@ How a layer becomes one node (torch 2.13 / onnxscript 0.7):
   unconditionally), so the node must not be a function call while it exports;
   emitting it needs an ONNX schema, which :func:`registered_schemas` registers for
   the duration of the export only;
-* afterwards :func:`attach_functions` adds the bodies below as model-local
-  functions, so ONNX Runtime runs the file unmodified and TensorRT's parser inlines
-  them (or a plugin of the same name takes over, TensorRT >= 10.7).
+* afterwards :func:`attach_functions` gives each layer its own model-local function,
+  named after the variant and the layer (``com.aft::AFTFull.blocks.0.mixer``), whose
+  body nodes and values are named after the layer too (``blocks.0.mixer/Exp_3``).
+  ONNX Runtime runs the file unmodified; TensorRT's parser inlines each body under
+  those names, so every layer's tensors can be looked up by name
+  (``IParser.get_layer_output_tensor``) and TensorRT's layer names say which AFT layer
+  they belong to.
+
+Why one function per layer, and not one per variant (or overloads of one name): TensorRT's
+parser keys model-local functions by name alone (onnx-tensorrt ModelImporter.cpp
+``importLocalFunctions``: ``localFunctions().insert({function.name(), function})``, the
+first of a name wins; domain and ``overload`` are not read) and names the inlined layers
+after the body's node names. A body shared by every layer therefore gave the same node
+names to every layer ("A node named n30 already exists, the output tensors of this new
+instance will not be queryable"), and overloads of one name would run the first body for
+every node (checked with TensorRT-RTX 1.7's parser: an overload computing Sigmoid ran as
+the first overload's Relu). The price: the op type names the layer, so a TensorRT plugin
+cannot take every layer of a variant over by one name; the variant is the op type's
+first dotted part (:func:`aft_export.graph.aft_kind`) and the node's ``aft.module_type``.
 
 Every body is the factorised, max-subtracted computation of shared/docs/AFT.md:
 no intermediate has ``B*T*T*d`` elements.
@@ -28,7 +44,7 @@ from onnx.defs import OpSchema
 from onnxscript import FLOAT
 from onnxscript import opset18 as op
 
-from aft_export.graph import DOMAIN
+from aft_export.graph import DOMAIN, aft_kind, node_module
 from aft_export.layers import ops  # noqa: F401  (registers torch.ops.aft.*)
 from aft_export.options import MIN_OPSET
 
@@ -73,8 +89,8 @@ def AFTSimple(q: FLOAT, k: FLOAT, v: FLOAT) -> FLOAT:
 def AFTConv(q: FLOAT, k: FLOAT, v: FLOAT, kernel: FLOAT, heads: int) -> FLOAT:
     """q, v: (B, H, W, d); k: (B, H, W, heads); kernel: (heads, ks, ks), odd ks.
 
-    The two Conv nodes get a literal ``kernel_shape`` in :func:`attach_functions`, one
-    body per kernel size (see there)."""
+    The two Conv nodes get the layer's literal ``kernel_shape`` in :func:`attach_functions`
+    (see ``_body``)."""
     k_max = op.ReduceMax(k, op.Constant(value_ints=[1, 2]), keepdims=1)  # (B, 1, 1, h)
     ek = op.Exp(op.Sub(k, k_max))  # (B, H, W, h)
     m = op.Relu(op.ReduceMax(kernel, op.Constant(value_ints=[1, 2]), keepdims=1))  # max(0, max w): (h, 1, 1)
@@ -102,8 +118,8 @@ def AFTConv(q: FLOAT, k: FLOAT, v: FLOAT, kernel: FLOAT, heads: int) -> FLOAT:
     return op.Mul(op.Sigmoid(q), y)
 
 
-def local_function(overload: str, opset: int) -> onnx.FunctionProto:
-    """The AFTLocal (version 2) body for one grid and window, ``overload = g<H>x<W>s<s>``.
+def local_function(geometry: str, opset: int) -> onnx.FunctionProto:
+    """The AFTLocal (version 2) body for one grid and window, ``geometry = g<H>x<W>s<s>``.
 
     q, k, v: (B, T, d) with ``T = H W``; w: (T, 2 sr - 1, 2 sc - 1), the bias of each
     target for each offset of its window (``sr = min(s, H)``, ``sc = min(s, W)``), 0 for
@@ -120,7 +136,7 @@ def local_function(overload: str, opset: int) -> onnx.FunctionProto:
 
     from aft_export.layers.cores import local_tiling
 
-    h, wd, window = (int(x) for x in overload[1:].replace("x", " ").replace("s", " ").split())
+    h, wd, window = (int(x) for x in geometry[1:].replace("x", " ").replace("s", " ").split())
     sr, sc = min(window, h), min(window, wd)
     kr, kc = 2 * sr - 1, 2 * sc - 1
     (nr, rr, lr, pr, cr), (nc, cc, lc, pc, ccol) = local_tiling((h, wd), (sr, sc))
@@ -197,7 +213,7 @@ def local_function(overload: str, opset: int) -> onnx.FunctionProto:
     nodes.append(onnx.helper.make_node("Mul", [node("Sigmoid", ["q"]), node("Div", [num, den])], ["y"]))
     return onnx.helper.make_function(
         DOMAIN, "AFTLocal", ["q", "k", "v", "w"], ["y"], nodes,
-        [onnx.helper.make_opsetid("", opset)], attributes=list(_ATTRS["AFTLocal"]), overload=overload,
+        [onnx.helper.make_opsetid("", opset)], attributes=list(_ATTRS["AFTLocal"]),
     )  # fmt: skip
 
 
@@ -259,16 +275,16 @@ def translation_table() -> dict:
             aft_ops.conv.default: conv}  # fmt: skip
 
 
-def _conv_overload(node) -> str:
-    """``k<kernel_size>``: AFT-conv gets one body per kernel size (see attach_functions)."""
+def _conv_geometry(node) -> str:
+    """``k<kernel_size>``: the literal kernel size an AFT-conv body is written for."""
     ks = next((a.i for a in node.attribute if a.name == "kernel_size"), 0)
     if ks < 1:
         raise ValueError(f"AFTConv node {node.name or '?'} has no kernel_size attribute")
     return f"k{ks}"
 
 
-def _local_overload(node) -> str:
-    """``g<H>x<W>s<window>``: AFT-local gets one body per grid and window (see local_function)."""
+def _local_geometry(node) -> str:
+    """``g<H>x<W>s<window>``: the grid and window an AFT-local body is written for."""
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     grid, window = list(attrs.get("grid", [])), attrs.get("window", 0)
     if len(grid) != 2 or min(grid) < 1 or window < 1:
@@ -277,10 +293,11 @@ def _local_overload(node) -> str:
     return f"g{grid[0]}x{grid[1]}s{window}"
 
 
-def _body(name: str, overload: str, opset: int) -> onnx.FunctionProto:
-    if name == "AFTLocal":
-        return local_function(overload, opset)
-    proto = FUNCTIONS[name].to_function_proto()
+def _body(kind: str, geometry: str, opset: int) -> onnx.FunctionProto:
+    """The body of one ``kind`` (AFTFull, ...) for one geometry, unnamed (see _scope)."""
+    if kind == "AFTLocal":
+        return local_function(geometry, opset)
+    proto = FUNCTIONS[kind].to_function_proto()
     # The bodies are written against opset 18; the ops they use only gained types
     # in later opsets, so they import the model's own version (the checker requires
     # it, and every export is verified numerically against PyTorch).
@@ -290,45 +307,76 @@ def _body(name: str, overload: str, opset: int) -> onnx.FunctionProto:
     # the node may carry attributes the body does not need (window, kernel_size):
     # declare them so checkers accept the node
     declared = set(proto.attribute)
-    for attr in _ATTRS.get(name, {}):
+    for attr in _ATTRS.get(kind, {}):
         if attr not in declared:
             proto.attribute.append(attr)
-    if overload:
+    if kind == "AFTConv":
         # TensorRT's parser up to 10.3 reads a computed-weight Conv's kernel size from its
         # kernel_shape attribute only (onnx-tensorrt 10.4 changelog: "fixed kernel shape
         # inference in multi-input convolutions"), and no version resolves a reference to
-        # the caller's attribute there; so the size is a literal, one body per size. The
-        # body is an ONNX overload of AFTConv: the node keeps the op type a plugin of the
-        # same name would take over.
-        proto.overload = overload
-        ks = int(overload[1:])
+        # the caller's attribute there; so the size is a literal in the layer's own body.
+        ks = int(geometry[1:])
         for node in proto.node:
             if node.op_type == "Conv":
                 node.attribute.append(onnx.helper.make_attribute("kernel_shape", [ks, ks]))
     return proto
 
 
+def _scope(body: onnx.FunctionProto, name: str, layer: str) -> None:
+    """Name the function ``name`` and its nodes and inner values after ``layer``: TensorRT
+    names each inlined layer after its node (and each tensor after its value)."""
+    body.name = name
+    body.domain = DOMAIN
+    body.overload = ""
+    formal = set(body.input) | set(body.output)
+    rename = {}
+    for i, node in enumerate(body.node):
+        node.name = f"{layer}/{node.op_type}_{i}"
+        for j, out in enumerate(node.output):
+            if out and out not in formal:
+                rename[out] = node.output[j] = f"{layer}/{out}"
+        node.input[:] = [rename.get(v, v) for v in node.input]
+
+
+def layer_function_name(kind: str, layer: str) -> str:
+    """The function (and op type) of one AFT layer: ``AFTFull.blocks.0.mixer``."""
+    return f"{kind}.{layer}"
+
+
 def attach_functions(model: onnx.ModelProto) -> list[str]:
-    """Add the body of every com.aft op used in ``model`` as a model-local function."""
-    present = {(f.domain, f.name, f.overload) for f in model.functions}
+    """Give every com.aft node of ``model`` its own model-local function, named after its
+    variant and layer (the module path in the node's ``aft.module`` metadata, else the
+    node's name). Returns the variants used. Nodes that already call a function of the
+    model are left as they are."""
+    present = {f.name for f in model.functions if f.domain == DOMAIN}
+    taken = set(present)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), MIN_OPSET)
     used = set()
-    for node in model.graph.node:
+    for i, node in enumerate(model.graph.node):
         if node.domain != DOMAIN:
             continue
-        if node.op_type == "AFTConv":
-            node.overload = _conv_overload(node)
-        elif node.op_type == "AFTLocal":
-            node.overload = _local_overload(node)
-        used.add(node.op_type)
-        if (DOMAIN, node.op_type, node.overload) not in present:
-            model.functions.append(_body(node.op_type, node.overload, opset))
-            present.add((DOMAIN, node.op_type, node.overload))
+        kind = aft_kind(node)
+        if kind is None:
+            raise ValueError(f"{DOMAIN} node {node.name or i} has op type {node.op_type}, not one of {list(FUNCTIONS)}")
+        used.add(kind)
+        if node.op_type in present:
+            continue
+        geometry = _conv_geometry(node) if kind == "AFTConv" else _local_geometry(node) if kind == "AFTLocal" else ""
+        mod = node_module(node)
+        layer = (mod[0] if mod and mod[0] else "") or node.name or f"{kind}_{i}"
+        unique, n = layer, 1
+        while layer_function_name(kind, unique) in taken:
+            n += 1
+            unique = f"{layer}_{n}"
+        name = layer_function_name(kind, unique)
+        body = _body(kind, geometry, opset)
+        _scope(body, name, unique)
+        model.functions.append(body)
+        taken.add(name)
+        node.op_type, node.overload = name, ""
     domain = [o for o in model.opset_import if o.domain == DOMAIN]
     if used and not domain:
         model.opset_import.append(onnx.helper.make_opsetid(DOMAIN, DOMAIN_VERSION))
     elif "AFTLocal" in used and domain[0].version < OP_VERSIONS["AFTLocal"]:
         domain[0].version = OP_VERSIONS["AFTLocal"]
-    if used and model.ir_version < 10:
-        model.ir_version = 10  # function overloads
     return sorted(used)

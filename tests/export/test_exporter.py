@@ -13,6 +13,7 @@ from aft_export.datasets import load_labelled
 from aft_export.errors import AFTExportError
 from aft_export.export.exporter import ExportOptions, check_graph, export_checkpoint, parse_batch
 from aft_export.export.functions import DOMAIN
+from aft_export.graph import aft_kind, node_module
 from aft_export.models import create_model, get_config, list_models
 
 VARIANT_OP = {"full": "AFTFull", "local": "AFTLocal", "simple": "AFTSimple", "conv": "AFTConv"}
@@ -66,9 +67,12 @@ def test_one_custom_node_per_aft_layer(exported, variant):
     model = onnx.load(path)
     aft = [n for n in model.graph.node if n.domain == DOMAIN]
     depth = get_config(f"aft_{variant}_test").depth
-    assert [n.op_type for n in aft] == [VARIANT_OP[variant]] * depth
+    assert [aft_kind(n) for n in aft] == [VARIANT_OP[variant]] * depth
     assert res.aft_nodes == depth
-    assert {(f.domain, f.name) for f in model.functions} == {(DOMAIN, VARIANT_OP[variant])}
+    # each layer its own function, named after its module (TensorRT keys functions by name)
+    layers = [node_module(n)[0] for n in aft]
+    assert [n.op_type for n in aft] == [f"{VARIANT_OP[variant]}.{m}" for m in layers] and len(set(layers)) == depth
+    assert [(f.domain, f.name) for f in model.functions] == [(DOMAIN, n.op_type) for n in aft]
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in aft[0].attribute}
     if variant == "local":
         assert attrs == {"window": 2, "grid": [4, 4]}

@@ -8,6 +8,7 @@ import torch
 from onnx import TensorProto, helper
 
 from aft_export.export.functions import DOMAIN, FUNCTIONS, attach_functions
+from aft_export.graph import MODULE_KEY, aft_kind, set_props
 from tests.layers.test_aft import conv_bias_matrix, local_bias_matrix, make_qkv, reference, rel_err
 
 
@@ -16,7 +17,7 @@ def run_single(op_type, inputs: dict, attrs=None, inline=False):
     import onnxruntime as ort
 
     vals = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(a.shape)) for n, a in inputs.items()]
-    node = helper.make_node(op_type, list(inputs), ["y"], domain=DOMAIN, **(attrs or {}))
+    node = helper.make_node(op_type, list(inputs), ["y"], name="layer", domain=DOMAIN, **(attrs or {}))
     out = helper.make_tensor_value_info("y", TensorProto.FLOAT, list(inputs["q"].shape))
     graph = helper.make_graph([node], "g", vals, [out])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
@@ -57,13 +58,13 @@ def test_local_body(k_scale, grid, window):
     assert rel_err(torch.from_numpy(y), reference(q, k, v, local_bias_matrix(w, grid, window))) <= 1e-5
 
 
-def test_local_is_version_2_with_one_body_per_grid():
+def test_local_is_version_2_with_the_layers_own_body():
     q, k, v = make_qkv(1, 12, 2, 1.0, seed=16)
     model = run_single("AFTLocal", {"q": q, "k": k, "v": v, "w": local_band((3, 4), 2, 17)},
                        {"window": 2, "grid": [3, 4]}, inline=True)  # fmt: skip
     assert [(o.domain, o.version) for o in model.opset_import if o.domain == DOMAIN] == [(DOMAIN, 2)]
-    assert [(f.name, f.overload) for f in model.functions] == [("AFTLocal", "g3x4s2")]
-    assert model.graph.node[0].overload == "g3x4s2"
+    assert [(f.name, f.overload) for f in model.functions] == [("AFTLocal.layer", "")]
+    assert model.graph.node[0].op_type == "AFTLocal.layer" and aft_kind(model.graph.node[0]) == "AFTLocal"
     with pytest.raises(ValueError, match="grid"):  # a version-1 node: dense bias, no grid
         run_single("AFTLocal", {"q": q, "k": k, "v": v, "w": torch.zeros(12, 12)}, {"window": 2})
 
@@ -132,8 +133,9 @@ def test_no_intermediate_has_BTTd_elements(op_type):
     assert max(sizes) < b * t * t * d
 
 
-def _conv_node_model(kernel_sizes):
-    """One AFTConv node per kernel size, chained, on a 6x6 grid with 2 heads of width 2."""
+def _conv_node_model(kernel_sizes, modules=None):
+    """One AFTConv node per kernel size, chained, on a 6x6 grid with 2 heads of width 2;
+    ``modules``: the module path each node's metadata names (default: none)."""
     b, grid, heads, d = 2, (6, 6), 2, 4
     vals = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
             for n, s in (("q", [b, *grid, d]), ("k", [b, *grid, heads]), ("v", [b, *grid, d]))]  # fmt: skip
@@ -141,8 +143,10 @@ def _conv_node_model(kernel_sizes):
     for i, ks in enumerate(kernel_sizes):
         w = np.random.default_rng(i).standard_normal((heads, ks, ks)).astype(np.float32)
         inits.append(onnx.numpy_helper.from_array(w, f"w{i}"))
-        nodes.append(helper.make_node("AFTConv", [prev, "k", "v", f"w{i}"], [f"y{i}"], domain=DOMAIN,
+        nodes.append(helper.make_node("AFTConv", [prev, "k", "v", f"w{i}"], [f"y{i}"], name=f"call{i}", domain=DOMAIN,
                                       heads=heads, kernel_size=ks))  # fmt: skip
+        if modules:
+            set_props(nodes[-1], {MODULE_KEY: modules[i]})
         prev = f"y{i}"
     out = helper.make_tensor_value_info(prev, TensorProto.FLOAT, [b, *grid, d])
     model = helper.make_model(helper.make_graph(nodes, "g", vals, [out], inits),
@@ -151,18 +155,18 @@ def _conv_node_model(kernel_sizes):
     return model
 
 
-def test_conv_kernel_shape_is_literal_one_body_per_size():
+def test_conv_kernel_shape_is_literal_in_each_layers_body():
     """TensorRT <= 10.3 reads a computed-weight Conv's kernel size from kernel_shape only:
     every Conv TensorRT will see (after inlining) has it literally, matching the weights."""
     model = _conv_node_model([3, 5, 3])
     onnx.checker.check_model(model, full_check=True)
-    assert [n.overload for n in model.graph.node] == ["k3", "k5", "k3"]
-    assert sorted((f.name, f.overload) for f in model.functions) == [("AFTConv", "k3"), ("AFTConv", "k5")]
-    assert {n.op_type for n in model.graph.node} == {"AFTConv"}, "the op type a plugin would match"
-    for f in model.functions:
+    assert [n.op_type for n in model.graph.node] == ["AFTConv.call0", "AFTConv.call1", "AFTConv.call2"]
+    assert [(f.name, f.overload) for f in model.functions] == [(n.op_type, "") for n in model.graph.node]
+    assert {aft_kind(n) for n in model.graph.node} == {"AFTConv"}
+    for node, f in zip(model.graph.node, model.functions):
         convs = [n for n in f.node if n.op_type == "Conv"]
         assert len(convs) == 2
-        ks = int(f.overload[1:])
+        ks = next(a.i for a in node.attribute if a.name == "kernel_size")
         for conv in convs:
             attr = {a.name: a for a in conv.attribute}
             assert list(attr["kernel_shape"].ints) == [ks, ks] and not attr["kernel_shape"].ref_attr_name
@@ -171,6 +175,31 @@ def test_conv_kernel_shape_is_literal_one_body_per_size():
                     if a.name == "kernel_shape")  # fmt: skip
     assert shapes == [(3, 3)] * 4 + [(5, 5)] * 2
     assert not any(n.op_type == "CastLike" for n in inlined.graph.node), "CastLike: not parsed by TensorRT 8"
+
+
+def test_each_layer_has_its_own_function_named_after_its_module():
+    """TensorRT keys functions by name and names inlined layers after the body's nodes: each
+    layer's function, nodes and inner values carry the layer's module path, all distinct."""
+    model = _conv_node_model([3, 3, 3], modules=["blocks.0.mixer", "blocks.1.mixer", "blocks.1.mixer"])
+    onnx.checker.check_model(model, full_check=True)
+    names = [n.op_type for n in model.graph.node]
+    assert names == ["AFTConv.blocks.0.mixer", "AFTConv.blocks.1.mixer", "AFTConv.blocks.1.mixer_2"]
+    seen_nodes, seen_values = set(), set()
+    for f, layer in zip(model.functions, ["blocks.0.mixer", "blocks.1.mixer", "blocks.1.mixer_2"]):
+        assert f.name == f"AFTConv.{layer}" and f.domain == DOMAIN and not f.overload
+        inner = {o for n in f.node for o in n.output} - set(f.output)
+        assert all(n.name.startswith(f"{layer}/") for n in f.node)
+        assert all(v.startswith(f"{layer}/") for v in inner)
+        assert not seen_nodes & {n.name for n in f.node} and not seen_values & inner
+        seen_nodes |= {n.name for n in f.node}
+        seen_values |= inner
+    before = [f.name for f in model.functions]
+    assert attach_functions(model) == ["AFTConv"] and [f.name for f in model.functions] == before  # idempotent
+    with pytest.raises(ValueError, match="op type"):
+        bad = onnx.ModelProto()
+        bad.CopyFrom(model)
+        bad.graph.node[0].op_type = "AFTOther"
+        attach_functions(bad)
 
 
 def test_two_kernel_sizes_run_with_their_own_bodies():

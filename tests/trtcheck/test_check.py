@@ -75,10 +75,11 @@ def test_the_landed_defects_are_named_inside_the_function_body(exports, tmp_path
                              "11.4": "accepts"}  # fmt: skip
     found = [f for f in report.findings if f.rule == "conv.kernel-shape"]
     assert len(found) == 2 * 2  # two Convs in the body of each of the two AFT-conv layers
-    calls = {n.name for n in model.graph.node if n.op_type == "AFTConv"}
+    calls = {n.name: n.op_type for n in model.graph.node if n.op_type.startswith("AFTConv.")}
     for f in found:
-        assert f.function["name"] == "AFTConv" and f.function["call"] in calls and f.module
-        assert "in the body of com.aft::AFTConv overload k3 called by" in f.where()
+        assert f.function["call"] in calls and f.function["name"] == calls[f.function["call"]] and f.module
+        assert f"in the body of com.aft::{f.function['name']} called by {f.function['call']}" in f.where()
+        assert f"{f.module}/Conv_" in f.node  # the body's node is named after its layer
 
 
 def test_the_landed_int32_bias_dequantize_is_named(tmp_path):

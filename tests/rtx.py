@@ -1,0 +1,90 @@
+"""TensorRT-RTX's real ONNX parser, for tests that parse graphs live (no GPU needed).
+
+Its parser is built from the same onnx-tensorrt source as TensorRT 10/11's, and it runs
+on a CPU. CI installs it (the ``rtx`` extra), so there a missing library fails; elsewhere
+the tests that need it are skipped with the install line, as tests/byo/publicpkgs.py does
+for the public AFT packages.
+
+Each :func:`parse` makes its own builder, network and parser (the library is imported
+once) and records everything the parser logged. One caveat for tests about warnings: the
+parser logs "A node named X already exists ..." once per name per *process* (a static set
+in onnx-tensorrt's ``ImporterContext::addLayerOutputTensors``), so a test of names should
+also look the tensors up by name (:meth:`Parsed.tensor`), which no earlier parse changes.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import pytest
+
+from tests.conftest import in_ci
+
+INSTALL = "pip install tensorrt-rtx-cu12==1.7.1.116"
+DUPLICATE_NAME = "already exists, the output tensors of this new instance will not be queryable"
+
+
+def need_rtx():
+    """The ``tensorrt_rtx`` module; where it is missing a skip with the install line, and
+    under CI (which installs it) a failure."""
+    try:
+        import tensorrt_rtx
+    except ImportError as exc:
+        reason = f"needs TensorRT-RTX ({type(exc).__name__}: {exc}): {INSTALL}"
+        if in_ci():
+            pytest.fail(f"{reason}; CI installs TensorRT-RTX, so this fails instead of skipping (unset CI to "
+                        f"skip it locally)", pytrace=False)  # fmt: skip
+        pytest.skip(reason)
+    return tensorrt_rtx
+
+
+@functools.lru_cache(maxsize=1)
+def _logger_class():
+    trt = need_rtx()
+
+    class Recorder(trt.ILogger):
+        """Keeps every message the builder and parser log, with its severity."""
+
+        def __init__(self):
+            trt.ILogger.__init__(self)
+            self.messages: list[tuple[str, str]] = []
+
+        def log(self, severity, msg):
+            self.messages.append((severity.name, msg))
+
+    return Recorder
+
+
+@dataclass
+class Parsed:
+    ok: bool
+    errors: list[str]  # one line per IParserError: code, description, node, operator
+    messages: list[tuple[str, str]] = field(default_factory=list)  # (severity, text), all the parser logged
+    network: object = None
+    parser: object = None
+    builder: object = None  # kept: the network and parser must not outlive it
+
+    def warnings(self, containing: str = "") -> list[str]:
+        return [m for s, m in self.messages if s == "WARNING" and containing in m]
+
+    def tensor(self, node_name: str, index: int = 0):
+        """The ITensor the parser made for output ``index`` of the ONNX node ``node_name``
+        (inlined function bodies included), or None."""
+        return self.parser.get_layer_output_tensor(node_name, index)
+
+
+def parse(model) -> Parsed:
+    """Parse an onnx.ModelProto (or its bytes) with TensorRT-RTX's ONNX parser, in memory."""
+    trt = need_rtx()
+    data = model if isinstance(model, (bytes, bytearray)) else model.SerializeToString()
+    logger = _logger_class()()
+    builder = trt.Builder(logger)
+    network = builder.create_network(0)  # TensorRT-RTX networks are always strongly typed
+    parser = trt.OnnxParser(network, logger)
+    ok = bool(parser.parse(data))
+    errors = []
+    for i in range(parser.num_errors):
+        e = parser.get_error(i)
+        errors.append(f"[{int(e.code())}] {e.desc()} (node {e.node_name() or e.node()} [{e.node_operator()}])")
+    return Parsed(ok, errors, logger.messages, network, parser, builder)
