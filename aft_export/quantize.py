@@ -64,6 +64,8 @@ QUANTIZED_OP_TYPES = ("MatMul", "Gemm", "Conv")
 # what the cached ranges mean (aft_export.ranges); a change of algorithm changes it, so
 # ranges computed the old way are never read as the new ones
 RANGES_VERSION = "aft-ranges-1"
+# recipe entries that describe this run, not the artifact: in the result, not in the file
+RUN_ONLY = ("calibration_cache",)
 FP16_KEEP_FP32_OPS = ("LayerNormalization",)
 # the same, for graphs where LayerNorm is decomposed (the TensorRT 8 form): by PyTorch module
 FP16_KEEP_FP32_MODULES = ("LayerNorm",)
@@ -489,7 +491,9 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
     _restore_functions_and_metadata(qmodel, model)
     props = dict(meta)
     props["precision"] = opts.precision
-    props["quantization"] = json.dumps(recipe, sort_keys=True)
+    # the recipe, less how this run got its ranges (computed, or read from the cache): the same
+    # model, images and options give the same bytes, whatever the cache held
+    props["quantization"] = json.dumps({k: v for k, v in recipe.items() if k not in RUN_ONLY}, sort_keys=True)
     set_metadata(qmodel, props)
     toposort(qmodel)
     try:

@@ -203,6 +203,8 @@ def test_calibration_cache_hit_skips_calibration_and_every_change_misses(tmp_pat
     assert quantize("b.onnx") == ("hit", 0)  # no calibration pass ran
     fresh, a, b = (_graph_bytes(tmp_path / n) for n in ("fresh.onnx", "a.onnx", "b.onnx"))
     assert a == fresh and b == fresh  # the cached ranges are the ranges a fresh calibration computes
+    # and the files are the same bytes: how the ranges were got is in the result, not the file
+    assert len({(tmp_path / n).read_bytes() for n in ("fresh.onnx", "a.onnx", "b.onnx")}) == 1
 
     # planted differences: each is something calibration sees, so each must miss
     other_pixel = tmp_path / "imgs_pixel"
@@ -653,3 +655,4 @@ def test_trained_biases_keep_every_int8_matmul_on_an_integer_kernel(onnx_models,
     ort.InferenceSession(str(out), options, providers=["CPUExecutionProvider"])
     ops = [n.op_type for n in onnx.load(tmp_path / "opt.onnx").graph.node]
     assert ops.count("MatMulIntegerToFloat") == len(int8_matmuls)
+
