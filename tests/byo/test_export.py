@@ -19,6 +19,7 @@ from aft_export.datasets import load_labelled
 from aft_export.errors import AFTExportError
 from aft_export.export.exporter import ExportOptions, export_checkpoint
 from aft_export.export.functions import DOMAIN
+from aft_export.graph import aft_kind
 from tests.byo import user_models
 from tests.export.test_exporter import make_ckpt
 
@@ -31,8 +32,11 @@ EXPECTED = {
     "own_architecture": ["AFTConv", "AFTFull", "AFTLocal", "AFTSimple"],  # our four, in a new shape
     "labml_classifier": ["AFTLocal", "AFTLocal"],  # two labml AFTLocal, all-True masks
 }
-# untrained models' logits are near ties, so int8 flips top-1 more than a trained one would
-UNTRAINED_INT8 = ["--tolerance", "int8.min_top1_agreement=0.5", "--tolerance", "int8.max_abs=5"]
+# untrained models' logits are near ties, so int8 flips top-1 more than a trained one would;
+# and ONNX Runtime's int8 kernels differ by CPU (VNNI or not): the cosine of this untrained
+# model's int8 logits was 0.979 on an AMD EPYC and above the default 0.98 on CI's machine
+UNTRAINED_INT8 = ["--tolerance", "int8.min_top1_agreement=0.5", "--tolerance", "int8.max_abs=5",
+                  "--tolerance", "int8.min_cosine=0.95"]  # fmt: skip
 
 
 def run(*args):
@@ -84,7 +88,9 @@ def ort(path, x):
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_one_com_aft_node_per_aft_module(exports, name):
     proto = onnx.load(str(exports[name][2]))
-    assert sorted(n.op_type for n in proto.graph.node if n.domain == DOMAIN) == sorted(EXPECTED[name])
+    nodes = [n for n in proto.graph.node if n.domain == DOMAIN]
+    assert sorted(aft_kind(n) for n in nodes) == sorted(EXPECTED[name])
+    assert len({n.op_type for n in nodes}) == len(nodes)  # one function per layer
     report = exports[name][3]
     assert report["aft_nodes"] == len(EXPECTED[name])
     assert report["swap_check"]["inputs"] == 64 and report["swap_check"]["max_abs"] <= 1e-4
