@@ -25,3 +25,18 @@ def test_bench_serve_runs_every_level_without_errors(tmp_path, capsys, cifar10):
             assert sorted(levels) == ["1", "16", "4"]
             assert all(r["requests"] == 16 and r["errors"] == 0 and r["images_per_s"] > 0 for r in levels.values())
     assert "| tensor | 16 |" in capsys.readouterr().out
+
+
+def test_bench_openvino_quick_times_both_runtimes(tmp_path, capsys, cifar10):
+    from tests.conftest import need_openvino
+
+    need_openvino()
+    spec = importlib.util.spec_from_file_location("bench_openvino", REPO / "benchmarks" / "bench_openvino.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "b.json"
+    assert module.main(["--quick", "--json", str(out), "--data", str(cifar10 / "test.tar")]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["precision"], r["batch"]) for r in rows] == [("fp32", 1), ("fp32", 8), ("int8", 1), ("int8", 8)]
+    assert all(r["onnxruntime_ms"] > 0 and r["openvino_ms"] > 0 and r["ort_over_openvino"] > 0 for r in rows)
+    assert "| aft_simple_cifar | int8 | 8 |" in capsys.readouterr().out
