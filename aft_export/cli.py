@@ -42,7 +42,7 @@ from aft_export.byo.cli import USER_MODEL_KEYS, spec_file, user_model_from, user
 from aft_export.errors import (EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, EXIT_SIGNAL_BASE, EXIT_TABLE,
                                EXIT_UNVERIFIED, AFTExportError)  # fmt: skip
 from aft_export.options import (HW_LEVELS, LIBRARIES, MAX_SEED, MAX_THREADS, METHODS, OP_FORMS, TARGETS,
-                                TRITON_DEVICES, BenchOptions, BuildOptions, EvalOptions,
+                                TRITON_DEVICES, BenchOptions, BuildOptions, DoctorOptions, EvalOptions,
                                 ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions,
                                 TrainConfig, TritonRepoOptions)  # fmt: skip
 from aft_export.version import __version__
@@ -661,6 +661,38 @@ def pipeline_cmd(checkpoint, as_json, **kw) -> None:
     if not result.passed:
         return EXIT_CHECK_FAILED
     return EXIT_UNVERIFIED if result.unverified else EXIT_OK
+
+
+@main.command("doctor")
+@click.argument("model", required=False, default="aft_conv_cifar")
+@click.option("--output", "-o", type=click.Path(file_okay=False),
+              help="Run directory [default: runs/doctor-<model>-<UTC time>].")
+@click.option("--data", default=default(DoctorOptions, "data"), show_default=True,
+              help="Labelled images for the export's verification, parity and eval.")
+@click.option("--calib", help="Calibration images or recipe [default: calibration/cifar10.json].")
+@click.option("--calib-images", type=COUNT, help="Calibration images to sample [default: the recipe's].")
+@click.option("--parity-images", type=COUNT, default=default(DoctorOptions, "parity_images"), show_default=True)
+@click.option("--eval-images", type=COUNT, help="Evaluate a fixed subset of N images [default: all].")
+@click.option("--bench-iters", type=COUNT, default=default(DoctorOptions, "bench_iters"), show_default=True,
+              help="Bench runs per batch size.")
+@click.option("--timeout", type=Finite(min=0, min_open=True), default=default(DoctorOptions, "timeout"),
+              show_default=True, help="Seconds one check may take.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print doctor.json instead of the summary (the check lines go to stderr).")
+def doctor_cmd(model, as_json, **kw) -> None:
+    """Every check for a GPU or Jetson machine, one line each: export, quantise (fp16, int8),
+    TensorRT engines, NVIDIA's trtexec/polygraphy on each file, parity, eval and bench on the
+    CPU and on CUDA; writes RUN/doctor.json (environment, each check's command, exit status,
+    time and output tail) to attach to a bug report. MODEL: a zoo name or a checkpoint.
+
+    Exit 0: every check passed; 1: one failed (the others still ran); 3: none failed but one
+    was skipped (no GPU, TensorRT or trtexec here: not everything was verified); 2: bad input.
+    """
+    from aft_export.doctor import run_doctor, summary
+
+    result = run_doctor(model, DoctorOptions(**kw), log=_log(as_json))
+    _json(result.to_dict()) if as_json else _echo(summary(result))
+    return result.exit_code
 
 
 @main.command("check")

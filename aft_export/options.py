@@ -269,6 +269,28 @@ class BenchOptions:
     iters: int = 50
 
 
+@dataclass(frozen=True)
+class DoctorOptions:
+    """``aft-export doctor``: every check in one run directory (aft_export/doctor.py)."""
+
+    output: str | None = None  # default: runs/doctor-<model>-<UTC time>
+    data: str = "cifar10:test"  # labelled images for the export's verification, parity and eval
+    calib: str | None = None  # default: the bundled calibration/cifar10.json
+    calib_images: int | None = None  # None: the recipe's count
+    parity_images: int = 64
+    eval_images: int | None = None  # None: the whole labelled set
+    bench_iters: int = 50
+    timeout: float = 3600.0  # seconds one check may take
+
+    def __post_init__(self) -> None:
+        for name in ("calib_images", "parity_images", "eval_images", "bench_iters"):
+            value = getattr(self, name)
+            if value is not None and not (whole(value) and value >= 1):
+                raise AFTExportError(f"--{name.replace('_', '-')} must be a whole number >= 1, got {value!r}")
+        if not (finite(self.timeout) and self.timeout > 0):
+            raise AFTExportError(f"--timeout must be a number of seconds > 0, got {self.timeout!r}")
+
+
 # ---------------------------------------------------------------- serving (NVIDIA Triton)
 
 # a dynamic-batch ONNX file is served (and written to a Triton repository) with batches up to
