@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from aft_export.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_UNVERIFIED, AFTExportError
-from aft_export.fileio import atomic_directory, atomic_write_text
+from aft_export.fileio import atomic_directory, atomic_write_text, claim_output
 from aft_export.options import DoctorOptions
 from aft_export.resources import default_calibration, zoo_dir
 
@@ -269,7 +269,7 @@ def run_doctor(model: str, opts: DoctorOptions, log: Callable[[str], None] = pri
     env["tensorrt_missing"] = no_trt
     log(f"TensorRT {env.get('tensorrt')}, TensorRT-RTX {env.get('tensorrt_rtx')}, CUDA {env.get('cuda')}, "
         f"GPU {env.get('gpu')} (compute capability {env.get('compute_capability')}), driver {env.get('driver')}")
-    with atomic_directory(final) as work:
+    with claim_output(final, directory=True), atomic_directory(final) as work:
         result = DoctorResult(str(final), env)
         c = _Runner(work, result, opts.timeout, log)
         _checks(c, ckpt, data, calib, opts, env, no_trt)
