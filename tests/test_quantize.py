@@ -430,7 +430,7 @@ def test_cli_quantize(onnx_models, tmp_path, cifar10):
     runner = CliRunner()
     out = tmp_path / "cli8.onnx"
     args = ["quantize", str(onnx_models["custom"]), "-o", str(out), "--precision", "int8",
-            "--calib", str(cifar10 / "train.tar"), "--count", "32", "--cache-dir", str(tmp_path / "c")]  # fmt: skip
+            "--calib", str(cifar10 / "train.tar"), "--images", "32", "--cache-dir", str(tmp_path / "c")]  # fmt: skip
     res = runner.invoke(main, args)
     assert res.exit_code == 0, res.output
     assert "int8:" in res.output and "top-1 agreement" in res.output and out.exists()
