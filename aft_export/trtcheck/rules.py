@@ -197,11 +197,11 @@ def _op_type(view: GraphView, v: Version):
 
 
 @rule("type.uint8-intermediate", "a node makes a UINT8 tensor that is not a graph output",
-      "ONNX_TRT ModelImporter.cpp parseNode (10.1-GA): 'UINT8 is only allowed as network inputs and outputs' - "
-      "'TensorRT does not support UINT8 types for intermediate tensors!'; operators.md: 'UINT8 is only "
-      "supported as network input or output tensor types.'",
+      "ONNX_TRT ModelImporter.cpp parseNode (8.6-GA, 10.1-GA; not in 8.5-GA): 'UINT8 is only allowed as network "
+      "inputs and outputs' - 'TensorRT does not support UINT8 types for intermediate tensors!'; operators.md: "
+      "'UINT8 is only supported as network input or output tensor types.'",
       "keep UINT8 to the graph's inputs and outputs (cast to a float type right after the input)",
-      applies=lambda v: v.v >= (10, 0))  # fmt: skip
+      applies=lambda v: v.v >= (8, 6))  # fmt: skip
 def _uint8(view: GraphView, v: Version):
     outputs = {o.name for o in view.model.graph.output}
     for node in view.nodes:

@@ -64,11 +64,15 @@ EDITIONS: dict[str, Edition] = {
                 for op, why in _PLUGIN_OPS.items()},
              **{op: "10.15" for op in _NEWER_PARSER_OPS}},
         notes=(
-            "networks are strongly typed only (builder flag STRONGLY_TYPED is the only network mode; "
-            f"{RTX_DOCS} 'Working with Quantized Types' and the porting guide): the typed.* rules apply",
-            "lower precision only through explicit Q/DQ in the graph; no FP16/INT8 builder flags "
-            f"({RTX_DOCS} 'Working with Quantized Types': 'You must explicitly select reduced precision "
-            "... insert IQuantizeLayer and IDequantizeLayer (Q/DQ) nodes')",
+            "networks are strongly typed only: the typed.* rules apply (the tensorrt_rtx 1.7 bindings have "
+            "NetworkDefinitionCreationFlag.STRONGLY_TYPED and no BuilderFlag.FP16/INT8, tests/data/trt_api.json; "
+            f"{RTX_DOCS} 'Working with Quantized Types' points FP32 models to its 'Strongly Typed Networks and "
+            "Explicit Quantization' section)",
+            "lower precision only through explicit Q/DQ in the graph, no precision builder flags "
+            f"({RTX_DOCS} 'Working with Quantized Types': 'You must explicitly select reduced precision ... "
+            "insert IQuantizeLayer and IDequantizerLayer (Q/DQ) nodes')",
+            "opset range: 10.13's; its parser does not check the opset (opset 8 and 25 parse), a documented "
+            "difference (tests/data/rtx_differences.json)",
             "asymmetric Q/DQ (a non-zero zero point) and INT32 DequantizeLinear are refused (qdq.zero-point, "
             "qdq.dequantize-input); shown by the parser: 'Non-zero zero point is not supported', "
             "'input has type Int32 but must have type FP8, FP4, Int4, Int8, or UInt8'",

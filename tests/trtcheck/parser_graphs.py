@@ -505,10 +505,11 @@ def cases() -> list[Case]:
     return _rule_cases() + _op_cases()
 
 
-def offline(m, column: str = COLUMN) -> tuple[str, list[str]]:
-    """A column's verdict (``rtx-1.7`` by default): ``accepts`` or ``refuses``, and the rules that refuse."""
+def offline(m, column: str | None = None) -> tuple[str, list[str]]:
+    """A column's verdict (:data:`COLUMN` by default): ``accepts`` or ``refuses``, and the rules that refuse."""
     from aft_export.trtcheck import check_model
 
+    column = column or COLUMN
     report = check_model(m, [column])
     refusing = sorted({f.rule for f in report.errors_for(column)})
     return ("refuses" if report.status[column] == "refuses" else "accepts"), refusing
@@ -526,7 +527,7 @@ def compare(parse) -> list[dict]:
         parsed = parse(data)
         seconds = time.perf_counter() - t0
         verdict, rules = offline(m)
-        base, base_rules = offline(m, BASE)
+        base, base_rules = offline(m, BASE) if COLUMN != BASE else (verdict, rules)
         real = "accepts" if parsed.ok else "refuses"
         rows.append({"graph": case.id, "rule": case.rule, "what": case.what, "offline": verdict,
                      "offline_rules": rules, "parser": real, "agrees": verdict == real, BASE: base,
@@ -540,7 +541,7 @@ def documented() -> dict[str, dict]:
 
 
 def table(rows: list[dict]) -> list[str]:
-    known = documented()
+    known = documented() if COLUMN == "rtx-1.7" else {}
     agree = [r for r in rows if r["agrees"]]
     differ = [r for r in rows if not r["agrees"]]
     lines = [f"rules (column {COLUMN}) vs TensorRT-RTX's ONNX parser: {len(rows)} graphs "
@@ -549,9 +550,13 @@ def table(rows: list[dict]) -> list[str]:
              f"{len(differ)} differ ({sum(r['graph'] in known for r in differ)} documented)", "",
              f"{'graph':36s} {'rules':8s} {'parser':8s} reason"]  # fmt: skip
     for r in differ:
-        why = known.get(r["graph"], {}).get("reason", "NOT DOCUMENTED")
+        why = known.get(r["graph"], {}).get("reason", "NOT DOCUMENTED" if COLUMN == "rtx-1.7" else "-")
         lines.append(f"{r['graph']:36s} {r['offline']:8s} {r['parser']:8s} {why}")
+    fp = sum(r["offline"] == "accepts" for r in differ)
+    lines.insert(1, f"false passes (rules accept, parser refuses): {fp}; false refusals: {len(differ) - fp}")
     base = [r for r in rows if r[BASE] != r["offline"]]
+    if COLUMN == BASE:
+        return lines
     lines += ["", f"where the {COLUMN} column differs from {BASE}'s ({len(base)} graphs; TensorRT-RTX's documented "
               f"differences, aft_export/trtcheck/versions.py EDITIONS):",
               f"{'graph':36s} {BASE:8s} {COLUMN:8s} parser   rules"]  # fmt: skip
@@ -562,13 +567,30 @@ def table(rows: list[dict]) -> list[str]:
 
 
 def main(argv) -> int:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    """``--json``: the rows; ``--column 10.13``: compare another column with the parser (the
+    differences file is then not the expectation); ``--rules-from DIR``: the aft_export package of
+    another checkout (e.g. a ``git worktree`` of an older commit), to compare its rules."""
+    import argparse
+
+    global COLUMN
+    ap = argparse.ArgumentParser(prog="python -m tests.trtcheck.parser_graphs")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--column", default=COLUMN)
+    ap.add_argument("--rules-from", metavar="DIR")
+    args = ap.parse_args(argv)
+    if args.rules_from:
+        sys.path.insert(0, str(Path(args.rules_from).resolve()))
+    sys.path.insert(1 if args.rules_from else 0, str(Path(__file__).resolve().parents[2]))
+    COLUMN = args.column
     from tests.rtx import parse
 
+    import aft_export
+
     rows = compare(parse)
-    if "--json" in argv:
+    if args.json:
         print(json.dumps(rows, indent=1))
     else:
+        print(f"(rules: {Path(aft_export.__file__).parent})")
         print("\n".join(table(rows)))
     return 0
 
