@@ -148,10 +148,23 @@ _TYPED_INPUT = {"Where": 1, "Expand": 0, "Constant": None, "ConstantOfShape": No
 # 10.1-GA) that name INT8 only for Hardmax. So the table's type column does not judge them.
 _QUANTIZED = {"INT8", "INT4", "FP8", "FP4"}
 _DENIES_QUANTIZED = {"Hardmax"}  # 10.1-GA onnxOpImporters.cpp Hardmax: notInvalidType(..., {..., "INT8", ...})
-# Types an importer takes that the table's column does not list (the importer code, not operators.md):
-_IMPORTER_TYPES = {
-    # 10.1-GA onnxOpImporters.cpp Equal: elementwiseHelper(kEQUAL) with no type check; ONNX Equal-11 takes bool
-    "Equal": {"BOOL"},
+# Where the importer code (onnx-tensorrt 10.1-GA) and operators.md's type column disagree, from
+# 10.0 on; each shown by TensorRT-RTX's parser too (tests/trtcheck/parser_graphs.py, type/* graphs).
+_IMPORTER_TAKES = {  # types the importer takes that the column does not list
+    "Equal": {"BOOL"},  # onnxOpImporters.cpp Equal: elementwiseHelper(kEQUAL), no type check
+    "Clip": {"INT32", "INT64"},  # Clip: 'For INT32 and multi-input clips, use elementwise operators instead.'
+    "Dropout": {"INT32", "INT64", "BOOL"},  # Dropout (inference): an identity of its input
+}
+_IMPORTER_REFUSES = {  # types the column lists that the importer refuses
+    "Relu": {"INT32"},  # importerUtils.cpp activationHelper: notInvalidType(input, {"INT32", "BOOL", "UINT8"})
+    "Gelu": {"INT32", "INT64"},  # the same, and an INT64 GELU is refused by the layer ('input has type Int64')
+    "IsNaN": {"INT32", "INT64"},  # unaryHelper(kISNAN): validUnaryType, floating point only
+    "ReduceL2": {"INT32", "INT64"},  # reduceTensor then unaryHelper(kSQRT): validUnaryType
+    "ReduceLogSum": {"INT32", "INT64"},  # unaryHelper(kLOG): validUnaryType
+    "ReduceLogSumExp": {"INT32", "INT64"},  # ReduceLogSumExp: notInvalidType(input, {"INT32", "INT64"})
+    "Mean": {"INT32", "INT64"},  # Mean: a SUM divided by a FLOAT/HALF scale constant, mixed types
+    "Celu": {"FP16", "BF16"},  # Celu: its 0, 1 and alpha constants are FLOAT weights (createNamedTempWeights),
+    # so a strongly typed network mixes types ('The rank of operands should be the same adding inputs')
 }
 # Index inputs: the gather/scatter layers take INT32 or INT64 indices only (TensorRT IGatherLayer/
 # IScatterLayer: 'indices input has type Int8 but must have type Int64 or Int32', the parser's message)
@@ -161,9 +174,12 @@ _INDEX_INPUT = {"Gather": 1, "GatherElements": 1, "GatherND": 1, "ScatterND": 1,
 
 @rule("op.type", "an op gets a data type the parser does not take for it",
       "ONNX_TRT docs/operators.md 'Supported Types' column (trtcheck/ops.json), except where the importer "
-      "code takes more: quantized types (INT8/INT4/FP8/FP4, operators.md's 'Quantized Types' note; the "
-      "importers' type checks are deny-lists, importerUtils.cpp notInvalidType 10.1-GA) and Equal of BOOL "
-      "(onnxOpImporters.cpp Equal: elementwiseHelper, no type check); index inputs of Gather*/Scatter* are "
+      "code says otherwise (10.0+, onnx-tensorrt 10.1-GA): quantized types (INT8/INT4/FP8/FP4, operators.md's "
+      "'Quantized Types' note; the importers' type checks are deny-lists, importerUtils.cpp notInvalidType); "
+      "Equal of BOOL, Clip of INT32/INT64, Dropout of any type are taken; Relu/Gelu of INT32 (activationHelper), "
+      "Gelu of INT64, IsNaN/ReduceL2/ReduceLogSum (validUnaryType), ReduceLogSumExp, Mean of INT32/INT64 and "
+      "Celu of FP16 "
+      "(FLOAT constants in a strongly typed network) are refused; index inputs of Gather*/Scatter* are "
       "INT32 or INT64 (the gather/scatter layers' type check); 8.x casts INT64 to INT32 and DOUBLE to FLOAT "
       "('limited support' note in the 8.5/8.6 tables)",
       "cast to a supported type before the op (or quantise/convert with aft-export, which only writes "
@@ -186,7 +202,9 @@ def _op_type(view: GraphView, v: Version):
         t = view.type_name(name)
         if t is None or (t in _QUANTIZED and node.op_type not in _DENIES_QUANTIZED):
             continue
-        allowed = set(entry["types"]) | _IMPORTER_TYPES.get(node.op_type, set())
+        allowed = set(entry["types"])
+        if v.v >= (10, 0):
+            allowed = (allowed | _IMPORTER_TAKES.get(node.op_type, set())) - _IMPORTER_REFUSES.get(node.op_type, set())
         if v.v < (9, 0):  # casts down (table note); INT32 then has to be allowed
             t = {"INT64": "INT32", "DOUBLE": "FP32"}.get(t, t)
         else:
@@ -489,6 +507,7 @@ def _rank(view: GraphView, v: Version):
 
 _POOLS = ("AveragePool", "MaxPool", "LpPool")
 _RESIZE_MODES = ("half_pixel", "pytorch_half_pixel", "tf_half_pixel_for_nn", "asymmetric", "align_corners")
+_RNN_ACTIVATIONS = {"RNN": 1, "GRU": 2, "LSTM": 3}  # activations per direction
 
 
 def _attribute_checks(view: GraphView, node):
@@ -518,6 +537,17 @@ def _attribute_checks(view: GraphView, node):
         yield "fmod=0 on a floating-point input: fmod=0 is for INT32/INT64 inputs only"
     if op == "Constant" and any(a.name in ("sparse_value", "value_string", "value_strings") for a in node.attribute):
         yield "sparse_value/value_string(s) is not supported"
+    if op in _RNN_ACTIVATIONS and _text(attr("direction", b"forward")) == "bidirectional":
+        k = _RNN_ACTIVATIONS[op]
+        for name in ("activations", "activation_alpha", "activation_beta"):
+            values = list(attr(name, []) or [])
+            if len(values) >= 2 * k and values[:k] != values[k:2 * k]:
+                yield f"bidirectional with other {name} for the reverse pass than the forward one"
+    if op == "STFT" and view.rank(node.input[0]) == 3 and view.shapes[node.input[0]][2] not in (1, None):
+        yield f"signal {node.input[0]} is complex (last dimension {view.shapes[node.input[0]][2]}): real-valued only"
+    if op == "Resize" and len(node.input) > 2 and node.input[2] in view.graph_inputs:
+        yield (f"scales {node.input[2]} is a graph input: a network input that is a shape tensor must be INT32 or "
+               f"INT64 (give sizes, or constant scales)")
     if op == "Dropout" and len(node.input) > 2 and node.input[2] and view.is_weights(node.input[2]):
         value = view.value(node.input[2])
         if value is not None and bool(np.asarray(value).any()):
@@ -528,7 +558,7 @@ def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-@rule("op.attribute", "an attribute value (or constant flag) the importer refuses",
+@rule("op.attribute", "an attribute value or input form the importer refuses",
       "ONNX_TRT 10.1-GA onnxOpCheckers.cpp: pooling 'This version of TensorRT does not support dilations other "
       "than 1.', Resize 'Antialiasing is not supported currently.', the transformation modes it lists (not "
       "half_pixel_symmetric or tf_crop_and_resize), 'Only `stretch` is supported currently as "
@@ -536,7 +566,11 @@ def _text(value) -> str:
       "'does not support the sparse_value, value_string and value_strings attributes.'; onnxOpImporters.cpp: "
       "ScatterND 'Attribute reduction is not supported.' (newer: 'ScatterND with reduction is not supported.'), "
       "Dropout 'TensorRT does not support the Dropout operator in training mode.', Mod 'The fmod attribute is "
-      "set to 0. Inputs cannot be of floating point types.'; docs/operators.md restrictions of these ops. (Not "
+      "set to 0. Inputs cannot be of floating point types.'; onnxOpCheckers.cpp RNN/GRU/LSTM 'The parser does "
+      "not currently support cases where activations for the reverse pass of the GRU do not match the forward "
+      "pass.'; STFT 'TensorRT only supports STFT on real-valued signals!' (TensorRT-RTX 1.7's parser); Resize "
+      "scales as a graph input: 'Network input s is a shape tensor and must have type Int32 or Int64' (the "
+      "network's check, TensorRT-RTX 1.7); docs/operators.md restrictions of these ops. (Not "
       "refused, though operators.md says so: Resize mode cubic, LSTM layout=1, TopK sorted=0 - the importer "
       "takes them.)",
       "change the attribute to a supported value (or the op: e.g. MaxPool without dilation)")  # fmt: skip

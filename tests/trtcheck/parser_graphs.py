@@ -261,6 +261,27 @@ def custom_op(domain):
                  [("y", F, None)], extra_opsets=[helper.make_opsetid(domain, 1)] if domain else [])  # fmt: skip
 
 
+def gru(**attrs):
+    h, i = 3, 2
+    return model([node("GRU", ["x", "w", "r"], ["y"], hidden_size=h, direction="bidirectional", **attrs)],
+                 [("x", F, [2, 1, i])], [("y", F, None)], [init("w", np.ones((2, 3 * h, i), np.float32)),
+                                                           init("r", np.ones((2, 3 * h, h), np.float32))])  # fmt: skip
+
+
+def stft(last):
+    return model([node("STFT", ["x", "st", "w"], ["y"])], [("x", F, [1, 16, last])], [("y", F, None)],
+                 [init("st", np.int64(2)), init("w", np.ones(4, np.float32))], opset=17)  # fmt: skip
+
+
+def if_ranks():
+    then = helper.make_graph([node("Identity", ["a"], ["o"], name="t")], "then", [],
+                             [helper.make_tensor_value_info("o", F, None)])  # fmt: skip
+    other = helper.make_graph([node("Identity", ["b"], ["o2"], name="e")], "else", [],
+                              [helper.make_tensor_value_info("o2", F, None)])  # fmt: skip
+    return model([node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+                 [("c", B, []), ("a", F, [2, 4]), ("b", F, [8])], [("y", F, None)])  # fmt: skip
+
+
 def matmul_dq_int32():
     """An INT32 bias dequantized (onnx-tensorrt issue 850's pattern)."""
     return qdq(dq_input=I32)
@@ -498,11 +519,63 @@ def _op_cases() -> list[Case]:
             [node("Pad", ["x", "p"], ["y"], mode="wrap")], [("x", F, [1, 4])], [("y", F, None)],
             [init("p", [0, 1, 0, 1], np.int64)], opset=19)),
         C("op/opset-8", None, "opset 8, older than the parser documents", lambda: unary("Relu", opset=8)),
+        C("op/gru-bidirectional-activations", None, "bidirectional GRU, other activations for the reverse pass",
+          lambda: gru(activations=["Sigmoid", "Tanh", "Relu", "Tanh"])),
+        C("op/gru-bidirectional", None, "bidirectional GRU, the same activations both ways",
+          lambda: gru(activations=["Sigmoid", "Tanh", "Sigmoid", "Tanh"])),
+        C("op/stft-complex", None, "STFT of a complex signal ('Input must be real-valued')", lambda: stft(2)),
+        C("op/stft-real", None, "STFT of a real signal", lambda: stft(1)),
+        C("op/resize-scales-input", None, "Resize with its scales a graph input", lambda: model(
+            [node("Resize", ["x", "", "s"], ["y"])], [("x", F, [1, 1, 4, 4]), ("s", F, [4])], [("y", F, None)], opset=19)),
+        C("op/resize-sizes-input", None, "Resize with its sizes a graph input", lambda: model(
+            [node("Resize", ["x", "", "", "sz"], ["y"])], [("x", F, [1, 1, 4, 4]), ("sz", I64, [4])], [("y", F, None)],
+            opset=19)),
+        C("op/convtranspose-4d-spatial", None, "ConvTranspose with 4 spatial dimensions", lambda: model(
+            [node("ConvTranspose", ["x", "w"], ["y"])], [("x", F, [1, 1, 4, 4, 4, 4])], [("y", F, None)],
+            [init("w", np.ones((1, 1, 2, 2, 2, 2), np.float32))])),
+        C("op/if-branch-ranks", None, "If whose branches have different ranks ('must have the same rank')",
+          if_ranks),
+        C("op/hardmax-dynamic-axis", None, "Hardmax over a dynamic axis ('must be a build-time constant')",
+          lambda: model([node("Hardmax", ["x"], ["y"], axis=-1)], [("x", F, [2, "n"])], [("y", F, None)])),
+        C("op/concat-600", None, "Concat of 600 inputs", lambda: model(
+            [node("Concat", ["x"] * 600, ["y"], axis=0)], [("x", F, [1, 4])], [("y", F, None)])),
+        C("op/gathernd-batch-dims", None, "GatherND batch_dims=1", lambda: model(
+            [node("GatherND", ["x", "i"], ["y"], batch_dims=1)], [("x", F, [2, 3])], [("y", F, None)],
+            [init("i", [[1], [0]], np.int64)])),
     ]  # fmt: skip
 
 
+# Ops whose one-input FP32 graph TensorRT-RTX 1.7's parser takes (every supported op of the rtx-1.7
+# table was tried with one (2, 4) input at opset 20; these parsed): each is tried with the other types.
+_ONE_INPUT_OPS = (
+    "Abs Acos Acosh Add ArgMax ArgMin Asin Asinh Atan Atanh Ceil Celu Clip Cos Cosh Div Dropout Elu Equal Erf Exp "
+    "EyeLike Flatten Floor Gelu Greater HardSigmoid HardSwish Hardmax Identity IsInf IsNaN LeakyRelu Less Log "
+    "LogSoftmax LpNormalization Max Mean Min Mish Mul Neg RandomNormalLike RandomUniformLike Reciprocal ReduceL1 "
+    "ReduceL2 ReduceLogSum ReduceLogSumExp ReduceMax ReduceMean ReduceMin ReduceProd ReduceSum ReduceSumSquare Relu "
+    "Round Selu Shape Shrink Sigmoid Sign Sin Sinh Size Softmax Softplus Softsign Split Sqrt Squeeze Sub Sum Tan Tanh "
+    "ThresholdedRelu Transpose Trilu"
+).split()
+# The same for the other supported ops whose two-input (4, 4) FP32 graph it takes (TopK left out: a
+# float 2-D K crashes the parser, a segfault, not a refusal).
+_TWO_INPUT_OPS = "CastLike Gemm GreaterOrEqual LayerNormalization LessOrEqual MatMul PRelu Pow RMSNormalization".split()
+_TYPES = {"FP16": F16, "INT32": I32, "INT64": I64, "BOOL": B}
+
+
+def _type_cases() -> list[Case]:
+    """Every one- and two-input op above with each input type but FP32 (the table's type column
+    against the importer): 'type/<Op>-<TYPE>'."""
+    one = [Case(f"type/{op}-{name}", None, f"{op} of {name}",
+                lambda op=op, t=t: model([node(op, ["x"], ["y"])], [("x", t, [2, 4])], [("y", t, None)], opset=20))
+           for op in _ONE_INPUT_OPS for name, t in _TYPES.items()]  # fmt: skip
+    two = [Case(f"type/{op}-{name}", None, f"{op} of two {name} inputs",
+                lambda op=op, t=t: model([node(op, ["x", "z"], ["y"])], [("x", t, [4, 4]), ("z", t, [4, 4])],
+                                         [("y", t, None)], opset=23))
+           for op in _TWO_INPUT_OPS for name, t in _TYPES.items()]  # fmt: skip
+    return one + two
+
+
 def cases() -> list[Case]:
-    return _rule_cases() + _op_cases()
+    return _rule_cases() + _op_cases() + _type_cases()
 
 
 def offline(m, column: str | None = None) -> tuple[str, list[str]]:
