@@ -36,7 +36,7 @@ class Edition:
 
     title: str
     base: str  # the standard version whose rules and operator table it starts from
-    ops: dict  # op type -> the operator-table row it has instead of the base's ({} removed: None)
+    ops: dict  # op type -> its operator-table row instead of the base's, or the version ("10.15") whose row it takes
     notes: tuple[str, ...]  # the documented differences, one line each with its source
 
 
@@ -78,8 +78,9 @@ EDITIONS: dict[str, Edition] = {
             "'input has type Int32 but must have type FP8, FP4, Int4, Int8, or UInt8'",
             "no plugin library: ops whose importer is a plugin (RoiAlign, DeformConv, NonZero) and ops of other "
             f"domains are refused (op.unsupported); shown by the parser ({RTX_PARSE})",
-            "its parser code is newer than 10.13's: it imports Attention, RMSNormalization (onnx-tensorrt "
-            f"Changelog 10.14/10.15), shown by the parser ({RTX_PARSE})",
+            "its parser code is newer than 10.13's: it imports Attention, RMSNormalization and RotaryEmbedding "
+            f"(onnx-tensorrt Changelog 10.14/10.15), shown by the parser ({RTX_PARSE}); TensorScatter, added by "
+            "the same 10.15 Changelog line (opset 24, beyond the column's opset range), is taken with them",
             "Squeeze/Unsqueeze axes must be constant (input.must-be-constant), as before TensorRT 10.7: its "
             "shape analysis refuses a computed axes input ('squeeze axis is not a constant', makeAxesMask), "
             f"shown by the parser ({RTX_PARSE})",

@@ -426,6 +426,9 @@ def _op_cases() -> list[Case]:
         C("op/rmsnorm", None, "RMSNormalization, opset 23 (the 10.13 table: added in 10.15)",
           lambda: model([node("RMSNormalization", ["x", "g"], ["y"])], [("x", F, [2, 4])], [("y", F, None)],
                         [init("g", np.ones(4, np.float32))], opset=23)),
+        C("op/rotary-embedding", None, "RotaryEmbedding, opset 23 (the 10.13 table: added in 10.15)", lambda: model(
+            [node("RotaryEmbedding", ["x", "c", "s"], ["y"])], [("x", F, [1, 2, 4, 8])], [("y", F, None)],
+            [init("c", np.ones((1, 4, 4), np.float32)), init("s", np.zeros((1, 4, 4), np.float32))], opset=23)),
         # input types: the table's 'Supported Types' against the importer
         C("op/reshape-int8", None, "Reshape of an int8 tensor (Q -> Reshape -> DQ)",
           lambda: q_then("Reshape", "shp", inits=[init("shp", [1, 16], np.int64)])),
