@@ -699,7 +699,8 @@ def doctor_cmd(model, as_json, **kw) -> None:
 @click.argument("models", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--trt", "trt_versions", multiple=True, metavar="VERSION",
               help="TensorRT version to check (repeatable) [default: every supported one the file's export "
-                   "target is for: 8.5, 8.6, 10.3, 10.13, 11.4].")
+                   "target is for: 8.5, 8.6, 10.3, 10.13, 11.4]; rtx-1.7: TensorRT-RTX's column (10.13's rules "
+                   "plus its documented differences).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
 @click.option("--rules", "list_rules", is_flag=True,
               help="List every rule the check applies, with the versions it exists in and its source.")
