@@ -18,8 +18,11 @@ from aft_export.onnxio import TWO_GB
 
 OP_FORMS = ("custom", "decomposed")
 # what the graph is made for: TensorRT 10.3+/11 (opset 18, com.aft model-local functions),
-# or TensorRT 8.5+ (opset 17, functions inlined; see aft_export/export/trt8.py)
-TARGETS = ("tensorrt", "tensorrt8")
+# TensorRT 8.5+ (opset 17, functions inlined; see aft_export/export/trt8.py), or any
+# conforming runtime: ONNX Runtime, OpenVINO, the ONNX reference, TensorRT 10.3+ (opset 19,
+# functions inlined; see aft_export/export/portable.py)
+TARGETS = ("tensorrt", "tensorrt8", "portable")
+TARGET_OPSETS = {"tensorrt8": 17, "portable": 19}  # targets whose opset is fixed (exported at 18, then converted)
 MAX_BATCH = 65536
 # limits of what a command line may ask for: more CPU threads than any machine this runs on
 # has cores, and the seeds numpy's and torch's generators both take
@@ -62,9 +65,9 @@ class ExportOptions:
             raise AFTExportError(f"unknown op form {self.op_form!r}; choose one of {OP_FORMS}")
         if self.target not in TARGETS:
             raise AFTExportError(f"unknown export target {self.target!r}; choose one of {TARGETS}")
-        if self.target == "tensorrt8" and self.opset != 18:
-            raise AFTExportError("the TensorRT 8 form is always opset 17 (exported at 18, then converted); "
-                                 "leave --opset out with --target tensorrt8")  # fmt: skip
+        if self.target in TARGET_OPSETS and self.opset != 18:
+            raise AFTExportError(f"the {self.target} form is always opset {TARGET_OPSETS[self.target]} (exported at "
+                                 f"18, then converted); leave --opset out with --target {self.target}")  # fmt: skip
         parse_batch(self.batch)
         if self.verify_images < 0:
             raise AFTExportError(f"verification image count must be >= 0, got {self.verify_images}; "
@@ -187,7 +190,8 @@ class PipelineOptions:
     data: str = "cifar10:test"
     precisions: tuple[str, ...] = ("fp16", "int8")
     op_form: str = "custom"
-    # export targets: tensorrt (TensorRT 10.3+/11) -> model*.onnx; tensorrt8 (8.5+) -> model.trt8*.onnx
+    # export targets: tensorrt (TensorRT 10.3+/11) -> model*.onnx; tensorrt8 (8.5+) -> model.trt8*.onnx;
+    # portable (any conforming runtime) -> model.portable*.onnx
     targets: tuple[str, ...] = ("tensorrt",)
     eval_limit: int | None = None  # None: the whole labelled set
     parity_images: int = 64
