@@ -101,6 +101,13 @@ class QuantizeOptions:
     batch_size: int = 32
     seed: int | None = None  # None: the recipe's, else 0
     per_channel: bool = True
+    # int8 weights in 8 bits, or 7 (ORT's reduce_range): None picks 7 for a portable file, 8
+    # otherwise. OpenVINO's CPU int8 kernels on x86 without VNNI (AVX2, AVX-512F) sum pairs of
+    # u8 x s8 products in saturating 16 bits, which full-range weights overflow (measured:
+    # cosine 0.33 against PyTorch on aft_conv_cifar, AVX2 AMD EPYC); 7-bit weights cannot
+    # overflow and give ONNX Runtime's result there. TensorRT has no such limit: its targets
+    # keep 8 bits.
+    weight_bits: int | None = None
     exclude: tuple[str, ...] = ()  # node names kept in floating point
     quantize_aft_core: bool = False
     sensitivity: bool = False  # rank nodes; exclude the worst until the budget is met
@@ -124,6 +131,8 @@ class QuantizeOptions:
             raise AFTExportError(f"calibration batch size must be >= 1, got {self.batch_size!r}; e.g. --batch-size 32")
         if self.seed is not None and not (whole(self.seed) and 0 <= self.seed <= MAX_SEED):
             raise AFTExportError(f"calibration seed must be from 0 to {MAX_SEED}, got {self.seed!r}")
+        if self.weight_bits not in (None, 7, 8):
+            raise AFTExportError(f"int8 weight bits must be 7 or 8, got {self.weight_bits!r}")
         if not (finite(self.budget) and 0 <= self.budget <= 100):
             raise AFTExportError(f"the accuracy budget is a percentage from 0 to 100, got {self.budget}; "
                                  f"e.g. --budget 0.5")  # fmt: skip

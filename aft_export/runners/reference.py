@@ -39,6 +39,11 @@ def _dequantize_13():
 
         op_domain = ""
 
+        def _run(self, x, x_scale, x_zero_point=None, axis=1, block_size=0, output_dtype=None):
+            # a class given as a new op takes the newest schema's attributes; block_size (21)
+            # and output_dtype (23) do not exist at 13, so they hold their defaults here
+            return DequantizeLinear_19._run(self, x, x_scale, x_zero_point, axis=1 if axis is None else axis)
+
     return DequantizeLinear
 
 
