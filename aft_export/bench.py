@@ -17,7 +17,7 @@ from aft_export.runners import OrtRunner, load_runner
 
 
 def bench_runner(runner, batch: int, warmup: int = 10, iters: int = 50, seed: int = 0) -> dict:
-    runner.check_batch(batch)  # refused with an estimate, before the kernel kills the run
+    runner.check_batch(batch, "--batch-size")  # refused with an estimate, before the kernel kills the run
     c, h, w = runner.info.input_size
     x = np.random.default_rng(seed).standard_normal((batch, c, h, w)).astype(np.float32)
     feeds = {"image": x}

@@ -32,7 +32,7 @@ ORDER = [
     "export.exporter", "byo.export", "quantize", "evaluate", "bench", "build", "nvtools", "train", "predict", "report",
     "tritonspec", "tritonrepo", "serve",
     # 6 checks across stages, 7 the whole job, 8 the command line
-    "parity", "pipeline", "byo.cli", "cli", "client",
+    "parity", "pipeline", "doctor", "byo.cli", "cli", "client",
 ]  # fmt: skip
 
 

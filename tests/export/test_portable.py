@@ -30,7 +30,7 @@ def portable(tmp_path_factory, cifar10):
     ckpt = make_ckpt(d / "m.pt", "aft_conv_test")
     out = d / "model.portable.onnx"
     res = CliRunner().invoke(main, ["export", str(ckpt), "-o", str(out), "--target", "portable", "--json",
-                                    "--verify-images", "16", "--verify-data", str(cifar10 / "test.tar")])  # fmt: skip
+                                    "--images", "16", "--data", str(cifar10 / "test.tar")])  # fmt: skip
     assert res.exit_code == 0, res.output
     paths = {"fp32": out}
     for precision in ("int8", "fp16"):
