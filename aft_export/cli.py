@@ -438,7 +438,9 @@ def _export_options():
                      help="custom: one com.aft node per AFT layer; decomposed: plain ONNX ops."),
         click.option("--target", type=click.Choice(TARGETS), default=default(E, "target"), show_default=True,
                      help="tensorrt: TensorRT 10.3+/11 (opset 18, com.aft functions); tensorrt8: TensorRT 8.5/8.6 "
-                          "(JetPack 5.1/6.0) and newer (opset 17, functions inlined, LayerNorm decomposed)."),
+                          "(JetPack 5.1/6.0) and newer (opset 17, functions inlined, LayerNorm decomposed); portable: any "
+                          "conforming runtime (ONNX Runtime, OpenVINO, the ONNX reference, TensorRT 10.3+; opset 19, "
+                          "functions inlined, standard ops only)."),
         click.option("--simplify/--no-simplify", default=default(E, "simplify"), show_default=True, help="Run onnxsim."),
         click.option("--allow-unsimplified", is_flag=True, help="Keep the unsimplified graph if onnxsim fails."),
         click.option("--images", "verify_images", type=NONNEGATIVE, default=default(E, "verify_images"),
@@ -613,7 +615,8 @@ def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_
 @click.option("--op-form", type=click.Choice(OP_FORMS), help=f"[default: {PipelineOptions.op_form}]")
 @click.option("--target", "targets", multiple=True, type=click.Choice(TARGETS),
               help="Export target(s), repeatable: tensorrt (TensorRT 10.3+/11: model*.onnx), tensorrt8 (8.5+, "
-                   "JetPack 5.1/6.0: model.trt8*.onnx) [default: tensorrt].")
+                   "JetPack 5.1/6.0: model.trt8*.onnx), portable (OpenVINO, ONNX Runtime, the ONNX reference, "
+                   "TensorRT 10.3+: model.portable*.onnx) [default: tensorrt].")
 @click.option("--calib-images", type=COUNT, help="Calibration images to sample [default: the recipe's].")
 @click.option("--parity-images", type=COUNT,
               help=f"Real images parity compares [default: {PipelineOptions.parity_images}].")

@@ -61,7 +61,7 @@ from aft_export.fileio import atomic_write_text
 from aft_export.onnxio import graph_precision, load_onnx
 from aft_export.trt import BuildOptions, input_profile
 
-TARGETS = ("tensorrt", "tensorrt8")  # metadata key export_target; missing means tensorrt
+TARGETS = ("tensorrt", "tensorrt8", "portable")  # metadata key export_target; missing means tensorrt
 ITERATIONS = 4  # random-input batches polygraphy compares
 SEED = 0
 _SAFE_LAYER = re.compile(r"[A-Za-z0-9_./\-]+")  # names trtexec's name:value specs can carry
@@ -268,8 +268,10 @@ def _block(gen: Generation, name, stem, precision, target, shapes, dynamic, work
            fp16_plan) -> dict:  # fmt: skip
     block = {"title": gen.title, "versions": gen.versions, "applies": True, "why_not": "", "notes": []}
     if gen.key == "trt8" and target != "tensorrt8":
-        block.update(applies=False, why_not="this file is exported for TensorRT 10.3+/11 (model-local functions, "
-                     "opset 18), which TensorRT 8.x's ONNX parser cannot import; export it for the tensorrt8 target")
+        form = ("the portable target (opset 19)" if target == "portable" else
+                "TensorRT 10.3+/11 (model-local functions, opset 18)")
+        block.update(applies=False, why_not=f"this file is exported for {form}, which TensorRT 8.x's ONNX parser "
+                     f"cannot import; export it for the tensorrt8 target")
         return block  # fmt: skip
     engine, cache = f"{stem}.{gen.key}.engine", f"{stem}.{gen.key}.timing.cache"
     n = shapes.name

@@ -18,8 +18,11 @@ from aft_export.onnxio import TWO_GB
 
 OP_FORMS = ("custom", "decomposed")
 # what the graph is made for: TensorRT 10.3+/11 (opset 18, com.aft model-local functions),
-# or TensorRT 8.5+ (opset 17, functions inlined; see aft_export/export/trt8.py)
-TARGETS = ("tensorrt", "tensorrt8")
+# TensorRT 8.5+ (opset 17, functions inlined; see aft_export/export/trt8.py), or any
+# conforming runtime: ONNX Runtime, OpenVINO, the ONNX reference, TensorRT 10.3+ (opset 19,
+# functions inlined; see aft_export/export/portable.py)
+TARGETS = ("tensorrt", "tensorrt8", "portable")
+TARGET_OPSETS = {"tensorrt8": 17, "portable": 19}  # targets whose opset is fixed (exported at 18, then converted)
 MAX_BATCH = 65536
 # limits of what a command line may ask for: more CPU threads than any machine this runs on
 # has cores, and the seeds numpy's and torch's generators both take
@@ -62,9 +65,9 @@ class ExportOptions:
             raise AFTExportError(f"unknown op form {self.op_form!r}; choose one of {OP_FORMS}")
         if self.target not in TARGETS:
             raise AFTExportError(f"unknown export target {self.target!r}; choose one of {TARGETS}")
-        if self.target == "tensorrt8" and self.opset != 18:
-            raise AFTExportError("the TensorRT 8 form is always opset 17 (exported at 18, then converted); "
-                                 "leave --opset out with --target tensorrt8")  # fmt: skip
+        if self.target in TARGET_OPSETS and self.opset != 18:
+            raise AFTExportError(f"the {self.target} form is always opset {TARGET_OPSETS[self.target]} (exported at "
+                                 f"18, then converted); leave --opset out with --target {self.target}")  # fmt: skip
         parse_batch(self.batch)
         if self.verify_images < 0:
             raise AFTExportError(f"verification image count must be >= 0, got {self.verify_images}; "
@@ -98,6 +101,13 @@ class QuantizeOptions:
     batch_size: int = 32
     seed: int | None = None  # None: the recipe's, else 0
     per_channel: bool = True
+    # int8 weights in 8 bits, or 7 (ORT's reduce_range): None picks 7 for a portable file, 8
+    # otherwise. OpenVINO's CPU int8 kernels on x86 without VNNI (AVX2, AVX-512F) sum pairs of
+    # u8 x s8 products in saturating 16 bits, which full-range weights overflow (measured:
+    # cosine 0.33 against PyTorch on aft_conv_cifar, AVX2 AMD EPYC); 7-bit weights cannot
+    # overflow and give ONNX Runtime's result there. TensorRT has no such limit: its targets
+    # keep 8 bits.
+    weight_bits: int | None = None
     exclude: tuple[str, ...] = ()  # node names kept in floating point
     quantize_aft_core: bool = False
     sensitivity: bool = False  # rank nodes; exclude the worst until the budget is met
@@ -122,6 +132,8 @@ class QuantizeOptions:
             raise AFTExportError(f"calibration batch size must be >= 1, got {self.batch_size!r}; e.g. --batch-size 32")
         if self.seed is not None and not (whole(self.seed) and 0 <= self.seed <= MAX_SEED):
             raise AFTExportError(f"calibration seed must be from 0 to {MAX_SEED}, got {self.seed!r}")
+        if self.weight_bits not in (None, 7, 8):
+            raise AFTExportError(f"int8 weight bits must be 7 or 8, got {self.weight_bits!r}")
         if not (finite(self.budget) and 0 <= self.budget <= 100):
             raise AFTExportError(f"the accuracy budget is a percentage from 0 to 100, got {self.budget}; "
                                  f"e.g. --budget 0.5")  # fmt: skip
@@ -188,7 +200,8 @@ class PipelineOptions:
     data: str = "cifar10:test"
     precisions: tuple[str, ...] = ("fp16", "int8")
     op_form: str = "custom"
-    # export targets: tensorrt (TensorRT 10.3+/11) -> model*.onnx; tensorrt8 (8.5+) -> model.trt8*.onnx
+    # export targets: tensorrt (TensorRT 10.3+/11) -> model*.onnx; tensorrt8 (8.5+) -> model.trt8*.onnx;
+    # portable (any conforming runtime) -> model.portable*.onnx
     targets: tuple[str, ...] = ("tensorrt",)
     calib_images: int | None = None  # None: the recipe's count
     eval_limit: int | None = None  # None: the whole labelled set

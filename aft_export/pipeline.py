@@ -2,7 +2,7 @@
 
 Writes a run directory::
 
-    RUN/model.onnx, model.fp16.onnx, model.int8.onnx   the artifacts (model.trt8.* for --target tensorrt8)
+    RUN/model.onnx, model.fp16.onnx, model.int8.onnx   the artifacts (model.trt8.* for --target tensorrt8, model.portable.* for portable)
     RUN/model*.engine + .json   TensorRT engines where TensorRT and a GPU exist, else TensorRT-RTX
                           engines (model*.rtx.engine) where it is installed: built ahead of time on
                           the CPU, and reported *built, not run* when no GPU is here
@@ -182,7 +182,8 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cach
     artifacts = []
     results["export"], results["quantize"] = {}, {}
     for target in opts.targets:
-        stem, label = ("model", "") if target == "tensorrt" else ("model.trt8", f" {target}")
+        stem = {"tensorrt": "model", "tensorrt8": "model.trt8", "portable": "model.portable"}[target]
+        label = "" if target == "tensorrt" else f" {target}"
         s = step(f"export{label}")
         fp32 = work / f"{stem}.onnx"
         exp = export_checkpoint(ckpt, fp32, ExportOptions(op_form=opts.op_form, target=target,

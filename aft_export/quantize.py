@@ -42,7 +42,7 @@ import json
 import logging
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -305,7 +305,7 @@ def _ort_quantize(model, opts: QuantizeOptions, exclude: list[str], ranges: Path
             quantize_static(
                 str(src), str(dst), calibration_data_reader=None, quant_format=QuantFormat.QDQ,
                 op_types_to_quantize=list(QUANTIZED_OP_TYPES), per_channel=opts.per_channel,
-                reduce_range=False, activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                reduce_range=opts.weight_bits == 7, activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
                 nodes_to_exclude=exclude, calibrate_method=_method(opts.method), extra_options=extra,
                 calibration_cache_path=str(ranges),
             )  # fmt: skip
@@ -455,6 +455,8 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
     name_nodes(model)
     meta = read_metadata(model)
     prep = Preprocess.from_metadata(meta, opts.input_size, opts.mean, opts.std, path=str(model_path))
+    if opts.weight_bits is None:  # see QuantizeOptions.weight_bits
+        opts = replace(opts, weight_bits=7 if meta.get("export_target") == "portable" else 8)
     _check_input_size(model, prep, model_path)
     model_sha = sha256_file(model_path)
     seconds: dict[str, float] = {}
@@ -605,7 +607,7 @@ def _int8(model, cset: CalibrationSet, opts: QuantizeOptions, core: list[str], m
         "method": opts.method, "percentile": opts.percentile if opts.method == "percentile" else None,
         "count": len(cset), "seed": opts.seed, "batch_size": opts.batch_size,
         "per_channel": opts.per_channel, "symmetric": True, "activation_type": "int8",
-        "weight_type": "int8", "bias": "float", "op_types": list(QUANTIZED_OP_TYPES),
+        "weight_type": "int8", **({"weight_bits": 7} if opts.weight_bits == 7 else {}), "bias": "float", "op_types": list(QUANTIZED_OP_TYPES),
         "excluded_nodes": exclude,
         "excluded_modules": sorted({node_module(by_name[n])[0] for n in exclude
                                     if n in by_name and node_module(by_name[n])}),

@@ -29,3 +29,19 @@ def cifar10() -> Path:
                         f"skipping (unset CI to skip them locally)", pytrace=False)  # fmt: skip
         pytest.skip(reason)
     return path
+
+
+OPENVINO_INSTALL = "pip install -e '.[test]' (it pins openvino)"
+
+
+def need_openvino():
+    """The ``openvino`` module; where it is missing a skip with the install line, and under
+    CI (whose test extra pins it) a failure."""
+    try:
+        import openvino
+    except ImportError as exc:
+        reason = f"needs OpenVINO ({type(exc).__name__}: {exc}): {OPENVINO_INSTALL}"
+        if in_ci():
+            pytest.fail(f"{reason}; CI installs OpenVINO, so this fails instead of skipping", pytrace=False)
+        pytest.skip(reason)
+    return openvino

@@ -24,10 +24,10 @@ ORDER = [
     # 2 ONNX, comparison, TensorRT facts
     "graph", "onnxio", "compare", "options", "trt",
     # 3 runners
-    "runners.base", "runners.pytorch", "runners.ort", "runners.engine", "runners",
+    "runners.base", "runners.pytorch", "runners.ort", "runners.openvino", "runners.reference", "runners.engine", "runners",
     # 4 graph work
     "trtcheck.view", "trtcheck.versions", "trtcheck.rules", "trtcheck",
-    "export", "export.functions", "export.rewrite", "export.trt8", "localize", "byo.verify",
+    "export", "export.functions", "export.rewrite", "export.trt8", "export.portable", "localize", "byo.verify",
     # 5 stages
     "export.exporter", "byo.export", "quantize", "evaluate", "bench", "build", "nvtools", "train", "predict", "report",
     "tritonspec", "tritonrepo", "serve",
@@ -89,6 +89,8 @@ def test_the_package_init_only_re_exports_the_model_floor():
 
 @pytest.mark.parametrize("rule,pattern,allowed", [
     ("only the runners create ONNX Runtime sessions", r"InferenceSession\(", {"runners/ort.py"}),
+    ("only the runners compile OpenVINO models", r"compile_model\(", {"runners/openvino.py"}),
+    ("only the runners create ONNX reference evaluators", r"ReferenceEvaluator\(", {"runners/reference.py"}),
     ("only onnxio loads or saves ONNX files", r"onnx\.(load|save|save_model|load_model)\(",
      {"onnxio.py", "quantize.py"}),
 ])  # fmt: skip

@@ -86,3 +86,23 @@ def test_the_rtx_extra_is_the_release_whose_api_is_checked():
     (pin,) = extras["rtx"]
     api = json.loads((REPO / "tests" / "data" / "trt_api.json").read_text())["versions"]["rtx-1.7"]["wheel"]
     assert pin == f"tensorrt-rtx-cu12=={api['version']}" and api["package"] == "tensorrt-rtx-cu12-bindings"
+
+
+def test_the_test_extra_pins_the_openvino_the_openvino_extra_names():
+    """The conformance test runs OpenVINO, so the test extra installs it, at the release whose
+    CPU defect tests/runners/test_openvino.py pins; the openvino extra is that release too. It
+    must take the numpy < 2 of the serve extra: the installed one does, here."""
+    import tomllib
+    from importlib.metadata import PackageNotFoundError, requires, version
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    pins = [r for r in extras["test"] if r.startswith("openvino")]
+    assert pins == extras["openvino"] and len(pins) == 1 and "==" in pins[0]
+    try:
+        installed = version("openvino")
+    except PackageNotFoundError:
+        pytest.skip("openvino is not installed here (pip install -e '.[test]')")
+    assert f"openvino=={installed}" == pins[0]
+    import numpy
+
+    assert numpy.__version__.startswith("1.") and any(r.startswith("numpy") for r in requires("openvino"))

@@ -36,12 +36,13 @@ from aft_export.datasets import is_named, load_labelled
 from aft_export.errors import AFTExportError, CheckFailed
 from aft_export.export.functions import attach_functions, registered_schemas, translation_table
 from aft_export.export.rewrite import optimize_for_runtime
+from aft_export.export.portable import to_portable
 from aft_export.export.trt8 import to_tensorrt8
 from aft_export.fileio import claim_output, sha256_file
 from aft_export.graph import DOMAIN, compact_node_metadata, module_by_output, name_nodes, restore_node_metadata
 from aft_export.layers.aft import AFTLayer
 from aft_export.onnxio import check_graph, read_metadata, save_onnx, set_metadata
-from aft_export.options import MAX_BATCH, OP_FORMS, TARGETS, ExportOptions, parse_batch  # noqa: F401 (the API)
+from aft_export.options import MAX_BATCH, OP_FORMS, TARGET_OPSETS, TARGETS, ExportOptions, parse_batch  # noqa: F401 (the API)
 from aft_export.runners import ModelInfo, OrtRunner, TorchRunner
 from aft_export.trtcheck import check_model, enforce
 
@@ -155,7 +156,7 @@ def _metadata(meta, opts: ExportOptions) -> dict[str, str]:
         "config": json.dumps(cfg.to_dict(), sort_keys=True),
         "tool": f"aft-export {__version__}",
         "torch_version": str(torch.__version__),
-        "opset": str(17 if opts.target == "tensorrt8" else opts.opset),
+        "opset": str(TARGET_OPSETS.get(opts.target, opts.opset)),
     }
 
 
@@ -255,11 +256,10 @@ def export_graph(model, meta: CheckpointMeta, opts: ExportOptions, images: np.nd
     result.rewrites = optimize_for_runtime(proto)
     check_graph(proto)
     seconds["rewrite"] = time.perf_counter() - t
-    if opts.target == "tensorrt8":
+    if opts.target != "tensorrt":
         t = time.perf_counter()
-        proto = to_tensorrt8(proto)
-        check_graph(proto)
-        seconds["tensorrt8"] = time.perf_counter() - t
+        proto = to_target(proto, opts.target)
+        seconds[opts.target] = time.perf_counter() - t
 
     t = time.perf_counter()
     report = check_model(proto)
@@ -287,6 +287,22 @@ def export_graph(model, meta: CheckpointMeta, opts: ExportOptions, images: np.nd
             )
     result.model = proto
     return result
+
+
+def to_target(proto, target: str):
+    """The default target's graph (opset 18, com.aft functions, as :func:`export_graph`
+    makes it before its last step) in ``target``'s form, checked, its metadata naming the
+    target and its opset: the step :func:`export_graph` ends with."""
+    if target not in TARGETS:
+        raise AFTExportError(f"unknown export target {target!r}; choose one of {TARGETS}")
+    if target == "tensorrt":
+        return proto
+    out = {"tensorrt8": to_tensorrt8, "portable": to_portable}[target](proto)
+    props = read_metadata(out)
+    props.update({"export_target": target, "opset": str(TARGET_OPSETS[target])})
+    set_metadata(out, props)
+    check_graph(out)
+    return out
 
 
 def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, config: str | None = None,

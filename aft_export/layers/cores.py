@@ -82,10 +82,14 @@ def aft_conv_core(
         ch = x.shape[2]
         img = x.transpose(1, 2).reshape(b, ch, h, w_)
         weight = conv_w.repeat_interleave(ch_per_head, dim=0).unsqueeze(1)  # (ch, 1, k, k)
-        local = F.conv2d(img, weight, padding=ks // 2, groups=ch).reshape(b, ch, t)
-        glob = img.reshape(b, ch, t).sum(dim=2, keepdim=True)  # (B, ch, 1)
-        scale = outside.repeat_interleave(ch_per_head)[None, :, None]
-        return (local + scale * glob).transpose(1, 2)
+        local = F.conv2d(img, weight, padding=ks // 2, groups=ch)  # (B, ch, H, W)
+        # the global sums as a 4-D reduction, (B, ch, 1, 1): OpenVINO's CPU plugin scales a
+        # 3-D (B, ch, 1) ReduceSum by a (1, ch, 1) constant wrongly for batch > 1 (it fuses
+        # the Mul into the reduction and indexes the constant by batch); the 4-D form is the
+        # custom body's and every runtime computes it alike (tests/runners/test_openvino.py)
+        glob = img.sum(dim=(2, 3), keepdim=True)
+        scale = outside.repeat_interleave(ch_per_head)[None, :, None, None]
+        return (local + scale * glob).reshape(b, ch, t).transpose(1, 2)
 
     num = mix(ekv, dh)  # (B, T, d)
     den = mix(ek, 1).repeat_interleave(dh, dim=2)  # (B, T, d)

@@ -1,7 +1,9 @@
 """Runners: one contract for every backend (see :mod:`aft_export.runners.base`).
 
 ``load_runner`` picks the backend from the artifact: a checkpoint runs in PyTorch, an
-ONNX file in ONNX Runtime, an engine in TensorRT. ``providers`` (cpu, cuda, tensorrt)
+ONNX file in ONNX Runtime, an engine in TensorRT. An ONNX file also runs in OpenVINO
+(:class:`OpenVinoRunner`) and in the ONNX reference evaluator (:class:`ReferenceRunner`),
+made directly. ``providers`` (cpu, cuda, tensorrt)
 chooses ONNX Runtime's execution provider; a GPU provider also runs checkpoints on the
 GPU. A backend missing here raises :class:`~aft_export.errors.RuntimeMissing`, which
 the stages report as *skipped*, never as passed.
@@ -15,14 +17,16 @@ from aft_export.byo.spec import SPEC_SUFFIXES
 from aft_export.errors import AFTExportError
 from aft_export.runners.base import INPUT, OUTPUT, ModelInfo, Runner
 from aft_export.runners.engine import TrtRunner
+from aft_export.runners.openvino import OpenVinoRunner
 from aft_export.runners.ort import PROVIDER_KINDS, OrtRunner, info_from_metadata, ort_providers
+from aft_export.runners.reference import ReferenceRunner
 from aft_export.runners.pytorch import TorchRunner
 
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".safetensors")
 ENGINE_SUFFIXES = (".engine", ".plan")
 
-__all__ = ["CHECKPOINT_SUFFIXES", "INPUT", "OUTPUT", "PROVIDER_KINDS", "ModelInfo", "OrtRunner", "Runner",
-           "TorchRunner", "TrtRunner", "info_from_metadata", "load_runner", "ort_providers"]  # fmt: skip
+__all__ = ["CHECKPOINT_SUFFIXES", "INPUT", "OUTPUT", "PROVIDER_KINDS", "ModelInfo", "OpenVinoRunner", "OrtRunner",
+           "ReferenceRunner", "Runner", "TorchRunner", "TrtRunner", "info_from_metadata", "load_runner", "ort_providers"]  # fmt: skip
 
 
 def load_runner(artifact: str, providers: list | str | None = None, config: str | None = None,

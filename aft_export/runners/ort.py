@@ -6,7 +6,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from aft_export.errors import AFTExportError, RuntimeMissing
@@ -128,6 +128,42 @@ def check_signature(session, info: ModelInfo, where: str, metadata: bool = True)
     if info.classes and isinstance(out[1], int) and out[1] != len(info.classes):
         raise AFTExportError(f"{where}'s graph gives {out[1]} logits but its metadata names {len(info.classes)} "
                              f"classes; {fix}")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ValueSignature:
+    """A graph input or output as an ONNX Runtime session reports it (``name``, ``type``
+    such as ``tensor(float)``, ``shape`` with ints for fixed and names or None for free
+    dimensions), read from the graph itself, for runners that have no ONNX Runtime session."""
+
+    name: str
+    type: str
+    shape: list
+
+
+class GraphSignature:
+    """The ``get_inputs``/``get_outputs`` of :func:`check_signature`, read from a ModelProto."""
+
+    def __init__(self, model) -> None:
+        import onnx
+
+        inits = {t.name for t in model.graph.initializer}
+
+        def sig(v) -> ValueSignature:
+            t = v.type.tensor_type
+            elem = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).name if t.elem_type else "undefined"
+            elem = {"float32": "float", "float64": "double", "float16": "float16"}.get(elem, elem)
+            shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.shape.dim]
+            return ValueSignature(v.name, f"tensor({elem})", shape)
+
+        self._inputs = [sig(v) for v in model.graph.input if v.name not in inits]
+        self._outputs = [sig(v) for v in model.graph.output]
+
+    def get_inputs(self) -> list[ValueSignature]:
+        return self._inputs
+
+    def get_outputs(self) -> list[ValueSignature]:
+        return self._outputs
 
 
 class OrtRunner(Runner):

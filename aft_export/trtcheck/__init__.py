@@ -10,7 +10,7 @@ builder's documented and coded rules, not a TensorRT run: a graph that passes ca
 fail to build for reasons no rule here knows (memory, tactics, a parser bug).
 
 Export targets: a file whose metadata records ``export_target`` is checked, by default,
-against the versions that target is for (``tensorrt``: 10.3 and newer; ``tensorrt8``:
+against the versions that target is for (``tensorrt`` and ``portable``: 10.3 and newer; ``tensorrt8``:
 every supported version); a file made for another runtime on purpose (``ort-cpu``) is
 checked by that runtime, not by TensorRT's rules.
 
@@ -32,6 +32,7 @@ from aft_export.trtcheck.view import GraphView
 TARGETS = {  # export target -> the TensorRT versions it is made for (None: not TensorRT)
     "tensorrt": tuple(v for v in SUPPORTED if parse_version(v) >= (10, 3)),
     "tensorrt8": SUPPORTED,
+    "portable": tuple(v for v in SUPPORTED if parse_version(v) >= (10, 3)),  # opset 19: beyond 8.x's parser
     "ort-cpu": None,
 }
 DEFAULT_TARGET = "tensorrt"

@@ -1,0 +1,117 @@
+"""The OpenVINO runner, and the OpenVINO CPU defect AFT-conv's decomposed form ran into.
+
+``reduce_then_scale``: a ``ReduceSum`` over the last axis of an ``(N, C, T)`` tensor with
+``keepdims=1`` (output ``(N, C, 1)``), then a ``Mul`` by a ``(1, C, 1)`` constant. ONNX
+defines the product with multidirectional (NumPy) broadcasting, ``y[n, c, 0] = r[n, c, 0] *
+s[0, c, 0]``; ONNX Runtime and the reference evaluator compute that. OpenVINO's CPU plugin
+(checked: 2026.4.1) gets it wrong for ``N >= 2``: it scales every channel of image ``n``
+by ``s[n]``, the constant indexed by the batch position instead of the channel. At
+``N = 1`` it is right. The same reduction over the last two axes of an ``(N, C, H, W)``
+tensor, scaled by a ``(1, C, 1, 1)`` constant, is right in all three: AFT-conv's global sums
+are written that way (:func:`aft_export.layers.cores.aft_conv_core`, and the ``AFTConv``
+body) so that every runtime computes the same.
+"""
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from aft_export.errors import AFTExportError
+from aft_export.runners import ModelInfo, OpenVinoRunner, OrtRunner, ReferenceRunner
+from tests.conftest import need_openvino
+
+C = 4
+
+
+def reduce_then_scale(rank: int):
+    """``y = ReduceSum(x, axes=all but N and C, keepdims=1) * s``, ``s = [1, 2, .., C]`` on the
+    channel axis: rank 3 ``(N, C, 3)`` is the form OpenVINO gets wrong, rank 4 ``(N, C, 3, 2)`` the
+    equivalent form it gets right."""
+    spatial = [3] if rank == 3 else [3, 2]
+    axes = list(range(2, rank))
+    ones = [1] * (rank - 2)
+    s = numpy_helper.from_array(np.arange(1, C + 1, dtype=np.float32).reshape(1, C, *ones), "s")
+    a = numpy_helper.from_array(np.array(axes, np.int64), "axes")
+    nodes = [helper.make_node("ReduceSum", ["image", "axes"], ["r"], name="reduce", keepdims=1),
+             helper.make_node("Mul", ["r", "s"], ["y"], name="scale")]  # fmt: skip
+    graph = helper.make_graph(nodes, f"reduce_then_scale_{rank}d",
+                              [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", C, *spatial])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", C, *ones])], [s, a])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _inputs(rank: int, n: int) -> np.ndarray:
+    shape = (n, C, 3) if rank == 3 else (n, C, 3, 2)
+    return np.random.default_rng(n).standard_normal(shape).astype(np.float32)
+
+
+def _formula(x: np.ndarray) -> np.ndarray:
+    """The ONNX definition in float64: the sum over the spatial axes, times s on the channel axis."""
+    s = np.arange(1, C + 1, dtype=np.float64).reshape(1, C, *[1] * (x.ndim - 2))
+    return x.astype(np.float64).sum(axis=tuple(range(2, x.ndim)), keepdims=True) * s
+
+
+INFO = ModelInfo([], (C, 3, 2), (0.0,) * C, (1.0,) * C)
+
+
+def _run(runner_class, model, x, **kw):
+    runner = runner_class(model, info=INFO, **kw)
+    return runner.run({runner.input_name: x})[runner.output_name]
+
+
+@pytest.mark.parametrize("rank", [3, 4])
+def test_onnx_runtime_and_the_reference_compute_the_spec(rank):
+    for n in (1, 2, 8):
+        x = _inputs(rank, n)
+        want = _formula(x)
+        assert np.abs(_run(OrtRunner, reduce_then_scale(rank), x) - want).max() < 1e-5
+        assert np.abs(_run(ReferenceRunner, reduce_then_scale(rank), x) - want).max() < 1e-5
+
+
+def test_openvino_scales_a_3d_reduction_by_the_batch_position():
+    """The defect, pinned: the test fails when OpenVINO is fixed (then docs/runtimes.md's
+    report can be closed; the 4-D form stays, it costs nothing)."""
+    ov = need_openvino()
+    x1 = _inputs(3, 1)
+    assert np.abs(_run(OpenVinoRunner, reduce_then_scale(3), x1) - _formula(x1)).max() < 1e-5  # right at N = 1
+    x = _inputs(3, 2)
+    got = _run(OpenVinoRunner, reduce_then_scale(3), x)
+    want = _formula(x)
+    assert np.abs(got - want).max() > 0.1, f"OpenVINO {ov.get_version()} computes the 3-D form right now"
+    # what it computes: image n's sums, every channel times s[n] (n + 1)
+    sums = x.astype(np.float64).sum(axis=2, keepdims=True)
+    assert np.abs(got - sums * np.array([1.0, 2.0]).reshape(2, 1, 1)).max() < 1e-5
+
+
+def test_openvino_computes_the_4d_form_right():
+    need_openvino()
+    for n in (1, 2, 8):
+        x = _inputs(4, n)
+        assert np.abs(_run(OpenVinoRunner, reduce_then_scale(4), x) - _formula(x)).max() < 1e-5
+
+
+def test_openvino_runner_refuses_a_com_aft_graph_with_the_fix():
+    need_openvino()
+    node = helper.make_node("AFTSimple", ["image", "image", "image"], ["y"], domain="com.aft", name="mixer")
+    body = onnx.helper.make_function("com.aft", "AFTSimple", ["q", "k", "v"], ["y"],
+                                     [helper.make_node("Mul", ["q", "k"], ["y"])],
+                                     [helper.make_opsetid("", 18)])  # fmt: skip
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", C, 3, 2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", C, 3, 2])])  # fmt: skip
+    model = helper.make_model(graph, functions=[body], ir_version=9,
+                              opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("com.aft", 1)])  # fmt: skip
+    x = _inputs(4, 2)
+    assert np.abs(_run(OrtRunner, model, x) - x * x).max() == 0  # a valid graph: ONNX Runtime runs it
+    with pytest.raises(AFTExportError, match="No conversion rule.*com.aft.*--target portable"):
+        OpenVinoRunner(model, info=INFO)
+
+
+def test_openvino_runner_threads_and_fixed_batch():
+    need_openvino()
+    runner = OpenVinoRunner(reduce_then_scale(4), info=INFO, threads=1)
+    assert runner.threads == 1 and runner.fixed_batch is None and runner.backend == "openvino"
+    x = _inputs(4, 5)
+    assert np.abs(runner.logits(x, batch_size=2).reshape(5, C) - _formula(x).reshape(5, C)).max() < 1e-5
