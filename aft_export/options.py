@@ -45,6 +45,9 @@ class ExportOptions:
     verify_data: str | None = None
     verify_atol: float = EXPORT_MAX_ABS
     external_data_threshold: int = TWO_GB  # bytes of weights above which .data is used
+    # a model trained elsewhere: a layer with the parameters of a known AFT layer that does not
+    # compute it (or no AFT layer at all) is an error, not plain ops with a warning
+    require_aft: bool = False
 
     def __post_init__(self) -> None:
         import onnx
@@ -196,6 +199,7 @@ class PipelineOptions:
     threads: int = 0
     tolerances: tuple[str, ...] = ()
     triton_repo: bool = False  # also write RUN/triton: a Triton model repository of the artifacts
+    require_aft: bool = False  # ExportOptions.require_aft
 
     def __post_init__(self) -> None:
         for name, flag in (("eval_limit", "--eval-limit"), ("parity_images", "--parity-images"),
