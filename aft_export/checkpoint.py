@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 import torch
 
-from aft_export.data import CIFAR10_MEAN, CIFAR10_STD
+from aft_export.data import CIFAR10_MEAN, CIFAR10_STD, Preprocessing
 from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write, sha256_file
 from aft_export.models.classifier import AFTClassifier, ModelConfig, count_params
@@ -72,6 +72,11 @@ class ModelMeta:
     def input_size(self) -> tuple[int, int, int]:
         c = self.config
         return (c.in_chans, c.img_size, c.img_size)
+
+    @property
+    def preprocessing(self) -> Preprocessing:
+        """The model's input size, normalisation and class names as the one preprocessing type."""
+        return Preprocessing(self.config.img_size, tuple(self.mean), tuple(self.std), tuple(self.classes))
 
 
 CheckpointMeta = ModelMeta  # the name of earlier releases

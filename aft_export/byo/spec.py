@@ -32,7 +32,6 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
@@ -43,7 +42,6 @@ from aft_export.byo.swap import layer_variants, plan_swap, quiet_stdout
 from aft_export.byo.verify import prepare_export
 from aft_export.checkpoint import ModelMeta
 from aft_export.errors import AFTExportError
-from aft_export.sources import SPEC_SUFFIXES
 from aft_export.weights import load_weights
 
 SPEC_KEYS = ("model_def", "weights", "weights_key", "name")
@@ -172,13 +170,6 @@ def read_spec(path: str | os.PathLike) -> UserModel:
         weights = str(base / weights)
     return UserModel(f"{target}:{factory}", pre, weights=weights, weights_key=data.get("weights_key"),
                      name=str(data.get("name") or path.stem), spec=str(path))  # fmt: skip
-
-
-def is_user_model(source: Any) -> bool:
-    """A :class:`UserModel`, or a path to a model spec file (``.yaml``, ``.yml``, ``.json``)."""
-    if isinstance(source, UserModel):
-        return True
-    return isinstance(source, (str, os.PathLike)) and Path(source).suffix.lower() in SPEC_SUFFIXES
 
 
 def load_user_model(source: UserModel | str | os.PathLike, log=None) -> tuple[nn.Module, UserModelMeta]:
