@@ -267,6 +267,9 @@ class EvalOptions:
 @dataclass(frozen=True)
 class BenchOptions:
     batches: tuple[int, ...] = (1, 32)
+    # runs before timing, for `aft-export bench` and the pipeline's bench alike (the pipeline
+    # used 5 of its own): first runs pay for ONNX Runtime's arena growth, thread-pool start
+    # and, on a GPU, clocks ramping up; 10 keeps both reports' latencies comparable
     warmup: int = 10
     iters: int = 50
 

@@ -47,7 +47,7 @@ from aft_export.nvtools import write_verification_commands
 from aft_export.parity import run_parity
 from aft_export.quantize import QuantizeOptions, apply_recipe, quantize_model, write_cache_entries
 from aft_export.report import bars, log_histograms, summary_table
-from aft_export.options import PipelineOptions, TritonRepoOptions
+from aft_export.options import BenchOptions, PipelineOptions, TritonRepoOptions
 from aft_export.resources import default_calibration, default_checkpoint
 from aft_export.errors import RuntimeMissing
 from aft_export.runners import OrtRunner, TorchRunner, TrtRunner
@@ -289,7 +289,7 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cach
     done(s, f"{ev[0]['images']} images from {opts.data}" + skipped_note)
 
     s = step("bench")
-    bn = bench([str(ckpt)] + [str(a) for a in runnable], list(opts.bench_batches), warmup=5,
+    bn = bench([str(ckpt)] + [str(a) for a in runnable], list(opts.bench_batches), warmup=BenchOptions.warmup,
                iters=opts.bench_iters, threads=opts.threads, runners=runners)  # fmt: skip
     bn["skipped"] += [{"artifact": a, "batch": None, "reason": why} for a, why in not_run.items()]
     results["bench"] = bn
