@@ -92,7 +92,10 @@ def open_source(source, config: str | None = None) -> ModelSource:
         raise AFTExportError(f"a model is a checkpoint path or a model source, not a {type(source).__name__}")
     suffix = Path(source).suffix.lower()
     if suffix in _READERS:
-        return _READERS[suffix][0](str(source))
+        reader, what = _READERS[suffix]
+        if not Path(source).is_file():
+            raise AFTExportError(f"{what} {source} does not exist; check the path")
+        return reader(str(source))
     if suffix in SPEC_SUFFIXES:
         raise AFTExportError(f"{source} is a model spec file; its reader is aft_export.byo (import aft_export.byo "
                              f"first in Python; the command line does)")  # fmt: skip
