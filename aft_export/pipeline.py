@@ -51,7 +51,7 @@ from aft_export.options import BenchOptions, PipelineOptions, TritonRepoOptions
 from aft_export.resources import default_calibration, default_checkpoint
 from aft_export.errors import RuntimeMissing
 from aft_export.runners import OrtRunner, TorchRunner, TrtRunner
-from aft_export.sources import open_source
+from aft_export.sources import CheckpointSource, open_source
 from aft_export.trt import INSTALL_HINT, RTX, RTX_INSTALL_HINT, BuildOptions, engine_name, environment, installed_libraries
 from aft_export.trtcheck import check_model
 from aft_export.trtcheck.versions import parse_version
@@ -132,6 +132,9 @@ def run_pipeline(checkpoint=None, options: PipelineOptions | None = None, log=pr
     opts = options or PipelineOptions()
     source = open_source(checkpoint if checkpoint else default_checkpoint())
     ckpt = Path(source.path)  # the file that stands for the model: names, sizes, the reference's key
+    if not ckpt.is_file() and not isinstance(source, CheckpointSource):  # --model-def MODULE:FACTORY, no weights
+        raise AFTExportError(f"the pipeline names its run and reference after a file: {source} has none; give "
+                             f"--weights (or a model spec file)")  # fmt: skip
     if not ckpt.is_file():
         raise AFTExportError(f"checkpoint {ckpt} does not exist" + ("; check the path" if checkpoint else
                              "; pass one: aft-export pipeline CKPT"))  # fmt: skip

@@ -51,3 +51,14 @@ def test_a_preprocess_file_that_is_a_whole_spec_needs_no_model_def_flag(tmp_path
                                 "mean": [0, 0, 0], "std": [1, 1, 1]}))  # fmt: skip
     user = user_model_from({**FLAGS, "preprocess": str(spec)})
     assert user.model_def == f"{tmp_path}/net.py:build" and user.weights == f"{tmp_path}/w.pt"
+
+
+def test_the_pipeline_takes_a_user_model_in_memory_but_needs_a_file_to_name_its_run(tmp_path):
+    from aft_export.options import PipelineOptions
+    from aft_export.pipeline import run_pipeline
+
+    user, _ = model_source_from(None, {**FLAGS, "model_def": "tests.byo.user_models:own_architecture",
+                                       "byo_input_size": 32, "byo_mean": "0,0,0", "byo_std": "1,1,1"})  # fmt: skip
+    with pytest.raises(AFTExportError, match="has none; give --weights"):
+        run_pipeline(user, PipelineOptions(out=str(tmp_path / "run")))
+    assert not (tmp_path / "run").exists()
