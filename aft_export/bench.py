@@ -18,7 +18,7 @@ from aft_export.runners import OrtRunner, load_runner
 
 def bench_runner(runner, batch: int, warmup: int = BenchOptions.warmup, iters: int = BenchOptions.iters,
                  seed: int = 0) -> dict:  # fmt: skip
-    runner.check_batch(batch)  # refused with an estimate, before the kernel kills the run
+    runner.check_batch(batch, "--batch-size")  # refused with an estimate, before the kernel kills the run
     c, h, w = runner.info.input_size
     x = np.random.default_rng(seed).standard_normal((batch, c, h, w)).astype(np.float32)
     feeds = {"image": x}

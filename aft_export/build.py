@@ -29,7 +29,7 @@ from aft_export.trt import (RTX, TITLES, BuildOptions, build_plan, check_engine_
                             import_library, input_profile, library_logger, make_manifest, manifest_path, require_gpu,
                             save_json_atomic)  # fmt: skip
 from aft_export.trtcheck import check_model, enforce
-from aft_export.trtcheck.versions import SUPPORTED
+from aft_export.trtcheck.versions import EDITIONS, parse_version
 
 # layer output types, as the manifest counts them
 DTYPES = {"FLOAT": "fp32", "HALF": "fp16", "INT8": "int8", "BF16": "bf16", "FP8": "fp8", "INT32": "int32",
@@ -46,13 +46,20 @@ class BuildResult:
 
 def offline_column(library: str, version: tuple[int, ...]) -> str:
     """The offline rules' column (:mod:`aft_export.trtcheck`) for the parser about to read a graph:
-    ``rtx-1.7`` for TensorRT-RTX where the check has that column (10.13's rules plus the documented
-    differences of that edition), else 10.13's, the rules closest to its parser; standard TensorRT
-    its own ``major.minor``."""
-    if library == RTX:
-        name = f"rtx-{version[0]}.{version[1]}"
-        return name if name in SUPPORTED else "10.13"
-    return f"{version[0]}.{version[1]}"
+    standard TensorRT its own ``major.minor``; TensorRT-RTX its edition's column (``rtx-1.7``:
+    10.13's rules plus the documented differences of TensorRT-RTX, see
+    :data:`aft_export.trtcheck.versions.EDITIONS`), for a newer release of the same major the
+    newest such column not newer than it. A TensorRT-RTX the check has no column for is an error:
+    standard TensorRT's rules are not its rules."""
+    if library != RTX:
+        return f"{version[0]}.{version[1]}"
+    have = sorted((parse_version(c.removeprefix("rtx-")), c) for c in EDITIONS if c.startswith("rtx-"))
+    fits = [c for v, c in have if v[0] == version[0] and v <= tuple(version[:2])]
+    if not fits:
+        raise AFTExportError(f"the offline TensorRT check has no rules for TensorRT-RTX {version[0]}.{version[1]} "
+                             f"(it knows {', '.join(c for _, c in have)}); check with that release's parser alone: "
+                             f"aft-export check --library tensorrt-rtx, or install tensorrt-rtx-cu12==1.7.1.116")  # fmt: skip
+    return fits[-1]
 
 
 def _parser_errors(parser) -> list[str]:

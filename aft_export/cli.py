@@ -31,6 +31,7 @@ import inspect
 import json
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -41,9 +42,9 @@ from aft_export.byo.cli import USER_MODEL_KEYS, model_source_from, require_aft_o
 from aft_export.errors import (EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, EXIT_SIGNAL_BASE, EXIT_TABLE,
                                EXIT_UNVERIFIED, AFTExportError)  # fmt: skip
 from aft_export.options import (HW_LEVELS, LIBRARIES, MAX_SEED, MAX_THREADS, METHODS, OP_FORMS, TARGETS,
-                                TRITON_DEVICES, BenchOptions, BuildOptions, EvalOptions, ExportOptions,
-                                ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions, TrainConfig,
-                                TritonRepoOptions)  # fmt: skip
+                                TRITON_DEVICES, BenchOptions, BuildOptions, DoctorOptions, EvalOptions,
+                                ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions,
+                                TrainConfig, TritonRepoOptions)  # fmt: skip
 from aft_export.version import __version__
 
 PROVIDERS = click.Choice(["cpu", "cuda", "tensorrt"])
@@ -73,6 +74,64 @@ BATCH = click.IntRange(min=1)  # the upper bound is the memory a batch needs, es
 THREADS = click.IntRange(0, MAX_THREADS)  # 0: the backend's default
 SEED = click.IntRange(0, MAX_SEED)
 PORT = click.IntRange(1, 65535)
+
+
+# ---------------------------------------------------------------- renamed options
+
+# One word per idea (issue 21): old flag -> new flag, per command. The old names keep working
+# for one release, hidden from --help, with a note on stderr; an error about the option names
+# the flag as it was typed. docs/cli.md lists them (tools/gen_cli_docs.py).
+RENAMED = {
+    "train": {"--out": "--output", "--limit": "--images"},
+    "export": {"--batch": "--batch-dim", "--verify-images": "--images", "--verify-data": "--data"},
+    "quantize": {"--count": "--images"},
+    "eval": {"--limit": "--images"},
+    "bench": {"--batch": "--batch-size"},
+    "build": {"--batch": "--batch-profile", "--hw": "--hw-profile"},
+    "pipeline": {"--out": "--output", "--eval-limit": "--eval-images", "--batch": "--bench-batch-size",
+                 "--iters": "--bench-iters"},
+}  # fmt: skip
+RENAMED_UNTIL = "0.2.0"  # the release that drops the old names
+
+_renamed_used: list[tuple[str, str]] = []  # (old, new) typed in this run
+
+
+def _rename_args(command: click.Command, args: list[str]) -> list[str]:
+    """``args`` with the command's old flag names replaced by the new ones (a note on
+    stderr for each). Option values are skipped, so a value that looks like an old flag
+    stays a value; nothing after ``--`` is touched."""
+    renamed = RENAMED.get(command.name or "", {})
+    if not renamed:
+        return args
+    takes_value = {o for p in command.params if isinstance(p, click.Option) and not p.is_flag and not p.count
+                   for o in p.opts}  # fmt: skip
+    out, i = [], 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            out += args[i:]
+            break
+        name, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        if name in renamed:
+            old, name = name, renamed[name]
+            arg = name + eq + value
+            if (old, name) not in _renamed_used:
+                _renamed_used.append((old, name))
+                click.echo(f"warning: {command.name} {old} is now {name}; the old name goes in aft-export "
+                           f"{RENAMED_UNTIL}", err=True)  # fmt: skip
+        out.append(arg)
+        if not eq and name in takes_value and i + 1 < len(args):
+            out.append(args[i + 1])
+            i += 1
+        i += 1
+    return out
+
+
+def _as_typed(message: str) -> str:
+    """An error about a renamed option names the flag the user typed, and its new name."""
+    for old, new in _renamed_used:
+        message = re.sub(rf"(?<![\w-]){re.escape(new)}(?![\w-])", f"{old} (now {new})", message)
+    return message
 
 
 # ---------------------------------------------------------------- one error path, one exit-code table
@@ -124,7 +183,7 @@ def _close_progress_bars() -> None:
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
     _close_progress_bars()
-    click.echo(f"error: {' '.join(message.split())}", err=True)
+    click.echo(f"error: {' '.join(_as_typed(message).split())}", err=True)
     return code
 
 
@@ -153,6 +212,9 @@ class _Command(click.Command):
     def format_epilog(self, ctx, formatter) -> None:
         super().format_epilog(ctx, formatter)
         _epilog_table(formatter)
+
+    def parse_args(self, ctx, args):
+        return super().parse_args(ctx, _rename_args(self, list(args)))
 
     def invoke(self, ctx):
         with contextlib.ExitStack() as stack:
@@ -215,6 +277,7 @@ class _Group(click.Group):
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         """Run a command; every outcome becomes an exit status here (see the module doc)."""
+        _renamed_used.clear()
         with _signals_handled():
             try:
                 rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
@@ -347,12 +410,13 @@ def _apply(options):
 @main.command("train")
 @click.option("--model", "model_name", required=True, help="Registry config name (`aft-export models`).")
 @click.option("--data", required=True, type=click.Path(), help="ImageFolder directory or tar.")
-@click.option("--out", "-o", required=True, type=click.Path(dir_okay=False), help="Checkpoint to write.")
+@click.option("--output", "-o", "out", required=True, type=click.Path(dir_okay=False),
+              help="Checkpoint to write.")
 @click.option("--test-data", type=click.Path(), help="Labelled test set evaluated at the end.")
 @_apply(_train_options())
-@click.option("--limit", type=COUNT, help="Use only the first N images (smoke tests).")
-@click.option("--resume", type=InPlace(dir_okay=False), help="Continue from an epoch checkpoint (it may be --out "
-              "itself: the run goes on in place).")
+@click.option("--images", "limit", type=COUNT, help="Train on the first N images only (smoke tests).")
+@click.option("--resume", type=InPlace(dir_okay=False),
+              help="Continue from an epoch checkpoint (it may be --output itself: the run goes on in place).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def train_cmd(model_name, data, out, test_data, no_progress, **kw) -> None:
     """Train a classifier; writes the checkpoint atomically after every epoch."""
@@ -368,7 +432,8 @@ def _export_options():
     E = ExportOptions
     return [
         click.option("--opset", default=default(E, "opset"), show_default=True, help="ONNX opset (18 or newer)."),
-        click.option("--batch", default=default(E, "batch"), show_default=True, help="'dynamic' or a fixed batch size."),
+        click.option("--batch-dim", "batch", default=default(E, "batch"), show_default=True,
+                     help="The graph's batch dimension: 'dynamic' or a fixed batch size."),
         click.option("--dynamic-hw", is_flag=True, help="AFT-conv only: dynamic height and width."),
         click.option("--op-form", type=click.Choice(OP_FORMS), default=default(E, "op_form"), show_default=True,
                      help="custom: one com.aft node per AFT layer; decomposed: plain ONNX ops."),
@@ -377,9 +442,11 @@ def _export_options():
                           "(JetPack 5.1/6.0) and newer (opset 17, functions inlined, LayerNorm decomposed)."),
         click.option("--simplify/--no-simplify", default=default(E, "simplify"), show_default=True, help="Run onnxsim."),
         click.option("--allow-unsimplified", is_flag=True, help="Keep the unsimplified graph if onnxsim fails."),
-        click.option("--verify-images", type=NONNEGATIVE, default=default(E, "verify_images"), show_default=True,
-                     help="Real images for verification (0: skip; the exit status is then 3, not verified)."),
-        click.option("--verify-data", type=click.Path(), help="ImageFolder directory or tar for verification."),
+        click.option("--images", "verify_images", type=NONNEGATIVE, default=default(E, "verify_images"),
+                     show_default=True,
+                     help="Real images to verify the export on (0: skip; the exit status is then 3, not verified)."),
+        click.option("--data", "verify_data", type=click.Path(),
+                     help="Images to verify on: ImageFolder directory or tar [default: a zoo checkpoint's test set]."),
     ]  # fmt: skip
 
 
@@ -396,7 +463,7 @@ def export_cmd(checkpoint, output, config_name, as_json, **kw) -> None:
     it and verify it against PyTorch.
 
     Exit 1: the verification failed, or every targeted TensorRT refuses the graph; 3: not
-    verified (--verify-images 0), or a targeted TensorRT version refuses or warns.
+    verified (--images 0), or a targeted TensorRT version refuses or warns.
     """
     from aft_export.export.exporter import export_checkpoint
     from aft_export.report import format_export
@@ -411,7 +478,7 @@ def export_cmd(checkpoint, output, config_name, as_json, **kw) -> None:
     _json(result.to_dict()) if as_json else _echo(format_export(result.to_dict()))
     if result.parity is None:  # in JSON, "parity": null says it
         if not as_json:
-            click.echo("not verified against PyTorch (--verify-images 0): exit status 3")
+            click.echo("not verified against PyTorch (--images 0): exit status 3")
         return EXIT_UNVERIFIED
     return EXIT_UNVERIFIED if _unverified(result.trt_check) else EXIT_OK
 
@@ -423,7 +490,8 @@ def _quantize_options():
                      help="int8 range calibration."),
         click.option("--percentile", type=Finite(0, 100, min_open=True), default=default(Q, "percentile"),
                      show_default=True, help="For --method percentile."),
-        click.option("--count", type=COUNT, help="Calibration images to sample [default: the recipe's, else 512]."),
+        click.option("--images", "count", type=COUNT,
+                     help="Calibration images to sample [default: the recipe's, else 512]."),
         click.option("--batch-size", type=BATCH, default=default(Q, "batch_size"), show_default=True,
                      help="Calibration batch size."),
         click.option("--seed", type=SEED, help="Seed of the calibration sample [default: the recipe's, else 0]."),
@@ -505,8 +573,8 @@ def parity_cmd(checkpoint, artifacts, data, images, overrides, provider, as_json
 
 @main.command("bench")
 @click.argument("artifacts", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--batch", "batches", multiple=True, type=BATCH, default=BenchOptions.batches, show_default=True,
-              help="Batch size (repeatable).")
+@click.option("--batch-size", "batches", multiple=True, type=BATCH, default=BenchOptions.batches,
+              show_default=True, help="Batch size to time (repeatable).")
 @click.option("--warmup", type=NONNEGATIVE, default=BenchOptions.warmup, show_default=True)
 @click.option("--iters", type=COUNT, default=BenchOptions.iters, show_default=True)
 @click.option("--threads", type=THREADS, default=0, help="CPU threads (0: the backend's default).")
@@ -531,7 +599,8 @@ def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_
 
 @main.command("pipeline")
 @click.argument("checkpoint", required=False, type=click.Path(dir_okay=False))
-@click.option("--out", type=click.Path(file_okay=False), help="Run directory [default: runs/<model>-<UTC time>].")
+@click.option("--output", "-o", "out", type=click.Path(file_okay=False),
+              help="Run directory [default: runs/<model>-<UTC time>].")
 @click.option("--calib", help="Calibration images or recipe [default: calibration/cifar10.json].")
 @click.option("--data", help=f"Labelled images for parity and eval [default: {PipelineOptions.data}].")
 @click.option("--precision", "precisions", multiple=True, type=click.Choice(["fp16", "int8"]),
@@ -540,11 +609,15 @@ def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_
 @click.option("--target", "targets", multiple=True, type=click.Choice(TARGETS),
               help="Export target(s), repeatable: tensorrt (TensorRT 10.3+/11: model*.onnx), tensorrt8 (8.5+, "
                    "JetPack 5.1/6.0: model.trt8*.onnx) [default: tensorrt].")
-@click.option("--eval-limit", type=COUNT, help="Evaluate a fixed subset of N images [default: all].")
-@click.option("--parity-images", type=COUNT, help=f"[default: {PipelineOptions.parity_images}]")
-@click.option("--batch", "bench_batches", multiple=True, type=BATCH,
+@click.option("--calib-images", type=COUNT, help="Calibration images to sample [default: the recipe's].")
+@click.option("--parity-images", type=COUNT,
+              help=f"Real images parity compares [default: {PipelineOptions.parity_images}].")
+@click.option("--eval-images", "eval_limit", type=COUNT,
+              help="Evaluate a fixed subset of N images [default: all].")
+@click.option("--bench-batch-size", "bench_batches", multiple=True, type=BATCH,
               help=f"Bench batch sizes [default: {' and '.join(map(str, PipelineOptions.bench_batches))}].")
-@click.option("--iters", "bench_iters", type=COUNT, help=f"Bench runs per batch size [default: {PipelineOptions.bench_iters}].")
+@click.option("--bench-iters", type=COUNT,
+              help=f"Bench runs per batch size [default: {PipelineOptions.bench_iters}].")
 @click.option("--threads", type=THREADS, help="CPU threads (0: the backend's default) [default: 0].")
 @click.option("--tolerance", "tolerances", multiple=True, metavar="PREC.FIELD=VALUE", help="Parity limit override.")
 @click.option("--triton-repo", is_flag=True, default=None,
@@ -583,11 +656,44 @@ def pipeline_cmd(checkpoint, as_json, **kw) -> None:
     return EXIT_UNVERIFIED if result.unverified else EXIT_OK
 
 
+@main.command("doctor")
+@click.argument("model", required=False, default="aft_conv_cifar")
+@click.option("--output", "-o", type=click.Path(file_okay=False),
+              help="Run directory [default: runs/doctor-<model>-<UTC time>].")
+@click.option("--data", default=default(DoctorOptions, "data"), show_default=True,
+              help="Labelled images for the export's verification, parity and eval.")
+@click.option("--calib", help="Calibration images or recipe [default: calibration/cifar10.json].")
+@click.option("--calib-images", type=COUNT, help="Calibration images to sample [default: the recipe's].")
+@click.option("--parity-images", type=COUNT, default=default(DoctorOptions, "parity_images"), show_default=True)
+@click.option("--eval-images", type=COUNT, help="Evaluate a fixed subset of N images [default: all].")
+@click.option("--bench-iters", type=COUNT, default=default(DoctorOptions, "bench_iters"), show_default=True,
+              help="Bench runs per batch size.")
+@click.option("--timeout", type=Finite(min=0, min_open=True), default=default(DoctorOptions, "timeout"),
+              show_default=True, help="Seconds one check may take.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print doctor.json instead of the summary (the check lines go to stderr).")
+def doctor_cmd(model, as_json, **kw) -> None:
+    """Every check for a GPU or Jetson machine, one line each: export, quantise (fp16, int8),
+    TensorRT engines, NVIDIA's trtexec/polygraphy on each file, parity, eval and bench on the
+    CPU and on CUDA; writes RUN/doctor.json (environment, each check's command, exit status,
+    time and output tail) to attach to a bug report. MODEL: a zoo name or a checkpoint.
+
+    Exit 0: every check passed; 1: one failed (the others still ran); 3: none failed but one
+    was skipped (no GPU, TensorRT or trtexec here: not everything was verified); 2: bad input.
+    """
+    from aft_export.doctor import run_doctor, summary
+
+    result = run_doctor(model, DoctorOptions(**kw), log=_log(as_json))
+    _json(result.to_dict()) if as_json else _echo(summary(result))
+    return result.exit_code
+
+
 @main.command("check")
 @click.argument("models", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--trt", "trt_versions", multiple=True, metavar="VERSION",
               help="TensorRT version to check (repeatable) [default: every supported one the file's export "
-                   "target is for: 8.5, 8.6, 10.3, 10.13, 11.4].")
+                   "target is for: 8.5, 8.6, 10.3, 10.13, 11.4]; rtx-1.7: TensorRT-RTX's column (10.13's rules "
+                   "plus its documented differences).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
 @click.option("--rules", "list_rules", is_flag=True,
               help="List every rule the check applies, with the versions it exists in and its source.")
@@ -675,9 +781,9 @@ def _format_real(x: dict | None) -> list[str]:
 def _build_options():
     B = BuildOptions
     return [
-        click.option("--batch", default=default(B, "batch"), show_default=True,
-                     help="Batch profile MIN,OPT,MAX (or one number)."),
-        click.option("--hw", help="AFT-conv exported with --dynamic-hw: height/width profile MIN,OPT,MAX."),
+        click.option("--batch-profile", "batch", default=default(B, "batch"), show_default=True,
+                     help="The engine's batch sizes MIN,OPT,MAX (or one number)."),
+        click.option("--hw-profile", "hw", help="AFT-conv exported with --dynamic-hw: height/width MIN,OPT,MAX."),
         click.option("--workspace-mb", type=COUNT, default=default(B, "workspace_mb"), show_default=True,
                      help="Builder workspace limit."),
         click.option("--timing-cache", type=click.Path(dir_okay=False),
@@ -734,7 +840,7 @@ def infer_cmd(artifact, images, top_k, provider, as_json) -> None:
 @click.argument("artifacts", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--data", required=True, type=click.Path(), help="Labelled ImageFolder directory or tar.")
 @click.option("--batch-size", type=BATCH, default=EvalOptions.batch_size, show_default=True)
-@click.option("--limit", type=COUNT, help="Evaluate a fixed subset of N images.")
+@click.option("--images", "limit", type=COUNT, help="Evaluate a fixed subset of N images [default: all].")
 @click.option("--provider", type=PROVIDERS, default="cpu", show_default=True, help=PROVIDER_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def eval_cmd(artifacts, data, batch_size, limit, provider, as_json) -> None:

@@ -244,9 +244,9 @@ def _rtx_block(name, stem, shapes, dynamic, batch, hw) -> dict:
     n = shapes.name
     ours = ["aft-export", "build", name, "--library", "tensorrt-rtx"]
     if dynamic:
-        ours += ["--batch", f"{shapes.min[0]},{shapes.opt[0]},{shapes.max[0]}"]
+        ours += ["--batch-profile", f"{shapes.min[0]},{shapes.opt[0]},{shapes.max[0]}"]
         if shapes.min[2] != shapes.max[2] or hw:
-            ours += ["--hw", f"{shapes.min[2]},{shapes.opt[2]},{shapes.max[2]}"]
+            ours += ["--hw-profile", f"{shapes.min[2]},{shapes.opt[2]},{shapes.max[2]}"]
     engine, tool_engine = f"{stem}.rtx.engine", f"{stem}.tensorrt_rtx.engine"
     ours += ["--output", engine]
     tool = ["tensorrt_rtx", f"--onnx={name}"]

@@ -71,7 +71,7 @@ class ExportOptions:
         parse_batch(self.batch)
         if self.verify_images < 0:
             raise AFTExportError(f"verification image count must be >= 0, got {self.verify_images}; "
-                                 f"give --verify-images 0 to skip verification")  # fmt: skip
+                                 f"give --images 0 to skip verification")  # fmt: skip
 
 
 def parse_batch(spec: str | int) -> int | None:
@@ -82,7 +82,7 @@ def parse_batch(spec: str | int) -> int | None:
     if re.fullmatch(r"[0-9]+", text) and 1 <= int(text) <= MAX_BATCH:
         return int(text)
     raise AFTExportError(
-        f"bad batch specification {spec!r} for --batch; use 'dynamic' or a batch size from 1 to {MAX_BATCH}"
+        f"bad batch specification {spec!r} for --batch-dim; use 'dynamic' or a batch size from 1 to {MAX_BATCH}"
     )
 
 
@@ -119,7 +119,8 @@ class QuantizeOptions:
         if not (finite(self.percentile) and 0 < self.percentile <= 100):
             raise AFTExportError(f"percentile must be in (0, 100], got {self.percentile}; e.g. --percentile 99.999")
         if self.count is not None and not (whole(self.count) and self.count >= 1):
-            raise AFTExportError(f"calibration count must be a whole number >= 1, got {self.count!r}; e.g. --count 512")
+            raise AFTExportError(f"calibration count must be a whole number >= 1, got {self.count!r}; "
+                                 f"e.g. --images 512")  # fmt: skip
         if not (whole(self.batch_size) and self.batch_size >= 1):
             raise AFTExportError(f"calibration batch size must be >= 1, got {self.batch_size!r}; e.g. --batch-size 32")
         if self.seed is not None and not (whole(self.seed) and 0 <= self.seed <= MAX_SEED):
@@ -192,6 +193,7 @@ class PipelineOptions:
     op_form: str = "custom"
     # export targets: tensorrt (TensorRT 10.3+/11) -> model*.onnx; tensorrt8 (8.5+) -> model.trt8*.onnx
     targets: tuple[str, ...] = ("tensorrt",)
+    calib_images: int | None = None  # None: the recipe's count
     eval_limit: int | None = None  # None: the whole labelled set
     parity_images: int = 64
     bench_batches: tuple[int, ...] = (1, 32)
@@ -202,14 +204,14 @@ class PipelineOptions:
     require_aft: bool = False  # ExportOptions.require_aft
 
     def __post_init__(self) -> None:
-        for name, flag in (("eval_limit", "--eval-limit"), ("parity_images", "--parity-images"),
-                           ("bench_iters", "--iters")):  # fmt: skip
+        for name, flag in (("calib_images", "--calib-images"), ("eval_limit", "--eval-images"),
+                           ("parity_images", "--parity-images"), ("bench_iters", "--bench-iters")):  # fmt: skip
             value = getattr(self, name)
             if value is not None and not (whole(value) and value >= 1):
                 raise AFTExportError(f"{flag} must be a whole number >= 1, got {value!r}")
         if not self.bench_batches or not all(whole(b) and b >= 1 for b in self.bench_batches):
             raise AFTExportError(f"bench batch sizes must be whole numbers >= 1, got {list(self.bench_batches)}; "
-                                 f"e.g. --batch 1 --batch 32")  # fmt: skip
+                                 f"e.g. --bench-batch-size 1 --bench-batch-size 32")  # fmt: skip
         check_threads(self.threads)
 
 
@@ -242,7 +244,7 @@ class TrainConfig:
             "label_smoothing": ("--label-smoothing", lambda v: finite(v) and 0 <= v < 1, "in [0, 1)"),
             "val_fraction": ("--val-fraction", lambda v: finite(v) and 0 <= v < 1, "in [0, 1)"),
             "seed": ("--seed", lambda v: whole(v) and 0 <= v <= MAX_SEED, f"from 0 to {MAX_SEED}"),
-            "limit": ("--limit", lambda v: v is None or (whole(v) and v >= 1), "a whole number >= 1"),
+            "limit": ("--images", lambda v: v is None or (whole(v) and v >= 1), "a whole number >= 1"),
         }  # fmt: skip
         for name, (flag, ok, says) in ranges.items():
             value = getattr(self, name)
@@ -272,6 +274,28 @@ class BenchOptions:
     # and, on a GPU, clocks ramping up; 10 keeps both reports' latencies comparable
     warmup: int = 10
     iters: int = 50
+
+
+@dataclass(frozen=True)
+class DoctorOptions:
+    """``aft-export doctor``: every check in one run directory (aft_export/doctor.py)."""
+
+    output: str | None = None  # default: runs/doctor-<model>-<UTC time>
+    data: str = "cifar10:test"  # labelled images for the export's verification, parity and eval
+    calib: str | None = None  # default: the bundled calibration/cifar10.json
+    calib_images: int | None = None  # None: the recipe's count
+    parity_images: int = 64
+    eval_images: int | None = None  # None: the whole labelled set
+    bench_iters: int = 50
+    timeout: float = 3600.0  # seconds one check may take
+
+    def __post_init__(self) -> None:
+        for name in ("calib_images", "parity_images", "eval_images", "bench_iters"):
+            value = getattr(self, name)
+            if value is not None and not (whole(value) and value >= 1):
+                raise AFTExportError(f"--{name.replace('_', '-')} must be a whole number >= 1, got {value!r}")
+        if not (finite(self.timeout) and self.timeout > 0):
+            raise AFTExportError(f"--timeout must be a number of seconds > 0, got {self.timeout!r}")
 
 
 # ---------------------------------------------------------------- serving (NVIDIA Triton)

@@ -201,7 +201,8 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cach
         for precision in opts.precisions:
             s = step(f"quantize {precision}{label}")
             path = work / f"{stem}.{precision}.onnx"
-            q = quantize_model(fp32, path, calib, QuantizeOptions(precision=precision), progress=False,
+            q = quantize_model(fp32, path, calib, QuantizeOptions(precision=precision, count=opts.calib_images),
+                               progress=False,
                                cache_writes=cache_writes, **quiet)  # fmt: skip
             results["quantize"][path.name] = q.to_dict()
             artifacts.append(path)

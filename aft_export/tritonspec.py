@@ -15,7 +15,7 @@ Per artifact ``model.int8.onnx`` (name ``model_int8``) both serve:
   then ``(x / 255 - mean) / std``); the same outputs.
 
 With a batch dimension (``max_batch_size`` > 0) a request carries up to that many images.
-A fixed-batch export (``--batch N``) gets no batch dimension: every request is exactly
+A fixed-batch export (``--batch-dim N``) gets no batch dimension: every request is exactly
 ``N`` images, as the artifact takes them.
 """
 
@@ -127,11 +127,11 @@ def _batching(path: Path, batch: tuple[int, int], max_batch: int | None, where: 
         return lo, 0
     if lo > 1:
         raise AFTExportError(f"{path}: its smallest batch is {lo} ({where}) but Triton's dynamic batcher sends "
-                             f"batches from 1; rebuild it with --batch 1,OPT,MAX")  # fmt: skip
+                             f"batches from 1; rebuild it with --batch-profile 1,OPT,MAX")  # fmt: skip
     chosen = max_batch if max_batch is not None else (hi if hi != -1 else DEFAULT_MAX_BATCH)
     if hi != -1 and chosen > hi:
         raise AFTExportError(f"--max-batch {chosen} is above {path}'s largest batch {hi} ({where}); use "
-                             f"--max-batch {hi} or rebuild it with a larger --batch maximum")  # fmt: skip
+                             f"--max-batch {hi} or rebuild it with a larger --batch-profile maximum")  # fmt: skip
     return None, chosen
 
 

@@ -144,7 +144,8 @@ def input_profile(model, opts: BuildOptions) -> InputShapes:
     if c is None:
         raise AFTExportError(f"input {inp.name} has a dynamic channel count; export with a fixed one")
     if n is not None and opts.batch is not None and Profile.parse(opts.batch, n, "batch") != Profile(n, n, n):
-        raise AFTExportError(f"the graph has a fixed batch of {n}; re-export with --batch dynamic or use --batch {n}")
+        raise AFTExportError(f"the graph has a fixed batch of {n}; re-export with --batch-dim dynamic or use "
+                             f"--batch-profile {n}")  # fmt: skip
     meta = ArtifactMeta.of(model)
     size = meta.input_size[-1] if "input_size" in meta else None
     b = Profile.parse(opts.batch if n is None else n, n or 1, "batch")
@@ -152,11 +153,11 @@ def input_profile(model, opts: BuildOptions) -> InputShapes:
         raise AFTExportError("height and width must be both dynamic or both fixed")
     if h is None:
         if opts.hw is None and size is None:
-            raise AFTExportError("the graph has dynamic height and width: give --hw MIN,OPT,MAX")
+            raise AFTExportError("the graph has dynamic height and width: give --hw-profile MIN,OPT,MAX")
         s = Profile.parse(opts.hw, size, "height/width")
     else:
         if opts.hw is not None and Profile.parse(opts.hw, h, "height/width") != Profile(h, h, h):
-            raise AFTExportError(f"the graph takes {h}x{w} images only; --hw applies to AFT-conv exports "
+            raise AFTExportError(f"the graph takes {h}x{w} images only; --hw-profile applies to AFT-conv exports "
                                  f"made with --dynamic-hw")  # fmt: skip
         s = Profile(h, h, h)
     wprof = s if w is None else Profile(w, w, w)
@@ -508,9 +509,9 @@ def rebuild_command(engine: Path, manifest: dict | None = None, library: str | N
     parts = ["aft-export", "build", m.get("onnx") or "MODEL.onnx", "--library", library]
     opts = m.get("build_options") or {}
     if opts.get("batch"):
-        parts += ["--batch", str(opts["batch"])]
+        parts += ["--batch-profile", str(opts["batch"])]
     if opts.get("hw"):
-        parts += ["--hw", str(opts["hw"])]
+        parts += ["--hw-profile", str(opts["hw"])]
     if library == RTX:
         for c in [cc] if cc else opts.get("compute_capabilities") or []:
             parts += ["--compute-capability", c]

@@ -56,6 +56,15 @@ def _logger_class():
     return Recorder
 
 
+@functools.lru_cache(maxsize=1)
+def _logger():
+    """The process's one recorder. TensorRT keeps the first logger a process registers and keeps
+    calling it; a logger per parse would be freed while TensorRT still holds it (a segfault, seen
+    when the RoiAlign importer looks up its plugin after a hundred parses), so every parse shares
+    this one and takes the messages logged during it."""
+    return _logger_class()()
+
+
 @dataclass
 class Parsed:
     ok: bool
@@ -78,7 +87,8 @@ def parse(model) -> Parsed:
     """Parse an onnx.ModelProto (or its bytes) with TensorRT-RTX's ONNX parser, in memory."""
     trt = need_rtx()
     data = model if isinstance(model, (bytes, bytearray)) else model.SerializeToString()
-    logger = _logger_class()()
+    logger = _logger()
+    start = len(logger.messages)
     builder = trt.Builder(logger)
     network = builder.create_network(0)  # TensorRT-RTX networks are always strongly typed
     parser = trt.OnnxParser(network, logger)
@@ -87,4 +97,4 @@ def parse(model) -> Parsed:
     for i in range(parser.num_errors):
         e = parser.get_error(i)
         errors.append(f"[{int(e.code())}] {e.desc()} (node {e.node_name() or e.node()} [{e.node_operator()}])")
-    return Parsed(ok, errors, logger.messages, network, parser, builder)
+    return Parsed(ok, errors, logger.messages[start:], network, parser, builder)

@@ -35,7 +35,7 @@ ORDER = [
     # 7 bring your own model: plugs into the core from above (ModelMeta.prepare, sources.register_reader)
     "byo.modeldef", "byo.preprocess", "byo.swap", "byo.verify", "byo.spec", "byo.export", "byo",
     # 8 the whole job, 9 the command line
-    "pipeline", "byo.cli", "cli", "client",
+    "pipeline", "doctor", "byo.cli", "cli", "client",
 ]  # fmt: skip
 
 

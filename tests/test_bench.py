@@ -20,7 +20,7 @@ def test_bench_profile_shares_by_op_type(tmp_path):
     onnx_path = tmp_path / "full.onnx"
     export_checkpoint(ckpt, onnx_path, ExportOptions(verify_images=0))
     before = _profile_dirs()
-    res = CliRunner().invoke(main, ["bench", str(onnx_path), str(ckpt), "--batch", "2", "--iters", "3",
+    res = CliRunner().invoke(main, ["bench", str(onnx_path), str(ckpt), "--batch-size", "2", "--iters", "3",
                                     "--warmup", "1", "--threads", "1", "--profile", "--json"])  # fmt: skip
     assert res.exit_code == 0, res.output
     report = json.loads(res.output)
@@ -36,8 +36,8 @@ def test_bench_profile_shares_by_op_type(tmp_path):
     assert ckpt_prof["ops"] == [] and "ONNX Runtime" in ckpt_prof["reason"]
     assert _profile_dirs() == before  # the profiler's JSON is removed
 
-    res = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch", "1", "--iters", "2", "--profile"])
+    res = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch-size", "1", "--iters", "2", "--profile"])
     assert res.exit_code == 0, res.output
     assert "ONNX Runtime profile over 2 runs" in res.output and "MatMul" in res.output
-    res = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch", "1", "--iters", "2", "--json"])
+    res = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch-size", "1", "--iters", "2", "--json"])
     assert "profiles" not in json.loads(res.output)

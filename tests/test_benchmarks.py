@@ -7,12 +7,27 @@ from tests.conftest import REPO
 from tests.servekit import need
 
 
+def _script(name):
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_aft_vs_mha_measures_every_layer(tmp_path, capsys):
+    out = tmp_path / "b.json"
+    assert _script("bench_aft_vs_mha").main(["--tokens", "16", "64", "--iters", "1", "--dim", "32",
+                                             "--json", str(out)]) == 0  # fmt: skip
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["layer"] for r in rows} == {"mha", "aft_full", "aft_local", "aft_simple", "aft_conv"}
+    assert all("error" not in r and r["ms"] > 0 and r["peak_mb"] >= 0 for r in rows)
+    assert "AFT-full peak memory T=16 -> 64" in capsys.readouterr().out
+
+
 def test_bench_serve_runs_every_level_without_errors(tmp_path, capsys, cifar10):
     need("pytriton")
     need("tritonclient.http")
-    spec = importlib.util.spec_from_file_location("bench_serve", REPO / "benchmarks" / "bench_serve.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _script("bench_serve")
     from tests.export.test_exporter import make_ckpt
 
     ckpt = make_ckpt(tmp_path / "tiny.pt", "aft_conv_test")  # the zoo model exports in seconds more
@@ -25,3 +40,18 @@ def test_bench_serve_runs_every_level_without_errors(tmp_path, capsys, cifar10):
             assert sorted(levels) == ["1", "16", "4"]
             assert all(r["requests"] == 16 and r["errors"] == 0 and r["images_per_s"] > 0 for r in levels.values())
     assert "| tensor | 16 |" in capsys.readouterr().out
+
+
+def test_bench_openvino_quick_times_both_runtimes(tmp_path, capsys, cifar10):
+    from tests.conftest import need_openvino
+
+    need_openvino()
+    spec = importlib.util.spec_from_file_location("bench_openvino", REPO / "benchmarks" / "bench_openvino.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "b.json"
+    assert module.main(["--quick", "--json", str(out), "--data", str(cifar10 / "test.tar")]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["precision"], r["batch"]) for r in rows] == [("fp32", 1), ("fp32", 8), ("int8", 1), ("int8", 8)]
+    assert all(r["onnxruntime_ms"] > 0 and r["openvino_ms"] > 0 and r["ort_over_openvino"] > 0 for r in rows)
+    assert "| aft_simple_cifar | int8 | 8 |" in capsys.readouterr().out

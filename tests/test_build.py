@@ -31,7 +31,7 @@ from aft_export.build import build_engine, offline_column, parse
 from aft_export.checkpoint import load_checkpoint
 from aft_export.cli import main
 from aft_export.datasets import load_labelled
-from aft_export.errors import RuntimeMissing
+from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.export.exporter import ExportOptions, export_checkpoint
 from aft_export.quantize import QuantizeOptions, quantize_model
 from aft_export.runners import TrtRunner
@@ -184,8 +184,8 @@ def test_check_reports_the_real_parser_beside_the_rules(made, rtx, tmp_path):
         assert real["column"] == offline_column(RTX, (1, 7))
     text = CliRunner().invoke(main, ["check", paths[0]]).output
     assert "real parser, TensorRT-RTX 1.7" in text and "vs the real one: agree" in text
-    # a graph the library refuses (NonZero: TensorRT-RTX ships no plugin library): refused, exit 1,
-    # and the rules' column agrees with it or the disagreement is named
+    # a graph the library refuses (NonZero: TensorRT-RTX imports it through a plugin and ships no plugin
+    # library): refused, exit 1, and the rtx-1.7 column says so too (10.13's, which has NonZero, does not)
     g = onnx.helper.make_graph([onnx.helper.make_node("NonZero", ["x"], ["y"], name="nz")], "g",
                                [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 4])],
                                [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.INT64, [2, None])])  # fmt: skip
@@ -195,11 +195,23 @@ def test_check_reports_the_real_parser_beside_the_rules(made, rtx, tmp_path):
     assert res.exit_code == 1, res.output
     real = json.loads(res.stdout)["real"]
     assert not real["parses"] and "NonZero" in real["errors"][0] and real["verdict"] == "refuses"
-    offline = check_model(str(nonzero), [real["column"]]).status[real["column"]]
-    assert real["agrees"] == (offline == "refuses") and (real["disagreement"] is None) == real["agrees"]
-    if not real["agrees"]:
-        assert real["disagreement"].startswith("false pass")
-    assert CliRunner().invoke(main, ["check", str(nonzero), "--offline-only"]).exit_code == 0  # the rules alone pass it
+    assert real["column"] == "rtx-1.7" and check_model(str(nonzero), ["rtx-1.7"]).status["rtx-1.7"] == "refuses"
+    assert real["agrees"] and real["disagreement"] is None
+    assert CliRunner().invoke(main, ["check", str(nonzero), "--offline-only"]).exit_code == 0  # 10.x's rules pass it
+    # a disagreement exits 1 under --strict: custom::Relu is run as the built-in Relu (parsed; the rules
+    # refuse it: functions.shadowed, a documented difference, tests/data/rtx_differences.json)
+    body = onnx.helper.make_function("custom", "Relu", ["x"], ["y"], [onnx.helper.make_node("Sigmoid", ["x"], ["y"])],
+                                     [onnx.helper.make_opsetid("", 17)])  # fmt: skip
+    g = onnx.helper.make_graph([onnx.helper.make_node("Relu", ["x"], ["y"], name="act", domain="custom")], "g",
+                               [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 4])],
+                               [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4, 4])])  # fmt: skip
+    shadowed = tmp_path / "shadowed.onnx"
+    onnx.save(onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 17), onnx.helper.make_opsetid(
+        "custom", 1)], functions=[body], ir_version=9), shadowed)  # fmt: skip
+    lax = CliRunner().invoke(main, ["check", str(shadowed), "--trt", "8.6"])  # 8.6: no functions, a plain Relu
+    strict = CliRunner().invoke(main, ["check", str(shadowed), "--trt", "8.6", "--strict"])
+    assert lax.exit_code == 0 and strict.exit_code == 1 and "DISAGREE (false refusal" in strict.output, strict.output
+    assert "column rtx-1.7" in strict.output
 
 
 def test_an_engine_built_here_is_never_reported_as_run(made, cifar10):
@@ -232,9 +244,10 @@ def test_parse_records_the_network(made, rtx):
 
 def test_offline_column_for_each_parser():
     """The rules' column a real parser's verdict is compared with: TensorRT's own version; TensorRT-RTX's
-    own column where the rules have one, else 10.13's (the rules nearest its parser code)."""
-    from aft_export.trtcheck.versions import SUPPORTED
-
+    own edition column (rtx-1.7: 10.13's rules plus its documented differences), never a standard
+    version's; for a newer 1.x the newest rtx column not newer than it; none is an error."""
     assert offline_column("tensorrt", (10, 13, 3, 9)) == "10.13" and offline_column("tensorrt", (8, 6, 1)) == "8.6"
-    assert offline_column(RTX, (1, 7, 1, 116)) == ("rtx-1.7" if "rtx-1.7" in SUPPORTED else "10.13")
-    assert offline_column(RTX, (1, 9)) == ("rtx-1.9" if "rtx-1.9" in SUPPORTED else "10.13")
+    assert offline_column(RTX, (1, 7, 1, 116)) == "rtx-1.7" and offline_column(RTX, (1, 9)) == "rtx-1.7"
+    for older in ((1, 5), (2, 0)):
+        with pytest.raises(AFTExportError, match="no rules for TensorRT-RTX"):
+            offline_column(RTX, older)

@@ -93,7 +93,7 @@ def test_console_script_entry_point(ckpt):
 
 
 def test_train_bad_model_name(tmp_path):
-    result = run("train", "--model", "nope", "--data", tmp_path, "--out", tmp_path / "x.pt")
+    result = run("train", "--model", "nope", "--data", tmp_path, "--output", tmp_path / "x.pt")
     assert result.exit_code == 2 and "unknown model config 'nope'" in result.output
 
 
@@ -101,28 +101,28 @@ def test_export_command_end_to_end(tmp_path, cifar10):
     ckpt = tmp_path / "m.pt"
     save_checkpoint(ckpt, create_model("aft_conv_test"), [f"k{i}" for i in range(10)], model_name="aft_conv_test")
     out = tmp_path / "m.onnx"
-    result = run("export", ckpt, "-o", out, "--verify-images", 16, "--verify-data", cifar10 / "test.tar")
+    result = run("export", ckpt, "-o", out, "--images", 16, "--data", cifar10 / "test.tar")
     assert result.exit_code == 0, result.output
     assert out.is_file()
     assert "2 com.aft nodes" in result.output and "top-1 agreement 100.0%" in result.output
     assert "onnxsim:" in result.output
-    data = json.loads(run("export", ckpt, "-o", out, "--verify-images", 0, "--no-simplify", "--json").output)
+    data = json.loads(run("export", ckpt, "-o", out, "--images", 0, "--no-simplify", "--json").output)
     assert data["aft_nodes"] == 2 and data["simplify"] is None and data["parity"] is None
 
 
 @pytest.mark.parametrize(
     "extra, message",
-    [(["--opset", "12"], "opset 12 is too old"), (["--batch", "lots"], "bad batch specification"),
+    [(["--opset", "12"], "opset 12 is too old"), (["--batch-dim", "lots"], "bad batch specification"),
      (["--dynamic-hw"], "only AFT-conv models take dynamic height and width")],
 )  # fmt: skip
 def test_export_bad_input_exit_2(ckpt, tmp_path, extra, message):
-    result = run("export", ckpt, "-o", tmp_path / "x.onnx", "--verify-images", 0, *extra)
+    result = run("export", ckpt, "-o", tmp_path / "x.onnx", "--images", 0, *extra)
     assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
     assert not (tmp_path / "x.onnx").exists()
 
 
 def test_export_to_missing_directory(ckpt, tmp_path):
-    result = run("export", ckpt, "-o", tmp_path / "nope" / "x.onnx", "--verify-images", 0)
+    result = run("export", ckpt, "-o", tmp_path / "nope" / "x.onnx", "--images", 0)
     assert result.exit_code == 2 and "output directory" in result.output
 
 
@@ -131,7 +131,7 @@ def test_eval_command(tmp_path, cifar10):
     classes = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
     torch.manual_seed(0)
     save_checkpoint(ckpt, create_model("aft_simple_test"), classes)
-    result = run("eval", ckpt, "--data", cifar10 / "test.tar", "--limit", 50, "--json")
+    result = run("eval", ckpt, "--data", cifar10 / "test.tar", "--images", 50, "--json")
     assert result.exit_code == 0, result.output
     row = json.loads(result.output)[0]
     # the same 50 images through the model, counted here
@@ -164,7 +164,7 @@ def test_eval_command_against_hand_counted_metrics(tmp_path):
 
 
 def test_eval_refuses_a_set_with_other_classes(ckpt, tmp_path, cifar10):
-    result = run("eval", ckpt, "--data", cifar10 / "test.tar", "--limit", 20)
+    result = run("eval", ckpt, "--data", cifar10 / "test.tar", "--images", 20)
     assert result.exit_code == 2 and "classes" in result.output
 
 
@@ -179,3 +179,62 @@ def test_two_onnxruntime_wheels_are_reported(monkeypatch):
     assert "pip uninstall -y onnxruntime onnxruntime-gpu" in res.output
     monkeypatch.setattr(ort_mod, "ort_distributions", lambda: {"onnxruntime": "1.32.0"})
     assert "warning" not in CliRunner().invoke(main, ["check", "missing.onnx"]).output
+
+
+# ---------------------------------------------------------------- renamed flags (one release of aliases)
+
+
+def _command(name):
+    return main.commands[name]
+
+
+def test_renamed_flags_are_the_new_names_and_hidden_from_help():
+    import re
+
+    from aft_export.cli import RENAMED
+
+    for name, renamed in RENAMED.items():
+        opts = {o for p in _command(name).params for o in getattr(p, "opts", ())}
+        text = run(name, "--help").output
+        for old, new in renamed.items():
+            assert new in opts and old not in opts, (name, old, new)
+            assert re.search(rf"(?<![\w-]){re.escape(new)}(?![\w-])", text), (name, new)
+            assert not re.search(rf"(?<![\w-]){re.escape(old)}(?![\w-])", text), (name, old)
+
+
+def test_old_flag_names_map_onto_the_new_ones():
+    """Each old name, spelt `--old V` or `--old=V`, becomes the new one; a value that
+    looks like an old flag stays a value; nothing after `--` is touched."""
+    from aft_export.cli import RENAMED, _rename_args, _renamed_used
+
+    for name, renamed in RENAMED.items():
+        for old, new in renamed.items():
+            _renamed_used.clear()
+            assert _rename_args(_command(name), [old, "7"]) == [new, "7"]
+            assert _rename_args(_command(name), [f"{old}=7"]) == [f"{new}=7"]
+            assert _renamed_used == [(old, new)]
+            assert _rename_args(_command(name), ["--", old]) == ["--", old]
+    _renamed_used.clear()
+    quantize = _command("quantize")
+    args = ["--exclude", "--count", "--count", "3"]
+    assert _rename_args(quantize, args) == ["--exclude", "--count", "--images", "3"]
+    assert _rename_args(quantize, ["-o", "--count"]) == ["-o", "--count"]
+    _renamed_used.clear()
+
+
+def test_an_old_flag_works_with_a_note_and_errors_name_it(tmp_path, cifar10):
+    from aft_export.datasets import CIFAR10_CLASSES
+
+    ckpt = tmp_path / "m.pt"
+    save_checkpoint(ckpt, create_model("aft_simple_test"), list(CIFAR10_CLASSES))
+    data = ["--data", str(cifar10 / "test.tar")]
+    new = CliRunner().invoke(main, ["eval", str(ckpt), *data, "--images", "20", "--json"])
+    old = CliRunner().invoke(main, ["eval", str(ckpt), *data, "--limit", "20", "--json"])
+    assert new.exit_code == old.exit_code == 0, old.output
+    rows = [{k: v for k, v in json.loads(r.stdout)[0].items() if k != "seconds"} for r in (old, new)]
+    assert rows[0] == rows[1] and rows[0]["images"] == 20
+    assert old.stderr.strip() == "warning: eval --limit is now --images; the old name goes in aft-export 0.2.0"
+    assert "warning" not in new.stderr
+    bad = CliRunner().invoke(main, ["quantize", "m.onnx", "-o", "q.onnx", "--precision", "int8", "--count", "0"])
+    assert bad.exit_code == 2
+    assert bad.stderr.splitlines()[-1].startswith("error: invalid value for '--count (now --images)'")

@@ -39,6 +39,9 @@ def test_the_wheel_runs_the_default_pipeline_from_anywhere(tmp_path, cifar10):
     assert where.startswith(str(site)), f"aft_export came from {where}, not the wheel"
     run = subprocess.run([str(py), "-m", "aft_export.cli", "pipeline"], capture_output=True, text=True, cwd=away,
                          env=env)  # fmt: skip
+    doctor = subprocess.run([str(py), "-m", "aft_export.cli", "doctor", "--help"], capture_output=True, text=True,
+                            cwd=away, env=env)  # fmt: skip
+    assert doctor.returncode == 0 and "doctor.json" in doctor.stdout  # shipped in the wheel, no scripts/ needed
     (run_dir,) = (away / "runs").iterdir()
     manifest = json.loads((run_dir / "manifest.json").read_text())
     # 3: TensorRT-RTX engines built here that cannot run without a GPU (the [rtx] extra in CI)

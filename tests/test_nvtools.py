@@ -210,7 +210,7 @@ def test_tensorrt_rtx_lines(models):
     hw = verification_commands(models["hw"], batch="1,2,4", hw="16,32,48")["rtx"]
     ours = _argv(hw["aft_export_build"])
     assert ours[:5] == ["aft-export", "build", "conv_hw.onnx", "--library", "tensorrt-rtx"]
-    assert _opt(ours, "--batch") == ["1,2,4"] and _opt(ours, "--hw") == ["16,32,48"]
+    assert _opt(ours, "--batch-profile") == ["1,2,4"] and _opt(ours, "--hw-profile") == ["16,32,48"]
     assert _opt(ours, "--output") == ["conv_hw.rtx.engine"]
     tool = _argv(hw["tensorrt_rtx_build"])
     assert tool[:2] == ["tensorrt_rtx", "--onnx=conv_hw.onnx"] and tool[-1] == "--skipInference"
@@ -219,7 +219,7 @@ def test_tensorrt_rtx_lines(models):
     assert _argv(hw["tensorrt_rtx_latency"]) == ["tensorrt_rtx", "--loadEngine=conv_hw.tensorrt_rtx.engine",
                                                  "--shapes=image:2x3x32x32"]  # fmt: skip
     fixed = verification_commands(models["b4"])["rtx"]
-    assert "--batch" not in fixed["aft_export_build"] and "Shapes" not in fixed["tensorrt_rtx_build"]
+    assert "--batch-profile" not in fixed["aft_export_build"] and "Shapes" not in fixed["tensorrt_rtx_build"]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("tensorrt_rtx") is None,

@@ -241,7 +241,7 @@ def test_bench_reports_percentiles_and_threads(pair, tmp_path, cifar10):
     assert [r["batch"] for r in report["rows"]] == [2] and report["skipped"][0]["batch"] == 1
     with pytest.raises(AFTExportError, match="--iters"):
         bench([str(ckpt)], [1], iters=0)
-    result = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch", "2", "--iters", "2", "--json"])
+    result = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch-size", "2", "--iters", "2", "--json"])
     assert result.exit_code == 0 and json.loads(result.output)["rows"][0]["batch"] == 2
 
 
@@ -258,20 +258,20 @@ def test_a_batch_that_cannot_fit_is_refused_up_front(pair, monkeypatch):
     need, per_image = runner.memory_estimate(1000)
     assert per_image == io + base.LIVE_VALUES * largest and need == 1000 * per_image
     # far beyond any machine: refused on the memory the kernel reports
-    huge = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch", "1000000000", "--iters", "1"])
+    huge = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch-size", "1000000000", "--iters", "1"])
     assert huge.exit_code == 2 and "Traceback" not in huge.output
     assert huge.output.startswith("error: batch 1000000000 of m.onnx needs about ") and huge.output.count("\n") == 1
     # a checkpoint: measured on one image in PyTorch (the MLP's hidden layer at least)
     ckpt = pair[0]
     torch_largest, torch_io = TorchRunner(str(ckpt)).activation_bytes()
     assert torch_io == io and torch_largest >= largest > 0
-    huge = CliRunner().invoke(main, ["bench", str(ckpt), "--batch", "1000000000", "--iters", "1"])
+    huge = CliRunner().invoke(main, ["bench", str(ckpt), "--batch-size", "1000000000", "--iters", "1"])
     assert huge.exit_code == 2 and huge.output.startswith("error: batch 1000000000 of m.pt needs about ")
     # and on the memory said to be available: 1000 images do not fit in 100 per-image estimates
     monkeypatch.setattr(base, "available_memory", lambda: 100 * per_image)
-    res = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch", "1000", "--iters", "1", "--warmup", "0"])
-    assert res.exit_code == 2 and "use --batch 100 or less" in res.output
-    res = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch", "100", "--iters", "1", "--warmup", "0"])
+    res = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch-size", "1000", "--iters", "1", "--warmup", "0"])
+    assert res.exit_code == 2 and "use --batch-size 100 or less" in res.output
+    res = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch-size", "100", "--iters", "1", "--warmup", "0"])
     assert res.exit_code == 0, res.output
 
 
@@ -338,11 +338,11 @@ def test_execution_providers_and_their_caches(pair, tmp_path, cifar10):
     ckpt, onnx_path = str(pair[0]), str(pair[1])
     if "CUDAExecutionProvider" in ort.get_available_providers():
         pytest.skip("this ONNX Runtime has CUDA: the missing-provider path cannot be shown here")
-    res = CliRunner().invoke(main, ["eval", ckpt, onnx_path, "--data", str(cifar10 / "test.tar"), "--limit", "16",
+    res = CliRunner().invoke(main, ["eval", ckpt, onnx_path, "--data", str(cifar10 / "test.tar"), "--images", "16",
                                     "--provider", "cuda"])  # fmt: skip
     # --provider cuda runs the checkpoint in PyTorch on the GPU too; it is the reference
     assert res.exit_code == 2 and "reference and cannot be skipped: no CUDA GPU" in res.output, res.output
-    res = CliRunner().invoke(main, ["eval", onnx_path, onnx_path, "--data", str(cifar10 / "test.tar"), "--limit",
+    res = CliRunner().invoke(main, ["eval", onnx_path, onnx_path, "--data", str(cifar10 / "test.tar"), "--images",
                                     "16", "--provider", "cuda"])  # fmt: skip
     assert res.exit_code == 2 and "CUDAExecutionProvider" in res.output
     res = CliRunner().invoke(main, ["parity", ckpt, onnx_path, "--data", str(cifar10 / "test.tar"), "--images", "8",

@@ -17,7 +17,8 @@ from tests.export.test_exporter import make_ckpt
 ENGINES, _ = engine_library(installed_libraries(), environment()["gpu"] is not None)
 NO_GPU = environment()["gpu"] is None
 
-FAST = ["--eval-limit", "64", "--parity-images", "16", "--batch", "1", "--batch", "4", "--iters", "2"]
+FAST = ["--calib-images", "128", "--eval-images", "64", "--parity-images", "16", "--bench-batch-size", "1",
+        "--bench-batch-size", "4", "--bench-iters", "2"]  # fmt: skip
 # an untrained model's logits are near ties, so int8 flips top-1 more than a trained one
 # (the zoo meets the default limits: tests/test_zoo.py); the other limits stay default
 UNTRAINED_INT8 = ["--tolerance", "int8.min_top1_agreement=0.5", "--tolerance", "int8.max_abs=5"]
@@ -36,7 +37,7 @@ def ckpt(tmp_path_factory):
 
 
 def _args(ckpt, out, cifar10, *extra):
-    return ["pipeline", str(ckpt), "--out", str(out), "--data", str(cifar10 / "test.tar"),
+    return ["pipeline", str(ckpt), "--output", str(out), "--data", str(cifar10 / "test.tar"),
             "--calib", str(cifar10 / "train.tar"), *FAST, *extra]  # fmt: skip
 
 
@@ -64,7 +65,7 @@ def test_pipeline_writes_a_complete_run_directory(ckpt, tmp_path, cifar10):
     assert manifest["passed"] is True
     assert manifest["versions"]["onnxruntime"] and manifest["versions"]["torch"]
     assert len(manifest["inputs"]["checkpoint_sha256"]) == 64
-    assert manifest["inputs"]["calibration"]["count"] == 512
+    assert manifest["inputs"]["calibration"]["count"] == 128  # --calib-images
     steps = {s["name"]: s for s in manifest["steps"]}
     assert [s["name"] for s in manifest["steps"]] == ["export", "quantize fp16", "quantize int8", "tensorrt check",
                                                       "verification commands", "tensorrt engines", "parity", "eval",

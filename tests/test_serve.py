@@ -281,7 +281,7 @@ def test_python_backend_stub_runs_on_this_interpreters_libpython(server):
 
 
 def test_the_client_module_prints_the_top_k_of_real_jpegs(server, jpegs, tmp_path):
-    """python -m aft_export.client (the README's query line; a copy sits in every Triton
+    """python -m aft_export.client (docs/serving.md's query line; a copy sits in every Triton
     repository): one line per image, its top-5 labels as the server ranks them."""
     import subprocess
     import sys

@@ -207,8 +207,8 @@ def test_missing_tensorrt_is_a_clear_error(graphs, tmp_path):
 
 def test_option_errors_come_before_tensorrt(graphs, tmp_path):
     """A bad profile is reported whether or not TensorRT exists."""
-    for args, msg in ((["--batch", "8,4,2"], "inconsistent batch profile"),
-                      (["--hw", "16,32,64"], "takes 32x32 images only")):  # fmt: skip
+    for args, msg in ((["--batch-profile", "8,4,2"], "inconsistent batch profile"),
+                      (["--hw-profile", "16,32,64"], "takes 32x32 images only")):  # fmt: skip
         res = CliRunner().invoke(main, ["build", str(graphs["dynamic"]), "-o", str(tmp_path / "x.engine"), *args])
         assert res.exit_code == 2 and msg in res.output
     res = CliRunner().invoke(main, ["build", str(tmp_path / "missing.onnx"), "-o", str(tmp_path / "x.engine")])
@@ -358,15 +358,15 @@ def test_loading_refuses_an_engine_of_another_library_version_or_gpu(tmp_path):
     assert check_manifest(engine, cpu_rtx)["library"] == RTX  # checks pass; running it needs a GPU
     rtx_gpu = {**cpu_rtx, "gpu": "NVIDIA GeForce RTX 4090", "compute_capability": "8.9"}
     assert check_manifest(engine, rtx_gpu)
-    rebuild = "aft-export build m.int8.onnx --library tensorrt-rtx --batch 1,8,32"
+    rebuild = "aft-export build m.int8.onnx --library tensorrt-rtx --batch-profile 1,8,32"
     with pytest.raises(AFTExportError, match=f"TensorRT-RTX 1.7.1.116, this machine has 1.8.0: .*release that "
                                              f"built them; rebuild it here: {rebuild} -o m.int8.rtx.engine$"):
         check_manifest(engine, {**rtx_gpu, "tensorrt_rtx": "1.8.0"})
     with pytest.raises(RuntimeMissing, match="built with TensorRT-RTX 1.7.1.116 and loads only with it; this machine "
-                                             "has TensorRT 10.13.3 .*--library tensorrt --batch 1,8,32 -o m.int8.engine$"):
+                                             "has TensorRT 10.13.3 .*--library tensorrt --batch-profile 1,8,32 -o m.int8.engine$"):
         check_manifest(engine, {**rtx_gpu, "tensorrt": "10.13.3", "tensorrt_rtx": None})
     turing = {**rtx_gpu, "gpu": "NVIDIA GeForce RTX 2080 Ti", "compute_capability": "7.5"}
-    with pytest.raises(AFTExportError, match="for compute capability the default .*this GPU is 7.5 .* --batch 1,8,32 "
+    with pytest.raises(AFTExportError, match="for compute capability the default .*this GPU is 7.5 .* --batch-profile 1,8,32 "
                                              "--compute-capability 7.5 -o m.int8.rtx.engine$"):
         check_manifest(engine, turing)
     with pytest.raises(AFTExportError, match="9.0 is not a TensorRT-RTX target: build for standard TensorRT"):
@@ -388,6 +388,6 @@ def test_rebuild_command():
     m = {"onnx": "model.fp16.onnx", "library": RTX, "build_options": {"batch": "1,8,32", "hw": "16,32,64",
                                                                      "compute_capabilities": ["7.5"]}}  # fmt: skip
     assert rebuild_command(Path("x/model.fp16.rtx.engine"), m) == ("aft-export build model.fp16.onnx --library "
-                                                                  "tensorrt-rtx --batch 1,8,32 --hw 16,32,64 "
+                                                                  "tensorrt-rtx --batch-profile 1,8,32 --hw-profile 16,32,64 "
                                                                   "--compute-capability 7.5 -o model.fp16.rtx.engine")
     assert rebuild_command(Path("m.engine"), {}) == "aft-export build MODEL.onnx --library tensorrt -o m.engine"

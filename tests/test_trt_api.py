@@ -1,6 +1,6 @@
 """Every TensorRT name aft_export/trt.py uses exists in every TensorRT version it supports, or is
 guarded by a version check. Static: reads the source (AST) and tests/data/trt_api.json (the API of
-each version, extracted from NVIDIA's bindings wheels by scripts/extract_trt_api.py); needs neither
+each version, extracted from NVIDIA's bindings wheels by tools/extract_trt_api.py); needs neither
 TensorRT nor the network.
 
 What counts as a use: ``trt.X`` and the chains hanging off it (``trt.BuilderFlag.FP16``,
@@ -447,7 +447,7 @@ def test_api_data_comes_from_pinned_wheels():
 
 
 def test_the_extractor_reads_pybind11_signatures():
-    spec = importlib.util.spec_from_file_location("extract_trt_api", REPO / "scripts" / "extract_trt_api.py")
+    spec = importlib.util.spec_from_file_location("extract_trt_api", REPO / "tools" / "extract_trt_api.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     doc = ("create_network(self: tensorrt.tensorrt.Builder, flags: int = 0) -> "

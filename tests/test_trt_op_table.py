@@ -1,4 +1,4 @@
-"""scripts/make_trt_op_table.py parses onnx-tensorrt operators.md, and the committed ops.json is its output."""
+"""tools/make_trt_op_table.py parses onnx-tensorrt operators.md, and the committed ops.json is its output."""
 
 import importlib.util
 import json
@@ -28,7 +28,7 @@ TensorRT supports the following ONNX data types: FLOAT32, INT8
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("make_trt_op_table", REPO / "scripts" / "make_trt_op_table.py")
+    spec = importlib.util.spec_from_file_location("make_trt_op_table", REPO / "tools" / "make_trt_op_table.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -26,7 +26,7 @@ from aft_export.errors import AFTExportError, CheckFailed
 from aft_export.onnxio import graph_precision, load_onnx
 from aft_export.runners import OrtRunner
 from aft_export.trtcheck.rules import RULES, checks_for
-from aft_export.trtcheck.versions import JETPACK, SUPPORTED, Version, parse_version
+from aft_export.trtcheck.versions import COLUMNS, EDITIONS, JETPACK, SUPPORTED, Version, parse_version
 from aft_export.trtcheck.view import GraphView
 
 TARGETS = {  # export target -> the TensorRT versions it is made for (None: not TensorRT)
@@ -36,7 +36,7 @@ TARGETS = {  # export target -> the TensorRT versions it is made for (None: not 
 }
 DEFAULT_TARGET = "tensorrt"
 
-__all__ = ["SUPPORTED", "TARGETS", "CheckReport", "Finding", "check_model", "enforce", "format_report", "RULES"]
+__all__ = ["SUPPORTED", "COLUMNS", "EDITIONS", "TARGETS", "CheckReport", "Finding", "check_model", "enforce", "format_report", "RULES"]
 
 
 @dataclass
@@ -113,8 +113,9 @@ def _load(model_or_path):
 def check_model(model_or_path, versions: list[str] | None = None) -> CheckReport:
     """Check an ONNX model (path or ModelProto) against TensorRT's rules.
 
-    ``versions``: TensorRT versions to check ("10.3"); default every supported version
-    the file's export target is for (the others are reported as not targeted).
+    ``versions``: TensorRT versions to check ("10.3", or an edition's column such as "rtx-1.7");
+    default every supported version the file's export target is for (the others are reported as
+    not targeted). An edition is checked only when asked for.
     """
     model, name = _load(model_or_path)
     target = _target(model)
@@ -157,7 +158,7 @@ def check_model(model_or_path, versions: list[str] | None = None) -> CheckReport
                     f.summary = r.summary
                 f.versions.append(name_v)
                 state = "refuses" if r.severity == "error" else (state if state == "refuses" else "warnings")
-        if v.table_version != name_v:
+        if v.edition is None and v.table_version != name_v:
             report.notes.append(f"TensorRT {name_v}: no operator table of its own here; checked with the version-"
                                 f"dependent rules at {name_v} and the {v.table_version} operator table")  # fmt: skip
             state = state if state == "refuses" else "warnings"
@@ -173,11 +174,13 @@ def check_model(model_or_path, versions: list[str] | None = None) -> CheckReport
 
 
 def _normalise(text: str) -> str:
+    if str(text).strip().lower() in EDITIONS:
+        return str(text).strip().lower()
     try:
         major, minor = parse_version(text)
     except ValueError:
         raise AFTExportError(f"--trt {text!r}: give a TensorRT version such as 10.3 (known: "
-                             f"{', '.join(SUPPORTED)})") from None  # fmt: skip
+                             f"{', '.join(COLUMNS)})") from None  # fmt: skip
     return f"{major}.{minor}"
 
 
@@ -232,10 +235,10 @@ def format_report(report: CheckReport) -> list[str]:
 def rules_table(versions: list[str] | None = None) -> list[dict]:
     """Every rule the check applies: id, severity, the versions it exists in, what it
     refuses, the fix and the source it was taken from."""
-    unknown = [v for v in versions or () if v not in SUPPORTED]
+    unknown = [v for v in versions or () if v not in COLUMNS]
     if unknown:
-        raise AFTExportError(f"no rules for TensorRT {', '.join(unknown)}: the check knows {', '.join(SUPPORTED)}")
-    vs = [Version(v) for v in (versions or SUPPORTED)]
+        raise AFTExportError(f"no rules for TensorRT {', '.join(unknown)}: the check knows {', '.join(COLUMNS)}")
+    vs = [Version(v) for v in (versions or COLUMNS)]
     return [{"id": r.id, "severity": r.severity, "versions": [v.name for v in vs if r.applies(v)],
              "summary": r.summary, "fix": r.fix, "source": r.source} for r in RULES.values()]  # fmt: skip
 
@@ -245,6 +248,8 @@ def format_rules(rows: list[dict]) -> list[str]:
     for r in rows:
         lines += ["", f"{r['id']} ({r['severity']}; {', '.join(r['versions']) or 'none'}): {r['summary']}",
                   f"  fix: {r['fix']}", f"  source: {r['source']}"]  # fmt: skip
+    for column in [c for c in EDITIONS if any(c in r["versions"] for r in rows)]:
+        lines += ["", f"column {column}:"] + [f"  - {n}" for n in edition_notes(column)]
     return lines
 
 
@@ -263,6 +268,12 @@ def enforce(report: CheckReport, log=print, what: str = "this step") -> None:
         raise CheckFailed(f"{what} stops: TensorRT {', '.join(refusing)} would refuse {report.path}: {detail}")
     log(f"warning: TensorRT {', '.join(refusing)} would refuse {report.path} (the other checked versions accept "
         f"it): {detail}")  # fmt: skip
+
+
+def edition_notes(column: str) -> list[str]:
+    """The documented differences of an edition's column (empty for a standard version)."""
+    e = EDITIONS.get(column)
+    return [f"{e.title} = TensorRT {e.base}'s rules plus: {n}" for n in e.notes] if e else []
 
 
 def _jp(v: str) -> str:

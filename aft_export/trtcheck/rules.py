@@ -53,7 +53,7 @@ def _ops(view: GraphView, *op_types: str):
 
 
 def _fmt(v: Version) -> str:
-    return f"TensorRT {v.name}"
+    return v.edition.title if v.edition else f"TensorRT {v.name}"
 
 
 # ----------------------------------------------------------------------------- model
@@ -133,30 +133,78 @@ def _op_unsupported(view: GraphView, v: Version):
             yield node, (f"{_fmt(v)} has no importer for {node.op_type}{where} and would need a plugin named "
                          f"{node.op_type}")  # fmt: skip
         elif not entry["supported"]:
-            yield node, f"{node.op_type} is not supported by {_fmt(v)}"
+            why = f" (its importer is a plugin, and {_fmt(v)} has no plugin library)" if v.rtx and "plugin" in str(
+                entry.get("edition", "")) else ""  # fmt: skip
+            yield node, f"{node.op_type} is not supported by {_fmt(v)}{why}"
 
 
 # For the type check: which input holds the data whose type the table lists. Everything
 # else reads input 0, or output 0 where an op has no inputs.
 _TYPED_INPUT = {"Where": 1, "Expand": 0, "Constant": None, "ConstantOfShape": None}
+# Quantized types: operators.md's note ('INT8, INT4, FP8 and FP4 are treated as Quantized Types in
+# TensorRT, where support is available only through quantization from a floating-point type') -
+# an int8 tensor made by QuantizeLinear flows through Reshape/Transpose/Concat/MaxPool/... to its
+# DequantizeLinear; the importers' own type checks are deny-lists (importerUtils.cpp notInvalidType,
+# 10.1-GA) that name INT8 only for Hardmax. So the table's type column does not judge them.
+_QUANTIZED = {"INT8", "INT4", "FP8", "FP4"}
+_DENIES_QUANTIZED = {"Hardmax"}  # 10.1-GA onnxOpImporters.cpp Hardmax: notInvalidType(..., {..., "INT8", ...})
+# Where the importer code (onnx-tensorrt 10.1-GA) and operators.md's type column disagree, from
+# 10.0 on; each shown by TensorRT-RTX's parser too (tests/trtcheck/parser_graphs.py, type/* graphs).
+_IMPORTER_TAKES = {  # types the importer takes that the column does not list
+    "Equal": {"BOOL"},  # onnxOpImporters.cpp Equal: elementwiseHelper(kEQUAL), no type check
+    "Clip": {"INT32", "INT64"},  # Clip: 'For INT32 and multi-input clips, use elementwise operators instead.'
+    "Dropout": {"INT32", "INT64", "BOOL"},  # Dropout (inference): an identity of its input
+}
+_IMPORTER_REFUSES = {  # types the column lists that the importer refuses
+    "Relu": {"INT32"},  # importerUtils.cpp activationHelper: notInvalidType(input, {"INT32", "BOOL", "UINT8"})
+    "Gelu": {"INT32", "INT64"},  # the same, and an INT64 GELU is refused by the layer ('input has type Int64')
+    "IsNaN": {"INT32", "INT64"},  # unaryHelper(kISNAN): validUnaryType, floating point only
+    "ReduceL2": {"INT32", "INT64"},  # reduceTensor then unaryHelper(kSQRT): validUnaryType
+    "ReduceLogSum": {"INT32", "INT64"},  # unaryHelper(kLOG): validUnaryType
+    "ReduceLogSumExp": {"INT32", "INT64"},  # ReduceLogSumExp: notInvalidType(input, {"INT32", "INT64"})
+    "Mean": {"INT32", "INT64"},  # Mean: a SUM divided by a FLOAT/HALF scale constant, mixed types
+    "Celu": {"FP16", "BF16"},  # Celu: its 0, 1 and alpha constants are FLOAT weights (createNamedTempWeights),
+    # so a strongly typed network mixes types ('The rank of operands should be the same adding inputs')
+}
+# Index inputs: the gather/scatter layers take INT32 or INT64 indices only (TensorRT IGatherLayer/
+# IScatterLayer: 'indices input has type Int8 but must have type Int64 or Int32', the parser's message)
+_INDEX_INPUT = {"Gather": 1, "GatherElements": 1, "GatherND": 1, "ScatterND": 1, "ScatterElements": 1,
+                "Scatter": 1}  # fmt: skip
 
 
 @rule("op.type", "an op gets a data type the parser does not take for it",
-      "ONNX_TRT docs/operators.md 'Supported Types' column (trtcheck/ops.json); 8.x casts INT64 to INT32 and "
-      "DOUBLE to FLOAT ('limited support' note in the 8.5/8.6 tables)",
+      "ONNX_TRT docs/operators.md 'Supported Types' column (trtcheck/ops.json), except where the importer "
+      "code says otherwise (10.0+, onnx-tensorrt 10.1-GA): quantized types (INT8/INT4/FP8/FP4, operators.md's "
+      "'Quantized Types' note; the importers' type checks are deny-lists, importerUtils.cpp notInvalidType); "
+      "Equal of BOOL, Clip of INT32/INT64, Dropout of any type are taken; Relu/Gelu of INT32 (activationHelper), "
+      "Gelu of INT64, IsNaN/ReduceL2/ReduceLogSum (validUnaryType), ReduceLogSumExp, Mean of INT32/INT64 and "
+      "Celu of FP16 "
+      "(FLOAT constants in a strongly typed network) are refused; index inputs of Gather*/Scatter* are "
+      "INT32 or INT64 (the gather/scatter layers' type check); 8.x casts INT64 to INT32 and DOUBLE to FLOAT "
+      "('limited support' note in the 8.5/8.6 tables)",
       "cast to a supported type before the op (or quantise/convert with aft-export, which only writes "
       "supported types)")  # fmt: skip
 def _op_type(view: GraphView, v: Version):
     for node in view.nodes:
         entry = v.op(node.op_type) if _default(node) and node.op_type not in _QDQ else None
-        if not entry or not entry["supported"] or not entry["types"]:
+        if not entry or not entry["supported"]:
+            continue
+        index = _INDEX_INPUT.get(node.op_type)
+        if index is not None and len(node.input) > index:
+            t = view.type_name(node.input[index])
+            if t is not None and t not in ("INT32", "INT64"):
+                yield node, (f"{node.op_type} indices {node.input[index]} are {t}; {_fmt(v)} takes INT32 or INT64 "
+                             f"indices")  # fmt: skip
+        if not entry["types"]:
             continue
         idx = _TYPED_INPUT.get(node.op_type, 0)
         name = node.output[0] if idx is None or len(node.input) <= idx else node.input[idx]
         t = view.type_name(name)
-        if t is None:
+        if t is None or (t in _QUANTIZED and node.op_type not in _DENIES_QUANTIZED):
             continue
         allowed = set(entry["types"])
+        if v.v >= (10, 0):
+            allowed = (allowed | _IMPORTER_TAKES.get(node.op_type, set())) - _IMPORTER_REFUSES.get(node.op_type, set())
         if v.v < (9, 0):  # casts down (table note); INT32 then has to be allowed
             t = {"INT64": "INT32", "DOUBLE": "FP32"}.get(t, t)
         else:
@@ -164,6 +212,22 @@ def _op_type(view: GraphView, v: Version):
         if t not in allowed:
             yield node, (f"{node.op_type} input {name} is {t}; {_fmt(v)} takes {', '.join(entry['types'])} "
                          f"for {node.op_type}")  # fmt: skip
+
+
+@rule("type.uint8-intermediate", "a node makes a UINT8 tensor that is not a graph output",
+      "ONNX_TRT ModelImporter.cpp parseNode (8.6-GA, 10.1-GA; not in 8.5-GA): 'UINT8 is only allowed as network "
+      "inputs and outputs' - 'TensorRT does not support UINT8 types for intermediate tensors!'; operators.md: "
+      "'UINT8 is only supported as network input or output tensor types.'",
+      "keep UINT8 to the graph's inputs and outputs (cast to a float type right after the input)",
+      applies=lambda v: v.v >= (8, 6))  # fmt: skip
+def _uint8(view: GraphView, v: Version):
+    outputs = {o.name for o in view.model.graph.output}
+    for node in view.nodes:
+        if node.op_type == "Constant" or node.op_type in _QDQ:
+            continue  # weights, and Q/DQ zero points (qdq.zero-point)
+        for out in node.output:
+            if out and out not in outputs and view.type_name(out) == "UINT8":
+                yield node, f"{node.op_type} {node.name} makes {out} as UINT8; {_fmt(v)} has UINT8 only at graph I/O"
 
 
 # ----------------------------------------------------------------------------- literal attributes, constants
@@ -208,14 +272,21 @@ _MUST_BE_CONSTANT = {
     **{(op, 1): ("axes", None) for op in _REDUCES},  # every version: 'Axis input must be an initializer!'
     ("Unsqueeze", 1): ("axes", (10, 6)), ("Squeeze", 1): ("axes", (10, 6)),  # Changelog 10.7: dynamic axes
     ("Slice", 3): ("axes", (10, 2)),  # Changelog 10.3: 'Added support for tensor `axes` inputs for `Slice`'
+    ("Dropout", 2): ("training_mode", None),  # 'only supports the training_mode input as an initializer.'
+    ("STFT", 1): ("frame_step", None), ("STFT", 2): ("window", None),  # 'windowWeights must be an initializer!'
 }  # fmt: skip
+# TensorRT-RTX 1.7 refuses computed Squeeze/Unsqueeze axes in its shape analysis ('squeeze axis is
+# not a constant', makeAxesMask), as TensorRT did before 10.7: its column keeps the old rule.
+_RTX_MUST_BE_CONSTANT = {("Unsqueeze", 1), ("Squeeze", 1)}
 
 
 @rule("input.must-be-constant", "an input the parser needs at build time is computed",
       "ONNX_TRT reduceTensor 'Axis input must be an initializer!' (8.6-GA onnx2trt_utils.cpp, 10.1-GA "
       "importerUtils.cpp); Unsqueeze/Squeeze 'Axes input for unsqueeze operation should be a constant tensor.' "
-      "until Changelog 10.7 ('dynamic axes support'); Slice 'This version of TensorRT does not support dynamic "
-      "axes.' until Changelog 10.3; docs/operators.md restrictions",
+      "until Changelog 10.7 ('dynamic axes support'), and always in TensorRT-RTX 1.7 ('squeeze axis is not a "
+      "constant'); Slice 'This version of TensorRT does not support dynamic axes.' until Changelog 10.3; "
+      "Dropout 'only supports the training_mode input as an initializer.' (10.1-GA onnxOpImporters.cpp); STFT "
+      "'windowWeights must be an initializer!'; docs/operators.md restrictions",
       "give the input as a constant (an initializer or a Constant node), or export for a newer TensorRT")  # fmt: skip
 def _must_be_constant(view: GraphView, v: Version):
     for node in view.nodes:
@@ -223,6 +294,8 @@ def _must_be_constant(view: GraphView, v: Version):
             continue
         for i, name in enumerate(node.input):
             what, until = _MUST_BE_CONSTANT.get((node.op_type, i), (None, None))
+            if v.rtx and (node.op_type, i) in _RTX_MUST_BE_CONSTANT:
+                until = None
             if what and name and (until is None or v.v <= until) and not view.is_weights(name):
                 yield node, (f"{node.op_type} {node.name}: its {what} ({name}) is computed; {_fmt(v)} needs it "
                              f"as an initializer or Constant")  # fmt: skip
@@ -258,16 +331,18 @@ def _shape_start_end(view: GraphView, v: Version):
 
 @rule("outputs.count", "a node lists more outputs than the importer makes",
       "ONNX_TRT ModelImporter.cpp parseGraph/parseNode: 'Node has more output tensors than TRT expected.' "
-      "(8.6-GA, 10.1-GA count empty output names too; from 10.7 only named outputs count); operators.md: "
-      "LayerNormalization 'Only the first output `Y` is supported.'",
+      "(8.6-GA, 10.1-GA count empty output names too; from 10.7 only named outputs count; the parser of "
+      "TensorRT-RTX 1.7: 'doesn't support mode than 1 outputs for MaxPool nodes!'); operators.md: "
+      "LayerNormalization 'Only the first output `Y` is supported.', MaxPool '`Indices` output tensor unsupported'",
       "keep only the first output (re-export; aft-export writes LayerNormalization with Y alone)")  # fmt: skip
 def _outputs(view: GraphView, v: Version):
-    single = ("LayerNormalization", "Dropout")
+    single = ("LayerNormalization", "Dropout", "MaxPool")
     for node in view.nodes:
         if node.op_type in single and _default(node) and len(node.output) > 1:
             named = [o for o in node.output[1:] if o]
             if named or v.v < (10, 7):
-                yield node, (f"{node.op_type} {node.name} lists {len(node.output)} outputs; {_fmt(v)} makes only Y"
+                yield node, (f"{node.op_type} {node.name} lists {len(node.output)} outputs; {_fmt(v)} makes only the "
+                             f"first"
                              + ("" if named else " and counts the empty output names"))  # fmt: skip
 
 
@@ -290,12 +365,17 @@ def _dq_inputs(v: Version) -> set[str]:
 @rule("qdq.dequantize-input", "DequantizeLinear gets an input type TensorRT cannot dequantize",
       "TensorRT IDequantizeLayer docstrings (bindings 8.6.1: 'only supports tensorrt.int8'; 10.3.0: int8 or "
       "fp8; 10.13.3.9 and 11.4.0.106: int8, fp8, int4, fp4); ONNX_TRT docs/operators.md DequantizeLinear; "
-      "onnx-tensorrt issue 850 (INT32 bias)",
+      "onnx-tensorrt issue 850 (INT32 bias); the output of a QuantizeLinear is not judged by its ONNX type from "
+      "10.0 on: QuantDequantLinearHelper (10.1-GA) makes it INT8 where the zero point is UINT8 or absent ('ONNX "
+      "default is UINT8, TRT will default to INT8')",
       "re-quantise with aft-export quantize (biases stay float; activations and weights int8)")  # fmt: skip
 def _dq_input(view: GraphView, v: Version):
     allowed = _dq_inputs(v)
     for node in view.nodes:
         if node.op_type == "DequantizeLinear" and _default(node):
+            made_by = view.producer.get(node.input[0])
+            if made_by is not None and made_by.op_type == "QuantizeLinear" and v.v >= (10, 0):
+                continue  # the Q's type is TensorRT's choice: INT8 for a UINT8 or absent zero point (qdq.zero-point)
             t = view.type_name(node.input[0])
             if t is not None and t not in allowed:
                 yield node, (f"it dequantizes {t} ({node.input[0]}); TensorRT dequantizes 8-bit (by version also "
@@ -306,7 +386,10 @@ def _dq_input(view: GraphView, v: Version):
       "ONNX_TRT QuantDequantLinearHelper: 8.5-GA 'This version of TensorRT requires 3 inputs for the "
       "DequantizeLinear operator.'; 8.6-GA reads inputs.at(2) unconditionally; all versions 'TensorRT only "
       "supports symmetric quantization. The zero point ... must be all zeros.'; UINT8 zero points: "
-      "'Found invalid input type of UINT8' (8.x, and Q in 10.x); docs/operators.md 'x_zero_point must be zero'",
+      "'Found invalid input type of UINT8' (8.x); from 10.0 a QuantizeLinear with a UINT8 zero point is taken "
+      "with a warning and quantised to INT8 instead (10.1-GA QuantDequantLinearHelper: 'TensorRT will use INT8 "
+      "instead.'), so what the ONNX graph maps to 128..255 saturates at 127: a wrong result, no error; "
+      "docs/operators.md 'x_zero_point must be zero'",
       "re-quantise with aft-export quantize (symmetric int8, zero point 0)")  # fmt: skip
 def _zero_point(view: GraphView, v: Version):
     for node in view.nodes:
@@ -323,7 +406,9 @@ def _zero_point(view: GraphView, v: Version):
         elif view.value(zp) is not None and np.any(view.value(zp)):
             yield node, f"{node.op_type} {node.name}: zero point {zp} is not all zeros; TensorRT is symmetric only"
         if t == "UINT8" and (v.v < (10, 0) or node.op_type == "QuantizeLinear"):
-            yield node, f"{node.op_type} {node.name}: zero point {zp} is UINT8; {_fmt(v)} takes int8 only"
+            yield node, (f"{node.op_type} {node.name}: zero point {zp} is UINT8; {_fmt(v)} "
+                         + ("takes int8 only" if v.v < (10, 0) else "quantises to int8 instead (values above 127 "
+                            "saturate: a wrong result, no error)"))  # fmt: skip
 
 
 @rule("qdq.scale", "a Q/DQ scale is not a positive build-time constant",
@@ -404,20 +489,6 @@ def _mixed(view: GraphView, v: Version):
                          f"({_fmt(v)}) needs one type, with explicit Casts")  # fmt: skip
 
 
-@rule("typed.quantize-scale", "QuantizeLinear's scale type differs from its input type (opset 19+)",
-      "ONNX_TRT QuantDequantLinearHelper (10.1-GA): for opset < 19 the parser casts the scale to the input "
-      "type, from opset 19 it does not; a strongly typed network then mixes types",
-      "give the scale the input's type", applies=lambda v: v.strongly_typed)  # fmt: skip
-def _q_scale(view: GraphView, v: Version):
-    if view.opset < 19:
-        return
-    for node in view.nodes:
-        if node.op_type == "QuantizeLinear" and _default(node) and len(node.input) > 1:
-            a, b = view.type_name(node.input[0]), view.type_name(node.input[1])
-            if a and b and a != b:
-                yield node, f"QuantizeLinear {node.name}: input {a}, scale {b}"
-
-
 # ----------------------------------------------------------------------------- shapes
 
 
@@ -432,15 +503,106 @@ def _rank(view: GraphView, v: Version):
                 yield node, f"{out} has {r} dimensions; TensorRT tensors have at most {MAX_DIMS}"
 
 
-@rule("conv.channels", "a convolution's input channel count is not known at build time",
-      "ONNX_TRT onnxOpImporters.cpp Conv / importerUtils.cpp convMultiInput: the channel dimension "
-      "(dims.d[1]) sizes the filter and must be a build-time constant",
-      "give the graph input a fixed channel count; keep channel-changing reshapes static")  # fmt: skip
-def _conv_channels(view: GraphView, v: Version):
-    for node in _ops(view, "Conv"):
+# ----------------------------------------------------------------------------- attribute values, ranks
+
+_POOLS = ("AveragePool", "MaxPool", "LpPool")
+_RESIZE_MODES = ("half_pixel", "pytorch_half_pixel", "tf_half_pixel_for_nn", "asymmetric", "align_corners")
+_RNN_ACTIVATIONS = {"RNN": 1, "GRU": 2, "LSTM": 3}  # activations per direction
+
+
+def _attribute_checks(view: GraphView, node):
+    """(what is wrong) for each attribute value the importer refuses; the importer sources are in
+    the rule's source."""
+    op = node.op_type
+
+    def attr(name, default=None):
+        return view.attr(node, name, default)
+
+    if op in _POOLS and any(d != 1 for d in attr("dilations", []) or []):
+        yield f"dilations {list(attr('dilations'))}: only 1 is supported"
+    if op == "Resize":
+        if attr("antialias", 0):
+            yield "antialias=1: antialiasing is not supported"
+        mode = _text(attr("coordinate_transformation_mode", b"half_pixel"))
+        if mode not in _RESIZE_MODES:
+            yield f"coordinate_transformation_mode {mode}: supported are {', '.join(_RESIZE_MODES)}"
+        policy = _text(attr("keep_aspect_ratio_policy", b"stretch"))
+        if policy != "stretch":
+            yield f"keep_aspect_ratio_policy {policy}: only stretch is supported"
+    if op == "ScatterND" and _text(attr("reduction", b"none")) != "none":
+        yield f"reduction {_text(attr('reduction'))}: only none is supported"
+    if op == "LSTM" and attr("input_forget", 0):
+        yield "input_forget=1: coupled input/forget gates are not supported"
+    if op == "Mod" and not attr("fmod", 0) and view.type_name(node.input[0]) not in (None, "INT32", "INT64"):
+        yield "fmod=0 on a floating-point input: fmod=0 is for INT32/INT64 inputs only"
+    if op == "Constant" and any(a.name in ("sparse_value", "value_string", "value_strings") for a in node.attribute):
+        yield "sparse_value/value_string(s) is not supported"
+    if op in _RNN_ACTIVATIONS and _text(attr("direction", b"forward")) == "bidirectional":
+        k = _RNN_ACTIVATIONS[op]
+        for name in ("activations", "activation_alpha", "activation_beta"):
+            values = list(attr(name, []) or [])
+            if len(values) >= 2 * k and values[:k] != values[k:2 * k]:
+                yield f"bidirectional with other {name} for the reverse pass than the forward one"
+    if op == "STFT" and view.rank(node.input[0]) == 3 and view.shapes[node.input[0]][2] not in (1, None):
+        yield f"signal {node.input[0]} is complex (last dimension {view.shapes[node.input[0]][2]}): real-valued only"
+    if op == "Resize" and len(node.input) > 2 and node.input[2] in view.graph_inputs:
+        yield (f"scales {node.input[2]} is a graph input: a network input that is a shape tensor must be INT32 or "
+               f"INT64 (give sizes, or constant scales)")
+    if op == "Dropout" and len(node.input) > 2 and node.input[2] and view.is_weights(node.input[2]):
+        value = view.value(node.input[2])
+        if value is not None and bool(np.asarray(value).any()):
+            yield "training_mode is True: Dropout in training mode is not supported"
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@rule("op.attribute", "an attribute value or input form the importer refuses",
+      "ONNX_TRT 10.1-GA onnxOpCheckers.cpp: pooling 'This version of TensorRT does not support dilations other "
+      "than 1.', Resize 'Antialiasing is not supported currently.', the transformation modes it lists (not "
+      "half_pixel_symmetric or tf_crop_and_resize), 'Only `stretch` is supported currently as "
+      "`keep_aspect_ratio_policy`.', LSTM 'Coupled input/forget is unsupported in the LSTM converter', Constant "
+      "'does not support the sparse_value, value_string and value_strings attributes.'; onnxOpImporters.cpp: "
+      "ScatterND 'Attribute reduction is not supported.' (newer: 'ScatterND with reduction is not supported.'), "
+      "Dropout 'TensorRT does not support the Dropout operator in training mode.', Mod 'The fmod attribute is "
+      "set to 0. Inputs cannot be of floating point types.'; onnxOpCheckers.cpp RNN/GRU/LSTM 'The parser does "
+      "not currently support cases where activations for the reverse pass of the GRU do not match the forward "
+      "pass.'; STFT 'TensorRT only supports STFT on real-valued signals!' (TensorRT-RTX 1.7's parser); Resize "
+      "scales as a graph input: 'Network input s is a shape tensor and must have type Int32 or Int64' (the "
+      "network's check, TensorRT-RTX 1.7); docs/operators.md restrictions of these ops. (Not "
+      "refused, though operators.md says so: Resize mode cubic, LSTM layout=1, TopK sorted=0 - the importer "
+      "takes them.)",
+      "change the attribute to a supported value (or the op: e.g. MaxPool without dilation)")  # fmt: skip
+def _attribute(view: GraphView, v: Version):
+    for node in view.nodes:
+        if _default(node):
+            for what in _attribute_checks(view, node):
+                yield node, f"{node.op_type} {node.name}: {what} ({_fmt(v)})"
+
+
+@rule("op.spatial-dims", "a convolution or pooling has other than 1 to 3 spatial dimensions",
+      "ONNX_TRT importerUtils.cpp (10.1-GA): 'The attribute kernel_shape misaligns with the shape of the input "
+      "tensor.' (nbSpatialDims 1, expanded to 2, or 2 or 3); INetworkDefinition::addConvolutionNd / "
+      "addPoolingNd: 'kernelSize.nbDims == 2 || kernelSize.nbDims == 3'; operators.md AveragePool/MaxPool '2D "
+      "or 3D Pooling only'",
+      "reshape to at most 3 spatial dimensions")  # fmt: skip
+def _spatial(view: GraphView, v: Version):
+    for node in _ops(view, "Conv", "ConvTranspose", *_POOLS):
+        r = view.rank(node.input[0])
+        if r is not None and not 1 <= r - 2 <= 3:
+            yield node, f"{node.op_type} {node.name}: {r - 2} spatial dimensions; {_fmt(v)} takes 1 to 3"
+
+
+@rule("shape.static-input", "an op that needs static input dimensions gets dynamic ones",
+      "ONNX_TRT onnxOpImporters.cpp EyeLike (10.1-GA): 'Eyelike does not work for dynamically shaped tensors.'; "
+      "operators.md EyeLike '`input` must have static dimensions'",
+      "give the input static dimensions")  # fmt: skip
+def _static_input(view: GraphView, v: Version):
+    for node in _ops(view, "EyeLike"):
         dims = view.shapes.get(node.input[0])
-        if dims is not None and len(dims) > 1 and not isinstance(dims[1], int):
-            yield node, f"Conv {node.name}: the channel dimension of {node.input[0]} is dynamic ({dims[1]})"
+        if dims is not None and not all(isinstance(d, int) for d in dims):
+            yield node, f"EyeLike {node.name}: {node.input[0]} has dynamic dimensions {dims}"
 
 
 def checks_for(v: Version) -> list[Rule]:

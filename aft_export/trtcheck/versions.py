@@ -2,9 +2,15 @@
 
 Every fact carries its source. ``ONNX_TRT`` is the onnx-tensorrt repository
 (github.com/onnx/onnx-tensorrt); ``ops.json`` beside this file is its operator table
-per version, made by ``scripts/make_trt_op_table.py`` (which records, per version, the
+per version, made by ``tools/make_trt_op_table.py`` (which records, per version, the
 exact document it was read from or how it was derived where that version's document
 was not available).
+
+Besides the standard versions, the check has a column for each *edition* of TensorRT whose
+parser it can compare against: ``rtx-1.7`` is TensorRT for RTX 1.7 (``tensorrt_rtx``), whose
+ONNX parser is built from the same onnx-tensorrt source. Its column is 10.13's rules (its
+version-dependent rules see 10.13) plus the documented differences of that edition, each with
+its source (:data:`EDITIONS`; the rules that exist only there test :attr:`Version.rtx`).
 """
 
 from __future__ import annotations
@@ -14,10 +20,74 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-SUPPORTED = ("8.5", "8.6", "10.3", "10.13", "11.4")
+SUPPORTED = ("8.5", "8.6", "10.3", "10.13", "11.4")  # standard TensorRT
 JETPACK = {"8.5": "JetPack 5.1", "8.6": "JetPack 6.0", "10.3": "JetPack 6.1/6.2"}
 
 ONNX_TRT = "onnx-tensorrt"
+
+
+RTX_DOCS = "docs.nvidia.com/deeplearning/tensorrt-rtx"
+RTX_PARSE = "tests/trtcheck/test_rules_vs_parser.py (tensorrt_rtx 1.7.1.116's OnnxParser)"
+
+
+@dataclass(frozen=True)
+class Edition:
+    """A TensorRT edition's column: the standard version whose rules it shares, and what differs."""
+
+    title: str
+    base: str  # the standard version whose rules and operator table it starts from
+    ops: dict  # op type -> its operator-table row instead of the base's, or the version ("10.15") whose row it takes
+    notes: tuple[str, ...]  # the documented differences, one line each with its source
+
+
+# Ops whose onnx-tensorrt importer is a plugin from TensorRT's plugin library (createPlugin);
+# TensorRT-RTX ships no plugin library, so its parser refuses them.
+_PLUGIN_OPS = {
+    "RoiAlign": "onnx-tensorrt 10.1-GA onnxOpImporters.cpp RoiAlign: createPlugin('ROIAlign_TRT'); tensorrt_rtx "
+                "1.7: 'ROIAlign plugin was not found in the plugin registry!'",
+    "DeformConv": "onnx-tensorrt 10.x onnxOpImporters.cpp DeformConv imports a plugin; tensorrt_rtx 1.7: 'Plugin "
+                  "not found, are the plugin name, version, and namespace correct?'",
+    "NonZero": "tensorrt_rtx 1.7's parser imports NonZero through a plugin: 'NonZero plugin creator version 1 was "
+               "not found in plugin registry.' (onnx-tensorrt 10.1-GA used INetworkDefinition::addNonZero)",
+}  # fmt: skip
+
+# Ops the parser code TensorRT-RTX 1.7 carries imports beyond 10.13's table: onnx-tensorrt
+# Changelog 10.14 ('Added support for the `Attention` operator') and 10.15 ('Added support for
+# `RotaryEmbedding`, `RMSNormalization` and `TensorScatter`'); rows as 10.15's operators.md has them.
+_NEWER_PARSER_OPS = ("Attention", "RotaryEmbedding", "RMSNormalization", "TensorScatter")
+
+EDITIONS: dict[str, Edition] = {
+    "rtx-1.7": Edition(
+        title="TensorRT-RTX 1.7",
+        base="10.13",
+        ops={**{op: {"supported": False, "types": [], "restrictions": "", "edition": why}
+                for op, why in _PLUGIN_OPS.items()},
+             **{op: "10.15" for op in _NEWER_PARSER_OPS}},
+        notes=(
+            "networks are strongly typed only: the typed.* rules apply (the tensorrt_rtx 1.7 bindings have "
+            "NetworkDefinitionCreationFlag.STRONGLY_TYPED and no BuilderFlag.FP16/INT8, tests/data/trt_api.json; "
+            f"{RTX_DOCS} 'Working with Quantized Types' points FP32 models to its 'Strongly Typed Networks and "
+            "Explicit Quantization' section)",
+            "lower precision only through explicit Q/DQ in the graph, no precision builder flags "
+            f"({RTX_DOCS} 'Working with Quantized Types': 'You must explicitly select reduced precision ... "
+            "insert IQuantizeLayer and IDequantizerLayer (Q/DQ) nodes')",
+            "opset range: 10.13's; its parser does not check the opset (opset 8 and 25 parse), a documented "
+            "difference (tests/data/rtx_differences.json)",
+            "asymmetric Q/DQ (a non-zero zero point) and INT32 DequantizeLinear are refused (qdq.zero-point, "
+            "qdq.dequantize-input); shown by the parser: 'Non-zero zero point is not supported', "
+            "'input has type Int32 but must have type FP8, FP4, Int4, Int8, or UInt8'",
+            "no plugin library: ops whose importer is a plugin (RoiAlign, DeformConv, NonZero) and ops of other "
+            f"domains are refused (op.unsupported); shown by the parser ({RTX_PARSE})",
+            "its parser code is newer than 10.13's: it imports Attention, RMSNormalization and RotaryEmbedding "
+            f"(onnx-tensorrt Changelog 10.14/10.15), shown by the parser ({RTX_PARSE}); TensorScatter, added by "
+            "the same 10.15 Changelog line (opset 24, beyond the column's opset range), is taken with them",
+            "Squeeze/Unsqueeze axes must be constant (input.must-be-constant), as before TensorRT 10.7: its "
+            "shape analysis refuses a computed axes input ('squeeze axis is not a constant', makeAxesMask), "
+            f"shown by the parser ({RTX_PARSE})",
+        ),
+    ),
+}
+COLUMNS = SUPPORTED + tuple(EDITIONS)  # every column the check has rules for
 
 
 def parse_version(text: str) -> tuple[int, int]:
@@ -32,11 +102,21 @@ def parse_version(text: str) -> tuple[int, int]:
 class Version:
     """One TensorRT version, as the rules ask about it."""
 
-    name: str  # "10.3"
+    name: str  # "10.3", or an edition's column ("rtx-1.7")
+
+    @property
+    def edition(self) -> Edition | None:
+        return EDITIONS.get(self.name)
+
+    @property
+    def rtx(self) -> bool:
+        """TensorRT for RTX: strongly typed only, explicit Q/DQ only, no plugin library."""
+        return self.name.startswith("rtx-")
 
     @property
     def v(self) -> tuple[int, int]:
-        return parse_version(self.name)
+        """The version the version-dependent rules see: an edition's base version."""
+        return parse_version(self.edition.base if self.edition else self.name)
 
     def __lt__(self, other) -> bool:
         return self.v < other.v
@@ -78,12 +158,14 @@ class Version:
         newest supported one of the same major that is not newer (None: no such one)."""
         if self.name in SUPPORTED:
             return self.name
+        if self.edition:
+            return self.edition.base
         same = [s for s in SUPPORTED if parse_version(s)[0] == self.v[0] and parse_version(s) <= self.v]
         return same[-1] if same else None
 
     @property
     def ops(self) -> dict:
-        return op_table()["versions"][self.table_version]
+        return _edition_table(self.name) if self.edition else op_table()["versions"][self.table_version]
 
     @property
     def opset_range(self) -> tuple[int | None, int]:
@@ -95,6 +177,9 @@ class Version:
 
     @property
     def table_source(self) -> str:
+        if self.edition:
+            return (f"{Version(self.edition.base).table_source}, with {self.edition.title}'s differences "
+                    f"(aft_export/trtcheck/versions.py EDITIONS)")
         s = self.ops["source"]
         if isinstance(s, dict):
             where = f"{s.get('repo', ONNX_TRT)} {s.get('ref', '')} {s.get('file', '')}".strip()
@@ -106,6 +191,21 @@ class Version:
 @functools.lru_cache(maxsize=1)
 def op_table() -> dict:
     return json.loads((Path(__file__).with_name("ops.json")).read_text())
+
+
+@functools.lru_cache(maxsize=None)
+def _edition_table(name: str) -> dict:
+    """An edition's operator table: its base version's, with the edition's rows in place (a row
+    given as a version name is that version's row of the same op, e.g. 10.15's via 11.4's table,
+    which keeps 10.15's operators.md rows)."""
+    e = EDITIONS[name]
+    base = op_table()["versions"][e.base]
+    ops = dict(base["operators"])
+    for op, row in e.ops.items():
+        if isinstance(row, str):  # "10.15": the row of 10.15's operators.md (kept in 11.4's derived table)
+            row = {**op_table()["versions"]["11.4"]["operators"][op], "edition": f"onnx-tensorrt {row} operators.md"}
+        ops[op] = row
+    return {**base, "operators": ops, "edition": name}
 
 
 def versions(names=None) -> list[Version]:

@@ -49,6 +49,8 @@ def test_every_precision_passes_every_targeted_version(exports, form, target, tm
         checked = SUPPORTED if target == "tensorrt8" else ("10.3", "10.13", "11.4")
         assert report.checked == list(checked), report.status
         assert report.exit_code == 0, [(f.rule, f.versions, f.message) for f in report.findings]
+        rtx = check_model(path, ["rtx-1.7"])  # TensorRT-RTX's column, asked for (not a default column)
+        assert rtx.status == {"rtx-1.7": "accepts"}, [(f.rule, f.message) for f in rtx.findings]
 
 
 def test_the_tensorrt_form_is_not_for_tensorrt_8(exports):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from aft_export.trtcheck import check_model
+from aft_export.trtcheck import RULES, check_model
 
 F, F16, I8, I32, I64 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.INT8, TensorProto.INT32, TensorProto.INT64
 
@@ -239,12 +239,16 @@ def test_mixed_types_in_a_strongly_typed_network():
     assert "typed.mixed-inputs" not in rules(r, "8.6")  # weakly typed: TensorRT 8 chooses
 
 
-def test_quantize_scale_type_from_opset_19():
+def test_quantize_scale_may_be_fp32_for_an_fp16_input():
+    """No rule: TensorRT's Quantize operator takes input T1 (float16, float32) and scale T2 (float32)
+    (docs.nvidia.com/deeplearning/tensorrt operators/docs/Quantize.html), and TensorRT-RTX's parser
+    and builder take this graph (tests/trtcheck/test_rules_vs_parser.py); the former rule
+    typed.quantize-scale refused it."""
     nodes = [helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["q"], name="q"),
              helper.make_node("DequantizeLinear", ["q", "s", "zp"], ["y"], name="dq")]  # fmt: skip
     inits = [init("s", np.float32(0.1)), init("zp", np.int8(0))]
     m = model(nodes, [("x", F16, [2, 4])], [("y", F, [2, 4])], inits, opset=19)
-    assert "typed.quantize-scale" in rules(check(m, "10.13"), "10.13")
+    assert "typed.quantize-scale" not in RULES and check(m, "10.13", "rtx-1.7").exit_code == 0
 
 
 # ----------------------------------------------------------------------------- shapes
@@ -256,10 +260,85 @@ def test_rank_above_8():
     assert rules(check(m, "11.4"), "11.4") == {"shape.rank"}
 
 
-def test_conv_channels_must_be_static():
+def test_conv_channels_may_be_dynamic():
+    """No rule: the Conv importer checks the channel count only where it is known ('nchan == -1 ||',
+    onnx-tensorrt 8.6-GA builtin_op_importers.cpp, 10.1-GA onnxOpImporters.cpp Conv and importerUtils.cpp
+    convMultiInput), and TensorRT-RTX parses and builds this graph; the former rule conv.channels refused it."""
     conv = helper.make_node("Conv", ["x", "w"], ["y"], name="conv", kernel_shape=[1, 1])
     m = model([conv], [("x", F, [1, "C", 4, 4])], [("y", F, [1, 2, 4, 4])], [init("w", np.ones((2, 2, 1, 1), np.float32))])
-    assert rules(check(m, "10.3"), "10.3") == {"conv.channels"}
+    assert "conv.channels" not in RULES and check(m, "10.3", "rtx-1.7").exit_code == 0
+
+
+def test_quantized_types_pass_through_data_movement():
+    """op.type does not judge INT8 tensors by the table's type column (operators.md: quantized types
+    come from Q/DQ; the importers' type checks are deny-lists): Q -> Reshape -> DQ is taken."""
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["q"], name="q"),
+             helper.make_node("Reshape", ["q", "shp"], ["r"], name="reshape"),
+             helper.make_node("DequantizeLinear", ["r", "s", "zp"], ["y"], name="dq")]  # fmt: skip
+    inits = [init("s", np.float32(0.1)), init("zp", np.int8(0)), init("shp", np.array([4, 2], np.int64))]
+    m = model(nodes, [("x", F, [2, 4])], [("y", F, [4, 2])], inits)
+    assert check(m, "10.13", "rtx-1.7").exit_code == 0
+    gather = helper.make_node("Gather", ["x", "i"], ["y"], name="gather")
+    bad = model([gather], [("x", F, [4, 2])], [("y", F, [2, 2])], [init("i", np.array([0, 1], np.int8))])
+    assert rules(check(bad, "10.13"), "10.13") == {"op.type"}  # indices: INT32/INT64 only
+
+
+def test_uint8_only_at_graph_inputs_and_outputs():
+    nodes = [helper.make_node("Cast", ["x"], ["u"], name="to_u8", to=TensorProto.UINT8),
+             helper.make_node("Cast", ["u"], ["y"], name="to_f", to=F)]  # fmt: skip
+    m = model(nodes, [("x", F, [1, 4])], [("y", F, [1, 4])])
+    assert rules(check(m, "10.13"), "10.13") == {"type.uint8-intermediate"}
+    ok = model([helper.make_node("Cast", ["x"], ["y"], name="to_f", to=F)], [("x", TensorProto.UINT8, [1, 4])],
+               [("y", F, [1, 4])])  # fmt: skip
+    assert check(ok, "10.13").exit_code == 0
+
+
+@pytest.mark.parametrize("op, attrs, what", [
+    ("MaxPool", {"kernel_shape": [2, 2], "dilations": [2, 2]}, "dilations"),
+    ("Resize", {"antialias": 1, "mode": "linear"}, "antialias"),
+    ("Resize", {"coordinate_transformation_mode": "tf_crop_and_resize"}, "coordinate_transformation_mode"),
+    ("ScatterND", {"reduction": "add"}, "reduction"),
+])  # fmt: skip
+def test_attribute_values_the_importer_refuses(op, attrs, what):
+    ins = {"MaxPool": ["x"], "Resize": ["x", "", "sc"], "ScatterND": ["x", "i", "u"]}[op]
+    inits = {"Resize": [init("sc", np.array([1, 1, 2, 2], np.float32))],
+             "ScatterND": [init("i", np.array([[1]], np.int64)), init("u", np.ones((1, 1, 8, 8), np.float32))]}
+    m = model([helper.make_node(op, ins, ["y"], name="n", **attrs)], [("x", F, [4, 1, 8, 8])], [("y", F, None)],
+              inits.get(op, []), opset=19)  # fmt: skip
+    r = check(m, "10.13", "rtx-1.7")
+    assert rules(r, "10.13") == rules(r, "rtx-1.7") == {"op.attribute"} and what in r.findings[0].message
+    cubic = model([helper.make_node("Resize", ["x", "", "sc"], ["y"], name="n", mode="cubic")], [("x", F, [1, 1, 4, 4])],
+                  [("y", F, None)], inits["Resize"], opset=19)  # the importer takes cubic (operators.md says not)
+    assert check(cubic, "10.13").exit_code == 0
+
+
+def test_spatial_dims_and_static_inputs():
+    pool = helper.make_node("MaxPool", ["x"], ["y"], name="p", kernel_shape=[2, 2, 2, 2])
+    m = model([pool], [("x", F, [1, 1, 4, 4, 4, 4])], [("y", F, None)])
+    assert rules(check(m, "rtx-1.7"), "rtx-1.7") == {"op.spatial-dims"}
+    eye = model([helper.make_node("EyeLike", ["x"], ["y"], name="e")], [("x", F, ["n", "n"])], [("y", F, None)])
+    assert rules(check(eye, "rtx-1.7"), "rtx-1.7") == {"shape.static-input"}
+
+
+def test_rtx_column_is_1013_plus_its_differences():
+    """rtx-1.7 sees 10.13's version-dependent rules, and refuses what TensorRT-RTX does not have (a
+    plugin-backed op; computed Squeeze axes) while taking the newer parser's ops."""
+    from aft_export.trtcheck.versions import Version
+
+    v = Version("rtx-1.7")
+    assert v.v == (10, 13) and v.rtx and v.opset_range == Version("10.13").opset_range
+    nz = model([helper.make_node("NonZero", ["x"], ["y"], name="nz")], [("x", F, [4, 4])], [("y", I64, None)])
+    r = check(nz, "10.13", "rtx-1.7")
+    assert rules(r, "rtx-1.7") == {"op.unsupported"} and r.status["10.13"] == "accepts"
+    assert "no plugin library" in r.findings[0].message
+    sq = model([helper.make_node("Squeeze", ["x", "a"], ["y"], name="sq")], [("x", F, [1, 4, 1]), ("a", I64, [1])],
+               [("y", F, None)])  # fmt: skip
+    r = check(sq, "10.13", "rtx-1.7")
+    assert rules(r, "rtx-1.7") == {"input.must-be-constant"} and r.status["10.13"] == "accepts"
+    rms = model([helper.make_node("RMSNormalization", ["x", "g"], ["y"], name="rms")], [("x", F, [2, 4])],
+                [("y", F, None)], [init("g", np.ones(4, np.float32))], opset=23)  # fmt: skip
+    r = check(rms, "10.13", "rtx-1.7")
+    assert r.status["rtx-1.7"] == "accepts" and r.status["10.13"] == "refuses"
 
 
 # ----------------------------------------------------------------------------- every rule is tested

@@ -6,8 +6,8 @@ evaluate fp32, fp16 and int8 on the 10,000 test images, decoded once. Prints top
 the drop from fp32 and the top-1 agreement with fp32, and checks the floors: fp16
 within 0.2 points of fp32, int8 within 1.0. Exit code 1 if a floor is missed.
 
-    python scripts/quantize_zoo.py                      # all zoo models
-    python scripts/quantize_zoo.py --models aft_full_cifar --json /tmp/quant.json
+    python benchmarks/quantize_zoo.py                      # all zoo models
+    python benchmarks/quantize_zoo.py --models aft_full_cifar --json /tmp/quant.json
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Export every zoo checkpoint in both AFT op forms and print time, node counts and parity.
 
-Usage: python scripts/export_zoo.py [--out DIR] [--verify-data ../shared/data/cifar10/test.tar] [--json FILE]
+Usage: python benchmarks/export_zoo.py [--out DIR] [--verify-data ../shared/data/cifar10/test.tar] [--json FILE]
 """
 
 from __future__ import annotations

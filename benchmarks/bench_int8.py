@@ -4,8 +4,8 @@ Exports a zoo model, quantises it to int8 (calibration/cifar10.json), then times
 files alternately in the same process (warm-up first, then interleaved rounds, so
 that a busy machine slows both alike) and prints images/s and the int8/fp32 ratio.
 
-    python scripts/bench_int8.py                       # aft_full_cifar
-    python scripts/bench_int8.py --model aft_conv_cifar --threads 2 --json /tmp/b.json
+    python benchmarks/bench_int8.py                       # aft_full_cifar
+    python benchmarks/bench_int8.py --model aft_conv_cifar --threads 2 --json /tmp/b.json
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ before it (after construction, a warm-up and malloc_trim; large buffers are mmap
 so that freed memory leaves the process). It is the memory the forward adds. AFT-full keeps a T x T bias
 (its memory grows like T^2, never like T^2 d); attention keeps heads x T x T scores.
 
-    python scripts/bench_aft_vs_mha.py                 # all sizes
-    python scripts/bench_aft_vs_mha.py --tokens 64 256 --json /tmp/aft_vs_mha.json
+    python benchmarks/bench_aft_vs_mha.py                 # all sizes
+    python benchmarks/bench_aft_vs_mha.py --tokens 64 256 --json /tmp/aft_vs_mha.json
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ CUDA (``--device cuda``): PyTorch eager and ``torch.compile`` in fp32 and fp16
 autocast, and ONNX Runtime's CUDA provider on the fp32 export where onnxruntime-gpu is
 installed; median of CUDA-event timings.
 
-    python scripts/bench_imagenet.py                                   # the four *_tiny_224 + aft_full_small_224
-    python scripts/bench_imagenet.py --models aft_conv_tiny_224 --batches 1 8 --json /tmp/b.json
-    python scripts/bench_imagenet.py --device cuda --batches 1 8 64
+    python benchmarks/bench_imagenet.py                                   # the four *_tiny_224 + aft_full_small_224
+    python benchmarks/bench_imagenet.py --models aft_conv_tiny_224 --batches 1 8 --json /tmp/b.json
+    python benchmarks/bench_imagenet.py --device cuda --batches 1 8 64
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ for 11.0-11.4. Those lines are quoted in this script but cannot be checked again
 input file; the output marks 11.4 as "derived_unverified". Anything 11.x removed from
 the parser without a release note is invisible to this table.
 
-    python scripts/make_trt_op_table.py \\
+    python tools/make_trt_op_table.py \\
         --operators 8.5-GA=src/operators_8.5.md --operators 8.6-GA=src/operators_8.6.md \\
         --operators 10.1-GA=src/operators_10.1.md --operators 10.15=src/operators_10.15.md \\
         --changelog src/Changelog_10.15.md --out aft_export/trtcheck/ops.json
@@ -353,7 +353,7 @@ def build(operators: dict[str, str], changelog: str | None) -> dict:
         out_versions[version] = entry
     return {
         "schema": 1,
-        "generated_by": "scripts/make_trt_op_table.py",
+        "generated_by": "tools/make_trt_op_table.py",
         "what": "onnx-tensorrt docs/operators.md claims per TensorRT version (documentation, not the importer "
         "code); see each version's source/derivation. An operator absent from a version's table is not "
         "documented for it: treat it as unsupported (e.g. CastLike and Gelu in 8.5/8.6, which have no "

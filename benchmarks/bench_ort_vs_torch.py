@@ -5,8 +5,8 @@ eager mode and the ONNX file in ONNX Runtime, alternating rounds in one process 
 the same thread count, at batch 1 and 32. Prints p50 latency and the speed-up of ONNX
 Runtime over PyTorch.
 
-    python scripts/bench_ort_vs_torch.py                      # every zoo model, 1 thread
-    python scripts/bench_ort_vs_torch.py --models aft_conv_cifar --threads 2 --json /tmp/b.json
+    python benchmarks/bench_ort_vs_torch.py                      # every zoo model, 1 thread
+    python benchmarks/bench_ort_vs_torch.py --models aft_conv_cifar --threads 2 --json /tmp/b.json
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ source).
 Needs: Linux x86-64, Python 3.11 (the pinned wheels are cp311), gcc, binutils (nm, readelf), and
 network access to PyPI for pip; nothing else.
 
-Usage: python scripts/extract_trt_api.py [-o tests/data/trt_api.json] [--keep DIR] [--only KEY ...]
+Usage: python tools/extract_trt_api.py [-o tests/data/trt_api.json] [--keep DIR] [--only KEY ...]
 (``--only rtx-1.7``: extract that version and keep the others as the JSON has them)
 """
 
@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         raise SystemExit(f"no API for {', '.join(missing)}: run without --only")
     check_facts(versions)
-    data = {"about": "TensorRT Python API per version, written by scripts/extract_trt_api.py; do not edit",
+    data = {"about": "TensorRT Python API per version, written by tools/extract_trt_api.py; do not edit",
             "no_wheel": NO_WHEEL, "versions": versions}  # fmt: skip
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
