@@ -16,7 +16,8 @@ from aft_export.options import BenchOptions, check_threads
 from aft_export.runners import OrtRunner, load_runner
 
 
-def bench_runner(runner, batch: int, warmup: int = 10, iters: int = 50, seed: int = 0) -> dict:
+def bench_runner(runner, batch: int, warmup: int = BenchOptions.warmup, iters: int = BenchOptions.iters,
+                 seed: int = 0) -> dict:  # fmt: skip
     runner.check_batch(batch, "--batch-size")  # refused with an estimate, before the kernel kills the run
     c, h, w = runner.info.input_size
     x = np.random.default_rng(seed).standard_normal((batch, c, h, w)).astype(np.float32)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.fileio import atomic_write, check_output_path
-from aft_export.onnxio import graph_precision, load_onnx
+from aft_export.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.trt import (RTX, TITLES, BuildOptions, build_plan, check_engine_name, engine_name, environment,
                             import_library, input_profile, library_logger, make_manifest, manifest_path, require_gpu,
                             save_json_atomic)  # fmt: skip
@@ -267,7 +267,7 @@ def build_engine(onnx_path, out=None, options: BuildOptions | None = None, log=p
         raise AFTExportError(f"{TITLES[library]} could not build an engine from {onnx_path.name}: "
                              + (said or "see its log; rerun with a larger --workspace-mb"))  # fmt: skip
     atomic_write(out, lambda tmp: Path(tmp).write_bytes(memoryview(serialized)))
-    meta = {p.key: p.value for p in model.metadata_props}
+    meta = ArtifactMeta.of(model).values
     trt_build = {**asdict(plan), "pinned_fp32_layers": pinned, "offline_check": checked,
                  "parse_seconds": round(parsed.seconds, 3), "parser_warnings_complete": parsed.warnings_complete}  # fmt: skip
     seconds = time.perf_counter() - t0

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
-import math
 import os
 import sys
 import tarfile
@@ -29,53 +27,12 @@ from pathlib import Path
 import numpy as np
 
 from aft_export import datasets
-from aft_export.data import (IMAGE_EXTENSIONS, MAX_IMAGE_BYTES, TAR_ERRORS, load_image, normalize, read_image_file,
-                              square_crop, tar_error)  # fmt: skip
+from aft_export.data import (IMAGE_EXTENSIONS, MAX_IMAGE_BYTES, TAR_ERRORS, Preprocessing, load_image, normalize,
+                              read_image_file, square_crop, tar_error)  # fmt: skip
 from aft_export.errors import AFTExportError
 
 
-@dataclass(frozen=True)
-class Preprocess:
-    """How an image becomes a model input: square ``size``, ``(x / 255 - mean) / std``."""
-
-    size: int
-    mean: tuple[float, float, float]
-    std: tuple[float, float, float]
-
-    @classmethod
-    def from_metadata(cls, meta: dict[str, str], size: int | None = None, mean=None, std=None,
-                      path: str = "the model") -> Preprocess:  # fmt: skip
-        """From aft-export ONNX metadata; explicit values override it and stand in for a
-        model exported by another tool."""
-        try:
-            if size is None and "input_size" in meta:
-                size = int(json.loads(meta["input_size"])[-1])
-            if mean is None and "mean" in meta:
-                mean = json.loads(meta["mean"])
-            if std is None and "std" in meta:
-                std = json.loads(meta["std"])
-        except (ValueError, TypeError, IndexError) as exc:
-            raise AFTExportError(f"{path} has malformed preprocessing metadata: {exc}") from None
-        missing = [n for n, v in (("--input-size", size), ("--mean", mean), ("--std", std)) if v is None]
-        if missing:
-            raise AFTExportError(
-                f"{path} does not say how to preprocess images (no aft-export metadata); "
-                f"pass {', '.join(missing)}"
-            )
-        try:
-            mean, std = tuple(float(v) for v in mean), tuple(float(v) for v in std)
-        except (TypeError, ValueError):
-            raise AFTExportError(f"{path} has malformed preprocessing metadata (mean {mean!r}, std {std!r}); "
-                                 f"pass --mean and --std") from None  # fmt: skip
-        finite = all(math.isfinite(v) for v in mean + std)
-        if (len(mean) != 3 or len(std) != 3 or not finite or min(std) <= 0 or not isinstance(size, int)
-                or not 1 <= size <= 8192):  # fmt: skip
-            raise AFTExportError(f"bad preprocessing for {path}: --input-size {size}, --mean {mean}, --std {std}; give a "
-                                 f"size from 1 to 8192 and three finite numbers each for mean and std (std > 0)")  # fmt: skip
-        return cls(int(size), mean, std)
-
-    def record(self) -> dict:
-        return {"size": self.size, "mean": list(self.mean), "std": list(self.std)}
+Preprocess = Preprocessing  # the one preprocessing type (aft_export.data); the name of earlier releases
 
 
 @dataclass

@@ -29,12 +29,11 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
-from aft_export.byo.spec import is_user_model, load_user_model
-from aft_export.data import CIFAR10_MEAN, CIFAR10_STD
+from aft_export.data import CIFAR10_MEAN, CIFAR10_STD, Preprocessing
 from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write, sha256_file
 from aft_export.models.classifier import AFTClassifier, ModelConfig, count_params
@@ -47,10 +46,18 @@ _PREFIXES = ("module.", "_orig_mod.", "model.")  # DDP, torch.compile, Lightning
 
 
 @dataclass
-class CheckpointMeta:
-    """Everything about a checkpoint except the weights."""
+class ModelMeta:
+    """Everything about a loaded model except the weights, whatever its source (a checkpoint of
+    ours, a registry config with weights, a model trained elsewhere: :mod:`aft_export.sources`).
 
-    config: ModelConfig
+    ``config`` is a registry :class:`~aft_export.models.ModelConfig`, or for a model trained
+    elsewhere what stands for one (``img_size``, ``in_chans``, ``variant``,
+    ``fixed_input_size``, ``to_dict()``). ``prepare``, when set, is what the exporter runs
+    first, ``prepare(model, meta, images, options, log) -> (module to export, report)``: the
+    source's own step (a model trained elsewhere has its public AFT layers swapped for ours
+    and the swap verified), plugged in by the source so the exporter knows none of them."""
+
+    config: Any  # ModelConfig, or a stand-in for a model trained elsewhere
     classes: list[str]
     mean: tuple[float, float, float]
     std: tuple[float, float, float]
@@ -59,11 +66,20 @@ class CheckpointMeta:
     format_version: int = FORMAT_VERSION
     path: str = ""
     sha256: str = ""
+    prepare: Callable | None = field(default=None, repr=False, compare=False)
 
     @property
     def input_size(self) -> tuple[int, int, int]:
         c = self.config
         return (c.in_chans, c.img_size, c.img_size)
+
+    @property
+    def preprocessing(self) -> Preprocessing:
+        """The model's input size, normalisation and class names as the one preprocessing type."""
+        return Preprocessing(self.config.img_size, tuple(self.mean), tuple(self.std), tuple(self.classes))
+
+
+CheckpointMeta = ModelMeta  # the name of earlier releases
 
 
 def save_checkpoint(
@@ -162,7 +178,7 @@ def _load_weights(model: AFTClassifier, state: dict, path: Path) -> None:
     model.load_state_dict(state, strict=True)
 
 
-def _meta_from_payload(payload: dict, path: Path) -> CheckpointMeta:
+def _meta_from_payload(payload: dict, path: Path) -> ModelMeta:
     version = payload.get("format_version")
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise AFTExportError(
@@ -171,7 +187,7 @@ def _meta_from_payload(payload: dict, path: Path) -> CheckpointMeta:
         )
     try:
         config = ModelConfig.from_dict(dict(payload["config"]))
-        meta = CheckpointMeta(
+        meta = ModelMeta(
             config=config,
             classes=[str(c) for c in payload["classes"]],
             mean=tuple(float(v) for v in payload["mean"]),
@@ -207,11 +223,9 @@ def load_checkpoint(
     ``config`` (a registry name or a ModelConfig) is needed only for plain state-dict
     files; ``classes``, ``mean`` and ``std`` then describe them (default: CIFAR-10).
     With ``return_payload`` the raw dict comes back third (for resuming training).
-    A model trained elsewhere (a model spec file or a :class:`~aft_export.byo.spec.UserModel`)
-    loads through :mod:`aft_export.byo.spec`, as the user's own module.
+    Other sources (a model spec file, ``--model-def``) load through
+    :func:`aft_export.sources.load_model`.
     """
-    if is_user_model(path):
-        return load_user_model(path)
     path = Path(path)
     payload = _read(path)
     if isinstance(payload, dict) and payload.get("format") == FORMAT:
@@ -233,7 +247,7 @@ def load_checkpoint(
         names = classes or [str(i) for i in range(cfg.num_classes)]
         if len(names) != cfg.num_classes:
             raise AFTExportError(f"{len(names)} class names for a {cfg.num_classes}-class model")
-        meta = CheckpointMeta(cfg, names, tuple(mean), tuple(std),
+        meta = ModelMeta(cfg, names, tuple(mean), tuple(std),
                               model_name=config if isinstance(config, str) else "")  # fmt: skip
         state = payload
     model = AFTClassifier(meta.config)
@@ -246,9 +260,10 @@ def load_checkpoint(
     return model, meta
 
 
-def describe(path: str | os.PathLike, config: str | None = None) -> dict:
-    """What a checkpoint holds: config, parameter count, classes, preprocessing, metrics."""
-    model, meta = load_checkpoint(path, config=config)
+def describe(path: str | os.PathLike, config: str | None = None, loaded=None) -> dict:
+    """What a checkpoint holds: config, parameter count, classes, preprocessing, metrics.
+    ``loaded``: the ``(model, ModelMeta)`` pair of any source, already loaded."""
+    model, meta = loaded if loaded is not None else load_checkpoint(path, config=config)
     prov = meta.provenance
     return {
         "path": meta.path, "sha256": meta.sha256, "model_name": meta.model_name,

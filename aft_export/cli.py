@@ -38,7 +38,7 @@ import threading
 
 import click
 
-from aft_export.byo.cli import USER_MODEL_KEYS, spec_file, user_model_from, user_model_options
+from aft_export.byo.cli import USER_MODEL_KEYS, model_source_from, require_aft_option, user_model_options
 from aft_export.errors import (EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, EXIT_SIGNAL_BASE, EXIT_TABLE,
                                EXIT_UNVERIFIED, AFTExportError)  # fmt: skip
 from aft_export.options import (HW_LEVELS, LIBRARIES, MAX_SEED, MAX_THREADS, METHODS, OP_FORMS, TARGETS,
@@ -375,8 +375,9 @@ def info_cmd(checkpoint: str, config_name: str | None, as_json: bool) -> None:
     """Print a checkpoint's config, parameter count, classes and metrics."""
     from aft_export.checkpoint import describe
     from aft_export.report import format_info
+    from aft_export.sources import load_model
 
-    d = describe(checkpoint, config=config_name)
+    d = describe(checkpoint, loaded=load_model(checkpoint, config=config_name))
     _json(d) if as_json else _echo(format_info(d))
 
 
@@ -458,6 +459,7 @@ def _export_options():
 @_apply(_export_options())
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @user_model_options
+@require_aft_option
 def export_cmd(checkpoint, output, config_name, as_json, **kw) -> None:
     """Export a checkpoint (or, with --model-def, a model trained elsewhere) to ONNX, simplify
     it and verify it against PyTorch.
@@ -469,19 +471,12 @@ def export_cmd(checkpoint, output, config_name, as_json, **kw) -> None:
     from aft_export.report import format_export
 
     byo = {k: kw.pop(k) for k in list(kw) if k in USER_MODEL_KEYS}
-    if byo["model_def"] and checkpoint:  # `export W.pt --model-def ...`: the positional file is the weights
-        if byo["weights"]:
-            raise AFTExportError(f"give the weights once: {checkpoint} or --weights {byo['weights']}")
-        byo["weights"] = checkpoint
-    user = user_model_from(byo)
-    if user is not None:  # a model trained elsewhere (aft_export/byo)
-        from aft_export.byo.export import export_user_model
-
-        result = export_user_model(user, output, ExportOptions(**kw), log=_log(as_json))
-    elif checkpoint is None:
+    kw["require_aft"] = bool(kw["require_aft"])
+    # `export W.pt --model-def ...`: with --model-def the positional file is the weights
+    source, _ = model_source_from(checkpoint, byo, config_name, role="weights")
+    if source is None:
         raise AFTExportError("give a CHECKPOINT to export, or --model-def and --weights for a model trained elsewhere")
-    else:
-        result = export_checkpoint(checkpoint, output, ExportOptions(**kw), config=config_name, log=_log(as_json))
+    result = export_checkpoint(source, output, ExportOptions(**kw), log=_log(as_json))
     _json(result.to_dict()) if as_json else _echo(format_export(result.to_dict()))
     if result.parity is None:  # in JSON, "parity": null says it
         if not as_json:
@@ -567,10 +562,10 @@ def parity_cmd(checkpoint, artifacts, data, images, overrides, provider, as_json
     from aft_export.parity import run_parity
     from aft_export.report import format_parity
 
-    user = user_model_from(byo)
-    if user is not None:  # the reference is the user's own module (aft_export/byo)
-        checkpoint, artifacts = user, (checkpoint, *artifacts)
-    report = run_parity(checkpoint, list(artifacts), data, images=images, overrides=list(overrides),
+    # with --model-def the reference is the user's own module and every argument is an artifact
+    reference, first = model_source_from(checkpoint, byo, role="artifact")
+    artifacts = (first, *artifacts) if first is not None else artifacts
+    report = run_parity(reference, list(artifacts), data, images=images, overrides=list(overrides),
                         providers=provider)  # fmt: skip
     _json(report) if as_json else _echo(format_parity(report))
     if any(r["status"] == "fail" for r in report["artifacts"]):
@@ -632,6 +627,7 @@ def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_
               help="Also write RUN/triton: a Triton model repository of the artifacts (aft-export triton-repo).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @user_model_options
+@require_aft_option
 def pipeline_cmd(checkpoint, as_json, **kw) -> None:
     """Export, quantise, check, build engines (TensorRT with a GPU, else TensorRT-RTX on the CPU),
     check parity, evaluate and benchmark in one run directory. With no CHECKPOINT: the bundled zoo model.
@@ -643,16 +639,13 @@ def pipeline_cmd(checkpoint, as_json, **kw) -> None:
     from aft_export.pipeline import run_pipeline
     from aft_export.report import summary_table
 
-    user = user_model_from({k: kw.pop(k) for k in list(kw) if k in USER_MODEL_KEYS})
-    if user is not None and checkpoint:
+    source, extra = model_source_from(checkpoint, {k: kw.pop(k) for k in list(kw) if k in USER_MODEL_KEYS},
+                                      role="artifact")  # fmt: skip
+    if extra is not None:
         raise AFTExportError(f"give either CHECKPOINT ({checkpoint}) or --model-def, not both")
     given = {k: tuple(dict.fromkeys(v)) if isinstance(v, tuple) else v for k, v in kw.items() if v not in (None, ())}
     opts = PipelineOptions(**given)
-    if user is not None:  # a model trained elsewhere, as a spec file the stages take (aft_export/byo)
-        with spec_file(user) as spec:
-            result = run_pipeline(str(spec), opts, log=_log(as_json))
-    else:
-        result = run_pipeline(checkpoint, opts, log=_log(as_json))
+    result = run_pipeline(source, opts, log=_log(as_json))  # None: the bundled zoo model
     if as_json:
         _json({"run_dir": result.run_dir, "passed": result.passed, "unverified": result.unverified,
                "summary": result.summary})

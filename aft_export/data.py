@@ -9,6 +9,8 @@ definition of preprocessing: training, evaluation and calibration all use it.
 from __future__ import annotations
 
 import io
+import json
+import math
 import os
 import tarfile
 import warnings
@@ -24,6 +26,7 @@ from aft_export.errors import AFTExportError
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".ppm", ".tif", ".tiff")
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
+IMAGENET = "0.485,0.456,0.406 and 0.229,0.224,0.225"  # mean and std, for messages
 # The cost of an image is bounded before it is decoded: its header says its size, and an
 # image of more pixels than this is refused (64 Mpx, 192 MB decoded: a 50-megapixel camera
 # photo passes; a 69-byte PNG claiming 20000 x 20000 does not), or of more than 1024 times
@@ -36,6 +39,89 @@ MAX_RESIZE_FACTOR = 64
 MAX_IMAGE_BYTES = 256 * 2**20
 # what a damaged or truncated tar raises while it is read
 TAR_ERRORS = (tarfile.TarError, OSError, EOFError, zlib.error)
+
+
+@dataclass(frozen=True)
+class Preprocessing:
+    """How an image becomes a model input, the one preprocessing type: RGB, square
+    ``input_size``, ``(x / 255 - mean) / std``; and, where known, the class names. A model
+    trained elsewhere says it with flags or a file (:mod:`aft_export.byo.preprocess`), a
+    checkpoint carries it (``ModelMeta.preprocessing``), an ONNX file's metadata holds it
+    (:meth:`from_metadata`); calibration decodes with it."""
+
+    input_size: int
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    classes: tuple[str, ...] | None = None  # None: numbered by output index once the width is known
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.input_size, int) or isinstance(self.input_size, bool) or not (
+                1 <= self.input_size <= 8192):  # fmt: skip
+            raise AFTExportError(f"input size must be a whole number of pixels from 1 to 8192, got {self.input_size!r}; "
+                                 f"give --input-size")  # fmt: skip
+        for name in ("mean", "std"):
+            value = getattr(self, name)
+            if len(value) != 3 or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in value):
+                raise AFTExportError(f"{name} takes three numbers (R, G, B of x / 255, finite), got {list(value)!r}; "
+                                     f"e.g. --{name} {IMAGENET.split(' and ')[0 if name == 'mean' else 1]}")  # fmt: skip
+        if any(s <= 0 for s in self.std):
+            raise AFTExportError(f"std must be positive, got {list(self.std)}; give --std with three numbers > 0")
+        if self.classes is not None:
+            if not self.classes or not all(isinstance(c, str) and c for c in self.classes):
+                raise AFTExportError("class names must be non-empty strings")
+            dup = sorted({c for c in self.classes if self.classes.count(c) > 1})
+            if dup:
+                raise AFTExportError(f"class names repeat: {dup[:5]}")
+
+    def class_names(self, num_classes: int) -> list[str]:
+        """The names by output index, checked against the model's output width."""
+        if self.classes is None:
+            return [str(i) for i in range(num_classes)]
+        if len(self.classes) != num_classes:
+            raise AFTExportError(
+                f"{len(self.classes)} class names for a model with {num_classes} outputs; "
+                f"give one name per output (--classes FILE, one per line)"
+            )
+        return list(self.classes)
+
+    @property
+    def size(self) -> int:
+        return self.input_size
+
+    @classmethod
+    def from_metadata(cls, meta: dict[str, str], size: int | None = None, mean=None, std=None,
+                      path: str = "the model") -> Preprocessing:  # fmt: skip
+        """From aft-export ONNX metadata; explicit values override it and stand in for a
+        model exported by another tool."""
+        try:
+            if size is None and "input_size" in meta:
+                size = int(json.loads(meta["input_size"])[-1])
+            if mean is None and "mean" in meta:
+                mean = json.loads(meta["mean"])
+            if std is None and "std" in meta:
+                std = json.loads(meta["std"])
+        except (ValueError, TypeError, IndexError) as exc:
+            raise AFTExportError(f"{path} has malformed preprocessing metadata: {exc}") from None
+        missing = [n for n, v in (("--input-size", size), ("--mean", mean), ("--std", std)) if v is None]
+        if missing:
+            raise AFTExportError(
+                f"{path} does not say how to preprocess images (no aft-export metadata); "
+                f"pass {', '.join(missing)}"
+            )
+        try:
+            mean, std = tuple(float(v) for v in mean), tuple(float(v) for v in std)
+        except (TypeError, ValueError):
+            raise AFTExportError(f"{path} has malformed preprocessing metadata (mean {mean!r}, std {std!r}); "
+                                 f"pass --mean and --std") from None  # fmt: skip
+        finite = all(math.isfinite(v) for v in mean + std)
+        if (len(mean) != 3 or len(std) != 3 or not finite or min(std) <= 0 or not isinstance(size, int)
+                or not 1 <= size <= 8192):  # fmt: skip
+            raise AFTExportError(f"bad preprocessing for {path}: --input-size {size}, --mean {mean}, --std {std}; give a "
+                                 f"size from 1 to 8192 and three finite numbers each for mean and std (std > 0)")  # fmt: skip
+        return cls(int(size), mean, std)
+
+    def record(self) -> dict:
+        return {"size": self.size, "mean": list(self.mean), "std": list(self.std)}
 
 
 @dataclass

@@ -44,7 +44,6 @@ makes ``atol`` the limit), ``--pool-limit``, ``--fp16 --int8 --precision-constra
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -58,7 +57,7 @@ from aft_export.version import __version__
 from aft_export.compare import TOLERANCES
 from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write_text
-from aft_export.onnxio import graph_precision, load_onnx
+from aft_export.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.trt import BuildOptions, input_profile
 
 TARGETS = ("tensorrt", "tensorrt8", "portable")  # metadata key export_target; missing means tensorrt
@@ -132,17 +131,17 @@ def fp16_layer_plan(model) -> dict:
     return plan
 
 
-def _target(meta: dict) -> str:
-    target = meta.get("export_target", "tensorrt")
+def _target(meta: ArtifactMeta) -> str:
+    target = meta.export_target
     if target not in TARGETS:
         raise AFTExportError(f"unknown export_target {target!r} in the model's metadata; expected one of {TARGETS}")
     return target
 
 
-def _input_range(meta: dict) -> tuple[float, float]:
+def _input_range(meta: ArtifactMeta) -> tuple[float, float]:
     """The values preprocessed images take: (0 - mean) / std .. (1 - mean) / std."""
     try:
-        mean, std = json.loads(meta["mean"]), json.loads(meta["std"])
+        mean, std = meta.mean, meta.std
     except (KeyError, ValueError):
         return (-3.0, 3.0)
     lo = min((0 - m) / s for m, s in zip(mean, std))
@@ -197,7 +196,7 @@ def verification_commands(onnx_path, batch: str | None = None, hw: str | None = 
 
     onnx_path = Path(onnx_path)
     model = load_onnx(onnx_path, external_data=False)
-    meta = {p.key: p.value for p in model.metadata_props}
+    meta = ArtifactMeta.of(model)
     dims = model.graph.input[0].type.tensor_type.shape.dim
     fixed_batch = len(dims) == 4 and dims[0].HasField("dim_value")
     if batch is None and not fixed_batch:

@@ -68,11 +68,69 @@ read_metadata = props  # a model's metadata_props as a dict
 set_metadata = set_props  # replace them (sorted: deterministic files)
 
 
-def metadata_json(meta: dict[str, str], key: str, path: str = "the model"):
-    try:
-        return json.loads(meta[key])
-    except (KeyError, ValueError) as exc:
-        raise AFTExportError(f"{path} has no readable {key!r} metadata ({exc})") from None
+class ArtifactMeta:
+    """aft-export's metadata of an artifact, read and written in one place: an ONNX file's
+    ``metadata_props`` (:meth:`of`, :meth:`write`), or the ``model`` entry an engine
+    manifest copies from them (``ArtifactMeta(manifest["model"])``). Values are strings;
+    the typed properties parse the JSON ones and raise ``KeyError`` (missing) or
+    ``ValueError`` (malformed), which each caller turns into its own one-line error."""
+
+    def __init__(self, values: dict[str, str] | None = None, where: str = "the model") -> None:
+        self.values = dict(values or {})
+        self.where = where
+
+    @classmethod
+    def of(cls, model, where: str = "the model") -> ArtifactMeta:
+        """The metadata of a ModelProto."""
+        return cls(props(model), where)
+
+    def write(self, model) -> None:
+        """Replace ``model``'s metadata with these values (sorted: deterministic files)."""
+        set_props(model, self.values)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.values
+
+    def __getitem__(self, key: str) -> str:
+        return self.values[key]
+
+    def __setitem__(self, key: str, value: str) -> None:
+        self.values[key] = str(value)
+
+    def get(self, key: str, default=None):
+        return self.values.get(key, default)
+
+    def json(self, key: str):
+        """The JSON value under ``key`` (KeyError if absent, ValueError if malformed)."""
+        return json.loads(self.values[key])
+
+    @property
+    def classes(self) -> list[str]:
+        return list(self.json("classes"))
+
+    @property
+    def input_size(self) -> tuple[int, ...]:
+        return tuple(self.json("input_size"))
+
+    @property
+    def mean(self) -> tuple[float, ...]:
+        return tuple(self.json("mean"))
+
+    @property
+    def std(self) -> tuple[float, ...]:
+        return tuple(self.json("std"))
+
+    @property
+    def source_sha256(self) -> str:
+        return self.values.get("source_sha256", "")
+
+    @property
+    def export_target(self) -> str:
+        return self.values.get("export_target", "tensorrt")
+
+    @property
+    def op_form(self) -> str:
+        return self.values.get("aft_op_form", "custom")
 
 
 def graph_precision(model) -> str:

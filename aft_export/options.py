@@ -48,6 +48,9 @@ class ExportOptions:
     verify_data: str | None = None
     verify_atol: float = EXPORT_MAX_ABS
     external_data_threshold: int = TWO_GB  # bytes of weights above which .data is used
+    # a model trained elsewhere: a layer with the parameters of a known AFT layer that does not
+    # compute it (or no AFT layer at all) is an error, not plain ops with a warning
+    require_aft: bool = False
 
     def __post_init__(self) -> None:
         import onnx
@@ -211,6 +214,7 @@ class PipelineOptions:
     threads: int = 0
     tolerances: tuple[str, ...] = ()
     triton_repo: bool = False  # also write RUN/triton: a Triton model repository of the artifacts
+    require_aft: bool = False  # ExportOptions.require_aft
 
     def __post_init__(self) -> None:
         for name, flag in (("calib_images", "--calib-images"), ("eval_limit", "--eval-images"),
@@ -278,6 +282,9 @@ class EvalOptions:
 @dataclass(frozen=True)
 class BenchOptions:
     batches: tuple[int, ...] = (1, 32)
+    # runs before timing, for `aft-export bench` and the pipeline's bench alike (the pipeline
+    # used 5 of its own): first runs pay for ONNX Runtime's arena growth, thread-pool start
+    # and, on a GPU, clocks ramping up; 10 keeps both reports' latencies comparable
     warmup: int = 10
     iters: int = 50
 

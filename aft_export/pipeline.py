@@ -36,7 +36,6 @@ import torch
 
 from aft_export.bench import bench
 from aft_export.build import build_engine
-from aft_export.checkpoint import load_checkpoint
 from aft_export.compare import tolerances_with
 from aft_export.data import normalize
 from aft_export.datasets import is_named, load_labelled
@@ -48,10 +47,11 @@ from aft_export.nvtools import write_verification_commands
 from aft_export.parity import run_parity
 from aft_export.quantize import QuantizeOptions, apply_recipe, quantize_model, write_cache_entries
 from aft_export.report import bars, log_histograms, summary_table
-from aft_export.options import PipelineOptions, TritonRepoOptions
+from aft_export.options import BenchOptions, PipelineOptions, TritonRepoOptions
 from aft_export.resources import default_calibration, default_checkpoint
 from aft_export.errors import RuntimeMissing
 from aft_export.runners import OrtRunner, TorchRunner, TrtRunner
+from aft_export.sources import CheckpointSource, open_source
 from aft_export.trt import INSTALL_HINT, RTX, RTX_INSTALL_HINT, BuildOptions, engine_name, environment, installed_libraries
 from aft_export.trtcheck import check_model
 from aft_export.trtcheck.versions import parse_version
@@ -126,10 +126,15 @@ def tensorrt_status() -> str | None:
     return engine_library(installed_libraries(), environment().get("gpu") is not None)[1] or None
 
 
-def run_pipeline(checkpoint: str | None = None, options: PipelineOptions | None = None, log=print) -> PipelineResult:
-    """Run every stage on ``checkpoint`` (default: the bundled zoo model); see the module doc."""
+def run_pipeline(checkpoint=None, options: PipelineOptions | None = None, log=print) -> PipelineResult:
+    """Run every stage on ``checkpoint`` (default: the bundled zoo model), a checkpoint path
+    or any model source (:mod:`aft_export.sources`); see the module doc."""
     opts = options or PipelineOptions()
-    ckpt = Path(checkpoint) if checkpoint else default_checkpoint()
+    source = open_source(checkpoint if checkpoint else default_checkpoint())
+    ckpt = Path(source.path)  # the file that stands for the model: names, sizes, the reference's key
+    if not ckpt.is_file() and not isinstance(source, CheckpointSource):  # --model-def MODULE:FACTORY, no weights
+        raise AFTExportError(f"the pipeline names its run and reference after a file: {source} has none; give "
+                             f"--weights (or a model spec file)")  # fmt: skip
     if not ckpt.is_file():
         raise AFTExportError(f"checkpoint {ckpt} does not exist" + ("; check the path" if checkpoint else
                              "; pass one: aft-export pipeline CKPT"))  # fmt: skip
@@ -146,8 +151,8 @@ def run_pipeline(checkpoint: str | None = None, options: PipelineOptions | None 
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     final = Path(opts.out) if opts.out else Path("runs") / f"{ckpt.stem}-{stamp}"
     # claimed before any work: never an input, and one run at a time (the second fails here)
-    with claim_output(final, inputs=[ckpt, opts.calib, opts.data], directory=True):
-        loaded = load_checkpoint(ckpt)  # once, for every stage; fails early on a bad checkpoint
+    with claim_output(final, inputs=[*source.inputs, opts.calib, opts.data], directory=True):
+        loaded = source.load(log)  # once, for every stage; fails early on a bad model
         cache_writes: list = []  # calibration ranges enter the cache once the run is complete
         with atomic_directory(final) as work:
             result = _run(ckpt, loaded, opts, work, final, log, cache_writes)
@@ -186,8 +191,8 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cach
         label = "" if target == "tensorrt" else f" {target}"
         s = step(f"export{label}")
         fp32 = work / f"{stem}.onnx"
-        exp = export_checkpoint(ckpt, fp32, ExportOptions(op_form=opts.op_form, target=target,
-                                                          verify_images=len(x)),
+        exp = export_checkpoint(None, fp32, ExportOptions(op_form=opts.op_form, target=target,
+                                                          verify_images=len(x), require_aft=opts.require_aft),
                                 loaded=loaded, verification=(x, decoded.source), **quiet)  # fmt: skip
         results["export"][target] = exp.to_dict()
         done(s, f"{exp.nodes_final} nodes ({exp.aft_nodes} com.aft), onnxsim "
@@ -289,7 +294,7 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cach
     done(s, f"{ev[0]['images']} images from {opts.data}" + skipped_note)
 
     s = step("bench")
-    bn = bench([str(ckpt)] + [str(a) for a in runnable], list(opts.bench_batches), warmup=5,
+    bn = bench([str(ckpt)] + [str(a) for a in runnable], list(opts.bench_batches), warmup=BenchOptions.warmup,
                iters=opts.bench_iters, threads=opts.threads, runners=runners)  # fmt: skip
     bn["skipped"] += [{"artifact": a, "batch": None, "reason": why} for a, why in not_run.items()]
     results["bench"] = bn

@@ -21,7 +21,6 @@ A fixed-batch export (``--batch-dim N``) gets no batch dimension: every request 
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from aft_export.errors import AFTExportError
-from aft_export.onnxio import graph_precision, load_onnx
+from aft_export.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.options import DEFAULT_MAX_BATCH
 from aft_export.runners import ENGINE_SUFFIXES, OUTPUT, info_from_metadata
 from aft_export.trt import check_manifest
@@ -160,11 +159,10 @@ def is_rtx_engine(path: Path, manifest: dict) -> bool:
 
 def _describe_engine(path: Path, max_batch: int | None) -> ServedModel:
     manifest = check_manifest(path, {})  # exists, parses, the engine's sha256 matches; no TensorRT needed
-    meta = manifest.get("model", {})
+    meta = ArtifactMeta(manifest.get("model", {}), str(path))
     try:
         lo, hi = manifest["input"]["min"], manifest["input"]["max"]
-        classes, size = json.loads(meta["classes"]), tuple(json.loads(meta["input_size"]))
-        mean, std = tuple(json.loads(meta["mean"])), tuple(json.loads(meta["std"]))
+        classes, size, mean, std = meta.classes, meta.input_size, meta.mean, meta.std
     except (KeyError, TypeError, ValueError) as exc:
         raise AFTExportError(f"the manifest of {path} lacks the engine's input profile or the model's metadata "
                              f"({exc}); rebuild it with aft-export build") from None  # fmt: skip

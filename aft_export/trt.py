@@ -62,6 +62,7 @@ from pathlib import Path
 from aft_export.version import __version__
 from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.fileio import atomic_write_text, sha256_file
+from aft_export.onnxio import ArtifactMeta
 from aft_export.options import BuildOptions
 
 MIN_TRT = (8, 5)  # JetPack 5.1
@@ -145,8 +146,8 @@ def input_profile(model, opts: BuildOptions) -> InputShapes:
     if n is not None and opts.batch is not None and Profile.parse(opts.batch, n, "batch") != Profile(n, n, n):
         raise AFTExportError(f"the graph has a fixed batch of {n}; re-export with --batch-dim dynamic or use "
                              f"--batch-profile {n}")  # fmt: skip
-    meta = {p.key: p.value for p in model.metadata_props}
-    size = json.loads(meta["input_size"])[-1] if "input_size" in meta else None
+    meta = ArtifactMeta.of(model)
+    size = meta.input_size[-1] if "input_size" in meta else None
     b = Profile.parse(opts.batch if n is None else n, n or 1, "batch")
     if (h is None) != (w is None):
         raise AFTExportError("height and width must be both dynamic or both fixed")

@@ -19,20 +19,23 @@ ORDER = [
     "layers.cores", "layers.ops", "layers.aft", "layers",
     "models.classifier", "models.registry", "models",
     "data", "datasets", "calib", "ranges", "weights",
-    "byo", "byo.modeldef", "byo.preprocess", "byo.swap", "byo.spec",
-    "checkpoint", "resources",
+    "checkpoint", "sources", "resources",
     # 2 ONNX, comparison, TensorRT facts
     "graph", "onnxio", "compare", "options", "trt",
     # 3 runners
     "runners.base", "runners.pytorch", "runners.ort", "runners.openvino", "runners.reference", "runners.engine", "runners",
     # 4 graph work
     "trtcheck.view", "trtcheck.versions", "trtcheck.rules", "trtcheck",
-    "export", "export.functions", "export.rewrite", "export.trt8", "export.portable", "localize", "byo.verify",
+    "export", "export.functions", "export.rewrite", "export.trt8", "export.portable", "localize",
     # 5 stages
-    "export.exporter", "byo.export", "quantize", "evaluate", "bench", "build", "nvtools", "train", "predict", "report",
+    "export.exporter", "quantize", "evaluate", "bench", "build", "nvtools", "train", "predict", "report",
     "tritonspec", "tritonrepo", "serve",
-    # 6 checks across stages, 7 the whole job, 8 the command line
-    "parity", "pipeline", "doctor", "byo.cli", "cli", "client",
+    # 6 checks across stages
+    "parity",
+    # 7 bring your own model: plugs into the core from above (ModelMeta.prepare, sources.register_reader)
+    "byo.modeldef", "byo.preprocess", "byo.swap", "byo.verify", "byo.spec", "byo.export", "byo",
+    # 8 the whole job, 9 the command line
+    "pipeline", "doctor", "byo.cli", "cli", "client",
 ]  # fmt: skip
 
 
@@ -80,6 +83,55 @@ def test_no_import_runs_upward_or_in_a_cycle():
             if rank[target] >= rank[name]:
                 bad.append(f"aft_export.{name} (line {line}) imports aft_export.{target}, which is not below it")
     assert bad == [], "\n".join(bad)
+
+
+# the core: what every command runs on; it and everything it imports never import aft_export.byo
+CORE = ("checkpoint", "sources", "runners", "export", "export.exporter", "parity")
+
+
+def _reached(start: tuple[str, ...]) -> dict[str, str]:
+    """Every module the ``start`` modules import, at any depth, with one module that imports it."""
+    modules = _modules()
+    known = set(modules)
+    seen, todo = {m: "" for m in start}, list(start)
+    while todo:
+        name = todo.pop()
+        for _, target in _imports(modules[name], known):
+            if target and target not in seen:
+                seen[target] = name
+                todo.append(target)
+    return seen
+
+
+def _byo_imports(name: str, path: Path) -> list[str]:
+    return [f"aft_export.{name} (line {line}) imports aft_export.{t}" for line, t in _imports(path, set(_modules()))
+            if t == "byo" or t.startswith("byo.")]  # fmt: skip
+
+
+def test_the_core_never_imports_the_bring_your_own_code():
+    """byo plugs in from above (ModelMeta.prepare, sources.register_reader): nothing the core
+    imports, at any depth, is in aft_export.byo, and only the command line imports it."""
+    modules = _modules()
+    reached = _reached(CORE)
+    assert not [m for m in reached if m.startswith("byo")], {m: by for m, by in reached.items() if m.startswith("byo")}
+    bad = [line for name, path in modules.items() if name and not name.startswith("byo") and name != "cli"
+           for line in _byo_imports(name, path)]  # fmt: skip
+    assert bad == [], "\n".join(bad)
+
+
+@pytest.mark.parametrize("module, importers", [("pipeline", {"cli"}), ("cli", set()), ("byo.cli", {"cli"})])
+def test_no_stage_imports_the_pipeline_or_the_command_line(module, importers):
+    modules = _modules()
+    found = {name for name, path in modules.items() if name
+             for _, t in _imports(path, set(modules)) if t == module and name != module}  # fmt: skip
+    assert found <= importers, f"aft_export.{module} is imported by {sorted(found - importers)}"
+
+
+def test_the_byo_checker_catches_a_core_import(tmp_path):
+    """The rule above can fail: a core module importing the bring-your-own code is found."""
+    fake = tmp_path / "checkpoint.py"
+    fake.write_text("def f():\n    from aft_export.byo.spec import read_spec\n")
+    assert _byo_imports("checkpoint", fake) == ["aft_export.checkpoint (line 2) imports aft_export.byo.spec"]
 
 
 def test_the_package_init_only_re_exports_the_model_floor():

@@ -24,6 +24,29 @@ def ckpt(tmp_path, model):
     return path
 
 
+def test_every_source_loads_to_one_model_meta_with_one_preprocessing_type(ckpt, tmp_path):
+    """A checkpoint and a registry config with weights load through one ModelSource to one
+    (module, ModelMeta); the preprocessing they carry is the type calibration and a model
+    trained elsewhere use too."""
+    from aft_export.calib import Preprocess
+    from aft_export.checkpoint import CheckpointMeta, ModelMeta
+    from aft_export.data import CIFAR10_MEAN, CIFAR10_STD, Preprocessing
+    from aft_export.sources import CheckpointSource, ModelSource, load_model, open_source
+
+    source = open_source(str(ckpt))
+    assert isinstance(source, ModelSource) and source == CheckpointSource(str(ckpt)) and source.inputs == (str(ckpt),)
+    model, meta = load_model(source)
+    assert isinstance(meta, ModelMeta) and CheckpointMeta is ModelMeta and meta.prepare is None
+    assert meta.preprocessing == Preprocessing(32, CIFAR10_MEAN, CIFAR10_STD, tuple(CLASSES))
+    assert Preprocess is Preprocessing and meta.preprocessing.size == 32
+    plain = tmp_path / "plain.pt"
+    torch.save(model.state_dict(), plain)
+    _, plain_meta = load_model(str(plain), config="aft_conv_test")
+    assert plain_meta.config == meta.config and plain_meta.classes == [str(i) for i in range(10)]
+    with pytest.raises(AFTExportError, match="is a plain state_dict; say which architecture"):
+        load_model(str(plain))
+
+
 def _same_outputs(a, b):
     x = torch.randn(2, 3, 32, 32)
     with torch.no_grad():

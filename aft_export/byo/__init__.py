@@ -9,6 +9,19 @@
 * :mod:`aft_export.byo.export`: :func:`~aft_export.byo.export.export_model`, the Python API.
 
 Weights files in the layouts training code writes are read by :mod:`aft_export.weights`.
-This package imports nothing from its submodules, so lower floors (``checkpoint``) can
-import ``aft_export.byo.spec`` without pulling in the exporter.
+The core (checkpoint, runners, export, parity) never imports this package: it plugs in
+from above. Importing it registers model spec files (``.yaml``, ``.yml``, ``.json``) as a
+model source (:func:`aft_export.sources.register_reader`); the reader imports
+:mod:`aft_export.byo.spec` (torch) only when a spec is opened.
 """
+
+from aft_export.sources import SPEC_SUFFIXES, register_reader
+
+
+def _read_spec(path: str):
+    from aft_export.byo.spec import read_spec
+
+    return read_spec(path)
+
+
+register_reader(SPEC_SUFFIXES, _read_spec, "a model spec file")

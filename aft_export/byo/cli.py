@@ -1,22 +1,18 @@
 """The command-line options for a model trained elsewhere, shared by export, parity and pipeline.
 
-``aft_export.cli`` adds them with :func:`user_model_options` and turns them into a
-:class:`~aft_export.byo.spec.UserModel` with :func:`user_model_from`; everything else
-happens in the library.
+``aft_export.cli`` adds them with :func:`user_model_options` and turns a command's
+arguments into the one model source it works on with :func:`model_source_from` (a
+:class:`~aft_export.byo.spec.UserModel` is a :class:`~aft_export.sources.ModelSource`
+like a checkpoint); everything else happens in the library.
 """
 
 from __future__ import annotations
-
-import contextlib
-import json
-import tempfile
-from pathlib import Path
 
 import click
 
 from aft_export.byo.preprocess import read_mapping, resolve
 from aft_export.errors import AFTExportError
-from aft_export.fileio import atomic_write_text
+from aft_export.sources import open_source
 
 # option destination -> flag, for messages
 FLAGS = {"weights": "--weights", "weights_key": "--weights-key", "preprocess": "--preprocess",
@@ -66,18 +62,33 @@ def user_model_from(values: dict):
     return UserModel(model_def, pre, weights=weights, weights_key=key)
 
 
-@contextlib.contextmanager
-def spec_file(user):
-    """The user model written as a spec file, for commands that take a path (pipeline)."""
-    target, _, factory = user.model_def.rpartition(":")
-    if target.endswith(".py"):
-        target = str(Path(target).resolve())
-    p = user.preprocessing
-    data = {"model_def": f"{target}:{factory}", "weights": str(Path(user.weights).resolve()) if user.weights else None,
-            "weights_key": user.weights_key, "input_size": p.input_size, "mean": list(p.mean), "std": list(p.std),
-            "classes": list(p.classes) if p.classes else None}  # fmt: skip
-    stem = Path(target).stem if target.endswith(".py") else target.rsplit(".", 1)[-1]
-    with tempfile.TemporaryDirectory(prefix="aft-byo-") as tmp:
-        path = Path(tmp) / f"{stem}.json"
-        atomic_write_text(path, json.dumps({k: v for k, v in data.items() if v is not None}, indent=2))
-        yield path
+def require_aft_option(command):
+    """``--require-aft`` (export, pipeline): a layer that looks like AFT but does not compute it,
+    or a model with no AFT layer, is an error instead of plain ops with a warning."""
+    return click.option("--require-aft", is_flag=True, default=None,
+                        help="Fail (exit 2) unless every AFT-like layer exports as a com.aft node: a layer with "
+                             "the parameters of a known AFT layer that does not compute it, or a model with no "
+                             "AFT layer, is an error instead of plain ONNX ops with a warning.")(command)  # fmt: skip
+
+
+def model_source_from(model_arg: str | None, values: dict, config: str | None = None, role: str = "model"):
+    """The one model a command works on, and what is left of its positional arguments.
+
+    ``values``: the :func:`user_model_options` values (taken out of the command's).
+    Without ``--model-def`` (or a whole spec given to ``--preprocess``) the positional
+    argument is the model: a checkpoint (``config`` for plain state_dict files) or a model
+    spec file. With it the model is the user's, and the positional argument is what the
+    command says ``role`` is: ``"weights"`` (export: ``export W.pt --model-def ...``) or
+    ``"artifact"`` (parity: every argument is an artifact). Returns ``(source or None, the
+    positional argument if it was not used)``."""
+    user = user_model_from(values)
+    if user is None:
+        return (open_source(model_arg, config) if model_arg is not None else None), None
+    if model_arg is not None and role == "weights":
+        if values.get("weights"):
+            raise AFTExportError(f"give the weights once: {model_arg} or --weights {values['weights']}")
+        from dataclasses import replace
+
+        return replace(user, weights=model_arg), None
+    return user, model_arg
+

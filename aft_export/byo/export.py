@@ -15,46 +15,20 @@ ONNX Runtime verification, the TensorRT check and the atomic save.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from torch import nn
 
 from aft_export.byo.preprocess import Preprocessing
-from aft_export.byo.spec import UserModel, UserModelMeta, load_user_model, meta_for
+from aft_export.byo.spec import UserModel, meta_for
 from aft_export.errors import AFTExportError
 from aft_export.export.exporter import ExportOptions, ExportResult, export_checkpoint
-from aft_export.fileio import claim_output
 
-
-@dataclass
-class ByoExportResult(ExportResult):
-    """The exporter's report, plus what became of each AFT layer and the swap check."""
-
-    layers: list[dict] = field(default_factory=list)
-    swap_check: dict | None = None
-    warnings: list[str] = field(default_factory=list)
-
-
-def _export(model: nn.Module, meta: UserModelMeta, out, options: ExportOptions | None, log) -> ByoExportResult:
-    opts = options or ExportOptions()
-    if opts.dynamic_hw:
-        raise AFTExportError("a model trained elsewhere exports at its one input size (--input-size); "
-                             "--dynamic-hw is for our AFT-conv checkpoints")  # fmt: skip
-    warnings: list[str] = []
-
-    def logged(*args):
-        if args and str(args[0]).startswith("warning:"):
-            warnings.append(str(args[0])[len("warning: "):])
-        log(*args)
-
-    result = export_checkpoint(meta.path or None, out, opts, log=logged, loaded=(model, meta))
-    swap = meta.config.swap
-    return ByoExportResult(**result.to_dict(), layers=swap.get("layers", []), swap_check=swap.get("swap_check"),
-                           warnings=warnings)  # fmt: skip
+# the exporter's report carries what became of each AFT layer and the swap check
+# (ExportResult.layers, .swap_check, .warnings); the name of earlier releases
+ByoExportResult = ExportResult
 
 
 def export_model(model: nn.Module, out, preprocessing: Preprocessing, options: ExportOptions | None = None, *,
-                 name: str = "", log=print) -> ByoExportResult:  # fmt: skip
+                 name: str = "", log=print) -> ExportResult:  # fmt: skip
     """Export an in-memory classifier (weights loaded, any architecture) to ``out``.
 
     ``preprocessing`` says the input size, normalisation and class names; they are
@@ -70,14 +44,11 @@ def export_model(model: nn.Module, out, preprocessing: Preprocessing, options: E
     label = name or type(model).__name__
     user = UserModel(f"{type(model).__module__}.{type(model).__qualname__}", preprocessing, name=label)
     meta = meta_for(model, user, log)  # the same checks and metadata as for --model-def
-    return _export(model, meta, out, options, log)
+    return export_checkpoint(None, out, options, log=log, loaded=(model, meta))
 
 
-def export_user_model(user: UserModel, out, options: ExportOptions | None = None, log=print) -> ByoExportResult:
+def export_user_model(user: UserModel, out, options: ExportOptions | None = None, log=print) -> ExportResult:
     """``aft-export export --model-def ... --weights ...``: build, load, swap, export. ``out``
-    is claimed first: never the weights or the model's code (the command line adds every
-    other file it was given: the preprocessing and class names files)."""
-    code = user.model_def.rpartition(":")[0]
-    with claim_output(out, inputs=[user.weights, code if code.endswith(".py") else None]):
-        model, meta = load_user_model(user, log=log)
-        return _export(model, meta, out, options, log)
+    is claimed first: never the weights, the spec or the model's code (the command line adds
+    every other file it was given: the preprocessing and class names files)."""
+    return export_checkpoint(user, out, options, log=log)

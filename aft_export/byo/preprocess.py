@@ -17,55 +17,13 @@ or normalisation is an error that says which flag to give.
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aft_export.data import IMAGENET, Preprocessing  # noqa: F401 (the one preprocessing type; this name is the API)
 from aft_export.errors import AFTExportError
 
 FIELDS = ("input_size", "mean", "std", "classes", "classes_file")
-IMAGENET = "0.485,0.456,0.406 and 0.229,0.224,0.225"
-
-
-@dataclass(frozen=True)
-class Preprocessing:
-    """What a runner needs to feed the model: RGB, (x / 255 - mean) / std at input_size."""
-
-    input_size: int
-    mean: tuple[float, float, float]
-    std: tuple[float, float, float]
-    classes: tuple[str, ...] | None = None  # None: numbered by output index once the width is known
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.input_size, int) or isinstance(self.input_size, bool) or not (
-                1 <= self.input_size <= 8192):  # fmt: skip
-            raise AFTExportError(f"input size must be a whole number of pixels from 1 to 8192, got {self.input_size!r}; "
-                                 f"give --input-size")  # fmt: skip
-        for name in ("mean", "std"):
-            value = getattr(self, name)
-            if len(value) != 3 or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in value):
-                raise AFTExportError(f"{name} takes three numbers (R, G, B of x / 255, finite), got {list(value)!r}; "
-                                     f"e.g. --{name} {IMAGENET.split(' and ')[0 if name == 'mean' else 1]}")  # fmt: skip
-        if any(s <= 0 for s in self.std):
-            raise AFTExportError(f"std must be positive, got {list(self.std)}; give --std with three numbers > 0")
-        if self.classes is not None:
-            if not self.classes or not all(isinstance(c, str) and c for c in self.classes):
-                raise AFTExportError("class names must be non-empty strings")
-            dup = sorted({c for c in self.classes if self.classes.count(c) > 1})
-            if dup:
-                raise AFTExportError(f"class names repeat: {dup[:5]}")
-
-    def class_names(self, num_classes: int) -> list[str]:
-        """The names by output index, checked against the model's output width."""
-        if self.classes is None:
-            return [str(i) for i in range(num_classes)]
-        if len(self.classes) != num_classes:
-            raise AFTExportError(
-                f"{len(self.classes)} class names for a model with {num_classes} outputs; "
-                f"give one name per output (--classes FILE, one per line)"
-            )
-        return list(self.classes)
 
 
 def read_mapping(path: str | Path) -> dict[str, Any]:

@@ -13,13 +13,16 @@ is the same thing on disk::
     std: [0.2470, 0.2435, 0.2616]
     classes_file: classes.txt
 
-:func:`aft_export.checkpoint.load_checkpoint` hands either form here, so the PyTorch
-reference of ``parity``, ``eval``, ``bench`` and ``pipeline`` is the user's own,
-unmodified module. Loading a spec imports the code it names, as ``--model-def`` does:
-use only specs you wrote or trust, as you would a Python file.
+A :class:`UserModel` is a :class:`~aft_export.sources.ModelSource`, and importing
+:mod:`aft_export.byo` registers the spec file suffixes with
+:func:`aft_export.sources.register_reader`, so the PyTorch reference of ``parity``,
+``eval``, ``bench`` and ``pipeline`` is the user's own, unmodified module. Loading a spec
+imports the code it names, as ``--model-def`` does: use only specs you wrote or trust,
+as you would a Python file.
 
-For export, :func:`aft_export.byo.verify.prepare_export` swaps the public AFT layers
-for ours and verifies the swap before the exporter writes anything.
+For export, the loaded model's ``ModelMeta.prepare`` is
+:func:`aft_export.byo.verify.prepare_export`: it swaps the public AFT layers for ours
+and verifies the swap before the exporter writes anything.
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
@@ -37,10 +39,11 @@ from torch import nn
 from aft_export.byo.modeldef import build_model
 from aft_export.byo.preprocess import Preprocessing, read_mapping, resolve
 from aft_export.byo.swap import layer_variants, plan_swap, quiet_stdout
+from aft_export.byo.verify import prepare_export
+from aft_export.checkpoint import ModelMeta
 from aft_export.errors import AFTExportError
 from aft_export.weights import load_weights
 
-SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 SPEC_KEYS = ("model_def", "weights", "weights_key", "name")
 
 logger = logging.getLogger("aft_export")
@@ -48,18 +51,35 @@ logger = logging.getLogger("aft_export")
 
 @dataclass(frozen=True)
 class UserModel:
-    """The user's model: how to build it, its weights and its preprocessing."""
+    """The user's model: how to build it, its weights and its preprocessing. A
+    :class:`~aft_export.sources.ModelSource`."""
 
     model_def: str
     preprocessing: Preprocessing
     weights: str | None = None  # None: the parameters the factory itself sets (or loads)
     weights_key: str | None = None
     name: str = ""
+    spec: str | None = None  # the model spec file it was read from, if any
 
     def __str__(self) -> str:
-        return self.model_def + (f" with {self.weights}" if self.weights else "")
+        return self.spec or self.model_def + (f" with {self.weights}" if self.weights else "")
 
-    def load(self, log=None) -> tuple[nn.Module, UserModelMeta]:
+    @property
+    def code(self) -> str | None:
+        """The Python file of ``model_def`` (None for an importable module)."""
+        target = self.model_def.rpartition(":")[0]
+        return target if target.endswith(".py") else None
+
+    @property
+    def path(self) -> str:
+        """The file that stands for the model in reports: the spec, else the weights, else the code."""
+        return self.spec or self.weights or self.code or self.model_def
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return tuple(p for p in (self.spec, self.weights, self.code) if p)
+
+    def load(self, log=None) -> tuple[nn.Module, ModelMeta]:
         """The original module in eval mode, and its metadata."""
         note = log or logger.info
         model = build_model(self.model_def)
@@ -71,7 +91,7 @@ class UserModel:
         return model, meta_for(model, self, note)
 
 
-def meta_for(model: nn.Module, user: UserModel, note=logger.info) -> UserModelMeta:
+def meta_for(model: nn.Module, user: UserModel, note=logger.info) -> ModelMeta:
     """Check the model is a classifier at the input size; its metadata for the exporter and runners."""
     size = user.preprocessing.input_size
     try:
@@ -91,8 +111,9 @@ def meta_for(model: nn.Module, user: UserModel, note=logger.info) -> UserModelMe
         note(f"classes: numbered 0..{len(classes) - 1} (give --classes FILE for names)")
     config = ForeignConfig(img_size=size, model_def=user.model_def, weights=user.weights or "",
                            weights_key=user.weights_key or "", variant="+".join(layer_variants(model)) or "none")
-    return UserModelMeta(config, classes, tuple(p.mean), tuple(p.std), model_name=user.name or user.model_def,
-                         path=user.weights or "", sha256=state_sha256(model))  # fmt: skip
+    return ModelMeta(config, classes, tuple(p.mean), tuple(p.std), model_name=user.name or user.model_def,
+                     format_version=0, path=user.weights or "", sha256=state_sha256(model),
+                     prepare=prepare_export)  # fmt: skip
 
 
 @dataclass
@@ -119,23 +140,7 @@ class ForeignConfig:
                 "variant": self.variant, **self.swap}  # fmt: skip
 
 
-@dataclass
-class UserModelMeta:
-    """What :class:`~aft_export.checkpoint.CheckpointMeta` holds, for a model trained elsewhere."""
-
-    config: ForeignConfig
-    classes: list[str]
-    mean: tuple[float, float, float]
-    std: tuple[float, float, float]
-    model_name: str = ""
-    provenance: dict[str, Any] = field(default_factory=dict)
-    format_version: int = 0
-    path: str = ""
-    sha256: str = ""  # of the weights as loaded (state_sha256), so every command agrees on the model
-
-    @property
-    def input_size(self) -> tuple[int, int, int]:
-        return (3, self.config.img_size, self.config.img_size)
+UserModelMeta = ModelMeta  # one metadata type for every source; the name of earlier releases
 
 
 def state_sha256(model: nn.Module) -> str:
@@ -164,14 +169,7 @@ def read_spec(path: str | os.PathLike) -> UserModel:
     if weights and not Path(weights).is_absolute():
         weights = str(base / weights)
     return UserModel(f"{target}:{factory}", pre, weights=weights, weights_key=data.get("weights_key"),
-                     name=str(data.get("name") or path.stem))  # fmt: skip
-
-
-def is_user_model(source: Any) -> bool:
-    """A :class:`UserModel`, or a path to a model spec file (``.yaml``, ``.yml``, ``.json``)."""
-    if isinstance(source, UserModel):
-        return True
-    return isinstance(source, (str, os.PathLike)) and Path(source).suffix.lower() in SPEC_SUFFIXES
+                     name=str(data.get("name") or path.stem), spec=str(path))  # fmt: skip
 
 
 def load_user_model(source: UserModel | str | os.PathLike, log=None) -> tuple[nn.Module, UserModelMeta]:

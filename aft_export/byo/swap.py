@@ -7,7 +7,12 @@ code has other layers; this module
 1. **finds** every AFT mixing layer: ours wherever they sit, and those of the public
    packages ``aft-pytorch``, ``comvex`` (``comvex.aft``) and ``labml-nn``
    (``labml_nn.transformers.aft``), recognised by class (the packages need not be
-   importable here);
+   importable here); and, **by what they compute**, any module with the parameter names
+   and shapes of aft-pytorch's layers (``to_q``, ``to_k``, ``to_v``, ``project`` and
+   ``wbias``), whatever its class or module path (a copy of ``AFTFull`` in the user's own
+   file): our layer built from it must give its outputs on the calls the probe saw and
+   on seeded random tokens (within 1e-4), or it is a *look-alike* and stays as it is
+   (plain ONNX ops), reported with the difference;
 2. **refuses by module path** what cannot become our operator, with the reason;
 3. **probes** the model once on an example batch to learn what each layer sees
    (sequence length, token grid, masks), since a public layer's parameters say only
@@ -43,11 +48,14 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import sys
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
+from aft_export.compare import SWAP_MAX_ABS, swap_agreement
 from aft_export.errors import AFTExportError
 from aft_export.layers.aft import AFTConv, AFTFull, AFTLayer, AFTLocal, AFTSimple
 from aft_export.layers.cores import local_band_from_dense, local_bias_mask
@@ -63,7 +71,7 @@ class LayerReport:
 
     path: str
     source: str  # "aft-export AFTFull", "aft-pytorch AFTLocal", "comvex AFTGeneral (full)", ...
-    action: str  # "ours" (kept), "mapped" (swapped for ours), "refused", "unused" (never called)
+    action: str  # "ours" (kept), "mapped" (swapped for ours), "unused" (never called), "look-alike" (kept as it is)
     to: str = ""  # our layer, e.g. "AFTFull(dim=24, hidden=16, T=16)"
     reason: str = ""
 
@@ -144,6 +152,60 @@ def _source(mod: str, name: str) -> str:
     return f"{package} {name}"
 
 
+# ----------------------------------------------------------------------------
+# Recognising layers by their parameters (then proving them by what they compute)
+# ----------------------------------------------------------------------------
+
+_APT_PROJECTIONS = ("to_q", "to_k", "to_v", "project")
+
+
+def _layout(module: nn.Module) -> list[str]:
+    """The aft-pytorch layers whose parameter layout ``module`` has (names and shapes:
+    ``to_q``/``to_k``/``to_v`` Linear ``d -> h``, ``project`` Linear ``h -> d``, and a square
+    ``wbias`` for full and local), most specific first; [] if none. Ours and the public
+    classes recognised by class are not asked."""
+    if isinstance(module, AFTLayer) or _public_class(module) is not None:
+        return []
+    linears = [getattr(module, n, None) for n in _APT_PROJECTIONS]
+    if not all(isinstance(m, nn.Linear) for m in linears):
+        return []
+    q, k, v, out = linears
+    d, h = q.in_features, q.out_features
+    if any((m.in_features, m.out_features) != (d, h) for m in (k, v)) or (out.in_features, out.out_features) != (h, d):
+        return []
+    expected = {f"{n}.{w}" for n, m in zip(_APT_PROJECTIONS, linears) for w in ("weight", "bias")
+                if getattr(m, w, None) is not None}  # fmt: skip
+    names = {n for n, _ in module.named_parameters()}
+    wbias = getattr(module, "wbias", None)
+    if names == expected | {"wbias"} and isinstance(wbias, Tensor) and wbias.dim() == 2 and \
+            wbias.shape[0] == wbias.shape[1]:  # fmt: skip
+        window = getattr(module, "s", None)
+        local = isinstance(window, int) and not isinstance(window, bool) and window >= 1
+        return ["AFTLocal", "AFTFull"] if local else ["AFTFull"]
+    return ["AFTSimple"] if names == expected else []
+
+
+def _prove(module: nn.Module, ours: nn.Module, calls: list[Call], seed: int = 0) -> dict:
+    """``ours`` against ``module`` on the calls the probe recorded and, for a one-tensor
+    call, seeded random tokens of that shape: :func:`~aft_export.compare.swap_agreement`."""
+    inputs = [(c.args, c.kwargs) for c in calls[:2]]
+    first = calls[0]
+    if len(first.args) == 1 and not first.kwargs and isinstance(first.args[0], Tensor):
+        x = first.args[0]
+        noise = torch.randn((8, *x.shape[1:]), generator=torch.Generator().manual_seed(seed), dtype=x.dtype)
+        inputs.append(((noise,), {}))
+    want, got = [], []
+    try:
+        with torch.no_grad(), quiet_stdout():
+            for args, kwargs in inputs:
+                want.append(module(*args, **kwargs).float().reshape(len(args[0]), -1))
+                got.append(ours(*args, **kwargs).float().reshape(len(args[0]), -1))
+        return swap_agreement(torch.cat(want).numpy(), torch.cat(got).numpy(), SWAP_MAX_ABS)
+    except Exception as exc:  # noqa: BLE001 - their layer takes or returns something ours does not
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        return {"passed": False, "max_abs": float("inf"), "error": f"{type(exc).__name__}: {first_line}"}
+
+
 def _comvex_mode(module: nn.Module) -> str:
     if not getattr(module, "use_position_bias", True):
         return "simple"
@@ -220,23 +282,26 @@ def _seq_len(call: Call, path: str, source: str, seq_first: bool = False) -> int
 def _build(module: nn.Module, mod: str, name: str, path: str, call: Call) -> tuple[nn.Module, str]:
     """Our layer (or an adapter around it) for one public layer, and its description."""
     source = _source(mod, name)
-    if mod == AFT_PYTORCH:
+    if mod == AFT_PYTORCH:  # their class, or a module with its parameter layout (dims from the Linears)
         t = _seq_len(call, path, source)
-        hidden = module.hidden_dim
+        dim, hidden = module.to_q.in_features, module.to_q.out_features
         if name == "AFTSimple":
-            ours = _with_projections(AFTSimple(module.dim), module.to_q, module.to_k, module.to_v, module.project)
-            return ours, f"AFTSimple(dim={module.dim}, hidden={hidden}, T={t})"
+            ours = _with_projections(AFTSimple(dim), module.to_q, module.to_k, module.to_v, module.project)
+            return ours, f"AFTSimple(dim={dim}, hidden={hidden}, T={t})"
+        if t > module.wbias.shape[0]:
+            raise AFTExportError(f"AFT layer {path} ({source}) is called with {t} tokens; its wbias holds "
+                                 f"{module.wbias.shape[0]}")  # fmt: skip
         if name == "AFTFull":
-            ours = _with_projections(AFTFull(module.dim, t), module.to_q, module.to_k, module.to_v, module.project)
+            ours = _with_projections(AFTFull(dim, t), module.to_q, module.to_k, module.to_v, module.project)
             with torch.no_grad():
                 ours.w.copy_(module.wbias[:t, :t])
-            return ours, f"AFTFull(dim={module.dim}, hidden={hidden}, T={t}, dense bias)"
+            return ours, f"AFTFull(dim={dim}, hidden={hidden}, T={t}, dense bias)"
         # AFTLocal: its forward rebuilds wbias with zeros outside |t - t'| < s; ours masks the same window
-        ours = _with_projections(AFTLocal(module.dim, t, window=int(module.s)), module.to_q, module.to_k,
+        ours = _with_projections(AFTLocal(dim, t, window=int(module.s)), module.to_q, module.to_k,
                                  module.to_v, module.project)  # fmt: skip
         with torch.no_grad():  # the dense bias's window, as our banded (T, 1, 2s - 1) bias
             ours.w.copy_(local_band_from_dense(module.wbias[:t, :t], ours.grid, ours.window))
-        return ours, f"AFTLocal(dim={module.dim}, hidden={hidden}, T={t}, window={module.s})"
+        return ours, f"AFTLocal(dim={dim}, hidden={hidden}, T={t}, window={module.s})"
     if mod == COMVEX and name == "AFTGeneral":  # full: the only mode that passes _static_refusal
         t = _seq_len(call, path, source)
         rank = module.u.shape[1]
@@ -343,18 +408,27 @@ def _probe(model: nn.Module, layers: dict[str, nn.Module], example: Tensor) -> d
 
 def _describe_module(module: nn.Module) -> str:
     pub = _public_class(module)
-    return _source(pub[0], pub[1]) if pub else f"aft-export {type(module).__name__}"
+    if pub:
+        return _source(pub[0], pub[1])
+    if isinstance(module, AFTLayer):
+        return f"aft-export {type(module).__name__}"
+    cls = type(module)
+    file = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    if cls.__module__.startswith("_aft_user_") and file:  # loaded from a file by --model-def FILE.py:FACTORY
+        return f"{cls.__qualname__} in {Path(file).name}"
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def find_layers(model: nn.Module) -> dict[str, nn.Module]:
-    """Every AFT mixing layer in ``model``: ours and the public packages', by module path.
+    """Every AFT mixing layer in ``model``: ours and the public packages' by class, and any
+    module with the parameter layout of an aft-pytorch layer (:func:`_layout`), to be proven.
 
     Layers inside a found layer are not searched (ours hold only Linears)."""
     found: dict[str, nn.Module] = {}
     for path, module in model.named_modules():
         if any(path.startswith(p + ".") for p in found):
             continue
-        if isinstance(module, AFTLayer) or _public_class(module) is not None:
+        if isinstance(module, AFTLayer) or _public_class(module) is not None or _layout(module):
             found[path] = module
     return found
 
@@ -364,6 +438,8 @@ def layer_variants(model: nn.Module) -> list[str]:
     found = set()
     for module in find_layers(model).values():
         pub = _public_class(module)
+        if pub is None and not isinstance(module, AFTLayer):
+            continue  # recognised by its parameters only: its variant is known once it is proven
         if pub is None:
             base = next((c for c in type(module).__mro__ if c in (AFTFull, AFTLocal, AFTSimple, AFTConv)), None)
             name = base.__name__ if base else ""
@@ -405,16 +481,52 @@ def plan_swap(model: nn.Module, example: Tensor) -> SwapPlan:
         if isinstance(module, AFTLayer):
             plan.layers.append(LayerReport(path, source, "ours", _our_desc(module, seen[0])))
             continue
-        mod, name, _ = pub
         shapes = {tuple(x.shape) for c in seen for x in list(c.args[:1]) + [c.kwargs.get("query")]
                   if isinstance(x, Tensor)}  # fmt: skip
+        if pub is None:  # by its parameters: mapped only where ours computes what it computes
+            _by_layout(plan, path, module, source, seen, several=len(shapes) > 1)
+            continue
         if len(shapes) > 1:
             raise AFTExportError(f"AFT layer {path} ({source}) is called with inputs of shapes {sorted(shapes)}; "
                                  f"one com.aft node per layer needs one token count")  # fmt: skip
+        mod, name, _ = pub
         replacement, desc = _build(module, mod, name, path, seen[0])
         plan.replacements[path] = replacement
         plan.layers.append(LayerReport(path, source, "mapped", desc.split(" as ")[0]))
     return plan
+
+
+def _by_layout(plan: SwapPlan, path: str, module: nn.Module, source: str, seen: list[Call],
+               several: bool = False) -> None:  # fmt: skip
+    """A module with an aft-pytorch parameter layout: each candidate layer (local before full,
+    as their parameters are the same) is built and proven on the recorded calls; the first
+    that agrees is mapped, else the module is a look-alike, kept as it is."""
+    if several:
+        plan.layers.append(LayerReport(path, source, "look-alike", f"aft-pytorch {_layout(module)[-1]}",
+                                       reason="it is called with several token counts; one com.aft node per "
+                                              "layer needs one"))  # fmt: skip
+        return
+    tried = []
+    for name in _layout(module):
+        try:
+            replacement, desc = _build(module, AFT_PYTORCH, name, path, seen[0])
+        except AFTExportError as exc:
+            tried.append((name, {"passed": False, "max_abs": float("inf"), "error": str(exc)}))
+            continue
+        proof = _prove(module, replacement, seen)
+        if proof["passed"]:
+            plan.replacements[path] = replacement
+            plan.layers.append(LayerReport(path, f"{source} (the parameters of aft-pytorch {name}, proven on "
+                                                 f"{proof['inputs']} inputs: max abs {proof['max_abs']:.2g})",
+                                           "mapped", desc.split(" as ")[0]))  # fmt: skip
+            return
+        tried.append((name, proof))
+    name, proof = min(tried, key=lambda item: item[1]["max_abs"])
+    why = proof.get("error") or (f"max abs difference {proof['max_abs']:.3g} from our {name} on "
+                                 f"{proof['inputs']} probe inputs (limit {proof['atol']:g})"
+                                 + (f", {proof['swapped_nonfinite_values']} non-finite values"
+                                    if proof["swapped_nonfinite_values"] else ""))  # fmt: skip
+    plan.layers.append(LayerReport(path, source, "look-alike", f"aft-pytorch {name}", reason=why))
 
 
 def apply_swap(model: nn.Module, plan: SwapPlan) -> nn.Module:

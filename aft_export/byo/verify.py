@@ -15,11 +15,11 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from aft_export.byo.spec import UserModelMeta
 from aft_export.byo.swap import apply_swap, plan_swap, quiet_stdout
+from aft_export.checkpoint import ModelMeta
 from aft_export.compare import SWAP_MAX_ABS, swap_agreement
 from aft_export.errors import AFTExportError
-from aft_export.options import SWAP_BATCH, SWAP_INPUTS
+from aft_export.options import SWAP_BATCH, SWAP_INPUTS, ExportOptions
 from aft_export.runners import TorchRunner
 
 
@@ -35,7 +35,7 @@ def verify_swap(original: nn.Module, swapped: nn.Module, inputs: Tensor, atol: f
     return swap_agreement(_outputs(original, inputs, batch), _outputs(swapped, inputs, batch), atol)
 
 
-def _inputs(meta: UserModelMeta, images: np.ndarray | None) -> np.ndarray:
+def _inputs(meta: ModelMeta, images: np.ndarray | None) -> np.ndarray:
     size = meta.config.img_size
     real = np.ascontiguousarray(images[:SWAP_INPUTS], dtype=np.float32) if images is not None else None
     extra = SWAP_INPUTS - (0 if real is None else len(real))
@@ -43,18 +43,39 @@ def _inputs(meta: UserModelMeta, images: np.ndarray | None) -> np.ndarray:
     return noise if real is None else np.concatenate([real, noise])
 
 
-def prepare_export(model: nn.Module, meta: UserModelMeta, images: np.ndarray | None, log=print) -> nn.Module:
+def prepare_export(model: nn.Module, meta: ModelMeta, images: np.ndarray | None,
+                   options: ExportOptions | None = None, log=print) -> tuple[nn.Module, dict]:  # fmt: skip
     """Our layers in place of theirs, verified on ``images`` (real, normalised) and random
-    inputs; returns the swapped copy (the original is left untouched) and records the
-    layers and the check in ``meta.config`` (the ONNX metadata's ``config``)."""
+    inputs; returns the swapped copy (the original is left untouched) and the report
+    (``layers``, ``swap_check``), also recorded in ``meta.config`` (the ONNX metadata's
+    ``config``). A layer with the parameters of a public layout that does not compute it
+    (a look-alike) stays as it is, with a warning naming it and the difference; under
+    ``options.require_aft`` that, or a model with no AFT layer, is an error."""
+    if options is not None and options.dynamic_hw:
+        raise AFTExportError("a model trained elsewhere exports at its one input size (--input-size); "
+                             "--dynamic-hw is for our AFT-conv checkpoints")  # fmt: skip
+    require = bool(options is not None and options.require_aft)
     inputs = _inputs(meta, images)
     plan = plan_swap(model, torch.from_numpy(inputs[:2]))
     for r in plan.layers:
         log(f"  {r.path or '(root)'}: {r.source} -> " + {"ours": f"kept ({r.to})", "mapped": r.to,
-                                                         "unused": f"not exported ({r.reason})"}[r.action])
-    if plan.aft_layers == 0:
+                                                         "unused": f"not exported ({r.reason})",
+                                                         "look-alike": f"plain ops ({r.reason})"}[r.action])
+    lookalikes = [r for r in plan.layers if r.action == "look-alike"]
+    for r in lookalikes:
+        what = (f"{r.path or '(root)'} ({r.source}) has the parameters of {r.to} but does not compute it: "
+                f"{r.reason}")  # fmt: skip
+        if require:
+            raise AFTExportError(f"{what}; --require-aft refuses a layer that does not export as com.aft "
+                                 f"(fix the layer, or export without --require-aft to keep it as plain ops)")
+        log(f"warning: {what}; it exports as plain ONNX ops, with no com.aft node")
+    if plan.aft_layers == 0 and not lookalikes:
+        if require:
+            raise AFTExportError(f"no AFT layer recognised in {meta.config.model_def}; --require-aft refuses a "
+                                 f"model that exports without com.aft nodes")  # fmt: skip
         log(f"warning: no AFT layer recognised in {meta.config.model_def} (ours, aft-pytorch, comvex.aft, "
-            f"labml-nn); it exports as plain ONNX ops, with no com.aft node")  # fmt: skip
+            f"labml-nn, or a module with the parameters of one of their layers); it exports as plain ONNX ops, "
+            f"with no com.aft node")  # fmt: skip
     swapped = apply_swap(model, plan)
     with quiet_stdout():  # some public layers print on every call
         want = TorchRunner(meta.path, loaded=(model, meta)).logits(inputs, SWAP_BATCH)
@@ -74,4 +95,4 @@ def prepare_export(model: nn.Module, meta: UserModelMeta, images: np.ndarray | N
                if check["original_nonfinite_images"] else ""))  # fmt: skip
     meta.config.variant = "+".join(plan.variants) or "none"
     meta.config.swap = {**plan.to_dict(), "swap_check": check}
-    return swapped
+    return swapped, {"layers": meta.config.swap["layers"], "swap_check": check}

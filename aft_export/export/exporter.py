@@ -27,9 +27,7 @@ import numpy as np
 import torch
 
 from aft_export.version import __version__
-from aft_export.byo.spec import UserModelMeta
-from aft_export.byo.verify import prepare_export
-from aft_export.checkpoint import CheckpointMeta, load_checkpoint
+from aft_export.checkpoint import ModelMeta
 from aft_export.compare import SIMPLIFY_MAX_ABS, max_abs, metrics
 from aft_export.data import normalize
 from aft_export.datasets import is_named, load_labelled
@@ -44,6 +42,7 @@ from aft_export.layers.aft import AFTLayer
 from aft_export.onnxio import check_graph, read_metadata, save_onnx, set_metadata
 from aft_export.options import MAX_BATCH, OP_FORMS, TARGET_OPSETS, TARGETS, ExportOptions, parse_batch  # noqa: F401 (the API)
 from aft_export.runners import ModelInfo, OrtRunner, TorchRunner
+from aft_export.sources import open_source
 from aft_export.trtcheck import check_model, enforce
 
 
@@ -62,6 +61,11 @@ class ExportResult:
     parity: dict | None = None
     trt_check: dict | None = None  # TensorRT compatibility per version (aft_export.trtcheck)
     rewrites: dict | None = None  # aft_export.export.rewrite: places each rewrite changed
+    # what the model's source did first (ModelMeta.prepare; a model trained elsewhere: what
+    # became of each AFT layer, and the swap check), and every warning the export gave
+    layers: list[dict] | None = None
+    swap_check: dict | None = None
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -213,23 +217,25 @@ class GraphExport:
     parity: dict | None = None
     trt_check: dict | None = None
     rewrites: dict | None = None
+    prepared: dict = field(default_factory=dict)  # the report of meta.prepare
 
 
-def export_graph(model, meta: CheckpointMeta, opts: ExportOptions, images: np.ndarray | None = None,
+def export_graph(model, meta: ModelMeta, opts: ExportOptions, images: np.ndarray | None = None,
                  source: str | None = None, log=print, name: str = "the export") -> GraphExport:  # fmt: skip
     """Export a model in memory: torch.onnx, the com.aft functions, checks, onnxsim, the
     target's form, the TensorRT check and, given ``images``, verification against
-    PyTorch. Writes nothing; raises AFTExportError when a check fails. A model trained
-    elsewhere (``meta`` a :class:`~aft_export.byo.spec.UserModelMeta`) has its public AFT
-    layers swapped for ours first, and the swap verified (:mod:`aft_export.byo.verify`)."""
+    PyTorch. Writes nothing; raises AFTExportError when a check fails. Where the model's
+    source set ``meta.prepare`` it runs first (a model trained elsewhere has its public
+    AFT layers swapped for ours there, and the swap verified)."""
     cfg = meta.config
+    seconds: dict[str, float] = {}
+    prepared: dict = {}
+    if meta.prepare is not None:  # the source's own step, before anything is exported
+        t = time.perf_counter()
+        model, prepared = meta.prepare(model, meta, images, opts, log)
+        seconds["swap"] = time.perf_counter() - t
     if opts.dynamic_hw and cfg.fixed_input_size:
         _dynamic_shapes(cfg, None, True)  # raises the clear error
-    seconds: dict[str, float] = {}
-    if isinstance(meta, UserModelMeta):  # a model trained elsewhere: our AFT layers in place of theirs, verified
-        t = time.perf_counter()
-        model = prepare_export(model, meta, images, log)
-        seconds["swap"] = time.perf_counter() - t
     _check_finite_outputs(model, cfg, images)
     batch = parse_batch(opts.batch)
     if batch is not None:  # the example input, and every verification run, hold a whole fixed batch
@@ -238,12 +244,12 @@ def export_graph(model, meta: CheckpointMeta, opts: ExportOptions, images: np.nd
     proto = _torch_export(model, cfg, opts)
     set_metadata(proto, _metadata(meta, opts))
     seconds["export"] = time.perf_counter() - t
-    result = GraphExport(proto, len(proto.graph.node), seconds)
+    result = GraphExport(proto, len(proto.graph.node), seconds, prepared=prepared)
 
     t = time.perf_counter()
     check_graph(proto)
     seconds["check"] = time.perf_counter() - t
-    info = ModelInfo(meta.classes, meta.input_size, meta.mean, meta.std, source_sha256=meta.sha256)
+    info = ModelInfo.from_meta(meta)
     if opts.simplify:
         t = time.perf_counter()
         props, modules = read_metadata(proto), module_by_output(proto)
@@ -307,16 +313,27 @@ def to_target(proto, target: str):
 
 def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, config: str | None = None,
                       log=print, loaded=None, verification=None) -> ExportResult:  # fmt: skip
-    """Export a checkpoint to ONNX, check, simplify and verify it, then write it atomically.
-    ``loaded``: the ``(model, meta)`` pair if the caller has already loaded the checkpoint;
-    ``verification``: ``(preprocessed images, where they came from)`` if it has them."""
+    """Export a model to ONNX, check, simplify and verify it, then write it atomically.
+    ``checkpoint``: a checkpoint path or any model source (:mod:`aft_export.sources`;
+    None when ``loaded`` is an in-memory model); ``loaded``: the ``(model, meta)`` pair if
+    the caller has already loaded it; ``verification``: ``(preprocessed images, where they
+    came from)`` if it has them."""
     opts = options or ExportOptions()
-    with claim_output(out, inputs=[checkpoint, opts.verify_data]) as out:
-        model, meta = loaded if loaded is not None else load_checkpoint(checkpoint, config=config)
+    model_source = open_source(checkpoint, config) if checkpoint is not None else None
+    warnings: list[str] = []
+
+    def logged(*args):
+        if args and str(args[0]).startswith("warning: "):
+            warnings.append(str(args[0])[len("warning: "):])
+        log(*args)
+
+    inputs = list(model_source.inputs) if model_source is not None else []
+    with claim_output(out, inputs=[*inputs, opts.verify_data]) as out:
+        model, meta = loaded if loaded is not None else model_source.load(log)
         images, source = (None, None)
         if opts.verify_images:
             images, source = verification if verification is not None else _verification_images(meta, opts)
-        graph = export_graph(model, meta, opts, images, source, log=log, name=str(out))
+        graph = export_graph(model, meta, opts, images, source, log=logged, name=str(out))
         t = time.perf_counter()
         external = save_onnx(graph.model, out, opts.external_data_threshold)
         graph.seconds["save"] = time.perf_counter() - t
@@ -326,7 +343,8 @@ def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, con
         external_data=external, aft_nodes=sum(n.domain == DOMAIN for n in proto.graph.node),
         nodes_exported=graph.nodes_exported, nodes_final=len(proto.graph.node),
         seconds={k: round(v, 3) for k, v in graph.seconds.items()}, simplify=graph.simplify, parity=graph.parity,
-        trt_check=graph.trt_check, rewrites=graph.rewrites,
+        trt_check=graph.trt_check, rewrites=graph.rewrites, layers=graph.prepared.get("layers"),
+        swap_check=graph.prepared.get("swap_check"), warnings=warnings,
     )  # fmt: skip
 
 

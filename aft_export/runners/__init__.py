@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aft_export.byo.spec import SPEC_SUFFIXES
 from aft_export.errors import AFTExportError
 from aft_export.runners.base import INPUT, OUTPUT, ModelInfo, Runner
 from aft_export.runners.engine import TrtRunner
@@ -21,6 +20,7 @@ from aft_export.runners.openvino import OpenVinoRunner
 from aft_export.runners.ort import PROVIDER_KINDS, OrtRunner, info_from_metadata, ort_providers
 from aft_export.runners.reference import ReferenceRunner
 from aft_export.runners.pytorch import TorchRunner
+from aft_export.sources import SPEC_SUFFIXES, source_suffixes
 
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".safetensors")
 ENGINE_SUFFIXES = (".engine", ".plan")
@@ -35,7 +35,7 @@ def load_runner(artifact: str, providers: list | str | None = None, config: str 
     if not path.exists():
         raise AFTExportError(f"artifact {path} does not exist; check the path")
     suffix = path.suffix.lower()
-    if suffix in CHECKPOINT_SUFFIXES or suffix in SPEC_SUFFIXES:  # a spec: a model trained elsewhere (byo)
+    if suffix in CHECKPOINT_SUFFIXES or suffix in SPEC_SUFFIXES or suffix in source_suffixes():  # any model source
         device = "cuda" if providers in ("cuda", "tensorrt") else "cpu"
         return TorchRunner(str(path), config=config, threads=threads, device=device)
     if suffix == ".onnx":

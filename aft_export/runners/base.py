@@ -54,6 +54,12 @@ class ModelInfo:
     precision: str = "fp32"
     extra: dict = field(default_factory=dict)
 
+    @classmethod
+    def from_meta(cls, meta) -> ModelInfo:
+        """What feeding a loaded model needs, from its :class:`~aft_export.checkpoint.ModelMeta`."""
+        return cls(list(meta.classes), tuple(meta.input_size), tuple(meta.mean), tuple(meta.std),
+                   source_sha256=meta.sha256)  # fmt: skip
+
     def problem(self) -> str | None:
         """What makes this description unusable for feeding a model (None: nothing)."""
         size = tuple(self.input_size)

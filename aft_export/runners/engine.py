@@ -10,21 +10,20 @@ tests/test_trt_api.py, like aft_export/trt.py.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from aft_export.errors import AFTExportError
+from aft_export.onnxio import ArtifactMeta
 from aft_export.runners.base import ModelInfo, Runner
 from aft_export.trt import RTX, check_manifest, environment, import_library, library_logger, require_gpu
 
 
 def _info(manifest: dict, engine: str) -> ModelInfo:
-    m = manifest.get("model", {})
+    m = ArtifactMeta(manifest.get("model", {}), engine)
     try:
-        return ModelInfo(json.loads(m["classes"]), tuple(json.loads(m["input_size"])), tuple(json.loads(m["mean"])),
-                         tuple(json.loads(m["std"])), source_sha256=m.get("source_sha256", ""),
+        return ModelInfo(m.classes, m.input_size, m.mean, m.std, source_sha256=m.source_sha256,
                          precision=manifest.get("precision", "fp32"), extra=manifest)  # fmt: skip
     except (KeyError, ValueError) as exc:
         raise AFTExportError(f"engine manifest of {engine} lacks the model's metadata ({exc}); rebuild it") from None

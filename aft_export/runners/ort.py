@@ -12,7 +12,7 @@ from pathlib import Path
 from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.fileio import cache_root
 from aft_export.graph import activation_bytes_per_image
-from aft_export.onnxio import graph_precision, load_onnx, read_metadata
+from aft_export.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.runners.base import ModelInfo, Runner
 
 PROVIDER_KINDS = ("cpu", "cuda", "tensorrt")
@@ -83,12 +83,10 @@ def _provider_name(p) -> str:
 
 def info_from_metadata(model, where: str) -> ModelInfo:
     """Classes, input size and normalisation from aft-export's ONNX metadata."""
-    meta = read_metadata(model)
+    meta = ArtifactMeta.of(model, where)
     try:
-        info = ModelInfo(json.loads(meta["classes"]), tuple(json.loads(meta["input_size"])),
-                         tuple(json.loads(meta["mean"])), tuple(json.loads(meta["std"])),
-                         source_sha256=meta.get("source_sha256", ""), precision=graph_precision(model),
-                         extra=meta)  # fmt: skip
+        info = ModelInfo(meta.classes, meta.input_size, meta.mean, meta.std, source_sha256=meta.source_sha256,
+                         precision=graph_precision(model), extra=meta.values)  # fmt: skip
     except KeyError as exc:
         raise AFTExportError(f"{where} has no aft-export metadata (classes, input size, mean/std: {exc} is "
                              f"missing); export it with `aft-export export`") from None  # fmt: skip

@@ -5,18 +5,19 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from aft_export.checkpoint import load_checkpoint
 from aft_export.errors import RuntimeMissing
 from aft_export.runners.base import OUTPUT, ModelInfo, Runner
+from aft_export.sources import load_model
 
 
 class TorchRunner(Runner):
     backend = "torch"
 
-    def __init__(self, path: str, config: str | None = None, threads: int = 0, device: str = "cpu",
+    def __init__(self, path, config: str | None = None, threads: int = 0, device: str = "cpu",
                  loaded=None) -> None:  # fmt: skip
-        """``loaded``: a ``(model, CheckpointMeta)`` pair already in memory (the pipeline
-        loads its checkpoint once), instead of reading ``path`` again."""
+        """``path``: a checkpoint, or any model source (:mod:`aft_export.sources`);
+        ``loaded``: its ``(model, ModelMeta)`` pair already in memory (the pipeline loads
+        its model once), instead of loading it again."""
         if threads:
             torch.set_num_threads(threads)
         self.threads = torch.get_num_threads()
@@ -29,12 +30,11 @@ class TorchRunner(Runner):
             torch.backends.cuda.matmul.allow_tf32 = False
             self.backend = "torch-cuda"
         self.device = torch.device(device)
-        model, meta = loaded if loaded is not None else load_checkpoint(path, config=config)
+        model, meta = loaded if loaded is not None else load_model(path, config=config)
         self.model = model.to(self.device).eval()
         self.meta = meta
         self._activation_bytes: tuple[int, int] | None = None
-        super().__init__(str(path), ModelInfo(meta.classes, meta.input_size, meta.mean, meta.std,
-                                              source_sha256=meta.sha256))  # fmt: skip
+        super().__init__(str(path), ModelInfo.from_meta(meta))  # a source's str() is its label
 
     def activation_bytes(self) -> tuple[int, int]:
         """Measured on one image on the CPU: the largest output of a leaf module (the
