@@ -183,11 +183,17 @@ def parse(onnx_path, library: str = "auto", plan=None, keep: bool = False) -> Pa
                   objects=(trt, builder, network, parser, logger) if keep else ())  # fmt: skip
 
 
-def check_for_version(onnx_path, version: tuple[int, ...], log=print, library: str = "tensorrt") -> dict:
+def check_for_version(onnx_path, version: tuple[int, ...], log=print, library: str = "tensorrt",
+                      checked=None) -> dict:  # fmt: skip
     """The offline TensorRT check (:mod:`aft_export.trtcheck`) for the parser about to read the
-    graph (:func:`offline_column`): a graph it would refuse stops here, before a build is wasted."""
+    graph (:func:`offline_column`): a graph it would refuse stops here, before a build is wasted.
+    ``checked``: a report of this file already made with that column asked for
+    (``check_model(..., also=(column,))``, as the pipeline's export and quantise steps make
+    it); without it, or when it lacks the column, the graph is checked here."""
     name = offline_column(library, version)
-    report = check_model(str(onnx_path), [name])
+    report = checked.columns.get(name) if checked is not None else None
+    if report is None:
+        report = check_model(str(onnx_path), [name])
     enforce(report, log, what="the build")
     for note in report.notes:
         log(f"note: {note}")
@@ -233,10 +239,11 @@ def _build(trt, library: str, version: tuple[int, ...], builder, network, plan, 
     return serialized, None
 
 
-def build_engine(onnx_path, out=None, options: BuildOptions | None = None, log=print) -> BuildResult:
+def build_engine(onnx_path, out=None, options: BuildOptions | None = None, log=print, checked=None) -> BuildResult:
     """Build a TensorRT or TensorRT-RTX engine from an ONNX file; writes ``out`` (default
     :func:`~aft_export.trt.engine_name`) and ``out.json`` atomically. TensorRT-RTX builds with no
-    GPU; such an engine is built, not run."""
+    GPU; such an engine is built, not run. ``checked``: the offline check report the caller
+    already has for this file (see :func:`check_for_version`); None: checked here."""
     opts = options or BuildOptions()
     onnx_path = Path(onnx_path)
     model = load_onnx(onnx_path, external_data=False)
@@ -249,7 +256,7 @@ def build_engine(onnx_path, out=None, options: BuildOptions | None = None, log=p
         check_output_path(opts.timing_cache, inputs=[onnx_path, out])
     check_engine_name(out, library)
     plan = build_plan(version, precision, opts, library)  # library- and version-dependent option errors first
-    checked = check_for_version(onnx_path, version, log, library)  # what this parser would refuse
+    checked = check_for_version(onnx_path, version, log, library, checked)  # what this parser would refuse
     env = environment()
     if library != RTX:
         require_gpu(env)  # TensorRT-RTX builds ahead of time, on the CPU

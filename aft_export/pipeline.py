@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from aft_export.bench import bench
-from aft_export.build import build_engine
+from aft_export.build import build_engine, offline_column
 from aft_export.compare import tolerances_with
 from aft_export.data import normalize
 from aft_export.datasets import is_named, load_labelled
@@ -52,7 +52,8 @@ from aft_export.resources import default_calibration, default_checkpoint
 from aft_export.errors import RuntimeMissing
 from aft_export.runners import OrtRunner, TorchRunner, TrtRunner
 from aft_export.sources import CheckpointSource, open_source
-from aft_export.trt import INSTALL_HINT, RTX, RTX_INSTALL_HINT, BuildOptions, engine_name, environment, installed_libraries
+from aft_export.trt import (INSTALL_HINT, RTX, RTX_INSTALL_HINT, BuildOptions, engine_name, environment, import_library,
+                             installed_libraries)  # fmt: skip
 from aft_export.trtcheck import check_model
 from aft_export.trtcheck.versions import parse_version
 from aft_export.tritonrepo import write_repository
@@ -121,6 +122,17 @@ def engine_library(installed, gpu: bool) -> tuple[str | None, str]:
                   f"{RTX_INSTALL_HINT}); no engines built")  # fmt: skip
 
 
+def _build_column(library: str | None) -> str | None:
+    """The offline check's column for the parser the engine step will build with (None: no
+    engines, or a library the check has no column for, which the build then reports)."""
+    if library is None:
+        return None
+    try:
+        return offline_column(library, import_library(library)[2])
+    except AFTExportError:
+        return None
+
+
 def tensorrt_status() -> str | None:
     """None when an engine can be built here; otherwise why not, in one line."""
     return engine_library(installed_libraries(), environment().get("gpu") is not None)[1] or None
@@ -186,6 +198,13 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cach
     x = normalize(parity_set.images, info.mean, info.std).numpy()
     artifacts = []
     results["export"], results["quantize"] = {}, {}
+    # handed on between the stages, so that each thing is done once per run: the check report
+    # per artifact (which also covers the build's parser), the decoded calibration set, and the
+    # fp32 logits on it per fp32 file
+    column = _build_column(engine_library(installed_libraries(), environment().get("gpu") is not None)[0])
+    also = (column,) if column else ()
+    reports: dict[str, object] = {}
+    calibration = None
     for target in opts.targets:
         stem = {"tensorrt": "model", "tensorrt8": "model.trt8", "portable": "model.portable"}[target]
         label = "" if target == "tensorrt" else f" {target}"
@@ -193,8 +212,10 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cach
         fp32 = work / f"{stem}.onnx"
         exp = export_checkpoint(None, fp32, ExportOptions(op_form=opts.op_form, target=target,
                                                           verify_images=len(x), require_aft=opts.require_aft),
-                                loaded=loaded, verification=(x, decoded.source), **quiet)  # fmt: skip
+                                loaded=loaded, verification=(x, decoded.source), also_check=also, **quiet)  # fmt: skip
         results["export"][target] = exp.to_dict()
+        reports[fp32.name] = exp.check_report
+        fp32_logits = None
         done(s, f"{exp.nodes_final} nodes ({exp.aft_nodes} com.aft), onnxsim "
                 f"{exp.simplify['nodes_before']}->{exp.simplify['nodes_after']}, verify max abs "
                 f"{exp.parity['max_abs']:.2e}")  # fmt: skip
@@ -203,8 +224,10 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cach
             s = step(f"quantize {precision}{label}")
             path = work / f"{stem}.{precision}.onnx"
             q = quantize_model(fp32, path, calib, QuantizeOptions(precision=precision, count=opts.calib_images),
-                               progress=False,
-                               cache_writes=cache_writes, **quiet)  # fmt: skip
+                               progress=False, cache_writes=cache_writes, calibration=calibration,
+                               fp32_logits=fp32_logits, also_check=also, **quiet)  # fmt: skip
+            calibration, fp32_logits = q.calibration, q.fp32_logits
+            reports[path.name] = q.check_report
             results["quantize"][path.name] = q.to_dict()
             artifacts.append(path)
             a = q.agreement or {}
@@ -213,7 +236,8 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cach
                     + (f"; {len(q.nonfinite)} fp16 values took NaN/Inf" if q.nonfinite else ""))  # fmt: skip
 
     s = step("tensorrt check")
-    results["trt_check"] = {a.name: check_model(a).to_dict() for a in artifacts}
+    # the reports export and quantise made of what they wrote (the same graphs, in memory)
+    results["trt_check"] = {a.name: (reports.get(a.name) or check_model(a)).to_dict() for a in artifacts}
     refused = {n: [v for v, st in r["status"].items() if st == "refuses"] for n, r in results["trt_check"].items()}
     refused = {n: vs for n, vs in refused.items() if vs}
     versions = sorted({v for r in results["trt_check"].values() for v in r["checked"]}, key=parse_version)
@@ -238,7 +262,8 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cach
         results["engines"] = {}
         for onnx_file in list(artifacts):
             built = build_engine(onnx_file, engine_name(onnx_file, library),
-                                 BuildOptions(batch=build_batch, library=library), **quiet)  # fmt: skip
+                                 BuildOptions(batch=build_batch, library=library), checked=reports.get(onnx_file.name),
+                                 **quiet)  # fmt: skip
             engine = Path(built.engine)
             m = built.manifest
             results["engines"][engine.name] = {k: m[k] for k in ("library", "library_version", "precision",

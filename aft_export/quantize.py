@@ -37,12 +37,13 @@ per batch).
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
 import logging
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -82,9 +83,17 @@ class QuantizeResult:
     nonfinite: list = field(default_factory=list)  # fp16 values that took NaN/Inf
     sensitivity: list = field(default_factory=list)
     trt_check: dict | None = None  # TensorRT compatibility per version (aft_export.trtcheck)
+    # what this run has in memory, for a caller to hand on to the next quantisation of the same
+    # fp32 model (quantize_model's calibration, fp32_logits and the check's CheckReport); not in to_dict
+    calibration: CalibrationSet | None = field(default=None, repr=False, compare=False)
+    fp32_logits: np.ndarray | None = field(default=None, repr=False, compare=False)
+    check_report: object = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name not in HANDED_ON}
+
+
+HANDED_ON = ("calibration", "fp32_logits", "check_report")
 
 
 def default_cache_dir() -> Path:
@@ -416,7 +425,9 @@ def _quantized_nodes(model) -> list[str]:
 
 
 def quantize_model(model_path, out, calib: str | None, options: QuantizeOptions | None = None,
-                   log=print, progress: bool = True, cache_writes: list | None = None) -> QuantizeResult:  # fmt: skip
+                   log=print, progress: bool = True, cache_writes: list | None = None,
+                   calibration: CalibrationSet | None = None, fp32_logits: np.ndarray | None = None,
+                   also_check: tuple[str, ...] = ()) -> QuantizeResult:  # fmt: skip
     """Quantise an fp32 ONNX file to int8 (Q/DQ) or fp16; writes ``out`` atomically.
     ``progress`` shows a progress bar (stderr) while calibration images are decoded.
     ``out`` is claimed before any work (:func:`aft_export.fileio.claim_output`): never
@@ -424,11 +435,19 @@ def quantize_model(model_path, out, calib: str | None, options: QuantizeOptions 
     calibration ranges enter the cache only once ``out`` is written, so that a run
     stopped anywhere leaves the cache as it was; ``cache_writes``: a list to hand the
     entry to instead (``(path, bytes)``, for :func:`write_cache_entries`), for a caller
-    whose own run is not complete yet (the pipeline)."""
+    whose own run is not complete yet (the pipeline).
+
+    What an earlier quantisation already has in memory can be handed on (None: computed here,
+    as always): ``calibration``, the decoded set (a result's ``calibration``; used when it is
+    the same sample, in this model's preprocessing, else decoded again); ``fp32_logits``, the
+    fp32 model's logits on that set (a result's ``fp32_logits``; only for the same fp32 file);
+    ``also_check``: TensorRT columns the check also reports on (the result's ``check_report``
+    holds the whole report)."""
     source, opts = apply_recipe(calib, options or QuantizeOptions())
     with claim_output(out, inputs=[model_path, calib, source]) as out:
         pending: list = []
-        result = _quantize(model_path, out, source, opts, log, progress, pending)
+        result = _quantize(model_path, out, source, opts, log, progress, pending, calibration, fp32_logits,
+                           also_check)  # fmt: skip
         if cache_writes is None:
             write_cache_entries(pending)
         else:
@@ -443,8 +462,9 @@ def write_cache_entries(entries) -> None:
         atomic_write_bytes(path, data)
 
 
-def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress: bool,
-              cache_writes: list) -> QuantizeResult:  # fmt: skip
+def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress: bool, cache_writes: list,
+              calibration: CalibrationSet | None = None, fp32_logits: np.ndarray | None = None,
+              also_check: tuple[str, ...] = ()) -> QuantizeResult:  # fmt: skip
     model = load_onnx(model_path)
     current = graph_precision(model)
     if current != "fp32":
@@ -465,17 +485,23 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
     if calib is None:
         if opts.precision == "int8":
             raise AFTExportError("int8 needs calibration images: pass --calib DATA (a folder, tar, .npy/.npz or cifar10:train)")
+    elif calibration is not None and (calibration.source, calibration.requested, calibration.seed,
+                                      calibration.preprocess) == (str(calib), opts.count, opts.seed, prep):  # fmt: skip
+        cset = calibration  # decoded by an earlier quantisation: the same sample, the same preprocessing
     else:
         t = time.perf_counter()
         cset = load_calibration(calib, prep, opts.count, opts.seed, opts.allow_fewer, progress=progress)
         seconds["load_calibration"] = time.perf_counter() - t
         if cset.requested > len(cset):
             log(f"calibration: {calib} has only {len(cset)} images; using them (--allow-fewer)")
+    if cset is not calibration:
+        fp32_logits = None  # logits on another set than this one
 
     if opts.precision == "int8" and opts.quantize_aft_core and any(n.domain == DOMAIN for n in model.graph.node):
         # the core's MatMuls are inside the com.aft functions, where no quantiser reaches
         model = inline_functions(model)
         name_nodes(model)
+        fp32_logits = None  # the inlined graph's own logits are the reference here
     core = aft_core_nodes(model)
     recipe: dict = {"precision": opts.precision, "tool": f"aft-export {__version__}",
                     "source_onnx_sha256": model_sha,
@@ -506,13 +532,17 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
     agreement, nonfinite = None, []
     if cset is not None:
         t = time.perf_counter()
-        agreement = _agreement(_logits(model, prep, cset.tensors), _logits(qmodel, prep, cset.tensors))
+        if fp32_logits is None:
+            fp32_logits = _logits(model, prep, cset.tensors)
+        agreement = _agreement(fp32_logits, _logits(qmodel, prep, cset.tensors))
         if opts.precision == "fp16":
             nonfinite = _fp16_nonfinite(qmodel, prep, cset.tensors)
         seconds["check"] = time.perf_counter() - t
 
-    report = check_model(qmodel)
+    report = check_model(qmodel, also=also_check)
     report.path = str(out)
+    for column in report.columns.values():
+        column.path = str(out)
     enforce(report, log, what=f"the {opts.precision} quantisation")
     save_onnx(qmodel, out)
     if "cache" in result_extra:
@@ -522,6 +552,7 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
         recipe=recipe, seconds={k: round(v, 3) for k, v in seconds.items()}, agreement=agreement,
         nonfinite=nonfinite, sensitivity=result_extra.get("sensitivity", []),
         trt_check={"status": report.status, "findings": len(report.findings)},
+        calibration=cset, fp32_logits=fp32_logits, check_report=report,
     )  # fmt: skip
 
 

@@ -66,9 +66,12 @@ class ExportResult:
     layers: list[dict] | None = None
     swap_check: dict | None = None
     warnings: list[str] = field(default_factory=list)
+    # the TensorRT check's whole report (aft_export.trtcheck.CheckReport), for a caller that
+    # hands it on (the pipeline); trt_check above is its summary. Not in to_dict
+    check_report: object = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "check_report"}
 
 
 def _set_custom_ops(model, enabled: bool) -> None:
@@ -218,13 +221,16 @@ class GraphExport:
     trt_check: dict | None = None
     rewrites: dict | None = None
     prepared: dict = field(default_factory=dict)  # the report of meta.prepare
+    check_report: object = None  # the TensorRT check's CheckReport
 
 
 def export_graph(model, meta: ModelMeta, opts: ExportOptions, images: np.ndarray | None = None,
-                 source: str | None = None, log=print, name: str = "the export") -> GraphExport:  # fmt: skip
+                 source: str | None = None, log=print, name: str = "the export",
+                 also_check: tuple[str, ...] = ()) -> GraphExport:  # fmt: skip
     """Export a model in memory: torch.onnx, the com.aft functions, checks, onnxsim, the
     target's form, the TensorRT check and, given ``images``, verification against
-    PyTorch. Writes nothing; raises AFTExportError when a check fails. Where the model's
+    PyTorch. Writes nothing; raises AFTExportError when a check fails. ``also_check``: TensorRT
+    columns the check also reports on (``check_model``'s ``also``). Where the model's
     source set ``meta.prepare`` it runs first (a model trained elsewhere has its public
     AFT layers swapped for ours there, and the swap verified)."""
     cfg = meta.config
@@ -268,10 +274,13 @@ def export_graph(model, meta: ModelMeta, opts: ExportOptions, images: np.ndarray
         seconds[opts.target] = time.perf_counter() - t
 
     t = time.perf_counter()
-    report = check_model(proto)
+    report = check_model(proto, also=also_check)
     report.path = name
+    for column in report.columns.values():
+        column.path = name
     enforce(report, log, what="the export")  # stops when every targeted TensorRT would refuse it
     result.trt_check = {"status": report.status, "findings": len(report.findings)}
+    result.check_report = report
     seconds["trt_check"] = time.perf_counter() - t
 
     if images is not None:
@@ -312,12 +321,13 @@ def to_target(proto, target: str):
 
 
 def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, config: str | None = None,
-                      log=print, loaded=None, verification=None) -> ExportResult:  # fmt: skip
+                      log=print, loaded=None, verification=None, also_check: tuple[str, ...] = ()) -> ExportResult:  # fmt: skip
     """Export a model to ONNX, check, simplify and verify it, then write it atomically.
     ``checkpoint``: a checkpoint path or any model source (:mod:`aft_export.sources`;
     None when ``loaded`` is an in-memory model); ``loaded``: the ``(model, meta)`` pair if
     the caller has already loaded it; ``verification``: ``(preprocessed images, where they
-    came from)`` if it has them."""
+    came from)`` if it has them; ``also_check``: TensorRT columns the check also reports on
+    (the result's ``check_report`` holds the whole report, to hand on)."""
     opts = options or ExportOptions()
     model_source = open_source(checkpoint, config) if checkpoint is not None else None
     warnings: list[str] = []
@@ -333,7 +343,7 @@ def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, con
         images, source = (None, None)
         if opts.verify_images:
             images, source = verification if verification is not None else _verification_images(meta, opts)
-        graph = export_graph(model, meta, opts, images, source, log=logged, name=str(out))
+        graph = export_graph(model, meta, opts, images, source, log=logged, name=str(out), also_check=also_check)
         t = time.perf_counter()
         external = save_onnx(graph.model, out, opts.external_data_threshold)
         graph.seconds["save"] = time.perf_counter() - t
@@ -344,7 +354,7 @@ def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, con
         nodes_exported=graph.nodes_exported, nodes_final=len(proto.graph.node),
         seconds={k: round(v, 3) for k, v in graph.seconds.items()}, simplify=graph.simplify, parity=graph.parity,
         trt_check=graph.trt_check, rewrites=graph.rewrites, layers=graph.prepared.get("layers"),
-        swap_check=graph.prepared.get("swap_check"), warnings=warnings,
+        swap_check=graph.prepared.get("swap_check"), warnings=warnings, check_report=graph.check_report,
     )  # fmt: skip
 
 

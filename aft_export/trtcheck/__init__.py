@@ -77,6 +77,9 @@ class CheckReport:
     status: dict[str, str]  # version -> accepts | refuses | warnings | not targeted | no rules
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # check_model's ``also``: each column's report as a check of that column alone makes it
+    # (the build's parser, :func:`aft_export.build.check_for_version`); not in to_dict
+    columns: dict[str, CheckReport] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def checked(self) -> list[str]:
@@ -95,7 +98,8 @@ class CheckReport:
         return [f for f in self.findings if f.severity == "error" and version in f.versions]
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "checked": self.checked, "exit_code": self.exit_code}
+        out = {k: v for k, v in asdict(self).items() if k != "columns"}
+        return {**out, "checked": self.checked, "exit_code": self.exit_code}
 
 
 def _target(model) -> str:
@@ -111,14 +115,25 @@ def _load(model_or_path):
     return load_onnx(model_or_path), str(model_or_path)
 
 
-def check_model(model_or_path, versions: list[str] | None = None) -> CheckReport:
+def check_model(model_or_path, versions: list[str] | None = None, also: tuple[str, ...] = ()) -> CheckReport:
     """Check an ONNX model (path or ModelProto) against TensorRT's rules.
 
     ``versions``: TensorRT versions to check ("10.3", or an edition's column such as "rtx-1.7");
     default every supported version the file's export target is for (the others are reported as
-    not targeted). An edition is checked only when asked for.
+    not targeted). An edition is checked only when asked for. ``also``: columns whose reports
+    are wanted as well, each as ``check_model(model, [column])`` makes it, under
+    ``report.columns[column]``, from the same reading of the graph (the pipeline asks for the
+    column of the engine library it builds with, so that the build need not check again).
     """
     model, name = _load(model_or_path)
+    views: dict[bool, GraphView] = {}
+    report = _check(model, name, versions, views)
+    report.columns = {c: _check(model, name, [c], views) for c in dict.fromkeys(also)}
+    return report
+
+
+def _check(model, name: str, versions: list[str] | None, views: dict) -> CheckReport:
+    """check_model's work, the graph's readings (:class:`GraphView`, per inlining) shared through ``views``."""
     target = _target(model)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     report = CheckReport(name, opset, model.ir_version, graph_precision(model), target, {})
@@ -130,7 +145,6 @@ def check_model(model_or_path, versions: list[str] | None = None) -> CheckReport
         return _check_other_runtime(model, report, versions)
 
     wanted = list(dict.fromkeys(_normalise(v) for v in versions)) if versions else list(SUPPORTED)
-    views: dict[bool, GraphView] = {}
     found: dict[tuple, Finding] = {}
     for name_v in wanted:
         v = Version(name_v)
