@@ -80,14 +80,17 @@ def _divergence(reference_runner, artifact, artifacts, runner, images, providers
 
 def run_parity(checkpoint: str, artifacts: list[str], data, images: int = ParityOptions.images, overrides: list[str] | None = None,
                providers: list[str] | str | None = None, reference: TorchRunner | None = None,
-               keep_differences: bool = False, runners: dict | None = None) -> dict:  # fmt: skip
+               keep_differences: bool = False, runners: dict | None = None,
+               reference_logits: np.ndarray | None = None) -> dict:  # fmt: skip
     """Compare every artifact with the fp32 PyTorch model; returns the JSON-able report.
 
     ``data``: a source (directory, tar, ``cifar10:test``) or images already decoded
     (:class:`~aft_export.data.LabelledImages`); ``reference``: the checkpoint's runner
     if it is already loaded. ``keep_differences`` adds, under ``"differences"``, each
     artifact's |logit - reference| on the real images (for plots; not JSON); ``runners``:
-    runners already made, by artifact path."""
+    runners already made, by artifact path; ``reference_logits``: the reference's logits on
+    the real images, if the caller has them (the export's verification ran PyTorch on the
+    same images: :attr:`~aft_export.export.exporter.ExportResult.reference_logits`)."""
     tols = tolerances_with(overrides)
     if not artifacts:
         raise AFTExportError(f"nothing to compare with {checkpoint}; give one or more artifacts, e.g. "
@@ -100,8 +103,14 @@ def run_parity(checkpoint: str, artifacts: list[str], data, images: int = Parity
     x = normalize(decoded.images[:images], info.mean, info.std).numpy()
     sets = {"real": x, **stress_inputs(x, info.mean, info.std)}
     # the reference must itself be finite on the real images: a NaN reference turns every check off
+    handed = reference_logits is not None and reference_logits.shape == (len(x), len(info.classes))
     want = {name: reference.finite_logits(arr) if name == "real" else reference.logits(arr)
-            for name, arr in sets.items()}  # fmt: skip
+            for name, arr in sets.items() if not (handed and name == "real")}  # fmt: skip
+    if handed:
+        if not np.isfinite(reference_logits).all():
+            raise AFTExportError(f"{reference.name} gives NaN or infinite logits on the real images; a reference made "
+                                 f"of them would mean nothing: re-export or retrain it")  # fmt: skip
+        want = {"real": reference_logits, **want}
 
     rows, differences = [], {}
     for artifact in artifacts:

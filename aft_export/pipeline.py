@@ -204,7 +204,7 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cach
     column = _build_column(engine_library(installed_libraries(), environment().get("gpu") is not None)[0])
     also = (column,) if column else ()
     reports: dict[str, object] = {}
-    calibration = None
+    calibration = reference_logits = None
     for target in opts.targets:
         stem = {"tensorrt": "model", "tensorrt8": "model.trt8", "portable": "model.portable"}[target]
         label = "" if target == "tensorrt" else f" {target}"
@@ -214,6 +214,8 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cach
                                                           verify_images=len(x), require_aft=opts.require_aft),
                                 loaded=loaded, verification=(x, decoded.source), also_check=also, **quiet)  # fmt: skip
         results["export"][target] = exp.to_dict()
+        if reference_logits is None:  # PyTorch on the parity images, for parity (the same for every target)
+            reference_logits = exp.reference_logits
         reports[fp32.name] = exp.check_report
         fp32_logits = None
         done(s, f"{exp.nodes_final} nodes ({exp.aft_nodes} com.aft), onnxsim "
@@ -301,7 +303,7 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cach
     s = step("parity")
     par = run_parity(str(ckpt), [str(a) for a in runnable], parity_set, images=len(parity_set),
                      overrides=list(opts.tolerances), reference=reference, keep_differences=True,
-                     runners=runners)  # fmt: skip
+                     runners=runners, reference_logits=reference_logits)  # fmt: skip
     par["artifacts"] += [{"artifact": a, "status": "skipped", "reason": why, "passed": None} for a, why in not_run.items()]
     par["skipped"] += len(not_run)
     par["passed"] = par["passed"] and not not_run

@@ -20,7 +20,7 @@ import contextlib
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -69,9 +69,14 @@ class ExportResult:
     # the TensorRT check's whole report (aft_export.trtcheck.CheckReport), for a caller that
     # hands it on (the pipeline); trt_check above is its summary. Not in to_dict
     check_report: object = field(default=None, repr=False, compare=False)
+    # PyTorch's logits on the verification images (the reference parity compares with, where
+    # it runs on the same images); not in to_dict
+    reference_logits: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if k != "check_report"}
+        handed_on = ("check_report", "reference_logits")
+        plain = asdict(replace(self, **dict.fromkeys(handed_on)))  # asdict would copy what is handed on
+        return {k: v for k, v in plain.items() if k not in handed_on}
 
 
 def _set_custom_ops(model, enabled: bool) -> None:
@@ -222,6 +227,7 @@ class GraphExport:
     rewrites: dict | None = None
     prepared: dict = field(default_factory=dict)  # the report of meta.prepare
     check_report: object = None  # the TensorRT check's CheckReport
+    reference_logits: np.ndarray | None = None  # PyTorch's logits on the verification images
 
 
 def export_graph(model, meta: ModelMeta, opts: ExportOptions, images: np.ndarray | None = None,
@@ -288,7 +294,10 @@ def export_graph(model, meta: ModelMeta, opts: ExportOptions, images: np.ndarray
         got = OrtRunner(proto, info=info).logits(images)
         with torch.inference_mode():
             want = torch.cat([model(torch.from_numpy(images[i : i + 256])) for i in range(0, len(images), 256)])
-        m = metrics(want.numpy(), got)
+        want = want.numpy()
+        if meta.prepare is None:  # the model as given (a prepared one was swapped: not the caller's reference)
+            result.reference_logits = want
+        m = metrics(want, got)
         parity = {k: m[k] for k in ("images", "max_abs", "mean_abs", "cosine_min", "top1_agreement")}
         parity["data"] = source
         parity["passed"] = bool(parity["max_abs"] <= opts.verify_atol and parity["top1_agreement"] == 1.0)
@@ -355,6 +364,7 @@ def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, con
         seconds={k: round(v, 3) for k, v in graph.seconds.items()}, simplify=graph.simplify, parity=graph.parity,
         trt_check=graph.trt_check, rewrites=graph.rewrites, layers=graph.prepared.get("layers"),
         swap_check=graph.prepared.get("swap_check"), warnings=warnings, check_report=graph.check_report,
+        reference_logits=graph.reference_logits,
     )  # fmt: skip
 
 
