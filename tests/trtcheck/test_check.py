@@ -178,6 +178,31 @@ def test_build_checks_the_installed_version_before_building(exports):
         check_for_version(exports["tensorrt", "custom"], (8, 6, 1), **QUIET)
 
 
+def test_a_report_with_also_columns_serves_the_build(exports, monkeypatch):
+    """check_model(also=...) reports each column as a check of that column alone does, from the
+    same reading of the graph; the build given that report checks nothing itself and says the
+    same, a refusal included."""
+    import aft_export.build as build
+
+    path = exports["tensorrt", "custom"]
+    report = check_model(path, also=("8.6", "rtx-1.7"))
+    assert report.to_dict() == check_model(path).to_dict()  # the default report unchanged, columns aside
+    for column in ("8.6", "rtx-1.7"):
+        alone = check_model(path, [column])
+        assert report.columns[column].to_dict() == alone.to_dict(), column
+    calls = []
+    monkeypatch.setattr(build, "check_model", lambda *a, **k: calls.append(a) or check_model(*a, **k))
+    assert build.check_for_version(path, (1, 7, 1), library="tensorrt-rtx", checked=report, **QUIET) == \
+        build.check_for_version(path, (1, 7, 1), library="tensorrt-rtx", **QUIET)  # fmt: skip
+    assert len(calls) == 1  # the second call, given no report
+    with pytest.raises(AFTExportError, match="the build stops: TensorRT 8.6 would refuse"):
+        build.check_for_version(path, (8, 6, 1), checked=report, **QUIET)
+    assert len(calls) == 1
+    # a report without the parser's column: the build checks for itself
+    build.check_for_version(path, (1, 7, 1), library="tensorrt-rtx", checked=check_model(path), **QUIET)
+    assert len(calls) == 2
+
+
 def test_cli_exit_codes_and_json(exports, tmp_path):
     runner = CliRunner()
     ok = runner.invoke(main, ["check", str(exports["tensorrt8", "custom"])])
