@@ -14,7 +14,11 @@ Writes a run directory::
 
 Data moves once: the checkpoint is loaded once, the labelled set decoded once, each
 artifact's runner made once and shared by parity, eval and bench, and the plots use
-the differences parity measured. The directory is built under a temporary name and
+the differences parity measured. Stages hand on what they already hold: the calibration
+set is decoded once for every quantisation (and the fp32 logits on it computed once per
+fp32 file), each artifact is checked by the offline TensorRT check once, when it is made
+(the report also covers the engine library's column, so the check step and the build
+reuse it), and parity compares with PyTorch's logits from the export's verification. The directory is built under a temporary name and
 renamed when complete; a run that stops on bad input leaves nothing behind. A parity
 failure is a result, not an error: the run completes, the report says which artifact
 failed, and the exit code is 1. An engine that cannot run here (no GPU) stays out of the
