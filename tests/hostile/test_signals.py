@@ -167,7 +167,7 @@ def test_a_signal_leaves_nothing_behind(outcomes, name, argv, stop, signum):
 
 
 @pytest.mark.parametrize("argv, stop, what, first_work", [
-    (PIPELINE, "aft_export.export.exporter:_simplify", "out/run", "aft_export.pipeline.load_checkpoint"),
+    (PIPELINE, "aft_export.export.exporter:_simplify", "out/run", "aft_export.sources.CheckpointSource.load"),
     (QUANTIZE, "aft_export.calib:load_image:3", "out/q.onnx", "aft_export.quantize.load_onnx"),
 ])  # fmt: skip
 def test_a_second_run_to_the_same_output_fails_at_its_start(world, ort_state, tmp_path, monkeypatch, argv, stop, what,
