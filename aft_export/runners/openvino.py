@@ -12,15 +12,13 @@ casts define (OpenVINO's low-precision transformations run the Q/DQ regions in i
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 
 import numpy as np
 
 from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.graph import DOMAIN
-from aft_export.onnxio import graph_precision, load_onnx
 from aft_export.runners.base import ModelInfo, Runner
-from aft_export.runners.ort import GraphSignature, check_signature, info_from_metadata
+from aft_export.runners.ort import GraphSignature, check_signature, open_graph
 
 DEVICES = ("CPU",)
 
@@ -44,17 +42,13 @@ class OpenVinoRunner(Runner):
         """``source``: a path or a ModelProto; ``info``: what to feed it, for a graph
         without aft-export metadata; ``threads``: CPU inference threads (0: OpenVINO's
         default, all cores)."""
-        import onnx
-
         ov = import_openvino()
         if device not in DEVICES:
             raise AFTExportError(f"unknown OpenVINO device {device!r}; choose one of {DEVICES}")
-        in_memory = isinstance(source, onnx.ModelProto)
-        model = source if in_memory else load_onnx(source, external_data=False)
-        where = "the graph" if in_memory else str(source)
-        from_metadata = info is None
-        info = replace(info or info_from_metadata(model, where), precision=graph_precision(model))
-        super().__init__("<in memory>" if in_memory else str(source), info)
+        graph = open_graph(source, info)
+        model, in_memory, where, info, from_metadata = (graph.model, graph.in_memory, graph.where, graph.info,
+                                                        graph.from_metadata)  # fmt: skip
+        super().__init__(graph.name, info)
         check_signature(GraphSignature(model), info, where, metadata=from_metadata)
         core = ov.Core()
         config = {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"}

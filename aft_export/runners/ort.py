@@ -100,6 +100,34 @@ def info_from_metadata(model, where: str) -> ModelInfo:
     return info
 
 
+@dataclass
+class OnnxGraph:
+    """An ONNX runner's graph: the model, whether it was handed over in memory, how messages
+    name it, and what to feed it (``info`` as given, else from its metadata, with the graph's
+    own precision); ``from_metadata``: whether ``info`` came from the metadata."""
+
+    model: object
+    in_memory: bool
+    where: str
+    info: ModelInfo
+    from_metadata: bool
+
+    @property
+    def name(self) -> str:
+        return "<in memory>" if self.in_memory else self.where
+
+
+def open_graph(source, info: ModelInfo | None, external_data: bool = False) -> OnnxGraph:
+    """``source`` (a path or a ModelProto) for a runner that feeds it ``info`` (None: its metadata)."""
+    import onnx
+
+    in_memory = isinstance(source, onnx.ModelProto)
+    model = source if in_memory else load_onnx(source, external_data=external_data)
+    where = "the graph" if in_memory else str(source)
+    full = replace(info or info_from_metadata(model, where), precision=graph_precision(model))
+    return OnnxGraph(model, in_memory, where, full, info is None)
+
+
 def check_signature(session, info: ModelInfo, where: str, metadata: bool = True) -> None:
     """The graph takes one input; an artifact (``metadata``: described by its own metadata)
     takes one float (N, C, H, W) image batch of the size its metadata says and gives
@@ -174,15 +202,11 @@ class OrtRunner(Runner):
         False runs the graph as written (no fusions: calibration measures the values the
         graph defines, as ONNX Runtime's own calibrators do); ``profile``: record ONNX
         Runtime's per-node profile (read it with :meth:`op_profile`)."""
-        import onnx
-
         ort = import_onnxruntime()
-        in_memory = isinstance(source, onnx.ModelProto)
-        model = source if in_memory else load_onnx(source, external_data=False)
-        where = "the graph" if in_memory else str(source)
-        from_metadata = info is None
-        info = replace(info or info_from_metadata(model, where), precision=graph_precision(model))
-        super().__init__("<in memory>" if in_memory else str(source), info)
+        graph = open_graph(source, info)
+        model, in_memory, where, info, from_metadata = (graph.model, graph.in_memory, graph.where, graph.info,
+                                                        graph.from_metadata)  # fmt: skip
+        super().__init__(graph.name, info)
         available = ort.get_available_providers()
         if isinstance(providers, str):  # a kind: cpu, cuda, tensorrt
             providers = ort_providers(providers)

@@ -14,14 +14,11 @@ needs no such help.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from aft_export.errors import AFTExportError
-from aft_export.onnxio import graph_precision, load_onnx
 from aft_export.runners.base import ModelInfo, Runner
-from aft_export.runners.ort import GraphSignature, check_signature, info_from_metadata
+from aft_export.runners.ort import GraphSignature, check_signature, open_graph
 
 FIRST_DEQUANTIZE = 19  # the first opset whose DequantizeLinear onnx.reference implements
 
@@ -53,16 +50,12 @@ class ReferenceRunner(Runner):
     def __init__(self, source, info: ModelInfo | None = None) -> None:
         """``source``: a path or a ModelProto; ``info``: what to feed it, for a graph
         without aft-export metadata."""
-        import onnx
         from onnx.reference import ReferenceEvaluator
 
-        in_memory = isinstance(source, onnx.ModelProto)
-        model = source if in_memory else load_onnx(source)
-        where = "the graph" if in_memory else str(source)
-        from_metadata = info is None
-        info = replace(info or info_from_metadata(model, where), precision=graph_precision(model))
-        super().__init__("<in memory>" if in_memory else str(source), info)
-        check_signature(GraphSignature(model), info, where, metadata=from_metadata)
+        graph = open_graph(source, info, external_data=True)
+        model, where, info = graph.model, graph.where, graph.info
+        super().__init__(graph.name, info)
+        check_signature(GraphSignature(model), info, where, metadata=graph.from_metadata)
         self.notes: list[str] = []
         new_ops = []
         uses_dq = any(n.op_type == "DequantizeLinear" for n in model.graph.node) or any(
