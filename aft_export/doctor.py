@@ -37,7 +37,7 @@ from pathlib import Path
 
 from aft_export.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_UNVERIFIED, AFTExportError
 from aft_export.fileio import atomic_directory, atomic_write_text, claim_output
-from aft_export.options import DoctorOptions
+from aft_export.options import ARTIFACT_PRECISIONS, DoctorOptions
 from aft_export.resources import default_calibration, zoo_dir
 
 FORMAT = "aft-export.doctor.v1"
@@ -46,7 +46,6 @@ PACKAGES = ("aft-export", "torch", "numpy", "onnx", "onnxruntime", "onnxruntime-
             "tensorrt", "tensorrt-cu12", "tensorrt-cu13", "tensorrt-rtx-cu12", "polygraphy", "cupy-cuda12x",
             "cupy-cuda13x")  # fmt: skip
 TAIL_LINES = 40
-PRECISIONS = ("fp32", "fp16", "int8")
 BUILD_PROFILE = "1,32,64"  # the engines' batch profile MIN,OPT,MAX
 CUDA_BATCHES = (1, 32, 256)
 JETPACK_TRTEXEC = Path("/usr/src/tensorrt/bin/trtexec")  # where JetPack puts it, off PATH
@@ -280,15 +279,15 @@ def run_doctor(model: str, opts: DoctorOptions, log: Callable[[str], None] = pri
 def _checks(c: _Runner, ckpt: Path, data: str, calib: str, opts: DoctorOptions, env: dict,
             no_trt: str | None) -> None:  # fmt: skip
     name = ckpt.stem
-    onnx = {p: f"{name}.onnx" if p == "fp32" else f"{name}.{p}.onnx" for p in PRECISIONS}
-    engine = {p: f"{name}.engine" if p == "fp32" else f"{name}.{p}.engine" for p in PRECISIONS}
+    onnx = {p: f"{name}.onnx" if p == "fp32" else f"{name}.{p}.onnx" for p in ARTIFACT_PRECISIONS}
+    engine = {p: f"{name}.engine" if p == "fp32" else f"{name}.{p}.engine" for p in ARTIFACT_PRECISIONS}
 
     c.run("export", _aft("export", ckpt, "-o", onnx["fp32"], "--data", data))
     count = ["--images", opts.calib_images] if opts.calib_images else []
     for p in ("fp16", "int8"):
         c.run(f"quantize {p}", _aft("quantize", onnx["fp32"], "--precision", p, "--calib", calib, *count, "-o",
                                     onnx[p]), needs=[onnx["fp32"]])  # fmt: skip
-    for p in PRECISIONS:
+    for p in ARTIFACT_PRECISIONS:
         cmd = _aft("build", onnx[p], "-o", engine[p], "--library", "tensorrt", "--batch-profile", BUILD_PROFILE,
                    "--timing-cache", "timing.cache")  # fmt: skip
         if no_trt:

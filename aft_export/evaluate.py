@@ -16,7 +16,8 @@ from aft_export.runners import load_runner
 
 
 @torch.no_grad()
-def evaluate_model(model, images: np.ndarray, labels: np.ndarray, mean, std, batch_size: int = 500):
+def evaluate_model(model, images: np.ndarray, labels: np.ndarray, mean, std,
+                   batch_size: int = EvalOptions.batch_size):
     """Top-1 and top-5 accuracy (in %) of a torch model on uint8 (N, H, W, 3) images."""
     model.eval()
     top1 = top5 = 0
@@ -109,12 +110,12 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
     return rows
 
 
-def evaluate_artifact(artifact, data: str, batch_size: int = 500, limit: int | None = None,
+def evaluate_artifact(artifact, data: str, batch_size: int = EvalOptions.batch_size, limit: int | None = None,
                       providers: list[str] | None = None) -> dict:  # fmt: skip
     """Top-1/top-5 of one checkpoint or ONNX file (see :func:`evaluate_artifacts`)."""
     return evaluate_artifacts([artifact], data, batch_size, limit, providers)[0]
 
 
-def evaluate_checkpoint(path, data: str, batch_size: int = 500, limit: int | None = None) -> dict:
+def evaluate_checkpoint(path, data: str, batch_size: int = EvalOptions.batch_size, limit: int | None = None) -> dict:
     """Top-1/top-5 of a checkpoint (see :func:`evaluate_artifact`)."""
     return evaluate_artifact(path, data, batch_size=batch_size, limit=limit)

@@ -58,9 +58,9 @@ from aft_export.compare import TOLERANCES
 from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write_text
 from aft_export.onnxio import ArtifactMeta, graph_precision, load_onnx
+from aft_export.options import EXPORT_TARGETS, TARGETS
 from aft_export.trt import BuildOptions, input_profile
 
-TARGETS = ("tensorrt", "tensorrt8", "portable")  # metadata key export_target; missing means tensorrt
 ITERATIONS = 4  # random-input batches polygraphy compares
 SEED = 0
 _SAFE_LAYER = re.compile(r"[A-Za-z0-9_./\-]+")  # names trtexec's name:value specs can carry
@@ -266,7 +266,7 @@ def _rtx_block(name, stem, shapes, dynamic, batch, hw) -> dict:
 def _block(gen: Generation, name, stem, precision, target, shapes, dynamic, workspace_mb, data_flags, compare,
            fp16_plan) -> dict:  # fmt: skip
     block = {"title": gen.title, "versions": gen.versions, "applies": True, "why_not": "", "notes": []}
-    if gen.key == "trt8" and target != "tensorrt8":
+    if gen.key == "trt8" and EXPORT_TARGETS[target].oldest_tensorrt >= (10, 0):
         form = ("the portable target (opset 19)" if target == "portable" else
                 "TensorRT 10.3+/11 (model-local functions, opset 18)")
         block.update(applies=False, why_not=f"this file is exported for {form}, which TensorRT 8.x's ONNX parser "

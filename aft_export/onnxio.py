@@ -126,7 +126,7 @@ class ArtifactMeta:
 
     @property
     def export_target(self) -> str:
-        return self.values.get("export_target", "tensorrt")
+        return self.values.get("export_target", "tensorrt")  # options.DEFAULT_TARGET (a floor above)
 
     @property
     def op_form(self) -> str:

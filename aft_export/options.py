@@ -17,12 +17,35 @@ from aft_export.onnxio import TWO_GB
 # ---------------------------------------------------------------- export
 
 OP_FORMS = ("custom", "decomposed")
-# what the graph is made for: TensorRT 10.3+/11 (opset 18, com.aft model-local functions),
-# TensorRT 8.5+ (opset 17, functions inlined; see aft_export/export/trt8.py), or any
-# conforming runtime: ONNX Runtime, OpenVINO, the ONNX reference, TensorRT 10.3+ (opset 19,
-# functions inlined; see aft_export/export/portable.py)
-TARGETS = ("tensorrt", "tensorrt8", "portable")
-TARGET_OPSETS = {"tensorrt8": 17, "portable": 19}  # targets whose opset is fixed (exported at 18, then converted)
+
+
+@dataclass(frozen=True)
+class ExportTarget:
+    """What a graph is made for, and what that means everywhere it matters: the one table of
+    export targets (the exporter, the quantiser, the TensorRT check, trtexec/polygraphy
+    commands and the pipeline all read it)."""
+
+    name: str
+    summary: str
+    opset: int | None  # fixed opset (exported at 18, then converted); None: ExportOptions.opset
+    functions: bool  # com.aft model-local functions kept (else inlined)
+    oldest_tensorrt: tuple[int, int]  # the oldest TensorRT whose ONNX parser reads the form
+    int8_weight_bits: int  # QuantizeOptions.weight_bits when left out (see there)
+    stem: str  # the pipeline's file name for it: STEM.onnx, STEM.int8.onnx, ...
+
+
+EXPORT_TARGETS = {t.name: t for t in (
+    ExportTarget("tensorrt", "TensorRT 10.3+/11: opset 18, one com.aft function per AFT layer",
+                 None, True, (10, 3), 8, "model"),
+    ExportTarget("tensorrt8", "TensorRT 8.5+ (JetPack 5): opset 17, functions inlined (aft_export/export/trt8.py)",
+                 17, False, (8, 5), 8, "model.trt8"),
+    ExportTarget("portable", "any conforming runtime (ONNX Runtime, OpenVINO, the ONNX reference) and TensorRT "
+                 "10.3+: opset 19, IR 9, functions inlined (aft_export/export/portable.py)",
+                 19, False, (10, 3), 7, "model.portable"),
+)}  # fmt: skip
+TARGETS = tuple(EXPORT_TARGETS)
+DEFAULT_TARGET = "tensorrt"  # also what a file without export_target metadata was made for
+TARGET_OPSETS = {t.name: t.opset for t in EXPORT_TARGETS.values() if t.opset is not None}
 MAX_BATCH = 65536
 # limits of what a command line may ask for: more CPU threads than any machine this runs on
 # has cores, and the seeds numpy's and torch's generators both take
@@ -41,7 +64,7 @@ class ExportOptions:
     batch: str = "dynamic"  # "dynamic" or a fixed batch size such as "8"
     dynamic_hw: bool = False  # AFT-conv only: dynamic height and width too
     op_form: str = "custom"
-    target: str = "tensorrt"
+    target: str = DEFAULT_TARGET
     simplify: bool = True
     allow_unsimplified: bool = False  # continue without onnxsim if it fails
     verify_images: int = 64
@@ -91,7 +114,11 @@ def parse_batch(spec: str | int) -> int | None:
 
 # ---------------------------------------------------------------- quantisation
 
-PRECISIONS = ("int8", "fp16")
+PRECISIONS = ("int8", "fp16")  # what quantize makes
+# every artifact precision, in the order the pipeline makes them: the export is fp32,
+# the others come from quantize (precision lives in the graph: shared/docs/DEPLOY.md)
+ARTIFACT_PRECISIONS = ("fp32", "fp16", "int8")
+CALIB_COUNT = 512  # calibration images when neither the command line nor the recipe says
 METHODS = ("minmax", "entropy", "percentile")
 
 
@@ -100,7 +127,7 @@ class QuantizeOptions:
     precision: str = "int8"
     method: str = "percentile"
     percentile: float = 99.999
-    count: int | None = None  # None: the recipe's, else 512
+    count: int | None = None  # None: the recipe's, else CALIB_COUNT
     batch_size: int = 32
     seed: int | None = None  # None: the recipe's, else 0
     per_channel: bool = True

@@ -23,19 +23,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from aft_export.errors import AFTExportError, CheckFailed
-from aft_export.onnxio import graph_precision, load_onnx
+from aft_export.onnxio import ArtifactMeta, graph_precision, load_onnx
+from aft_export.options import DEFAULT_TARGET, EXPORT_TARGETS
 from aft_export.runners import OrtRunner
 from aft_export.trtcheck.rules import RULES, checks_for
 from aft_export.trtcheck.versions import COLUMNS, EDITIONS, JETPACK, SUPPORTED, Version, parse_version
 from aft_export.trtcheck.view import GraphView
 
 TARGETS = {  # export target -> the TensorRT versions it is made for (None: not TensorRT)
-    "tensorrt": tuple(v for v in SUPPORTED if parse_version(v) >= (10, 3)),
-    "tensorrt8": SUPPORTED,
-    "portable": tuple(v for v in SUPPORTED if parse_version(v) >= (10, 3)),  # opset 19: beyond 8.x's parser
+    **{t.name: tuple(v for v in SUPPORTED if parse_version(v) >= t.oldest_tensorrt) for t in EXPORT_TARGETS.values()},
     "ort-cpu": None,
 }
-DEFAULT_TARGET = "tensorrt"
 
 __all__ = ["SUPPORTED", "COLUMNS", "EDITIONS", "TARGETS", "CheckReport", "Finding", "check_model", "enforce", "format_report", "RULES"]
 
@@ -103,8 +101,7 @@ class CheckReport:
 
 
 def _target(model) -> str:
-    meta = {p.key: p.value for p in model.metadata_props}
-    return meta.get("export_target", DEFAULT_TARGET)
+    return ArtifactMeta.of(model).export_target
 
 
 def _load(model_or_path):
