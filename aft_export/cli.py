@@ -41,10 +41,11 @@ import click
 from aft_export.byo.cli import USER_MODEL_KEYS, model_source_from, require_aft_option, user_model_options
 from aft_export.errors import (EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, EXIT_SIGNAL_BASE, EXIT_TABLE,
                                EXIT_UNVERIFIED, AFTExportError)  # fmt: skip
-from aft_export.options import (HW_LEVELS, LIBRARIES, MAX_SEED, MAX_THREADS, METHODS, OP_FORMS, TARGETS,
-                                TRITON_DEVICES, BenchOptions, BuildOptions, DoctorOptions, EvalOptions,
-                                ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions,
-                                TrainConfig, TritonRepoOptions)  # fmt: skip
+from aft_export.options import (CALIB_COUNT, CALIB_SEED, EXPORT_TARGETS, HW_LEVELS, LIBRARIES, MAX_SEED,
+                                MAX_THREADS, METHODS, OP_FORMS, PRECISIONS, TARGETS, TRITON_DEVICES,
+                                BenchOptions, BuildOptions, DoctorOptions, EvalOptions, ExportOptions,
+                                ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions, TrainConfig,
+                                TritonRepoOptions)  # fmt: skip
 from aft_export.version import __version__
 
 PROVIDERS = click.Choice(["cpu", "cuda", "tensorrt"])
@@ -438,10 +439,7 @@ def _export_options():
         click.option("--op-form", type=click.Choice(OP_FORMS), default=default(E, "op_form"), show_default=True,
                      help="custom: one com.aft node per AFT layer; decomposed: plain ONNX ops."),
         click.option("--target", type=click.Choice(TARGETS), default=default(E, "target"), show_default=True,
-                     help="tensorrt: TensorRT 10.3+/11 (opset 18, com.aft functions); tensorrt8: TensorRT 8.5/8.6 "
-                          "(JetPack 5.1/6.0) and newer (opset 17, functions inlined, LayerNorm decomposed); portable: any "
-                          "conforming runtime (ONNX Runtime, OpenVINO, the ONNX reference, TensorRT 10.3+; opset 19, "
-                          "functions inlined, standard ops only)."),
+                     help="; ".join(f"{t.name}: {t.summary}" for t in EXPORT_TARGETS.values()) + "."),
         click.option("--simplify/--no-simplify", default=default(E, "simplify"), show_default=True, help="Run onnxsim."),
         click.option("--allow-unsimplified", is_flag=True, help="Keep the unsimplified graph if onnxsim fails."),
         click.option("--images", "verify_images", type=NONNEGATIVE, default=default(E, "verify_images"),
@@ -493,10 +491,11 @@ def _quantize_options():
         click.option("--percentile", type=Finite(0, 100, min_open=True), default=default(Q, "percentile"),
                      show_default=True, help="For --method percentile."),
         click.option("--images", "count", type=COUNT,
-                     help="Calibration images to sample [default: the recipe's, else 512]."),
+                     help=f"Calibration images to sample [default: the recipe's, else {CALIB_COUNT}]."),
         click.option("--batch-size", type=BATCH, default=default(Q, "batch_size"), show_default=True,
                      help="Calibration batch size."),
-        click.option("--seed", type=SEED, help="Seed of the calibration sample [default: the recipe's, else 0]."),
+        click.option("--seed", type=SEED,
+                     help=f"Seed of the calibration sample [default: the recipe's, else {CALIB_SEED}]."),
         click.option("--per-channel/--per-tensor", default=default(Q, "per_channel"), show_default=True,
                      help="int8 weight scales."),
         click.option("--exclude", multiple=True, help="Node name to keep in floating point (repeatable)."),
@@ -605,13 +604,13 @@ def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_
               help="Run directory [default: runs/<model>-<UTC time>].")
 @click.option("--calib", help="Calibration images or recipe [default: calibration/cifar10.json].")
 @click.option("--data", help=f"Labelled images for parity and eval [default: {PipelineOptions.data}].")
-@click.option("--precision", "precisions", multiple=True, type=click.Choice(["fp16", "int8"]),
-              help="Reduced precisions to build [default: fp16 and int8].")
+@click.option("--precision", "precisions", multiple=True, type=click.Choice(sorted(PRECISIONS)),
+              help=f"Reduced precisions to build [default: {' and '.join(PipelineOptions.precisions)}].")
 @click.option("--op-form", type=click.Choice(OP_FORMS), help=f"[default: {PipelineOptions.op_form}]")
 @click.option("--target", "targets", multiple=True, type=click.Choice(TARGETS),
-              help="Export target(s), repeatable: tensorrt (TensorRT 10.3+/11: model*.onnx), tensorrt8 (8.5+, "
-                   "JetPack 5.1/6.0: model.trt8*.onnx), portable (OpenVINO, ONNX Runtime, the ONNX reference, "
-                   "TensorRT 10.3+: model.portable*.onnx) [default: tensorrt].")
+              help="Export target(s), repeatable: "
+                   + ", ".join(f"{t.name} ({t.stem}*.onnx)" for t in EXPORT_TARGETS.values())
+                   + f" [default: {', '.join(PipelineOptions.targets)}]; see export --help.")
 @click.option("--calib-images", type=COUNT, help="Calibration images to sample [default: the recipe's].")
 @click.option("--parity-images", type=COUNT,
               help=f"Real images parity compares [default: {PipelineOptions.parity_images}].")

@@ -116,6 +116,7 @@ def evaluate_artifact(artifact, data: str, batch_size: int = EvalOptions.batch_s
     return evaluate_artifacts([artifact], data, batch_size, limit, providers)[0]
 
 
-def evaluate_checkpoint(path, data: str, batch_size: int = EvalOptions.batch_size, limit: int | None = None) -> dict:
+def evaluate_checkpoint(path, data: str, batch_size: int = EvalOptions.batch_size,
+                        limit: int | None = None) -> dict:
     """Top-1/top-5 of a checkpoint (see :func:`evaluate_artifact`)."""
     return evaluate_artifact(path, data, batch_size=batch_size, limit=limit)

@@ -23,25 +23,23 @@ OP_FORMS = ("custom", "decomposed")
 class ExportTarget:
     """What a graph is made for, and what that means everywhere it matters: the one table of
     export targets (the exporter, the quantiser, the TensorRT check, trtexec/polygraphy
-    commands and the pipeline all read it)."""
+    commands, the pipeline and the command line's help all read it)."""
 
     name: str
-    summary: str
+    summary: str  # for --help
     opset: int | None  # fixed opset (exported at 18, then converted); None: ExportOptions.opset
-    functions: bool  # com.aft model-local functions kept (else inlined)
     oldest_tensorrt: tuple[int, int]  # the oldest TensorRT whose ONNX parser reads the form
     int8_weight_bits: int  # QuantizeOptions.weight_bits when left out (see there)
     stem: str  # the pipeline's file name for it: STEM.onnx, STEM.int8.onnx, ...
 
 
-EXPORT_TARGETS = {t.name: t for t in (
-    ExportTarget("tensorrt", "TensorRT 10.3+/11: opset 18, one com.aft function per AFT layer",
-                 None, True, (10, 3), 8, "model"),
-    ExportTarget("tensorrt8", "TensorRT 8.5+ (JetPack 5): opset 17, functions inlined (aft_export/export/trt8.py)",
-                 17, False, (8, 5), 8, "model.trt8"),
-    ExportTarget("portable", "any conforming runtime (ONNX Runtime, OpenVINO, the ONNX reference) and TensorRT "
-                 "10.3+: opset 19, IR 9, functions inlined (aft_export/export/portable.py)",
-                 19, False, (10, 3), 7, "model.portable"),
+EXPORT_TARGETS = {t.name: t for t in (  # the forms: aft_export/export/trt8.py, aft_export/export/portable.py
+    ExportTarget("tensorrt", "TensorRT 10.3+/11 (opset 18, com.aft functions)", None, (10, 3), 8, "model"),
+    ExportTarget("tensorrt8", "TensorRT 8.5/8.6 (JetPack 5.1/6.0) and newer (opset 17, functions inlined, "
+                 "LayerNorm decomposed)", 17, (8, 5), 8, "model.trt8"),
+    ExportTarget("portable", "any conforming runtime (ONNX Runtime, OpenVINO, the ONNX reference, "
+                 "TensorRT 10.3+; opset 19, IR 9, functions inlined, standard ops only)", 19, (10, 3), 7,
+                 "model.portable"),
 )}  # fmt: skip
 TARGETS = tuple(EXPORT_TARGETS)
 DEFAULT_TARGET = "tensorrt"  # also what a file without export_target metadata was made for
@@ -119,6 +117,7 @@ PRECISIONS = ("int8", "fp16")  # what quantize makes
 # the others come from quantize (precision lives in the graph: shared/docs/DEPLOY.md)
 ARTIFACT_PRECISIONS = ("fp32", "fp16", "int8")
 CALIB_COUNT = 512  # calibration images when neither the command line nor the recipe says
+CALIB_SEED = 0  # the calibration sample's seed, likewise
 METHODS = ("minmax", "entropy", "percentile")
 
 
@@ -129,7 +128,7 @@ class QuantizeOptions:
     percentile: float = 99.999
     count: int | None = None  # None: the recipe's, else CALIB_COUNT
     batch_size: int = 32
-    seed: int | None = None  # None: the recipe's, else 0
+    seed: int | None = None  # None: the recipe's, else CALIB_SEED
     per_channel: bool = True
     # int8 weights in 8 bits, or 7 (ORT's reduce_range): None picks 7 for a portable file, 8
     # otherwise. OpenVINO's CPU int8 kernels on x86 without VNNI (AVX2, AVX-512F) sum pairs of

@@ -31,7 +31,8 @@ from aft_export.trtcheck.versions import COLUMNS, EDITIONS, JETPACK, SUPPORTED, 
 from aft_export.trtcheck.view import GraphView
 
 TARGETS = {  # export target -> the TensorRT versions it is made for (None: not TensorRT)
-    **{t.name: tuple(v for v in SUPPORTED if parse_version(v) >= t.oldest_tensorrt) for t in EXPORT_TARGETS.values()},
+    **{t.name: tuple(v for v in SUPPORTED if parse_version(v) >= t.oldest_tensorrt)
+       for t in EXPORT_TARGETS.values()},
     "ort-cpu": None,
 }
 
