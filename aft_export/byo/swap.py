@@ -8,10 +8,12 @@ code has other layers; this module
    packages ``aft-pytorch``, ``comvex`` (``comvex.aft``) and ``labml-nn``
    (``labml_nn.transformers.aft``), recognised by class (the packages need not be
    importable here); and, **by what they compute**, any module with the parameter names
-   and shapes of aft-pytorch's layers (``to_q``, ``to_k``, ``to_v``, ``project`` and
-   ``wbias``), whatever its class or module path (a copy of ``AFTFull`` in the user's own
-   file): our layer built from it must give its outputs on the calls the probe saw and
-   on seeded random tokens (within 1e-4), or it is a *look-alike* and stays as it is
+   and shapes of one of those layers (aft-pytorch's ``to_q``, ``to_k``, ``to_v``,
+   ``project`` and ``wbias``; comvex's ``Q``, ``K``, ``V``, ``out_linear``, ``u`` and ``v``;
+   labml-nn's ``query``, ``key``, ``value``, ``output``, ``pos_bias`` and ``local_mask``),
+   whatever its class or module path (a copy of ``AFTFull`` in the user's own file): our
+   layer built from it must give its outputs on the calls the probe saw and on seeded
+   random tokens (within 1e-4), or it is a *look-alike* and stays as it is
    (plain ONNX ops), reported with the difference;
 2. **refuses by module path** what cannot become our operator, with the reason;
 3. **probes** the model once on an example batch to learn what each layer sees
@@ -156,33 +158,53 @@ def _source(mod: str, name: str) -> str:
 # Recognising layers by their parameters (then proving them by what they compute)
 # ----------------------------------------------------------------------------
 
-_APT_PROJECTIONS = ("to_q", "to_k", "to_v", "project")
+# the public layers' parameter layouts: the names of their q, k, v and output projections
+_PROJECTIONS = {AFT_PYTORCH: ("to_q", "to_k", "to_v", "project"), COMVEX: ("Q", "K", "V", "out_linear"),
+                LABML: ("query", "key", "value", "output")}  # fmt: skip
 
 
-def _layout(module: nn.Module) -> list[str]:
-    """The aft-pytorch layers whose parameter layout ``module`` has (names and shapes:
-    ``to_q``/``to_k``/``to_v`` Linear ``d -> h``, ``project`` Linear ``h -> d``, and a square
-    ``wbias`` for full and local), most specific first; [] if none. Ours and the public
+def _is_square(x) -> bool:
+    return isinstance(x, Tensor) and x.dim() == 2 and x.shape[0] == x.shape[1]
+
+
+def _layout(module: nn.Module) -> list[tuple[str, str]]:
+    """The public layers whose parameter layout ``module`` has, as (package module, class),
+    most specific first; [] if none. A layout is the names and shapes of the projections
+    (q, k, v ``d -> h``, output ``h -> d``) and of the position bias: aft-pytorch's square
+    ``wbias`` (full and local; local where a window ``s`` is set too) or none (simple);
+    comvex's rank-r ``u`` and ``v`` (``AFTGeneral``, full); labml-nn's square ``pos_bias``
+    and ``local_mask`` with a ``local_window_size`` (``AFTLocal``). Ours and the public
     classes recognised by class are not asked."""
     if isinstance(module, AFTLayer) or _public_class(module) is not None:
         return []
-    linears = [getattr(module, n, None) for n in _APT_PROJECTIONS]
-    if not all(isinstance(m, nn.Linear) for m in linears):
-        return []
-    q, k, v, out = linears
-    d, h = q.in_features, q.out_features
-    if any((m.in_features, m.out_features) != (d, h) for m in (k, v)) or (out.in_features, out.out_features) != (h, d):
-        return []
-    expected = {f"{n}.{w}" for n, m in zip(_APT_PROJECTIONS, linears) for w in ("weight", "bias")
-                if getattr(m, w, None) is not None}  # fmt: skip
-    names = {n for n, _ in module.named_parameters()}
-    wbias = getattr(module, "wbias", None)
-    if names == expected | {"wbias"} and isinstance(wbias, Tensor) and wbias.dim() == 2 and \
-            wbias.shape[0] == wbias.shape[1]:  # fmt: skip
-        window = getattr(module, "s", None)
-        local = isinstance(window, int) and not isinstance(window, bool) and window >= 1
-        return ["AFTLocal", "AFTFull"] if local else ["AFTFull"]
-    return ["AFTSimple"] if names == expected else []
+    params = dict(module.named_parameters())
+    for mod, projections in _PROJECTIONS.items():
+        linears = [getattr(module, n, None) for n in projections]
+        if not all(isinstance(m, nn.Linear) for m in linears):
+            continue
+        q, k, v, out = linears
+        d, h = q.in_features, q.out_features
+        if any((m.in_features, m.out_features) != (d, h) for m in (k, v)) or \
+                (out.in_features, out.out_features) != (h, d):  # fmt: skip
+            continue
+        expected = {f"{n}.{w}" for n, m in zip(projections, linears) for w in ("weight", "bias")
+                    if getattr(m, w, None) is not None}  # fmt: skip
+        extra = set(params) - expected
+        if mod == AFT_PYTORCH and extra == {"wbias"} and _is_square(params["wbias"]):
+            window = getattr(module, "s", None)
+            local = isinstance(window, int) and not isinstance(window, bool) and window >= 1
+            return [(mod, "AFTLocal"), (mod, "AFTFull")] if local else [(mod, "AFTFull")]
+        if mod == AFT_PYTORCH and not extra:
+            return [(mod, "AFTSimple")]
+        u, v = params.get("u"), params.get("v")
+        if mod == COMVEX and extra == {"u", "v"} and u.dim() == 2 and u.shape == v.shape:
+            return [(mod, "AFTGeneral")]
+        window = getattr(module, "local_window_size", None)
+        if mod == LABML and extra == {"pos_bias", "local_mask"} and _is_square(params["pos_bias"]) and \
+                params["local_mask"].shape == params["pos_bias"].shape and isinstance(window, int) and \
+                not isinstance(window, bool) and window >= 1:  # fmt: skip
+            return [(mod, "AFTLocal")]
+    return []
 
 
 def _prove(module: nn.Module, ours: nn.Module, calls: list[Call], seed: int = 0) -> dict:
@@ -197,9 +219,10 @@ def _prove(module: nn.Module, ours: nn.Module, calls: list[Call], seed: int = 0)
     want, got = [], []
     try:
         with torch.no_grad(), quiet_stdout():
-            for args, kwargs in inputs:
-                want.append(module(*args, **kwargs).float().reshape(len(args[0]), -1))
-                got.append(ours(*args, **kwargs).float().reshape(len(args[0]), -1))
+            for args, kwargs in inputs:  # one row per leading index (batch, or tokens sequence-first)
+                theirs, mine = module(*args, **kwargs).float(), ours(*args, **kwargs).float()
+                want.append(theirs.reshape(len(theirs), -1))
+                got.append(mine.reshape(len(theirs), -1))
         return swap_agreement(torch.cat(want).numpy(), torch.cat(got).numpy(), SWAP_MAX_ABS)
     except Exception as exc:  # noqa: BLE001 - their layer takes or returns something ours does not
         first_line = (str(exc).strip().splitlines() or [""])[0]
@@ -421,7 +444,7 @@ def _describe_module(module: nn.Module) -> str:
 
 def find_layers(model: nn.Module) -> dict[str, nn.Module]:
     """Every AFT mixing layer in ``model``: ours and the public packages' by class, and any
-    module with the parameter layout of an aft-pytorch layer (:func:`_layout`), to be proven.
+    module with the parameter layout of a public layer (:func:`_layout`), to be proven.
 
     Layers inside a found layer are not searched (ours hold only Linears)."""
     found: dict[str, nn.Module] = {}
@@ -498,35 +521,42 @@ def plan_swap(model: nn.Module, example: Tensor) -> SwapPlan:
 
 def _by_layout(plan: SwapPlan, path: str, module: nn.Module, source: str, seen: list[Call],
                several: bool = False) -> None:  # fmt: skip
-    """A module with an aft-pytorch parameter layout: each candidate layer (local before full,
-    as their parameters are the same) is built and proven on the recorded calls; the first
-    that agrees is mapped, else the module is a look-alike, kept as it is."""
+    """A module with a public layer's parameter layout: each candidate layer (aft-pytorch's
+    local before full, as their parameters are the same) is built and proven on the recorded
+    calls; the first that agrees is mapped, else the module is a look-alike, kept as it is."""
+    candidates = _layout(module)
     if several:
-        plan.layers.append(LayerReport(path, source, "look-alike", f"aft-pytorch {_layout(module)[-1]}",
+        plan.layers.append(LayerReport(path, source, "look-alike", _source(*candidates[-1]),
                                        reason="it is called with several token counts; one com.aft node per "
                                               "layer needs one"))  # fmt: skip
         return
     tried = []
-    for name in _layout(module):
+    for mod, name in candidates:
         try:
-            replacement, desc = _build(module, AFT_PYTORCH, name, path, seen[0])
+            replacement, desc = _build(module, mod, name, path, seen[0])
         except AFTExportError as exc:
-            tried.append((name, {"passed": False, "max_abs": float("inf"), "error": str(exc)}))
+            tried.append((mod, name, {"passed": False, "max_abs": float("inf"), "error": str(exc)}))
             continue
         proof = _prove(module, replacement, seen)
         if proof["passed"]:
             plan.replacements[path] = replacement
-            plan.layers.append(LayerReport(path, f"{source} (the parameters of aft-pytorch {name}, proven on "
-                                                 f"{proof['inputs']} inputs: max abs {proof['max_abs']:.2g})",
-                                           "mapped", desc.split(" as ")[0]))  # fmt: skip
+            proven = (f"{source} (the parameters of {_source(mod, name)}, proven on {proof['inputs']} "
+                      f"inputs: max abs {proof['max_abs']:.2g})")
+            plan.layers.append(LayerReport(path, proven, "mapped", desc.split(" as ")[0]))
             return
-        tried.append((name, proof))
-    name, proof = min(tried, key=lambda item: item[1]["max_abs"])
-    why = proof.get("error") or (f"max abs difference {proof['max_abs']:.3g} from our {name} on "
+        tried.append((mod, name, proof))
+    mod, name, proof = min(tried, key=lambda item: item[2]["max_abs"])
+    ours = _our_name(mod, name)
+    why = proof.get("error") or (f"max abs difference {proof['max_abs']:.3g} from our {ours} on "
                                  f"{proof['inputs']} probe inputs (limit {proof['atol']:g})"
                                  + (f", {proof['swapped_nonfinite_values']} non-finite values"
                                     if proof["swapped_nonfinite_values"] else ""))  # fmt: skip
-    plan.layers.append(LayerReport(path, source, "look-alike", f"aft-pytorch {name}", reason=why))
+    plan.layers.append(LayerReport(path, source, "look-alike", _source(mod, name), reason=why))
+
+
+def _our_name(mod: str, name: str) -> str:
+    """Our layer a public one becomes (comvex's AFTGeneral is AFT-full in the one mode that maps)."""
+    return "AFTFull" if (mod, name) == (COMVEX, "AFTGeneral") else name
 
 
 def apply_swap(model: nn.Module, plan: SwapPlan) -> nn.Module:

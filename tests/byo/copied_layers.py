@@ -7,6 +7,10 @@ computes what it computes, AFT-full (docs/AFT.md), with its raw ``exp``. It is w
 from the formula, not copied, and lives in another module under no public path, as a
 user's copy would. ``TransposedBias`` has the same parameters but mixes with the
 transposed bias: the same shapes, another computation (a look-alike).
+
+comvex's and labml-nn's layers are pasted as a user pastes them (:func:`pasted`): their
+own methods, installed from the pinned packages, under another class name and module, so
+that no public class is in the layer's MRO; nothing of theirs is copied into this file.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from tests.byo.user_models import DIM, HIDDEN, MAX_SEQ, TokenClassifier, _randomise_biases
+from tests.byo.user_models import (DIM, HIDDEN, MAX_SEQ, TokenClassifier, _randomise_biases, comvex_classifier,
+                                   labml_classifier)  # fmt: skip
 
 
 class AFTFull(nn.Module):
@@ -56,3 +61,31 @@ def lookalike_classifier() -> nn.Module:
     """A copied AFTFull, then a look-alike (blocks.1.mixer)."""
     torch.manual_seed(0)
     return _randomise_biases(TokenClassifier([AFTFull(MAX_SEQ, DIM, HIDDEN), TransposedBias(MAX_SEQ, DIM, HIDDEN)]))
+
+
+def pasted(layer: nn.Module) -> nn.Module:
+    """``layer`` as a paste of its class's source into a user's module makes it: the same
+    methods and parameters, class ``My<Name>`` in ``my_project.layers``, a plain nn.Module."""
+    cls = type(layer)
+    body = {k: v for k, v in vars(cls).items() if k not in ("__dict__", "__weakref__")}
+    body.update(__module__="my_project.layers", __qualname__=f"My{cls.__name__}")
+    layer.__class__ = type(f"My{cls.__name__}", (nn.Module,), body)
+    return layer
+
+
+def _paste_all(model: nn.Module, name: str) -> nn.Module:
+    layers = [m for m in model.modules() if type(m).__name__ == name]
+    assert layers, f"no {name} in {type(model).__name__}"
+    for layer in layers:
+        pasted(layer)
+    return model
+
+
+def pasted_comvex_classifier() -> nn.Module:
+    """comvex's AFT-full classifier with its two AFTGeneral layers pasted."""
+    return _paste_all(comvex_classifier(), "AFTGeneral")
+
+
+def pasted_labml_classifier() -> nn.Module:
+    """labml-nn's AFTLocal (all-True mask) in the user's block, both layers pasted."""
+    return _paste_all(labml_classifier(), "AFTLocal")

@@ -58,16 +58,38 @@ def test_a_copy_is_found_by_its_parameters_and_proven_a_look_alike_is_not():
     assert find_layers(torch.nn.Sequential(torch.nn.Linear(DIM, DIM))) == {}
 
 
-def test_a_copied_aft_full_exports_one_com_aft_node_per_layer_and_matches_in_ort(tmp_path, cifar10, images):
+@pytest.mark.parametrize("factory, package, kind", [
+    ("pasted_comvex_classifier", "comvex AFTGeneral", "AFTFull"),
+    ("pasted_labml_classifier", "labml-nn AFTLocal", "AFTLocal"),
+])  # fmt: skip
+def test_pasted_comvex_and_labml_layers_are_proven_and_a_changed_paste_is_a_look_alike(factory, package, kind, images):
+    model = getattr(copied_layers, factory)().eval()
+    assert {type(m).__module__ for m in model.modules() if type(m).__name__.startswith("MyAFT")} == \
+        {"my_project.layers"}  # fmt: skip
+    plan = plan_swap(model, torch.from_numpy(images[:2]))
+    assert [r.action for r in plan.layers] == ["mapped", "mapped"], [r.reason for r in plan.layers]
+    assert all(f"parameters of {package}, proven" in r.source and r.to.startswith(kind) for r in plan.layers)
+    for layer in (m for m in model.modules() if type(m).__name__.startswith("MyAFT")):
+        # the same parameters, another activation on the query: not AFT any more
+        setattr(layer, "query_act_fnc" if hasattr(layer, "query_act_fnc") else "activation", torch.nn.Tanh())
+    plan = plan_swap(model, torch.from_numpy(images[:2]))
+    assert [r.action for r in plan.layers] == ["look-alike", "look-alike"] and plan.replacements == {}
+    found = float(re.search(rf"max abs difference (\S+) from our {kind}", plan.layers[0].reason).group(1))
+    assert found > 1e-4
+
+
+@pytest.mark.parametrize("factory, kind", [("copied_classifier", "AFTFull"), ("pasted_comvex_classifier", "AFTFull"),
+                                           ("pasted_labml_classifier", "AFTLocal")])  # fmt: skip
+def test_a_copied_layer_exports_one_com_aft_node_per_layer_and_matches_in_ort(tmp_path, cifar10, images, factory, kind):
     out = tmp_path / "copied.onnx"
-    res = export(out, "copied_classifier", "--verify-data", cifar10 / "test.tar", "--json")
+    res = export(out, factory, "--verify-data", cifar10 / "test.tar", "--json")
     assert res.exit_code == 0, res.output
     report = json.loads(res.stdout)
     assert report["aft_nodes"] == 2 and [r["action"] for r in report["layers"]] == ["mapped", "mapped"]
     assert report["warnings"] == []
     nodes = [n for n in onnx.load(str(out)).graph.node if n.domain == DOMAIN]
-    assert sorted(aft_kind(n) for n in nodes) == ["AFTFull", "AFTFull"]
-    model = copied_layers.copied_classifier().eval()
+    assert sorted(aft_kind(n) for n in nodes) == [kind, kind]
+    model = getattr(copied_layers, factory)().eval()
     with torch.no_grad():
         want = model(torch.from_numpy(images)).numpy()
     assert np.abs(ort(out, images) - want).max() < 1e-4
