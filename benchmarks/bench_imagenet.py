@@ -136,11 +136,13 @@ def cpu(args) -> dict:
         ckpt = _checkpoint(name, out)
         fp32 = out / f"{name}.onnx"
         export_checkpoint(ckpt, fp32, ExportOptions(verify_images=0), **QUIET)
-        files = {"fp32": fp32}
-        for precision in args.precisions:
+        files, last = {"fp32": fp32}, None
+        for precision in args.precisions:  # each after the first takes the decoded calibration set on
             files[precision] = out / f"{name}.{precision}.onnx"
-            quantize_model(fp32, files[precision], args.calib, QuantizeOptions(precision=precision, count=args.calib_count,
-                           batch_size=8), progress=False, **QUIET)  # fmt: skip
+            last = quantize_model(fp32, files[precision], args.calib,
+                                  QuantizeOptions(precision=precision, count=args.calib_count, batch_size=8),
+                                  progress=False, calibration=last and last.calibration,
+                                  fp32_logits=last and last.fp32_logits, **QUIET)  # fmt: skip
         runners = {"torch": TorchRunner(str(ckpt), threads=args.threads)}
         runners.update({f"ort_{p}": OrtRunner(str(f), threads=args.threads) for p, f in files.items()})
         for batch in args.batches:

@@ -48,13 +48,15 @@ def main(argv=None) -> int:
         fp32 = out / f"{name}.onnx"
         export_checkpoint(REPO / "models" / f"{name}.pt", fp32, ExportOptions(verify_data=args.data), **quiet)
         files = {"fp32": fp32}
-        reports = {}
+        reports, last = {}, None
         for precision in ("fp16", "int8"):
             files[precision] = out / f"{name}.{precision}.onnx"
-            reports[precision] = quantize_model(fp32, files[precision], args.calib,
-                                                QuantizeOptions(precision=precision, method=args.method,
-                                                                quantize_aft_core=args.quantize_aft_core),
-                                                progress=False, **quiet)  # fmt: skip
+            # the second quantisation takes the first's decoded calibration set and fp32 logits
+            last = reports[precision] = quantize_model(
+                fp32, files[precision], args.calib, QuantizeOptions(precision=precision, method=args.method,
+                                                                    quantize_aft_core=args.quantize_aft_core),
+                progress=False, calibration=last and last.calibration, fp32_logits=last and last.fp32_logits,
+                **quiet)  # fmt: skip
         evals = evaluate_artifacts([str(files[p]) for p in ("fp32", "fp16", "int8")], args.data)
         row = {"model": name, "seconds": 0.0}
         for precision, ev in zip(("fp32", "fp16", "int8"), evals):

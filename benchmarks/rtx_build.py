@@ -86,6 +86,7 @@ def kinds(quick: bool, int8_variants: bool = False) -> list[tuple[str, dict]]:
 class Maker:
     def __init__(self, root: Path, calib: str):
         self.root, self.calib, self.fp32 = root, calib, {}
+        self.quantised = {}  # fp32 graph -> its last QuantizeResult (calibration set, logits to hand on)
         self.quiet = dict(log=lambda *a: None)
 
     def fp32_graph(self, r: dict) -> Path:
@@ -123,9 +124,14 @@ class Maker:
             (_weight_only if p == "int8-weight-only" else _float_parts_fp16)(int8, out)
             return out
         kw = INT8.get(p, {})
-        quantize_model(fp32, out, self.calib if p.startswith("int8") else None,
-                       QuantizeOptions(precision="int8" if p.startswith("int8") else p, count=CALIBRATION,
-                                       cache_dir="", **kw), progress=False, **self.quiet)  # fmt: skip
+        last = self.quantised.get(fp32)
+        int8 = p.startswith("int8")
+        opts = QuantizeOptions(precision="int8" if int8 else p, count=CALIBRATION, cache_dir="", **kw)
+        result = quantize_model(fp32, out, self.calib if int8 else None, opts, progress=False,
+                                calibration=last and last.calibration, fp32_logits=last and last.fp32_logits,
+                                **self.quiet)  # fmt: skip
+        if result.calibration is not None:
+            self.quantised[fp32] = result
         return out
 
 
