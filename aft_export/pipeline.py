@@ -36,7 +36,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from aft_export.bench import bench
 from aft_export.build import build_engine, offline_column
@@ -390,13 +389,9 @@ def _evaluate(ckpt, artifacts, decoded, runners: dict, opts: PipelineOptions) ->
         return evaluate_artifacts(paths, decoded, runners=runners)
     per = max(1, cores // min(cores, len(paths)))
     single = {p: OrtRunner(p, threads=per) for p in paths[1:]}
-    single[str(ckpt)] = runners[str(ckpt)]
-    torch_threads = torch.get_num_threads()
-    torch.set_num_threads(per)  # process-wide; the bench that follows runs at the thread count it had
-    try:
-        return evaluate_artifacts(paths, decoded, runners=single, workers=min(cores, len(paths)))
-    finally:
-        torch.set_num_threads(torch_threads)
+    reference = runners[str(ckpt)]  # the same model in memory, at the same thread count as the others
+    single[str(ckpt)] = TorchRunner(str(ckpt), threads=per, loaded=(reference.model, reference.meta))
+    return evaluate_artifacts(paths, decoded, runners=single, workers=min(cores, len(paths)))
 
 
 def _json_default(obj):
