@@ -24,6 +24,11 @@ failure is a result, not an error: the run completes, the report says which arti
 failed, and the exit code is 1. An engine that cannot run here (no GPU) stays out of the
 side-by-side parity, eval and bench runs and is reported *skipped, no GPU*, never passed; the
 run then exits 3 (nothing failed, something was not verified).
+
+The run is a list of declared steps (:func:`pipeline_steps`: each a name, the earlier
+results it takes, a run function and the result it produces), run in order by one loop
+(:func:`run_steps`) that times and records them; :mod:`aft_export.report` renders what
+people read. Thread counts go to the runners, which hold them for their own calls only.
 """
 
 from __future__ import annotations
