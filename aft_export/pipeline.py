@@ -24,6 +24,11 @@ failure is a result, not an error: the run completes, the report says which arti
 failed, and the exit code is 1. An engine that cannot run here (no GPU) stays out of the
 side-by-side parity, eval and bench runs and is reported *skipped, no GPU*, never passed; the
 run then exits 3 (nothing failed, something was not verified).
+
+The run is a list of declared steps (:func:`pipeline_steps`: each a name, the earlier
+results it takes, a run function and the result it produces), run in order by one loop
+(:func:`run_steps`) that times and records them; :mod:`aft_export.report` renders what
+people read. Thread counts go to the runners, which hold them for their own calls only.
 """
 
 from __future__ import annotations
@@ -33,10 +38,11 @@ import os
 import platform
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
-import torch
 
 from aft_export.bench import bench
 from aft_export.build import build_engine, offline_column
@@ -50,7 +56,7 @@ from aft_export.fileio import atomic_directory, atomic_write_text, claim_output,
 from aft_export.nvtools import write_verification_commands
 from aft_export.parity import run_parity
 from aft_export.quantize import QuantizeOptions, apply_recipe, quantize_model, write_cache_entries
-from aft_export.report import bars, log_histograms, summary_table
+from aft_export.report import pipeline_plots, report_markdown, summary_rows
 from aft_export.options import BenchOptions, PipelineOptions, TritonRepoOptions
 from aft_export.resources import default_calibration, default_checkpoint
 from aft_export.errors import RuntimeMissing
@@ -176,166 +182,301 @@ def run_pipeline(checkpoint=None, options: PipelineOptions | None = None, log=pr
         return result
 
 
+class Outcome(NamedTuple):
+    """What a step gives back: the value kept under its ``produces`` name, and its line in
+    the manifest and report (``detail``; ``status`` ok, skipped or failed)."""
+
+    value: Any
+    detail: str = ""
+    status: str = "ok"
+
+
+@dataclass(frozen=True)
+class PipelineStep:
+    """One step: ``run(ctx, *inputs)`` is given the run's fixed context (:class:`_Context`)
+    and the earlier results named by ``inputs``, in that order; its outcome's value is kept
+    as ``produces``. A step that is not ``recorded`` (gathering what earlier steps made,
+    making the runners) is neither logged nor listed in the manifest's steps."""
+
+    name: str
+    inputs: tuple[str, ...]
+    run: Callable[..., Outcome]
+    produces: str
+    recorded: bool = True
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every step may use, fixed for the run."""
+
+    ckpt: Path
+    loaded: tuple
+    opts: PipelineOptions
+    work: Path
+    final: Path
+    calib: str
+    cache_writes: list
+    library: str | None  # the engine step's library; None: no engines, for the reason why_not
+    why_not: str
+    also: tuple  # the offline check's column for that library's parser, checked with each artifact
+
+
+class _Made(NamedTuple):
+    """An ONNX file an export or quantise step wrote: its record in the manifest, the
+    TensorRT check report made of it, the stage's result (to hand on), the fp32 file it is of."""
+
+    kind: str  # export | quantize
+    key: str  # its key in the manifest's results: the target (export) or the file's name
+    path: Path
+    record: dict
+    report: object
+    result: Any
+    fp32: Path
+
+
+@dataclass
+class _Engines:
+    files: list[Path] = field(default_factory=list)
+    records: dict | None = None  # the manifest's results["engines"]; None: no engine step ran
+    runners: dict = field(default_factory=dict)
+    not_run: dict[str, str] = field(default_factory=dict)  # engine -> why it was not run here
+
+
+class _Parity(NamedTuple):
+    report: dict
+    differences: dict
+    failed: list[str]
+
+
 def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cache_writes: list) -> PipelineResult:
-    _, meta = loaded
-    calib = opts.calib or str(default_calibration())
-    steps: list[Step] = []
-    started: dict[int, float] = {}
-    results: dict = {}
-    quiet = dict(log=lambda *a: None)
-
-    def step(name):
-        s = Step(name)
-        steps.append(s)
-        started[id(s)] = time.perf_counter()
-        log(f"[{len(steps)}] {name} ...")
-        return s
-
-    def done(s, detail=""):
-        s.seconds = round(time.perf_counter() - started[id(s)], 2)
-        s.detail = detail
-        log(f"    {s.status} in {s.seconds:.1f}s" + (f": {detail}" if detail else ""))
-
     info = TorchRunner(str(ckpt), loaded=loaded).info
     decoded = load_labelled(opts.data, info.input_size[1], limit=opts.eval_limit)  # the one decode
     parity_set = decoded.subset(opts.parity_images)
     x = normalize(parity_set.images, info.mean, info.std).numpy()
-    artifacts = []
-    results["export"], results["quantize"] = {}, {}
-    # handed on between the stages, so that each thing is done once per run: the check report
-    # per artifact (which also covers the build's parser), the decoded calibration set, and the
-    # fp32 logits on it per fp32 file
-    column = _build_column(engine_library(installed_libraries(), environment().get("gpu") is not None)[0])
-    also = (column,) if column else ()
-    reports: dict[str, object] = {}
-    calibration = reference_logits = None
-    for target in opts.targets:
-        stem = {"tensorrt": "model", "tensorrt8": "model.trt8", "portable": "model.portable"}[target]
-        label = "" if target == "tensorrt" else f" {target}"
-        s = step(f"export{label}")
-        fp32 = work / f"{stem}.onnx"
-        exp = export_checkpoint(None, fp32, ExportOptions(op_form=opts.op_form, target=target,
-                                                          verify_images=len(x), require_aft=opts.require_aft),
-                                loaded=loaded, verification=(x, decoded.source), also_check=also, **quiet)  # fmt: skip
-        results["export"][target] = exp.to_dict()
-        if reference_logits is None:  # PyTorch on the parity images, for parity (the same for every target)
-            reference_logits = exp.reference_logits
-        reports[fp32.name] = exp.check_report
-        fp32_logits = None
-        done(s, f"{exp.nodes_final} nodes ({exp.aft_nodes} com.aft), onnxsim "
-                f"{exp.simplify['nodes_before']}->{exp.simplify['nodes_after']}, verify max abs "
-                f"{exp.parity['max_abs']:.2e}")  # fmt: skip
-        artifacts.append(fp32)
-        for precision in opts.precisions:
-            s = step(f"quantize {precision}{label}")
-            path = work / f"{stem}.{precision}.onnx"
-            q = quantize_model(fp32, path, calib, QuantizeOptions(precision=precision, count=opts.calib_images),
-                               progress=False, cache_writes=cache_writes, calibration=calibration,
-                               fp32_logits=fp32_logits, also_check=also, **quiet)  # fmt: skip
-            calibration, fp32_logits = q.calibration, q.fp32_logits
-            reports[path.name] = q.check_report
-            results["quantize"][path.name] = q.to_dict()
-            artifacts.append(path)
-            a = q.agreement or {}
-            done(s, f"top-1 agreement with fp32 on {a.get('images', 0)} calibration images "
-                    f"{a.get('top1_agreement', float('nan')):.2f}%"
-                    + (f"; {len(q.nonfinite)} fp16 values took NaN/Inf" if q.nonfinite else ""))  # fmt: skip
-
-    s = step("tensorrt check")
-    # the reports export and quantise made of what they wrote (the same graphs, in memory)
-    results["trt_check"] = {a.name: (reports.get(a.name) or check_model(a)).to_dict() for a in artifacts}
-    refused = {n: [v for v, st in r["status"].items() if st == "refuses"] for n, r in results["trt_check"].items()}
-    refused = {n: vs for n, vs in refused.items() if vs}
-    versions = sorted({v for r in results["trt_check"].values() for v in r["checked"]}, key=parse_version)
-    done(s, ("refused: " + "; ".join(f"{n} by TensorRT {', '.join(vs)}" for n, vs in refused.items())) if refused
-         else f"every artifact accepted by the TensorRT versions it is for ({', '.join(versions)})")  # fmt: skip
-
-    s = step("verification commands")
-    build_batch = f"1,{max(opts.bench_batches)},{max(max(opts.bench_batches), 64)}"
-    inputs = work / "verify_inputs.npy"
-    np.save(inputs, x)  # the parity images, for polygraphy's real-data comparison
-    for a in artifacts:
-        write_verification_commands(a, batch=build_batch, inputs=inputs)
-    done(s, f"{len(artifacts)} scripts (<artifact>.verify.sh: trtexec and polygraphy per TensorRT generation)")
-
-    s = step("tensorrt engines")
     library, why_not = engine_library(installed_libraries(), environment().get("gpu") is not None)
-    engines, not_run, engine_runners = [], {}, {}
-    if library is None:
-        s.status = "skipped"
-        done(s, why_not)
-    else:
-        results["engines"] = {}
-        for onnx_file in list(artifacts):
-            built = build_engine(onnx_file, engine_name(onnx_file, library),
-                                 BuildOptions(batch=build_batch, library=library), checked=reports.get(onnx_file.name),
-                                 **quiet)  # fmt: skip
-            engine = Path(built.engine)
-            m = built.manifest
-            results["engines"][engine.name] = {k: m[k] for k in ("library", "library_version", "precision",
-                                                                 "compute_capabilities", "build_seconds", "network")}
-            engines.append(engine)
-        artifacts += engines
-        for engine in engines:  # made once here; one that cannot run here stays out of the side-by-side runs
-            try:
-                engine_runners[str(engine)] = TrtRunner(str(engine), threads=opts.threads)
-            except RuntimeMissing as exc:
-                why = str(exc)
-                not_run[str(engine)] = f"skipped, {why}" if why.startswith("no GPU") else f"skipped: {why}"
-            except AFTExportError as exc:  # e.g. a TensorRT-RTX engine on a GPU it does not target (Hopper)
-                not_run[str(engine)] = f"skipped, not for this GPU: {exc}"
-        title = "TensorRT-RTX" if library == RTX else "TensorRT"
-        detail = f"{len(engines)} {title} engines built"
-        if not_run:
-            detail += ", not run: " + ("no GPU here" if all("no GPU" in r for r in not_run.values())
-                                       else "; ".join(sorted(set(not_run.values()))))  # fmt: skip
-        done(s, detail)
-    runnable = [a for a in artifacts if str(a) not in not_run]
+    column = _build_column(library)
+    ctx = _Context(ckpt, loaded, opts, work, final, opts.calib or str(default_calibration()), cache_writes, library,
+                   why_not, (column,) if column else ())  # fmt: skip
+    given = {"decoded": decoded, "parity set": parity_set, "parity inputs": x}
+    return run_steps(pipeline_steps(opts, library), ctx, given, log)["result"]
 
-    if opts.triton_repo:
-        s = step("triton repository")
-        repo = _triton_repository(artifacts, work)
-        done(s, f"{final / 'triton'}: " + ", ".join(repo.models))
 
-    # every runner once, shared by parity, eval and bench
-    reference = TorchRunner(str(ckpt), threads=opts.threads, loaded=loaded)
-    runners = {str(a): OrtRunner(str(a), threads=opts.threads) for a in artifacts if a.suffix == ".onnx"}
-    runners[str(ckpt)] = reference
-    runners.update(engine_runners)
+def run_steps(steps: list[PipelineStep], ctx, given: dict, log) -> dict:
+    """Run ``steps`` in order, each on the results named by its inputs (``given`` and what
+    earlier steps produced; ``steps``: the records of the recorded ones, as the manifest
+    lists them). Each recorded step is logged and timed; its record is in the list from
+    its start (so the report step lists itself, at 0.0s). A step that raises stops the
+    run: the error goes to the caller as it is (an AFTExportError exits with its
+    ``exit_code``, a signal with 128 + its number; aft_export.errors). A check that fails
+    is a step's result (status ``failed``), not an error: the run goes on to the report."""
+    records: list[Step] = []
+    results = {**given, "steps": records}
+    for step in steps:
+        record = Step(step.name) if step.recorded else None
+        if record:
+            records.append(record)
+            log(f"[{len(records)}] {step.name} ...")
+        started = time.perf_counter()
+        outcome = step.run(ctx, *(results[name] for name in step.inputs))
+        results[step.produces] = outcome.value
+        if record:
+            record.seconds = round(time.perf_counter() - started, 2)
+            record.status, record.detail = outcome.status, outcome.detail
+            log(f"    {record.status} in {record.seconds:.1f}s" + (f": {record.detail}" if record.detail else ""))
+    return results
 
-    skipped_note = f"; {len(not_run)} engines skipped, no GPU" if not_run else ""
-    s = step("parity")
-    par = run_parity(str(ckpt), [str(a) for a in runnable], parity_set, images=len(parity_set),
-                     overrides=list(opts.tolerances), reference=reference, keep_differences=True,
+
+def pipeline_steps(opts: PipelineOptions, library: str | None) -> list[PipelineStep]:
+    """The run as a list: an export per target and a quantisation per precision of it, the
+    TensorRT check, NVIDIA's commands, the engines (where a library can build them), the
+    Triton repository (with the option), then parity, eval, bench and the report."""
+    steps: list[PipelineStep] = []
+    made: list[str] = []
+    previous = None  # the last quantisation: its calibration set, and its fp32 logits for the same file
+    for target in opts.targets:
+        label = "" if target == "tensorrt" else f" {target}"
+        exported = f"export{label}"
+        steps.append(PipelineStep(exported, ("parity inputs", "decoded"), partial(_export, target=target), exported))
+        made.append(exported)
+        for precision in opts.precisions:
+            name = f"quantize {precision}{label}"
+            steps.append(PipelineStep(name, (exported, *([previous] if previous else [])),
+                                      partial(_quantize, precision=precision), name))  # fmt: skip
+            made.append(name)
+            previous = name
+    steps += [
+        PipelineStep("onnx files", tuple(made), _onnx_files, "onnx", recorded=False),
+        PipelineStep("tensorrt check", ("onnx",), _trt_check, "trt_check"),
+        PipelineStep("verification commands", ("onnx", "parity inputs"), _verification_commands, "verification"),
+        PipelineStep("tensorrt engines", ("onnx",), _engines if library else _no_engines, "engines"),
+        *([PipelineStep("triton repository", ("onnx", "engines"), _triton, "triton")] if opts.triton_repo else []),
+        PipelineStep("runners", ("onnx", "engines"), _runners, "runners", recorded=False),
+        PipelineStep("parity", ("onnx", "engines", "runners", "parity set"), _parity, "parity"),
+        PipelineStep("eval", ("onnx", "engines", "runners", "decoded"), _eval, "eval"),
+        PipelineStep("bench", ("onnx", "engines", "runners"), _bench, "bench"),
+        PipelineStep("report", ("steps", "onnx", "trt_check", "engines", "parity", "eval", "bench"), _report, "result"),
+    ]  # fmt: skip
+    return steps
+
+
+_STEMS = {"tensorrt": "model", "tensorrt8": "model.trt8", "portable": "model.portable"}
+_QUIET = dict(log=lambda *a: None)
+
+
+def _build_batch(opts: PipelineOptions) -> str:
+    return f"1,{max(opts.bench_batches)},{max(max(opts.bench_batches), 64)}"
+
+
+def _export(ctx: _Context, x, decoded, *, target: str) -> Outcome:
+    fp32 = ctx.work / f"{_STEMS[target]}.onnx"
+    exp = export_checkpoint(None, fp32, ExportOptions(op_form=ctx.opts.op_form, target=target, verify_images=len(x),
+                                                      require_aft=ctx.opts.require_aft),
+                            loaded=ctx.loaded, verification=(x, decoded.source), also_check=ctx.also, **_QUIET)  # fmt: skip
+    return Outcome(_Made("export", target, fp32, exp.to_dict(), exp.check_report, exp, fp32),
+                   f"{exp.nodes_final} nodes ({exp.aft_nodes} com.aft), onnxsim {exp.simplify['nodes_before']}->"
+                   f"{exp.simplify['nodes_after']}, verify max abs {exp.parity['max_abs']:.2e}")  # fmt: skip
+
+
+def _quantize(ctx: _Context, exported: _Made, previous: _Made | None = None, *, precision: str) -> Outcome:
+    path = exported.path.with_name(exported.path.name.removesuffix(".onnx") + f".{precision}.onnx")
+    calibration = previous.result.calibration if previous else None
+    fp32_logits = previous.result.fp32_logits if previous and previous.fp32 == exported.path else None
+    q = quantize_model(exported.path, path, ctx.calib, QuantizeOptions(precision=precision, count=ctx.opts.calib_images),
+                       progress=False, cache_writes=ctx.cache_writes, calibration=calibration,
+                       fp32_logits=fp32_logits, also_check=ctx.also, **_QUIET)  # fmt: skip
+    a = q.agreement or {}
+    return Outcome(_Made("quantize", path.name, path, q.to_dict(), q.check_report, q, exported.path),
+                   f"top-1 agreement with fp32 on {a.get('images', 0)} calibration images "
+                   f"{a.get('top1_agreement', float('nan')):.2f}%"
+                   + (f"; {len(q.nonfinite)} fp16 values took NaN/Inf" if q.nonfinite else ""))  # fmt: skip
+
+
+def _onnx_files(ctx: _Context, *made: _Made) -> Outcome:
+    return Outcome(list(made))
+
+
+def _trt_check(ctx: _Context, onnx: list[_Made]) -> Outcome:
+    # the reports export and quantise made of what they wrote (the same graphs, in memory)
+    checks = {m.path.name: (m.report or check_model(m.path)).to_dict() for m in onnx}
+    refused = {n: [v for v, st in r["status"].items() if st == "refuses"] for n, r in checks.items()}
+    refused = {n: vs for n, vs in refused.items() if vs}
+    versions = sorted({v for r in checks.values() for v in r["checked"]}, key=parse_version)
+    return Outcome(checks, ("refused: " + "; ".join(f"{n} by TensorRT {', '.join(vs)}" for n, vs in refused.items()))
+                   if refused else f"every artifact accepted by the TensorRT versions it is for ({', '.join(versions)})")  # fmt: skip
+
+
+def _verification_commands(ctx: _Context, onnx: list[_Made], x) -> Outcome:
+    inputs = ctx.work / "verify_inputs.npy"
+    np.save(inputs, x)  # the parity images, for polygraphy's real-data comparison
+    for m in onnx:
+        write_verification_commands(m.path, batch=_build_batch(ctx.opts), inputs=inputs)
+    return Outcome(inputs, f"{len(onnx)} scripts (<artifact>.verify.sh: trtexec and polygraphy per TensorRT generation)")
+
+
+def _no_engines(ctx: _Context, onnx: list[_Made]) -> Outcome:
+    return Outcome(_Engines(), ctx.why_not, "skipped")
+
+
+def _engines(ctx: _Context, onnx: list[_Made]) -> Outcome:
+    out = _Engines(records={})
+    for m in onnx:
+        built = build_engine(m.path, engine_name(m.path, ctx.library),
+                             BuildOptions(batch=_build_batch(ctx.opts), library=ctx.library), checked=m.report,
+                             **_QUIET)  # fmt: skip
+        engine = Path(built.engine)
+        out.records[engine.name] = {k: built.manifest[k] for k in ("library", "library_version", "precision",
+                                                                    "compute_capabilities", "build_seconds", "network")}
+        out.files.append(engine)
+    for engine in out.files:  # made once here; one that cannot run here stays out of the side-by-side runs
+        try:
+            out.runners[str(engine)] = TrtRunner(str(engine), threads=ctx.opts.threads)
+        except RuntimeMissing as exc:
+            why = str(exc)
+            out.not_run[str(engine)] = f"skipped, {why}" if why.startswith("no GPU") else f"skipped: {why}"
+        except AFTExportError as exc:  # e.g. a TensorRT-RTX engine on a GPU it does not target (Hopper)
+            out.not_run[str(engine)] = f"skipped, not for this GPU: {exc}"
+    title = "TensorRT-RTX" if ctx.library == RTX else "TensorRT"
+    detail = f"{len(out.files)} {title} engines built"
+    if out.not_run:
+        detail += ", not run: " + ("no GPU here" if all("no GPU" in r for r in out.not_run.values())
+                                   else "; ".join(sorted(set(out.not_run.values()))))  # fmt: skip
+    return Outcome(out, detail)
+
+
+def _artifacts(onnx: list[_Made], engines: _Engines) -> list[Path]:
+    return [m.path for m in onnx] + engines.files
+
+
+def _runnable(onnx: list[_Made], engines: _Engines) -> list[Path]:
+    return [a for a in _artifacts(onnx, engines) if str(a) not in engines.not_run]
+
+
+def _skipped_note(engines: _Engines) -> str:
+    return f"; {len(engines.not_run)} engines skipped, no GPU" if engines.not_run else ""
+
+
+def _triton(ctx: _Context, onnx: list[_Made], engines: _Engines) -> Outcome:
+    repo = _triton_repository(_artifacts(onnx, engines), ctx.work)
+    return Outcome(repo, f"{ctx.final / 'triton'}: " + ", ".join(repo.models))
+
+
+def _runners(ctx: _Context, onnx: list[_Made], engines: _Engines) -> Outcome:
+    """Every runner once, shared by parity, eval and bench."""
+    runners = {str(m.path): OrtRunner(str(m.path), threads=ctx.opts.threads) for m in onnx}
+    runners[str(ctx.ckpt)] = TorchRunner(str(ctx.ckpt), threads=ctx.opts.threads, loaded=ctx.loaded)
+    runners.update(engines.runners)
+    return Outcome(runners)
+
+
+def _parity(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, parity_set) -> Outcome:
+    runnable = _runnable(onnx, engines)
+    # PyTorch's logits on the parity images, from the export's verification (the same for every target)
+    reference_logits = next((m.result.reference_logits for m in onnx
+                             if m.kind == "export" and m.result.reference_logits is not None), None)  # fmt: skip
+    par = run_parity(str(ctx.ckpt), [str(a) for a in runnable], parity_set, images=len(parity_set),
+                     overrides=list(ctx.opts.tolerances), reference=runners[str(ctx.ckpt)], keep_differences=True,
                      runners=runners, reference_logits=reference_logits)  # fmt: skip
+    not_run = engines.not_run
     par["artifacts"] += [{"artifact": a, "status": "skipped", "reason": why, "passed": None} for a, why in not_run.items()]
     par["skipped"] += len(not_run)
     par["passed"] = par["passed"] and not not_run
     diffs = {Path(a).name: d for a, d in par.pop("differences").items()}
-    results["parity"] = par
     failed = [Path(r["artifact"]).name for r in par["artifacts"] if r["status"] == "fail"]
-    s.status = "failed" if failed else "ok"
-    done(s, ("FAILED: " + ", ".join(failed)) if failed else f"all {len(runnable)} artifacts run within tolerance"
-         + skipped_note)  # fmt: skip
+    return Outcome(_Parity(par, diffs, failed),
+                   ("FAILED: " + ", ".join(failed)) if failed else f"all {len(runnable)} artifacts run within tolerance"
+                   + _skipped_note(engines), "failed" if failed else "ok")  # fmt: skip
 
-    s = step("eval")
-    ev = _evaluate(ckpt, runnable, decoded, runners, opts)
-    ev += [{"artifact": a, "status": "skipped", "reason": why} for a, why in not_run.items()]
-    results["eval"] = ev
-    done(s, f"{ev[0]['images']} images from {opts.data}" + skipped_note)
 
-    s = step("bench")
-    bn = bench([str(ckpt)] + [str(a) for a in runnable], list(opts.bench_batches), warmup=BenchOptions.warmup,
-               iters=opts.bench_iters, threads=opts.threads, runners=runners)  # fmt: skip
-    bn["skipped"] += [{"artifact": a, "batch": None, "reason": why} for a, why in not_run.items()]
-    results["bench"] = bn
-    done(s, f"batches {list(opts.bench_batches)}, {opts.bench_iters} runs each" + skipped_note)
+def _eval(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, decoded) -> Outcome:
+    ev = _evaluate(ctx.ckpt, _runnable(onnx, engines), decoded, runners, ctx.opts)
+    ev += [{"artifact": a, "status": "skipped", "reason": why} for a, why in engines.not_run.items()]
+    return Outcome(ev, f"{ev[0]['images']} images from {ctx.opts.data}" + _skipped_note(engines))
 
-    s = step("report")
-    summary = _summary(ckpt, artifacts, results, work)
-    _write_plots(work, summary, diffs, opts)
-    passed = not failed
-    unverified = {Path(a).name: why for a, why in not_run.items()}  # what was not (fully) verified, and why
+
+def _bench(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict) -> Outcome:
+    opts = ctx.opts
+    bn = bench([str(ctx.ckpt)] + [str(a) for a in _runnable(onnx, engines)], list(opts.bench_batches),
+               warmup=BenchOptions.warmup, iters=opts.bench_iters, threads=opts.threads, runners=runners)  # fmt: skip
+    bn["skipped"] += [{"artifact": a, "batch": None, "reason": why} for a, why in engines.not_run.items()]
+    return Outcome(bn, f"batches {list(opts.bench_batches)}, {opts.bench_iters} runs each" + _skipped_note(engines))
+
+
+def _report(ctx: _Context, steps: list[Step], onnx: list[_Made], trt_check: dict, engines: _Engines,
+            parity: _Parity, ev: list[dict], bn: dict) -> Outcome:  # fmt: skip
+    """manifest.json, report.md and the plots; the run's result."""
+    ckpt, opts, work, (_, meta) = ctx.ckpt, ctx.opts, ctx.work, ctx.loaded
+    artifacts = _artifacts(onnx, engines)
+    results = {"export": {m.key: m.record for m in onnx if m.kind == "export"},
+               "quantize": {m.key: m.record for m in onnx if m.kind == "quantize"}, "trt_check": trt_check,
+               **({"engines": engines.records} if engines.records is not None else {}),
+               "parity": parity.report, "eval": ev, "bench": bn}  # fmt: skip
+    summary = summary_rows(ckpt, artifacts, results)
+    (work / "plots").mkdir()
+    for name, svg in pipeline_plots(summary, parity.differences, opts.data, opts.bench_batches).items():
+        atomic_write_text(work / "plots" / name, svg)
+    passed = not parity.failed
+    not_run = {Path(a).name: why for a, why in engines.not_run.items()}
+    unverified = dict(not_run)  # what was not (fully) verified, and why
     for r in results["parity"]["artifacts"]:
         if r["status"] == "skipped":
             unverified.setdefault(Path(r["artifact"]).name, "skipped by parity")
@@ -344,7 +485,7 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cach
             unverified.setdefault(r["artifact"], f"TensorRT check: {r['trt_check']}")
     manifest = {
         "tool": f"aft-export {__version__}", "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "versions": _versions(), "options": {**asdict(opts), "calib": calib},
+        "versions": _versions(), "options": {**asdict(opts), "calib": ctx.calib},
         "inputs": {"checkpoint": str(ckpt), "checkpoint_sha256": meta.sha256, "model": meta.model_name,
                    "data": opts.data, "calibration": next((q["recipe"]["calibration"] for q in
                                                           results["quantize"].values()), None)},
@@ -354,11 +495,9 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cach
         "unverified": unverified, "results": results,
     }  # fmt: skip
     atomic_write_text(work / "manifest.json", json.dumps(manifest, indent=2, default=_json_default))
-    atomic_write_text(work / "report.md", _report_md(ckpt, meta, opts, steps, summary, passed, final, calib,
-                                                     {Path(a).name: why for a, why in not_run.items()},
-                                                     unverified))  # fmt: skip
-    done(s, f"{final}/report.md")
-    return PipelineResult(str(final), passed, steps, summary, unverified)
+    atomic_write_text(work / "report.md", report_markdown(ckpt, meta, opts, steps, summary, passed, ctx.final, ctx.calib,
+                                                          not_run, unverified))  # fmt: skip
+    return Outcome(PipelineResult(str(ctx.final), passed, steps, summary, unverified), f"{ctx.final}/report.md")
 
 
 def _triton_repository(artifacts: list[Path], work: Path):
@@ -390,13 +529,9 @@ def _evaluate(ckpt, artifacts, decoded, runners: dict, opts: PipelineOptions) ->
         return evaluate_artifacts(paths, decoded, runners=runners)
     per = max(1, cores // min(cores, len(paths)))
     single = {p: OrtRunner(p, threads=per) for p in paths[1:]}
-    single[str(ckpt)] = runners[str(ckpt)]
-    torch_threads = torch.get_num_threads()
-    torch.set_num_threads(per)  # process-wide; the bench that follows runs at the thread count it had
-    try:
-        return evaluate_artifacts(paths, decoded, runners=single, workers=min(cores, len(paths)))
-    finally:
-        torch.set_num_threads(torch_threads)
+    reference = runners[str(ckpt)]  # the same model in memory, at the same thread count as the others
+    single[str(ckpt)] = TorchRunner(str(ckpt), threads=per, loaded=(reference.model, reference.meta))
+    return evaluate_artifacts(paths, decoded, runners=single, workers=min(cores, len(paths)))
 
 
 def _json_default(obj):
@@ -405,80 +540,3 @@ def _json_default(obj):
     if isinstance(obj, Path):
         return str(obj)
     raise TypeError(f"not JSON-serialisable: {type(obj).__name__}")
-
-
-def _summary(ckpt, artifacts, results, work) -> list[dict]:
-    by_eval = {Path(r["artifact"]).name: r for r in results["eval"]}
-    by_parity = {Path(r["artifact"]).name: r for r in results["parity"]["artifacts"]}
-    bench_rows = results["bench"]["rows"]
-    rows = []
-    torch_top1 = by_eval[ckpt.name]["top1"]
-    for path in [ckpt] + list(artifacts):
-        name = path.name
-        ev = by_eval[name]
-        if ev.get("status") == "skipped":  # built, not run: no metric is made up for it
-            m = results.get("engines", {}).get(name, {})
-            rows.append({"artifact": name, "backend": m.get("library", "tensorrt"), "precision": m.get("precision", "?"),
-                         "mb": round(path.stat().st_size / 1e6, 2), "top1": None, "top5": None, "top1_drop": None,
-                         "agreement": None, "max_abs": None, "cosine_min": None,
-                         "parity": "skipped, no GPU" if "no GPU" in ev["reason"] else "skipped", "trt_check": "-",
-                         "latency_ms": {}, "images_per_s": {}})  # fmt: skip
-            continue
-        lat = {r["batch"]: r for r in bench_rows if Path(r["artifact"]).name == name}
-        par = by_parity.get(name)
-        real = par["inputs"]["real"] if par and par.get("inputs") else {}
-        rows.append({
-            "artifact": name, "backend": ev["backend"], "precision": ev["precision"],
-            "mb": round(path.stat().st_size / 1e6, 2), "top1": ev["top1"], "top5": ev["top5"],
-            "top1_drop": round(torch_top1 - ev["top1"], 2), "agreement": ev["agreement"],
-            "max_abs": real.get("max_abs"), "cosine_min": real.get("cosine_min"),
-            "parity": "reference" if par is None else par["status"],
-            "trt_check": _trt_verdict(results.get("trt_check", {}).get(name)),
-            "latency_ms": {b: round(r["p50_ms"], 3) for b, r in lat.items()},
-            "images_per_s": {b: round(r["images_per_s"], 1) for b, r in lat.items()},
-        })  # fmt: skip
-    return rows
-
-
-def _trt_verdict(report: dict | None) -> str:
-    """One cell: the TensorRT versions the artifact is checked for, or those refusing it."""
-    if report is None:
-        return "-"
-    refused = [v for v, st in report["status"].items() if st == "refuses"]
-    if refused:
-        return "refused " + ",".join(refused)
-    first = report["checked"][0] if report["checked"] else "?"
-    return f"ok {first}+" + (" (warn)" if report["exit_code"] == 3 else "")
-
-
-def _write_plots(work: Path, summary: list[dict], diffs: dict, opts: PipelineOptions) -> None:
-    plots = work / "plots"
-    plots.mkdir()
-    labels = [f"{r['artifact']} ({r['precision']})" for r in summary]
-    atomic_write_text(plots / "accuracy.svg", bars(f"Top-1 on {opts.data}", labels,
-                                                    [float("nan") if r["top1"] is None else r["top1"] for r in summary], "%"))
-    for b in opts.bench_batches:
-        latency = [r["latency_ms"].get(b, float("nan")) for r in summary]
-        atomic_write_text(plots / f"latency_b{b}.svg", bars(f"Latency p50, batch {b}", labels, latency, " ms", "{:.3f}"))
-    atomic_write_text(plots / "errors.svg", log_histograms("Logit error vs PyTorch fp32", diffs))
-
-
-def _report_md(ckpt, meta, opts, steps, summary, passed, final, calib, not_run=None, unverified=None) -> str:
-    verdict = "FAIL" if not passed else ("PASS, with artifacts not verified here" if unverified else "PASS")
-    lines = [
-        f"# aft-export pipeline: {meta.model_name}", "",
-        f"Checkpoint `{ckpt}` (sha256 `{meta.sha256[:16]}...`), data `{opts.data}`, calibration "
-        f"`{Path(calib).name}`. Result: **{verdict}**.", "",
-        *([f"Built, not run ({len(not_run)}): " + ", ".join(f"`{n}`" for n in not_run) + ". "
-           + next(iter(not_run.values())).split(": ", 1)[-1], ""] if not_run else []),
-        "Top-1 and agreement (with the PyTorch checkpoint's predictions) on the evaluation set; max abs and "
-        "cosine from the parity check on real images; latency p50 and throughput on this machine.", "",
-        *summary_table(summary, opts.bench_batches), "",
-        "## Steps", "",
-        *[f"- **{s.name}**: {s.status} ({s.seconds:.1f}s){': ' + s.detail if s.detail else ''}" for s in steps],
-        "", "## Plots", "",
-        "![accuracy](plots/accuracy.svg)", "", "![errors](plots/errors.svg)", "",
-        *[f"![latency batch {b}](plots/latency_b{b}.svg)" for b in opts.bench_batches], "",
-        "Everything above is in `manifest.json` with the tool versions, options and input hashes.", "",
-    ]  # fmt: skip
-    return "\n".join(lines)

@@ -1,9 +1,11 @@
-"""Results for people: the text tables the commands print, and SVG charts for the
-pipeline report (bars and histograms). The library computes; this only renders."""
+"""Results for people: the text tables the commands print, SVG charts (bars and
+histograms), and the pipeline's report: its summary rows, plots and ``report.md``. The
+library computes; this only renders (it imports no stage)."""
 
 from __future__ import annotations
 
 import html
+from pathlib import Path
 
 import numpy as np
 
@@ -198,3 +200,84 @@ def format_eval(rows: list[dict]) -> list[str]:
 def format_predictions(result: dict) -> list[str]:
     return [f"{r['image']}: " + ", ".join(f"{t['class']} {100 * t['probability']:.1f}%" for t in r["top"])
             for r in result["results"]]  # fmt: skip
+
+
+def trt_verdict(report: dict | None) -> str:
+    """One cell: the TensorRT versions the artifact is checked for, or those refusing it."""
+    if report is None:
+        return "-"
+    refused = [v for v, st in report["status"].items() if st == "refuses"]
+    if refused:
+        return "refused " + ",".join(refused)
+    first = report["checked"][0] if report["checked"] else "?"
+    return f"ok {first}+" + (" (warn)" if report["exit_code"] == 3 else "")
+
+
+def summary_rows(ckpt: Path, artifacts: list[Path], results: dict) -> list[dict]:
+    """The pipeline's summary: one row per model file (the checkpoint first), from the
+    run's results (its manifest's ``results``)."""
+    by_eval = {Path(r["artifact"]).name: r for r in results["eval"]}
+    by_parity = {Path(r["artifact"]).name: r for r in results["parity"]["artifacts"]}
+    bench_rows = results["bench"]["rows"]
+    rows = []
+    torch_top1 = by_eval[ckpt.name]["top1"]
+    for path in [ckpt] + list(artifacts):
+        name = path.name
+        ev = by_eval[name]
+        if ev.get("status") == "skipped":  # built, not run: no metric is made up for it
+            m = results.get("engines", {}).get(name, {})
+            rows.append({"artifact": name, "backend": m.get("library", "tensorrt"), "precision": m.get("precision", "?"),
+                         "mb": round(path.stat().st_size / 1e6, 2), "top1": None, "top5": None, "top1_drop": None,
+                         "agreement": None, "max_abs": None, "cosine_min": None,
+                         "parity": "skipped, no GPU" if "no GPU" in ev["reason"] else "skipped", "trt_check": "-",
+                         "latency_ms": {}, "images_per_s": {}})  # fmt: skip
+            continue
+        lat = {r["batch"]: r for r in bench_rows if Path(r["artifact"]).name == name}
+        par = by_parity.get(name)
+        real = par["inputs"]["real"] if par and par.get("inputs") else {}
+        rows.append({
+            "artifact": name, "backend": ev["backend"], "precision": ev["precision"],
+            "mb": round(path.stat().st_size / 1e6, 2), "top1": ev["top1"], "top5": ev["top5"],
+            "top1_drop": round(torch_top1 - ev["top1"], 2), "agreement": ev["agreement"],
+            "max_abs": real.get("max_abs"), "cosine_min": real.get("cosine_min"),
+            "parity": "reference" if par is None else par["status"],
+            "trt_check": trt_verdict(results.get("trt_check", {}).get(name)),
+            "latency_ms": {b: round(r["p50_ms"], 3) for b, r in lat.items()},
+            "images_per_s": {b: round(r["images_per_s"], 1) for b, r in lat.items()},
+        })  # fmt: skip
+    return rows
+
+
+def pipeline_plots(summary: list[dict], differences: dict, data: str, batches) -> dict[str, str]:
+    """The report's plots, file name -> SVG text: top-1, latency per batch size, and the
+    logit errors parity measured."""
+    labels = [f"{r['artifact']} ({r['precision']})" for r in summary]
+    plots = {"accuracy.svg": bars(f"Top-1 on {data}", labels,
+                                  [float("nan") if r["top1"] is None else r["top1"] for r in summary], "%")}
+    for b in batches:
+        latency = [r["latency_ms"].get(b, float("nan")) for r in summary]
+        plots[f"latency_b{b}.svg"] = bars(f"Latency p50, batch {b}", labels, latency, " ms", "{:.3f}")
+    plots["errors.svg"] = log_histograms("Logit error vs PyTorch fp32", differences)
+    return plots
+
+
+def report_markdown(ckpt, meta, opts, steps, summary, passed, final, calib, not_run=None, unverified=None) -> str:
+    """RUN/report.md: the verdict, the summary table, every step, the plots."""
+    verdict = "FAIL" if not passed else ("PASS, with artifacts not verified here" if unverified else "PASS")
+    lines = [
+        f"# aft-export pipeline: {meta.model_name}", "",
+        f"Checkpoint `{ckpt}` (sha256 `{meta.sha256[:16]}...`), data `{opts.data}`, calibration "
+        f"`{Path(calib).name}`. Result: **{verdict}**.", "",
+        *([f"Built, not run ({len(not_run)}): " + ", ".join(f"`{n}`" for n in not_run) + ". "
+           + next(iter(not_run.values())).split(": ", 1)[-1], ""] if not_run else []),
+        "Top-1 and agreement (with the PyTorch checkpoint's predictions) on the evaluation set; max abs and "
+        "cosine from the parity check on real images; latency p50 and throughput on this machine.", "",
+        *summary_table(summary, opts.bench_batches), "",
+        "## Steps", "",
+        *[f"- **{s.name}**: {s.status} ({s.seconds:.1f}s){': ' + s.detail if s.detail else ''}" for s in steps],
+        "", "## Plots", "",
+        "![accuracy](plots/accuracy.svg)", "", "![errors](plots/errors.svg)", "",
+        *[f"![latency batch {b}](plots/latency_b{b}.svg)" for b in opts.bench_batches], "",
+        "Everything above is in `manifest.json` with the tool versions, options and input hashes.", "",
+    ]  # fmt: skip
+    return "\n".join(lines)

@@ -112,12 +112,16 @@ def train(cfg: TrainConfig) -> dict:
     is claimed first: never the data, and one run at a time (``--resume`` may name it:
     the run goes on in place)."""
     with claim_output(cfg.out, inputs=[cfg.data, cfg.test_data]):
-        return _train(cfg)
+        before = torch.get_num_threads()  # process-wide: cfg.threads holds for this training only
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        try:
+            return _train(cfg)
+        finally:
+            torch.set_num_threads(before)
 
 
 def _train(cfg: TrainConfig) -> dict:
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
     out = Path(cfg.out)
 
     model = create_model(cfg.model)

@@ -134,6 +134,14 @@ def test_the_byo_checker_catches_a_core_import(tmp_path):
     assert _byo_imports("checkpoint", fake) == ["aft_export.checkpoint (line 2) imports aft_export.byo.spec"]
 
 
+def test_report_renders_and_imports_no_runner_stage_or_pipeline():
+    """report turns results into text and SVG; it needs nothing above the ONNX/comparison floor."""
+    modules = _modules()
+    below = set(ORDER[: ORDER.index("runners.base")])
+    found = {t for _, t in _imports(modules["report"], set(modules))}
+    assert found <= below, f"aft_export.report imports {sorted(found - below)}"
+
+
 def test_the_package_init_only_re_exports_the_model_floor():
     targets = {t for _, t in _imports(PACKAGE / "__init__.py", set(_modules()))}
     assert targets <= {"errors", "version", "checkpoint", "models"}, targets
@@ -145,6 +153,9 @@ def test_the_package_init_only_re_exports_the_model_floor():
     ("only the runners create ONNX reference evaluators", r"ReferenceEvaluator\(", {"runners/reference.py"}),
     ("only onnxio loads or saves ONNX files", r"onnx\.(load|save|save_model|load_model)\(",
      {"onnxio.py", "quantize.py"}),
+    ("only the PyTorch runner (for its own calls) and training set PyTorch's process-wide thread count",
+     r"set_num_threads\(", {"runners/pytorch.py", "train.py"}),
+    ("only report writes the pipeline's markdown", r"\]\(plots/|\| artifact \|", {"report.py"}),
 ])  # fmt: skip
 def test_one_room_per_concern(rule, pattern, allowed):
     """quantize.py hands files to ONNX Runtime's quantiser, which reads and writes paths."""

@@ -159,3 +159,59 @@ def test_pipeline_makes_the_tensorrt8_form_too(ckpt, tmp_path, cifar10):
     assert (out / "triton" / "model_int8_net" / "1" / "model.onnx").read_bytes() == (out / "model.int8.onnx").read_bytes()
     step = next(s for s in manifest["steps"] if s["name"] == "triton repository")
     assert step["status"] == "ok" and str(out / "triton") in step["detail"]
+
+
+def test_the_run_is_a_list_of_declared_steps():
+    """Which steps a run has is declared up front from its options: an export per target and a
+    quantisation per precision of each, the engine step building or skipping, Triton only when asked."""
+    from aft_export import pipeline
+
+    names = lambda steps: [s.name for s in steps if s.recorded]  # noqa: E731
+    plain = pipeline.pipeline_steps(PipelineOptions(), "tensorrt")
+    assert names(plain) == ["export", "quantize fp16", "quantize int8", "tensorrt check", "verification commands",
+                            "tensorrt engines", "parity", "eval", "bench", "report"]  # fmt: skip
+    assert next(s for s in plain if s.name == "tensorrt engines").run is pipeline._engines
+    assert next(s for s in pipeline.pipeline_steps(PipelineOptions(), None)
+                if s.name == "tensorrt engines").run is pipeline._no_engines  # fmt: skip
+    both = pipeline.pipeline_steps(PipelineOptions(targets=("tensorrt", "tensorrt8"), precisions=("int8",),
+                                                   triton_repo=True), "tensorrt")  # fmt: skip
+    assert names(both)[:5] == ["export", "quantize int8", "export tensorrt8", "quantize int8 tensorrt8", "tensorrt check"]
+    assert "triton repository" in names(both) and "triton repository" not in names(plain)
+    # the second quantisation takes its fp32 file and the first quantisation (its calibration set)
+    assert next(s for s in both if s.name == "quantize int8 tensorrt8").inputs == ("export tensorrt8", "quantize int8")
+    # every input is given or produced by an earlier step
+    known = {"decoded", "parity set", "parity inputs", "steps"}
+    for step in both:
+        assert set(step.inputs) <= known, (step.name, set(step.inputs) - known)
+        known.add(step.produces)
+
+
+def test_the_step_loop_times_records_and_stops_on_an_error():
+    from aft_export.pipeline import Outcome, PipelineStep, run_steps
+
+    seen, lines = [], []
+
+    def record(ctx, *args):
+        seen.append(args)
+        return Outcome(len(seen), f"step {len(seen)}")
+
+    steps = [PipelineStep("a", ("given",), record, "a"),
+             PipelineStep("gather", ("a", "given"), lambda ctx, a, g: Outcome((a, g)), "both", recorded=False),
+             PipelineStep("b", ("both", "steps"), lambda ctx, both, st: Outcome([(s.name, s.seconds, s.detail) for s in st],
+                                                                             status="failed"), "b")]  # fmt: skip
+    results = run_steps(steps, None, {"given": "g"}, lines.append)
+    assert seen == [("g",)] and results["both"] == (1, "g")
+    # a step sees its own record from its start, at 0.0s; the unrecorded one is not listed
+    assert [s.name for s in results["steps"]] == ["a", "b"] and results["b"][1] == ("b", 0.0, "")
+    assert [(s.status, s.detail) for s in results["steps"]] == [("ok", "step 1"), ("failed", "")]
+    assert lines[0] == "[1] a ..." and lines[1].startswith("    ok in ") and lines[1].endswith(": step 1")
+    assert lines[2] == "[2] b ..." and len(lines) == 4
+
+    def bad(ctx):
+        raise AFTExportError("bad input; fix it")
+
+    after = []
+    with pytest.raises(AFTExportError, match="bad input"):
+        run_steps([PipelineStep("x", (), bad, "x"), PipelineStep("y", (), lambda ctx: after.append(1), "y")],
+                  None, {}, lambda *a: None)  # fmt: skip
+    assert after == []  # the run stopped at the error; the caller maps it to its exit status

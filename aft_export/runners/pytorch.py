@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 import torch
 
@@ -17,10 +19,11 @@ class TorchRunner(Runner):
                  loaded=None) -> None:  # fmt: skip
         """``path``: a checkpoint, or any model source (:mod:`aft_export.sources`);
         ``loaded``: its ``(model, ModelMeta)`` pair already in memory (the pipeline loads
-        its model once), instead of loading it again."""
-        if threads:
-            torch.set_num_threads(threads)
-        self.threads = torch.get_num_threads()
+        its model once), instead of loading it again. ``threads``: PyTorch's intra-op thread
+        count while this runner runs (0: the count the process has); set for the duration of
+        each call and restored after it, never left set process-wide."""
+        self._threads = threads
+        self.threads = threads or torch.get_num_threads()
         if device == "cuda":
             if not torch.cuda.is_available():
                 raise RuntimeMissing("no CUDA GPU is visible to PyTorch here (torch.cuda.is_available() is False)")
@@ -35,6 +38,19 @@ class TorchRunner(Runner):
         self.meta = meta
         self._activation_bytes: tuple[int, int] | None = None
         super().__init__(str(path), ModelInfo.from_meta(meta))  # a source's str() is its label
+
+    @contextmanager
+    def _scoped_threads(self):
+        """PyTorch's thread count is process-wide: this runner's, for one call, then the caller's again."""
+        before = torch.get_num_threads()
+        if not self._threads or self._threads == before:
+            yield
+            return
+        torch.set_num_threads(self._threads)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
 
     def activation_bytes(self) -> tuple[int, int]:
         """Measured on one image on the CPU: the largest output of a leaf module (the
@@ -53,7 +69,7 @@ class TorchRunner(Runner):
                 handles = [m.register_forward_hook(hook) for m in leaves]
                 try:
                     x = torch.zeros((1, *self.info.input_size))
-                    with torch.inference_mode():
+                    with self._scoped_threads(), torch.inference_mode():
                         out = self.model(x)
                 finally:
                     for h in handles:
@@ -62,6 +78,6 @@ class TorchRunner(Runner):
         return self._activation_bytes
 
     def run(self, feeds):
-        with torch.inference_mode():
+        with self._scoped_threads(), torch.inference_mode():
             x = torch.from_numpy(np.ascontiguousarray(feeds[self.input_name])).to(self.device)
             return {OUTPUT: self.model(x).float().cpu().numpy()}

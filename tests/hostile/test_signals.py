@@ -49,7 +49,7 @@ SCENARIOS = [
     ("pipeline: exporting", PIPELINE, "aft_export.export.exporter:_simplify", signal.SIGTERM),
     ("pipeline: quantising", PIPELINE, "aft_export.quantize:_ort_quantize", signal.SIGTERM),
     ("pipeline: parity", PIPELINE, "aft_export.pipeline:run_parity", signal.SIGTERM),
-    ("pipeline: writing the report", PIPELINE, "aft_export.pipeline:_report_md", signal.SIGTERM),
+    ("pipeline: writing the report", PIPELINE, "aft_export.pipeline:report_markdown", signal.SIGTERM),
     ("pipeline: SIGINT while exporting", PIPELINE, "aft_export.export.exporter:_simplify", signal.SIGINT),
     ("infer: SIGINT while ONNX Runtime imports", ["infer", "{d}/m.onnx", "{d}/imgs/k0/0.png"], "import:onnxruntime",
      signal.SIGINT),
