@@ -2,7 +2,8 @@
 
 Writes a run directory::
 
-    RUN/model.onnx, model.fp16.onnx, model.int8.onnx   the artifacts (model.trt8.* for --target tensorrt8, model.portable.* for portable)
+    RUN/model.onnx, model.fp16.onnx, model.int8.onnx   the artifacts (model.trt8.* for --target
+                          tensorrt8, model.portable.* for portable: options.EXPORT_TARGETS)
     RUN/model*.engine + .json   TensorRT engines where TensorRT and a GPU exist, else TensorRT-RTX
                           engines (model*.rtx.engine) where it is installed: built ahead of time on
                           the CPU, and reported *built, not run* when no GPU is here
@@ -18,8 +19,8 @@ the differences parity measured. Stages hand on what they already hold: the cali
 set is decoded once for every quantisation (and the fp32 logits on it computed once per
 fp32 file), each artifact is checked by the offline TensorRT check once, when it is made
 (the report also covers the engine library's column, so the check step and the build
-reuse it), and parity compares with PyTorch's logits from the export's verification. The directory is built under a temporary name and
-renamed when complete; a run that stops on bad input leaves nothing behind. A parity
+reuse it), and parity compares with PyTorch's logits from the export's verification. The
+directory is built under a temporary name and renamed when complete; a run that stops on bad input leaves nothing behind. A parity
 failure is a result, not an error: the run completes, the report says which artifact
 failed, and the exit code is 1. An engine that cannot run here (no GPU) stays out of the
 side-by-side parity, eval and bench runs and is reported *skipped, no GPU*, never passed; the
@@ -51,13 +52,14 @@ from aft_export.data import normalize
 from aft_export.datasets import is_named, load_labelled
 from aft_export.errors import AFTExportError
 from aft_export.evaluate import evaluate_artifacts
-from aft_export.export.exporter import TARGETS, ExportOptions, export_checkpoint
+from aft_export.export.exporter import ExportOptions, export_checkpoint
 from aft_export.fileio import atomic_directory, atomic_write_text, claim_output, sha256_file
 from aft_export.nvtools import write_verification_commands
 from aft_export.parity import run_parity
 from aft_export.quantize import QuantizeOptions, apply_recipe, quantize_model, write_cache_entries
 from aft_export.report import pipeline_plots, report_markdown, summary_rows
-from aft_export.options import BenchOptions, PipelineOptions, TritonRepoOptions
+from aft_export.options import (EXPORT_TARGETS, PRECISIONS, TARGETS, BenchOptions, PipelineOptions,
+                                TritonRepoOptions)  # fmt: skip
 from aft_export.resources import default_calibration, default_checkpoint
 from aft_export.errors import RuntimeMissing
 from aft_export.runners import OrtRunner, TorchRunner, TrtRunner
@@ -161,8 +163,8 @@ def run_pipeline(checkpoint=None, options: PipelineOptions | None = None, log=pr
         raise AFTExportError(f"checkpoint {ckpt} does not exist" + ("; check the path" if checkpoint else
                              "; pass one: aft-export pipeline CKPT"))  # fmt: skip
     for p in opts.precisions:
-        if p not in ("fp16", "int8"):
-            raise AFTExportError(f"unknown precision {p!r}; choose fp16 and/or int8")
+        if p not in PRECISIONS:
+            raise AFTExportError(f"unknown precision {p!r}; choose {' and/or '.join(sorted(PRECISIONS))}")
     if not opts.targets or any(t not in TARGETS for t in opts.targets):
         raise AFTExportError(f"export targets {list(opts.targets)}: choose from {list(TARGETS)}")
     tolerances_with(list(opts.tolerances))  # bad overrides fail before any work
@@ -319,7 +321,6 @@ def pipeline_steps(opts: PipelineOptions, library: str | None) -> list[PipelineS
     return steps
 
 
-_STEMS = {"tensorrt": "model", "tensorrt8": "model.trt8", "portable": "model.portable"}
 _QUIET = dict(log=lambda *a: None)
 
 
@@ -328,7 +329,7 @@ def _build_batch(opts: PipelineOptions) -> str:
 
 
 def _export(ctx: _Context, x, decoded, *, target: str) -> Outcome:
-    fp32 = ctx.work / f"{_STEMS[target]}.onnx"
+    fp32 = ctx.work / f"{EXPORT_TARGETS[target].stem}.onnx"
     exp = export_checkpoint(None, fp32, ExportOptions(op_form=ctx.opts.op_form, target=target, verify_images=len(x),
                                                       require_aft=ctx.opts.require_aft),
                             loaded=ctx.loaded, verification=(x, decoded.source), also_check=ctx.also, **_QUIET)  # fmt: skip
