@@ -59,7 +59,9 @@ class CalibrationSet:
 
 class CalibrationReader:
     """A rewindable reader speaking ``dict[str, np.ndarray]`` (ONNX Runtime's
-    ``CalibrationDataReader`` protocol: ``get_next`` returns None when done)."""
+    ``CalibrationDataReader`` protocol: ``get_next`` returns None when done). The
+    quantiser's calibration passes read the images through it
+    (:func:`aft_export.quantize.runs.stream`, which sets ``batch_size`` between calls)."""
 
     def __init__(self, tensors: np.ndarray, input_name: str = "image", batch_size: int = 32) -> None:
         if batch_size < 1:

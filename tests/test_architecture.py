@@ -28,8 +28,10 @@ ORDER = [
     "trtcheck.view", "trtcheck.versions", "trtcheck.rules", "trtcheck",
     "export", "export.functions", "export.rewrite", "export.trt8", "export.portable", "localize",
     # 5 stages
-    "export.exporter", "quantize", "evaluate", "bench", "build", "nvtools", "train", "predict", "report",
-    "tritonspec", "tritonrepo", "serve",
+    "export.exporter",
+    "quantize.placement", "quantize.runs", "quantize.calibrators", "quantize.cache", "quantize.sensitivity",
+    "quantize.fp16", "quantize.stage", "quantize",
+    "evaluate", "bench", "build", "nvtools", "train", "predict", "report", "tritonspec", "tritonrepo", "serve",
     # 6 checks across stages
     "parity",
     # 7 bring your own model: plugs into the core from above (ModelMeta.prepare, sources.register_reader)
@@ -152,13 +154,13 @@ def test_the_package_init_only_re_exports_the_model_floor():
     ("only the runners compile OpenVINO models", r"compile_model\(", {"runners/openvino.py"}),
     ("only the runners create ONNX reference evaluators", r"ReferenceEvaluator\(", {"runners/reference.py"}),
     ("only onnxio loads or saves ONNX files", r"onnx\.(load|save|save_model|load_model)\(",
-     {"onnxio.py", "quantize.py"}),
+     {"onnxio.py", "quantize/placement.py"}),
     ("only the PyTorch runner (for its own calls) and training set PyTorch's process-wide thread count",
      r"set_num_threads\(", {"runners/pytorch.py", "train.py"}),
     ("only report writes the pipeline's markdown", r"\]\(plots/|\| artifact \|", {"report.py"}),
 ])  # fmt: skip
 def test_one_room_per_concern(rule, pattern, allowed):
-    """quantize.py hands files to ONNX Runtime's quantiser, which reads and writes paths."""
+    """quantize/placement.py hands files to ONNX Runtime's quantiser, which reads and writes paths."""
     found = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if re.search(pattern, p.read_text())}
     assert found <= allowed, f"{rule}: also in {sorted(found - allowed)}"
 

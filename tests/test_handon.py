@@ -18,7 +18,7 @@ import aft_export.build as build
 import aft_export.calib as calib
 import aft_export.export.exporter as exporter
 import aft_export.pipeline as pipeline
-import aft_export.quantize as quantize
+import aft_export.quantize.stage as quantize
 from aft_export.options import PipelineOptions
 
 REPO = Path(__file__).resolve().parents[1]

@@ -158,15 +158,15 @@ def calibrations(monkeypatch):
     """Every calibration pass (minmax, and the histogram methods percentile and entropy),
     counted where the ranges are computed from the images, however the code under test
     reaches it."""
-    from aft_export import quantize
+    from aft_export.quantize import calibrators
 
     passes = []
 
-    def counted(*args, _calibrate=quantize._calibrate, **kwargs):
+    def counted(*args, _calibrate=calibrators.calibrate, **kwargs):
         passes.append(args[2].method)
         return _calibrate(*args, **kwargs)
 
-    monkeypatch.setattr(quantize, "_calibrate", counted)
+    monkeypatch.setattr(calibrators, "calibrate", counted)
     return passes
 
 
@@ -360,6 +360,36 @@ def test_entropy_calibration_clips_rare_outliers_that_minmax_and_percentile_keep
     assert at - 2 * bin_width <= percentile <= at
     assert percentile > 30  # the outliers are more than 0.001% of the values: kept
     assert 3.0 <= entropy < minmax / 4
+
+
+@pytest.mark.parametrize("method, passes", [("minmax", 1), ("percentile", 1), ("entropy", 2)])
+def test_each_method_is_a_calibrator_fed_batch_by_batch_by_a_calibration_reader(tmp_path, monkeypatch, method,
+                                                                                passes):  # fmt: skip
+    """One Calibrator per method of options.METHODS, fed by aft_export.calib.CalibrationReader
+    (ONNX Runtime's CalibrationDataReader protocol): each pass reads every image once, the
+    first alone (its values' size sets the chunk), then at most batch_size at a time."""
+    from aft_export.calib import CalibrationReader
+    from aft_export.options import METHODS
+    from aft_export.quantize.calibrators import CALIBRATORS, Calibrator
+
+    assert sorted(CALIBRATORS) == sorted(METHODS)
+    assert all(issubclass(c, Calibrator) and c.method == m for m, c in CALIBRATORS.items())
+    batches = []
+    real = CalibrationReader.get_next
+
+    def counted(self):
+        item = real(self)
+        batches.append(None if item is None else len(item["image"]))
+        return item
+
+    monkeypatch.setattr(CalibrationReader, "get_next", counted)
+    rng = np.random.default_rng(1)
+    src = _conv_head(tmp_path / "r.onnx", rng.standard_normal((4, 3, 2, 2)), np.zeros(4),
+                     rng.standard_normal((10, 64)), np.zeros(10), size=8)  # fmt: skip
+    np.save(tmp_path / "x.npy", rng.standard_normal((20, 3, 8, 8)).astype(np.float32))
+    opts = _opts(tmp_path, count=20, method=method, batch_size=8, cache_dir="")
+    quantize_model(src, tmp_path / "q.onnx", str(tmp_path / "x.npy"), opts, **QUIET)
+    assert batches == [1, 8, 8, 3, None] * passes
 
 
 def test_entropy_calibration_finds_the_edge_of_a_uniform_body(tmp_path):

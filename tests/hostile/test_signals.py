@@ -35,7 +35,7 @@ PIPELINE = ["pipeline", "{d}/m.pt", "--out", "{d}/out/run", "--calib", "{d}/reci
 SCENARIOS = [
     ("quantize: starting up", QUANTIZE, None, signal.SIGTERM),
     ("quantize: decoding calibration images", QUANTIZE, "aft_export.calib:load_image:3", signal.SIGTERM),
-    ("quantize: ranges computed in $TMPDIR", [*QUANTIZE, "--no-cache"], "aft_export.quantize:_ort_quantize",
+    ("quantize: ranges computed in $TMPDIR", [*QUANTIZE, "--no-cache"], "aft_export.quantize.placement:ort_quantize",
      signal.SIGTERM),
     # with the cache on: the ranges are written to $TMPDIR first (file_mode's first call, inside the atomic
     # write), the output second; the cache gets its entry only after the output is in place
@@ -47,7 +47,7 @@ SCENARIOS = [
      signal.SIGINT),
     ("pipeline: starting up", PIPELINE, None, signal.SIGTERM),
     ("pipeline: exporting", PIPELINE, "aft_export.export.exporter:_simplify", signal.SIGTERM),
-    ("pipeline: quantising", PIPELINE, "aft_export.quantize:_ort_quantize", signal.SIGTERM),
+    ("pipeline: quantising", PIPELINE, "aft_export.quantize.placement:ort_quantize", signal.SIGTERM),
     ("pipeline: parity", PIPELINE, "aft_export.pipeline:run_parity", signal.SIGTERM),
     ("pipeline: writing the report", PIPELINE, "aft_export.pipeline:report_markdown", signal.SIGTERM),
     ("pipeline: SIGINT while exporting", PIPELINE, "aft_export.export.exporter:_simplify", signal.SIGINT),
@@ -168,7 +168,7 @@ def test_a_signal_leaves_nothing_behind(outcomes, name, argv, stop, signum):
 
 @pytest.mark.parametrize("argv, stop, what, first_work", [
     (PIPELINE, "aft_export.export.exporter:_simplify", "out/run", "aft_export.sources.CheckpointSource.load"),
-    (QUANTIZE, "aft_export.calib:load_image:3", "out/q.onnx", "aft_export.quantize.load_onnx"),
+    (QUANTIZE, "aft_export.calib:load_image:3", "out/q.onnx", "aft_export.quantize.stage.load_onnx"),
 ])  # fmt: skip
 def test_a_second_run_to_the_same_output_fails_at_its_start(world, ort_state, tmp_path, monkeypatch, argv, stop, what,
                                                              first_work):  # fmt: skip

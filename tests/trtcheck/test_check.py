@@ -129,9 +129,9 @@ def test_versions_without_rules_are_warnings_not_passes(exports):
 
 
 def test_quantize_stops_when_every_version_refuses_and_writes_nothing(exports, tmp_path, cifar10, monkeypatch):
-    import aft_export.quantize as q
+    from aft_export.quantize import placement
 
-    original = q._ort_quantize
+    original = placement.ort_quantize
 
     def int32_bias(model, opts, exclude, ranges):  # the landed behaviour: a bias read through INT32 Q/DQ
         out = original(model, opts, exclude, ranges)
@@ -148,7 +148,7 @@ def test_quantize_stops_when_every_version_refuses_and_writes_nothing(exports, t
         add.input[1] = "bias_dq"
         return out
 
-    monkeypatch.setattr(q, "_ort_quantize", int32_bias)
+    monkeypatch.setattr(placement, "ort_quantize", int32_bias)
     out = tmp_path / "refused.onnx"
     with pytest.raises(AFTExportError, match=r"int8 quantisation stops: TensorRT 10\.3, 10\.13, 11\.4 would refuse"):
         quantize_model(exports["tensorrt", "custom"], out, str(cifar10 / "train.tar"),

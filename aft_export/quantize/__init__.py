@@ -1,0 +1,64 @@
+"""Precision in the graph: int8 with explicit Q/DQ, and fp16 mixed precision.
+
+TensorRT 11 takes reduced precision only from the graph (strongly typed networks),
+TensorRT 10 on Jetson accepts the same graphs, ONNX Runtime runs them anywhere. So
+the precision decision is made here, once, in ONNX.
+
+**int8** uses ONNX Runtime's static quantiser in QDQ format with the settings
+TensorRT's explicit quantisation needs: symmetric int8, zero-point 0, weights
+per output channel, activations per tensor. Only the projections (the fused q/k/v
+one included), the MLP, the patch embedding and the head (``MatMul``/``Gemm``/``Conv``)
+are quantised; the AFT core (exps, the products or convolutions on them, reductions,
+division) stays in floating point: the custom ``com.aft`` nodes, or in the decomposed
+form every other node owned directly by an AFT module (see
+:func:`aft_export.graph.aft_core_nodes`). ``quantize_aft_core`` (``--quantize-aft-core``)
+inlines the ``com.aft`` functions and quantises the core's MatMuls/Convs too: their
+operands ``exp(w - max)`` and ``exp(K - max)`` lie in (0, 1], so int8 keeps only 7 bits
+of them and rounds small weights to 0; it is measured, not the default.
+
+Placement is for the runtime as well as for TensorRT: every layer that reads a
+quantised activation gets its own Q -> DQ pair (:func:`.placement.qdq_per_consumer`),
+which is what ONNX Runtime needs to fuse ``DQ -> MatMul`` into ``MatMulIntegerToFloat``.
+
+Calibration ranges are computed here (:mod:`.calibrators`, one class per method), batch
+by batch in memory that does not grow with the number of images (:mod:`aft_export.ranges`:
+running min/max, fixed-size histograms of |x|, TensorRT's KL-divergence entropy), and
+handed to ONNX Runtime's QDQ quantiser in its calibration-cache format. They are cached under a key made of
+the model's sha256, the calibration set's sha256, the method and the version of the
+range algorithm, so a second run with the same inputs skips calibration and
+anything changed invalidates it.
+
+**fp16** converts the graph to fp16 except the AFT core and LayerNormalization
+(overflow and underflow risks), keeps fp32 inputs and outputs, and reports any
+NaN or Inf an fp16 value takes on the calibration set (counted inside the graph,
+per batch).
+
+The package, one room a concern:
+
+- :mod:`.stage`: :func:`quantize_model` (the whole job, from an fp32 file to the
+  written artifact and its result) and :func:`apply_recipe` (calibration recipes);
+- :mod:`.calibrators`: one :class:`~.calibrators.Calibrator` per calibration method;
+- :mod:`.runs`: the graph run on the calibration images, fed by a
+  :class:`aft_export.calib.CalibrationReader` in memory that does not grow with them;
+- :mod:`.placement`: ONNX Runtime's QDQ quantiser, one Q -> DQ pair per consumer, which
+  nodes are int8;
+- :mod:`.cache`: where ranges are cached, which entries are trusted, writing them;
+- :mod:`.sensitivity`: the nodes that cost accuracy, excluded to meet a budget;
+- :mod:`.fp16`: the fp16 conversion and its NaN/Inf count.
+"""
+
+from aft_export.graph import AFT_LAYER_TYPES
+from aft_export.options import MAX_SEED, METHODS, PRECISIONS, QuantizeOptions, whole
+from aft_export.quantize.cache import RANGES_VERSION, default_cache_dir, write_cache_entries
+from aft_export.quantize.fp16 import FP16_KEEP_FP32_MODULES, FP16_KEEP_FP32_OPS
+from aft_export.quantize.placement import QUANTIZED_OP_TYPES
+from aft_export.quantize.runs import CALIBRATION_FETCH_BYTES, RUN_BYTES
+from aft_export.quantize.stage import (HANDED_ON, RECIPE_HELP, RUN_ONLY, QuantizeResult, apply_recipe,
+                                       quantize_model)  # fmt: skip
+
+__all__ = [
+    "AFT_LAYER_TYPES", "CALIBRATION_FETCH_BYTES", "FP16_KEEP_FP32_MODULES", "FP16_KEEP_FP32_OPS",
+    "HANDED_ON", "MAX_SEED", "METHODS", "PRECISIONS", "QUANTIZED_OP_TYPES", "RANGES_VERSION", "RECIPE_HELP",
+    "RUN_BYTES", "RUN_ONLY", "QuantizeOptions", "QuantizeResult", "apply_recipe", "default_cache_dir",
+    "quantize_model", "whole", "write_cache_entries",
+]  # fmt: skip

@@ -1,0 +1,275 @@
+"""The quantisation stage: an fp32 ONNX file in, an int8 (Q/DQ) or fp16 file out, with
+the recipe that made it, its agreement with fp32 on the calibration images and the
+offline TensorRT check; the steps live in the package's other modules (see
+:mod:`aft_export.quantize`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import tempfile
+import time
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+import numpy as np
+
+from aft_export.version import __version__
+from aft_export.calib import CalibrationSet, Preprocess, load_calibration
+from aft_export.compare import agreement as _agreement
+from aft_export.errors import AFTExportError
+from aft_export.fileio import claim_output, sha256_file
+from aft_export.graph import DOMAIN, aft_core_nodes, inline_functions, name_nodes, node_module, toposort
+from aft_export.options import (CALIB_COUNT, CALIB_SEED, DEFAULT_TARGET, EXPORT_TARGETS, MAX_SEED,
+                                QuantizeOptions, whole)  # fmt: skip
+from aft_export.onnxio import check_graph, graph_precision, load_onnx, read_metadata, save_onnx, set_metadata
+from aft_export.quantize import cache, calibrators, fp16, placement, runs
+from aft_export.quantize.sensitivity import sensitivity
+from aft_export.trtcheck import check_model, enforce
+
+# recipe entries that describe this run, not the artifact: in the result, not in the file
+RUN_ONLY = ("calibration_cache",)
+
+
+@dataclass
+class QuantizeResult:
+    path: str
+    precision: str
+    sha256: str
+    recipe: dict
+    seconds: dict
+    agreement: dict | None = None  # vs the fp32 model on the calibration images
+    nonfinite: list = field(default_factory=list)  # fp16 values that took NaN/Inf
+    sensitivity: list = field(default_factory=list)
+    trt_check: dict | None = None  # TensorRT compatibility per version (aft_export.trtcheck)
+    # what this run has in memory, for a caller to hand on to the next quantisation of the same
+    # fp32 model (quantize_model's calibration, fp32_logits and the check's CheckReport); not in to_dict
+    calibration: CalibrationSet | None = field(default=None, repr=False, compare=False)
+    fp32_logits: np.ndarray | None = field(default=None, repr=False, compare=False)
+    check_report: object = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict:
+        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name not in HANDED_ON}
+
+
+HANDED_ON = ("calibration", "fp32_logits", "check_report")
+
+
+def quantize_model(model_path, out, calib: str | None, options: QuantizeOptions | None = None,
+                   log=print, progress: bool = True, cache_writes: list | None = None,
+                   calibration: CalibrationSet | None = None, fp32_logits: np.ndarray | None = None,
+                   also_check: tuple[str, ...] = ()) -> QuantizeResult:  # fmt: skip
+    """Quantise an fp32 ONNX file to int8 (Q/DQ) or fp16; writes ``out`` atomically.
+    ``progress`` shows a progress bar (stderr) while calibration images are decoded.
+    ``out`` is claimed before any work (:func:`aft_export.fileio.claim_output`): never
+    the model, the recipe or the calibration source, and one run at a time. Fresh
+    calibration ranges enter the cache only once ``out`` is written, so that a run
+    stopped anywhere leaves the cache as it was; ``cache_writes``: a list to hand the
+    entry to instead (``(path, bytes)``, for :func:`~aft_export.quantize.cache.write_cache_entries`), for a caller
+    whose own run is not complete yet (the pipeline).
+
+    What an earlier quantisation already has in memory can be handed on (None: computed here,
+    as always): ``calibration``, the decoded set (a result's ``calibration``; used when it is
+    the same sample, in this model's preprocessing, else decoded again); ``fp32_logits``, the
+    fp32 model's logits on that set (a result's ``fp32_logits``; only for the same fp32 file);
+    ``also_check``: TensorRT columns the check also reports on (the result's ``check_report``
+    holds the whole report)."""
+    source, opts = apply_recipe(calib, options or QuantizeOptions())
+    with claim_output(out, inputs=[model_path, calib, source]) as out:
+        pending: list = []
+        result = _quantize(model_path, out, source, opts, log, progress, pending, calibration, fp32_logits,
+                           also_check)  # fmt: skip
+        if cache_writes is None:
+            cache.write_cache_entries(pending)
+        else:
+            cache_writes.extend(pending)
+        return result
+
+
+def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress: bool, cache_writes: list,
+              calibration: CalibrationSet | None = None, fp32_logits: np.ndarray | None = None,
+              also_check: tuple[str, ...] = ()) -> QuantizeResult:  # fmt: skip
+    model = load_onnx(model_path)
+    current = graph_precision(model)
+    if current != "fp32":
+        raise AFTExportError(
+            f"{model_path} is already {current}; quantise the fp32 export instead "
+            f"(precision is decided once, from fp32)"
+        )
+    name_nodes(model)
+    meta = read_metadata(model)
+    prep = Preprocess.from_metadata(meta, opts.input_size, opts.mean, opts.std, path=str(model_path))
+    if opts.weight_bits is None:  # see QuantizeOptions.weight_bits
+        target = EXPORT_TARGETS.get(meta.get("export_target", DEFAULT_TARGET), EXPORT_TARGETS[DEFAULT_TARGET])
+        opts = replace(opts, weight_bits=target.int8_weight_bits)
+    _check_input_size(model, prep, model_path)
+    model_sha = sha256_file(model_path)
+    seconds: dict[str, float] = {}
+
+    cset = None
+    if calib is None:
+        if opts.precision == "int8":
+            raise AFTExportError("int8 needs calibration images: pass --calib DATA (a folder, tar, .npy/.npz or cifar10:train)")
+    elif calibration is not None and (calibration.source, calibration.requested, calibration.seed,
+                                      calibration.preprocess) == (str(calib), opts.count, opts.seed, prep):  # fmt: skip
+        cset = calibration  # decoded by an earlier quantisation: the same sample, the same preprocessing
+    else:
+        t = time.perf_counter()
+        cset = load_calibration(calib, prep, opts.count, opts.seed, opts.allow_fewer, progress=progress)
+        seconds["load_calibration"] = time.perf_counter() - t
+        if cset.requested > len(cset):
+            log(f"calibration: {calib} has only {len(cset)} images; using them (--allow-fewer)")
+    if cset is not calibration:
+        fp32_logits = None  # logits on another set than this one
+
+    if opts.precision == "int8" and opts.quantize_aft_core and any(n.domain == DOMAIN for n in model.graph.node):
+        # the core's MatMuls are inside the com.aft functions, where no quantiser reaches
+        model = inline_functions(model)
+        name_nodes(model)
+        fp32_logits = None  # the inlined graph's own logits are the reference here
+    core = aft_core_nodes(model)
+    recipe: dict = {"precision": opts.precision, "tool": f"aft-export {__version__}",
+                    "source_onnx_sha256": model_sha,
+                    "calibration": cset.record() if cset is not None else None}  # fmt: skip
+    result_extra: dict = {}
+    t = time.perf_counter()
+    if opts.precision == "int8":
+        qmodel, recipe_int8, result_extra = _int8(model, cset, opts, core, model_sha, prep, log)
+        recipe.update(recipe_int8)
+    else:
+        qmodel, recipe_fp16 = fp16.to_fp16(model, core, opts)
+        recipe.update(recipe_fp16)
+    seconds["quantize"] = time.perf_counter() - t
+
+    placement.restore_functions_and_metadata(qmodel, model)
+    props = dict(meta)
+    props["precision"] = opts.precision
+    # the recipe, less how this run got its ranges (computed, or read from the cache): the same
+    # model, images and options give the same bytes, whatever the cache held
+    props["quantization"] = json.dumps({k: v for k, v in recipe.items() if k not in RUN_ONLY}, sort_keys=True)
+    set_metadata(qmodel, props)
+    toposort(qmodel)
+    try:
+        check_graph(qmodel)
+    except Exception as exc:  # noqa: BLE001 - the checker's errors
+        raise AFTExportError(f"the {opts.precision} graph is not valid ONNX ({exc}); nothing was written") from None
+
+    agreement, nonfinite = None, []
+    if cset is not None:
+        t = time.perf_counter()
+        if fp32_logits is None:
+            fp32_logits = runs.logits(model, prep, cset.tensors)
+        agreement = _agreement(fp32_logits, runs.logits(qmodel, prep, cset.tensors))
+        if opts.precision == "fp16":
+            nonfinite = fp16.nonfinite(qmodel, prep, cset.tensors)
+        seconds["check"] = time.perf_counter() - t
+
+    report = check_model(qmodel, also=also_check)
+    report.path = str(out)
+    for column in report.columns.values():
+        column.path = str(out)
+    enforce(report, log, what=f"the {opts.precision} quantisation")
+    save_onnx(qmodel, out)
+    if "cache" in result_extra:
+        cache_writes.append(result_extra.pop("cache"))
+    return QuantizeResult(
+        path=str(out), precision=opts.precision, sha256=sha256_file(out),
+        recipe=recipe, seconds={k: round(v, 3) for k, v in seconds.items()}, agreement=agreement,
+        nonfinite=nonfinite, sensitivity=result_extra.get("sensitivity", []),
+        trt_check={"status": report.status, "findings": len(report.findings)},
+        calibration=cset, fp32_logits=fp32_logits, check_report=report,
+    )  # fmt: skip
+
+
+def _check_input_size(model, prep: Preprocess, path) -> None:
+    """The graph takes the (N, 3, size, size) images its metadata (or --input-size) says:
+    calibration images of another size would fail inside ONNX Runtime halfway."""
+    inits = {t.name for t in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in inits]
+    if len(inputs) != 1:
+        raise AFTExportError(f"{path} takes {len(inputs)} inputs ({', '.join(i.name for i in inputs)}); an image "
+                             f"classifier takes one, (N, 3, H, W): export it again with `aft-export export`")  # fmt: skip
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in inputs[0].type.tensor_type.shape.dim]
+    want = (3, prep.size, prep.size)
+    if len(dims) != 4 or any(d is not None and d != w for d, w in zip(dims[1:], want)):
+        shown = "x".join("?" if d is None else str(d) for d in dims[1:])
+        raise AFTExportError(f"{path}'s graph takes {shown} inputs but its metadata (or --input-size) says "
+                             f"{'x'.join(map(str, want))}; export it again, or give the right --input-size")  # fmt: skip
+
+
+def apply_recipe(calib, opts: QuantizeOptions):
+    """A calibration recipe (a JSON file such as ``calibration/cifar10.json``) names the
+    source and the count and seed to sample; options given explicitly win."""
+    from dataclasses import replace
+
+    recipe = {}
+    if calib is not None and str(calib).endswith(".json"):
+        path = Path(calib)
+        if not path.is_file():
+            raise AFTExportError(f"calibration recipe {path} does not exist; give a recipe such as "
+                                 f"calibration/cifar10.json, or the images themselves")  # fmt: skip
+        try:
+            recipe = json.loads(path.read_text())
+        except (ValueError, OSError) as exc:
+            raise AFTExportError(f"calibration recipe {path} is malformed ({str(exc)[:200]}); {RECIPE_HELP}") from None
+        source = recipe.get("source") if isinstance(recipe, dict) else None
+        if not isinstance(source, str) or not source:
+            raise AFTExportError(f"calibration recipe {path} is malformed (it needs a 'source' naming the images); "
+                                 f"{RECIPE_HELP}")  # fmt: skip
+        for key, ok, says in (("count", lambda v: whole(v) and v >= 1, "a whole number >= 1"),
+                              ("seed", lambda v: whole(v) and 0 <= v <= MAX_SEED, f"from 0 to {MAX_SEED}")):  # fmt: skip
+            if key in recipe and not ok(recipe[key]):
+                raise AFTExportError(f"calibration recipe {path}: {key} must be {says}, got {recipe[key]!r}; "
+                                     f"{RECIPE_HELP}")  # fmt: skip
+        calib = source if ":" in source or Path(source).is_absolute() else str(path.parent / source)
+    opts = replace(opts, count=opts.count or recipe.get("count", CALIB_COUNT),
+                   seed=opts.seed if opts.seed is not None else recipe.get("seed", CALIB_SEED))  # fmt: skip
+    return calib, opts
+
+
+RECIPE_HELP = ('a recipe is {"source": IMAGES, "count": N, "seed": S}, IMAGES relative to the recipe or cifar10:train '
+               '(see calibration/cifar10.json)')
+
+
+def _int8(model, cset: CalibrationSet, opts: QuantizeOptions, core: list[str], model_sha: str, prep: Preprocess,
+          log):  # fmt: skip
+    names = {n.name for n in model.graph.node}
+    unknown = [n for n in opts.exclude if n not in names]
+    if unknown:
+        raise AFTExportError(f"--exclude names nodes the graph does not have: {unknown[:5]}")
+    exclude = list(dict.fromkeys(([] if opts.quantize_aft_core else core) + list(opts.exclude)))
+    entry = cache.cache_path(opts, model_sha, cset)
+    cached = entry is not None and entry.is_file() and cache.cached_ranges_ok(entry, model)
+    if entry is not None and entry.is_file() and not cached:
+        log(f"calibration: the cache file {entry} is unreadable or incomplete; recomputing it")
+    extra: dict = {}
+    # fresh ranges go to $TMPDIR; the cache gets them only once the output is written
+    # (quantize_model), so a run stopped anywhere leaves the cache as it was
+    with tempfile.TemporaryDirectory(prefix="aft-ranges-") as tmp:
+        ranges = entry if cached else Path(tmp) / "ranges.json"
+        if not cached:
+            calibrators.calibrate(model, cset.tensors, opts, prep, ranges)
+        log(f"calibration: {len(cset)} images, {opts.method}, "
+            + (f"ranges reused from the cache {entry}" if cached else
+               "ranges computed" + (f" and cached in {entry}" if entry else "")))  # fmt: skip
+        qmodel = placement.ort_quantize(model, opts, exclude, ranges)
+        if opts.sensitivity:
+            qmodel, exclude, extra["sensitivity"] = sensitivity(model, qmodel, cset, opts, exclude, ranges, prep,
+                                                                log)  # fmt: skip
+        if entry is not None and not cached:
+            extra["cache"] = (entry, ranges.read_bytes())
+    by_name = {n.name: n for n in model.graph.node}
+    recipe = {
+        "method": opts.method, "percentile": opts.percentile if opts.method == "percentile" else None,
+        "count": len(cset), "seed": opts.seed, "batch_size": opts.batch_size,
+        "per_channel": opts.per_channel, "symmetric": True, "activation_type": "int8",
+        "weight_type": "int8", **({"weight_bits": 7} if opts.weight_bits == 7 else {}), "bias": "float", "op_types": list(placement.QUANTIZED_OP_TYPES),
+        "excluded_nodes": exclude,
+        "excluded_modules": sorted({node_module(by_name[n])[0] for n in exclude
+                                    if n in by_name and node_module(by_name[n])}),
+        "quantized_nodes": len(placement.quantized_nodes(qmodel)),
+        "calibration_cache": "hit" if cached else ("written" if entry else "off"),
+    }  # fmt: skip
+    return qmodel, recipe, extra
+
