@@ -177,7 +177,6 @@ def _layout(module: nn.Module) -> list[tuple[str, str]]:
     classes recognised by class are not asked."""
     if isinstance(module, AFTLayer) or _public_class(module) is not None:
         return []
-    params = dict(module.named_parameters())
     for mod, projections in _PROJECTIONS.items():
         linears = [getattr(module, n, None) for n in projections]
         if not all(isinstance(m, nn.Linear) for m in linears):
@@ -189,6 +188,7 @@ def _layout(module: nn.Module) -> list[tuple[str, str]]:
             continue
         expected = {f"{n}.{w}" for n, m in zip(projections, linears) for w in ("weight", "bias")
                     if getattr(m, w, None) is not None}  # fmt: skip
+        params = dict(module.named_parameters())  # only here: every module of a model is asked
         extra = set(params) - expected
         if mod == AFT_PYTORCH and extra == {"wbias"} and _is_square(params["wbias"]):
             window = getattr(module, "s", None)
@@ -196,8 +196,8 @@ def _layout(module: nn.Module) -> list[tuple[str, str]]:
             return [(mod, "AFTLocal"), (mod, "AFTFull")] if local else [(mod, "AFTFull")]
         if mod == AFT_PYTORCH and not extra:
             return [(mod, "AFTSimple")]
-        u, v = params.get("u"), params.get("v")
-        if mod == COMVEX and extra == {"u", "v"} and u.dim() == 2 and u.shape == v.shape:
+        if mod == COMVEX and extra == {"u", "v"} and params["u"].dim() == 2 and \
+                params["u"].shape == params["v"].shape:  # fmt: skip
             return [(mod, "AFTGeneral")]
         window = getattr(module, "local_window_size", None)
         if mod == LABML and extra == {"pos_bias", "local_mask"} and _is_square(params["pos_bias"]) and \
