@@ -13,6 +13,7 @@ import numpy as np
 
 from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.options import BenchOptions, check_threads
+from aft_export.preprocess import ForeignPreprocessing
 from aft_export.runners import OrtRunner, load_runner
 
 
@@ -21,7 +22,7 @@ def bench_runner(runner, batch: int, warmup: int = BenchOptions.warmup, iters: i
     runner.check_batch(batch, "--batch-size")  # refused with an estimate, before the kernel kills the run
     c, h, w = runner.info.input_size
     x = np.random.default_rng(seed).standard_normal((batch, c, h, w)).astype(np.float32)
-    feeds = {"image": x}
+    feeds = {runner.input_name: x}
     for _ in range(warmup):
         runner.run(feeds)
     times = []
@@ -46,10 +47,12 @@ def bench_runner(runner, batch: int, warmup: int = BenchOptions.warmup, iters: i
 
 
 def bench(artifacts: list[str], batches=BenchOptions.batches, warmup: int = BenchOptions.warmup,
-          iters: int = BenchOptions.iters, threads: int = 0,
-          providers: list[str] | None = None, runners: dict | None = None, profile: bool = False) -> dict:  # fmt: skip
+          iters: int = BenchOptions.iters, threads: int = 0, providers: list[str] | None = None,
+          runners: dict | None = None, profile: bool = False,
+          preprocessing: ForeignPreprocessing | None = None) -> dict:  # fmt: skip
     """Latency and throughput of each artifact at each batch size. ``runners``: runners
-    already made, by artifact path. ``profile``: also ONNX Runtime's time per op type for
+    already made, by artifact path; ``preprocessing``: the input size of an ONNX file another
+    tool wrote (or the JSON beside it). ``profile``: also ONNX Runtime's time per op type for
     each ONNX file at each batch size (``iters`` runs after one warm-up, in a profiling
     session of its own, so the timings above are not slowed by the profiler)."""
     if warmup < 0 or iters < 1 or not batches or min(batches) < 1:
@@ -59,7 +62,8 @@ def bench(artifacts: list[str], batches=BenchOptions.batches, warmup: int = Benc
     rows, skipped, profiles = [], [], []
     for artifact in artifacts:
         try:
-            runner = (runners or {}).get(str(artifact)) or load_runner(artifact, providers, threads=threads)
+            runner = (runners or {}).get(str(artifact)) or load_runner(artifact, providers, threads=threads,
+                                                                       preprocessing=preprocessing)  # fmt: skip
         except RuntimeMissing as exc:  # skipped with the reason, never timed as something else
             skipped.append({"artifact": artifact, "batch": None, "reason": str(exc)})
             continue
@@ -70,18 +74,18 @@ def bench(artifacts: list[str], batches=BenchOptions.batches, warmup: int = Benc
                 continue
             rows.append(bench_runner(runner, batch, warmup, iters))
             if profile:
-                profiles.append(_profile(artifact, runner, batch, iters, providers, threads))
+                profiles.append(_profile(artifact, runner, batch, iters, providers, threads, preprocessing))
     result = {"machine": platform.machine(), "processor": platform.processor(), "rows": rows, "skipped": skipped}
     if profile:
         result["profiles"] = profiles
     return result
 
 
-def _profile(artifact, runner, batch: int, iters: int, providers, threads: int) -> dict:
+def _profile(artifact, runner, batch: int, iters: int, providers, threads: int, preprocessing=None) -> dict:
     """ONNX Runtime's time per op type for one artifact at one batch size."""
     entry = {"artifact": str(artifact), "batch": batch, "runs": iters}
     if not isinstance(runner, OrtRunner):
         return {**entry, "ops": [], "reason": f"profiles come from ONNX Runtime; {runner.backend} has none here"}
-    prof = OrtRunner(str(artifact), providers, threads=threads, profile=True)
+    prof = OrtRunner(str(artifact), providers, threads=threads, profile=True, preprocessing=preprocessing)
     bench_runner(prof, batch, warmup=1, iters=iters)
     return {**entry, "ops": prof.op_profile(skip_runs=1)}

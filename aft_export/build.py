@@ -17,6 +17,7 @@ and which matrix products and convolutions take dequantised int8 inputs.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -25,6 +26,8 @@ from pathlib import Path
 from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.fileio import atomic_write, check_output_path
 from aft_export.onnxio import ArtifactMeta, graph_precision, load_onnx
+from aft_export.preprocess import ForeignPreprocessing
+from aft_export.runners import onnx_info
 from aft_export.trt import (RTX, TITLES, BuildOptions, build_plan, check_engine_name, engine_name, environment,
                             import_library, input_profile, library_logger, make_manifest, manifest_path, require_gpu,
                             save_json_atomic)  # fmt: skip
@@ -239,15 +242,32 @@ def _build(trt, library: str, version: tuple[int, ...], builder, network, plan, 
     return serialized, None
 
 
-def build_engine(onnx_path, out=None, options: BuildOptions | None = None, log=print, checked=None) -> BuildResult:
+def model_entry(model, onnx_path: Path, preprocessing: ForeignPreprocessing | None = None) -> dict[str, str]:
+    """What the manifest says of the model (its ``model`` entry, read by every runner of the
+    engine): our metadata; for a file another tool wrote, the preprocessing the user gave for it
+    (``preprocessing``, or the JSON beside it), under the same keys, with where it came from. No
+    preprocessing at all is an error: the engine could be built but not fed."""
+    meta = ArtifactMeta.of(model, str(onnx_path))
+    if meta.ours:
+        return meta.values
+    info = onnx_info(model, str(onnx_path), onnx_path, preprocessing)
+    return {"classes": json.dumps(info.classes), "input_size": json.dumps(list(info.input_size)),
+            "mean": json.dumps(list(info.mean)), "std": json.dumps(list(info.std)),
+            "preprocessing_from": info.preprocessing_from}  # fmt: skip
+
+
+def build_engine(onnx_path, out=None, options: BuildOptions | None = None, log=print, checked=None,
+                 preprocessing: ForeignPreprocessing | None = None) -> BuildResult:  # fmt: skip
     """Build a TensorRT or TensorRT-RTX engine from an ONNX file; writes ``out`` (default
     :func:`~aft_export.trt.engine_name`) and ``out.json`` atomically. TensorRT-RTX builds with no
     GPU; such an engine is built, not run. ``checked``: the offline check report the caller
-    already has for this file (see :func:`check_for_version`); None: checked here."""
+    already has for this file (see :func:`check_for_version`); None: checked here.
+    ``preprocessing``: how the engine of a file another tool wrote is fed (:func:`model_entry`)."""
     opts = options or BuildOptions()
     onnx_path = Path(onnx_path)
     model = load_onnx(onnx_path, external_data=False)
     shapes = input_profile(model, opts)  # option errors before anything needs TensorRT
+    described = model_entry(model, onnx_path, preprocessing)
     precision = graph_precision(model)
     trt, library, version = import_library(opts.library)
     out = check_output_path(out if out is not None else engine_name(onnx_path, library),
@@ -274,11 +294,10 @@ def build_engine(onnx_path, out=None, options: BuildOptions | None = None, log=p
         raise AFTExportError(f"{TITLES[library]} could not build an engine from {onnx_path.name}: "
                              + (said or "see its log; rerun with a larger --workspace-mb"))  # fmt: skip
     atomic_write(out, lambda tmp: Path(tmp).write_bytes(memoryview(serialized)))
-    meta = ArtifactMeta.of(model).values
     trt_build = {**asdict(plan), "pinned_fp32_layers": pinned, "offline_check": checked,
                  "parse_seconds": round(parsed.seconds, 3), "parser_warnings_complete": parsed.warnings_complete}  # fmt: skip
     seconds = time.perf_counter() - t0
-    manifest = make_manifest(out, onnx_path, precision, shapes, opts, env, seconds, meta, trt_build, library,
+    manifest = make_manifest(out, onnx_path, precision, shapes, opts, env, seconds, described, trt_build, library,
                              trt.__version__, targets, parsed.network, parsed.warnings)  # fmt: skip
     save_json_atomic(manifest_path(out), manifest)
     flags = ", ".join(plan.network_flags + plan.builder_flags) or "no flags"
@@ -290,6 +309,9 @@ def build_engine(onnx_path, out=None, options: BuildOptions | None = None, log=p
     else:
         log(f"wrote {out} and {manifest_path(out).name} ({precision}, TensorRT {trt.__version__} with {flags}, "
             f"{env['gpu']})")  # fmt: skip
+    if described.get("preprocessing_from"):
+        log(f"note: {onnx_path.name} has no aft-export metadata; {manifest_path(out).name} records its preprocessing "
+            f"from {described['preprocessing_from']}")  # fmt: skip
     if parsed.warnings:
         log(f"note: the parser warned {len(parsed.warnings)} times (parser_warnings in {manifest_path(out).name})")
     return BuildResult(str(out), manifest, parsed.warnings or [])

@@ -343,6 +343,36 @@ class InPlace(click.Path):
     the one input an output may be."""
 
 
+FOREIGN_KEYS = ("preprocess", "input_size", "mean", "std", "classes")  # the parameters foreign_options adds
+
+
+def foreign_options(command):
+    """``--preprocess``, ``--input-size``, ``--mean``, ``--std``, ``--classes``: how to feed an ONNX
+    file another tool wrote (ModelOpt, ONNX Runtime's quantiser), which carries none of our metadata."""
+    who = "For an ONNX file another tool wrote (no aft-export metadata)"
+    options = [
+        click.option("--preprocess", type=click.Path(dir_okay=False), help=f"{who}: JSON/YAML file with input_size, "
+                     "mean, std, classes (or classes_file) [default: NAME.preprocess.json beside the file]."),
+        click.option("--input-size", type=click.IntRange(1, 8192), help=f"{who}: square input size."),
+        click.option("--mean", help=f"{who}: r,g,b mean of (x / 255)."),
+        click.option("--std", help=f"{who}: r,g,b std."),
+        click.option("--classes", type=click.Path(dir_okay=False), help=f"{who}: class names, one per line."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _foreign(kw: dict):
+    """The ForeignPreprocessing of the foreign_options in ``kw`` (taken out of it); None when none was given."""
+    from aft_export.preprocess import ForeignPreprocessing
+
+    given = {k: kw.pop(k) for k in FOREIGN_KEYS if k in kw}
+    if all(v is None for v in given.values()):
+        return None
+    return ForeignPreprocessing(**given)
+
+
 def _unverified(trt_check: dict | None) -> bool:
     """Whether the offline TensorRT check left warnings (a targeted version that refuses
     or warns, or one the check has no rules for): nothing failed, not all verified."""
@@ -369,16 +399,18 @@ def models_cmd() -> None:
 
 
 @main.command("info")
-@click.argument("checkpoint", type=click.Path(dir_okay=False))
+@click.argument("artifact", type=click.Path(dir_okay=False))
 @click.option("--config", "config_name", help="Registry config name, for plain state_dict files.")
+@foreign_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-def info_cmd(checkpoint: str, config_name: str | None, as_json: bool) -> None:
-    """Print a checkpoint's config, parameter count, classes and metrics."""
-    from aft_export.checkpoint import describe
+def info_cmd(artifact: str, config_name: str | None, as_json: bool, **kw) -> None:
+    """Print what an artifact is: a checkpoint's config, parameter count, classes and metrics; an
+    ONNX file's export target, opset, precision, com.aft layers and quantisation recipe (another
+    tool's: its inputs, outputs, opsets, producer); an engine's manifest."""
+    from aft_export.info import describe_artifact
     from aft_export.report import format_info
-    from aft_export.sources import load_model
 
-    d = describe(checkpoint, loaded=load_model(checkpoint, config=config_name))
+    d = describe_artifact(artifact, config=config_name, preprocessing=_foreign(kw))
     _json(d) if as_json else _echo(format_info(d))
 
 
@@ -553,7 +585,8 @@ def quantize_cmd(model, output, calib, exclude, cache_dir, no_cache, mean, std, 
 @user_model_options
 def parity_cmd(checkpoint, artifacts, data, images, overrides, provider, as_json, **byo) -> None:
     """Compare artifacts with the fp32 PyTorch checkpoint (or, with --model-def and --weights,
-    the user's own module: then every argument is an artifact).
+    the user's own module: then every argument is an artifact). An ONNX file another tool wrote
+    (ModelOpt, ONNX Runtime's quantiser: no aft-export metadata) is fed as the reference is.
 
     Exit 0: all passed; 1: one failed; 3: none failed but one was skipped (its runtime
     is missing here); 2: bad input (a reference whose outputs are not finite, too).
@@ -582,8 +615,9 @@ def parity_cmd(checkpoint, artifacts, data, images, overrides, provider, as_json
 @click.option("--provider", type=PROVIDERS, default="cpu", show_default=True, help=PROVIDER_HELP)
 @click.option("--profile", is_flag=True, help="Also ONNX Runtime's time per op type for each ONNX file and batch "
               "(its profiler, in a session of its own; fused ops under their own names).")
+@foreign_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_json) -> None:
+def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_json, **kw) -> None:
     """Latency p50/p90/p99 and throughput of checkpoints, ONNX files and engines.
 
     Exit 0: every artifact timed at every batch size; 3: one was skipped (its runtime or a
@@ -593,7 +627,7 @@ def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_
     from aft_export.report import format_bench
 
     report = bench(list(artifacts), list(batches), warmup=warmup, iters=iters, threads=threads, providers=provider,
-                   profile=profile)  # fmt: skip
+                   profile=profile, preprocessing=_foreign(kw))  # fmt: skip
     _json(report) if as_json else _echo(format_bench(report))
     return EXIT_UNVERIFIED if report["skipped"] else EXIT_OK
 
@@ -813,14 +847,19 @@ def _build_options():
 @click.option("--output", "-o", type=click.Path(dir_okay=False),
               help="Engine file to write [default: MODEL.engine, or MODEL.rtx.engine for TensorRT-RTX].")
 @_apply(_build_options())
+@foreign_options
 def build_cmd(model, output, compute_capabilities, **kw) -> None:
     """Build a TensorRT or TensorRT-RTX engine (precision as the ONNX graph says) and its manifest.
 
-    TensorRT-RTX builds on a machine with no GPU; such an engine is built, not run.
+    TensorRT-RTX builds on a machine with no GPU; such an engine is built, not run. An ONNX file
+    another tool wrote needs its preprocessing (the flags below, or NAME.preprocess.json beside
+    it): the manifest records it, so the engine is fed as the file was.
     """
     from aft_export.build import build_engine
 
-    build_engine(model, output, BuildOptions(compute_capabilities=tuple(compute_capabilities), **kw), log=click.echo)
+    pre = _foreign(kw)
+    build_engine(model, output, BuildOptions(compute_capabilities=tuple(compute_capabilities), **kw), log=click.echo,
+                 preprocessing=pre)  # fmt: skip
 
 
 @main.command("infer")
@@ -844,8 +883,9 @@ def infer_cmd(artifact, images, top_k, provider, as_json) -> None:
 @click.option("--batch-size", type=BATCH, default=EvalOptions.batch_size, show_default=True)
 @click.option("--images", "limit", type=COUNT, help="Evaluate a fixed subset of N images [default: all].")
 @click.option("--provider", type=PROVIDERS, default="cpu", show_default=True, help=PROVIDER_HELP)
+@foreign_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def eval_cmd(artifacts, data, batch_size, limit, provider, as_json) -> None:
+def eval_cmd(artifacts, data, batch_size, limit, provider, as_json, **kw) -> None:
     """Top-1/top-5 of each checkpoint, ONNX file or engine on a labelled set, side by side, with
     each one's top-1 agreement with the first.
 
@@ -855,7 +895,8 @@ def eval_cmd(artifacts, data, batch_size, limit, provider, as_json) -> None:
     from aft_export.evaluate import evaluate_artifacts
     from aft_export.report import format_eval
 
-    rows = evaluate_artifacts(list(artifacts), data, batch_size=batch_size, limit=limit, providers=provider)
+    rows = evaluate_artifacts(list(artifacts), data, batch_size=batch_size, limit=limit, providers=provider,
+                              preprocessing=_foreign(kw))  # fmt: skip
     _json(rows) if as_json else _echo(format_eval(rows))
     return EXIT_UNVERIFIED if any(r.get("status") == "skipped" for r in rows) else EXIT_OK
 
@@ -888,13 +929,15 @@ def _triton_options(owner):
 @click.option("--drain-seconds", type=click.IntRange(0, 3600), default=default(ServeOptions, "drain_seconds"), show_default=True,
               help="On SIGINT/SIGTERM, how long Triton waits for the requests in flight (and its models to "
                    "unload).")
+@foreign_options
 def serve_cmd(artifacts, **kw) -> None:
     """Serve ONNX files or engines with NVIDIA Triton (PyTriton; the serve extra): per
     artifact NAME, model NAME takes normalised FP32 [3,H,W] images and NAME_image encoded
     ones (BYTES); both return logits, topk_index, topk_label. SIGINT/SIGTERM stop it."""
     from aft_export.serve import serve
 
-    serve(list(artifacts), ServeOptions(**kw), log=click.echo)
+    pre = _foreign(kw)
+    serve(list(artifacts), ServeOptions(preprocessing=pre, **kw), log=click.echo)
 
 
 @main.command("triton-repo")

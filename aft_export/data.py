@@ -45,9 +45,9 @@ TAR_ERRORS = (tarfile.TarError, OSError, EOFError, zlib.error)
 class Preprocessing:
     """How an image becomes a model input, the one preprocessing type: RGB, square
     ``input_size``, ``(x / 255 - mean) / std``; and, where known, the class names. A model
-    trained elsewhere says it with flags or a file (:mod:`aft_export.byo.preprocess`), a
-    checkpoint carries it (``ModelMeta.preprocessing``), an ONNX file's metadata holds it
-    (:meth:`from_metadata`); calibration decodes with it."""
+    trained elsewhere, or an ONNX file another tool wrote, says it with options or a file
+    (:mod:`aft_export.preprocess`), a checkpoint carries it (``ModelMeta.preprocessing``), an
+    ONNX file's metadata holds it (:meth:`from_metadata`); calibration decodes with it."""
 
     input_size: int
     mean: tuple[float, float, float]

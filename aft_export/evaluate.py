@@ -12,6 +12,7 @@ from aft_export.data import LabelledImages, normalize
 from aft_export.datasets import load_labelled
 from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.options import EvalOptions
+from aft_export.preprocess import ForeignPreprocessing
 from aft_export.runners import load_runner
 
 
@@ -34,11 +35,12 @@ def evaluate_model(model, images: np.ndarray, labels: np.ndarray, mean, std,
 
 def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size, limit: int | None = None,
                        providers: list[str] | None = None, runners: dict | None = None,
-                       workers: int = 1) -> list[dict]:  # fmt: skip
+                       workers: int = 1, preprocessing: ForeignPreprocessing | None = None) -> list[dict]:  # fmt: skip
     """Top-1/top-5 of checkpoints or ONNX files on one labelled set, decoded once, and each
     artifact's top-1 agreement with the first one (the reference, usually fp32).
 
-    Preprocessing comes from each artifact itself (checkpoint fields or ONNX metadata).
+    Preprocessing comes from each artifact itself (checkpoint fields or ONNX metadata); an
+    ONNX file another tool wrote takes ``preprocessing``, or the JSON beside it.
     ``data``: a source, or images already decoded (:class:`~aft_export.data.LabelledImages`);
     ``runners``: runners already made, by artifact path (the pipeline makes each once);
     ``workers``: artifacts evaluated at the same time (give runners of one thread each:
@@ -52,7 +54,7 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
     runners, skipped = [], {}
     for i, a in enumerate(artifacts):
         try:
-            runners.append(runners_given.get(str(a)) or load_runner(str(a), providers))
+            runners.append(runners_given.get(str(a)) or load_runner(str(a), providers, preprocessing=preprocessing))
         except RuntimeMissing as exc:  # reported as skipped with the reason, never as evaluated
             if i == 0:
                 raise AFTExportError(f"the first artifact is the reference and cannot be skipped: {exc}") from None
@@ -69,10 +71,10 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
     for artifact, runner in zip(artifacts, runners):
         if runner is not None:
             if images.classes != runner.info.classes:
-                raise AFTExportError(
-                    f"{data} has classes {images.classes[:5]}... but {artifact} predicts "
-                    f"{runner.info.classes[:5]}...; evaluate on a set with the model's classes"
-                )
+                fix = ("name its classes in the data set's order (`classes`, or classes in its preprocessing "
+                       "file)" if runner.info.preprocessing_from else "evaluate on a set with the model's classes")
+                raise AFTExportError(f"{data} has classes {images.classes[:5]}... but {artifact} predicts "
+                                     f"{runner.info.classes[:5]}...; {fix}")  # fmt: skip
             runner.check_batch(min(batch_size, 64), "--batch-size")
 
     def predict(runner):
@@ -106,6 +108,7 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
             "top5": round(100.0 * float((pred == y[:, None]).any(axis=1).mean()), 2),
             "agreement": round(100.0 * float((pred[:, 0] == first_pred[:n, 0]).mean()), 2), "status": "ok",
             "seconds": round(seconds, 2),
+            **({"preprocessing": info.preprocessing_from} if info.preprocessing_from else {}),
         })  # fmt: skip
     return rows
 

@@ -88,6 +88,16 @@ class ArtifactMeta:
         """Replace ``model``'s metadata with these values (sorted: deterministic files)."""
         set_props(model, self.values)
 
+    # the keys a file's description needs; a file that has none of them was written by another tool
+    DESCRIBING = ("classes", "input_size", "mean", "std")
+
+    @property
+    def ours(self) -> bool:
+        """Whether these are aft-export's metadata: a file another tool wrote from scratch has none
+        of the describing keys (one it made from ours may have copied them through, as ONNX
+        Runtime's quantiser does: then it describes itself)."""
+        return "aft_export.format" in self.values or any(k in self.values for k in self.DESCRIBING)
+
     def __contains__(self, key: str) -> bool:
         return key in self.values
 

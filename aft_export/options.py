@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from aft_export.compare import EXPORT_MAX_ABS
 from aft_export.errors import AFTExportError
 from aft_export.onnxio import TWO_GB
+from aft_export.preprocess import ForeignPreprocessing
 
 # ---------------------------------------------------------------- export
 
@@ -362,6 +363,8 @@ class ServeOptions:
     threads: int = 0  # per instance; 0: the cores shared out among the instances
     # on SIGINT/SIGTERM, how long Triton waits for the requests in flight
     drain_seconds: int = 30
+    # how an ONNX file another tool wrote is fed (None: the JSON beside it)
+    preprocessing: ForeignPreprocessing | None = None
 
     def __post_init__(self) -> None:
         for name in ("http_port", "grpc_port", "metrics_port"):

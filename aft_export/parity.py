@@ -12,12 +12,13 @@ import dataclasses
 import numpy as np
 
 from aft_export.compare import judge, metrics, tolerances_with
-from aft_export.data import LabelledImages, normalize
+from aft_export.data import LabelledImages, Preprocessing, normalize
 from aft_export.datasets import load_labelled
 from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.export.exporter import ExportOptions, export_graph
 from aft_export.localize import localize
 from aft_export.options import ParityOptions
+from aft_export.preprocess import ForeignPreprocessing
 from aft_export.runners import OrtRunner, TorchRunner, load_runner
 
 
@@ -112,10 +113,14 @@ def run_parity(checkpoint: str, artifacts: list[str], data, images: int = Parity
                                  f"of them would mean nothing: re-export or retrain it")  # fmt: skip
         want = {"real": reference_logits, **want}
 
+    # an ONNX file another tool wrote (no metadata of ours) is fed as the reference is: the
+    # checkpoint's preprocessing serves both
+    theirs = ForeignPreprocessing.of(Preprocessing(info.input_size[-1], tuple(info.mean), tuple(info.std),
+                                                   tuple(info.classes)), f"the reference {reference.name}")  # fmt: skip
     rows, differences = [], {}
     for artifact in artifacts:
         try:
-            runner = (runners or {}).get(str(artifact)) or load_runner(artifact, providers)
+            runner = (runners or {}).get(str(artifact)) or load_runner(artifact, providers, preprocessing=theirs)
         except RuntimeMissing as exc:  # reported as skipped, never as passed
             rows.append({"artifact": str(artifact), "status": "skipped", "reason": str(exc), "passed": None})
             continue
@@ -124,6 +129,8 @@ def run_parity(checkpoint: str, artifacts: list[str], data, images: int = Parity
         tol = tols[prec]
         row = {"artifact": str(artifact), "backend": runner.backend, "precision": prec,
                "tolerance": dataclasses.asdict(tol), "inputs": {}, "failures": []}  # fmt: skip
+        if runner.info.preprocessing_from:  # another tool's file: fed as the reference says
+            row["preprocessing"] = runner.info.preprocessing_from
         for name, arr in sets.items():
             got = runner.logits(arr)
             if name == "real" and keep_differences:

@@ -82,6 +82,12 @@ def summary_table(summary: list[dict], batches) -> list[str]:
 
 
 def format_info(d: dict) -> list[str]:
+    """``aft-export info``: what :func:`aft_export.info.describe_artifact` read, by kind."""
+    kind = d.get("kind", "checkpoint")
+    if kind == "onnx":
+        return _info_onnx(d)
+    if kind == "engine":
+        return _info_engine(d)
     c, h, w = d["input_size"]
     metrics = d["metrics"]
     lines = [f"checkpoint   {d['path']}", f"sha256       {d['sha256']}",
@@ -92,6 +98,74 @@ def format_info(d: dict) -> list[str]:
              "metrics      " + (", ".join(f"{k}={v}" for k, v in metrics.items()) if metrics else "(none recorded)")]
     if d["training"]:
         lines.append("training     " + ", ".join(f"{k}={v}" for k, v in d["training"].items()))
+    return lines
+
+
+def _shape(v: dict) -> str:
+    return f"{v['name']} {v['type']} [{', '.join('?' if s is None else str(s) for s in v['shape'])}]"
+
+
+def _preprocessing_line(p: dict) -> str:
+    size = p.get("input_size") or ["?"]
+    return f"{'x'.join(map(str, size))} RGB, mean {p.get('mean')}, std {p.get('std')}"
+
+
+def _info_onnx(d: dict) -> list[str]:
+    opsets = ", ".join(f"{k} {v}" for k, v in d["opsets"].items())
+    ops = ", ".join(f"{k} {v}" for k, v in list(d["op_types"].items())[:8])
+    lines = [f"onnx         {d['path']} ({d['bytes'] / 1e6:.2f} MB" + (f", weights in {', '.join(d['external_data'])}"
+                                                                       if d["external_data"] else "") + ")",
+             f"sha256       {d['sha256']}", f"producer     {d['producer'] or '(not named)'}, IR {d['ir_version']}",
+             f"opsets       {opsets}", f"precision    {d['precision']} (from the graph)",
+             *[f"input        {_shape(v)}" for v in d["inputs"]], *[f"output       {_shape(v)}" for v in d["outputs"]],
+             f"nodes        {d['nodes']}: {ops}{', ...' if len(d['op_types']) > 8 else ''}"]  # fmt: skip
+    if not d["aft_export"]:
+        pre = d["preprocessing"]
+        lines.append("written by   another tool (no aft-export metadata)")
+        if "missing" in pre:
+            lines.append(f"preprocess   none given: {pre['missing']}")
+        else:
+            lines += [f"preprocess   {_preprocessing_line(pre)} (from {pre['from']})",
+                      f"classes      {len(pre['classes'])}: {', '.join(pre['classes'])}"]  # fmt: skip
+        return lines
+    layers = d["com_aft_layers"]
+    lines += [f"model        {d.get('model_name') or '(unnamed)'}  {d.get('variant', '')}".rstrip(),
+              f"target       {d.get('export_target', '?')} (opset {d.get('opset', '?')}), op form {d.get('aft_op_form', '?')}",
+              "com.aft      " + (", ".join(f"{k} x{v}" for k, v in layers.items()) + f" ({d['com_aft_functions']} "
+                                 f"function bodies)" if layers else "none (plain ONNX ops)"),
+              f"source       {d.get('source_checkpoint', '?')} (sha256 {d.get('source_sha256', '?')[:16]}...)",
+              f"preprocess   {_preprocessing_line(d['preprocessing'])}",
+              f"classes      {len(d['classes'])}: {', '.join(d['classes'])}"]  # fmt: skip
+    recipe = d.get("recipe_summary")
+    if recipe:
+        lines.append("recipe       " + ", ".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}"
+                                                for k, v in recipe.items()))  # fmt: skip
+    lines.append(f"written by   {d.get('tool', 'aft-export')}")
+    return lines
+
+
+def _info_engine(d: dict) -> list[str]:
+    lines = [f"engine       {d['path']} ({d['bytes'] / 1e6:.2f} MB)"]
+    if "manifest_error" in d:
+        return lines + [f"manifest     {d['manifest']}: {d['manifest_error']}"]
+    inp = d["input"] or {}
+    targets = ", ".join(d["compute_capabilities"]) or ", ".join(d.get("compute_capabilities_default") or []) or "?"
+    outputs = ", ".join(f"{v} {k}" for k, v in d["layer_outputs"].items())
+    lines += [f"sha256       {d['sha256']} (matches {d['manifest']})",
+              f"library      {d['library']} {d['library_version']}, {d['precision']}, built "
+              + (f"on {d['gpu']}" if d["built_on_gpu"] else "ahead of time on a CPU") + f" in {d['build_seconds']} s",
+              f"runs on      compute capability {targets}",
+              f"input        {inp.get('name')} min {inp.get('min')} opt {inp.get('opt')} max {inp.get('max')}",
+              f"from         {d['onnx']} (sha256 {str(d['onnx_sha256'])[:16]}...)",
+              f"network      {d['num_layers']} layers; layers producing {outputs or '?'}"]  # fmt: skip
+    m = d["model"]
+    if m:
+        lines.append(f"preprocess   {_preprocessing_line(m)}"
+                     + (f" (from {d['preprocessing_from']}: the ONNX file had no aft-export metadata)"
+                        if d["preprocessing_from"] else ""))  # fmt: skip
+        if m.get("classes"):
+            lines.append(f"classes      {len(m['classes'])}: {', '.join(m['classes'])}")
+    lines.append(f"written by   {d['tool']} at {d['created_utc']}")
     return lines
 
 
@@ -161,7 +235,7 @@ def format_parity(report: dict) -> list[str]:
             lines.append(f"    no intermediate value leaves {div['limit_rel']:g} relative error "
                          f"({div['compared']} compared); the largest, {w['rel']:.3g}, is at node {w['node']} "
                          f"({w['op_type']}) from module {w['module'] or '(root)'} [{w['module_type']}]")  # fmt: skip
-    return lines
+    return lines + _preprocessing_notes(report["artifacts"])
 
 
 def format_bench(report: dict) -> list[str]:
@@ -194,7 +268,13 @@ def format_eval(rows: list[dict]) -> list[str]:
         else:
             lines.append(f"{r['artifact']:40s} {r['backend']:12s} {r['precision']:5s} {r['images']:6d} "
                          f"{r['top1']:6.2f} {r['top5']:6.2f} {r['agreement']:6.2f}")  # fmt: skip
-    return lines
+    return lines + _preprocessing_notes(rows)
+
+
+def _preprocessing_notes(rows: list[dict]) -> list[str]:
+    """Where the preprocessing of each file another tool wrote came from."""
+    return [f"{r['artifact']}: no aft-export metadata; preprocessing from {r['preprocessing']}"
+            for r in rows if r.get("preprocessing")]  # fmt: skip
 
 
 def format_predictions(result: dict) -> list[str]:

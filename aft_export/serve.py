@@ -145,7 +145,8 @@ def image_function(spec: ServedModel, runner, k: int):
 
 def _runners(spec: ServedModel, opts: ServeOptions) -> list:
     threads = opts.threads or (0 if opts.instances == 1 else max(1, (os.cpu_count() or 1) // opts.instances))
-    runners = [load_runner(str(spec.path), providers=opts.provider, threads=threads) for _ in range(opts.instances)]
+    runners = [load_runner(str(spec.path), providers=opts.provider, threads=threads, preprocessing=spec.preprocessing)
+               for _ in range(opts.instances)]  # fmt: skip
     runners[0].check_batch(spec.fixed_batch or spec.max_batch, "--max-batch")
     return runners
 
@@ -159,7 +160,7 @@ def serve(artifacts: list[str], opts: ServeOptions | None = None, log=print,
     if not artifacts:
         raise AFTExportError("give one or more ONNX files or engines to serve")
     Triton, TritonConfig, TritonSecurityConfig, ModelConfig, Tensor, DynamicBatcher = import_pytriton()
-    specs = [describe(a, opts.max_batch) for a in artifacts]
+    specs = [describe(a, opts.max_batch, preprocessing=opts.preprocessing) for a in artifacts]
     check_names(specs)
     ports = {"http": opts.http_port, "grpc": opts.grpc_port, "metrics": opts.metrics_port}
     check_ports(opts.host, ports)

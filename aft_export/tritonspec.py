@@ -27,10 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
+from aft_export.data import Preprocessing
 from aft_export.errors import AFTExportError
 from aft_export.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.options import DEFAULT_MAX_BATCH
-from aft_export.runners import ENGINE_SUFFIXES, OUTPUT, info_from_metadata
+from aft_export.preprocess import ForeignPreprocessing
+from aft_export.runners import ENGINE_SUFFIXES, OUTPUT, onnx_info
 from aft_export.trt import check_manifest
 
 IMAGE_INPUT = "image_bytes"
@@ -78,6 +80,9 @@ class ServedModel:
     std: tuple[float, float, float]
     precision: str = "fp32"
     manifest: dict = field(default_factory=dict)  # an engine's
+    # an ONNX file another tool wrote: the preprocessing it is served with, for its runners
+    # (None: the artifact describes itself)
+    preprocessing: ForeignPreprocessing | None = None
 
     @property
     def image_model(self) -> str:
@@ -101,12 +106,15 @@ def _dim(d) -> int:
     return d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1
 
 
-def describe(path: str | Path, max_batch: int | None = None, name: str | None = None) -> ServedModel:
+def describe(path: str | Path, max_batch: int | None = None, name: str | None = None,
+             preprocessing: ForeignPreprocessing | None = None) -> ServedModel:  # fmt: skip
     """What Triton needs to know of an ONNX file or an engine (with its manifest), read
     without running it. ``max_batch``: the largest batch to serve (default
     :data:`DEFAULT_MAX_BATCH` for a dynamic-batch ONNX file, the profile's maximum for an
     engine); ignored for a fixed-batch export (served without batching), refused above an
-    engine's profile. ``name``: the Triton model name (default :func:`model_name`)."""
+    engine's profile. ``name``: the Triton model name (default :func:`model_name`).
+    ``preprocessing``: how an ONNX file another tool wrote is fed (else the JSON beside it,
+    :func:`~aft_export.runners.onnx_info`)."""
     path = Path(path)
     if not path.is_file():
         raise AFTExportError(f"artifact {path} does not exist")
@@ -115,7 +123,7 @@ def describe(path: str | Path, max_batch: int | None = None, name: str | None = 
         raise AFTExportError(f"{path}: Triton serves ONNX files (.onnx) and TensorRT engines "
                              f"({', '.join(ENGINE_SUFFIXES)}); export a checkpoint first: aft-export export CKPT "
                              f"-o model.onnx")  # fmt: skip
-    spec = _describe_onnx(path, max_batch) if suffix == ".onnx" else _describe_engine(path, max_batch)
+    spec = _describe_onnx(path, max_batch, preprocessing) if suffix == ".onnx" else _describe_engine(path, max_batch)
     return spec if name is None else replace(spec, name=name)
 
 
@@ -135,9 +143,9 @@ def _batching(path: Path, batch: tuple[int, int], max_batch: int | None, where: 
     return None, chosen
 
 
-def _describe_onnx(path: Path, max_batch: int | None) -> ServedModel:
+def _describe_onnx(path: Path, max_batch: int | None, preprocessing: ForeignPreprocessing | None) -> ServedModel:
     model = load_onnx(path, external_data=False)
-    info = info_from_metadata(model, str(path))
+    info = onnx_info(model, str(path), path, preprocessing)
     initializers = {i.name for i in model.graph.initializer}
     inputs = [i for i in model.graph.input if i.name not in initializers]
     if len(inputs) != 1 or not model.graph.output:
@@ -149,7 +157,10 @@ def _describe_onnx(path: Path, max_batch: int | None) -> ServedModel:
     fixed, chosen = _batching(path, (1, -1) if n == -1 else (n, n), max_batch, "its ONNX input's batch dimension")
     return ServedModel(model_name(path), path, "onnx", inputs[0].name, model.graph.output[0].name, tuple(shape[1:]),
                        fixed, chosen, info.classes, info.input_size, info.mean, info.std,
-                       precision=graph_precision(model))  # fmt: skip
+                       precision=graph_precision(model),
+                       preprocessing=ForeignPreprocessing.of(Preprocessing(info.input_size[-1], info.mean, info.std,
+                                                                           tuple(info.classes)), info.preprocessing_from)
+                       if info.preprocessing_from else None)  # fmt: skip
 
 
 def is_rtx_engine(path: Path, manifest: dict) -> bool:

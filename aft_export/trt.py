@@ -495,8 +495,8 @@ def make_manifest(engine: Path, onnx_path: Path, precision: str, shapes: InputSh
         "onnx": onnx_path.name, "onnx_sha256": sha256_file(onnx_path), "engine_sha256": sha256_file(engine),
         "build_options": asdict(opts), "tensorrt_build": trt_build, "build_seconds": round(seconds, 2),
         "parser_warnings": parser_warnings, "network": network, **({"note": RTX_NOTE} if rtx else {}),
-        "model": {k: source_meta[k] for k in ("model_name", "classes", "input_size", "mean", "std", "source_sha256")
-                  if k in source_meta},
+        "model": {k: source_meta[k] for k in ("model_name", "classes", "input_size", "mean", "std", "source_sha256",
+                                              "preprocessing_from") if k in source_meta},
     }  # fmt: skip
 
 

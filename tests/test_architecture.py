@@ -18,7 +18,7 @@ ORDER = [
     # 1 model and data
     "layers.cores", "layers.ops", "layers.aft", "layers",
     "models.classifier", "models.registry", "models",
-    "data", "datasets", "calib", "ranges", "weights",
+    "data", "preprocess", "datasets", "calib", "ranges", "weights",
     "checkpoint", "sources", "resources",
     # 2 ONNX, comparison, TensorRT facts
     "graph", "onnxio", "compare", "options", "trt",
@@ -31,7 +31,7 @@ ORDER = [
     "export.exporter",
     "quantize.placement", "quantize.runs", "quantize.calibrators", "quantize.cache", "quantize.sensitivity",
     "quantize.fp16", "quantize.stage", "quantize",
-    "evaluate", "bench", "build", "nvtools", "train", "predict", "report", "tritonspec", "tritonrepo", "serve",
+    "evaluate", "bench", "build", "nvtools", "train", "predict", "info", "report", "tritonspec", "tritonrepo", "serve",
     # 6 checks across stages
     "parity",
     # 7 bring your own model: plugs into the core from above (ModelMeta.prepare, sources.register_reader)

@@ -14,10 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from aft_export.errors import AFTExportError
+from aft_export.preprocess import ForeignPreprocessing
 from aft_export.runners.base import INPUT, OUTPUT, ModelInfo, Runner
 from aft_export.runners.engine import TrtRunner
 from aft_export.runners.openvino import OpenVinoRunner
-from aft_export.runners.ort import PROVIDER_KINDS, OrtRunner, info_from_metadata, ort_providers
+from aft_export.runners.ort import PROVIDER_KINDS, OrtRunner, info_from_metadata, onnx_info, ort_providers
 from aft_export.runners.reference import ReferenceRunner
 from aft_export.runners.pytorch import TorchRunner
 from aft_export.sources import SPEC_SUFFIXES, source_suffixes
@@ -26,11 +27,14 @@ CHECKPOINT_SUFFIXES = (".pt", ".pth", ".safetensors")
 ENGINE_SUFFIXES = (".engine", ".plan")
 
 __all__ = ["CHECKPOINT_SUFFIXES", "INPUT", "OUTPUT", "PROVIDER_KINDS", "ModelInfo", "OpenVinoRunner", "OrtRunner",
-           "ReferenceRunner", "Runner", "TorchRunner", "TrtRunner", "info_from_metadata", "load_runner", "ort_providers"]  # fmt: skip
+           "ReferenceRunner", "Runner", "TorchRunner", "TrtRunner", "info_from_metadata", "load_runner", "onnx_info",
+           "ort_providers"]  # fmt: skip
 
 
 def load_runner(artifact: str, providers: list | str | None = None, config: str | None = None,
-                threads: int = 0) -> Runner:  # fmt: skip
+                threads: int = 0, preprocessing: ForeignPreprocessing | None = None) -> Runner:  # fmt: skip
+    """The runner of ``artifact``; ``preprocessing``: how to feed an ONNX file another tool wrote
+    (one with our metadata, a checkpoint or an engine describes itself)."""
     path = Path(artifact)
     if not path.exists():
         raise AFTExportError(f"artifact {path} does not exist; check the path")
@@ -39,7 +43,7 @@ def load_runner(artifact: str, providers: list | str | None = None, config: str 
         device = "cuda" if providers in ("cuda", "tensorrt") else "cpu"
         return TorchRunner(str(path), config=config, threads=threads, device=device)
     if suffix == ".onnx":
-        return OrtRunner(str(path), providers, threads=threads)
+        return OrtRunner(str(path), providers, threads=threads, preprocessing=preprocessing)
     if suffix in ENGINE_SUFFIXES:
         return TrtRunner(str(path), threads=threads)
     raise AFTExportError(f"{path}: unknown artifact type; expected a checkpoint (.pt, .pth, .safetensors), "

@@ -53,6 +53,10 @@ class ModelInfo:
     source_sha256: str = ""  # the checkpoint the artifact was made from
     precision: str = "fp32"
     extra: dict = field(default_factory=dict)
+    # where the preprocessing of a file without our metadata came from (another tool's ONNX
+    # file: the options, its NAME.preprocess.json, the checkpoint it is compared with); ""
+    # for an artifact that describes itself (a checkpoint, our metadata, an engine manifest)
+    preprocessing_from: str = ""
 
     @classmethod
     def from_meta(cls, meta) -> ModelInfo:

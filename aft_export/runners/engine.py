@@ -24,7 +24,8 @@ def _info(manifest: dict, engine: str) -> ModelInfo:
     m = ArtifactMeta(manifest.get("model", {}), engine)
     try:
         return ModelInfo(m.classes, m.input_size, m.mean, m.std, source_sha256=m.source_sha256,
-                         precision=manifest.get("precision", "fp32"), extra=manifest)  # fmt: skip
+                         precision=manifest.get("precision", "fp32"), extra=manifest,
+                         preprocessing_from=m.get("preprocessing_from", ""))  # fmt: skip
     except (KeyError, ValueError) as exc:
         raise AFTExportError(f"engine manifest of {engine} lacks the model's metadata ({exc}); rebuild it") from None
 

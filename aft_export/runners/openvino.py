@@ -38,14 +38,16 @@ def openvino_version() -> str:
 class OpenVinoRunner(Runner):
     backend = "openvino"
 
-    def __init__(self, source, threads: int = 0, info: ModelInfo | None = None, device: str = "CPU") -> None:
-        """``source``: a path or a ModelProto; ``info``: what to feed it, for a graph
-        without aft-export metadata; ``threads``: CPU inference threads (0: OpenVINO's
-        default, all cores)."""
+    def __init__(self, source, threads: int = 0, info: ModelInfo | None = None, device: str = "CPU",
+                 preprocessing=None) -> None:  # fmt: skip
+        """``source``: a path or a ModelProto; ``info``: what to feed a graph a stage made
+        itself; ``preprocessing``: how to feed a file another tool wrote
+        (:func:`~aft_export.runners.ort.onnx_info`); ``threads``: CPU inference threads (0:
+        OpenVINO's default, all cores)."""
         ov = import_openvino()
         if device not in DEVICES:
             raise AFTExportError(f"unknown OpenVINO device {device!r}; choose one of {DEVICES}")
-        graph = open_graph(source, info)
+        graph = open_graph(source, info, preprocessing=preprocessing)
         model, in_memory, where, info, from_metadata = (graph.model, graph.in_memory, graph.where, graph.info,
                                                         graph.from_metadata)  # fmt: skip
         super().__init__(graph.name, info)

@@ -13,6 +13,7 @@ from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.fileio import cache_root
 from aft_export.graph import activation_bytes_per_image
 from aft_export.onnxio import ArtifactMeta, graph_precision, load_onnx
+from aft_export.preprocess import ForeignPreprocessing
 from aft_export.runners.base import ModelInfo, Runner
 
 PROVIDER_KINDS = ("cpu", "cuda", "tensorrt")
@@ -100,6 +101,40 @@ def info_from_metadata(model, where: str) -> ModelInfo:
     return info
 
 
+def _graph_io(model) -> tuple[int | None, int | None]:
+    """(channels of the first input, width of the first output) where the graph fixes them."""
+    inits = {t.name for t in model.graph.initializer}
+    inputs = [v for v in model.graph.input if v.name not in inits]
+
+    def dim(values, index):
+        dims = values[0].type.tensor_type.shape.dim if values else []
+        d = dims[index] if len(dims) > index else None
+        return d.dim_value if d is not None and d.HasField("dim_value") and d.dim_value > 0 else None
+
+    return dim(inputs, 1), dim(list(model.graph.output), 1)
+
+
+def onnx_info(model, where: str, path=None, preprocessing: ForeignPreprocessing | None = None) -> ModelInfo:
+    """What feeding an ONNX file needs: from our metadata where it has them; for a file another
+    tool wrote (no such metadata), from ``preprocessing`` or the JSON beside ``path``
+    (:class:`~aft_export.preprocess.ForeignPreprocessing`), its class count from its output."""
+    meta = ArtifactMeta.of(model, where)
+    if meta.ours:
+        return info_from_metadata(model, where)
+    pre, origin = (preprocessing or ForeignPreprocessing()).for_artifact(path, where)
+    channels, width = _graph_io(model)
+    if pre.classes is None and width is None:
+        raise AFTExportError(f"{where}'s output has no fixed number of classes and its preprocessing ({origin}) names "
+                             f"none; give `classes`")  # fmt: skip
+    classes = pre.class_names(width) if width is not None else list(pre.classes)
+    info = ModelInfo(classes, (channels or 3, pre.size, pre.size), pre.mean, pre.std,
+                     precision=graph_precision(model), extra=meta.values, preprocessing_from=origin)  # fmt: skip
+    problem = info.problem()
+    if problem:
+        raise AFTExportError(f"the preprocessing of {where} ({origin}) does not fit it: {problem}")
+    return info
+
+
 @dataclass
 class OnnxGraph:
     """An ONNX runner's graph: the model, whether it was handed over in memory, how messages
@@ -117,14 +152,17 @@ class OnnxGraph:
         return "<in memory>" if self.in_memory else self.where
 
 
-def open_graph(source, info: ModelInfo | None, external_data: bool = False) -> OnnxGraph:
-    """``source`` (a path or a ModelProto) for a runner that feeds it ``info`` (None: its metadata)."""
+def open_graph(source, info: ModelInfo | None, external_data: bool = False,
+               preprocessing: ForeignPreprocessing | None = None) -> OnnxGraph:  # fmt: skip
+    """``source`` (a path or a ModelProto) for a runner that feeds it ``info`` (None: what the
+    file says, :func:`onnx_info`; ``preprocessing`` for a file another tool wrote)."""
     import onnx
 
     in_memory = isinstance(source, onnx.ModelProto)
     model = source if in_memory else load_onnx(source, external_data=external_data)
     where = "the graph" if in_memory else str(source)
-    full = replace(info or info_from_metadata(model, where), precision=graph_precision(model))
+    described = info or onnx_info(model, where, None if in_memory else source, preprocessing)
+    full = replace(described, precision=graph_precision(model))
     return OnnxGraph(model, in_memory, where, full, info is None)
 
 
@@ -135,6 +173,10 @@ def check_signature(session, info: ModelInfo, where: str, metadata: bool = True)
     running a graph of its own, with its own ModelInfo, is held to one input only.)"""
     inputs, outputs = session.get_inputs(), session.get_outputs()
     fix = "export it again with `aft-export export`"
+    says = "its metadata says"
+    if info.preprocessing_from:  # a file another tool wrote, described by what the user said
+        fix = "give the preprocessing it was made for (`input_size`, `classes`)"
+        says = f"its preprocessing ({info.preprocessing_from}) says"
     if len(inputs) != 1:
         raise AFTExportError(f"{where} takes {len(inputs)} inputs ({', '.join(i.name for i in inputs)}); an image "
                              f"classifier takes one, (N, 3, H, W): {fix}")  # fmt: skip
@@ -146,14 +188,14 @@ def check_signature(session, info: ModelInfo, where: str, metadata: bool = True)
                              f"float (N, C, H, W) image batch; {fix}")  # fmt: skip
     got = first.shape[1:]
     if any(isinstance(g, int) and g != w for g, w in zip(got, info.input_size)):
-        raise AFTExportError(f"{where}'s graph takes {'x'.join(map(str, got))} inputs but its metadata says "
+        raise AFTExportError(f"{where}'s graph takes {'x'.join(map(str, got))} inputs but {says} "
                              f"input_size {list(info.input_size)}; {fix}")  # fmt: skip
     out = outputs[0].shape if outputs else []
     if len(out) != 2:
         raise AFTExportError(f"{where} gives output of shape {out}, not (N, classes) logits; {fix}")
     if info.classes and isinstance(out[1], int) and out[1] != len(info.classes):
-        raise AFTExportError(f"{where}'s graph gives {out[1]} logits but its metadata names {len(info.classes)} "
-                             f"classes; {fix}")  # fmt: skip
+        raise AFTExportError(f"{where}'s graph gives {out[1]} logits but {says.removesuffix(' says')} names "
+                             f"{len(info.classes)} classes; {fix}")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -196,14 +238,16 @@ class OrtRunner(Runner):
     backend = "onnxruntime"
 
     def __init__(self, source, providers: list | str | None = None, threads: int = 0,
-                 info: ModelInfo | None = None, optimize: bool = True, profile: bool = False) -> None:  # fmt: skip
+                 info: ModelInfo | None = None, optimize: bool = True, profile: bool = False,
+                 preprocessing: ForeignPreprocessing | None = None) -> None:  # fmt: skip
         """``source``: a path or a ModelProto (stages that run a graph they hold in memory);
-        ``info``: what to feed it, for a graph without aft-export metadata; ``optimize``
+        ``info``: what to feed a graph a stage made itself (held to one input only);
+        ``preprocessing``: how to feed a file another tool wrote (see :func:`onnx_info`); ``optimize``
         False runs the graph as written (no fusions: calibration measures the values the
         graph defines, as ONNX Runtime's own calibrators do); ``profile``: record ONNX
         Runtime's per-node profile (read it with :meth:`op_profile`)."""
         ort = import_onnxruntime()
-        graph = open_graph(source, info)
+        graph = open_graph(source, info, preprocessing=preprocessing)
         model, in_memory, where, info, from_metadata = (graph.model, graph.in_memory, graph.where, graph.info,
                                                         graph.from_metadata)  # fmt: skip
         super().__init__(graph.name, info)

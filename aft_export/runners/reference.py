@@ -47,12 +47,13 @@ def _dequantize_13():
 class ReferenceRunner(Runner):
     backend = "onnx-reference"
 
-    def __init__(self, source, info: ModelInfo | None = None) -> None:
-        """``source``: a path or a ModelProto; ``info``: what to feed it, for a graph
-        without aft-export metadata."""
+    def __init__(self, source, info: ModelInfo | None = None, preprocessing=None) -> None:
+        """``source``: a path or a ModelProto; ``info``: what to feed a graph a stage made
+        itself; ``preprocessing``: how to feed a file another tool wrote
+        (:func:`~aft_export.runners.ort.onnx_info`)."""
         from onnx.reference import ReferenceEvaluator
 
-        graph = open_graph(source, info, external_data=True)
+        graph = open_graph(source, info, external_data=True, preprocessing=preprocessing)
         model, where, info = graph.model, graph.where, graph.info
         super().__init__(graph.name, info)
         check_signature(GraphSignature(model), info, where, metadata=graph.from_metadata)

@@ -205,7 +205,8 @@ def test_no_aft_layer_exports_plain_ops_with_a_warning(tmp_path):
     ("wrong_weights", r"do not fit the model: missing keys \[.pos., .embed.weight.*unexpected keys \[.cls., .stem"),
     ("pickled_code", "refused to load .* nothing was executed"),
     ("refused_layer", r"layers.0.attn_block \(comvex AFTGeneral\): comvex's AFTLocal calls Tensor.mask_fill_"),
-    ("no_preprocessing", "needs its preprocessing: give --input-size, --mean, --std"),
+    # the library names options (`input_size`); the command line may say them as its flags
+    ("no_preprocessing", "needs its preprocessing: give (`input_size`|--input-size), (`mean`|--mean), (`std`|--std)"),
 ])  # fmt: skip
 def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, case, message, classes):
     weights = tmp_path / "w.pt"
