@@ -98,3 +98,41 @@ def parse(model) -> Parsed:
         e = parser.get_error(i)
         errors.append(f"[{int(e.code())}] {e.desc()} (node {e.node_name() or e.node()} [{e.node_operator()}])")
     return Parsed(ok, errors, logger.messages[start:], network, parser, builder)
+
+
+@dataclass
+class Built:
+    ok: bool
+    errors: list[str]  # what the builder logged as errors (its first lines say why)
+    seconds: float
+    engine_bytes: int | None = None
+
+
+def build(parsed: Parsed, shapes: dict | None = None) -> Built:
+    """Build a parsed network with TensorRT-RTX's builder, ahead of time on the CPU, in memory (the
+    engine is thrown away). A dynamic input dimension is built for size 1 unless ``shapes`` gives
+    the input's whole shape (one profile, min = opt = max); a shape tensor input gets ones."""
+    import time
+
+    need_rtx()
+    network, builder = parsed.network, parsed.builder
+    config = builder.create_builder_config()
+    dynamic = [network.get_input(i) for i in range(network.num_inputs)
+               if any(d < 0 for d in network.get_input(i).shape) or network.get_input(i).is_shape_tensor]  # fmt: skip
+    if dynamic:
+        profile = builder.create_optimization_profile()
+        for t in dynamic:
+            shape = tuple((shapes or {}).get(t.name) or (1 if d < 0 else d for d in t.shape))
+            if t.is_shape_tensor:
+                values = [1] * (shape[0] if shape else 1)
+                profile.set_shape_input(t.name, values, values, values)
+            else:
+                profile.set_shape(t.name, shape, shape, shape)
+        config.add_optimization_profile(profile)
+    logger = _logger()
+    start = len(logger.messages)
+    t0 = time.perf_counter()
+    serialized = builder.build_serialized_network(network, config)
+    seconds = time.perf_counter() - t0
+    errors = [m for s, m in logger.messages[start:] if s in ("ERROR", "INTERNAL_ERROR")]
+    return Built(serialized is not None, errors, seconds, None if serialized is None else serialized.nbytes)

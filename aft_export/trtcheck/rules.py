@@ -382,6 +382,23 @@ def _dq_input(view: GraphView, v: Version):
                              f"fp8, int4, fp4) inputs only")  # fmt: skip
 
 
+@rule("qdq.scalar-weights", "DequantizeLinear of a 0-d (scalar) quantised constant",
+      "TensorRT-RTX 1.7.1.116's builder (ahead of time): 'Quantized constant (c) is only allowed before DQ or "
+      "PLUGIN_V2 or kPLUGIN_V3 node' (qdqGraphOptimizer.cpp matchQuantizedConstantPluginOrDQ) for an int8 scalar "
+      "initializer feeding a DequantizeLinear, while a 1-element one of rank 1 builds (tests/trtcheck/"
+      "test_rules_vs_parser.py builds both); ONNX Runtime's quantize_static writes such constants when it "
+      "quantises Add/Mul with a scalar operand. Not checked with standard TensorRT's builder (no GPU here)",
+      "keep scalar constants in float (ONNX Runtime: op_types_to_quantize=['MatMul', 'Conv', 'Gemm'], as "
+      "aft-export quantize does), or give the constant shape [1]",
+      applies=lambda v: v.rtx)  # fmt: skip
+def _dq_scalar_weights(view: GraphView, v: Version):
+    for node in view.nodes:
+        if node.op_type == "DequantizeLinear" and _default(node) and view.is_weights(node.input[0]):
+            if view.rank(node.input[0]) == 0 and view.type_name(node.input[0]) in _QUANTIZED:
+                yield node, (f"DequantizeLinear {node.name} dequantizes the scalar constant {node.input[0]}; "
+                             f"{_fmt(v)}'s builder takes quantised constants of rank 1 or more only")  # fmt: skip
+
+
 @rule("qdq.zero-point", "a Q/DQ zero point is missing, not constant, not int8 or not zero",
       "ONNX_TRT QuantDequantLinearHelper: 8.5-GA 'This version of TensorRT requires 3 inputs for the "
       "DequantizeLinear operator.'; 8.6-GA reads inputs.at(2) unconditionally; all versions 'TensorRT only "
@@ -592,6 +609,40 @@ def _spatial(view: GraphView, v: Version):
         r = view.rank(node.input[0])
         if r is not None and not 1 <= r - 2 <= 3:
             yield node, f"{node.op_type} {node.name}: {r - 2} spatial dimensions; {_fmt(v)} takes 1 to 3"
+
+
+def _branch_rank(view: GraphView, graph, name: str) -> int | None:
+    """The rank of a branch's output ``name``: its declared shape, else, for an Identity of a value
+    from the enclosing graph (how an exporter passes one through), that value's."""
+    out = next((o for o in graph.output if o.name == name), None)
+    if out is not None and out.type.tensor_type.HasField("shape"):
+        return len(out.type.tensor_type.shape.dim)
+    inner = next((n for n in graph.node if name in n.output), None)
+    if inner is not None and inner.op_type == "Identity" and inner.input:
+        return view.rank(inner.input[0])
+    return None
+
+
+@rule("if.branch-ranks", "an If whose branches give outputs of different ranks, on a condition known only at run "
+      "time",
+      "ONNX_TRT docs/operators.md If restriction (10.x: 'Output tensors of the two conditional branches must have "
+      "the same rank'; 8.x: 'must have broadcastable shapes', and TensorRT broadcasts only between equal ranks); "
+      "TensorRT-RTX 1.7.1.116's builder: 'IConditionalOutputLayer ...: Must have inputs with equal ranks when "
+      "condition is not a build-time constant' (the parser takes the graph; tests/trtcheck/"
+      "test_rules_vs_parser.py builds it)",
+      "give both branches outputs of one rank (reshape in the branch), or make the condition a constant")  # fmt: skip
+def _if_branch_ranks(view: GraphView, v: Version):
+    for node in _ops(view, "If"):
+        if node.input and view.is_weights(node.input[0]):
+            continue  # a build-time condition: the builder keeps one branch
+        then, other = view.attr(node, "then_branch"), view.attr(node, "else_branch")
+        if then is None or other is None:
+            continue
+        for i, (a, b) in enumerate(zip(then.output, other.output)):
+            ra, rb = _branch_rank(view, then, a.name), _branch_rank(view, other, b.name)
+            if ra is not None and rb is not None and ra != rb:
+                yield node, (f"If {node.name}: output {i} is rank {ra} in then_branch and rank {rb} in else_branch; "
+                             f"{_fmt(v)} needs one rank when the condition is not a build-time constant")  # fmt: skip
 
 
 @rule("shape.static-input", "an op that needs static input dimensions gets dynamic ones",

@@ -28,6 +28,7 @@ ONNX_TRT = "onnx-tensorrt"
 
 RTX_DOCS = "docs.nvidia.com/deeplearning/tensorrt-rtx"
 RTX_PARSE = "tests/trtcheck/test_rules_vs_parser.py (tensorrt_rtx 1.7.1.116's OnnxParser)"
+RTX_BUILD = "tests/trtcheck/test_rules_vs_parser.py (tensorrt_rtx 1.7.1.116's builder, ahead of time on the CPU)"
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,15 @@ _PLUGIN_OPS = {
                "not found in plugin registry.' (onnx-tensorrt 10.1-GA used INetworkDefinition::addNonZero)",
 }  # fmt: skip
 
+# Ops its parser imports but its builder cannot build (ahead of time, on the CPU): no kernel
+# implements the layer in TensorRT-RTX 1.7
+_NOT_BUILT_OPS = {
+    "NonMaxSuppression": "tensorrt_rtx 1.7.1.116's builder: 'nonmaxsuppression_0_0 has no runners that implement it' "
+                         "(tacticSupply.cpp getSupportedFormats; the parser takes the graph, tests/trtcheck/"
+                         "test_rules_vs_parser.py builds it); NVIDIA/TensorRT-RTX issue 32 reports the same for "
+                         "NonZero (1.4)",
+}  # fmt: skip
+
 # Ops the parser code TensorRT-RTX 1.7 carries imports beyond 10.13's table: onnx-tensorrt
 # Changelog 10.14 ('Added support for the `Attention` operator') and 10.15 ('Added support for
 # `RotaryEmbedding`, `RMSNormalization` and `TensorScatter`'); rows as 10.15's operators.md has them.
@@ -61,7 +71,7 @@ EDITIONS: dict[str, Edition] = {
         title="TensorRT-RTX 1.7",
         base="10.13",
         ops={**{op: {"supported": False, "types": [], "restrictions": "", "edition": why}
-                for op, why in _PLUGIN_OPS.items()},
+                for op, why in {**_PLUGIN_OPS, **_NOT_BUILT_OPS}.items()},
              **{op: "10.15" for op in _NEWER_PARSER_OPS}},
         notes=(
             "networks are strongly typed only: the typed.* rules apply (the tensorrt_rtx 1.7 bindings have "
@@ -81,6 +91,10 @@ EDITIONS: dict[str, Edition] = {
             "its parser code is newer than 10.13's: it imports Attention, RMSNormalization and RotaryEmbedding "
             f"(onnx-tensorrt Changelog 10.14/10.15), shown by the parser ({RTX_PARSE}); TensorScatter, added by "
             "the same 10.15 Changelog line (opset 24, beyond the column's opset range), is taken with them",
+            "its builder has no implementation of NonMaxSuppression (op.unsupported): the parser takes it, the "
+            f"build fails ('has no runners that implement it'), shown by building ({RTX_BUILD})",
+            "its builder refuses a DequantizeLinear of a scalar (0-d) quantised constant (qdq.scalar-weights), "
+            f"shown by building ({RTX_BUILD})",
             "Squeeze/Unsqueeze axes must be constant (input.must-be-constant), as before TensorRT 10.7: its "
             "shape analysis refuses a computed axes input ('squeeze axis is not a constant', makeAxesMask), "
             f"shown by the parser ({RTX_PARSE})",

@@ -9,6 +9,7 @@ checked offline against the ``rtx-1.7`` column; :func:`compare` says where the t
 The table (graphs, agreements, each difference with its reason)::
 
     python -m tests.trtcheck.parser_graphs            # text
+    python -m tests.trtcheck.parser_graphs --build    # and the builder's table
     python -m tests.trtcheck.parser_graphs --json     # one row per graph
 
 The only checked-in expectation is ``tests/data/rtx_differences.json``: the documented
@@ -43,6 +44,7 @@ class Case:
     rule: str | None  # the rule it is about (None: a wider op-table graph)
     what: str
     make: Callable
+    shapes: dict | None = None  # the builder's shape for a dynamic input (default: 1 for each dynamic size)
 
 
 def model(nodes, inputs, outputs, inits=(), opset=18, functions=(), extra_opsets=()):
@@ -273,13 +275,21 @@ def stft(last):
                  [init("st", np.int64(2)), init("w", np.ones(4, np.float32))], opset=17)  # fmt: skip
 
 
-def if_ranks():
+def if_ranks(b_shape=(8,)):
     then = helper.make_graph([node("Identity", ["a"], ["o"], name="t")], "then", [],
                              [helper.make_tensor_value_info("o", F, None)])  # fmt: skip
     other = helper.make_graph([node("Identity", ["b"], ["o2"], name="e")], "else", [],
                               [helper.make_tensor_value_info("o2", F, None)])  # fmt: skip
     return model([node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
-                 [("c", B, []), ("a", F, [2, 4]), ("b", F, [8])], [("y", F, None)])  # fmt: skip
+                 [("c", B, []), ("a", F, [2, 4]), ("b", F, list(b_shape))], [("y", F, None)])  # fmt: skip
+
+
+def dq_constant(shape):
+    """An int8 constant of ``shape`` dequantized and added to x, as ONNX Runtime's quantiser writes the
+    scalar operand of an Add it quantises."""
+    return model([node("DequantizeLinear", ["c", "s", "z"], ["d"]), node("Add", ["x", "d"], ["y"])],
+                 [("x", F, [1, 4])], [("y", F, None)],
+                 [init("c", np.ones(shape, np.int8)), init("s", np.float32(0.01)), init("z", np.int8(0))])  # fmt: skip
 
 
 def matmul_dq_int32():
@@ -358,8 +368,16 @@ def _rule_cases() -> list[Case]:
         C("shape.static-input/break", "shape.static-input", "EyeLike of a dynamic input", lambda: eyelike(False)),
         C("shape.static-input/near", "shape.static-input", "EyeLike of a static input", lambda: eyelike(True)),
         # rules this column no longer has (the importer code contradicts them); the graphs stay
+        C("qdq.scalar-weights/break", "qdq.scalar-weights", "DequantizeLinear of an int8 scalar constant",
+          lambda: dq_constant(())),
+        C("qdq.scalar-weights/near", "qdq.scalar-weights", "the same constant with shape [1]",
+          lambda: dq_constant((1,))),
+        C("if.branch-ranks/break", "if.branch-ranks", "If on an input condition, branches of rank 2 and 1",
+          if_ranks),
+        C("if.branch-ranks/near", "if.branch-ranks", "the same If, branches of rank 2 and 2",
+          lambda: if_ranks((2, 4))),
         C("conv.channels (removed)/break", None, "Conv of an input with a dynamic channel dimension",
-          lambda: conv("c")),
+          lambda: conv("c"), shapes={"x": (1, 3, 8, 8)}),
         C("typed.quantize-scale (removed)/break", None, "opset 19 QuantizeLinear: FP16 input, FP32 scale",
           lambda: q_scale_type(False)),
     ]  # fmt: skip
@@ -536,8 +554,6 @@ def _op_cases() -> list[Case]:
         C("op/convtranspose-4d-spatial", None, "ConvTranspose with 4 spatial dimensions", lambda: model(
             [node("ConvTranspose", ["x", "w"], ["y"])], [("x", F, [1, 1, 4, 4, 4, 4])], [("y", F, None)],
             [init("w", np.ones((1, 1, 2, 2, 2, 2), np.float32))])),
-        C("op/if-branch-ranks", None, "If whose branches have different ranks ('must have the same rank')",
-          if_ranks),
         C("op/hardmax-dynamic-axis", None, "Hardmax over a dynamic axis ('must be a build-time constant')",
           lambda: model([node("Hardmax", ["x"], ["y"], axis=-1)], [("x", F, [2, "n"])], [("y", F, None)])),
         C("op/concat-600", None, "Concat of 600 inputs", lambda: model(
@@ -591,10 +607,13 @@ def offline(m, column: str | None = None) -> tuple[str, list[str]]:
     return ("refuses" if report.status[column] == "refuses" else "accepts"), refusing
 
 
-def compare(parse) -> list[dict]:
+def compare(parse, build=None) -> list[dict]:
     """Every graph through the offline rules and ``parse`` (tests/rtx.py's, from bytes): one row
     per graph with both verdicts, whether they agree, and 10.13's verdict beside (where it differs
-    from the ``rtx-1.7`` column, that is one of TensorRT-RTX's documented differences)."""
+    from the ``rtx-1.7`` column, that is one of TensorRT-RTX's documented differences). With
+    ``build`` (tests/rtx.py's), every graph the parser accepts is also built, ahead of time on the
+    CPU: ``builder`` is its verdict (None where the parser refused), ``library`` the two together
+    (what a user of ``aft-export build`` meets), ``builder_agrees`` the rules against that."""
     rows = []
     for case in cases():
         m = case.make()
@@ -605,10 +624,18 @@ def compare(parse) -> list[dict]:
         verdict, rules = offline(m)
         base, base_rules = offline(m, BASE) if COLUMN != BASE else (verdict, rules)
         real = "accepts" if parsed.ok else "refuses"
-        rows.append({"graph": case.id, "rule": case.rule, "what": case.what, "offline": verdict,
-                     "offline_rules": rules, "parser": real, "agrees": verdict == real, BASE: base,
-                     f"{BASE}_rules": base_rules, "parser_errors": [e[:200] for e in parsed.errors][:3],
-                     "parse_seconds": round(seconds, 4)})  # fmt: skip
+        row = {"graph": case.id, "rule": case.rule, "what": case.what, "offline": verdict,
+               "offline_rules": rules, "parser": real, "agrees": verdict == real, BASE: base,
+               f"{BASE}_rules": base_rules, "parser_errors": [e[:200] for e in parsed.errors][:3],
+               "parse_seconds": round(seconds, 4)}  # fmt: skip
+        if build is not None:
+            built = build(parsed, case.shapes) if parsed.ok else None
+            library = "accepts" if parsed.ok and built.ok else "refuses"
+            row.update({"builder": None if built is None else "accepts" if built.ok else "refuses",
+                        "builder_errors": [] if built is None else [e[:300] for e in built.errors][:2],
+                        "build_seconds": None if built is None else round(built.seconds, 4),
+                        "library": library, "builder_agrees": verdict == library})  # fmt: skip
+        rows.append(row)
     return rows
 
 
@@ -642,6 +669,32 @@ def table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def builder_table(rows: list[dict]) -> list[str]:
+    """The rules against the parser and the builder together (rows of ``compare(parse, build)``)."""
+    known = documented() if COLUMN == "rtx-1.7" else {}
+    parsed = [r for r in rows if r["parser"] == "accepts"]
+    differ = [r for r in rows if not r["builder_agrees"]]
+    fp = sum(r["offline"] == "accepts" for r in differ)
+    lines = [f"rules (column {COLUMN}) vs TensorRT-RTX's parser and builder (ahead of time, on the CPU): {len(rows)} "
+             f"graphs, {len(parsed)} parsed and built: {sum(r['builder'] == 'accepts' for r in parsed)} build, "
+             f"{sum(r['builder'] == 'refuses' for r in parsed)} do not; {len(rows) - len(differ)} agree, "
+             f"{len(differ)} differ ({sum(r['graph'] in known for r in differ)} documented)",
+             f"false passes (rules accept, parser or builder refuses): {fp}; false refusals: {len(differ) - fp}", "",
+             f"{'graph':36s} {'rules':8s} {'parser':8s} {'builder':8s} reason"]  # fmt: skip
+    for r in differ:
+        why = known.get(r["graph"], {}).get("reason", "NOT DOCUMENTED" if COLUMN == "rtx-1.7" else "-")
+        lines.append(f"{r['graph']:36s} {r['offline']:8s} {r['parser']:8s} {str(r['builder'] or '-'):8s} {why}")
+    refused = [r for r in parsed if r["builder"] == "refuses"]
+    lines += ["", f"graphs the parser takes and the builder refuses ({len(refused)}), and the rules' verdict:"]
+    for r in refused:
+        lines.append(f"{r['graph']:36s} rules {r['offline']:8s} {', '.join(r['offline_rules']) or '-':24s} "
+                     f"{(r['builder_errors'] or ['(no error logged)'])[0][:110]}")  # fmt: skip
+    slow = sorted(parsed, key=lambda r: -r["build_seconds"])[:3]
+    lines.append(f"build time: {sum(r['build_seconds'] for r in parsed):.1f} s in all; slowest "
+                 + ", ".join(f"{r['graph']} {r['build_seconds']:.2f} s" for r in slow))
+    return lines
+
+
 def main(argv) -> int:
     """``--json``: the rows; ``--column 10.13``: compare another column with the parser (the
     differences file is then not the expectation); ``--rules-from DIR``: the aft_export package of
@@ -653,21 +706,24 @@ def main(argv) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--column", default=COLUMN)
     ap.add_argument("--rules-from", metavar="DIR")
+    ap.add_argument("--build", action="store_true", help="also build every graph the parser accepts")
     args = ap.parse_args(argv)
     if args.rules_from:
         sys.path.insert(0, str(Path(args.rules_from).resolve()))
     sys.path.insert(1 if args.rules_from else 0, str(Path(__file__).resolve().parents[2]))
     COLUMN = args.column
-    from tests.rtx import parse
+    from tests.rtx import build, parse
 
     import aft_export
 
-    rows = compare(parse)
+    rows = compare(parse, build if args.build else None)
     if args.json:
         print(json.dumps(rows, indent=1))
     else:
         print(f"(rules: {Path(aft_export.__file__).parent})")
         print("\n".join(table(rows)))
+        if args.build:
+            print("\n" + "\n".join(builder_table(rows)))
     return 0
 
 

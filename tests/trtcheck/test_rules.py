@@ -11,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 from aft_export.trtcheck import RULES, check_model
 
 F, F16, I8, I32, I64 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.INT8, TensorProto.INT32, TensorProto.INT64
+B = TensorProto.BOOL
 
 
 def model(nodes, inputs, outputs, inits=(), opset=18, functions=(), target=None, extra_opsets=()):
@@ -339,6 +340,42 @@ def test_rtx_column_is_1013_plus_its_differences():
                 [("y", F, None)], [init("g", np.ones(4, np.float32))], opset=23)  # fmt: skip
     r = check(rms, "10.13", "rtx-1.7")
     assert r.status["rtx-1.7"] == "accepts" and r.status["10.13"] == "refuses"
+
+
+def test_what_tensorrt_rtx_builder_refuses():
+    """Rules from TensorRT-RTX's builder (tests/trtcheck/test_rules_vs_parser.py builds these graphs):
+    an int8 scalar dequantized (rtx only: standard TensorRT's builder is not checked here), an If with
+    branches of different ranks on a run-time condition (every version: operators.md), and
+    NonMaxSuppression, which TensorRT-RTX cannot build."""
+    def dq_add(shape):
+        return model([helper.make_node("DequantizeLinear", ["c", "s", "z"], ["d"], name="dq"),
+                      helper.make_node("Add", ["x", "d"], ["y"], name="add")], [("x", F, [1, 4])], [("y", F, None)],
+                     [init("c", np.ones(shape, np.int8)), init("s", np.float32(0.01)), init("z", np.int8(0))])  # fmt: skip
+
+    r = check(dq_add(()), "10.13", "rtx-1.7")
+    assert rules(r, "rtx-1.7") == {"qdq.scalar-weights"} and r.status["10.13"] == "accepts"
+    assert check(dq_add((1,)), "rtx-1.7").status["rtx-1.7"] == "accepts"
+
+    def if_model(b_shape, condition_constant=False):
+        then = helper.make_graph([helper.make_node("Identity", ["a"], ["o"], name="t")], "then", [],
+                                 [helper.make_tensor_value_info("o", F, None)])  # fmt: skip
+        other = helper.make_graph([helper.make_node("Identity", ["b"], ["o2"], name="e")], "else", [],
+                                  [helper.make_tensor_value_info("o2", F, None)])  # fmt: skip
+        inputs = [("a", F, [2, 4]), ("b", F, list(b_shape))] + ([] if condition_constant else [("c", B, [])])
+        inits = [init("c", np.array(True))] if condition_constant else []
+        return model([helper.make_node("If", ["c"], ["y"], name="if", then_branch=then, else_branch=other)],
+                     inputs, [("y", F, None)], inits)  # fmt: skip
+
+    r = check(if_model((8,)), "10.3", "rtx-1.7")
+    assert rules(r, "10.3") == rules(r, "rtx-1.7") == {"if.branch-ranks"}
+    assert "rank 2 in then_branch and rank 1" in r.findings[0].message
+    assert check(if_model((2, 4)), "rtx-1.7").status["rtx-1.7"] == "accepts"
+    assert check(if_model((8,), condition_constant=True), "rtx-1.7").status["rtx-1.7"] == "accepts"
+
+    nms = model([helper.make_node("NonMaxSuppression", ["bx", "sc", "m"], ["y"], name="nms")],
+                [("bx", F, [1, 4, 4]), ("sc", F, [1, 1, 4])], [("y", I64, None)], [init("m", np.array([2], np.int64))])
+    r = check(nms, "10.13", "rtx-1.7")
+    assert rules(r, "rtx-1.7") == {"op.unsupported"} and r.status["10.13"] == "accepts"
 
 
 # ----------------------------------------------------------------------------- every rule is tested

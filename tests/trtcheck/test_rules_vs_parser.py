@@ -1,13 +1,16 @@
-"""The offline rules against NVIDIA's own ONNX parser (issue 19, item 4).
+"""The offline rules against NVIDIA's own ONNX parser (issue 19, item 4) and builder (issue 28, item 5).
 
 Every graph of tests/trtcheck/parser_graphs.py (a graph that breaks each rule of ``aft-export
 check --rules`` and a near miss for each, then the operators and restrictions of the op table)
-is parsed live by TensorRT-RTX's OnnxParser (parse only: no build) and checked offline against
-the ``rtx-1.7`` column. They must agree, except on the graphs tests/data/rtx_differences.json
-lists with a reason and a source; a listed difference that no longer happens fails too, so the
-list cannot go stale. CI installs TensorRT-RTX, so there this test runs (tests/rtx.need_rtx).
+is parsed live by TensorRT-RTX's OnnxParser and checked offline against the ``rtx-1.7`` column;
+every graph the parser accepts is then built by TensorRT-RTX's builder, ahead of time on the CPU
+(in memory: small graphs, a fraction of a second each), so what a user would meet at ``build``
+is held against the rules too. Rules and parser, and rules and parser-then-builder, must agree,
+except on the graphs tests/data/rtx_differences.json lists with a reason and a source; a listed
+difference that no longer happens fails too, so the list cannot go stale. CI installs
+TensorRT-RTX, so there this test runs (tests/rtx.need_rtx).
 
-The table: ``python -m tests.trtcheck.parser_graphs`` (or ``pytest -s`` on this file).
+The tables: ``python -m tests.trtcheck.parser_graphs --build`` (or ``pytest -s`` on this file).
 """
 
 from __future__ import annotations
@@ -16,18 +19,23 @@ import pytest
 
 from aft_export.trtcheck.rules import RULES
 from aft_export.trtcheck.versions import COLUMNS, Version
-from tests.rtx import need_rtx, parse
+from tests.rtx import build, need_rtx, parse
 from tests.trtcheck import parser_graphs as pg
 
 
 @pytest.fixture(scope="module")
 def rows():
     need_rtx()
-    return pg.compare(parse)
+    return pg.compare(parse, build)
+
+
+def _library(d: dict) -> str:
+    """The parser and the builder together: what ``aft-export build`` meets."""
+    return "accepts" if d["parser"] == "accepts" and d["builder"] == "accepts" else "refuses"
 
 
 def test_rules_and_parser_agree_except_where_documented(rows):
-    known = pg.documented()
+    known = {g: d for g, d in pg.documented().items() if d["rules"] != d["parser"]}
     print("\n" + "\n".join(pg.table(list(rows))))
     undocumented = [r for r in rows if not r["agrees"] and r["graph"] not in known]
     assert not undocumented, "rules and parser disagree (fix the rule, or document the difference in " \
@@ -41,6 +49,28 @@ def test_rules_and_parser_agree_except_where_documented(rows):
         r = by_graph[g]
         assert (d["rules"], d["parser"]) == (r["offline"], r["parser"]), g
         assert d["rule"] in r["offline_rules"] and d["reason"] and d["source"], g
+
+
+def test_rules_and_builder_agree_except_where_documented(rows):
+    """Every graph the parser accepts is built; the rules refuse what the builder refuses, or the
+    difference is listed with its reason (a false pass: ``rule`` null)."""
+    print("\n" + "\n".join(pg.builder_table(list(rows))))
+    documented = pg.documented()
+    known = {g: d for g, d in documented.items() if d["rules"] != _library(d)}
+    assert all((r["builder"] is None) == (r["parser"] == "refuses") for r in rows)
+    undocumented = [r for r in rows if not r["builder_agrees"] and r["graph"] not in known]
+    assert not undocumented, "rules and builder disagree (fix the rule, or document the difference in " \
+        f"{pg.DIFFERENCES.name}): " + "; ".join(
+            f"{r['graph']}: rules {r['offline']} {r['offline_rules']}, parser {r['parser']}, builder {r['builder']} "
+            f"{r['builder_errors'][:1]}" for r in undocumented)  # fmt: skip
+    by_graph = {r["graph"]: r for r in rows}
+    stale = [g for g in known if g not in by_graph or by_graph[g]["builder_agrees"]]
+    assert not stale, f"listed in {pg.DIFFERENCES.name} but no longer a disagreement (remove them): {stale}"
+    for g, d in documented.items():  # every entry says what both library steps do today
+        r = by_graph[g]
+        assert (d["rules"], d["parser"], d["builder"]) == (r["offline"], r["parser"], r["builder"]), g
+        assert d["reason"] and d["source"], g
+        assert (d["rule"] is None) if d["rules"] == "accepts" else (d["rule"] in r["offline_rules"]), g
 
 
 def test_every_rule_has_a_breaking_graph_and_a_near_miss():
