@@ -16,7 +16,7 @@ from pathlib import Path
 
 from aft_export.errors import AFTExportError
 from aft_export.fileio import sha256_file
-from aft_export.graph import DOMAIN
+from aft_export.graph import DOMAIN, aft_kind
 from aft_export.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.preprocess import ForeignPreprocessing
 from aft_export.runners import CHECKPOINT_SUFFIXES, ENGINE_SUFFIXES, onnx_info
@@ -78,7 +78,7 @@ def describe_onnx(path: Path, preprocessing: ForeignPreprocessing | None = None)
         except AFTExportError as exc:
             out["preprocessing"] = {"missing": str(exc)}
         return out
-    calls = Counter(n.op_type for n in model.graph.node if n.domain == DOMAIN)
+    calls = Counter(aft_kind(n) or n.op_type for n in model.graph.node if n.domain == DOMAIN)  # by variant
     out.update({
         **{k: meta[k] for k in OUR_KEYS if k in meta},
         "com_aft_layers": dict(sorted(calls.items())), "com_aft_functions": sum(f.domain == DOMAIN for f in model.functions),

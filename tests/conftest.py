@@ -45,3 +45,54 @@ def need_openvino():
             pytest.fail(f"{reason}; CI installs OpenVINO, so this fails instead of skipping", pytrace=False)
         pytest.skip(reason)
     return openvino
+
+
+CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+
+
+@pytest.fixture(scope="session")
+def foreign(tmp_path_factory, cifar10):
+    """An ONNX file another tool wrote: ONNX Runtime's own quantiser (quantize_static, the settings
+    its docs give for TensorRT: QDQ, symmetric int8, float biases, MatMul/Conv/Gemm) run on our
+    portable export of a tiny CIFAR-10 model, with our metadata stripped (the quantiser copies it
+    through). Returns the paths: ``ckpt``, ``ours`` (the portable fp32 export), ``copied`` (the
+    quantiser's file, our metadata still in it) and ``theirs`` (the same graph, stripped)."""
+    import numpy as np
+    import onnx
+    import torch
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    from aft_export.checkpoint import save_checkpoint
+    from aft_export.data import normalize
+    from aft_export.datasets import load_labelled
+    from aft_export.export.exporter import ExportOptions, export_checkpoint
+    from aft_export.models import create_model
+
+    root = tmp_path_factory.mktemp("foreign")
+    torch.manual_seed(5)
+    ckpt = root / "m.pt"
+    save_checkpoint(ckpt, create_model("aft_conv_test"), CIFAR10_CLASSES, model_name="aft_conv_test")
+    ours = root / "m.portable.onnx"
+    data = str(cifar10 / "test.tar")
+    export_checkpoint(ckpt, ours, ExportOptions(target="portable", verify_images=0, simplify=False), log=lambda *a: None)
+    images = load_labelled(data, 32, limit=32)
+    x = normalize(images.images, (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)).numpy()
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{"image": x[i : i + 8]} for i in range(0, len(x), 8)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    copied = root / "m.ortq.onnx"
+    quantize_static(str(ours), str(copied), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                    op_types_to_quantize=["MatMul", "Conv", "Gemm"],
+                    extra_options={"ActivationSymmetric": True, "QuantizeBias": False})  # fmt: skip
+    model = onnx.load(str(copied))
+    assert {p.key for p in model.metadata_props} >= {"classes", "mean", "std"}  # ORT's quantiser copied ours
+    del model.metadata_props[:]
+    theirs = root / "theirs.onnx"
+    onnx.save(model, str(theirs))
+    return {"ckpt": ckpt, "ours": ours, "copied": copied, "theirs": theirs, "data": data}

@@ -1,0 +1,78 @@
+"""`aft-export info` reads every artifact the project writes or takes (issue 27, item 6): a
+checkpoint, our ONNX files (target, opset, precision, com.aft layers, recipe, calibration hash),
+another tool's ONNX file (what the file says, and how it would be fed), an engine's manifest."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from aft_export.cli import main
+from aft_export.errors import AFTExportError
+from aft_export.info import describe_artifact
+from tests.conftest import CIFAR10_CLASSES
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def ours(foreign, tmp_path_factory):
+    """The fixture's checkpoint exported for the default target (com.aft functions) and its
+    portable export quantised by aft-export (a recipe with its calibration hash)."""
+    from aft_export.export.exporter import ExportOptions, export_checkpoint
+    from aft_export.quantize import QuantizeOptions, quantize_model
+
+    root = tmp_path_factory.mktemp("info")
+    custom = root / "m.onnx"
+    export_checkpoint(foreign["ckpt"], custom, ExportOptions(verify_images=0, simplify=False), log=lambda *a: None)
+    int8 = root / "m.portable.int8.onnx"
+    result = quantize_model(foreign["ours"], int8, foreign["data"], QuantizeOptions(count=8, cache_dir=""),
+                            progress=False, log=lambda *a: None)  # fmt: skip
+    return {"custom": custom, "int8": int8, "calibration_sha256": result.recipe["calibration"]["sha256"]}
+
+
+def test_checkpoint_and_our_onnx_files(foreign, ours):
+    d = describe_artifact(foreign["ckpt"])
+    assert d["kind"] == "checkpoint" and d["classes"] == CIFAR10_CLASSES and d["params"] > 0
+    d = describe_artifact(ours["custom"])
+    assert (d["kind"], d["aft_export"], d["export_target"], d["opset"], d["precision"]) == (
+        "onnx", True, "tensorrt", "18", "fp32")
+    assert d["com_aft_layers"] == {"AFTConv": 2} and d["com_aft_functions"] >= 1  # aft_conv_test: depth 2
+    assert d["inputs"][0]["name"] == "image" and d["inputs"][0]["shape"][1:] == [3, 32, 32]
+    d = describe_artifact(ours["int8"])
+    assert (d["export_target"], d["opset"], d["precision"], d["com_aft_layers"]) == ("portable", "19", "int8", {})
+    assert d["recipe"]["calibration"]["sha256"] == ours["calibration_sha256"]
+    res = run("info", ours["int8"])
+    assert res.exit_code == 0, res.output
+    assert f"sha256 {ours['calibration_sha256'][:16]}" in res.output and "target       portable (opset 19)" in res.output
+    assert "corrupt" not in res.output
+
+
+def test_another_tools_file_says_what_it_can(foreign, tmp_path):
+    bare = tmp_path / "theirs.onnx"
+    bare.write_bytes(foreign["theirs"].read_bytes())
+    res = run("info", bare)
+    assert res.exit_code == 0, res.output  # no preprocessing is not an error here: info says so
+    assert "producer     onnx.quantize" in res.output and "opsets       ai.onnx 19" in res.output
+    assert "written by   another tool" in res.output and "preprocess   none given" in res.output
+    assert "input        image tensor(float) [" in res.output and "output       logits tensor(float)" in res.output
+    res = run("info", bare, "--input-size", 32, "--mean", "0.5,0.5,0.5", "--std", "0.25,0.25,0.25", "--json")
+    d = json.loads(res.output)
+    assert d["aft_export"] is False and d["precision"] == "int8" and d["opsets"] == {"ai.onnx": 19}
+    assert d["preprocessing"]["from"] == "the options (`input_size`, `mean`, `std`)"
+    assert d["preprocessing"]["classes"] == [str(i) for i in range(10)]  # numbered: none were named
+
+
+def test_an_engine_without_its_manifest_and_unknown_files(tmp_path):
+    engine = tmp_path / "x.engine"
+    engine.write_bytes(b"\0" * 16)
+    d = describe_artifact(engine)
+    assert d["kind"] == "engine" and "has no manifest" in d["manifest_error"]
+    res = run("info", engine)
+    assert res.exit_code == 0 and "manifest     x.engine.json: engine" in res.output
+    other = tmp_path / "notes.txt"
+    other.write_text("x")
+    with pytest.raises(AFTExportError, match="unknown artifact type"):
+        describe_artifact(other)
