@@ -89,7 +89,7 @@ def test_console_script_entry_point(ckpt):
     proc = subprocess.run([sys.executable, "-m", "aft_export.cli", "info", str(ckpt) + ".nope"],
                           capture_output=True, text=True)  # fmt: skip
     assert proc.returncode == 2
-    assert proc.stderr.strip().startswith("error: checkpoint") and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().startswith("error: artifact") and "Traceback" not in proc.stderr
 
 
 def test_train_bad_model_name(tmp_path):

@@ -101,10 +101,6 @@ class CheckReport:
         return {**out, "checked": self.checked, "exit_code": self.exit_code}
 
 
-def _target(model) -> str:
-    return ArtifactMeta.of(model).export_target
-
-
 def _load(model_or_path):
     import onnx
 
@@ -132,9 +128,11 @@ def check_model(model_or_path, versions: list[str] | None = None, also: tuple[st
 
 def _check(model, name: str, versions: list[str] | None, views: dict) -> CheckReport:
     """check_model's work, the graph's readings (:class:`GraphView`, per inlining) shared through ``views``."""
-    target = _target(model)
+    meta = ArtifactMeta.of(model)
+    target = meta.export_target
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-    report = CheckReport(name, opset, model.ir_version, graph_precision(model), target, {})
+    report = CheckReport(name, opset, model.ir_version, graph_precision(model),
+                         target if meta.ours else f"none named (another tool's file: checked as {target})", {})  # fmt: skip
     if target not in TARGETS:
         report.notes.append(f"unknown export target {target!r} in the metadata; checked as {DEFAULT_TARGET}")
         target = DEFAULT_TARGET
@@ -179,8 +177,10 @@ def _check(model, name: str, versions: list[str] | None, views: dict) -> CheckRe
     report.findings = list(found.values())
     untargeted = [v for v, s in report.status.items() if s == "not targeted"]
     if untargeted:
-        hint = ("export with --target tensorrt8" if target == "tensorrt" else "")
-        report.notes.append(f"made for TensorRT {targeted[0]}+ (export target {target}); not checked for "
+        hint = ("export with --target tensorrt8" if target == "tensorrt" and meta.ours else "")
+        made = (f"made for TensorRT {targeted[0]}+ (export target {target})" if meta.ours else
+                f"no export target named (another tool's file): checked as made for TensorRT {targeted[0]}+")  # fmt: skip
+        report.notes.append(f"{made}; not checked for "
                             f"{', '.join(untargeted)}" + (f": {hint}" if hint else "")
                             + " (ask for one with --trt to see what it would refuse)")  # fmt: skip
     return report

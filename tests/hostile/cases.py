@@ -150,7 +150,7 @@ DATA_FILES = [("missing", "nope", MISSING), ("junk-tar", "junk.tar", r"neither|n
               ("empty-tar", "empty.tar", r"empty|neither|no images"), ("empty-dir", "emptydir", "no images"),
               ("truncated-tar", "trunc.tar", r"truncated|cannot read|corrupt")]  # fmt: skip
 SLOTS = [
-    ("info", ("info", "{f}"), "CHECKPOINT", CKPT_FILES),
+    ("info", ("info", "{f}"), "ARTIFACT", CKPT_FILES + [(f"{v}-onnx", n, e) for v, n, e in ONNX_FILES]),
     ("export", ("export", "{f}", "-o", f"{OUT}/x.onnx", "--verify-images", "0"), "CHECKPOINT", CKPT_FILES),
     ("export", ("export", f"{D}/m.pt", "-o", f"{OUT}/x.onnx", "--verify-images", "4", "--verify-data", "{f}"),
      "--verify-data", DATA_FILES),
