@@ -352,5 +352,7 @@ def real_check(onnx_path, offline_status: str, column: str, library: str = "auto
     result["agrees"] = real_ok == rules_ok
     result["disagreement"] = (None if real_ok == rules_ok else
                               "false pass: the rules accept what the library refuses" if rules_ok else
-                              "false refusal: the rules refuse what the library accepts")  # fmt: skip
+                              "false refusal: the rules refuse what the library accepts" if build else
+                              "false refusal: the rules refuse what the parser accepts (some rules are its builder's: "
+                              "check with `build` to see whether the builder refuses it)")  # fmt: skip
     return result
