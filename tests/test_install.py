@@ -58,7 +58,7 @@ def _readme_test_command() -> str:
     text = (REPO / "README.md").read_text()
     block = text[text.index("Install and run the tests"):]
     block = block[block.index("```bash\n") + len("```bash\n"):]
-    (line,) = block[: block.index("```")].strip().splitlines()
+    (line,) = [x for x in block[: block.index("```")].strip().splitlines() if not x.startswith("#")]
     return line
 
 
