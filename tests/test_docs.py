@@ -101,11 +101,11 @@ def test_page_runs_as_written(page, stranger):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     result = json.loads(result_file.read_text())
     for step in result["steps"]:
+        print(f"{page}:{step['block']} {step['seconds']:6.1f}s {'reused' if step['reused'] else ''} "
+              f"{step['command'].strip()[:100] or step['output']}")  # fmt: skip
+    for step in result["steps"]:
         where = f"{page}:{step['block']}: {step['command'].strip()}"
         assert step["status"] == step["expected"], (
             f"{where}\nexit status {step['status']}, expected {step['expected']}\n{step['output'][-4000:]}")
     assert not result["left_running"], f"{page}: still running after the page: {result['left_running']}"
     assert not result["shown_not_printed"], f"{page}: output shown but not printed: {result['shown_not_printed']}"
-    for step in result["steps"]:
-        print(f"{page}:{step['block']} {step['seconds']:6.1f}s {'reused' if step['reused'] else ''} "
-              f"{step['command'].strip()[:100] or step['output']}")  # fmt: skip
