@@ -37,7 +37,11 @@ def test_the_wheel_runs_the_default_pipeline_from_anywhere(tmp_path, cifar10):
     where = subprocess.run([str(py), "-c", "import aft_export; print(aft_export.__file__)"], check=True,
                            capture_output=True, text=True, cwd=away, env=env).stdout  # fmt: skip
     assert where.startswith(str(site)), f"aft_export came from {where}, not the wheel"
-    run = subprocess.run([str(py), "-m", "aft_export.cli", "pipeline"], capture_output=True, text=True, cwd=away,
+    # the defaults (model, calibration recipe, test set) resolved from the wheel; small counts: the
+    # README's main job itself, with every default, runs in tests/test_docs.py, and the zoo's
+    # accuracy against its cards in tests/test_zoo.py
+    run = subprocess.run([str(py), "-m", "aft_export.cli", "pipeline", "--calib-images", "64", "--parity-images", "16",
+                          "--eval-images", "200", "--bench-iters", "2"], capture_output=True, text=True, cwd=away,
                          env=env)  # fmt: skip
     doctor = subprocess.run([str(py), "-m", "aft_export.cli", "doctor", "--help"], capture_output=True, text=True,
                             cwd=away, env=env)  # fmt: skip
@@ -47,18 +51,14 @@ def test_the_wheel_runs_the_default_pipeline_from_anywhere(tmp_path, cifar10):
     # 3: TensorRT-RTX engines built here that cannot run without a GPU (the [rtx] extra in CI)
     assert run.returncode == (3 if manifest["unverified"] else 0), run.stdout[-3000:] + run.stderr[-3000:]
     assert "PASS" in run.stdout and run_dir.name.startswith("aft_conv_cifar-") and (run_dir / "report.md").is_file()
-    # the README's main job: the bundled model, measured as its card says
     assert manifest["inputs"]["model"] == "aft_conv_cifar" and manifest["passed"]
-    card = json.loads((REPO / "models" / "zoo.json").read_text())
-    card_top1 = next(z["top1"] for z in (card["models"] if isinstance(card, dict) else card) if z["name"] == "aft_conv_cifar")
-    assert manifest["summary"][0]["top1"] == pytest.approx(card_top1, abs=0.1)
 
 
 def _readme_test_command() -> str:
     text = (REPO / "README.md").read_text()
     block = text[text.index("Install and run the tests"):]
     block = block[block.index("```bash\n") + len("```bash\n"):]
-    (line,) = block[: block.index("```")].strip().splitlines()
+    (line,) = [x for x in block[: block.index("```")].strip().splitlines() if not x.startswith("#")]
     return line
 
 

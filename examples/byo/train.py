@@ -3,14 +3,13 @@
     python examples/byo/train.py examples/byo/aft_pytorch_cifar.py OUT.pth --epochs 3
 
 The weights are saved as DeiT's training code saves them: {"model": state_dict,
-"args": argparse.Namespace, "epoch": N}. Images come from $AFT_CIFAR10_DIR (train.tar).
+"args": argparse.Namespace, "epoch": N}. Images: cifar10:train, found as every command finds it
+($AFT_CIFAR10_DIR, ../shared/data/cifar10 beside the checkout, or the one-time download).
 """
 
 import argparse
 import importlib.util
-import os
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -35,7 +34,7 @@ def main() -> None:
     spec.loader.exec_module(module)
     torch.manual_seed(0)
     model = module.build()
-    data = load_labelled(Path(os.environ["AFT_CIFAR10_DIR"]) / "train.tar", 32, limit=args.limit)
+    data = load_labelled("cifar10:train", 32, limit=args.limit)
     x_all, y_all = normalize(data.images, MEAN, STD), torch.as_tensor(data.labels)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.05)
     steps = args.epochs * (len(y_all) // args.batch_size)
