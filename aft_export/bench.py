@@ -18,7 +18,7 @@ from aft_export.runners import OrtRunner, load_runner
 
 def bench_runner(runner, batch: int, warmup: int = BenchOptions.warmup, iters: int = BenchOptions.iters,
                  seed: int = 0) -> dict:  # fmt: skip
-    runner.check_batch(batch, "--batch-size")  # refused with an estimate, before the kernel kills the run
+    runner.check_batch(batch, "batches")  # refused with an estimate, before the kernel kills the run
     c, h, w = runner.info.input_size
     x = np.random.default_rng(seed).standard_normal((batch, c, h, w)).astype(np.float32)
     feeds = {"image": x}
@@ -53,8 +53,8 @@ def bench(artifacts: list[str], batches=BenchOptions.batches, warmup: int = Benc
     each ONNX file at each batch size (``iters`` runs after one warm-up, in a profiling
     session of its own, so the timings above are not slowed by the profiler)."""
     if warmup < 0 or iters < 1 or not batches or min(batches) < 1:
-        raise AFTExportError(f"bench needs --iters >= 1, --warmup >= 0 and batch sizes >= 1 (got --iters {iters}, "
-                             f"--warmup {warmup}, batches {list(batches)}); see aft-export bench --help")  # fmt: skip
+        raise AFTExportError(f"bench needs `iters` >= 1, `warmup` >= 0 and `batches` of sizes >= 1 (got `iters={iters}`, "
+                             f"`warmup={warmup}`, batches {list(batches)})")  # fmt: skip
     check_threads(threads)
     rows, skipped, profiles = [], [], []
     for artifact in artifacts:

@@ -17,8 +17,7 @@ One error path for every command, decided here (:class:`_Group` and :class:`_Com
 - SIGINT and SIGTERM raise :class:`Interrupted` in the main thread, so every ``finally``
   and every atomic write's clean-up runs; the exit status is 128 + the signal (130,
   143). A second signal exits at once;
-- before a command starts, each of its outputs (a parameter named ``output`` or
-  ``out``) is checked against every path it reads and locked for the run
+- before a command starts, each of its outputs (a parameter named ``output``) is checked against every path it reads and locked for the run
   (:func:`aft_export.fileio.claim_output`): no command overwrites its own input, and a
   second run writing the same output fails at its start.
 """
@@ -51,7 +50,7 @@ from aft_export.version import __version__
 PROVIDERS = click.Choice(["cpu", "cuda", "tensorrt"])
 PROVIDER_HELP = ("cpu, cuda or tensorrt: ONNX Runtime's execution provider for .onnx artifacts (cuda/tensorrt "
                  "need onnxruntime-gpu); cuda/tensorrt also run checkpoints in PyTorch on the GPU.")  # fmt: skip
-OUTPUT_PARAMS = ("output", "out")  # parameters that name what a command writes
+OUTPUT_PARAMS = ("output",)  # parameters that name what a command writes
 
 
 # ---------------------------------------------------------------- values, checked where they are parsed
@@ -77,31 +76,131 @@ SEED = click.IntRange(0, MAX_SEED)
 PORT = click.IntRange(1, 65535)
 
 
-# ---------------------------------------------------------------- renamed options
+# ---------------------------------------------------------------- the words of each command
 
-# One word per idea (issue 21): old flag -> new flag, per command. The old names keep working
-# for one release, hidden from --help, with a note on stderr; an error about the option names
-# the flag as it was typed. docs/cli.md lists them (tools/gen_cli_docs.py).
-RENAMED = {
-    "train": {"--out": "--output", "--limit": "--images"},
-    "export": {"--batch": "--batch-dim", "--verify-images": "--images", "--verify-data": "--data"},
-    "quantize": {"--count": "--images"},
-    "eval": {"--limit": "--images"},
-    "bench": {"--batch": "--batch-size"},
-    "build": {"--batch": "--batch-profile", "--hw": "--hw-profile"},
-    "pipeline": {"--out": "--output", "--eval-limit": "--eval-images", "--batch": "--bench-batch-size",
-                 "--iters": "--bench-iters"},
+# The library names an option by its field, in backquotes: `verify_data`, `verify_images=0`
+# (what a Python user passes), or another command's as a whole command line in backquotes,
+# `aft-export export target=tensorrt8`. Each command turns them into its own flags through one
+# table (:func:`option_table`): derived from its click parameters (an option's destination and
+# its flag's own words both name it: `--images` with destination verify_images answers to
+# `verify_images` and `images`), plus what is written here, per command: fields whose flag says
+# something else (a key `field=value` for one value), and the flags renamed in issue 21 (one
+# word per idea): old flag -> new flag. The old names keep working for one release, hidden from
+# --help, with a note on stderr; an error about the option names the flag as it was typed.
+# docs/cli.md lists them (tools/gen_cli_docs.py).
+
+
+@dataclasses.dataclass(frozen=True)
+class Words:
+    fields: dict = dataclasses.field(default_factory=dict)  # field (or field=value) -> flag
+    renamed: dict = dataclasses.field(default_factory=dict)  # old flag -> new flag
+
+
+WORDS = {
+    "train": Words(renamed={"--out": "--output", "--limit": "--images"}),
+    "export": Words(renamed={"--batch": "--batch-dim", "--verify-images": "--images", "--verify-data": "--data"}),
+    "quantize": Words({'cache_dir=""': "--no-cache"}, renamed={"--count": "--images"}),
+    "eval": Words(renamed={"--limit": "--images"}),
+    "bench": Words(renamed={"--batch": "--batch-size"}),
+    "build": Words(renamed={"--batch": "--batch-profile", "--hw": "--hw-profile"}),
+    "check": Words({"versions": "--trt"}),
+    # the stages the pipeline runs, in its own flags: the export verifies on the parity images,
+    # quantisation samples --calib-images, bench times --bench-batch-size
+    "pipeline": Words({"verify_images": "--parity-images", "verify_data": "--data", "images": "--parity-images",
+                       "count": "--calib-images", "batches": "--bench-batch-size", "iters": "--bench-iters"},
+                      renamed={"--out": "--output", "--eval-limit": "--eval-images", "--batch": "--bench-batch-size",
+                               "--iters": "--bench-iters"}),
 }  # fmt: skip
 RENAMED_UNTIL = "0.2.0"  # the release that drops the old names
 
+OPTION_WORD = re.compile(r"`([a-z][a-z0-9_]*)(?:=([^`]*))?`")  # `field` or `field=value`
+COMMAND_LINE = re.compile(r"`aft-export ([a-z][a-z-]*)((?: [^`\s]+)*)`")  # `aft-export CMD ARG field=value ...`
+
 _renamed_used: list[tuple[str, str]] = []  # (old, new) typed in this run
+_running: list[click.Command] = []  # the command this run is running
+
+
+def _long(opts) -> str | None:
+    return max((o for o in opts if o.startswith("--")), key=len, default=None)
+
+
+def option_table(command: click.Command) -> dict[str, tuple[str, click.Option | None]]:
+    """The command's table: field (or ``field=value``) -> (its flag, the parameter)."""
+    table: dict[str, tuple[str, click.Option | None]] = {}
+    options = [p for p in command.params if isinstance(p, click.Option) and _long(p.opts)]
+    for p in options:  # a flag's own words: --batch-size answers to batch_size
+        for flag in (*p.opts, *p.secondary_opts):
+            if flag.startswith("--"):
+                table.setdefault(flag[2:].replace("-", "_"), (flag, p))
+    for p in options:  # the destination: the field the option fills
+        table[p.name] = (_long(p.opts), p)
+    by_flag = {f: p for p in options for f in (*p.opts, *p.secondary_opts)}
+    for key, flag in WORDS.get(command.name or "", Words()).fields.items():
+        table[key] = (flag, by_flag.get(flag))
+    return table
+
+
+def renamed_flags(name: str) -> dict[str, str]:
+    return WORDS.get(name, Words()).renamed
+
+
+def _flag_text(table: dict, field: str, value: str | None) -> str | None:
+    """``field=value`` in the command's flags, or None when the command has no such option."""
+    if value is not None and f"{field}={value}" in table:
+        return table[f"{field}={value}"][0]
+    if field not in table:
+        return None
+    flag, param = table[field]
+    if value is None:
+        return flag
+    if param is not None and param.is_flag:
+        on = (value.lower() in ("true", "1", "yes")) != (flag in param.secondary_opts)
+        return _long(param.opts) if on else (_long(param.secondary_opts) or f"no {_long(param.opts)}")
+    if param is not None and param.multiple and value[:1] in "([":  # (1, 32): the flag once per value
+        return " ".join(f"{flag} {v.strip()}" for v in value.strip("()[]").split(",") if v.strip())
+    return f"{flag} {value}"
+
+
+def _elsewhere(command: click.Command, field: str, value: str | None) -> str | None:
+    """``field`` as the flag of the commands that have it, for a command that has not (a
+    message its code shares with them: tests/test_words.py lists each such case)."""
+    groups: dict[str, list[str]] = {}
+    for name, other in main.commands.items():
+        text = None if other is command or other.hidden else _flag_text(option_table(other), field, value)
+        if text is not None:
+            groups.setdefault(text, []).append(name)
+    return " or ".join(f"aft-export {'/'.join(names)} {text}" for text, names in groups.items()) or None
+
+
+def in_flags(text: str, command: click.Command | None = None) -> str:
+    """A library message in the words of ``command`` (default: the one running): each
+    `field` or `field=value` as its flag (where it has none, as the flag of the commands that
+    have it), each `aft-export CMD ...` line with that command's flags."""
+    command = command if command is not None else (_running[-1] if _running else None)
+    if command is None or "`" not in text:
+        return text
+
+    def line(m: re.Match) -> str:
+        other = main.commands.get(m.group(1))
+        if other is None:
+            return m.group(0)
+        table, words = option_table(other), [f"aft-export {m.group(1)}"]
+        for arg in m.group(2).split():
+            field, eq, value = arg.partition("=")
+            words.append((_flag_text(table, field, value if eq else None) or arg) if eq else arg)
+        return " ".join(words)
+
+    table = option_table(command)
+    text = COMMAND_LINE.sub(line, text)
+    return OPTION_WORD.sub(lambda m: (_flag_text(table, m.group(1), m.group(2))
+                                      or _elsewhere(command, m.group(1), m.group(2)) or m.group(0)), text)  # fmt: skip
 
 
 def _rename_args(command: click.Command, args: list[str]) -> list[str]:
     """``args`` with the command's old flag names replaced by the new ones (a note on
     stderr for each). Option values are skipped, so a value that looks like an old flag
     stays a value; nothing after ``--`` is touched."""
-    renamed = RENAMED.get(command.name or "", {})
+    renamed = renamed_flags(command.name or "")
     if not renamed:
         return args
     takes_value = {o for p in command.params if isinstance(p, click.Option) and not p.is_flag and not p.count
@@ -184,7 +283,7 @@ def _close_progress_bars() -> None:
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
     _close_progress_bars()
-    click.echo(f"error: {' '.join(_as_typed(message).split())}", err=True)
+    click.echo(f"error: {' '.join(_as_typed(in_flags(message)).split())}", err=True)
     return code
 
 
@@ -215,6 +314,7 @@ class _Command(click.Command):
         _epilog_table(formatter)
 
     def parse_args(self, ctx, args):
+        _running.append(self)  # from here on, library messages are put in this command's flags
         return super().parse_args(ctx, _rename_args(self, list(args)))
 
     def invoke(self, ctx):
@@ -279,6 +379,7 @@ class _Group(click.Group):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         """Run a command; every outcome becomes an exit status here (see the module doc)."""
         _renamed_used.clear()
+        _running.clear()
         with _signals_handled():
             try:
                 rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
@@ -313,12 +414,17 @@ def default(owner, name: str):
     return inspect.signature(owner).parameters[name].default
 
 
+def _say(text="", err: bool = False) -> None:
+    """Print a line of the library's (a log line, a rendered report) in this command's flags."""
+    click.echo(in_flags(str(text)), err=err)
+
+
 def _echo(lines: list[str]) -> None:
-    click.echo("\n".join(lines))
+    _say("\n".join(lines))
 
 
 def _log(as_json: bool):
-    return (lambda *a: click.echo(*a, err=True)) if as_json else click.echo
+    return (lambda *a: _say(*a, err=True)) if as_json else _say
 
 
 def _json(data) -> None:
@@ -411,19 +517,18 @@ def _apply(options):
 @main.command("train")
 @click.option("--model", "model_name", required=True, help="Registry config name (`aft-export models`).")
 @click.option("--data", required=True, type=click.Path(), help="ImageFolder directory or tar.")
-@click.option("--output", "-o", "out", required=True, type=click.Path(dir_okay=False),
-              help="Checkpoint to write.")
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="Checkpoint to write.")
 @click.option("--test-data", type=click.Path(), help="Labelled test set evaluated at the end.")
 @_apply(_train_options())
-@click.option("--images", "limit", type=COUNT, help="Train on the first N images only (smoke tests).")
+@click.option("--images", type=COUNT, help="Train on the first N images only (smoke tests).")
 @click.option("--resume", type=InPlace(dir_okay=False),
               help="Continue from an epoch checkpoint (it may be --output itself: the run goes on in place).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
-def train_cmd(model_name, data, out, test_data, no_progress, **kw) -> None:
+def train_cmd(model_name, data, output, test_data, no_progress, **kw) -> None:
     """Train a classifier; writes the checkpoint atomically after every epoch."""
     from aft_export.train import train
 
-    metrics = train(TrainConfig(model=model_name, data=data, out=out, test_data=test_data, progress=not no_progress,
+    metrics = train(TrainConfig(model=model_name, data=data, output=output, test_data=test_data, progress=not no_progress,
                                 **kw))  # fmt: skip
     click.echo(json.dumps(metrics))
     return EXIT_OK
@@ -600,7 +705,7 @@ def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_
 
 @main.command("pipeline")
 @click.argument("checkpoint", required=False, type=click.Path(dir_okay=False))
-@click.option("--output", "-o", "out", type=click.Path(file_okay=False),
+@click.option("--output", "-o", type=click.Path(file_okay=False),
               help="Run directory [default: runs/<model>-<UTC time>].")
 @click.option("--calib", help="Calibration images or recipe [default: calibration/cifar10.json].")
 @click.option("--data", help=f"Labelled images for parity and eval [default: {PipelineOptions.data}].")
@@ -614,7 +719,7 @@ def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_
 @click.option("--calib-images", type=COUNT, help="Calibration images to sample [default: the recipe's].")
 @click.option("--parity-images", type=COUNT,
               help=f"Real images parity compares [default: {PipelineOptions.parity_images}].")
-@click.option("--eval-images", "eval_limit", type=COUNT,
+@click.option("--eval-images", type=COUNT,
               help="Evaluate a fixed subset of N images [default: all].")
 @click.option("--bench-batch-size", "bench_batches", multiple=True, type=BATCH,
               help=f"Bench batch sizes [default: {' and '.join(map(str, PipelineOptions.bench_batches))}].")
@@ -719,7 +824,7 @@ def check_cmd(models, trt_versions, as_json, list_rules, library, offline_only, 
 
     if list_rules:
         rows = rules_table(list(trt_versions) or None)
-        _json(rows) if as_json else click.echo("\n".join(format_rules(rows)))
+        _json(rows) if as_json else _echo(format_rules(rows))
         return EXIT_OK
     if not models:
         raise click.UsageError("give one or more ONNX files to check (or --rules to list the rules)")
@@ -729,7 +834,7 @@ def check_cmd(models, trt_versions, as_json, list_rules, library, offline_only, 
         data = [{**r.to_dict(), **({"real": x} if x else {})} for r, x in zip(reports, real)]
         _json(data if len(data) > 1 else data[0])
     else:
-        click.echo("\n\n".join("\n".join(format_report(r) + _format_real(x)) for r, x in zip(reports, real)))
+        _say("\n\n".join("\n".join(format_report(r) + _format_real(x)) for r, x in zip(reports, real)))
     codes = [r.exit_code for r in reports]
     if any(x and (x["verdict"] == "refuses" or (strict and not x["agrees"])) for x in real):
         return EXIT_CHECK_FAILED
@@ -820,7 +925,7 @@ def build_cmd(model, output, compute_capabilities, **kw) -> None:
     """
     from aft_export.build import build_engine
 
-    build_engine(model, output, BuildOptions(compute_capabilities=tuple(compute_capabilities), **kw), log=click.echo)
+    build_engine(model, output, BuildOptions(compute_capabilities=tuple(compute_capabilities), **kw), log=_say)
 
 
 @main.command("infer")
@@ -894,7 +999,7 @@ def serve_cmd(artifacts, **kw) -> None:
     ones (BYTES); both return logits, topk_index, topk_label. SIGINT/SIGTERM stop it."""
     from aft_export.serve import serve
 
-    serve(list(artifacts), ServeOptions(**kw), log=click.echo)
+    serve(list(artifacts), ServeOptions(**kw), log=_say)
 
 
 @main.command("triton-repo")

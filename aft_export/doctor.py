@@ -201,7 +201,7 @@ class _Runner:
             check.status = "ok" if r.returncode in ok_codes else "failed"
         except subprocess.TimeoutExpired as exc:
             output = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-            output += f"\ntimed out after {self.timeout:.0f} s (--timeout)"
+            output += f"\ntimed out after {self.timeout:.0f} s (`timeout`)"
             check.status = "failed"
         except OSError as exc:  # the program itself is missing or not executable
             output, check.status = f"error: cannot run {command[0]}: {exc}", "failed"

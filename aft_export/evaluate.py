@@ -48,7 +48,7 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
     if not artifacts:
         raise AFTExportError("nothing to evaluate; give one or more checkpoints or ONNX files")
     if not isinstance(batch_size, int) or batch_size < 1:
-        raise AFTExportError(f"--batch-size must be >= 1, got {batch_size!r}; e.g. --batch-size {EvalOptions.batch_size}")
+        raise AFTExportError(f"`batch_size` must be >= 1, got {batch_size!r}; e.g. `batch_size={EvalOptions.batch_size}`")
     runners, skipped = [], {}
     for i, a in enumerate(artifacts):
         try:
@@ -73,7 +73,7 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
                     f"{data} has classes {images.classes[:5]}... but {artifact} predicts "
                     f"{runner.info.classes[:5]}...; evaluate on a set with the model's classes"
                 )
-            runner.check_batch(min(batch_size, 64), "--batch-size")
+            runner.check_batch(min(batch_size, 64), "batch_size")
 
     def predict(runner):
         """Top-5 class indices of every image, and the seconds it took."""

@@ -93,10 +93,10 @@ def run_parity(checkpoint: str, artifacts: list[str], data, images: int = Parity
     same images: :attr:`~aft_export.export.exporter.ExportResult.reference_logits`)."""
     tols = tolerances_with(overrides)
     if not artifacts:
-        raise AFTExportError(f"nothing to compare with {checkpoint}; give one or more artifacts, e.g. "
-                             f"aft-export parity CKPT model.onnx --data DATA")  # fmt: skip
+        raise AFTExportError(f"nothing to compare with {checkpoint}; give one or more artifacts (ONNX files or "
+                             f"engines)")  # fmt: skip
     if not isinstance(images, int) or images < 1:
-        raise AFTExportError(f"--images must be >= 1, got {images!r}; e.g. --images {ParityOptions.images}")
+        raise AFTExportError(f"`images` must be >= 1, got {images!r}; e.g. `images={ParityOptions.images}`")
     reference = reference or TorchRunner(checkpoint)
     info = reference.info
     decoded = data if isinstance(data, LabelledImages) else load_labelled(data, info.input_size[1], limit=images)

@@ -2,7 +2,7 @@
 
 Writes a run directory::
 
-    RUN/model.onnx, model.fp16.onnx, model.int8.onnx   the artifacts (model.trt8.* for --target
+    RUN/model.onnx, model.fp16.onnx, model.int8.onnx   the artifacts (model.trt8.* for ``targets``
                           tensorrt8, model.portable.* for portable: options.EXPORT_TARGETS)
     RUN/model*.engine + .json   TensorRT engines where TensorRT and a GPU exist, else TensorRT-RTX
                           engines (model*.rtx.engine) where it is installed: built ahead of time on
@@ -10,7 +10,7 @@ Writes a run directory::
     RUN/<artifact>.verify.sh  trtexec/polygraphy command lines to check each with NVIDIA's tools
     RUN/manifest.json     tool versions, options, input hashes, every step and result
     RUN/report.md         the summary table and the plots, for people
-    RUN/triton/           with --triton-repo: a Triton model repository of the artifacts
+    RUN/triton/           with ``triton_repo``: a Triton model repository of the artifacts
     RUN/plots/*.svg       error histograms, accuracy and latency per artifact
 
 Data moves once: the checkpoint is loaded once, the labelled set decoded once, each
@@ -156,9 +156,9 @@ def run_pipeline(checkpoint=None, options: PipelineOptions | None = None, log=pr
     opts = options or PipelineOptions()
     source = open_source(checkpoint if checkpoint else default_checkpoint())
     ckpt = Path(source.path)  # the file that stands for the model: names, sizes, the reference's key
-    if not ckpt.is_file() and not isinstance(source, CheckpointSource):  # --model-def MODULE:FACTORY, no weights
+    if not ckpt.is_file() and not isinstance(source, CheckpointSource):  # a model_def MODULE:FACTORY, no weights
         raise AFTExportError(f"the pipeline names its run and reference after a file: {source} has none; give "
-                             f"--weights (or a model spec file)")  # fmt: skip
+                             f"`weights` (or a model spec file)")  # fmt: skip
     if not ckpt.is_file():
         raise AFTExportError(f"checkpoint {ckpt} does not exist" + ("; check the path" if checkpoint else
                              "; pass one: aft-export pipeline CKPT"))  # fmt: skip
@@ -170,10 +170,10 @@ def run_pipeline(checkpoint=None, options: PipelineOptions | None = None, log=pr
     tolerances_with(list(opts.tolerances))  # bad overrides fail before any work
     calib_source, _ = apply_recipe(opts.calib or str(default_calibration()), QuantizeOptions())  # a bad recipe too
     if not is_named(calib_source) and not Path(calib_source).exists():
-        raise AFTExportError(f"calibration source {calib_source} does not exist; give --calib IMAGES or a recipe "
-                             f"(calibration/cifar10.json)")  # fmt: skip
+        raise AFTExportError(f"calibration source {calib_source} does not exist; give `calib`: the images, or a "
+                             f"recipe such as calibration/cifar10.json")  # fmt: skip
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    final = Path(opts.out) if opts.out else Path("runs") / f"{ckpt.stem}-{stamp}"
+    final = Path(opts.output) if opts.output else Path("runs") / f"{ckpt.stem}-{stamp}"
     # claimed before any work: never an input, and one run at a time (the second fails here)
     with claim_output(final, inputs=[*source.inputs, opts.calib, opts.data], directory=True):
         loaded = source.load(log)  # once, for every stage; fails early on a bad model
@@ -252,7 +252,7 @@ class _Parity(NamedTuple):
 
 def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cache_writes: list) -> PipelineResult:
     info = TorchRunner(str(ckpt), loaded=loaded).info
-    decoded = load_labelled(opts.data, info.input_size[1], limit=opts.eval_limit)  # the one decode
+    decoded = load_labelled(opts.data, info.input_size[1], limit=opts.eval_images)  # the one decode
     parity_set = decoded.subset(opts.parity_images)
     x = normalize(parity_set.images, info.mean, info.std).numpy()
     library, why_not = engine_library(installed_libraries(), environment().get("gpu") is not None)
@@ -522,7 +522,7 @@ def _evaluate(ckpt, artifacts, decoded, runners: dict, opts: PipelineOptions) ->
     """Top-1/top-5 of the checkpoint and every artifact. With the default thread count on
     a CPU of several cores, the artifacts run side by side on one thread each: these
     small models run about 1.4x more images per CPU second on one thread than on two
-    (aft_conv_cifar, 2 cores); an explicit --threads keeps them one after the other."""
+    (aft_conv_cifar, 2 cores); an explicit ``threads`` keeps them one after the other."""
     paths = [str(ckpt)] + [str(a) for a in artifacts]
     cores = os.cpu_count() or 1
     onnx_only = all(Path(p).suffix == ".onnx" for p in paths[1:])

@@ -130,8 +130,8 @@ def test_bad_input_leaves_nothing(ckpt, tmp_path, cifar10):
     assert res.exit_code == 2 and "bad tolerance" in res.output
     # a failure mid-run (calibration source missing) removes the partial directory
     with pytest.raises(AFTExportError, match="does not exist"):
-        run_pipeline(str(ckpt), PipelineOptions(out=str(tmp_path / "r3"), calib=str(tmp_path / "none"),
-                                                data=str(cifar10 / "test.tar"), eval_limit=16),
+        run_pipeline(str(ckpt), PipelineOptions(output=str(tmp_path / "r3"), calib=str(tmp_path / "none"),
+                                                data=str(cifar10 / "test.tar"), eval_images=16),
                      log=lambda *a: None)  # fmt: skip
     assert not (tmp_path / "r3").exists() and not list(tmp_path.glob(".r3.partial-*"))
     assert not (tmp_path / "r").exists() and not (tmp_path / "r2").exists()

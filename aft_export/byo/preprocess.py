@@ -30,7 +30,7 @@ def read_mapping(path: str | Path) -> dict[str, Any]:
     """A JSON or YAML file holding one mapping."""
     path = Path(path)
     if not path.is_file():
-        raise AFTExportError(f"preprocessing file {path} does not exist; check --preprocess")
+        raise AFTExportError(f"preprocessing file {path} does not exist; check `preprocess`")
     text = path.read_text()
     if path.suffix.lower() in (".yaml", ".yml"):
         try:
@@ -58,7 +58,7 @@ def read_classes_file(path: str | Path) -> tuple[str, ...]:
     """One class name per line; blank lines and ``#`` comments are skipped."""
     path = Path(path)
     if not path.is_file():
-        raise AFTExportError(f"class names file {path} does not exist; check --classes")
+        raise AFTExportError(f"class names file {path} does not exist; check `classes`")
     names = tuple(line.strip() for line in path.read_text().splitlines())
     names = tuple(n for n in names if n and not n.startswith("#"))
     if not names:
@@ -110,10 +110,10 @@ def resolve(file: str | Path | None = None, *, input_size=None, mean=None, std=N
     size = input_size if input_size is not None else data.get("input_size")
     mean = mean if mean is not None else data.get("mean")
     std = std if std is not None else data.get("std")
-    missing = [flag for flag, v in (("--input-size", size), ("--mean", mean), ("--std", std)) if v is None]
+    missing = [f"`{option}`" for option, v in (("input_size", size), ("mean", mean), ("std", std)) if v is None]
     if missing:
         raise AFTExportError(
-            f"a model trained elsewhere needs its preprocessing: give {', '.join(missing)} (or a --preprocess "
+            f"a model trained elsewhere needs its preprocessing: give {', '.join(missing)} (or a `preprocess` "
             f"JSON/YAML file with input_size, mean, std); ImageNet-trained models use {IMAGENET}"
         )
     names = None

@@ -179,8 +179,8 @@ def _verification_images(meta, opts: ExportOptions) -> tuple[np.ndarray, str]:
         return bool(c) and (is_named(c) or Path(c).exists())
 
     if opts.verify_data and not usable(opts.verify_data):
-        raise AFTExportError(f"verification data {opts.verify_data} does not exist; check --verify-data (or give "
-                             f"--verify-images 0 to skip verification)")  # fmt: skip
+        raise AFTExportError(f"verification data {opts.verify_data} does not exist; check `verify_data` (or give "
+                             f"`verify_images=0` to skip verification)")  # fmt: skip
     prov = meta.provenance
     candidates = [opts.verify_data] if opts.verify_data else [
         prov.get("metrics", {}).get("test_data"), prov.get("train_config", {}).get("test_data"), prov.get("data")]
@@ -190,8 +190,8 @@ def _verification_images(meta, opts: ExportOptions) -> tuple[np.ndarray, str]:
         source = str(Path(env) / "test.tar") if env and Path(env, "test.tar").exists() else source
     if not usable(source):
         raise AFTExportError(
-            "verification needs real images and the checkpoint names none here; pass --verify-data DIR_OR_TAR "
-            "(or --verify-images 0 to skip verification)"
+            "verification needs real images and the checkpoint names none here; give `verify_data` (a folder or tar) "
+            "(or `verify_images=0` to skip verification)"
         )
     data = load_labelled(source, meta.config.img_size, limit=opts.verify_images)
     return normalize(data.images, meta.mean, meta.std).numpy(), str(source)
@@ -199,7 +199,7 @@ def _verification_images(meta, opts: ExportOptions) -> tuple[np.ndarray, str]:
 
 def _check_finite_outputs(model, cfg, images: np.ndarray | None) -> None:
     """Refuse a model whose logits are not finite, before anything is exported: on a few
-    of the verification images, or without them (``--verify-images 0``) on a zero image
+    of the verification images, or without them (``verify_images=0``) on a zero image
     and a seeded random one; a NaN or infinite weight shows here too."""
     if images is not None and len(images):
         probe = torch.from_numpy(np.ascontiguousarray(images[:8]))
@@ -251,7 +251,7 @@ def export_graph(model, meta: ModelMeta, opts: ExportOptions, images: np.ndarray
     _check_finite_outputs(model, cfg, images)
     batch = parse_batch(opts.batch)
     if batch is not None:  # the example input, and every verification run, hold a whole fixed batch
-        TorchRunner(meta.path or "the model", loaded=(model, meta)).check_batch(batch, "--batch")
+        TorchRunner(meta.path or "the model", loaded=(model, meta)).check_batch(batch, "batch")
     t = time.perf_counter()
     proto = _torch_export(model, cfg, opts)
     set_metadata(proto, _metadata(meta, opts))
@@ -384,7 +384,7 @@ def _simplify(proto, images, opts: ExportOptions, info: ModelInfo):
         if opts.allow_unsimplified:
             return proto, {"applied": False, "reason": "onnxsim is not installed"}
         raise AFTExportError(
-            "simplification needs onnxsim: pip install onnxsim (or pass --no-simplify)"
+            "simplification needs onnxsim: pip install onnxsim (or give `simplify=False`)"
         ) from None
     try:
         simplified, ok = onnxsim.simplify(proto, skipped_optimizers=list(KEEP_MATMUL_ADD))
@@ -401,8 +401,8 @@ def _simplify(proto, images, opts: ExportOptions, info: ModelInfo):
         if opts.allow_unsimplified:
             return proto, {"applied": False, "reason": str(exc).splitlines()[0][:200]}
         raise AFTExportError(
-            f"onnxsim failed: {str(exc).splitlines()[0][:200]}; rerun with --allow-unsimplified "
-            f"to keep the unsimplified graph, or --no-simplify"
+            f"onnxsim failed: {str(exc).splitlines()[0][:200]}; rerun with `allow_unsimplified` "
+            f"to keep the unsimplified graph, or `simplify=False`"
         ) from None
     return simplified, {"applied": True, "nodes_before": before, "nodes_after": len(simplified.graph.node),
                         "max_abs_vs_unsimplified": diff}  # fmt: skip

@@ -110,7 +110,7 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
     cset = None
     if calib is None:
         if opts.precision == "int8":
-            raise AFTExportError("int8 needs calibration images: pass --calib DATA (a folder, tar, .npy/.npz or cifar10:train)")
+            raise AFTExportError("int8 needs calibration images: give `calib` (a folder, tar, .npy/.npz or cifar10:train)")
     elif calibration is not None and (calibration.source, calibration.requested, calibration.seed,
                                       calibration.preprocess) == (str(calib), opts.count, opts.seed, prep):  # fmt: skip
         cset = calibration  # decoded by an earlier quantisation: the same sample, the same preprocessing
@@ -119,7 +119,7 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
         cset = load_calibration(calib, prep, opts.count, opts.seed, opts.allow_fewer, progress=progress)
         seconds["load_calibration"] = time.perf_counter() - t
         if cset.requested > len(cset):
-            log(f"calibration: {calib} has only {len(cset)} images; using them (--allow-fewer)")
+            log(f"calibration: {calib} has only {len(cset)} images; using them (`allow_fewer`)")
     if cset is not calibration:
         fp32_logits = None  # logits on another set than this one
 
@@ -183,7 +183,7 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
 
 
 def _check_input_size(model, prep: Preprocess, path) -> None:
-    """The graph takes the (N, 3, size, size) images its metadata (or --input-size) says:
+    """The graph takes the (N, 3, size, size) images its metadata (or ``input_size``) says:
     calibration images of another size would fail inside ONNX Runtime halfway."""
     inits = {t.name for t in model.graph.initializer}
     inputs = [i for i in model.graph.input if i.name not in inits]
@@ -194,8 +194,8 @@ def _check_input_size(model, prep: Preprocess, path) -> None:
     want = (3, prep.size, prep.size)
     if len(dims) != 4 or any(d is not None and d != w for d, w in zip(dims[1:], want)):
         shown = "x".join("?" if d is None else str(d) for d in dims[1:])
-        raise AFTExportError(f"{path}'s graph takes {shown} inputs but its metadata (or --input-size) says "
-                             f"{'x'.join(map(str, want))}; export it again, or give the right --input-size")  # fmt: skip
+        raise AFTExportError(f"{path}'s graph takes {shown} inputs but its metadata (or `input_size`) says "
+                             f"{'x'.join(map(str, want))}; export it again, or give the right `input_size`")  # fmt: skip
 
 
 def apply_recipe(calib, opts: QuantizeOptions):
@@ -237,7 +237,7 @@ def _int8(model, cset: CalibrationSet, opts: QuantizeOptions, core: list[str], m
     names = {n.name for n in model.graph.node}
     unknown = [n for n in opts.exclude if n not in names]
     if unknown:
-        raise AFTExportError(f"--exclude names nodes the graph does not have: {unknown[:5]}")
+        raise AFTExportError(f"`exclude` names nodes the graph does not have: {unknown[:5]}")
     exclude = list(dict.fromkeys(([] if opts.quantize_aft_core else core) + list(opts.exclude)))
     entry = cache.cache_path(opts, model_sha, cset)
     cached = entry is not None and entry.is_file() and cache.cached_ranges_ok(entry, model)

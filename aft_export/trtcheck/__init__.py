@@ -179,10 +179,10 @@ def _check(model, name: str, versions: list[str] | None, views: dict) -> CheckRe
     report.findings = list(found.values())
     untargeted = [v for v, s in report.status.items() if s == "not targeted"]
     if untargeted:
-        hint = ("export with --target tensorrt8" if target == "tensorrt" else "")
+        hint = ("export with `aft-export export target=tensorrt8`" if target == "tensorrt" else "")
         report.notes.append(f"made for TensorRT {targeted[0]}+ (export target {target}); not checked for "
                             f"{', '.join(untargeted)}" + (f": {hint}" if hint else "")
-                            + " (ask for one with --trt to see what it would refuse)")  # fmt: skip
+                            + " (ask for one with `aft-export check versions=VERSION` to see what its rules would refuse)")  # fmt: skip
     return report
 
 
@@ -192,7 +192,7 @@ def _normalise(text: str) -> str:
     try:
         major, minor = parse_version(text)
     except ValueError:
-        raise AFTExportError(f"--trt {text!r}: give a TensorRT version such as 10.3 (known: "
+        raise AFTExportError(f"`versions` {text!r}: give a TensorRT version such as 10.3 (known: "
                              f"{', '.join(COLUMNS)})") from None  # fmt: skip
     return f"{major}.{minor}"
 
@@ -201,7 +201,7 @@ def _check_other_runtime(model, report: CheckReport, versions) -> CheckReport:
     """A graph exported for ONNX Runtime on purpose: ONNX Runtime must load it."""
     report.notes.append(f"export target {report.target}: made for ONNX Runtime, not TensorRT; checked by loading "
                         f"it in ONNX Runtime (TensorRT rules not applied"
-                        + (f", --trt {', '.join(versions)} ignored" if versions else "") + ")")  # fmt: skip
+                        + (f", `versions` {', '.join(versions)} ignored" if versions else "") + ")")  # fmt: skip
     try:
         OrtRunner(model)
         report.status[report.target] = "accepts"
