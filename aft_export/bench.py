@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from aft_export.errors import AFTExportError, RuntimeMissing
+from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
 from aft_export.options import BenchOptions, check_threads
 from aft_export.runners import OrtRunner, load_runner
 
@@ -71,10 +71,18 @@ def bench(artifacts: list[str], batches=BenchOptions.batches, warmup: int = Benc
             rows.append(bench_runner(runner, batch, warmup, iters))
             if profile:
                 profiles.append(_profile(artifact, runner, batch, iters, providers, threads))
-    result = {"machine": platform.machine(), "processor": platform.processor(), "rows": rows, "skipped": skipped}
+    result = {"machine": platform.machine(), "processor": platform.processor(), "rows": rows, "skipped": skipped,
+              "verdict": bench_verdict(skipped).to_dict()}  # fmt: skip
     if profile:
         result["profiles"] = profiles
     return result
+
+
+def bench_verdict(skipped: list[dict]) -> Verdict:
+    """ok when every artifact was timed at every batch size; else not verified, saying what was
+    skipped and why (a runtime or GPU missing here, a fixed-batch graph at another batch size)."""
+    return Verdict.of(unverified=[f"{s['artifact']}" + (f" at batch {s['batch']}" if s["batch"] else "")
+                                  + f" not timed: {s['reason']}" for s in skipped])  # fmt: skip
 
 
 def _profile(artifact, runner, batch: int, iters: int, providers, threads: int) -> dict:

@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from aft_export.errors import AFTExportError, RuntimeMissing
+from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
 from aft_export.fileio import atomic_write, check_output_path
 from aft_export.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.trt import (RTX, TITLES, BuildOptions, build_plan, check_engine_name, engine_name, environment,
@@ -334,3 +334,19 @@ def real_check(onnx_path, offline_status: str, column: str, library: str = "auto
                               "false pass: the rules accept what the library refuses" if rules_ok else
                               "false refusal: the rules refuse what the library accepts")  # fmt: skip
     return result
+
+
+def check_verdict(report, real: dict | None = None, strict: bool = False) -> Verdict:
+    """``aft-export check``'s verdict on one file: the offline rules' (``report``, a
+    :class:`~aft_export.trtcheck.CheckReport`) and, where the installed library read it
+    (``real``, from :func:`real_check`), its parser's and builder's: a refusal fails, and with
+    ``strict`` so does the rules' disagreeing with the parser."""
+    failed, name = [], Path(report.path).name
+    if real:
+        title = f"{TITLES[real['library']]} {real['version']}"
+        if real["verdict"] == "refuses":
+            failed.append(f"{title}'s {'builder' if real['parses'] else 'parser'} refuses {name}")
+        if strict and not real["agrees"]:
+            failed.append(f"the offline rules (column {real['column']}) and {title}'s parser disagree on "
+                          f"{name}: {real['disagreement']}")  # fmt: skip
+    return Verdict.combine(report.verdict, Verdict.of(failed))

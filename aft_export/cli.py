@@ -38,8 +38,7 @@ import threading
 import click
 
 from aft_export.byo.cli import USER_MODEL_KEYS, model_source_from, require_aft_option, user_model_options
-from aft_export.errors import (EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, EXIT_SIGNAL_BASE, EXIT_TABLE,
-                               EXIT_UNVERIFIED, AFTExportError)  # fmt: skip
+from aft_export.errors import EXIT_BAD_INPUT, EXIT_FOR, EXIT_OK, EXIT_SIGNAL_BASE, EXIT_TABLE, AFTExportError, Verdict
 from aft_export.options import (CALIB_COUNT, CALIB_SEED, EXPORT_TARGETS, HW_LEVELS, LIBRARIES, MAX_SEED,
                                 MAX_THREADS, METHODS, OP_FORMS, PRECISIONS, TARGETS, TRITON_DEVICES,
                                 BenchOptions, BuildOptions, DoctorOptions, EvalOptions, ExportOptions,
@@ -449,11 +448,9 @@ class InPlace(click.Path):
     the one input an output may be."""
 
 
-def _unverified(trt_check: dict | None) -> bool:
-    """Whether the offline TensorRT check left warnings (a targeted version that refuses
-    or warns, or one the check has no rules for): nothing failed, not all verified."""
-    states = [st for st in ((trt_check or {}).get("status") or {}).values() if st != "not targeted"]
-    return any(st != "accepts" for st in states)
+def _exit(verdict: Verdict) -> int:
+    """The exit status of a command whose checks concluded ``verdict`` (the exit-code table)."""
+    return EXIT_FOR[verdict.status]
 
 
 @click.group(cls=_Group)
@@ -567,8 +564,8 @@ def export_cmd(checkpoint, output, config_name, as_json, **kw) -> None:
     """Export a checkpoint (or, with --model-def, a model trained elsewhere) to ONNX, simplify
     it and verify it against PyTorch.
 
-    Exit 1: the verification failed, or every targeted TensorRT refuses the graph; 3: not
-    verified (--images 0), or a targeted TensorRT version refuses or warns.
+    Exit 1: the verification failed, or the offline rules of every targeted TensorRT refuse the
+    graph; 3: not verified (--images 0), or the rules of a targeted TensorRT version refuse or warn.
     """
     from aft_export.export.exporter import export_checkpoint
     from aft_export.report import format_export
@@ -581,11 +578,7 @@ def export_cmd(checkpoint, output, config_name, as_json, **kw) -> None:
         raise AFTExportError("give a CHECKPOINT to export, or --model-def and --weights for a model trained elsewhere")
     result = export_checkpoint(source, output, ExportOptions(**kw), log=_log(as_json))
     _json(result.to_dict()) if as_json else _echo(format_export(result.to_dict()))
-    if result.parity is None:  # in JSON, "parity": null says it
-        if not as_json:
-            click.echo("not verified against PyTorch (--images 0): exit status 3")
-        return EXIT_UNVERIFIED
-    return EXIT_UNVERIFIED if _unverified(result.trt_check) else EXIT_OK
+    return _exit(result.verdict)
 
 
 def _quantize_options():
@@ -633,8 +626,8 @@ def _quantize_options():
 def quantize_cmd(model, output, calib, exclude, cache_dir, no_cache, mean, std, as_json, **kw) -> None:
     """Write an int8 (Q/DQ) or fp16 graph from an fp32 ONNX export, calibrated on real images.
 
-    Exit 1: every targeted TensorRT refuses the graph; 3: fp16 values took NaN/Inf on the
-    calibration images, or a targeted TensorRT version refuses or warns.
+    Exit 1: the offline rules of every targeted TensorRT refuse the graph; 3: fp16 values took
+    NaN/Inf on the calibration images, or the rules of a targeted TensorRT version refuse or warn.
     """
     from aft_export.quantize import quantize_model
     from aft_export.report import format_quantize
@@ -643,7 +636,7 @@ def quantize_cmd(model, output, calib, exclude, cache_dir, no_cache, mean, std, 
                            mean=_floats3(mean, "--mean"), std=_floats3(std, "--std"), **kw)  # fmt: skip
     result = quantize_model(model, output, calib, opts, log=_log(as_json))
     _json(result.to_dict()) if as_json else _echo(format_quantize(result.to_dict()))
-    return EXIT_UNVERIFIED if result.nonfinite or _unverified(result.trt_check) else EXIT_OK
+    return _exit(result.verdict)
 
 
 @main.command("parity")
@@ -672,9 +665,7 @@ def parity_cmd(checkpoint, artifacts, data, images, overrides, provider, as_json
     report = run_parity(reference, list(artifacts), data, images=images, overrides=list(overrides),
                         providers=provider)  # fmt: skip
     _json(report) if as_json else _echo(format_parity(report))
-    if any(r["status"] == "fail" for r in report["artifacts"]):
-        return EXIT_CHECK_FAILED
-    return EXIT_UNVERIFIED if report["skipped"] else EXIT_OK
+    return _exit(Verdict.from_dict(report["verdict"]))
 
 
 @main.command("bench")
@@ -700,7 +691,7 @@ def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_
     report = bench(list(artifacts), list(batches), warmup=warmup, iters=iters, threads=threads, providers=provider,
                    profile=profile)  # fmt: skip
     _json(report) if as_json else _echo(format_bench(report))
-    return EXIT_UNVERIFIED if report["skipped"] else EXIT_OK
+    return _exit(Verdict.from_dict(report["verdict"]))
 
 
 @main.command("pipeline")
@@ -738,10 +729,11 @@ def pipeline_cmd(checkpoint, as_json, **kw) -> None:
 
     Exit 0: every artifact passed parity; 1: one failed (the run directory still has
     the full report); 3: none failed but one was not verified (an engine not run here for want
-    of a GPU, an artifact skipped by parity, or TensorRT check warnings); 2: bad input.
+    of a GPU, an artifact skipped by parity, fp16 values that took NaN/Inf, or the offline TensorRT
+    rules refusing or warning for a targeted version); 2: bad input.
     """
     from aft_export.pipeline import run_pipeline
-    from aft_export.report import summary_table
+    from aft_export.report import format_pipeline_result
 
     source, extra = model_source_from(checkpoint, {k: kw.pop(k) for k in list(kw) if k in USER_MODEL_KEYS},
                                       role="artifact")  # fmt: skip
@@ -752,15 +744,10 @@ def pipeline_cmd(checkpoint, as_json, **kw) -> None:
     result = run_pipeline(source, opts, log=_log(as_json))  # None: the bundled zoo model
     if as_json:
         _json({"run_dir": result.run_dir, "passed": result.passed, "unverified": result.unverified,
-               "summary": result.summary})
+               "verdict": result.verdict.to_dict(), "summary": result.summary})
     else:
-        verdict = "FAIL" if not result.passed else "PASS, NOT ALL VERIFIED" if result.unverified else "PASS"
-        _echo(["", *summary_table(result.summary, opts.bench_batches),
-               *[f"not run here: {name}: {why}" for name, why in result.unverified.items()],
-               f"\n{verdict}: run directory {result.run_dir} (report.md, manifest.json, plots/)"])  # fmt: skip
-    if not result.passed:
-        return EXIT_CHECK_FAILED
-    return EXIT_UNVERIFIED if result.unverified else EXIT_OK
+        _echo(format_pipeline_result(result, opts.bench_batches))
+    return _exit(result.verdict)
 
 
 @main.command("doctor")
@@ -792,7 +779,7 @@ def doctor_cmd(model, as_json, **kw) -> None:
 
     result = run_doctor(model, DoctorOptions(**kw), log=_log(as_json))
     _json(result.to_dict()) if as_json else _echo(summary(result))
-    return result.exit_code
+    return _exit(result.verdict)
 
 
 @main.command("check")
@@ -812,13 +799,14 @@ def doctor_cmd(model, as_json, **kw) -> None:
 @click.option("--strict", is_flag=True,
               help="Exit 1 when the offline rules for the installed parser disagree with the parser itself.")
 def check_cmd(models, trt_versions, as_json, list_rules, library, offline_only, also_build, strict) -> None:
-    """Check ONNX files offline against TensorRT's parser rules, one column per version; where
-    TensorRT or TensorRT-RTX is installed, also with its real parser (and, with --build, builder),
-    reported beside the rules' column for that parser.
+    """Check ONNX files offline against the rules of TensorRT's parser and builder, one column
+    per version (no TensorRT runs); where TensorRT or TensorRT-RTX is installed, also with its own
+    parser (and, with --build, its builder), reported beside the rules' column for that parser.
 
-    Exit 0: every checked version accepts every file; 1: a version (or the real parser) refuses
-    one, or, with --strict, the rules and the real parser disagree; 3: no refusal but warnings
-    remain (or a version the check has no rules for); 2: bad input.
+    Exit 0: the rules of every checked version pass every file (and the parser, where installed,
+    parses it); 1: a version's rules (or the parser, or the builder) refuse one, or, with --strict,
+    the rules and the parser disagree; 3: no refusal but warnings remain (or a version the check
+    has no rules for); 2: bad input.
     """
     from aft_export.trtcheck import check_model, format_report, format_rules, rules_table
 
@@ -828,17 +816,19 @@ def check_cmd(models, trt_versions, as_json, list_rules, library, offline_only, 
         return EXIT_OK
     if not models:
         raise click.UsageError("give one or more ONNX files to check (or --rules to list the rules)")
+    from aft_export.build import check_verdict
+    from aft_export.report import format_real_check
+
     reports = [check_model(m, list(trt_versions) or None) for m in models]
     real = _real_checks(models, reports, library, also_build, offline_only)
-    if as_json:
-        data = [{**r.to_dict(), **({"real": x} if x else {})} for r, x in zip(reports, real)]
+    verdicts = [check_verdict(r, x, strict) for r, x in zip(reports, real)]
+    if as_json:  # with the installed library: its result, and the verdict and exit code of both
+        data = [{**r.to_dict(), **({"real": x, "verdict": v.to_dict(), "exit_code": EXIT_FOR[v.status]} if x else {})}
+                for r, x, v in zip(reports, real, verdicts)]  # fmt: skip
         _json(data if len(data) > 1 else data[0])
     else:
-        _say("\n\n".join("\n".join(format_report(r) + _format_real(x)) for r, x in zip(reports, real)))
-    codes = [r.exit_code for r in reports]
-    if any(x and (x["verdict"] == "refuses" or (strict and not x["agrees"])) for x in real):
-        return EXIT_CHECK_FAILED
-    return EXIT_CHECK_FAILED if 1 in codes else EXIT_UNVERIFIED if 3 in codes else EXIT_OK
+        _say("\n\n".join("\n".join(format_report(r) + format_real_check(x)) for r, x in zip(reports, real)))
+    return _exit(Verdict.combine(*verdicts))
 
 
 def _real_checks(models, reports, library: str, also_build: bool, offline_only: bool) -> list:
@@ -866,23 +856,6 @@ def _real_checks(models, reports, library: str, also_build: bool, offline_only: 
             status = check_model(model, [column]).status[column]
         out.append(real_check(model, status, column, name, also_build))
     return out
-
-
-def _format_real(x: dict | None) -> list[str]:
-    if not x:
-        return []
-    from aft_export.trt import TITLES
-
-    title = f"{TITLES[x['library']]} {x['version']}"
-    warned = "warnings not captured" if x["warnings"] is None else f"{len(x['warnings'])} warnings"
-    lines = [f"real parser, {title}: {'parses' if x['parses'] else 'REFUSES'} ({len(x['errors'])} errors, {warned})"]
-    if x["builds"] is not None:
-        lines.append(f"real build, {title}: " + (f"builds ({x['engine_bytes'] / 1e6:.2f} MB engine, in memory)"
-                                                 if x["builds"] else "FAILS"))  # fmt: skip
-    lines += [f"  - {e}" for e in x["errors"][:10]]
-    lines.append(f"rules for this parser (column {x['column']}) vs the real one: "
-                 + ("agree" if x["agrees"] else f"DISAGREE ({x['disagreement']})"))
-    return lines
 
 
 def _build_options():
@@ -957,12 +930,12 @@ def eval_cmd(artifacts, data, batch_size, limit, provider, as_json) -> None:
     Exit 0: every artifact evaluated; 3: one was skipped (its runtime or a GPU is missing
     here); 2: bad input (an artifact whose outputs are not finite, too).
     """
-    from aft_export.evaluate import evaluate_artifacts
+    from aft_export.evaluate import eval_verdict, evaluate_artifacts
     from aft_export.report import format_eval
 
     rows = evaluate_artifacts(list(artifacts), data, batch_size=batch_size, limit=limit, providers=provider)
     _json(rows) if as_json else _echo(format_eval(rows))
-    return EXIT_UNVERIFIED if any(r.get("status") == "skipped" for r in rows) else EXIT_OK
+    return _exit(eval_verdict(rows))
 
 
 def _triton_options(owner):

@@ -10,7 +10,7 @@ import torch
 
 from aft_export.data import LabelledImages, normalize
 from aft_export.datasets import load_labelled
-from aft_export.errors import AFTExportError, RuntimeMissing
+from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
 from aft_export.options import EvalOptions
 from aft_export.runners import load_runner
 
@@ -108,6 +108,13 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
             "seconds": round(seconds, 2),
         })  # fmt: skip
     return rows
+
+
+def eval_verdict(rows: list[dict]) -> Verdict:
+    """ok when every artifact was evaluated; not verified when one was skipped (its runtime or a
+    GPU is missing here), with why."""
+    return Verdict.of(unverified=[f"{r['artifact']} not evaluated: {r['reason']}" for r in rows
+                                  if r.get("status") == "skipped"])  # fmt: skip
 
 
 def evaluate_artifact(artifact, data: str, batch_size: int = EvalOptions.batch_size, limit: int | None = None,

@@ -14,7 +14,7 @@ import numpy as np
 from aft_export.compare import judge, metrics, tolerances_with
 from aft_export.data import LabelledImages, normalize
 from aft_export.datasets import load_labelled
-from aft_export.errors import AFTExportError, RuntimeMissing
+from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
 from aft_export.export.exporter import ExportOptions, export_graph
 from aft_export.localize import localize
 from aft_export.options import ParityOptions
@@ -139,7 +139,14 @@ def run_parity(checkpoint: str, artifacts: list[str], data, images: int = Parity
         rows.append(row)
     report = {"reference": str(checkpoint), "data": decoded.source, "images": len(x), "artifacts": rows,
               "passed": all(r["passed"] is True for r in rows),
-              "skipped": sum(r["status"] == "skipped" for r in rows)}  # fmt: skip
+              "skipped": sum(r["status"] == "skipped" for r in rows), "verdict": parity_verdict(rows).to_dict()}  # fmt: skip
     if keep_differences:
         report["differences"] = differences
     return report
+
+
+def parity_verdict(rows: list[dict]) -> Verdict:
+    """failed when an artifact fails its limits; not verified when one was skipped (its runtime
+    is missing here: never a pass); else ok."""
+    return Verdict.of([f"{r['artifact']} fails parity: {r['failures'][0]}" for r in rows if r["status"] == "fail"],
+                      [f"{r['artifact']} skipped by parity: {r['reason']}" for r in rows if r["status"] == "skipped"])

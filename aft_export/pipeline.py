@@ -50,12 +50,12 @@ from aft_export.build import build_engine, offline_column
 from aft_export.compare import tolerances_with
 from aft_export.data import normalize
 from aft_export.datasets import is_named, load_labelled
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Verdict
 from aft_export.evaluate import evaluate_artifacts
 from aft_export.export.exporter import ExportOptions, export_checkpoint
 from aft_export.fileio import atomic_directory, atomic_write_text, claim_output, sha256_file
 from aft_export.nvtools import write_verification_commands
-from aft_export.parity import run_parity
+from aft_export.parity import parity_verdict, run_parity
 from aft_export.quantize import QuantizeOptions, apply_recipe, quantize_model, write_cache_entries
 from aft_export.report import pipeline_plots, report_markdown, summary_rows
 from aft_export.options import (EXPORT_TARGETS, PRECISIONS, TARGETS, BenchOptions, PipelineOptions,
@@ -84,10 +84,11 @@ class Step:
 @dataclass
 class PipelineResult:
     run_dir: str
-    passed: bool
+    passed: bool  # no artifact failed parity (verdict.status != "failed")
     steps: list[Step] = field(default_factory=list)
     summary: list[dict] = field(default_factory=list)
     unverified: dict[str, str] = field(default_factory=dict)  # artifact -> why it was not (fully) verified
+    verdict: Verdict = field(default_factory=Verdict)  # the stages' verdicts, combined
 
 
 def _versions() -> dict:
@@ -358,12 +359,13 @@ def _onnx_files(ctx: _Context, *made: _Made) -> Outcome:
 
 def _trt_check(ctx: _Context, onnx: list[_Made]) -> Outcome:
     # the reports export and quantise made of what they wrote (the same graphs, in memory)
-    checks = {m.path.name: (m.report or check_model(m.path)).to_dict() for m in onnx}
-    refused = {n: [v for v, st in r["status"].items() if st == "refuses"] for n, r in checks.items()}
-    refused = {n: vs for n, vs in refused.items() if vs}
+    reports = [m.report or check_model(m.path) for m in onnx]
+    checks = {m.path.name: r.to_dict() for m, r in zip(onnx, reports)}
+    verdict = Verdict.combine(*(r.verdict for r in reports))
     versions = sorted({v for r in checks.values() for v in r["checked"]}, key=parse_version)
-    return Outcome(checks, ("refused: " + "; ".join(f"{n} by TensorRT {', '.join(vs)}" for n, vs in refused.items()))
-                   if refused else f"every artifact accepted by the TensorRT versions it is for ({', '.join(versions)})")  # fmt: skip
+    return Outcome(checks, "; ".join(verdict.reasons) if not verdict.ok else
+                   f"every artifact passes the offline rules of the TensorRT versions it is for ({', '.join(versions)}; "
+                   f"no TensorRT ran)")  # fmt: skip
 
 
 def _verification_commands(ctx: _Context, onnx: list[_Made], x) -> Outcome:
@@ -441,6 +443,7 @@ def _parity(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, 
     par["artifacts"] += [{"artifact": a, "status": "skipped", "reason": why, "passed": None} for a, why in not_run.items()]
     par["skipped"] += len(not_run)
     par["passed"] = par["passed"] and not not_run
+    par["verdict"] = parity_verdict(par["artifacts"]).to_dict()
     diffs = {Path(a).name: d for a, d in par.pop("differences").items()}
     failed = [Path(r["artifact"]).name for r in par["artifacts"] if r["status"] == "fail"]
     return Outcome(_Parity(par, diffs, failed),
@@ -475,15 +478,11 @@ def _report(ctx: _Context, steps: list[Step], onnx: list[_Made], trt_check: dict
     (work / "plots").mkdir()
     for name, svg in pipeline_plots(summary, parity.differences, opts.data, opts.bench_batches).items():
         atomic_write_text(work / "plots" / name, svg)
-    passed = not parity.failed
     not_run = {Path(a).name: why for a, why in engines.not_run.items()}
-    unverified = dict(not_run)  # what was not (fully) verified, and why
-    for r in results["parity"]["artifacts"]:
-        if r["status"] == "skipped":
-            unverified.setdefault(Path(r["artifact"]).name, "skipped by parity")
-    for r in summary:
-        if "(warn)" in r["trt_check"] or "refused" in r["trt_check"]:
-            unverified.setdefault(r["artifact"], f"TensorRT check: {r['trt_check']}")
+    unverified = run_unverified(not_run, parity.report, onnx)
+    verdict = Verdict.of([f"{name} fails parity" for name in parity.failed],
+                         [f"{name}: {why}" for name, why in unverified.items()])
+    passed = verdict.status != "failed"
     manifest = {
         "tool": f"aft-export {__version__}", "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "versions": _versions(), "options": {**asdict(opts), "calib": ctx.calib},
@@ -493,12 +492,26 @@ def _report(ctx: _Context, steps: list[Step], onnx: list[_Made], trt_check: dict
         "artifacts": {a.name: {"sha256": sha256_file(a), "bytes": a.stat().st_size} for a in artifacts},
         "environment": _environment(),
         "steps": [asdict(x) for x in steps], "summary": summary, "passed": passed,
-        "unverified": unverified, "results": results,
+        "unverified": unverified, "verdict": verdict.to_dict(), "results": results,
     }  # fmt: skip
     atomic_write_text(work / "manifest.json", json.dumps(manifest, indent=2, default=_json_default))
-    atomic_write_text(work / "report.md", report_markdown(ckpt, meta, opts, steps, summary, passed, ctx.final, ctx.calib,
-                                                          not_run, unverified))  # fmt: skip
-    return Outcome(PipelineResult(str(ctx.final), passed, steps, summary, unverified), f"{ctx.final}/report.md")
+    atomic_write_text(work / "report.md", report_markdown(ckpt, meta, opts, steps, summary, verdict, ctx.final,
+                                                          ctx.calib, not_run, unverified))  # fmt: skip
+    return Outcome(PipelineResult(str(ctx.final), passed, steps, summary, unverified, verdict), f"{ctx.final}/report.md")
+
+
+def run_unverified(not_run: dict[str, str], parity: dict, onnx: list[_Made]) -> dict[str, str]:
+    """What the run did not (fully) verify, by artifact, and why: an engine not run here, an
+    artifact parity skipped, and each stage's own verdict (the offline rules of a targeted
+    TensorRT that refuse or warn, fp16 values that took NaN/Inf)."""
+    unverified = dict(not_run)
+    for r in parity["artifacts"]:
+        if r["status"] == "skipped":
+            unverified.setdefault(Path(r["artifact"]).name, "skipped by parity")
+    for m in onnx:
+        if not m.result.verdict.ok:
+            unverified.setdefault(m.path.name, "; ".join(m.result.verdict.reasons))
+    return unverified
 
 
 def _triton_repository(artifacts: list[Path], work: Path):

@@ -111,7 +111,7 @@ def test_same_cc_on_tensorrt_10_3_is_a_clear_error_before_any_build():
     assert plan.hardware_compatibility_level == "HardwareCompatibilityLevel.SAME_COMPUTE_CAPABILITY"
     ampere = build_plan((10, 3), "fp32", BuildOptions(hardware_compatibility="ampere+"))
     assert ampere.hardware_compatibility_level == "HardwareCompatibilityLevel.AMPERE_PLUS"
-    with pytest.raises(AFTExportError, match="ampere\\+ needs TensorRT 8.6 or newer; this is 8.5"):
+    with pytest.raises(AFTExportError, match="ampere\\+` needs TensorRT 8.6 or newer; this is 8.5"):
         build_plan((8, 5), "fp32", BuildOptions(hardware_compatibility="ampere+"))
     with pytest.raises(AFTExportError, match="`version_compatible` needs TensorRT 8.6 or newer; this is 8.5"):
         build_plan((8, 5, 2), "int8", BuildOptions(version_compatible=True))

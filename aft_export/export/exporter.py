@@ -31,7 +31,7 @@ from aft_export.checkpoint import ModelMeta
 from aft_export.compare import SIMPLIFY_MAX_ABS, max_abs, metrics
 from aft_export.data import normalize
 from aft_export.datasets import is_named, load_labelled
-from aft_export.errors import AFTExportError, CheckFailed
+from aft_export.errors import AFTExportError, CheckFailed, Verdict
 from aft_export.export.functions import attach_functions, registered_schemas, translation_table
 from aft_export.export.rewrite import optimize_for_runtime
 from aft_export.export.portable import to_portable
@@ -66,6 +66,9 @@ class ExportResult:
     layers: list[dict] | None = None
     swap_check: dict | None = None
     warnings: list[str] = field(default_factory=list)
+    # not verified: against PyTorch (verify_images=0), or by the rules of a targeted TensorRT
+    # that refuses or warns (when all of them refuse, the export fails instead)
+    verdict: Verdict = field(default_factory=Verdict)
     # the TensorRT check's whole report (aft_export.trtcheck.CheckReport), for a caller that
     # hands it on (the pipeline); trt_check above is its summary. Not in to_dict
     check_report: object = field(default=None, repr=False, compare=False)
@@ -364,8 +367,17 @@ def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, con
         seconds={k: round(v, 3) for k, v in graph.seconds.items()}, simplify=graph.simplify, parity=graph.parity,
         trt_check=graph.trt_check, rewrites=graph.rewrites, layers=graph.prepared.get("layers"),
         swap_check=graph.prepared.get("swap_check"), warnings=warnings, check_report=graph.check_report,
-        reference_logits=graph.reference_logits,
+        reference_logits=graph.reference_logits, verdict=export_verdict(graph),
     )  # fmt: skip
+
+
+def export_verdict(graph: GraphExport) -> Verdict:
+    """Not verified when nothing was compared with PyTorch, or when the offline rules of a
+    targeted TensorRT version refuse (the others accept: it is still an export) or warn."""
+    return Verdict.combine(
+        Verdict.of(unverified=[] if graph.parity is not None else
+                   ["nothing was compared with PyTorch (`verify_images=0`)"]),
+        graph.check_report.verdict.at_most_unverified() if graph.check_report is not None else Verdict())
 
 
 # onnxsim would fuse a Linear's MatMul + Add (a trained, non-zero bias) into Reshape ->

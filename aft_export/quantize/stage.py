@@ -18,7 +18,7 @@ import numpy as np
 from aft_export.version import __version__
 from aft_export.calib import CalibrationSet, Preprocess, load_calibration
 from aft_export.compare import agreement as _agreement
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Verdict
 from aft_export.fileio import claim_output, sha256_file
 from aft_export.graph import DOMAIN, aft_core_nodes, inline_functions, name_nodes, node_module, toposort
 from aft_export.options import (CALIB_COUNT, CALIB_SEED, DEFAULT_TARGET, EXPORT_TARGETS, MAX_SEED,
@@ -43,6 +43,8 @@ class QuantizeResult:
     nonfinite: list = field(default_factory=list)  # fp16 values that took NaN/Inf
     sensitivity: list = field(default_factory=list)
     trt_check: dict | None = None  # TensorRT compatibility per version (aft_export.trtcheck)
+    # not verified: fp16 values that took NaN/Inf, or the rules of a targeted TensorRT that refuse or warn
+    verdict: Verdict = field(default_factory=Verdict)
     # what this run has in memory, for a caller to hand on to the next quantisation of the same
     # fp32 model (quantize_model's calibration, fp32_logits and the check's CheckReport); not in to_dict
     calibration: CalibrationSet | None = field(default=None, repr=False, compare=False)
@@ -50,7 +52,8 @@ class QuantizeResult:
     check_report: object = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
-        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name not in HANDED_ON}
+        out = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name not in HANDED_ON}
+        return {**out, "verdict": self.verdict.to_dict()}
 
 
 HANDED_ON = ("calibration", "fp32_logits", "check_report")
@@ -179,6 +182,9 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
         nonfinite=nonfinite, sensitivity=result_extra.get("sensitivity", []),
         trt_check={"status": report.status, "findings": len(report.findings)},
         calibration=cset, fp32_logits=fp32_logits, check_report=report,
+        verdict=Verdict.combine(Verdict.of(unverified=[f"{out}: {sum(b['count'] for b in nonfinite)} fp16 values "
+                                                       f"took NaN or Inf on the calibration images"] if nonfinite else []),
+                                report.verdict.at_most_unverified()),
     )  # fmt: skip
 
 
