@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import inspect
 import json
+import logging
 import math
 import os
 import re
@@ -271,6 +272,27 @@ def _signals_handled():
             signal.signal(s, handler)
 
 
+class _SayHandler(logging.Handler):
+    """The library's log records (``logging.getLogger("aft_export")``) on stderr, in the
+    running command's flags."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(in_flags(record.getMessage()), err=True)
+
+
+@contextlib.contextmanager
+def _library_log():
+    logger = logging.getLogger("aft_export")
+    handler, propagate = _SayHandler(logging.WARNING), logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False  # said here once, not again by Python's last-resort handler
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+
+
 def _close_progress_bars() -> None:
     """An error must not be printed glued to an unfinished progress bar (tqdm's bars end
     their line when closed)."""
@@ -379,7 +401,7 @@ class _Group(click.Group):
         """Run a command; every outcome becomes an exit status here (see the module doc)."""
         _renamed_used.clear()
         _running.clear()
-        with _signals_handled():
+        with _signals_handled(), _library_log():
             try:
                 rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
                 code = rv if isinstance(rv, int) else EXIT_OK
