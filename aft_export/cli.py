@@ -17,9 +17,14 @@ One error path for every command, decided here (:class:`_Group` and :class:`_Com
 - SIGINT and SIGTERM raise :class:`Interrupted` in the main thread, so every ``finally``
   and every atomic write's clean-up runs; the exit status is 128 + the signal (130,
   143). A second signal exits at once;
-- before a command starts, each of its outputs (a parameter named ``output``) is checked against every path it reads and locked for the run
-  (:func:`aft_export.fileio.claim_output`): no command overwrites its own input, and a
-  second run writing the same output fails at its start.
+- before a command starts, each of its outputs (a parameter named ``output``) is checked
+  against every path it reads and locked for the run (:func:`aft_export.fileio.claim_output`):
+  no command overwrites its own input, and a second run writing the same output fails at its
+  start;
+- a command's exit status 1 or 3 is its checks' verdict (:class:`aft_export.errors.Verdict`,
+  mapped by :func:`_exit`), never read from rendered text;
+- every line of the library's it prints (an error, a log line, a rendered report) is put in
+  that command's flags (:func:`in_flags`, through the command's :func:`option_table`).
 """
 
 from __future__ import annotations
@@ -547,8 +552,8 @@ def train_cmd(model_name, data, output, test_data, no_progress, **kw) -> None:
     """Train a classifier; writes the checkpoint atomically after every epoch."""
     from aft_export.train import train
 
-    metrics = train(TrainConfig(model=model_name, data=data, output=output, test_data=test_data, progress=not no_progress,
-                                **kw))  # fmt: skip
+    metrics = train(TrainConfig(model=model_name, data=data, output=output, test_data=test_data,
+                                progress=not no_progress, **kw))  # fmt: skip
     click.echo(json.dumps(metrics))
     return EXIT_OK
 

@@ -182,7 +182,7 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
         nonfinite=nonfinite, sensitivity=result_extra.get("sensitivity", []),
         trt_check={"status": report.status, "findings": len(report.findings)},
         calibration=cset, fp32_logits=fp32_logits, check_report=report,
-        verdict=Verdict.combine(Verdict.of(unverified=[f"{out}: {sum(b['count'] for b in nonfinite)} fp16 values "
+        verdict=Verdict.combine(Verdict.of(unverified=[f"{out.name}: {sum(b['count'] for b in nonfinite)} fp16 values "
                                                        f"took NaN or Inf on the calibration images"] if nonfinite else []),
                                 report.verdict.at_most_unverified()),
     )  # fmt: skip
