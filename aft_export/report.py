@@ -73,7 +73,7 @@ def _versus(drop) -> str:
     """A top-1 drop as the change it is: the artifact's top-1 minus the checkpoint's, and which way."""
     if drop is None:
         return "-"
-    change = -drop
+    change = 0.0 - drop  # not -0.0
     return f"{change:+.2f}" + (" (better)" if change > 0 else " (worse)" if change < 0 else "")
 
 

@@ -582,3 +582,37 @@ def test_a_planted_bad_reference_fails(plant, monkeypatch):
     finally:
         for cached in (_graph, _references, _index):
             cached.cache_clear()
+
+
+# ---------------------------------------------------------------- words that say what was checked (item 7)
+
+
+def test_a_signed_figure_says_which_way():
+    from aft_export.report import _versus, summary_table
+
+    assert [_versus(d) for d in (-0.13, 0.05, 0.0, None)] == ["+0.13 (better)", "-0.05 (worse)", "+0.00", "-"]
+    row = {"artifact": "m.int8.onnx", "backend": "onnxruntime", "precision": "int8", "mb": 1.0, "top1": 80.13,
+           "top1_drop": -0.13, "agreement": 99.0, "max_abs": 0.1, "cosine_min": 0.99, "parity": "pass",
+           "trt_check": "pass 10.3+", "latency_ms": {}, "images_per_s": {}}  # fmt: skip
+    head, _, line = summary_table([row], [1])
+    assert "| top-1 vs torch |" in head and "| TRT rules |" in head and "| +0.13 (better) |" in line
+
+
+def test_the_fp16_recipe_lists_only_the_op_types_the_model_holds():
+    from onnx import TensorProto, helper
+
+    from aft_export.options import QuantizeOptions
+    from aft_export.quantize.fp16 import to_fp16
+
+    def graph(*ops):
+        nodes = [helper.make_node(op, ["x", "s", "b"] if op == "LayerNormalization" else ["x", "x"], [f"y{i}"],
+                                  name=f"n{i}") for i, op in enumerate(ops)]  # fmt: skip
+        inits = [helper.make_tensor(n, TensorProto.FLOAT, [4], [1.0] * 4) for n in ("s", "b")]
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [2, 4]) for i in range(len(ops))],
+                              inits)  # fmt: skip
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+
+    for ops, kept in ((("Add", "LayerNormalization"), ["LayerNormalization"]), (("Add", "Mul"), [])):
+        _, recipe = to_fp16(graph(*ops), [], QuantizeOptions(precision="fp16"))
+        assert recipe["fp32_op_types"] == kept  # no AFTFull, AFTLocal, ... where the model has none
