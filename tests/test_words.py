@@ -18,7 +18,9 @@ every message, raised or not:
   that name in the modules the module imports, at any depth). That reaches more than runs
   (never less, short of a call through a variable holding a function from a module the
   caller does not import), so a field a command can truly never show is listed in
-  :data:`CANNOT_SHOW`, with the reason;
+  :data:`CANNOT_SHOW`, with the reason; one it shows though it has no flag for it (the
+  message then names the commands that have one) in :data:`SHOWN_ELSEWHERE`. Fields are
+  matched by name: the same name in two options classes is one entry;
 - an option put together at run time is ``{option}`` (any other expression in backquotes is a
   value, not an option), and every value ``option`` takes is a literal the test finds: a loop
   over literals, or an argument to a parameter named ``option``.
@@ -64,11 +66,11 @@ CANNOT_SHOW = [  # the command never shows that message
     (("parity",), ("opset", "target", "batch", "verify_images", "simplify", "allow_unsimplified"),
      "its in-memory export (to localise a divergence) takes op form and target from the artifact's metadata, "
      "with verification and onnxsim off"),
-    (("pipeline",), ("opset", "batch", "warmup", "percentile", "batch_size", "budget", "exclude", "device",
-                     "queue_delay_us", "max_batch", "instances", "top_k"),
+    (("pipeline",), ("opset", "batch", "warmup", "percentile", "budget", "exclude", "device", "queue_delay_us",
+                     "max_batch", "instances", "top_k"),
      "the pipeline sets these itself: it exports at the default opset with a dynamic batch, quantises with the "
-     "default method and no exclusions, benches with BenchOptions.warmup, evaluates at EvalOptions.batch_size "
-     "(validated), writes the Triton repository with its defaults"),
+     "default method and no exclusions, benches with BenchOptions.warmup, writes the Triton repository with its "
+     "defaults"),
 ]
 SHOWN_ELSEWHERE = [  # the command shows it, as the flag of the commands that have it
     (("bench", "eval", "infer", "parity", "pipeline", "serve", "train"), ("config",),
