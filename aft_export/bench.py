@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from aft_export.errors import AFTExportError, RuntimeMissing
+from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
 from aft_export.options import BenchOptions, check_threads
 from aft_export.preprocess import ForeignPreprocessing
 from aft_export.runners import OrtRunner, load_runner
@@ -19,7 +19,7 @@ from aft_export.runners import OrtRunner, load_runner
 
 def bench_runner(runner, batch: int, warmup: int = BenchOptions.warmup, iters: int = BenchOptions.iters,
                  seed: int = 0) -> dict:  # fmt: skip
-    runner.check_batch(batch, "--batch-size")  # refused with an estimate, before the kernel kills the run
+    runner.check_batch(batch, "batches")  # refused with an estimate, before the kernel kills the run
     c, h, w = runner.info.input_size
     x = np.random.default_rng(seed).standard_normal((batch, c, h, w)).astype(np.float32)
     feeds = {runner.input_name: x}
@@ -56,8 +56,8 @@ def bench(artifacts: list[str], batches=BenchOptions.batches, warmup: int = Benc
     each ONNX file at each batch size (``iters`` runs after one warm-up, in a profiling
     session of its own, so the timings above are not slowed by the profiler)."""
     if warmup < 0 or iters < 1 or not batches or min(batches) < 1:
-        raise AFTExportError(f"bench needs --iters >= 1, --warmup >= 0 and batch sizes >= 1 (got --iters {iters}, "
-                             f"--warmup {warmup}, batches {list(batches)}); see aft-export bench --help")  # fmt: skip
+        raise AFTExportError(f"bench needs `iters` >= 1, `warmup` >= 0 and `batches` of sizes >= 1 (got `iters={iters}`, "
+                             f"`warmup={warmup}`, batches {list(batches)})")  # fmt: skip
     check_threads(threads)
     rows, skipped, profiles = [], [], []
     for artifact in artifacts:
@@ -75,10 +75,18 @@ def bench(artifacts: list[str], batches=BenchOptions.batches, warmup: int = Benc
             rows.append(bench_runner(runner, batch, warmup, iters))
             if profile:
                 profiles.append(_profile(artifact, runner, batch, iters, providers, threads, preprocessing))
-    result = {"machine": platform.machine(), "processor": platform.processor(), "rows": rows, "skipped": skipped}
+    result = {"machine": platform.machine(), "processor": platform.processor(), "rows": rows, "skipped": skipped,
+              "verdict": bench_verdict(skipped).to_dict()}  # fmt: skip
     if profile:
         result["profiles"] = profiles
     return result
+
+
+def bench_verdict(skipped: list[dict]) -> Verdict:
+    """ok when every artifact was timed at every batch size; else not verified, saying what was
+    skipped and why (a runtime or GPU missing here, a fixed-batch graph at another batch size)."""
+    return Verdict.of(unverified=[f"{s['artifact']}" + (f" at batch {s['batch']}" if s["batch"] else "")
+                                  + f" not timed: {s['reason']}" for s in skipped])  # fmt: skip
 
 
 def _profile(artifact, runner, batch: int, iters: int, providers, threads: int, preprocessing=None) -> dict:

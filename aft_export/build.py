@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from aft_export.errors import AFTExportError, RuntimeMissing
+from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
 from aft_export.fileio import atomic_write, check_output_path
 from aft_export.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.preprocess import ForeignPreprocessing
@@ -61,7 +61,7 @@ def offline_column(library: str, version: tuple[int, ...]) -> str:
     if not fits:
         raise AFTExportError(f"the offline TensorRT check has no rules for TensorRT-RTX {version[0]}.{version[1]} "
                              f"(it knows {', '.join(c for _, c in have)}); check with that release's parser alone: "
-                             f"aft-export check --library tensorrt-rtx, or install tensorrt-rtx-cu12==1.7.1.116")  # fmt: skip
+                             f"`aft-export check library=tensorrt-rtx`, or install tensorrt-rtx-cu12==1.7.1.116")  # fmt: skip
     return fits[-1]
 
 
@@ -226,7 +226,7 @@ def _build(trt, library: str, version: tuple[int, ...], builder, network, plan, 
         config.clear_flag(trt.BuilderFlag.TF32)
     if opts.dla_core is not None:
         if builder.num_DLA_cores == 0:
-            raise RuntimeMissing("--dla-core was given but this device has no DLA (DLA exists on Jetson AGX/NX)")
+            raise RuntimeMissing("`dla_core` was given but this device has no DLA (DLA exists on Jetson AGX/NX)")
         config.default_device_type = trt.DeviceType.DLA
         config.DLA_core = opts.dla_core
         config.set_flag(trt.BuilderFlag.GPU_FALLBACK)
@@ -292,7 +292,7 @@ def build_engine(onnx_path, out=None, options: BuildOptions | None = None, log=p
     if serialized is None:
         said = "; ".join(m for s, m in logger.messages if s != "WARNING")[:600]
         raise AFTExportError(f"{TITLES[library]} could not build an engine from {onnx_path.name}: "
-                             + (said or "see its log; rerun with a larger --workspace-mb"))  # fmt: skip
+                             + (said or "see its log; rerun with a larger `workspace_mb`"))  # fmt: skip
     atomic_write(out, lambda tmp: Path(tmp).write_bytes(memoryview(serialized)))
     trt_build = {**asdict(plan), "pinned_fp32_layers": pinned, "offline_check": checked,
                  "parse_seconds": round(parsed.seconds, 3), "parser_warnings_complete": parsed.warnings_complete}  # fmt: skip
@@ -336,7 +336,9 @@ def real_check(onnx_path, offline_status: str, column: str, library: str = "auto
     if build and parsed.ok:
         trt, builder, network, _, logger = parsed.objects
         model = load_onnx(onnx_path, external_data=False)
-        opts = BuildOptions(library=parsed.library)
+        first = next(i for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer})
+        fixed = first.type.tensor_type.shape.dim[0].HasField("dim_value") if first.type.tensor_type.shape.dim else False
+        opts = BuildOptions(library=parsed.library, batch=None if fixed else BuildOptions.batch)  # a fixed batch: its own
         plan = build_plan(parsed.version, graph_precision(model), opts, parsed.library)
         t0 = time.perf_counter()
         serialized, _ = _build(trt, parsed.library, parsed.version, builder, network, plan,
@@ -356,3 +358,19 @@ def real_check(onnx_path, offline_status: str, column: str, library: str = "auto
                               "false refusal: the rules refuse what the parser accepts (some rules are its builder's: "
                               "check with `build` to see whether the builder refuses it)")  # fmt: skip
     return result
+
+
+def check_verdict(report, real: dict | None = None, strict: bool = False) -> Verdict:
+    """``aft-export check``'s verdict on one file: the offline rules' (``report``, a
+    :class:`~aft_export.trtcheck.CheckReport`) and, where the installed library read it
+    (``real``, from :func:`real_check`), its parser's and builder's: a refusal fails, and with
+    ``strict`` so does the rules' disagreeing with the parser."""
+    failed, name = [], Path(report.path).name
+    if real:
+        title = f"{TITLES[real['library']]} {real['version']}"
+        if real["verdict"] == "refuses":
+            failed.append(f"{title}'s {'builder' if real['parses'] else 'parser'} refuses {name}")
+        if strict and not real["agrees"]:
+            failed.append(f"the offline rules (column {real['column']}) and {title}'s parser disagree on "
+                          f"{name}: {real['disagreement']}")  # fmt: skip
+    return Verdict.combine(report.verdict, Verdict.of(failed))

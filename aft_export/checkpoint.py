@@ -170,7 +170,7 @@ def _load_weights(model: AFTClassifier, state: dict, path: Path) -> None:
     if problems:
         raise AFTExportError(
             f"weights in {path} do not fit config {model.cfg.variant!r}: " + "; ".join(problems)
-            + "; give the config the weights were trained with (--config NAME)"
+            + "; give the config the weights were trained with (`config=NAME`)"
         )
     problem = dtype_problem(expected, state, path) or nonfinite_problem(state, path)
     if problem:
@@ -223,7 +223,7 @@ def load_checkpoint(
     ``config`` (a registry name or a ModelConfig) is needed only for plain state-dict
     files; ``classes``, ``mean`` and ``std`` then describe them (default: CIFAR-10).
     With ``return_payload`` the raw dict comes back third (for resuming training).
-    Other sources (a model spec file, ``--model-def``) load through
+    Other sources (a model spec file, ``model_def``) load through
     :func:`aft_export.sources.load_model`.
     """
     path = Path(path)
@@ -241,7 +241,7 @@ def load_checkpoint(
         if config is None:
             raise AFTExportError(
                 f"{path} is a plain state_dict; say which architecture it is with a config "
-                f"name (--config NAME; `aft-export models` lists them)"
+                f"name (`config=NAME`; `aft-export models` lists them)"
             )
         cfg = get_config(config) if isinstance(config, str) else config
         names = classes or [str(i) for i in range(cfg.num_classes)]

@@ -17,10 +17,14 @@ One error path for every command, decided here (:class:`_Group` and :class:`_Com
 - SIGINT and SIGTERM raise :class:`Interrupted` in the main thread, so every ``finally``
   and every atomic write's clean-up runs; the exit status is 128 + the signal (130,
   143). A second signal exits at once;
-- before a command starts, each of its outputs (a parameter named ``output`` or
-  ``out``) is checked against every path it reads and locked for the run
-  (:func:`aft_export.fileio.claim_output`): no command overwrites its own input, and a
-  second run writing the same output fails at its start.
+- before a command starts, each of its outputs (a parameter named ``output``) is checked
+  against every path it reads and locked for the run (:func:`aft_export.fileio.claim_output`):
+  no command overwrites its own input, and a second run writing the same output fails at its
+  start;
+- a command's exit status 1 or 3 is its checks' verdict (:class:`aft_export.errors.Verdict`,
+  mapped by :func:`_exit`), never read from rendered text;
+- every line of the library's it prints (an error, a log line, a rendered report) is put in
+  that command's flags (:func:`in_flags`, through the command's :func:`option_table`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import contextlib
 import dataclasses
 import inspect
 import json
+import logging
 import math
 import os
 import re
@@ -39,8 +44,7 @@ import threading
 import click
 
 from aft_export.byo.cli import USER_MODEL_KEYS, model_source_from, require_aft_option, user_model_options
-from aft_export.errors import (EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, EXIT_SIGNAL_BASE, EXIT_TABLE,
-                               EXIT_UNVERIFIED, AFTExportError)  # fmt: skip
+from aft_export.errors import EXIT_BAD_INPUT, EXIT_FOR, EXIT_OK, EXIT_SIGNAL_BASE, EXIT_TABLE, AFTExportError, Verdict
 from aft_export.options import (CALIB_COUNT, CALIB_SEED, EXPORT_TARGETS, HW_LEVELS, LIBRARIES, MAX_SEED,
                                 MAX_THREADS, METHODS, OP_FORMS, PRECISIONS, TARGETS, TRITON_DEVICES,
                                 BenchOptions, BuildOptions, DoctorOptions, EvalOptions, ExportOptions,
@@ -51,7 +55,7 @@ from aft_export.version import __version__
 PROVIDERS = click.Choice(["cpu", "cuda", "tensorrt"])
 PROVIDER_HELP = ("cpu, cuda or tensorrt: ONNX Runtime's execution provider for .onnx artifacts (cuda/tensorrt "
                  "need onnxruntime-gpu); cuda/tensorrt also run checkpoints in PyTorch on the GPU.")  # fmt: skip
-OUTPUT_PARAMS = ("output", "out")  # parameters that name what a command writes
+OUTPUT_PARAMS = ("output",)  # parameters that name what a command writes
 
 
 # ---------------------------------------------------------------- values, checked where they are parsed
@@ -77,31 +81,131 @@ SEED = click.IntRange(0, MAX_SEED)
 PORT = click.IntRange(1, 65535)
 
 
-# ---------------------------------------------------------------- renamed options
+# ---------------------------------------------------------------- the words of each command
 
-# One word per idea (issue 21): old flag -> new flag, per command. The old names keep working
-# for one release, hidden from --help, with a note on stderr; an error about the option names
-# the flag as it was typed. docs/cli.md lists them (tools/gen_cli_docs.py).
-RENAMED = {
-    "train": {"--out": "--output", "--limit": "--images"},
-    "export": {"--batch": "--batch-dim", "--verify-images": "--images", "--verify-data": "--data"},
-    "quantize": {"--count": "--images"},
-    "eval": {"--limit": "--images"},
-    "bench": {"--batch": "--batch-size"},
-    "build": {"--batch": "--batch-profile", "--hw": "--hw-profile"},
-    "pipeline": {"--out": "--output", "--eval-limit": "--eval-images", "--batch": "--bench-batch-size",
-                 "--iters": "--bench-iters"},
+# The library names an option by its field, in backquotes: `verify_data`, `verify_images=0`
+# (what a Python user passes), or another command's as a whole command line in backquotes,
+# `aft-export export target=tensorrt8`. Each command turns them into its own flags through one
+# table (:func:`option_table`): derived from its click parameters (an option's destination and
+# its flag's own words both name it: `--images` with destination verify_images answers to
+# `verify_images` and `images`), plus what is written here, per command: fields whose flag says
+# something else (a key `field=value` for one value), and the flags renamed in issue 21 (one
+# word per idea): old flag -> new flag. The old names keep working for one release, hidden from
+# --help, with a note on stderr; an error about the option names the flag as it was typed.
+# docs/cli.md lists them (tools/gen_cli_docs.py).
+
+
+@dataclasses.dataclass(frozen=True)
+class Words:
+    fields: dict = dataclasses.field(default_factory=dict)  # field (or field=value) -> flag
+    renamed: dict = dataclasses.field(default_factory=dict)  # old flag -> new flag
+
+
+WORDS = {
+    "train": Words(renamed={"--out": "--output", "--limit": "--images"}),
+    "export": Words(renamed={"--batch": "--batch-dim", "--verify-images": "--images", "--verify-data": "--data"}),
+    "quantize": Words({'cache_dir=""': "--no-cache"}, renamed={"--count": "--images"}),
+    "eval": Words(renamed={"--limit": "--images"}),
+    "bench": Words(renamed={"--batch": "--batch-size"}),
+    "build": Words(renamed={"--batch": "--batch-profile", "--hw": "--hw-profile"}),
+    "check": Words({"versions": "--trt"}),
+    # the stages the pipeline runs, in its own flags: the export verifies on the parity images,
+    # quantisation samples --calib-images, bench times --bench-batch-size
+    "pipeline": Words({"verify_images": "--parity-images", "verify_data": "--data", "images": "--parity-images",
+                       "count": "--calib-images", "batches": "--bench-batch-size", "iters": "--bench-iters"},
+                      renamed={"--out": "--output", "--eval-limit": "--eval-images", "--batch": "--bench-batch-size",
+                               "--iters": "--bench-iters"}),
 }  # fmt: skip
 RENAMED_UNTIL = "0.2.0"  # the release that drops the old names
 
+OPTION_WORD = re.compile(r"`([a-z][a-z0-9_]*)(?:=([^`]*))?`")  # `field` or `field=value`
+COMMAND_LINE = re.compile(r"`aft-export ([a-z][a-z-]*)((?: [^`\s]+)*)`")  # `aft-export CMD ARG field=value ...`
+
 _renamed_used: list[tuple[str, str]] = []  # (old, new) typed in this run
+_running: list[click.Command] = []  # the command this run is running
+
+
+def _long(opts) -> str | None:
+    return max((o for o in opts if o.startswith("--")), key=len, default=None)
+
+
+def option_table(command: click.Command) -> dict[str, tuple[str, click.Option | None]]:
+    """The command's table: field (or ``field=value``) -> (its flag, the parameter)."""
+    table: dict[str, tuple[str, click.Option | None]] = {}
+    options = [p for p in command.params if isinstance(p, click.Option) and _long(p.opts)]
+    for p in options:  # a flag's own words: --batch-size answers to batch_size
+        for flag in (*p.opts, *p.secondary_opts):
+            if flag.startswith("--"):
+                table.setdefault(flag[2:].replace("-", "_"), (flag, p))
+    for p in options:  # the destination: the field the option fills
+        table[p.name] = (_long(p.opts), p)
+    by_flag = {f: p for p in options for f in (*p.opts, *p.secondary_opts)}
+    for key, flag in WORDS.get(command.name or "", Words()).fields.items():
+        table[key] = (flag, by_flag.get(flag))
+    return table
+
+
+def renamed_flags(name: str) -> dict[str, str]:
+    return WORDS.get(name, Words()).renamed
+
+
+def _flag_text(table: dict, field: str, value: str | None) -> str | None:
+    """``field=value`` in the command's flags, or None when the command has no such option."""
+    if value is not None and f"{field}={value}" in table:
+        return table[f"{field}={value}"][0]
+    if field not in table:
+        return None
+    flag, param = table[field]
+    if value is None:
+        return flag
+    if param is not None and param.is_flag:
+        on = (value.lower() in ("true", "1", "yes")) != (flag in param.secondary_opts)
+        return _long(param.opts) if on else (_long(param.secondary_opts) or f"no {_long(param.opts)}")
+    if param is not None and param.multiple and value[:1] in "([":  # (1, 32): the flag once per value
+        return " ".join(f"{flag} {v.strip()}" for v in value.strip("()[]").split(",") if v.strip())
+    return f"{flag} {value}"
+
+
+def _elsewhere(command: click.Command, field: str, value: str | None) -> str | None:
+    """``field`` as the flag of the commands that have it, for a command that has not (a
+    message its code shares with them: tests/test_words.py lists each such case)."""
+    groups: dict[str, list[str]] = {}
+    for name, other in main.commands.items():
+        text = None if other is command or other.hidden else _flag_text(option_table(other), field, value)
+        if text is not None:
+            groups.setdefault(text, []).append(name)
+    return " or ".join(f"aft-export {'/'.join(names)} {text}" for text, names in groups.items()) or None
+
+
+def in_flags(text: str, command: click.Command | None = None) -> str:
+    """A library message in the words of ``command`` (default: the one running): each
+    `field` or `field=value` as its flag (where it has none, as the flag of the commands that
+    have it), each `aft-export CMD ...` line with that command's flags."""
+    command = command if command is not None else (_running[-1] if _running else None)
+    if command is None or "`" not in text:
+        return text
+
+    def line(m: re.Match) -> str:
+        other = main.commands.get(m.group(1))
+        if other is None:
+            return m.group(0)
+        table, words = option_table(other), [f"aft-export {m.group(1)}"]
+        for arg in m.group(2).split():
+            field, eq, value = arg.partition("=")
+            words.append((_flag_text(table, field, value if eq else None) or arg) if eq else arg)
+        return " ".join(words)
+
+    table = option_table(command)
+    text = COMMAND_LINE.sub(line, text)
+    return OPTION_WORD.sub(lambda m: (_flag_text(table, m.group(1), m.group(2))
+                                      or _elsewhere(command, m.group(1), m.group(2)) or m.group(0)), text)  # fmt: skip
 
 
 def _rename_args(command: click.Command, args: list[str]) -> list[str]:
     """``args`` with the command's old flag names replaced by the new ones (a note on
     stderr for each). Option values are skipped, so a value that looks like an old flag
     stays a value; nothing after ``--`` is touched."""
-    renamed = RENAMED.get(command.name or "", {})
+    renamed = renamed_flags(command.name or "")
     if not renamed:
         return args
     takes_value = {o for p in command.params if isinstance(p, click.Option) and not p.is_flag and not p.count
@@ -173,6 +277,27 @@ def _signals_handled():
             signal.signal(s, handler)
 
 
+class _SayHandler(logging.Handler):
+    """The library's log records (``logging.getLogger("aft_export")``) on stderr, in the
+    running command's flags."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(in_flags(record.getMessage()), err=True)
+
+
+@contextlib.contextmanager
+def _library_log():
+    logger = logging.getLogger("aft_export")
+    handler, propagate = _SayHandler(logging.WARNING), logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False  # said here once, not again by Python's last-resort handler
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+
+
 def _close_progress_bars() -> None:
     """An error must not be printed glued to an unfinished progress bar (tqdm's bars end
     their line when closed)."""
@@ -184,7 +309,7 @@ def _close_progress_bars() -> None:
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
     _close_progress_bars()
-    click.echo(f"error: {' '.join(_as_typed(message).split())}", err=True)
+    click.echo(f"error: {' '.join(_as_typed(in_flags(message)).split())}", err=True)
     return code
 
 
@@ -215,6 +340,7 @@ class _Command(click.Command):
         _epilog_table(formatter)
 
     def parse_args(self, ctx, args):
+        _running.append(self)  # from here on, library messages are put in this command's flags
         return super().parse_args(ctx, _rename_args(self, list(args)))
 
     def invoke(self, ctx):
@@ -279,7 +405,8 @@ class _Group(click.Group):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         """Run a command; every outcome becomes an exit status here (see the module doc)."""
         _renamed_used.clear()
-        with _signals_handled():
+        _running.clear()
+        with _signals_handled(), _library_log():
             try:
                 rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
                 code = rv if isinstance(rv, int) else EXIT_OK
@@ -313,12 +440,17 @@ def default(owner, name: str):
     return inspect.signature(owner).parameters[name].default
 
 
+def _say(text="", err: bool = False) -> None:
+    """Print a line of the library's (a log line, a rendered report) in this command's flags."""
+    click.echo(in_flags(str(text)), err=err)
+
+
 def _echo(lines: list[str]) -> None:
-    click.echo("\n".join(lines))
+    _say("\n".join(lines))
 
 
 def _log(as_json: bool):
-    return (lambda *a: click.echo(*a, err=True)) if as_json else click.echo
+    return (lambda *a: _say(*a, err=True)) if as_json else _say
 
 
 def _json(data) -> None:
@@ -373,11 +505,9 @@ def _foreign(kw: dict):
     return ForeignPreprocessing(**given)
 
 
-def _unverified(trt_check: dict | None) -> bool:
-    """Whether the offline TensorRT check left warnings (a targeted version that refuses
-    or warns, or one the check has no rules for): nothing failed, not all verified."""
-    states = [st for st in ((trt_check or {}).get("status") or {}).values() if st != "not targeted"]
-    return any(st != "accepts" for st in states)
+def _exit(verdict: Verdict) -> int:
+    """The exit status of a command whose checks concluded ``verdict`` (the exit-code table)."""
+    return EXIT_FOR[verdict.status]
 
 
 @click.group(cls=_Group)
@@ -443,20 +573,19 @@ def _apply(options):
 @main.command("train")
 @click.option("--model", "model_name", required=True, help="Registry config name (`aft-export models`).")
 @click.option("--data", required=True, type=click.Path(), help="ImageFolder directory or tar.")
-@click.option("--output", "-o", "out", required=True, type=click.Path(dir_okay=False),
-              help="Checkpoint to write.")
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="Checkpoint to write.")
 @click.option("--test-data", type=click.Path(), help="Labelled test set evaluated at the end.")
 @_apply(_train_options())
-@click.option("--images", "limit", type=COUNT, help="Train on the first N images only (smoke tests).")
+@click.option("--images", type=COUNT, help="Train on the first N images only (smoke tests).")
 @click.option("--resume", type=InPlace(dir_okay=False),
               help="Continue from an epoch checkpoint (it may be --output itself: the run goes on in place).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
-def train_cmd(model_name, data, out, test_data, no_progress, **kw) -> None:
+def train_cmd(model_name, data, output, test_data, no_progress, **kw) -> None:
     """Train a classifier; writes the checkpoint atomically after every epoch."""
     from aft_export.train import train
 
-    metrics = train(TrainConfig(model=model_name, data=data, out=out, test_data=test_data, progress=not no_progress,
-                                **kw))  # fmt: skip
+    metrics = train(TrainConfig(model=model_name, data=data, output=output, test_data=test_data,
+                                progress=not no_progress, **kw))  # fmt: skip
     click.echo(json.dumps(metrics))
     return EXIT_OK
 
@@ -494,8 +623,8 @@ def export_cmd(checkpoint, output, config_name, as_json, **kw) -> None:
     """Export a checkpoint (or, with --model-def, a model trained elsewhere) to ONNX, simplify
     it and verify it against PyTorch.
 
-    Exit 1: the verification failed, or every targeted TensorRT refuses the graph; 3: not
-    verified (--images 0), or a targeted TensorRT version refuses or warns.
+    Exit 1: the verification failed, or the offline rules of every targeted TensorRT refuse the
+    graph; 3: not verified (--images 0), or the rules of a targeted TensorRT version refuse or warn.
     """
     from aft_export.export.exporter import export_checkpoint
     from aft_export.report import format_export
@@ -508,11 +637,7 @@ def export_cmd(checkpoint, output, config_name, as_json, **kw) -> None:
         raise AFTExportError("give a CHECKPOINT to export, or --model-def and --weights for a model trained elsewhere")
     result = export_checkpoint(source, output, ExportOptions(**kw), log=_log(as_json))
     _json(result.to_dict()) if as_json else _echo(format_export(result.to_dict()))
-    if result.parity is None:  # in JSON, "parity": null says it
-        if not as_json:
-            click.echo("not verified against PyTorch (--images 0): exit status 3")
-        return EXIT_UNVERIFIED
-    return EXIT_UNVERIFIED if _unverified(result.trt_check) else EXIT_OK
+    return _exit(result.verdict)
 
 
 def _quantize_options():
@@ -560,8 +685,8 @@ def _quantize_options():
 def quantize_cmd(model, output, calib, exclude, cache_dir, no_cache, mean, std, as_json, **kw) -> None:
     """Write an int8 (Q/DQ) or fp16 graph from an fp32 ONNX export, calibrated on real images.
 
-    Exit 1: every targeted TensorRT refuses the graph; 3: fp16 values took NaN/Inf on the
-    calibration images, or a targeted TensorRT version refuses or warns.
+    Exit 1: the offline rules of every targeted TensorRT refuse the graph; 3: fp16 values took
+    NaN/Inf on the calibration images, or the rules of a targeted TensorRT version refuse or warn.
     """
     from aft_export.quantize import quantize_model
     from aft_export.report import format_quantize
@@ -570,7 +695,7 @@ def quantize_cmd(model, output, calib, exclude, cache_dir, no_cache, mean, std, 
                            mean=_floats3(mean, "--mean"), std=_floats3(std, "--std"), **kw)  # fmt: skip
     result = quantize_model(model, output, calib, opts, log=_log(as_json))
     _json(result.to_dict()) if as_json else _echo(format_quantize(result.to_dict()))
-    return EXIT_UNVERIFIED if result.nonfinite or _unverified(result.trt_check) else EXIT_OK
+    return _exit(result.verdict)
 
 
 @main.command("parity")
@@ -600,9 +725,7 @@ def parity_cmd(checkpoint, artifacts, data, images, overrides, provider, as_json
     report = run_parity(reference, list(artifacts), data, images=images, overrides=list(overrides),
                         providers=provider)  # fmt: skip
     _json(report) if as_json else _echo(format_parity(report))
-    if any(r["status"] == "fail" for r in report["artifacts"]):
-        return EXIT_CHECK_FAILED
-    return EXIT_UNVERIFIED if report["skipped"] else EXIT_OK
+    return _exit(Verdict.from_dict(report["verdict"]))
 
 
 @main.command("bench")
@@ -629,12 +752,12 @@ def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_
     report = bench(list(artifacts), list(batches), warmup=warmup, iters=iters, threads=threads, providers=provider,
                    profile=profile, preprocessing=_foreign(kw))  # fmt: skip
     _json(report) if as_json else _echo(format_bench(report))
-    return EXIT_UNVERIFIED if report["skipped"] else EXIT_OK
+    return _exit(Verdict.from_dict(report["verdict"]))
 
 
 @main.command("pipeline")
 @click.argument("checkpoint", required=False, type=click.Path(dir_okay=False))
-@click.option("--output", "-o", "out", type=click.Path(file_okay=False),
+@click.option("--output", "-o", type=click.Path(file_okay=False),
               help="Run directory [default: runs/<model>-<UTC time>].")
 @click.option("--calib", help="Calibration images or recipe [default: calibration/cifar10.json].")
 @click.option("--data", help=f"Labelled images for parity and eval [default: {PipelineOptions.data}].")
@@ -648,7 +771,7 @@ def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_
 @click.option("--calib-images", type=COUNT, help="Calibration images to sample [default: the recipe's].")
 @click.option("--parity-images", type=COUNT,
               help=f"Real images parity compares [default: {PipelineOptions.parity_images}].")
-@click.option("--eval-images", "eval_limit", type=COUNT,
+@click.option("--eval-images", type=COUNT,
               help="Evaluate a fixed subset of N images [default: all].")
 @click.option("--bench-batch-size", "bench_batches", multiple=True, type=BATCH,
               help=f"Bench batch sizes [default: {' and '.join(map(str, PipelineOptions.bench_batches))}].")
@@ -667,10 +790,11 @@ def pipeline_cmd(checkpoint, as_json, **kw) -> None:
 
     Exit 0: every artifact passed parity; 1: one failed (the run directory still has
     the full report); 3: none failed but one was not verified (an engine not run here for want
-    of a GPU, an artifact skipped by parity, or TensorRT check warnings); 2: bad input.
+    of a GPU, an artifact skipped by parity, fp16 values that took NaN/Inf, or the offline TensorRT
+    rules refusing or warning for a targeted version); 2: bad input.
     """
     from aft_export.pipeline import run_pipeline
-    from aft_export.report import summary_table
+    from aft_export.report import format_pipeline_result
 
     source, extra = model_source_from(checkpoint, {k: kw.pop(k) for k in list(kw) if k in USER_MODEL_KEYS},
                                       role="artifact")  # fmt: skip
@@ -681,15 +805,10 @@ def pipeline_cmd(checkpoint, as_json, **kw) -> None:
     result = run_pipeline(source, opts, log=_log(as_json))  # None: the bundled zoo model
     if as_json:
         _json({"run_dir": result.run_dir, "passed": result.passed, "unverified": result.unverified,
-               "summary": result.summary})
+               "verdict": result.verdict.to_dict(), "summary": result.summary})
     else:
-        verdict = "FAIL" if not result.passed else "PASS, NOT ALL VERIFIED" if result.unverified else "PASS"
-        _echo(["", *summary_table(result.summary, opts.bench_batches),
-               *[f"not run here: {name}: {why}" for name, why in result.unverified.items()],
-               f"\n{verdict}: run directory {result.run_dir} (report.md, manifest.json, plots/)"])  # fmt: skip
-    if not result.passed:
-        return EXIT_CHECK_FAILED
-    return EXIT_UNVERIFIED if result.unverified else EXIT_OK
+        _echo(format_pipeline_result(result, opts.bench_batches))
+    return _exit(result.verdict)
 
 
 @main.command("doctor")
@@ -721,7 +840,7 @@ def doctor_cmd(model, as_json, **kw) -> None:
 
     result = run_doctor(model, DoctorOptions(**kw), log=_log(as_json))
     _json(result.to_dict()) if as_json else _echo(summary(result))
-    return result.exit_code
+    return _exit(result.verdict)
 
 
 @main.command("check")
@@ -741,33 +860,36 @@ def doctor_cmd(model, as_json, **kw) -> None:
 @click.option("--strict", is_flag=True,
               help="Exit 1 when the offline rules for the installed parser disagree with the parser itself.")
 def check_cmd(models, trt_versions, as_json, list_rules, library, offline_only, also_build, strict) -> None:
-    """Check ONNX files offline against TensorRT's parser rules, one column per version; where
-    TensorRT or TensorRT-RTX is installed, also with its real parser (and, with --build, builder),
-    reported beside the rules' column for that parser.
+    """Check ONNX files offline against the rules of TensorRT's parser and builder, one column
+    per version (no TensorRT runs); where TensorRT or TensorRT-RTX is installed, also with its own
+    parser (and, with --build, its builder), reported beside the rules' column for that parser.
 
-    Exit 0: every checked version accepts every file; 1: a version (or the real parser) refuses
-    one, or, with --strict, the rules and the real parser disagree; 3: no refusal but warnings
-    remain (or a version the check has no rules for); 2: bad input.
+    Exit 0: the rules of every checked version pass every file (and the parser, where installed,
+    parses it); 1: a version's rules (or the parser, or the builder) refuse one, or, with --strict,
+    the rules and the parser disagree; 3: no refusal but warnings remain (or a version the check
+    has no rules for); 2: bad input.
     """
     from aft_export.trtcheck import check_model, format_report, format_rules, rules_table
 
     if list_rules:
         rows = rules_table(list(trt_versions) or None)
-        _json(rows) if as_json else click.echo("\n".join(format_rules(rows)))
+        _json(rows) if as_json else _echo(format_rules(rows))
         return EXIT_OK
     if not models:
         raise click.UsageError("give one or more ONNX files to check (or --rules to list the rules)")
+    from aft_export.build import check_verdict
+    from aft_export.report import format_real_check
+
     reports = [check_model(m, list(trt_versions) or None) for m in models]
     real = _real_checks(models, reports, library, also_build, offline_only)
-    if as_json:
-        data = [{**r.to_dict(), **({"real": x} if x else {})} for r, x in zip(reports, real)]
+    verdicts = [check_verdict(r, x, strict) for r, x in zip(reports, real)]
+    if as_json:  # with the installed library: its result, and the verdict and exit code of both
+        data = [{**r.to_dict(), **({"real": x, "verdict": v.to_dict(), "exit_code": EXIT_FOR[v.status]} if x else {})}
+                for r, x, v in zip(reports, real, verdicts)]  # fmt: skip
         _json(data if len(data) > 1 else data[0])
     else:
-        click.echo("\n\n".join("\n".join(format_report(r) + _format_real(x)) for r, x in zip(reports, real)))
-    codes = [r.exit_code for r in reports]
-    if any(x and (x["verdict"] == "refuses" or (strict and not x["agrees"])) for x in real):
-        return EXIT_CHECK_FAILED
-    return EXIT_CHECK_FAILED if 1 in codes else EXIT_UNVERIFIED if 3 in codes else EXIT_OK
+        _say("\n\n".join("\n".join(format_report(r) + format_real_check(x)) for r, x in zip(reports, real)))
+    return _exit(Verdict.combine(*verdicts))
 
 
 def _real_checks(models, reports, library: str, also_build: bool, offline_only: bool) -> list:
@@ -795,23 +917,6 @@ def _real_checks(models, reports, library: str, also_build: bool, offline_only: 
             status = check_model(model, [column]).status[column]
         out.append(real_check(model, status, column, name, also_build))
     return out
-
-
-def _format_real(x: dict | None) -> list[str]:
-    if not x:
-        return []
-    from aft_export.trt import TITLES
-
-    title = f"{TITLES[x['library']]} {x['version']}"
-    warned = "warnings not captured" if x["warnings"] is None else f"{len(x['warnings'])} warnings"
-    lines = [f"real parser, {title}: {'parses' if x['parses'] else 'REFUSES'} ({len(x['errors'])} errors, {warned})"]
-    if x["builds"] is not None:
-        lines.append(f"real build, {title}: " + (f"builds ({x['engine_bytes'] / 1e6:.2f} MB engine, in memory)"
-                                                 if x["builds"] else "FAILS"))  # fmt: skip
-    lines += [f"  - {e}" for e in x["errors"][:10]]
-    lines.append(f"rules for this parser (column {x['column']}) vs the real one: "
-                 + ("agree" if x["agrees"] else f"DISAGREE ({x['disagreement']})"))
-    return lines
 
 
 def _build_options():
@@ -858,7 +963,7 @@ def build_cmd(model, output, compute_capabilities, **kw) -> None:
     from aft_export.build import build_engine
 
     pre = _foreign(kw)
-    build_engine(model, output, BuildOptions(compute_capabilities=tuple(compute_capabilities), **kw), log=click.echo,
+    build_engine(model, output, BuildOptions(compute_capabilities=tuple(compute_capabilities), **kw), log=_say,
                  preprocessing=pre)  # fmt: skip
 
 
@@ -892,13 +997,13 @@ def eval_cmd(artifacts, data, batch_size, limit, provider, as_json, **kw) -> Non
     Exit 0: every artifact evaluated; 3: one was skipped (its runtime or a GPU is missing
     here); 2: bad input (an artifact whose outputs are not finite, too).
     """
-    from aft_export.evaluate import evaluate_artifacts
+    from aft_export.evaluate import eval_verdict, evaluate_artifacts
     from aft_export.report import format_eval
 
     rows = evaluate_artifacts(list(artifacts), data, batch_size=batch_size, limit=limit, providers=provider,
                               preprocessing=_foreign(kw))  # fmt: skip
     _json(rows) if as_json else _echo(format_eval(rows))
-    return EXIT_UNVERIFIED if any(r.get("status") == "skipped" for r in rows) else EXIT_OK
+    return _exit(eval_verdict(rows))
 
 
 def _triton_options(owner):
@@ -937,7 +1042,7 @@ def serve_cmd(artifacts, **kw) -> None:
     from aft_export.serve import serve
 
     pre = _foreign(kw)
-    serve(list(artifacts), ServeOptions(preprocessing=pre, **kw), log=click.echo)
+    serve(list(artifacts), ServeOptions(preprocessing=pre, **kw), log=_say)
 
 
 @main.command("triton-repo")

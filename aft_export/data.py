@@ -57,15 +57,15 @@ class Preprocessing:
     def __post_init__(self) -> None:
         if not isinstance(self.input_size, int) or isinstance(self.input_size, bool) or not (
                 1 <= self.input_size <= 8192):  # fmt: skip
-            raise AFTExportError(f"input size must be a whole number of pixels from 1 to 8192, got {self.input_size!r}; "
-                                 f"give --input-size")  # fmt: skip
-        for name in ("mean", "std"):
-            value = getattr(self, name)
+            raise AFTExportError(f"`input_size` must be a whole number of pixels from 1 to 8192, got "
+                                 f"{self.input_size!r}")  # fmt: skip
+        for option in ("mean", "std"):
+            value = getattr(self, option)
             if len(value) != 3 or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in value):
-                raise AFTExportError(f"{name} takes three numbers (R, G, B of x / 255, finite), got {list(value)!r}; "
-                                     f"e.g. --{name} {IMAGENET.split(' and ')[0 if name == 'mean' else 1]}")  # fmt: skip
+                raise AFTExportError(f"`{option}` takes three numbers (R, G, B of x / 255, finite), got {list(value)!r}; "
+                                     f"e.g. {IMAGENET.split(' and ')[0 if option == 'mean' else 1]}")  # fmt: skip
         if any(s <= 0 for s in self.std):
-            raise AFTExportError(f"std must be positive, got {list(self.std)}; give --std with three numbers > 0")
+            raise AFTExportError(f"`std` must be positive, got {list(self.std)}; give three numbers > 0")
         if self.classes is not None:
             if not self.classes or not all(isinstance(c, str) and c for c in self.classes):
                 raise AFTExportError("class names must be non-empty strings")
@@ -80,7 +80,7 @@ class Preprocessing:
         if len(self.classes) != num_classes:
             raise AFTExportError(
                 f"{len(self.classes)} class names for a model with {num_classes} outputs; "
-                f"give one name per output (--classes FILE, one per line)"
+                f"give one name per output (`classes`: a file, one name per line)"
             )
         return list(self.classes)
 
@@ -102,22 +102,23 @@ class Preprocessing:
                 std = json.loads(meta["std"])
         except (ValueError, TypeError, IndexError) as exc:
             raise AFTExportError(f"{path} has malformed preprocessing metadata: {exc}") from None
-        missing = [n for n, v in (("--input-size", size), ("--mean", mean), ("--std", std)) if v is None]
+        missing = [f"`{option}`" for option, v in (("input_size", size), ("mean", mean), ("std", std)) if v is None]
         if missing:
             raise AFTExportError(
                 f"{path} does not say how to preprocess images (no aft-export metadata); "
-                f"pass {', '.join(missing)}"
+                f"give {', '.join(missing)}"
             )
         try:
             mean, std = tuple(float(v) for v in mean), tuple(float(v) for v in std)
         except (TypeError, ValueError):
             raise AFTExportError(f"{path} has malformed preprocessing metadata (mean {mean!r}, std {std!r}); "
-                                 f"pass --mean and --std") from None  # fmt: skip
+                                 f"give `mean` and `std`") from None  # fmt: skip
         finite = all(math.isfinite(v) for v in mean + std)
         if (len(mean) != 3 or len(std) != 3 or not finite or min(std) <= 0 or not isinstance(size, int)
                 or not 1 <= size <= 8192):  # fmt: skip
-            raise AFTExportError(f"bad preprocessing for {path}: --input-size {size}, --mean {mean}, --std {std}; give a "
-                                 f"size from 1 to 8192 and three finite numbers each for mean and std (std > 0)")  # fmt: skip
+            raise AFTExportError(f"bad preprocessing for {path}: input size {size}, mean {mean}, std {std}; give "
+                                 f"`input_size` from 1 to 8192 and three finite numbers each for `mean` and `std` "
+                                 f"(std > 0)")  # fmt: skip
         return cls(int(size), mean, std)
 
     def record(self) -> dict:

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from collections.abc import Callable
 from pathlib import Path
 
-from aft_export.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_UNVERIFIED, AFTExportError
+from aft_export.errors import EXIT_CHECK_FAILED, EXIT_FOR, EXIT_OK, AFTExportError, Verdict
 from aft_export.fileio import atomic_directory, atomic_write_text, claim_output
 from aft_export.options import ARTIFACT_PRECISIONS, DoctorOptions
 from aft_export.resources import default_calibration, zoo_dir
@@ -80,14 +80,21 @@ class DoctorResult:
         return [c.name for c in self.checks if c.status == "skipped"]
 
     @property
+    def verdict(self) -> Verdict:
+        """failed when a check failed; not verified when one was skipped (no GPU, TensorRT or
+        trtexec here); else ok."""
+        return Verdict.of([f"{c.name} failed: {c.detail}" for c in self.checks if c.status == "failed"],
+                          [f"{c.name} skipped: {c.detail}" for c in self.checks if c.status == "skipped"])
+
+    @property
     def exit_code(self) -> int:
-        return EXIT_CHECK_FAILED if self.failed else EXIT_UNVERIFIED if self.skipped else EXIT_OK
+        return EXIT_FOR[self.verdict.status]
 
     def to_dict(self) -> dict:
         return {"format": FORMAT, "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "run_dir": self.run_dir, "environment": self.environment,
                 "checks": [asdict(c) for c in self.checks], "failed": self.failed, "skipped": self.skipped,
-                "exit_code": self.exit_code, "verification_scripts": self.scripts}  # fmt: skip
+                "exit_code": self.exit_code, "verdict": self.verdict.to_dict(), "verification_scripts": self.scripts}  # fmt: skip
 
 
 # ---------------------------------------------------------------- what this machine has
@@ -201,7 +208,7 @@ class _Runner:
             check.status = "ok" if r.returncode in ok_codes else "failed"
         except subprocess.TimeoutExpired as exc:
             output = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-            output += f"\ntimed out after {self.timeout:.0f} s (--timeout)"
+            output += f"\ntimed out after {self.timeout:.0f} s (`timeout`)"
             check.status = "failed"
         except OSError as exc:  # the program itself is missing or not executable
             output, check.status = f"error: cannot run {command[0]}: {exc}", "failed"

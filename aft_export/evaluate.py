@@ -10,7 +10,7 @@ import torch
 
 from aft_export.data import LabelledImages, normalize
 from aft_export.datasets import load_labelled
-from aft_export.errors import AFTExportError, RuntimeMissing
+from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
 from aft_export.options import EvalOptions
 from aft_export.preprocess import ForeignPreprocessing
 from aft_export.runners import load_runner
@@ -50,7 +50,7 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
     if not artifacts:
         raise AFTExportError("nothing to evaluate; give one or more checkpoints or ONNX files")
     if not isinstance(batch_size, int) or batch_size < 1:
-        raise AFTExportError(f"--batch-size must be >= 1, got {batch_size!r}; e.g. --batch-size {EvalOptions.batch_size}")
+        raise AFTExportError(f"`batch_size` must be >= 1, got {batch_size!r}; e.g. `batch_size={EvalOptions.batch_size}`")
     runners, skipped = [], {}
     for i, a in enumerate(artifacts):
         try:
@@ -75,7 +75,7 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
                        "file)" if runner.info.preprocessing_from else "evaluate on a set with the model's classes")
                 raise AFTExportError(f"{data} has classes {images.classes[:5]}... but {artifact} predicts "
                                      f"{runner.info.classes[:5]}...; {fix}")  # fmt: skip
-            runner.check_batch(min(batch_size, 64), "--batch-size")
+            runner.check_batch(min(batch_size, 64), "batch_size")
 
     def predict(runner):
         """Top-5 class indices of every image, and the seconds it took."""
@@ -111,6 +111,13 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
             **({"preprocessing": info.preprocessing_from} if info.preprocessing_from else {}),
         })  # fmt: skip
     return rows
+
+
+def eval_verdict(rows: list[dict]) -> Verdict:
+    """ok when every artifact was evaluated; not verified when one was skipped (its runtime or a
+    GPU is missing here), with why."""
+    return Verdict.of(unverified=[f"{r['artifact']} not evaluated: {r['reason']}" for r in rows
+                                  if r.get("status") == "skipped"])  # fmt: skip
 
 
 def evaluate_artifact(artifact, data: str, batch_size: int = EvalOptions.batch_size, limit: int | None = None,

@@ -26,7 +26,7 @@ in the pages https://docs.nvidia.com/deeplearning/tensorrt/latest/reference/comm
   removed in 11.x. ``*`` in the layer specs is the default for unnamed layers (8.5+).
 
 TensorRT-RTX (block ``rtx``; RTX GPUs, engines built ahead of time on any CPU): aft-export's own
-``build --library tensorrt-rtx`` (TensorRT-RTX's Python builder, which the ``[rtx]`` extra
+``build`` with ``library=tensorrt-rtx`` (TensorRT-RTX's Python builder, which the ``[rtx]`` extra
 installs), and NVIDIA's ``tensorrt_rtx`` tool, which ships with the TensorRT-RTX SDK (not the pip
 wheels). Its flags, from NVIDIA's TensorRT-RTX documentation (docs.nvidia.com/deeplearning/
 tensorrt-rtx/latest: "Best Practices" / performance, "CPU-Only AOT and TensorRT-RTX Engines"):

@@ -81,22 +81,22 @@ class ExportOptions:
         if not isinstance(self.opset, int) or self.opset < MIN_OPSET:
             raise AFTExportError(
                 f"opset {self.opset} is too old: the AFT graph needs opset {MIN_OPSET} or newer "
-                f"(ReduceMax/ReduceSum with axes as an input); use --opset {MIN_OPSET}"
+                f"(ReduceMax/ReduceSum with axes as an input); use `opset={MIN_OPSET}`"
             )
         if self.opset > newest:
-            raise AFTExportError(f"opset {self.opset} is newer than this onnx package knows ({newest}); use --opset "
-                                 f"{MIN_OPSET} to {newest}")  # fmt: skip
+            raise AFTExportError(f"opset {self.opset} is newer than this onnx package knows ({newest}); give `opset` "
+                                 f"from {MIN_OPSET} to {newest}")  # fmt: skip
         if self.op_form not in OP_FORMS:
             raise AFTExportError(f"unknown op form {self.op_form!r}; choose one of {OP_FORMS}")
         if self.target not in TARGETS:
             raise AFTExportError(f"unknown export target {self.target!r}; choose one of {TARGETS}")
         if self.target in TARGET_OPSETS and self.opset != 18:
             raise AFTExportError(f"the {self.target} form is always opset {TARGET_OPSETS[self.target]} (exported at "
-                                 f"18, then converted); leave --opset out with --target {self.target}")  # fmt: skip
+                                 f"18, then converted); leave `opset` out with `target={self.target}`")  # fmt: skip
         parse_batch(self.batch)
         if self.verify_images < 0:
             raise AFTExportError(f"verification image count must be >= 0, got {self.verify_images}; "
-                                 f"give --images 0 to skip verification")  # fmt: skip
+                                 f"give `verify_images=0` to skip verification")  # fmt: skip
 
 
 def parse_batch(spec: str | int) -> int | None:
@@ -107,7 +107,7 @@ def parse_batch(spec: str | int) -> int | None:
     if re.fullmatch(r"[0-9]+", text) and 1 <= int(text) <= MAX_BATCH:
         return int(text)
     raise AFTExportError(
-        f"bad batch specification {spec!r} for --batch-dim; use 'dynamic' or a batch size from 1 to {MAX_BATCH}"
+        f"bad batch specification {spec!r} for `batch`; use 'dynamic' or a batch size from 1 to {MAX_BATCH}"
     )
 
 
@@ -154,19 +154,19 @@ class QuantizeOptions:
         if self.method not in METHODS:
             raise AFTExportError(f"unknown calibration method {self.method!r}; choose one of {METHODS}")
         if not (finite(self.percentile) and 0 < self.percentile <= 100):
-            raise AFTExportError(f"percentile must be in (0, 100], got {self.percentile}; e.g. --percentile 99.999")
+            raise AFTExportError(f"percentile must be in (0, 100], got {self.percentile}; e.g. `percentile=99.999`")
         if self.count is not None and not (whole(self.count) and self.count >= 1):
             raise AFTExportError(f"calibration count must be a whole number >= 1, got {self.count!r}; "
-                                 f"e.g. --images 512")  # fmt: skip
+                                 f"e.g. `count=512`")  # fmt: skip
         if not (whole(self.batch_size) and self.batch_size >= 1):
-            raise AFTExportError(f"calibration batch size must be >= 1, got {self.batch_size!r}; e.g. --batch-size 32")
+            raise AFTExportError(f"calibration batch size must be >= 1, got {self.batch_size!r}; e.g. `batch_size=32`")
         if self.seed is not None and not (whole(self.seed) and 0 <= self.seed <= MAX_SEED):
             raise AFTExportError(f"calibration seed must be from 0 to {MAX_SEED}, got {self.seed!r}")
         if self.weight_bits not in (None, 7, 8):
             raise AFTExportError(f"int8 weight bits must be 7 or 8, got {self.weight_bits!r}")
         if not (finite(self.budget) and 0 <= self.budget <= 100):
             raise AFTExportError(f"the accuracy budget is a percentage from 0 to 100, got {self.budget}; "
-                                 f"e.g. --budget 0.5")  # fmt: skip
+                                 f"e.g. `budget=0.5`")  # fmt: skip
 
 
 # ---------------------------------------------------------------- TensorRT builds
@@ -195,16 +195,17 @@ class BuildOptions:
 
     def __post_init__(self) -> None:
         if self.library not in LIBRARIES:
-            raise AFTExportError(f"--library must be one of {', '.join(LIBRARIES)}; got {self.library!r}")
+            raise AFTExportError(f"`library` must be one of {', '.join(LIBRARIES)}; got {self.library!r}")
         for cc in self.compute_capabilities:
             if not re.fullmatch(r"[0-9]{1,2}\.[0-9]", str(cc)):
-                raise AFTExportError(f"--compute-capability takes MAJOR.MINOR such as 8.6 or 7.5; got {cc!r}")
+                raise AFTExportError(f"`compute_capabilities` take MAJOR.MINOR such as 8.6 or 7.5; got {cc!r}")
         if self.workspace_mb < 1:
-            raise AFTExportError("--workspace-mb must be >= 1")
+            raise AFTExportError(f"`workspace_mb` must be >= 1, got {self.workspace_mb!r}")
         if self.dla_core is not None and self.dla_core < 0:
-            raise AFTExportError("--dla-core must be >= 0")
+            raise AFTExportError(f"`dla_core` must be >= 0, got {self.dla_core!r}")
         if self.hardware_compatibility not in HW_LEVELS:
-            raise AFTExportError(f"--hardware-compatibility must be one of {sorted(HW_LEVELS)}")
+            raise AFTExportError(f"`hardware_compatibility` must be one of {sorted(HW_LEVELS)}, got "
+                                 f"{self.hardware_compatibility!r}")  # fmt: skip
 
 
 # ---------------------------------------------------------------- pipeline, training
@@ -218,14 +219,15 @@ def whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def check_threads(threads, flag: str = "--threads") -> None:
+def check_threads(threads, option: str = "threads") -> None:
+    """``option``: the field that holds ``threads``, named in the error."""
     if not (whole(threads) and 0 <= threads <= MAX_THREADS):
-        raise AFTExportError(f"{flag} must be from 0 (the backend's default) to {MAX_THREADS}, got {threads!r}")
+        raise AFTExportError(f"`{option}` must be from 0 (the backend's default) to {MAX_THREADS}, got {threads!r}")
 
 
 @dataclass(frozen=True)
 class PipelineOptions:
-    out: str | None = None  # default: runs/<checkpoint stem>-<UTC time>
+    output: str | None = None  # default: runs/<checkpoint stem>-<UTC time>
     calib: str | None = None  # default: the bundled calibration/cifar10.json
     data: str = "cifar10:test"
     precisions: tuple[str, ...] = ("fp16", "int8")
@@ -234,7 +236,7 @@ class PipelineOptions:
     # portable (any conforming runtime) -> model.portable*.onnx
     targets: tuple[str, ...] = ("tensorrt",)
     calib_images: int | None = None  # None: the recipe's count
-    eval_limit: int | None = None  # None: the whole labelled set
+    eval_images: int | None = None  # None: the whole labelled set
     parity_images: int = 64
     bench_batches: tuple[int, ...] = (1, 32)
     bench_iters: int = 30
@@ -244,14 +246,13 @@ class PipelineOptions:
     require_aft: bool = False  # ExportOptions.require_aft
 
     def __post_init__(self) -> None:
-        for name, flag in (("calib_images", "--calib-images"), ("eval_limit", "--eval-images"),
-                           ("parity_images", "--parity-images"), ("bench_iters", "--bench-iters")):  # fmt: skip
-            value = getattr(self, name)
+        for option in ("calib_images", "eval_images", "parity_images", "bench_iters"):
+            value = getattr(self, option)
             if value is not None and not (whole(value) and value >= 1):
-                raise AFTExportError(f"{flag} must be a whole number >= 1, got {value!r}")
+                raise AFTExportError(f"`{option}` must be a whole number >= 1, got {value!r}")
         if not self.bench_batches or not all(whole(b) and b >= 1 for b in self.bench_batches):
             raise AFTExportError(f"bench batch sizes must be whole numbers >= 1, got {list(self.bench_batches)}; "
-                                 f"e.g. --bench-batch-size 1 --bench-batch-size 32")  # fmt: skip
+                                 f"e.g. `bench_batches=(1, 32)`")  # fmt: skip
         check_threads(self.threads)
 
 
@@ -259,7 +260,7 @@ class PipelineOptions:
 class TrainConfig:
     model: str
     data: str
-    out: str
+    output: str
     epochs: int = 12
     batch_size: int = 128
     lr: float = 2e-3
@@ -270,26 +271,25 @@ class TrainConfig:
     seed: int = 0
     threads: int = 0  # 0: torch's default
     test_data: str | None = None
-    limit: int | None = None  # use only the first N training images (smoke tests)
+    images: int | None = None  # use only the first N training images (smoke tests)
     resume: str | None = None
     progress: bool = True
 
     def __post_init__(self) -> None:
-        ranges = {  # field: (flag, test, what it must be)
-            "epochs": ("--epochs", lambda v: whole(v) and v >= 1, "a whole number >= 1"),
-            "batch_size": ("--batch-size", lambda v: whole(v) and v >= 1, "a whole number >= 1"),
-            "lr": ("--lr", lambda v: finite(v) and v > 0, "a finite number > 0"),
-            "weight_decay": ("--weight-decay", lambda v: finite(v) and v >= 0, "a finite number >= 0"),
-            "warmup_epochs": ("--warmup-epochs", lambda v: finite(v) and v >= 0, "a finite number >= 0"),
-            "label_smoothing": ("--label-smoothing", lambda v: finite(v) and 0 <= v < 1, "in [0, 1)"),
-            "val_fraction": ("--val-fraction", lambda v: finite(v) and 0 <= v < 1, "in [0, 1)"),
-            "seed": ("--seed", lambda v: whole(v) and 0 <= v <= MAX_SEED, f"from 0 to {MAX_SEED}"),
-            "limit": ("--images", lambda v: v is None or (whole(v) and v >= 1), "a whole number >= 1"),
-        }  # fmt: skip
-        for name, (flag, ok, says) in ranges.items():
-            value = getattr(self, name)
+        for option, (ok, says) in {  # field: (test, what it must be)
+            "epochs": (lambda v: whole(v) and v >= 1, "a whole number >= 1"),
+            "batch_size": (lambda v: whole(v) and v >= 1, "a whole number >= 1"),
+            "lr": (lambda v: finite(v) and v > 0, "a finite number > 0"),
+            "weight_decay": (lambda v: finite(v) and v >= 0, "a finite number >= 0"),
+            "warmup_epochs": (lambda v: finite(v) and v >= 0, "a finite number >= 0"),
+            "label_smoothing": (lambda v: finite(v) and 0 <= v < 1, "in [0, 1)"),
+            "val_fraction": (lambda v: finite(v) and 0 <= v < 1, "in [0, 1)"),
+            "seed": (lambda v: whole(v) and 0 <= v <= MAX_SEED, f"from 0 to {MAX_SEED}"),
+            "images": (lambda v: v is None or (whole(v) and v >= 1), "a whole number >= 1"),
+        }.items():  # fmt: skip
+            value = getattr(self, option)
             if not ok(value):
-                raise AFTExportError(f"{flag} must be {says}, got {value!r}; see aft-export train --help")
+                raise AFTExportError(f"`{option}` must be {says}, got {value!r}")
         check_threads(self.threads)
 
 
@@ -330,12 +330,12 @@ class DoctorOptions:
     timeout: float = 3600.0  # seconds one check may take
 
     def __post_init__(self) -> None:
-        for name in ("calib_images", "parity_images", "eval_images", "bench_iters"):
-            value = getattr(self, name)
+        for option in ("calib_images", "parity_images", "eval_images", "bench_iters"):
+            value = getattr(self, option)
             if value is not None and not (whole(value) and value >= 1):
-                raise AFTExportError(f"--{name.replace('_', '-')} must be a whole number >= 1, got {value!r}")
+                raise AFTExportError(f"`{option}` must be a whole number >= 1, got {value!r}")
         if not (finite(self.timeout) and self.timeout > 0):
-            raise AFTExportError(f"--timeout must be a number of seconds > 0, got {self.timeout!r}")
+            raise AFTExportError(f"`timeout` must be a number of seconds > 0, got {self.timeout!r}")
 
 
 # ---------------------------------------------------------------- serving (NVIDIA Triton)
@@ -367,14 +367,14 @@ class ServeOptions:
     preprocessing: ForeignPreprocessing | None = None
 
     def __post_init__(self) -> None:
-        for name in ("http_port", "grpc_port", "metrics_port"):
-            if not 1 <= getattr(self, name) <= 65535:
-                raise AFTExportError(f"--{name.replace('_', '-')} must be a port from 1 to 65535")
+        for option in ("http_port", "grpc_port", "metrics_port"):
+            if not 1 <= getattr(self, option) <= 65535:
+                raise AFTExportError(f"`{option}` must be a port from 1 to 65535, got {getattr(self, option)!r}")
         if len({self.http_port, self.grpc_port, self.metrics_port}) < 3:
             raise AFTExportError("the HTTP, gRPC and metrics ports must differ")
         _check_triton_common(self.max_batch, self.instances, self.top_k)
         if self.queue_delay_us < 0 or self.threads < 0 or self.drain_seconds < 0:
-            raise AFTExportError("--queue-delay-us, --threads and the drain time must be >= 0")
+            raise AFTExportError("`queue_delay_us`, `threads` and `drain_seconds` must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -388,15 +388,15 @@ class TritonRepoOptions:
     def __post_init__(self) -> None:
         _check_triton_common(self.max_batch, self.instances, self.top_k)
         if self.device not in TRITON_DEVICES:
-            raise AFTExportError(f"--device must be one of {TRITON_DEVICES}")
+            raise AFTExportError(f"`device` must be one of {TRITON_DEVICES}, got {self.device!r}")
         if self.queue_delay_us < 0:
-            raise AFTExportError("--queue-delay-us must be >= 0")
+            raise AFTExportError(f"`queue_delay_us` must be >= 0, got {self.queue_delay_us!r}")
 
 
 def _check_triton_common(max_batch, instances, top_k) -> None:
     if max_batch is not None and not 1 <= max_batch <= MAX_BATCH:
-        raise AFTExportError(f"--max-batch must be from 1 to {MAX_BATCH}")
+        raise AFTExportError(f"`max_batch` must be from 1 to {MAX_BATCH}, got {max_batch!r}")
     if instances < 1:
-        raise AFTExportError("--instances must be >= 1")
+        raise AFTExportError(f"`instances` must be >= 1, got {instances!r}")
     if top_k < 1:
-        raise AFTExportError("--top-k must be >= 1")
+        raise AFTExportError(f"`top_k` must be >= 1, got {top_k!r}")

@@ -14,7 +14,7 @@ import numpy as np
 from aft_export.compare import judge, metrics, tolerances_with
 from aft_export.data import LabelledImages, Preprocessing, normalize
 from aft_export.datasets import load_labelled
-from aft_export.errors import AFTExportError, RuntimeMissing
+from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
 from aft_export.export.exporter import ExportOptions, export_graph
 from aft_export.localize import localize
 from aft_export.options import ParityOptions
@@ -94,10 +94,10 @@ def run_parity(checkpoint: str, artifacts: list[str], data, images: int = Parity
     same images: :attr:`~aft_export.export.exporter.ExportResult.reference_logits`)."""
     tols = tolerances_with(overrides)
     if not artifacts:
-        raise AFTExportError(f"nothing to compare with {checkpoint}; give one or more artifacts, e.g. "
-                             f"aft-export parity CKPT model.onnx --data DATA")  # fmt: skip
+        raise AFTExportError(f"nothing to compare with {checkpoint}; give one or more artifacts (ONNX files or "
+                             f"engines)")  # fmt: skip
     if not isinstance(images, int) or images < 1:
-        raise AFTExportError(f"--images must be >= 1, got {images!r}; e.g. --images {ParityOptions.images}")
+        raise AFTExportError(f"`images` must be >= 1, got {images!r}; e.g. `images={ParityOptions.images}`")
     reference = reference or TorchRunner(checkpoint)
     info = reference.info
     decoded = data if isinstance(data, LabelledImages) else load_labelled(data, info.input_size[1], limit=images)
@@ -146,7 +146,14 @@ def run_parity(checkpoint: str, artifacts: list[str], data, images: int = Parity
         rows.append(row)
     report = {"reference": str(checkpoint), "data": decoded.source, "images": len(x), "artifacts": rows,
               "passed": all(r["passed"] is True for r in rows),
-              "skipped": sum(r["status"] == "skipped" for r in rows)}  # fmt: skip
+              "skipped": sum(r["status"] == "skipped" for r in rows), "verdict": parity_verdict(rows).to_dict()}  # fmt: skip
     if keep_differences:
         report["differences"] = differences
     return report
+
+
+def parity_verdict(rows: list[dict]) -> Verdict:
+    """failed when an artifact fails its limits; not verified when one was skipped (its runtime
+    is missing here: never a pass); else ok."""
+    return Verdict.of([f"{r['artifact']} fails parity: {r['failures'][0]}" for r in rows if r["status"] == "fail"],
+                      [f"{r['artifact']} skipped by parity: {r['reason']}" for r in rows if r["status"] == "skipped"])

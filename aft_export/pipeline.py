@@ -2,7 +2,7 @@
 
 Writes a run directory::
 
-    RUN/model.onnx, model.fp16.onnx, model.int8.onnx   the artifacts (model.trt8.* for --target
+    RUN/model.onnx, model.fp16.onnx, model.int8.onnx   the artifacts (model.trt8.* for ``targets``
                           tensorrt8, model.portable.* for portable: options.EXPORT_TARGETS)
     RUN/model*.engine + .json   TensorRT engines where TensorRT and a GPU exist, else TensorRT-RTX
                           engines (model*.rtx.engine) where it is installed: built ahead of time on
@@ -10,7 +10,7 @@ Writes a run directory::
     RUN/<artifact>.verify.sh  trtexec/polygraphy command lines to check each with NVIDIA's tools
     RUN/manifest.json     tool versions, options, input hashes, every step and result
     RUN/report.md         the summary table and the plots, for people
-    RUN/triton/           with --triton-repo: a Triton model repository of the artifacts
+    RUN/triton/           with ``triton_repo``: a Triton model repository of the artifacts
     RUN/plots/*.svg       error histograms, accuracy and latency per artifact
 
 Data moves once: the checkpoint is loaded once, the labelled set decoded once, each
@@ -50,12 +50,12 @@ from aft_export.build import build_engine, offline_column
 from aft_export.compare import tolerances_with
 from aft_export.data import normalize
 from aft_export.datasets import is_named, load_labelled
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Verdict
 from aft_export.evaluate import evaluate_artifacts
 from aft_export.export.exporter import ExportOptions, export_checkpoint
 from aft_export.fileio import atomic_directory, atomic_write_text, claim_output, sha256_file
 from aft_export.nvtools import write_verification_commands
-from aft_export.parity import run_parity
+from aft_export.parity import parity_verdict, run_parity
 from aft_export.quantize import QuantizeOptions, apply_recipe, quantize_model, write_cache_entries
 from aft_export.report import pipeline_plots, report_markdown, summary_rows
 from aft_export.options import (EXPORT_TARGETS, PRECISIONS, TARGETS, BenchOptions, PipelineOptions,
@@ -84,10 +84,11 @@ class Step:
 @dataclass
 class PipelineResult:
     run_dir: str
-    passed: bool
+    passed: bool  # no artifact failed parity (verdict.status != "failed")
     steps: list[Step] = field(default_factory=list)
     summary: list[dict] = field(default_factory=list)
     unverified: dict[str, str] = field(default_factory=dict)  # artifact -> why it was not (fully) verified
+    verdict: Verdict = field(default_factory=Verdict)  # the stages' verdicts, combined
 
 
 def _versions() -> dict:
@@ -156,9 +157,9 @@ def run_pipeline(checkpoint=None, options: PipelineOptions | None = None, log=pr
     opts = options or PipelineOptions()
     source = open_source(checkpoint if checkpoint else default_checkpoint())
     ckpt = Path(source.path)  # the file that stands for the model: names, sizes, the reference's key
-    if not ckpt.is_file() and not isinstance(source, CheckpointSource):  # --model-def MODULE:FACTORY, no weights
+    if not ckpt.is_file() and not isinstance(source, CheckpointSource):  # a model_def MODULE:FACTORY, no weights
         raise AFTExportError(f"the pipeline names its run and reference after a file: {source} has none; give "
-                             f"--weights (or a model spec file)")  # fmt: skip
+                             f"`weights` (or a model spec file)")  # fmt: skip
     if not ckpt.is_file():
         raise AFTExportError(f"checkpoint {ckpt} does not exist" + ("; check the path" if checkpoint else
                              "; pass one: aft-export pipeline CKPT"))  # fmt: skip
@@ -170,10 +171,10 @@ def run_pipeline(checkpoint=None, options: PipelineOptions | None = None, log=pr
     tolerances_with(list(opts.tolerances))  # bad overrides fail before any work
     calib_source, _ = apply_recipe(opts.calib or str(default_calibration()), QuantizeOptions())  # a bad recipe too
     if not is_named(calib_source) and not Path(calib_source).exists():
-        raise AFTExportError(f"calibration source {calib_source} does not exist; give --calib IMAGES or a recipe "
-                             f"(calibration/cifar10.json)")  # fmt: skip
+        raise AFTExportError(f"calibration source {calib_source} does not exist; give `calib`: the images, or a "
+                             f"recipe such as calibration/cifar10.json")  # fmt: skip
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    final = Path(opts.out) if opts.out else Path("runs") / f"{ckpt.stem}-{stamp}"
+    final = Path(opts.output) if opts.output else Path("runs") / f"{ckpt.stem}-{stamp}"
     # claimed before any work: never an input, and one run at a time (the second fails here)
     with claim_output(final, inputs=[*source.inputs, opts.calib, opts.data], directory=True):
         loaded = source.load(log)  # once, for every stage; fails early on a bad model
@@ -252,7 +253,7 @@ class _Parity(NamedTuple):
 
 def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cache_writes: list) -> PipelineResult:
     info = TorchRunner(str(ckpt), loaded=loaded).info
-    decoded = load_labelled(opts.data, info.input_size[1], limit=opts.eval_limit)  # the one decode
+    decoded = load_labelled(opts.data, info.input_size[1], limit=opts.eval_images)  # the one decode
     parity_set = decoded.subset(opts.parity_images)
     x = normalize(parity_set.images, info.mean, info.std).numpy()
     library, why_not = engine_library(installed_libraries(), environment().get("gpu") is not None)
@@ -358,12 +359,13 @@ def _onnx_files(ctx: _Context, *made: _Made) -> Outcome:
 
 def _trt_check(ctx: _Context, onnx: list[_Made]) -> Outcome:
     # the reports export and quantise made of what they wrote (the same graphs, in memory)
-    checks = {m.path.name: (m.report or check_model(m.path)).to_dict() for m in onnx}
-    refused = {n: [v for v, st in r["status"].items() if st == "refuses"] for n, r in checks.items()}
-    refused = {n: vs for n, vs in refused.items() if vs}
+    reports = [m.report or check_model(m.path) for m in onnx]
+    checks = {m.path.name: r.to_dict() for m, r in zip(onnx, reports)}
+    verdict = Verdict.combine(*(r.verdict for r in reports))
     versions = sorted({v for r in checks.values() for v in r["checked"]}, key=parse_version)
-    return Outcome(checks, ("refused: " + "; ".join(f"{n} by TensorRT {', '.join(vs)}" for n, vs in refused.items()))
-                   if refused else f"every artifact accepted by the TensorRT versions it is for ({', '.join(versions)})")  # fmt: skip
+    return Outcome(checks, "; ".join(verdict.reasons) if not verdict.ok else
+                   f"every artifact passes the offline rules of the TensorRT versions it is for ({', '.join(versions)}; "
+                   f"no TensorRT ran)")  # fmt: skip
 
 
 def _verification_commands(ctx: _Context, onnx: list[_Made], x) -> Outcome:
@@ -441,6 +443,7 @@ def _parity(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, 
     par["artifacts"] += [{"artifact": a, "status": "skipped", "reason": why, "passed": None} for a, why in not_run.items()]
     par["skipped"] += len(not_run)
     par["passed"] = par["passed"] and not not_run
+    par["verdict"] = parity_verdict(par["artifacts"]).to_dict()
     diffs = {Path(a).name: d for a, d in par.pop("differences").items()}
     failed = [Path(r["artifact"]).name for r in par["artifacts"] if r["status"] == "fail"]
     return Outcome(_Parity(par, diffs, failed),
@@ -475,15 +478,11 @@ def _report(ctx: _Context, steps: list[Step], onnx: list[_Made], trt_check: dict
     (work / "plots").mkdir()
     for name, svg in pipeline_plots(summary, parity.differences, opts.data, opts.bench_batches).items():
         atomic_write_text(work / "plots" / name, svg)
-    passed = not parity.failed
     not_run = {Path(a).name: why for a, why in engines.not_run.items()}
-    unverified = dict(not_run)  # what was not (fully) verified, and why
-    for r in results["parity"]["artifacts"]:
-        if r["status"] == "skipped":
-            unverified.setdefault(Path(r["artifact"]).name, "skipped by parity")
-    for r in summary:
-        if "(warn)" in r["trt_check"] or "refused" in r["trt_check"]:
-            unverified.setdefault(r["artifact"], f"TensorRT check: {r['trt_check']}")
+    unverified = run_unverified(not_run, parity.report, onnx)
+    verdict = Verdict.of([f"{name} fails parity" for name in parity.failed],
+                         [f"{name}: {why}" for name, why in unverified.items()])
+    passed = verdict.status != "failed"
     manifest = {
         "tool": f"aft-export {__version__}", "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "versions": _versions(), "options": {**asdict(opts), "calib": ctx.calib},
@@ -493,12 +492,26 @@ def _report(ctx: _Context, steps: list[Step], onnx: list[_Made], trt_check: dict
         "artifacts": {a.name: {"sha256": sha256_file(a), "bytes": a.stat().st_size} for a in artifacts},
         "environment": _environment(),
         "steps": [asdict(x) for x in steps], "summary": summary, "passed": passed,
-        "unverified": unverified, "results": results,
+        "unverified": unverified, "verdict": verdict.to_dict(), "results": results,
     }  # fmt: skip
     atomic_write_text(work / "manifest.json", json.dumps(manifest, indent=2, default=_json_default))
-    atomic_write_text(work / "report.md", report_markdown(ckpt, meta, opts, steps, summary, passed, ctx.final, ctx.calib,
-                                                          not_run, unverified))  # fmt: skip
-    return Outcome(PipelineResult(str(ctx.final), passed, steps, summary, unverified), f"{ctx.final}/report.md")
+    atomic_write_text(work / "report.md", report_markdown(ckpt, meta, opts, steps, summary, verdict, ctx.final,
+                                                          ctx.calib, not_run, unverified))  # fmt: skip
+    return Outcome(PipelineResult(str(ctx.final), passed, steps, summary, unverified, verdict), f"{ctx.final}/report.md")
+
+
+def run_unverified(not_run: dict[str, str], parity: dict, onnx: list[_Made]) -> dict[str, str]:
+    """What the run did not (fully) verify, by artifact, and why: an engine not run here, an
+    artifact parity skipped, and each stage's own verdict (the offline rules of a targeted
+    TensorRT that refuse or warn, fp16 values that took NaN/Inf)."""
+    unverified = dict(not_run)
+    for r in parity["artifacts"]:
+        if r["status"] == "skipped":
+            unverified.setdefault(Path(r["artifact"]).name, "skipped by parity")
+    for m in onnx:
+        if not m.result.verdict.ok:
+            unverified.setdefault(m.path.name, "; ".join(m.result.verdict.reasons))
+    return unverified
 
 
 def _triton_repository(artifacts: list[Path], work: Path):
@@ -522,7 +535,7 @@ def _evaluate(ckpt, artifacts, decoded, runners: dict, opts: PipelineOptions) ->
     """Top-1/top-5 of the checkpoint and every artifact. With the default thread count on
     a CPU of several cores, the artifacts run side by side on one thread each: these
     small models run about 1.4x more images per CPU second on one thread than on two
-    (aft_conv_cifar, 2 cores); an explicit --threads keeps them one after the other."""
+    (aft_conv_cifar, 2 cores); an explicit ``threads`` keeps them one after the other."""
     paths = [str(ckpt)] + [str(a) for a in artifacts]
     cores = os.cpu_count() or 1
     onnx_only = all(Path(p).suffix == ".onnx" for p in paths[1:])

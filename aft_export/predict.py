@@ -40,7 +40,7 @@ def classify(artifact, images, top_k: int = 5, providers: str | None = "cpu") ->
     """The ``top_k`` classes of each image (files or folders), with the artifact's own
     preprocessing (checkpoint fields, ONNX metadata or engine manifest)."""
     if top_k < 1:
-        raise AFTExportError(f"--top-k must be >= 1, got {top_k}; e.g. --top-k 5")
+        raise AFTExportError(f"`top_k` must be >= 1, got {top_k}; e.g. `top_k=5`")
     runner = load_runner(str(artifact), providers=providers)
     info = runner.info
     files = find_images(images)

@@ -74,27 +74,27 @@ def read_classes_file(path: str | Path) -> tuple[str, ...]:
     return names
 
 
-def _floats(value: Any, name: str) -> tuple[float, ...]:
+def _floats(value: Any, option: str) -> tuple[float, ...]:
     if isinstance(value, str):
         value = value.split(",")
     try:
         return tuple(float(v) for v in value)
     except (TypeError, ValueError):
-        raise AFTExportError(f"{name} takes three numbers, e.g. 0.485,0.456,0.406; got {value!r}") from None
+        raise AFTExportError(f"`{option}` takes three numbers, e.g. 0.485,0.456,0.406; got {value!r}") from None
 
 
-def _int(value: Any, name: str) -> int:
+def _int(value: Any, option: str) -> int:
     if isinstance(value, (list, tuple)):  # [C, H, W] or [H, W] as some configs write it
         sides = [int(v) for v in value[-2:]]
         if len(set(sides)) != 1:
-            raise AFTExportError(f"{name} {list(value)} is not square; the exported graph takes square inputs")
+            raise AFTExportError(f"`{option}` {list(value)} is not square; the exported graph takes square inputs")
         value = sides[0]
     try:
         out = int(value)
     except (TypeError, ValueError):
-        raise AFTExportError(f"{name} must be a number of pixels, got {value!r}") from None
+        raise AFTExportError(f"`{option}` must be a number of pixels, got {value!r}") from None
     if out != value and not isinstance(value, str):
-        raise AFTExportError(f"{name} must be a whole number of pixels, got {value!r}")
+        raise AFTExportError(f"`{option}` must be a whole number of pixels, got {value!r}")
     return out
 
 

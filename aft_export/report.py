@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+from aft_export.trt import TITLES
+
 WIDTH, ROW, LEFT, RIGHT = 640, 26, 190, 90
 COLOURS = ["#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377", "#bbbbbb"]
 
@@ -67,14 +69,22 @@ def _fmt(v, spec):
     return "-" if v is None else format(v, spec)
 
 
+def _versus(drop) -> str:
+    """A top-1 drop as the change it is: the artifact's top-1 minus the checkpoint's, and which way."""
+    if drop is None:
+        return "-"
+    change = 0.0 - drop  # not -0.0
+    return f"{change:+.2f}" + (" (better)" if change > 0 else " (worse)" if change < 0 else "")
+
+
 def summary_table(summary: list[dict], batches) -> list[str]:
-    head = ("| artifact | backend | prec | MB | top-1 | drop | agree | max abs | cos min | parity | TRT check | "
+    head = ("| artifact | backend | prec | MB | top-1 | top-1 vs torch | agree | max abs | cos min | parity | TRT rules | "
             + " | ".join(f"p50 ms b{b}" for b in batches) + " | " + " | ".join(f"img/s b{b}" for b in batches) + " |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in summary:
         lines.append(
             f"| {r['artifact']} | {r['backend']} | {r['precision']} | {r['mb']:.2f} | {_fmt(r['top1'], '.2f')} | "
-            f"{_fmt(r['top1_drop'], '+.2f')} | {_fmt(r['agreement'], '.2f')} | {_fmt(r['max_abs'], '.2e')} | "
+            f"{_versus(r['top1_drop'])} | {_fmt(r['agreement'], '.2f')} | {_fmt(r['max_abs'], '.2e')} | "
             f"{_fmt(r['cosine_min'], '.6f')} | {r['parity']} | {r.get('trt_check', '-')} | "
             + " | ".join(_fmt(r["latency_ms"].get(b), ".3f") for b in batches) + " | "
             + " | ".join(_fmt(r["images_per_s"].get(b), ".0f") for b in batches) + " |")  # fmt: skip
@@ -182,10 +192,23 @@ def format_export(r: dict) -> list[str]:
                      f"mean abs {p['mean_abs']:.3g}, min cosine {p['cosine_min']:.6f}, "
                      f"top-1 agreement {100 * p['top1_agreement']:.1f}%")  # fmt: skip
     if r["trt_check"]:
-        lines.append("TensorRT check: " + ", ".join(f"{v} {s}" for v, s in r["trt_check"]["status"].items())
-                     + f" (aft-export check {r['path']})")  # fmt: skip
+        lines.append("offline TensorRT rules: " + ", ".join(f"{v} {RULES_SAY.get(s, s)}" for v, s in
+                                                            r["trt_check"]["status"].items())
+                     + f" (no TensorRT ran; `aft-export check {r['path']}`)")  # fmt: skip
     lines.append("time: " + ", ".join(f"{k} {v:.2f}s" for k, v in r["seconds"].items()))
-    return lines
+    return lines + _verdict_lines(r.get("verdict"))
+
+
+# the offline rules' status of a version (aft_export.trtcheck), as a report says it
+RULES_SAY = {"accepts": "pass", "refuses": "REFUSE", "warnings": "warn", "not targeted": "n/a"}
+
+
+def _verdict_lines(verdict: dict | None) -> list[str]:
+    """A stage's verdict (:class:`aft_export.errors.Verdict` as a dict), where it is not ok."""
+    if not verdict or verdict["status"] == "ok":
+        return []
+    head = "FAILED" if verdict["status"] == "failed" else "not verified"
+    return [f"result: {head}: " + "; ".join(verdict["reasons"])]
 
 
 def format_quantize(r: dict) -> list[str]:
@@ -195,8 +218,9 @@ def format_quantize(r: dict) -> list[str]:
         lines.append(f"int8: {recipe['quantized_nodes']} nodes quantised, {len(recipe['excluded_nodes'])} kept in "
                      f"float ({', '.join(recipe['excluded_modules']) or 'none'})")  # fmt: skip
     else:
-        lines.append(f"fp16: fp32 kept for {', '.join(recipe['fp32_op_types'])} and {len(recipe['fp32_nodes'])} "
-                     f"AFT-core nodes")  # fmt: skip
+        kept = recipe["fp32_op_types"]  # the op types of the model's own that stay in fp32
+        lines.append("fp16: kept in fp32: " + (f"every {' and '.join(kept)} node, and " if kept else "")
+                     + f"{len(recipe['fp32_nodes'])} nodes by name (the AFT core, LayerNorm modules and any excluded)")
         lines += [f"fp16 NaN/Inf: {b['count']} values in {b['value']} (node {b['node']}, module {b['module'] or '?'})"
                   for b in r["nonfinite"]]  # fmt: skip
         if not r["nonfinite"] and r["agreement"]:
@@ -206,7 +230,7 @@ def format_quantize(r: dict) -> list[str]:
         lines.append(f"vs fp32 on {a['images']} calibration images: top-1 agreement {a['top1_agreement']:.2f}%, "
                      f"max abs {a['max_abs']:.3g}")  # fmt: skip
     lines.append("time: " + ", ".join(f"{k} {v:.2f}s" for k, v in r["seconds"].items()))
-    return lines
+    return lines + _verdict_lines(r.get("verdict"))
 
 
 def format_parity(report: dict) -> list[str]:
@@ -277,20 +301,38 @@ def _preprocessing_notes(rows: list[dict]) -> list[str]:
             for r in rows if r.get("preprocessing")]  # fmt: skip
 
 
+def format_real_check(x: dict | None) -> list[str]:
+    """``check``'s lines for the installed library (:func:`aft_export.build.real_check`): what its
+    ONNX parser (and, asked for, its builder) made of the file, beside the offline rules."""
+    if not x:
+        return []
+    title = f"{TITLES.get(x['library'], x['library'])} {x['version']}"
+    warned = "warnings not captured" if x["warnings"] is None else f"{len(x['warnings'])} warnings"
+    lines = [f"parser, {title}: {'parses it' if x['parses'] else 'REFUSES it'} ({len(x['errors'])} errors, {warned})"]
+    if x["builds"] is not None:
+        lines.append(f"builder, {title}: " + (f"builds it ({x['engine_bytes'] / 1e6:.2f} MB engine, in memory)"
+                                              if x["builds"] else "FAILS"))  # fmt: skip
+    lines += [f"  - {e}" for e in x["errors"][:10]]
+    lines.append(f"offline rules (column {x['column']}) vs the parser: "
+                 + ("agree" if x["agrees"] else f"DISAGREE ({x['disagreement']})"))
+    return lines
+
+
 def format_predictions(result: dict) -> list[str]:
     return [f"{r['image']}: " + ", ".join(f"{t['class']} {100 * t['probability']:.1f}%" for t in r["top"])
             for r in result["results"]]  # fmt: skip
 
 
 def trt_verdict(report: dict | None) -> str:
-    """One cell: the TensorRT versions the artifact is checked for, or those refusing it."""
+    """One cell: the TensorRT versions whose offline rules the artifact is checked against, or
+    those whose rules refuse it."""
     if report is None:
         return "-"
     refused = [v for v, st in report["status"].items() if st == "refuses"]
     if refused:
-        return "refused " + ",".join(refused)
+        return "REFUSED " + ",".join(refused)
     first = report["checked"][0] if report["checked"] else "?"
-    return f"ok {first}+" + (" (warn)" if report["exit_code"] == 3 else "")
+    return f"pass {first}+" + (" (warnings)" if report["verdict"]["status"] != "ok" else "")
 
 
 def summary_rows(ckpt: Path, artifacts: list[Path], results: dict) -> list[dict]:
@@ -341,17 +383,34 @@ def pipeline_plots(summary: list[dict], differences: dict, data: str, batches) -
     return plots
 
 
-def report_markdown(ckpt, meta, opts, steps, summary, passed, final, calib, not_run=None, unverified=None) -> str:
-    """RUN/report.md: the verdict, the summary table, every step, the plots."""
-    verdict = "FAIL" if not passed else ("PASS, with artifacts not verified here" if unverified else "PASS")
+PIPELINE_RESULT = {"ok": "PASS", "unverified": "PASS, NOT ALL VERIFIED", "failed": "FAIL"}
+COLUMNS_SAY = ("top-1 vs torch: the artifact's top-1 minus the PyTorch checkpoint's (positive: better); agree: its "
+               "top-1 agreement with the checkpoint's predictions; TRT rules: the offline rules of the TensorRT "
+               "versions the file is made for (no TensorRT ran)")  # fmt: skip
+
+
+def format_pipeline_result(result, batches) -> list[str]:
+    """What ``aft-export pipeline`` prints at the end: the summary, what was not verified, the verdict."""
+    return ["", *summary_table(result.summary, batches), COLUMNS_SAY + ".",
+            *[f"not verified: {name}: {why}" for name, why in result.unverified.items()],
+            f"\n{PIPELINE_RESULT[result.verdict.status]}: run directory {result.run_dir} (report.md, manifest.json, "
+            f"plots/)"]  # fmt: skip
+
+
+def report_markdown(ckpt, meta, opts, steps, summary, verdict, final, calib, not_run=None, unverified=None) -> str:
+    """RUN/report.md: the verdict (:class:`aft_export.errors.Verdict`), the summary table, every step, the plots."""
+    result = {"ok": "PASS", "unverified": "PASS, with artifacts not verified here", "failed": "FAIL"}[verdict.status]
+    others = {n: why for n, why in (unverified or {}).items() if n not in (not_run or {})}
     lines = [
         f"# aft-export pipeline: {meta.model_name}", "",
         f"Checkpoint `{ckpt}` (sha256 `{meta.sha256[:16]}...`), data `{opts.data}`, calibration "
-        f"`{Path(calib).name}`. Result: **{verdict}**.", "",
+        f"`{Path(calib).name}`. Result: **{result}**.", "",
         *([f"Built, not run ({len(not_run)}): " + ", ".join(f"`{n}`" for n in not_run) + ". "
            + next(iter(not_run.values())).split(": ", 1)[-1], ""] if not_run else []),
+        *([f"Not verified: `{n}`: {why}." for n, why in others.items()] + [""] if others else []),
         "Top-1 and agreement (with the PyTorch checkpoint's predictions) on the evaluation set; max abs and "
-        "cosine from the parity check on real images; latency p50 and throughput on this machine.", "",
+        "cosine from the parity check on real images; latency p50 and throughput on this machine. "
+        + COLUMNS_SAY[0].upper() + COLUMNS_SAY[1:] + ".", "",
         *summary_table(summary, opts.bench_batches), "",
         "## Steps", "",
         *[f"- **{s.name}**: {s.status} ({s.seconds:.1f}s){': ' + s.detail if s.detail else ''}" for s in steps],

@@ -78,9 +78,11 @@ def python_backend_env(environ: dict | None = None) -> dict:
     return env
 
 
-def check_ports(host: str, ports: dict[str, int]) -> None:
-    """Refuse, before anything starts, a port another process holds on ``host``."""
-    for what, port in ports.items():
+def check_ports(opts: ServeOptions) -> None:
+    """Refuse, before anything starts, a port another process holds on ``opts.host``."""
+    host = opts.host
+    for option in ("http_port", "grpc_port", "metrics_port"):
+        port, what = getattr(opts, option), option.removesuffix("_port")
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         with socket.socket(family, socket.SOCK_STREAM) as s:
             try:
@@ -88,7 +90,7 @@ def check_ports(host: str, ports: dict[str, int]) -> None:
             except OSError as exc:
                 if exc.errno == errno.EADDRINUSE:
                     raise AFTExportError(f"port {port} on {host} ({what}) is in use; choose another with "
-                                         f"--{what}-port") from None  # fmt: skip
+                                         f"`{option}`") from None  # fmt: skip
                 raise AFTExportError(f"cannot listen on {host}:{port} ({what}): {exc.strerror}") from None
 
 
@@ -147,7 +149,7 @@ def _runners(spec: ServedModel, opts: ServeOptions) -> list:
     threads = opts.threads or (0 if opts.instances == 1 else max(1, (os.cpu_count() or 1) // opts.instances))
     runners = [load_runner(str(spec.path), providers=opts.provider, threads=threads, preprocessing=spec.preprocessing)
                for _ in range(opts.instances)]  # fmt: skip
-    runners[0].check_batch(spec.fixed_batch or spec.max_batch, "--max-batch")
+    runners[0].check_batch(spec.fixed_batch or spec.max_batch, "max_batch")
     return runners
 
 
@@ -162,8 +164,7 @@ def serve(artifacts: list[str], opts: ServeOptions | None = None, log=print,
     Triton, TritonConfig, TritonSecurityConfig, ModelConfig, Tensor, DynamicBatcher = import_pytriton()
     specs = [describe(a, opts.max_batch, preprocessing=opts.preprocessing) for a in artifacts]
     check_names(specs)
-    ports = {"http": opts.http_port, "grpc": opts.grpc_port, "metrics": opts.metrics_port}
-    check_ports(opts.host, ports)
+    check_ports(opts)
     runners = {s.name: (_runners(s, opts), _runners(s, opts)) for s in specs}
 
     os.environ.update(python_backend_env())  # PyTriton copies os.environ for tritonserver

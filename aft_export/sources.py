@@ -6,7 +6,7 @@ it on. The kinds:
 
 * a checkpoint of ours, or a plain ``state_dict`` file with a registry config name:
   :class:`CheckpointSource`;
-* a ``--model-def`` factory with a weights file, or a JSON/YAML model spec file naming
+* a ``model_def`` factory with a weights file, or a JSON/YAML model spec file naming
   both: :class:`aft_export.byo.spec.UserModel`, which plugs in from above (the core never
   imports the bring-your-own code): importing :mod:`aft_export.byo` registers the spec
   file suffixes here with :func:`register_reader`, and a user model is itself a source.

@@ -101,17 +101,17 @@ def check_training_batch(model: AFTClassifier, batch_size: int) -> None:
     if available is not None and batch_size * per_image > available:
         fits = max(1, available // per_image)
         raise AFTExportError(
-            f"--batch-size {batch_size} needs about {batch_size * per_image / 2**30:.1f} GB to train "
+            f"`batch_size={batch_size}` needs about {batch_size * per_image / 2**30:.1f} GB to train "
             f"({per_image / 2**20:.1f} MB per image: every layer's activations and their gradients) but "
-            f"{available / 2**30:.1f} GB is available; use --batch-size {fits} or less"
+            f"{available / 2**30:.1f} GB is available; use `batch_size={fits}` or less"
         )
 
 
 def train(cfg: TrainConfig) -> dict:
-    """Train, writing ``cfg.out`` atomically after every epoch. Returns the metrics. ``out``
-    is claimed first: never the data, and one run at a time (``--resume`` may name it:
+    """Train, writing ``cfg.output`` atomically after every epoch. Returns the metrics. ``output``
+    is claimed first: never the data, and one run at a time (``resume`` may name it:
     the run goes on in place)."""
-    with claim_output(cfg.out, inputs=[cfg.data, cfg.test_data]):
+    with claim_output(cfg.output, inputs=[cfg.data, cfg.test_data]):
         before = torch.get_num_threads()  # process-wide: cfg.threads holds for this training only
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
@@ -122,12 +122,12 @@ def train(cfg: TrainConfig) -> dict:
 
 
 def _train(cfg: TrainConfig) -> dict:
-    out = Path(cfg.out)
+    out = Path(cfg.output)
 
     model = create_model(cfg.model)
     mcfg = model.cfg
     check_training_batch(model, cfg.batch_size)
-    data = load_labelled(cfg.data, mcfg.img_size, limit=cfg.limit)
+    data = load_labelled(cfg.data, mcfg.img_size, limit=cfg.images)
     if len(data.classes) != mcfg.num_classes:
         raise AFTExportError(
             f"{cfg.data} has {len(data.classes)} classes but {cfg.model} has {mcfg.num_classes} outputs; "

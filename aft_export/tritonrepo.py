@@ -265,7 +265,7 @@ def _container_line(spec: ServedModel) -> str:
     return (f"- `{spec.name}_net/1/model.plan` was built with TensorRT {version} (its manifest) for "
             f"{spec.manifest.get('gpu') or 'an unrecorded GPU'} (compute capability "
             f"{spec.manifest.get('compute_capability') or '?'}). It loads only in a Triton container whose TensorRT is "
-            f"{version} (unless built `--version-compatible`): aft-export's table of containers has no such release "
+            f"{version} (unless it was built version-compatible): aft-export's table of containers has no such release "
             f"yet, so pick the `-py3` release with TensorRT {version} from NVIDIA's Frameworks Support Matrix "
             f"({TRITON_CONTAINERS_SOURCE}) and check it with "
             f"`docker run --rm nvcr.io/nvidia/tritonserver:<release>-py3 "
@@ -359,7 +359,7 @@ def write_repository(artifacts: list[str], out: str | Path, opts: TritonRepoOpti
     specs = [describe(a, opts.max_batch, (names or {}).get(str(a))) for a in artifacts]
     check_artifacts(specs, opts)
     if opts.device == "cpu" and any(s.kind == "engine" for s in specs):
-        raise AFTExportError("--device cpu: TensorRT engines run on the GPU only; leave it out or give ONNX files")
+        raise AFTExportError("`device=cpu`: TensorRT engines run on the GPU only; leave it out or give ONNX files")
     out = Path(out)
     with atomic_directory(out) as work:
         for s in specs:

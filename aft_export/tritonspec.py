@@ -15,7 +15,7 @@ Per artifact ``model.int8.onnx`` (name ``model_int8``) both serve:
   then ``(x / 255 - mean) / std``); the same outputs.
 
 With a batch dimension (``max_batch_size`` > 0) a request carries up to that many images.
-A fixed-batch export (``--batch-dim N``) gets no batch dimension: every request is exactly
+A fixed-batch export (``ExportOptions.batch`` N) gets no batch dimension: every request is exactly
 ``N`` images, as the artifact takes them.
 """
 
@@ -121,8 +121,8 @@ def describe(path: str | Path, max_batch: int | None = None, name: str | None = 
     suffix = path.suffix.lower()
     if suffix != ".onnx" and suffix not in ENGINE_SUFFIXES:
         raise AFTExportError(f"{path}: Triton serves ONNX files (.onnx) and TensorRT engines "
-                             f"({', '.join(ENGINE_SUFFIXES)}); export a checkpoint first: aft-export export CKPT "
-                             f"-o model.onnx")  # fmt: skip
+                             f"({', '.join(ENGINE_SUFFIXES)}); export a checkpoint first: `aft-export export "
+                             f"CKPT output=model.onnx`")  # fmt: skip
     spec = _describe_onnx(path, max_batch, preprocessing) if suffix == ".onnx" else _describe_engine(path, max_batch)
     return spec if name is None else replace(spec, name=name)
 
@@ -131,15 +131,15 @@ def _batching(path: Path, batch: tuple[int, int], max_batch: int | None, where: 
     """(fixed batch or None, max_batch_size) from the artifact's batch range (lo, hi; hi -1
     for unbounded)."""
     lo, hi = batch
-    if hi != -1 and lo == hi:  # a fixed batch: no batching (--max-batch is for the others)
+    if hi != -1 and lo == hi:  # a fixed batch: no batching (max_batch is for the others)
         return lo, 0
     if lo > 1:
         raise AFTExportError(f"{path}: its smallest batch is {lo} ({where}) but Triton's dynamic batcher sends "
-                             f"batches from 1; rebuild it with --batch-profile 1,OPT,MAX")  # fmt: skip
+                             f"batches from 1; rebuild it with `aft-export build batch=1,OPT,MAX`")  # fmt: skip
     chosen = max_batch if max_batch is not None else (hi if hi != -1 else DEFAULT_MAX_BATCH)
     if hi != -1 and chosen > hi:
-        raise AFTExportError(f"--max-batch {chosen} is above {path}'s largest batch {hi} ({where}); use "
-                             f"--max-batch {hi} or rebuild it with a larger --batch-profile maximum")  # fmt: skip
+        raise AFTExportError(f"`max_batch={chosen}` is above {path}'s largest batch {hi} ({where}); use "
+                             f"`max_batch={hi}` or rebuild it with a larger maximum (`aft-export build batch=MIN,OPT,MAX`)")  # fmt: skip
     return None, chosen
 
 

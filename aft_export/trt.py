@@ -100,23 +100,24 @@ class Profile:
     max: int
 
     @classmethod
-    def parse(cls, spec: str | int | None, default: int, name: str) -> Profile:
-        """``"1,8,32"`` (min,opt,max), ``"8"`` (fixed) or None (the graph's size)."""
+    def parse(cls, spec: str | int | None, default: int, name: str, option: str) -> Profile:
+        """``"1,8,32"`` (min,opt,max), ``"8"`` (fixed) or None (the graph's size); ``option``: the
+        field that gave ``spec``, named in the error."""
         if spec is None:
             return cls(default, default, default)
         parts = [p.strip() for p in str(spec).split(",")]
         try:
             values = [int(p) for p in parts]
         except ValueError:
-            raise AFTExportError(f"bad {name} profile {spec!r} (--{name}); use MIN,OPT,MAX such as 1,8,32, "
+            raise AFTExportError(f"bad {name} profile {spec!r} (`{option}`); use MIN,OPT,MAX such as 1,8,32, "
                                  f"or one number") from None  # fmt: skip
         if len(values) == 1:
             values *= 3
         if len(values) != 3:
-            raise AFTExportError(f"bad {name} profile {spec!r} (--{name}); give 1 or 3 numbers (MIN,OPT,MAX)")
+            raise AFTExportError(f"bad {name} profile {spec!r} (`{option}`); give 1 or 3 numbers (MIN,OPT,MAX)")
         lo, opt, hi = values
         if lo < 1 or not lo <= opt <= hi:
-            raise AFTExportError(f"inconsistent {name} profile {spec!r} (--{name}); give MIN,OPT,MAX with "
+            raise AFTExportError(f"inconsistent {name} profile {spec!r} (`{option}`); give MIN,OPT,MAX with "
                                  f"1 <= min <= opt <= max")  # fmt: skip
         return cls(lo, opt, hi)
 
@@ -143,22 +144,22 @@ def input_profile(model, opts: BuildOptions) -> InputShapes:
     n, c, h, w = dims
     if c is None:
         raise AFTExportError(f"input {inp.name} has a dynamic channel count; export with a fixed one")
-    if n is not None and opts.batch is not None and Profile.parse(opts.batch, n, "batch") != Profile(n, n, n):
-        raise AFTExportError(f"the graph has a fixed batch of {n}; re-export with --batch-dim dynamic or use "
-                             f"--batch-profile {n}")  # fmt: skip
+    if n is not None and opts.batch is not None and Profile.parse(opts.batch, n, "batch", "batch") != Profile(n, n, n):
+        raise AFTExportError(f"the graph has a fixed batch of {n}; re-export with `aft-export export batch=dynamic` "
+                             f"or use `batch={n}`")  # fmt: skip
     meta = ArtifactMeta.of(model)
     size = meta.input_size[-1] if "input_size" in meta else None
-    b = Profile.parse(opts.batch if n is None else n, n or 1, "batch")
+    b = Profile.parse(opts.batch if n is None else n, n or 1, "batch", "batch")
     if (h is None) != (w is None):
         raise AFTExportError("height and width must be both dynamic or both fixed")
     if h is None:
         if opts.hw is None and size is None:
-            raise AFTExportError("the graph has dynamic height and width: give --hw-profile MIN,OPT,MAX")
-        s = Profile.parse(opts.hw, size, "height/width")
+            raise AFTExportError("the graph has dynamic height and width: give `hw=MIN,OPT,MAX`")
+        s = Profile.parse(opts.hw, size, "height/width", "hw")
     else:
-        if opts.hw is not None and Profile.parse(opts.hw, h, "height/width") != Profile(h, h, h):
-            raise AFTExportError(f"the graph takes {h}x{w} images only; --hw-profile applies to AFT-conv exports "
-                                 f"made with --dynamic-hw")  # fmt: skip
+        if opts.hw is not None and Profile.parse(opts.hw, h, "height/width", "hw") != Profile(h, h, h):
+            raise AFTExportError(f"the graph takes {h}x{w} images only; `hw` applies to AFT-conv exports with a "
+                                 f"dynamic height and width (`aft-export export dynamic_hw=true`)")  # fmt: skip
         s = Profile(h, h, h)
     wprof = s if w is None else Profile(w, w, w)
     return InputShapes(inp.name, (b.min, c, s.min, wprof.min), (b.opt, c, s.opt, wprof.opt),
@@ -264,16 +265,16 @@ def precision_flags(version: tuple[int, ...], precision: str, library: str = "te
 
 
 def hardware_level(level: str, version: tuple[int, ...]) -> str | None:
-    """The HardwareCompatibilityLevel member for ``--hardware-compatibility``, or a clear error."""
+    """The HardwareCompatibilityLevel member for ``hardware_compatibility``, or a clear error."""
     if level == "none":
         return None
     if version < (8, 6):
-        raise AFTExportError(f"--hardware-compatibility {level} needs TensorRT 8.6 or newer; this is "
+        raise AFTExportError(f"`hardware_compatibility={level}` needs TensorRT 8.6 or newer; this is "
                              f"{_dotted(version)}; use none")  # fmt: skip
     if level == "ampere+":
         return "HardwareCompatibilityLevel.AMPERE_PLUS"
     if version < (10, 9):  # SAME_COMPUTE_CAPABILITY came with 10.9 (TensorRT 10.9.0 release notes)
-        raise AFTExportError(f"--hardware-compatibility same-cc needs TensorRT 10.9 or newer "
+        raise AFTExportError(f"`hardware_compatibility=same-cc` needs TensorRT 10.9 or newer "
                              f"(HardwareCompatibilityLevel.SAME_COMPUTE_CAPABILITY); this is "
                              f"{_dotted(version)}; use ampere+ or none")  # fmt: skip
     return "HardwareCompatibilityLevel.SAME_COMPUTE_CAPABILITY"
@@ -283,7 +284,7 @@ def compatibility_flags(version_compatible: bool, version: tuple[int, ...]) -> t
     if not version_compatible:
         return ()
     if version < (8, 6):
-        raise AFTExportError(f"--version-compatible needs TensorRT 8.6 or newer; this is {_dotted(version)}; "
+        raise AFTExportError(f"`version_compatible` needs TensorRT 8.6 or newer; this is {_dotted(version)}; "
                              f"build without it")  # fmt: skip
     return ("BuilderFlag.VERSION_COMPATIBLE",)
 
@@ -292,32 +293,32 @@ def rtx_refusals(opts: BuildOptions) -> None:
     """TensorRT-RTX has no DLA, no version or hardware compatibility (engines run only with the
     TensorRT-RTX release that built them; targets are compute capabilities), no TF32 switch, and
     its timing cache is deprecated and forces a GPU: such options are refused, in one line."""
-    given = [flag for flag, on in (("--dla-core", opts.dla_core is not None),
-                                   ("--version-compatible", opts.version_compatible),
-                                   ("--hardware-compatibility", opts.hardware_compatibility != "none"),
-                                   ("--tf32", opts.tf32), ("--timing-cache", bool(opts.timing_cache))) if on]  # fmt: skip
+    given = [f"`{option}`" for option, on in (("dla_core", opts.dla_core is not None),
+                                              ("version_compatible", opts.version_compatible),
+                                              ("hardware_compatibility", opts.hardware_compatibility != "none"),
+                                              ("tf32", opts.tf32), ("timing_cache", bool(opts.timing_cache))) if on]  # fmt: skip
     if given:
         raise AFTExportError(f"TensorRT-RTX has no {', '.join(given)} (no DLA, no version or hardware "
-                             f"compatibility: use --compute-capability; no TF32 switch; its timing cache is "
+                             f"compatibility: use `compute_capabilities`; no TF32 switch; its timing cache is "
                              f"deprecated and needs a GPU); leave {'it' if len(given) == 1 else 'them'} out, or "
-                             f"build with standard TensorRT: --library tensorrt")  # fmt: skip
+                             f"build with standard TensorRT: `library=tensorrt`")  # fmt: skip
 
 
 def compute_capabilities(ccs, library: str) -> tuple[str, ...]:
-    """ComputeCapability members for ``--compute-capability X.Y`` (TensorRT-RTX only); () keeps the
+    """ComputeCapability members for ``compute_capabilities`` ("X.Y" each; TensorRT-RTX only); () keeps the
     library's default targets (:data:`RTX_DEFAULT_TARGETS`)."""
     ccs = tuple(dict.fromkeys(str(c) for c in ccs))
     if not ccs:
         return ()
     if library != RTX:
-        raise AFTExportError("--compute-capability is TensorRT-RTX's (engines built ahead of time for the GPUs "
+        raise AFTExportError("`compute_capabilities` are TensorRT-RTX's (engines built ahead of time for the GPUs "
                              "named); standard TensorRT builds for the GPU it runs on (see "
-                             "--hardware-compatibility); add --library tensorrt-rtx or leave it out")  # fmt: skip
+                             "`hardware_compatibility`); add `library=tensorrt-rtx` or leave them out")  # fmt: skip
     bad = [c for c in ccs if c not in RTX_TARGETS]
     if bad:
         raise AFTExportError(f"compute capability {', '.join(bad)} is not a TensorRT-RTX target (it builds for "
                              f"{', '.join(RTX_TARGETS)}: RTX GPUs); Hopper (9.0), data-centre Blackwell and "
-                             f"Jetson take standard TensorRT: --library tensorrt")  # fmt: skip
+                             f"Jetson take standard TensorRT: `library=tensorrt`")  # fmt: skip
     return tuple(RTX_TARGETS[c] for c in ccs)
 
 
@@ -368,10 +369,10 @@ def check_engine_name(out, library: str) -> None:
     name = Path(out).name
     if library == RTX and not name.endswith(".rtx.engine"):
         raise AFTExportError(f"name a TensorRT-RTX engine *.rtx.engine (it loads only with TensorRT-RTX): "
-                             f"-o {name.removesuffix('.engine').removesuffix('.plan')}.rtx.engine")  # fmt: skip
+                             f"`output={name.removesuffix('.engine').removesuffix('.plan')}.rtx.engine`")  # fmt: skip
     if library != RTX and name.endswith(".rtx.engine"):
         raise AFTExportError(f"{name} names a TensorRT-RTX engine, but this build uses standard TensorRT; "
-                             f"use -o {name.removesuffix('.rtx.engine')}.engine or --library tensorrt-rtx")  # fmt: skip
+                             f"use `output={name.removesuffix('.rtx.engine')}.engine` or `library=tensorrt-rtx`")  # fmt: skip
 
 
 def version_compatible_runs(built: tuple[int, ...], here: tuple[int, ...]) -> bool:
@@ -503,24 +504,24 @@ def make_manifest(engine: Path, onnx_path: Path, precision: str, shapes: InputSh
 def rebuild_command(engine: Path, manifest: dict | None = None, library: str | None = None,
                     cc: str | None = None) -> str:
     """The command that rebuilds ``engine`` here: same ONNX file (as the manifest names it), library,
-    profile; for TensorRT-RTX the compute capability of the GPU here when the old targets miss it."""
+    profile; for TensorRT-RTX the compute capability of the GPU here when the old targets miss it.
+    In a message's words (backquoted, options as ``field=value``: the command line says its flags)."""
     m = manifest or {}
     library = library or m.get("library", "tensorrt")
-    parts = ["aft-export", "build", m.get("onnx") or "MODEL.onnx", "--library", library]
+    parts = ["aft-export", "build", m.get("onnx") or "MODEL.onnx", f"library={library}"]
     opts = m.get("build_options") or {}
     if opts.get("batch"):
-        parts += ["--batch-profile", str(opts["batch"])]
+        parts.append(f"batch={opts['batch']}")
     if opts.get("hw"):
-        parts += ["--hw-profile", str(opts["hw"])]
+        parts.append(f"hw={opts['hw']}")
     if library == RTX:
-        for c in [cc] if cc else opts.get("compute_capabilities") or []:
-            parts += ["--compute-capability", c]
+        parts += [f"compute_capabilities={c}" for c in ([cc] if cc else opts.get("compute_capabilities") or [])]
     name = engine.name
     if library == RTX and not name.endswith(".rtx.engine"):
         name = name.removesuffix(".engine") + ".rtx.engine"
     elif library != RTX and name.endswith(".rtx.engine"):
         name = name.removesuffix(".rtx.engine") + ".engine"
-    return " ".join(parts + ["-o", name])
+    return "`" + " ".join([*parts, f"output={name}"]) + "`"
 
 
 def check_manifest(engine: str | os.PathLike, env: dict) -> dict:
@@ -535,7 +536,7 @@ def check_manifest(engine: str | os.PathLike, env: dict) -> dict:
     targets, :func:`rtx_runs_on`; TensorRT: the GPU built on, unless hardware-compatible).
     """
     engine = Path(engine)
-    generic = f"rebuild it here: aft-export build MODEL.onnx -o {engine.name}"
+    generic = f"rebuild it here: `aft-export build MODEL.onnx output={engine.name}`"
     if not engine.is_file():
         raise AFTExportError(f"engine {engine} does not exist")
     mpath = manifest_path(engine)
@@ -584,7 +585,7 @@ def check_manifest(engine: str | os.PathLike, env: dict) -> dict:
         b, now = _version_tuple(built or "0"), _version_tuple(here)
         if not opts.get("version_compatible"):
             raise AFTExportError(f"engine {engine} was built with TensorRT {built}, this machine has "
-                                 f"{here}; {rebuild} (or build with --version-compatible)")  # fmt: skip
+                                 f"{here}; {rebuild} (or build with `aft-export build version_compatible=true`)")  # fmt: skip
         if not version_compatible_runs(b, now):
             raise AFTExportError(f"engine {engine} was built with TensorRT {built}, this machine "
                                  f"has {here}: a version-compatible engine runs only on the same or a later "
@@ -596,7 +597,7 @@ def check_manifest(engine: str | os.PathLike, env: dict) -> dict:
         if not ampere_ok:
             raise AFTExportError(f"engine {engine} was built for compute capability {manifest['compute_capability']} "
                                  f"({manifest.get('gpu')}), this GPU is {cc} ({env.get('gpu')}); {rebuild} "
-                                 f"(or build with --hardware-compatibility ampere+)")  # fmt: skip
+                                 f"(or build with `aft-export build hardware_compatibility=ampere+`)")  # fmt: skip
     return manifest
 
 

@@ -136,7 +136,7 @@ def select_state_dict(payload: Any, path: str | Path, key: str | None = None) ->
         note = f"weights: {chosen!r} of {Path(path).name}"
         others = models[1:] + emas
         if others:
-            note += f" (it also holds {others}, not used; --weights-key chooses)"
+            note += f" (it also holds {others}, not used; `weights_key` chooses)"
         return Selected(dict(payload[chosen]), chosen, note, choice=bool(others))
     if emas:
         chosen = emas[0]
@@ -145,7 +145,7 @@ def select_state_dict(payload: Any, path: str | Path, key: str | None = None) ->
                         choice=True)  # fmt: skip
     raise AFTExportError(
         f"{path} holds no state_dict of tensors under any key this tool knows; its top-level keys are "
-        f"{_describe(payload)}; name the one with the weights with --weights-key KEY"
+        f"{_describe(payload)}; name the one with the weights with `weights_key`"
     )
 
 
@@ -231,7 +231,7 @@ def load_weights(model: torch.nn.Module, path: str | Path, key: str | None = Non
     if problems:
         where = f"{path}" + (f" (key {selected.key!r})" if selected.key else "")
         raise AFTExportError(f"weights in {where} do not fit the model: " + "; ".join(problems)
-                             + "; check --model-def builds the model the weights were trained for")  # fmt: skip
+                             + "; check `model_def` builds the model the weights were trained for")  # fmt: skip
     problem = dtype_problem(expected, state, path)
     if problem is None:  # the parameters only: a model's own buffers may hold -inf masks on purpose
         params = {name for name, _ in model.named_parameters()}

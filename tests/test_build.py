@@ -183,7 +183,7 @@ def test_check_reports_the_real_parser_beside_the_rules(made, rtx, tmp_path):
         assert real["verdict"] == "accepts" and real["agrees"] and real["engine_bytes"] > 0
         assert real["column"] == offline_column(RTX, (1, 7))
     text = CliRunner().invoke(main, ["check", paths[0]]).output
-    assert "real parser, TensorRT-RTX 1.7" in text and "vs the real one: agree" in text
+    assert "parser, TensorRT-RTX 1.7" in text and "offline rules (column rtx-1.7) vs the parser: agree" in text
     # a graph the library refuses (NonZero: TensorRT-RTX imports it through a plugin and ships no plugin
     # library): refused, exit 1, and the rtx-1.7 column says so too (10.13's, which has NonZero, does not)
     g = onnx.helper.make_graph([onnx.helper.make_node("NonZero", ["x"], ["y"], name="nz")], "g",

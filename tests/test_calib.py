@@ -51,7 +51,7 @@ def test_seeded_sampling_and_record(folder):
 
 
 def test_fewer_images_than_asked(folder):
-    with pytest.raises(AFTExportError, match="has 5 images but 9 were asked for.*--allow-fewer"):
+    with pytest.raises(AFTExportError, match="has 5 images but 9 were asked for.*`allow_fewer`"):
         load_calibration(folder, PREP, count=9, progress=False)
     cset = load_calibration(folder, PREP, count=9, allow_fewer=True, progress=False)
     assert len(cset) == 5 and cset.record()["requested"] == 9
@@ -135,7 +135,7 @@ def test_reader_is_rewindable():
 def test_preprocess_from_metadata():
     meta = {"input_size": "[3, 32, 32]", "mean": "[0.1, 0.2, 0.3]", "std": "[0.5, 0.5, 0.5]"}
     assert Preprocess.from_metadata(meta) == Preprocess(32, (0.1, 0.2, 0.3), (0.5, 0.5, 0.5))
-    with pytest.raises(AFTExportError, match="pass --input-size, --mean, --std"):
+    with pytest.raises(AFTExportError, match="give `input_size`, `mean`, `std`"):
         Preprocess.from_metadata({}, path="m.onnx")
     assert Preprocess.from_metadata({}, 64, (0, 0, 0), (1, 1, 1)).size == 64
     with pytest.raises(AFTExportError, match="std > 0"):

@@ -94,7 +94,7 @@ def test_safetensors_state_dict(tmp_path, model):
 def test_plain_state_dict_needs_a_config(tmp_path, model):
     path = tmp_path / "sd.pt"
     torch.save(model.state_dict(), path)
-    with pytest.raises(AFTExportError, match="plain state_dict.*--config NAME"):
+    with pytest.raises(AFTExportError, match="plain state_dict.*`config=NAME`"):
         load_checkpoint(path)
 
 

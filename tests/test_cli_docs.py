@@ -24,13 +24,13 @@ def test_cli_reference_is_current():
 
 
 def test_cli_reference_has_every_command_and_rename():
-    from aft_export.cli import RENAMED, main
+    from aft_export.cli import WORDS, main
 
     text = _tool().render()
     for name, command in main.commands.items():
         assert (f"## aft-export {name}\n" in text) != command.hidden, name
         assert f"Usage: aft-export {name} " in text, name
-    for command, renamed in RENAMED.items():
+    for command, renamed in ((n, w.renamed) for n, w in WORDS.items()):
         for old, new in renamed.items():
             assert f"| `{command}` | `{old}` | `{new}` |" in text
 

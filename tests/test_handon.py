@@ -64,8 +64,8 @@ def _run(tmp_path, cifar10, name, hand_on: bool):
             _without(mp, "run_parity", ("reference_logits",))
         out = tmp_path / name
         pipeline.run_pipeline(str(REPO / "models" / "aft_conv_cifar.pt"), PipelineOptions(
-            out=str(out), calib=str(cifar10 / "train.tar"), data=str(cifar10 / "test.tar"), calib_images=CALIB_IMAGES,
-            parity_images=16, eval_limit=50, bench_batches=(1,), bench_iters=1), log=lambda *a: None)  # fmt: skip
+            output=str(out), calib=str(cifar10 / "train.tar"), data=str(cifar10 / "test.tar"), calib_images=CALIB_IMAGES,
+            parity_images=16, eval_images=50, bench_batches=(1,), bench_iters=1), log=lambda *a: None)  # fmt: skip
     return counts, json.loads((out / "manifest.json").read_text())
 
 

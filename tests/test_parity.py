@@ -239,7 +239,7 @@ def test_bench_reports_percentiles_and_threads(pair, tmp_path, cifar10):
     export_checkpoint(ckpt, fixed, ExportOptions(batch="2", verify_images=0))
     report = bench([str(fixed)], [1, 2], warmup=0, iters=1)
     assert [r["batch"] for r in report["rows"]] == [2] and report["skipped"][0]["batch"] == 1
-    with pytest.raises(AFTExportError, match="--iters"):
+    with pytest.raises(AFTExportError, match="`iters`"):
         bench([str(ckpt)], [1], iters=0)
     result = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch-size", "2", "--iters", "2", "--json"])
     assert result.exit_code == 0 and json.loads(result.output)["rows"][0]["batch"] == 2

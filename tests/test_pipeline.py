@@ -62,7 +62,8 @@ def test_pipeline_writes_a_complete_run_directory(ckpt, tmp_path, cifar10):
     assert {p.name for p in (out / "plots").iterdir()} == {"accuracy.svg", "errors.svg", "latency_b1.svg",
                                                            "latency_b4.svg"}  # fmt: skip
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["passed"] is True
+    assert manifest["passed"] is True and manifest["verdict"]["status"] == ("unverified" if rtx_not_run else "ok")
+    assert manifest["options"]["output"] == str(out) and "out" not in manifest["options"]  # the current names
     assert manifest["versions"]["onnxruntime"] and manifest["versions"]["torch"]
     assert len(manifest["inputs"]["checkpoint_sha256"]) == 64
     assert manifest["inputs"]["calibration"]["count"] == 128  # --calib-images
@@ -83,7 +84,7 @@ def test_pipeline_writes_a_complete_run_directory(ckpt, tmp_path, cifar10):
         assert sorted(manifest["unverified"]) == sorted(engines)
         assert [rows[e]["precision"] for e in engines] == ["fp32", "fp16", "int8"]
         assert manifest["results"]["engines"]["model.int8.rtx.engine"]["network"]["quantized"]
-        assert "PASS, NOT ALL VERIFIED" in res.output and "not run here: model.int8.rtx.engine: skipped, no GPU" \
+        assert "PASS, NOT ALL VERIFIED" in res.output and "not verified: model.int8.rtx.engine: skipped, no GPU" \
             in res.output  # fmt: skip
         assert "Built, not run (3)" in (out / "report.md").read_text()
         assert all(s["status"] == "ok" for s in steps.values())
@@ -97,7 +98,7 @@ def test_pipeline_writes_a_complete_run_directory(ckpt, tmp_path, cifar10):
     checks = manifest["results"]["trt_check"]
     assert set(checks) == set(onnx_files) and all(c["exit_code"] == 0 for c in checks.values())
     assert all(c["checked"] == ["10.3", "10.13", "11.4"] for c in checks.values())
-    assert [r["trt_check"] for r in manifest["summary"][1:4]] == ["ok 10.3+"] * 3
+    assert [r["trt_check"] for r in manifest["summary"][1:4]] == ["pass 10.3+"] * 3
     for name in onnx_files:
         script = (out / name.replace(".onnx", ".verify.sh")).read_text()
         assert "--saveEngine=" in script and "--trt-min-shapes" in script and "--data-loader-script" in script
@@ -114,6 +115,7 @@ def test_parity_failure_still_reports_and_exits_1(ckpt, tmp_path, cifar10):
     assert "FAIL" in res.output and (out / "report.md").exists()
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["passed"] is False and "model.int8.onnx" not in manifest["artifacts"]
+    assert manifest["verdict"]["status"] == "failed" and manifest["verdict"]["reasons"][0] == "model.fp16.onnx fails parity"
     assert next(s for s in manifest["steps"] if s["name"] == "parity")["status"] == "failed"
 
 
@@ -130,8 +132,8 @@ def test_bad_input_leaves_nothing(ckpt, tmp_path, cifar10):
     assert res.exit_code == 2 and "bad tolerance" in res.output
     # a failure mid-run (calibration source missing) removes the partial directory
     with pytest.raises(AFTExportError, match="does not exist"):
-        run_pipeline(str(ckpt), PipelineOptions(out=str(tmp_path / "r3"), calib=str(tmp_path / "none"),
-                                                data=str(cifar10 / "test.tar"), eval_limit=16),
+        run_pipeline(str(ckpt), PipelineOptions(output=str(tmp_path / "r3"), calib=str(tmp_path / "none"),
+                                                data=str(cifar10 / "test.tar"), eval_images=16),
                      log=lambda *a: None)  # fmt: skip
     assert not (tmp_path / "r3").exists() and not list(tmp_path.glob(".r3.partial-*"))
     assert not (tmp_path / "r").exists() and not (tmp_path / "r2").exists()

@@ -38,8 +38,8 @@ def test_lr_schedule_warms_up_then_decays():
 @pytest.fixture
 def make_cfg(cifar10):
     def make(tmp_path, name, **kw):
-        base = dict(model="aft_conv_test", data=str(cifar10 / "test.tar"), out=str(tmp_path / name),
-                    epochs=2, batch_size=64, limit=640, seed=1, threads=1, progress=False)  # fmt: skip
+        base = dict(model="aft_conv_test", data=str(cifar10 / "test.tar"), output=str(tmp_path / name),
+                    epochs=2, batch_size=64, images=640, seed=1, threads=1, progress=False)  # fmt: skip
         base.update(kw)
         return TrainConfig(**base)
 
@@ -100,7 +100,7 @@ def test_class_count_mismatch_is_a_clear_error(tmp_path, make_cfg):
 
         Image.new("RGB", (32, 32)).save(root / cls / "0.png")
     with pytest.raises(AFTExportError, match="has 2 classes but aft_conv_test has 10 outputs"):
-        train(make_cfg(tmp_path, "x.pt", data=str(root), limit=None))
+        train(make_cfg(tmp_path, "x.pt", data=str(root), images=None))
 
 
 def test_bad_options(tmp_path, make_cfg):

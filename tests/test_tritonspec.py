@@ -52,13 +52,13 @@ def test_engine_batching_comes_from_its_manifest(onnx_files, tmp_path):
     e = describe(engine)
     assert (e.kind, e.name, e.max_batch, e.fixed_batch, e.dims) == ("engine", "conv", 16, None, [3, 32, 32])
     assert describe(engine, max_batch=8).max_batch == 8
-    with pytest.raises(AFTExportError, match="--max-batch 17 is above .* largest batch 16"):
+    with pytest.raises(AFTExportError, match="`max_batch=17` is above .* largest batch 16"):
         describe(engine, max_batch=17)
     manifest_path = tmp_path / "conv.engine.json"
     manifest = json.loads(manifest_path.read_text())
     manifest["input"]["min"][0] = 2
     manifest_path.write_text(json.dumps(manifest))
-    with pytest.raises(AFTExportError, match="smallest batch is 2 .* rebuild it with --batch-profile 1,OPT,MAX"):
+    with pytest.raises(AFTExportError, match="smallest batch is 2 .* rebuild it with `aft-export build batch=1,OPT,MAX`"):
         describe(engine)
     manifest["input"]["min"][0] = manifest["input"]["max"][0] = 8
     manifest_path.write_text(json.dumps(manifest))
@@ -93,9 +93,9 @@ def test_container_lookup_matches_the_tensorrt_patch_version(monkeypatch):
 
 
 @pytest.mark.parametrize("kw,message", [
-    (dict(http_port=0), "--http-port must be a port"), (dict(grpc_port=8000), "must differ"),
-    (dict(max_batch=0), "--max-batch must be from 1"), (dict(instances=0), "--instances must be >= 1"),
-    (dict(top_k=0), "--top-k must be >= 1"), (dict(queue_delay_us=-1), ">= 0"),
+    (dict(http_port=0), "`http_port` must be a port"), (dict(grpc_port=8000), "must differ"),
+    (dict(max_batch=0), "`max_batch` must be from 1"), (dict(instances=0), "`instances` must be >= 1"),
+    (dict(top_k=0), "`top_k` must be >= 1"), (dict(queue_delay_us=-1), ">= 0"),
 ])  # fmt: skip
 def test_serve_options_are_checked_once(kw, message):
     with pytest.raises(AFTExportError, match=message):
@@ -103,7 +103,7 @@ def test_serve_options_are_checked_once(kw, message):
 
 
 def test_repository_options_are_checked_once():
-    with pytest.raises(AFTExportError, match="--device must be one of"):
+    with pytest.raises(AFTExportError, match="`device` must be one of"):
         TritonRepoOptions(device="tpu")
-    with pytest.raises(AFTExportError, match="--max-batch must be from 1"):
+    with pytest.raises(AFTExportError, match="`max_batch` must be from 1"):
         TritonRepoOptions(max_batch=0)

@@ -41,13 +41,13 @@ def graphs(tmp_path_factory):
 
 
 def test_profile_parsing():
-    assert Profile.parse("1,8,32", 1, "batch") == Profile(1, 8, 32)
-    assert Profile.parse("16", 1, "batch") == Profile(16, 16, 16)
-    assert Profile.parse(None, 4, "batch") == Profile(4, 4, 4)
+    assert Profile.parse("1,8,32", 1, "batch", "batch") == Profile(1, 8, 32)
+    assert Profile.parse("16", 1, "batch", "batch") == Profile(16, 16, 16)
+    assert Profile.parse(None, 4, "batch", "batch") == Profile(4, 4, 4)
     for bad, msg in (("4,2,8", "inconsistent"), ("0,1,2", "inconsistent"), ("1,2", "1 or 3 numbers"),
                      ("a,b,c", "bad batch profile")):  # fmt: skip
         with pytest.raises(AFTExportError, match=msg):
-            Profile.parse(bad, 1, "batch")
+            Profile.parse(bad, 1, "batch", "batch")
 
 
 def test_input_profiles_from_the_graph(graphs):
@@ -69,7 +69,7 @@ def test_input_profiles_from_the_graph(graphs):
 def test_build_options_and_versions():
     with pytest.raises(AFTExportError, match="workspace"):
         BuildOptions(workspace_mb=0)
-    with pytest.raises(AFTExportError, match="hardware-compatibility"):
+    with pytest.raises(AFTExportError, match="`hardware_compatibility`"):
         BuildOptions(hardware_compatibility="turing")
     assert check_trt_version("8.5.2.2") == (8, 5, 2, 2)  # JetPack 5.1
     assert check_trt_version("8.6.2.3")[:2] == (8, 6)  # JetPack 6.0
@@ -104,16 +104,16 @@ def test_precision_follows_the_graph_per_version():
 
 
 def test_same_cc_on_tensorrt_10_3_is_a_clear_error_before_any_build():
-    with pytest.raises(AFTExportError, match=r"same-cc needs TensorRT 10\.9 or newer .*this is 10\.3\.0; "
+    with pytest.raises(AFTExportError, match=r"same-cc` needs TensorRT 10\.9 or newer .*this is 10\.3\.0; "
                                              r"use ampere\+ or none"):  # fmt: skip
         build_plan((10, 3, 0), "fp32", BuildOptions(hardware_compatibility="same-cc"))
     plan = build_plan((10, 13, 3), "fp32", BuildOptions(hardware_compatibility="same-cc"))
     assert plan.hardware_compatibility_level == "HardwareCompatibilityLevel.SAME_COMPUTE_CAPABILITY"
     ampere = build_plan((10, 3), "fp32", BuildOptions(hardware_compatibility="ampere+"))
     assert ampere.hardware_compatibility_level == "HardwareCompatibilityLevel.AMPERE_PLUS"
-    with pytest.raises(AFTExportError, match="ampere\\+ needs TensorRT 8.6 or newer; this is 8.5"):
+    with pytest.raises(AFTExportError, match="ampere\\+` needs TensorRT 8.6 or newer; this is 8.5"):
         build_plan((8, 5), "fp32", BuildOptions(hardware_compatibility="ampere+"))
-    with pytest.raises(AFTExportError, match="--version-compatible needs TensorRT 8.6 or newer; this is 8.5"):
+    with pytest.raises(AFTExportError, match="`version_compatible` needs TensorRT 8.6 or newer; this is 8.5"):
         build_plan((8, 5, 2), "int8", BuildOptions(version_compatible=True))
     assert build_plan((8, 6), "int8", BuildOptions(version_compatible=True)).builder_flags == (
         "BuilderFlag.INT8", "BuilderFlag.VERSION_COMPATIBLE")
@@ -272,7 +272,7 @@ def test_library_choice():
         choose_library("tensorrt", rtx_only)
     with pytest.raises(AFTExportError, match="unknown TensorRT library 'rtx'"):
         choose_library("rtx", both)
-    with pytest.raises(AFTExportError, match="--library must be one of auto, tensorrt, tensorrt-rtx"):
+    with pytest.raises(AFTExportError, match="`library` must be one of auto, tensorrt, tensorrt-rtx"):
         BuildOptions(library="rtx")
 
 
@@ -301,15 +301,14 @@ def test_rtx_build_plan(version):
 
 
 def test_options_rtx_lacks_are_refused_in_one_line():
-    for kw, flag in ((dict(dla_core=0), "--dla-core"), (dict(version_compatible=True), "--version-compatible"),
-                     (dict(hardware_compatibility="ampere+"), "--hardware-compatibility"), (dict(tf32=True), "--tf32"),
-                     (dict(timing_cache="t.cache"), "--timing-cache")):  # fmt: skip
-        with pytest.raises(AFTExportError, match=f"TensorRT-RTX has no {flag} .*--library tensorrt$") as err:
+    for kw in (dict(dla_core=0), dict(version_compatible=True), dict(hardware_compatibility="ampere+"),
+               dict(tf32=True), dict(timing_cache="t.cache")):  # fmt: skip
+        with pytest.raises(AFTExportError, match=f"TensorRT-RTX has no `{next(iter(kw))}` .*`library=tensorrt`$") as err:
             build_plan((1, 7), "fp32", BuildOptions(**kw), RTX)
         assert "\n" not in str(err.value)
-    with pytest.raises(AFTExportError, match="has no --dla-core, --tf32 "):
+    with pytest.raises(AFTExportError, match="has no `dla_core`, `tf32` "):
         build_plan((1, 7), "fp32", BuildOptions(dla_core=1, tf32=True), RTX)
-    with pytest.raises(AFTExportError, match="--compute-capability is TensorRT-RTX's"):
+    with pytest.raises(AFTExportError, match="`compute_capabilities` are TensorRT-RTX's"):
         build_plan((10, 13), "fp32", BuildOptions(compute_capabilities=("8.6",)), "tensorrt")
 
 
@@ -317,7 +316,7 @@ def test_compute_capabilities():
     assert compute_capabilities((), RTX) == ()
     assert compute_capabilities(("12.0", "8.9"), RTX) == ("ComputeCapability.SM120", "ComputeCapability.SM89")
     for cc in ("9.0", "8.7", "10.0", "7.2"):  # Hopper, Orin, data-centre Blackwell, Xavier: standard TensorRT
-        with pytest.raises(AFTExportError, match=f"compute capability {cc} is not a TensorRT-RTX target.*--library"):
+        with pytest.raises(AFTExportError, match=f"compute capability {cc} is not a TensorRT-RTX target.*`library=tensorrt`"):
             compute_capabilities((cc,), RTX)
     for bad in ("86", "8.6.1", "sm86", "8."):
         with pytest.raises(AFTExportError, match="MAJOR.MINOR"):
@@ -336,9 +335,9 @@ def test_engine_names_tell_the_libraries_apart(tmp_path):
     assert engine_name(tmp_path / "model.int8.onnx", "tensorrt").name == "model.int8.engine"
     check_engine_name("m.rtx.engine", RTX)
     check_engine_name("m.plan", "tensorrt")
-    with pytest.raises(AFTExportError, match="name a TensorRT-RTX engine \\*.rtx.engine.*-o m.rtx.engine"):
+    with pytest.raises(AFTExportError, match="name a TensorRT-RTX engine \\*.rtx.engine.*`output=m.rtx.engine`"):
         check_engine_name("m.engine", RTX)
-    with pytest.raises(AFTExportError, match="names a TensorRT-RTX engine.*-o m.engine or --library tensorrt-rtx"):
+    with pytest.raises(AFTExportError, match="names a TensorRT-RTX engine.*`output=m.engine` or `library=tensorrt-rtx`"):
         check_engine_name("m.rtx.engine", "tensorrt")
 
 
@@ -358,16 +357,16 @@ def test_loading_refuses_an_engine_of_another_library_version_or_gpu(tmp_path):
     assert check_manifest(engine, cpu_rtx)["library"] == RTX  # checks pass; running it needs a GPU
     rtx_gpu = {**cpu_rtx, "gpu": "NVIDIA GeForce RTX 4090", "compute_capability": "8.9"}
     assert check_manifest(engine, rtx_gpu)
-    rebuild = "aft-export build m.int8.onnx --library tensorrt-rtx --batch-profile 1,8,32"
+    rebuild = "`aft-export build m.int8.onnx library=tensorrt-rtx batch=1,8,32"
     with pytest.raises(AFTExportError, match=f"TensorRT-RTX 1.7.1.116, this machine has 1.8.0: .*release that "
-                                             f"built them; rebuild it here: {rebuild} -o m.int8.rtx.engine$"):
+                                             f"built them; rebuild it here: {rebuild} output=m.int8.rtx.engine`$"):
         check_manifest(engine, {**rtx_gpu, "tensorrt_rtx": "1.8.0"})
     with pytest.raises(RuntimeMissing, match="built with TensorRT-RTX 1.7.1.116 and loads only with it; this machine "
-                                             "has TensorRT 10.13.3 .*--library tensorrt --batch-profile 1,8,32 -o m.int8.engine$"):
+                                             "has TensorRT 10.13.3 .*library=tensorrt batch=1,8,32 output=m.int8.engine`$"):
         check_manifest(engine, {**rtx_gpu, "tensorrt": "10.13.3", "tensorrt_rtx": None})
     turing = {**rtx_gpu, "gpu": "NVIDIA GeForce RTX 2080 Ti", "compute_capability": "7.5"}
-    with pytest.raises(AFTExportError, match="for compute capability the default .*this GPU is 7.5 .* --batch-profile 1,8,32 "
-                                             "--compute-capability 7.5 -o m.int8.rtx.engine$"):
+    with pytest.raises(AFTExportError, match="for compute capability the default .*this GPU is 7.5 .* batch=1,8,32 "
+                                             "compute_capabilities=7.5 output=m.int8.rtx.engine`$"):
         check_manifest(engine, turing)
     with pytest.raises(AFTExportError, match="9.0 is not a TensorRT-RTX target: build for standard TensorRT"):
         check_manifest(engine, {**rtx_gpu, "gpu": "NVIDIA H100", "compute_capability": "9.0"})
@@ -378,7 +377,7 @@ def test_loading_refuses_an_engine_of_another_library_version_or_gpu(tmp_path):
         check_manifest(for_turing, rtx_gpu)
     standard = _fake_engine(tmp_path, onnx="m.onnx")  # a manifest from before TensorRT-RTX: library tensorrt
     with pytest.raises(RuntimeMissing, match="loads only with standard TensorRT; this machine has TensorRT-RTX "
-                                             "1.7.1.116 .*--library tensorrt-rtx -o m.rtx.engine$"):
+                                             "1.7.1.116 .*library=tensorrt-rtx output=m.rtx.engine`$"):
         check_manifest(standard, cpu_rtx)
 
 
@@ -387,7 +386,7 @@ def test_rebuild_command():
 
     m = {"onnx": "model.fp16.onnx", "library": RTX, "build_options": {"batch": "1,8,32", "hw": "16,32,64",
                                                                      "compute_capabilities": ["7.5"]}}  # fmt: skip
-    assert rebuild_command(Path("x/model.fp16.rtx.engine"), m) == ("aft-export build model.fp16.onnx --library "
-                                                                  "tensorrt-rtx --batch-profile 1,8,32 --hw-profile 16,32,64 "
-                                                                  "--compute-capability 7.5 -o model.fp16.rtx.engine")
-    assert rebuild_command(Path("m.engine"), {}) == "aft-export build MODEL.onnx --library tensorrt -o m.engine"
+    assert rebuild_command(Path("x/model.fp16.rtx.engine"), m) == ("`aft-export build model.fp16.onnx library="
+                                                                  "tensorrt-rtx batch=1,8,32 hw=16,32,64 "
+                                                                  "compute_capabilities=7.5 output=model.fp16.rtx.engine`")
+    assert rebuild_command(Path("m.engine"), {}) == "`aft-export build MODEL.onnx library=tensorrt output=m.engine`"

@@ -3,7 +3,7 @@
 
 Every command's help as ``aft-export CMD --help`` prints it (at a fixed width, so that the
 file does not depend on the terminal), and the table of renamed flags from
-``aft_export.cli.RENAMED``. Nothing is typed in by hand; tests/test_cli_docs.py fails when
+``aft_export.cli.WORDS`` (each command's table). Nothing is typed in by hand; tests/test_cli_docs.py fails when
 the checked-in file differs from what this writes.
 
     python tools/gen_cli_docs.py            # rewrite docs/cli.md
@@ -36,7 +36,7 @@ def render() -> str:
     """docs/cli.md as this checkout's commands describe themselves."""
     import click
 
-    from aft_export.cli import RENAMED, RENAMED_UNTIL, main
+    from aft_export.cli import RENAMED_UNTIL, WORDS, main
 
     root = click.Context(main, info_name="aft-export", terminal_width=WIDTH, max_content_width=WIDTH)
     names = [n for n in main.list_commands(root) if not main.get_command(root, n).hidden]
@@ -65,8 +65,8 @@ def render() -> str:
         "| command | old flag | new flag |",
         "|---|---|---|",
     ]
-    for command in sorted(RENAMED):
-        out += [f"| `{command}` | `{old}` | `{new}` |" for old, new in RENAMED[command].items()]
+    for command in sorted(WORDS):
+        out += [f"| `{command}` | `{old}` | `{new}` |" for old, new in WORDS[command].renamed.items()]
     out += ["", "## aft-export", "", "```text", _help(main, "aft-export").rstrip(), "```"]
     for name in names:
         out += ["", f"## aft-export {name}", "", "```text",

@@ -1,6 +1,6 @@
 """Bring your own model: AFT classifiers trained with other code export too.
 
-* :mod:`aft_export.byo.modeldef`: ``--model-def MODULE:FACTORY`` or ``FILE.py:FACTORY``;
+* :mod:`aft_export.byo.modeldef`: ``model_def`` ``MODULE:FACTORY`` or ``FILE.py:FACTORY``;
 * :mod:`aft_export.byo.preprocess`: input size, mean/std and class names from flags or a file;
 * :mod:`aft_export.byo.swap`: find AFT layers (ours, aft-pytorch, comvex, labml-nn), map the
   public ones to ours, refuse by name what cannot be mapped, verify the swap;

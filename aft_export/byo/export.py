@@ -43,12 +43,12 @@ def export_model(model: nn.Module, out, preprocessing: Preprocessing, options: E
     model.eval()
     label = name or type(model).__name__
     user = UserModel(f"{type(model).__module__}.{type(model).__qualname__}", preprocessing, name=label)
-    meta = meta_for(model, user, log)  # the same checks and metadata as for --model-def
+    meta = meta_for(model, user, log)  # the same checks and metadata as for a model_def
     return export_checkpoint(None, out, options, log=log, loaded=(model, meta))
 
 
 def export_user_model(user: UserModel, out, options: ExportOptions | None = None, log=print) -> ExportResult:
-    """``aft-export export --model-def ... --weights ...``: build, load, swap, export. ``out``
+    """The export of a model_def with its weights: build, load, swap, export. ``out``
     is claimed first: never the weights, the spec or the model's code (the command line adds
     every other file it was given: the preprocessing and class names files)."""
     return export_checkpoint(user, out, options, log=log)

@@ -1,8 +1,8 @@
 """A model trained elsewhere, as one value every command can take in place of a checkpoint.
 
 :class:`UserModel` is the user's model definition, weights and preprocessing
-(``--model-def``, ``--weights``, ``--weights-key``, ``--preprocess``/``--input-size``/
-``--mean``/``--std``/``--classes``). Written down as a JSON/YAML *model spec* file it
+(``model_def``, ``weights``, ``weights_key``, ``preprocess``/``input_size``/
+``mean``/``std``/``classes``). Written down as a JSON/YAML *model spec* file it
 is the same thing on disk::
 
     model_def: mynet.py:build      # relative paths are relative to this file
@@ -17,7 +17,7 @@ A :class:`UserModel` is a :class:`~aft_export.sources.ModelSource`, and importin
 :mod:`aft_export.byo` registers the spec file suffixes with
 :func:`aft_export.sources.register_reader`, so the PyTorch reference of ``parity``,
 ``eval``, ``bench`` and ``pipeline`` is the user's own, unmodified module. Loading a spec
-imports the code it names, as ``--model-def`` does: use only specs you wrote or trust,
+imports the code it names, as ``model_def`` does: use only specs you wrote or trust,
 as you would a Python file.
 
 For export, the loaded model's ``ModelMeta.prepare`` is
@@ -86,7 +86,7 @@ class UserModel:
         if self.weights:
             load_weights(model, self.weights, self.weights_key, log_fn=log)
         else:
-            note(f"no --weights: {self.model_def} keeps the parameters its factory gave it")
+            note(f"no `weights`: {self.model_def} keeps the parameters its factory gave it")
         model.eval()
         return model, meta_for(model, self, note)
 
@@ -108,7 +108,7 @@ def meta_for(model: nn.Module, user: UserModel, note=logger.info) -> ModelMeta:
     p = user.preprocessing
     classes = p.class_names(int(out.shape[1]))
     if p.classes is None:
-        note(f"classes: numbered 0..{len(classes) - 1} (give --classes FILE for names)")
+        note(f"classes: numbered 0..{len(classes) - 1} (give `classes`, a file, for names)")
     config = ForeignConfig(img_size=size, model_def=user.model_def, weights=user.weights or "",
                            weights_key=user.weights_key or "", variant="+".join(layer_variants(model)) or "none")
     return ModelMeta(config, classes, tuple(p.mean), tuple(p.std), model_name=user.name or user.model_def,

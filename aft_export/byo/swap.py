@@ -421,7 +421,7 @@ def _probe(model: nn.Module, layers: dict[str, nn.Module], example: Tensor) -> d
             where = f" in AFT layer {path} ({_describe_module(layers[path])})"
         raise AFTExportError(
             f"the model fails on an input of shape {tuple(example.shape)}{where}: {type(exc).__name__}: {first}; "
-            f"check --input-size and that the layer's shape is one it supports"
+            f"check `input_size` and that the layer's shape is one it supports"
         ) from exc
     finally:
         for h in handles:
@@ -437,7 +437,7 @@ def _describe_module(module: nn.Module) -> str:
         return f"aft-export {type(module).__name__}"
     cls = type(module)
     file = getattr(sys.modules.get(cls.__module__), "__file__", None)
-    if cls.__module__.startswith("_aft_user_") and file:  # loaded from a file by --model-def FILE.py:FACTORY
+    if cls.__module__.startswith("_aft_user_") and file:  # loaded from a file by a model_def FILE.py:FACTORY
         return f"{cls.__qualname__} in {Path(file).name}"
     return f"{cls.__module__}.{cls.__qualname__}"
 

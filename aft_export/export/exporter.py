@@ -31,7 +31,7 @@ from aft_export.checkpoint import ModelMeta
 from aft_export.compare import SIMPLIFY_MAX_ABS, max_abs, metrics
 from aft_export.data import normalize
 from aft_export.datasets import is_named, load_labelled
-from aft_export.errors import AFTExportError, CheckFailed
+from aft_export.errors import AFTExportError, CheckFailed, Verdict
 from aft_export.export.functions import attach_functions, registered_schemas, translation_table
 from aft_export.export.rewrite import optimize_for_runtime
 from aft_export.export.portable import to_portable
@@ -66,6 +66,9 @@ class ExportResult:
     layers: list[dict] | None = None
     swap_check: dict | None = None
     warnings: list[str] = field(default_factory=list)
+    # not verified: against PyTorch (verify_images=0), or by the rules of a targeted TensorRT
+    # that refuses or warns (when all of them refuse, the export fails instead)
+    verdict: Verdict = field(default_factory=Verdict)
     # the TensorRT check's whole report (aft_export.trtcheck.CheckReport), for a caller that
     # hands it on (the pipeline); trt_check above is its summary. Not in to_dict
     check_report: object = field(default=None, repr=False, compare=False)
@@ -179,8 +182,8 @@ def _verification_images(meta, opts: ExportOptions) -> tuple[np.ndarray, str]:
         return bool(c) and (is_named(c) or Path(c).exists())
 
     if opts.verify_data and not usable(opts.verify_data):
-        raise AFTExportError(f"verification data {opts.verify_data} does not exist; check --verify-data (or give "
-                             f"--verify-images 0 to skip verification)")  # fmt: skip
+        raise AFTExportError(f"verification data {opts.verify_data} does not exist; check `verify_data` (or give "
+                             f"`verify_images=0` to skip verification)")  # fmt: skip
     prov = meta.provenance
     candidates = [opts.verify_data] if opts.verify_data else [
         prov.get("metrics", {}).get("test_data"), prov.get("train_config", {}).get("test_data"), prov.get("data")]
@@ -190,8 +193,8 @@ def _verification_images(meta, opts: ExportOptions) -> tuple[np.ndarray, str]:
         source = str(Path(env) / "test.tar") if env and Path(env, "test.tar").exists() else source
     if not usable(source):
         raise AFTExportError(
-            "verification needs real images and the checkpoint names none here; pass --verify-data DIR_OR_TAR "
-            "(or --verify-images 0 to skip verification)"
+            "verification needs real images and the checkpoint names none here; give `verify_data` (a folder or tar) "
+            "(or `verify_images=0` to skip verification)"
         )
     data = load_labelled(source, meta.config.img_size, limit=opts.verify_images)
     return normalize(data.images, meta.mean, meta.std).numpy(), str(source)
@@ -199,7 +202,7 @@ def _verification_images(meta, opts: ExportOptions) -> tuple[np.ndarray, str]:
 
 def _check_finite_outputs(model, cfg, images: np.ndarray | None) -> None:
     """Refuse a model whose logits are not finite, before anything is exported: on a few
-    of the verification images, or without them (``--verify-images 0``) on a zero image
+    of the verification images, or without them (``verify_images=0``) on a zero image
     and a seeded random one; a NaN or infinite weight shows here too."""
     if images is not None and len(images):
         probe = torch.from_numpy(np.ascontiguousarray(images[:8]))
@@ -251,7 +254,7 @@ def export_graph(model, meta: ModelMeta, opts: ExportOptions, images: np.ndarray
     _check_finite_outputs(model, cfg, images)
     batch = parse_batch(opts.batch)
     if batch is not None:  # the example input, and every verification run, hold a whole fixed batch
-        TorchRunner(meta.path or "the model", loaded=(model, meta)).check_batch(batch, "--batch")
+        TorchRunner(meta.path or "the model", loaded=(model, meta)).check_batch(batch, "batch")
     t = time.perf_counter()
     proto = _torch_export(model, cfg, opts)
     set_metadata(proto, _metadata(meta, opts))
@@ -364,8 +367,17 @@ def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, con
         seconds={k: round(v, 3) for k, v in graph.seconds.items()}, simplify=graph.simplify, parity=graph.parity,
         trt_check=graph.trt_check, rewrites=graph.rewrites, layers=graph.prepared.get("layers"),
         swap_check=graph.prepared.get("swap_check"), warnings=warnings, check_report=graph.check_report,
-        reference_logits=graph.reference_logits,
+        reference_logits=graph.reference_logits, verdict=export_verdict(graph),
     )  # fmt: skip
+
+
+def export_verdict(graph: GraphExport) -> Verdict:
+    """Not verified when nothing was compared with PyTorch, or when the offline rules of a
+    targeted TensorRT version refuse (the others accept: it is still an export) or warn."""
+    return Verdict.combine(
+        Verdict.of(unverified=[] if graph.parity is not None else
+                   ["nothing was compared with PyTorch (`verify_images=0`)"]),
+        graph.check_report.verdict.at_most_unverified() if graph.check_report is not None else Verdict())
 
 
 # onnxsim would fuse a Linear's MatMul + Add (a trained, non-zero bias) into Reshape ->
@@ -384,7 +396,7 @@ def _simplify(proto, images, opts: ExportOptions, info: ModelInfo):
         if opts.allow_unsimplified:
             return proto, {"applied": False, "reason": "onnxsim is not installed"}
         raise AFTExportError(
-            "simplification needs onnxsim: pip install onnxsim (or pass --no-simplify)"
+            "simplification needs onnxsim: pip install onnxsim (or give `simplify=False`)"
         ) from None
     try:
         simplified, ok = onnxsim.simplify(proto, skipped_optimizers=list(KEEP_MATMUL_ADD))
@@ -401,8 +413,8 @@ def _simplify(proto, images, opts: ExportOptions, info: ModelInfo):
         if opts.allow_unsimplified:
             return proto, {"applied": False, "reason": str(exc).splitlines()[0][:200]}
         raise AFTExportError(
-            f"onnxsim failed: {str(exc).splitlines()[0][:200]}; rerun with --allow-unsimplified "
-            f"to keep the unsimplified graph, or --no-simplify"
+            f"onnxsim failed: {str(exc).splitlines()[0][:200]}; rerun with `allow_unsimplified` "
+            f"to keep the unsimplified graph, or `simplify=False`"
         ) from None
     return simplified, {"applied": True, "nodes_before": before, "nodes_after": len(simplified.graph.node),
                         "max_abs_vs_unsimplified": diff}  # fmt: skip

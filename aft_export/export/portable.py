@@ -46,8 +46,8 @@ def to_portable(model):
     out.opset_import.extend(keep)
     version = keep[0].version if keep else OPSET
     if version > OPSET:
-        raise AFTExportError(f"the portable form is opset {OPSET}; this graph is opset {version}: leave --opset out "
-                             f"with --target portable")  # fmt: skip
+        raise AFTExportError(f"the portable form is opset {OPSET}; this graph is opset {version}: leave `opset` out "
+                             f"with `target=portable`")  # fmt: skip
     if version < OPSET:
         props = list(out.metadata_props)
         meta = {i: list(n.metadata_props) for i, n in enumerate(out.graph.node)}

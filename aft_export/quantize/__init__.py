@@ -11,7 +11,7 @@ one included), the MLP, the patch embedding and the head (``MatMul``/``Gemm``/``
 are quantised; the AFT core (exps, the products or convolutions on them, reductions,
 division) stays in floating point: the custom ``com.aft`` nodes, or in the decomposed
 form every other node owned directly by an AFT module (see
-:func:`aft_export.graph.aft_core_nodes`). ``quantize_aft_core`` (``--quantize-aft-core``)
+:func:`aft_export.graph.aft_core_nodes`). ``quantize_aft_core``
 inlines the ``com.aft`` functions and quantises the core's MatMuls/Convs too: their
 operands ``exp(w - max)`` and ``exp(K - max)`` lie in (0, 1], so int8 keeps only 7 bits
 of them and rounds small weights to 0; it is measured, not the default.

@@ -56,5 +56,5 @@ def cached_ranges_ok(path: Path, model) -> bool:
 def write_cache_entries(entries) -> None:
     """Write calibration cache entries ``(path, bytes)``: each appears whole or not at all."""
     for path, data in entries:
-        make_dirs(Path(path).parent, "calibration cache", "pass --no-cache to do without, or --cache-dir DIR")
+        make_dirs(Path(path).parent, "calibration cache", "give `cache_dir=\"\"` to do without, or another `cache_dir`")
         atomic_write_bytes(path, data)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from aft_export.calib import Preprocess
-from aft_export.graph import AFT_LAYER_TYPES, node_module, with_outputs
+from aft_export.graph import AFT_LAYER_TYPES, aft_kind, node_module, with_outputs
 from aft_export.options import QuantizeOptions
 from aft_export.quantize import runs
 from aft_export.quantize.placement import quiet_ort_quantizer
@@ -26,7 +26,8 @@ def to_fp16(model, core: list[str], opts: QuantizeOptions):
     with quiet_ort_quantizer():
         converted = convert_float_to_float16(model, keep_io_types=True, op_block_list=blocked_ops,
                                              node_block_list=exclude)  # fmt: skip
-    recipe = {"fp32_op_types": sorted(set(FP16_KEEP_FP32_OPS) | set(AFT_LAYER_TYPES)),
+    present = {aft_kind(n) or n.op_type for n in model.graph.node}  # only what the model holds is listed
+    recipe = {"fp32_op_types": sorted((set(FP16_KEEP_FP32_OPS) | set(AFT_LAYER_TYPES)) & present),
               "fp32_modules": list(FP16_KEEP_FP32_MODULES), "fp32_nodes": exclude, "io": "fp32"}  # fmt: skip
     return converted, recipe
 

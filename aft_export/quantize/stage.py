@@ -18,7 +18,7 @@ import numpy as np
 from aft_export.version import __version__
 from aft_export.calib import CalibrationSet, Preprocess, load_calibration
 from aft_export.compare import agreement as _agreement
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Verdict
 from aft_export.fileio import claim_output, sha256_file
 from aft_export.graph import DOMAIN, aft_core_nodes, inline_functions, name_nodes, node_module, toposort
 from aft_export.options import (CALIB_COUNT, CALIB_SEED, DEFAULT_TARGET, EXPORT_TARGETS, MAX_SEED,
@@ -43,6 +43,8 @@ class QuantizeResult:
     nonfinite: list = field(default_factory=list)  # fp16 values that took NaN/Inf
     sensitivity: list = field(default_factory=list)
     trt_check: dict | None = None  # TensorRT compatibility per version (aft_export.trtcheck)
+    # not verified: fp16 values that took NaN/Inf, or the rules of a targeted TensorRT that refuse or warn
+    verdict: Verdict = field(default_factory=Verdict)
     # what this run has in memory, for a caller to hand on to the next quantisation of the same
     # fp32 model (quantize_model's calibration, fp32_logits and the check's CheckReport); not in to_dict
     calibration: CalibrationSet | None = field(default=None, repr=False, compare=False)
@@ -50,7 +52,8 @@ class QuantizeResult:
     check_report: object = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
-        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name not in HANDED_ON}
+        out = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name not in HANDED_ON}
+        return {**out, "verdict": self.verdict.to_dict()}
 
 
 HANDED_ON = ("calibration", "fp32_logits", "check_report")
@@ -110,7 +113,7 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
     cset = None
     if calib is None:
         if opts.precision == "int8":
-            raise AFTExportError("int8 needs calibration images: pass --calib DATA (a folder, tar, .npy/.npz or cifar10:train)")
+            raise AFTExportError("int8 needs calibration images: give `calib` (a folder, tar, .npy/.npz or cifar10:train)")
     elif calibration is not None and (calibration.source, calibration.requested, calibration.seed,
                                       calibration.preprocess) == (str(calib), opts.count, opts.seed, prep):  # fmt: skip
         cset = calibration  # decoded by an earlier quantisation: the same sample, the same preprocessing
@@ -119,7 +122,7 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
         cset = load_calibration(calib, prep, opts.count, opts.seed, opts.allow_fewer, progress=progress)
         seconds["load_calibration"] = time.perf_counter() - t
         if cset.requested > len(cset):
-            log(f"calibration: {calib} has only {len(cset)} images; using them (--allow-fewer)")
+            log(f"calibration: {calib} has only {len(cset)} images; using them (`allow_fewer`)")
     if cset is not calibration:
         fp32_logits = None  # logits on another set than this one
 
@@ -179,11 +182,14 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
         nonfinite=nonfinite, sensitivity=result_extra.get("sensitivity", []),
         trt_check={"status": report.status, "findings": len(report.findings)},
         calibration=cset, fp32_logits=fp32_logits, check_report=report,
+        verdict=Verdict.combine(Verdict.of(unverified=[f"{out.name}: {sum(b['count'] for b in nonfinite)} fp16 values "
+                                                       f"took NaN or Inf on the calibration images"] if nonfinite else []),
+                                report.verdict.at_most_unverified()),
     )  # fmt: skip
 
 
 def _check_input_size(model, prep: Preprocess, path) -> None:
-    """The graph takes the (N, 3, size, size) images its metadata (or --input-size) says:
+    """The graph takes the (N, 3, size, size) images its metadata (or ``input_size``) says:
     calibration images of another size would fail inside ONNX Runtime halfway."""
     inits = {t.name for t in model.graph.initializer}
     inputs = [i for i in model.graph.input if i.name not in inits]
@@ -194,8 +200,8 @@ def _check_input_size(model, prep: Preprocess, path) -> None:
     want = (3, prep.size, prep.size)
     if len(dims) != 4 or any(d is not None and d != w for d, w in zip(dims[1:], want)):
         shown = "x".join("?" if d is None else str(d) for d in dims[1:])
-        raise AFTExportError(f"{path}'s graph takes {shown} inputs but its metadata (or --input-size) says "
-                             f"{'x'.join(map(str, want))}; export it again, or give the right --input-size")  # fmt: skip
+        raise AFTExportError(f"{path}'s graph takes {shown} inputs but its metadata (or `input_size`) says "
+                             f"{'x'.join(map(str, want))}; export it again, or give the right `input_size`")  # fmt: skip
 
 
 def apply_recipe(calib, opts: QuantizeOptions):
@@ -237,7 +243,7 @@ def _int8(model, cset: CalibrationSet, opts: QuantizeOptions, core: list[str], m
     names = {n.name for n in model.graph.node}
     unknown = [n for n in opts.exclude if n not in names]
     if unknown:
-        raise AFTExportError(f"--exclude names nodes the graph does not have: {unknown[:5]}")
+        raise AFTExportError(f"`exclude` names nodes the graph does not have: {unknown[:5]}")
     exclude = list(dict.fromkeys(([] if opts.quantize_aft_core else core) + list(opts.exclude)))
     entry = cache.cache_path(opts, model_sha, cset)
     cached = entry is not None and entry.is_file() and cache.cached_ranges_ok(entry, model)

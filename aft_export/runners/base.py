@@ -114,7 +114,7 @@ class Runner:
         per_image = max(io, 4 * c * h * w) + LIVE_VALUES * largest
         return batch * per_image, per_image
 
-    def check_batch(self, batch: int, option: str = "--batch") -> None:
+    def check_batch(self, batch: int, option: str = "batch") -> None:
         """Refuse up front a batch that cannot fit in the memory available now, rather
         than be killed by the kernel halfway through."""
         need, per_image = self.memory_estimate(batch)
@@ -124,7 +124,7 @@ class Runner:
             raise AFTExportError(
                 f"batch {batch} of {self.name} needs about {_gb(need)} ({_gb(per_image)} per image: input, output "
                 f"and {LIVE_VALUES}x the largest intermediate value) but {_gb(available)} is available; "
-                f"use {option} {fits} or less"
+                f"use `{option}={fits}` or less"
             )
 
     def finite_logits(self, images: np.ndarray, batch_size: int = 64) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 OpenVINO reads ONNX through its ONNX front end. It does not inline model-local
 functions of a custom domain, so the default export (``com.aft`` nodes) does not load:
-export with ``--target portable`` (or ``tensorrt8``) for OpenVINO. fp32 means fp32:
+export with ``target=portable`` (or ``tensorrt8``) for OpenVINO. fp32 means fp32:
 the CPU plugin's default inference precision is bf16 on CPUs with bf16 units (AMX,
 AVX512-BF16), which would put an fp32 file outside the fp32 parity limit, so the
 runner asks for f32; fp16 and int8 graphs compute in the precision their Q/DQ and
@@ -66,7 +66,7 @@ class OpenVinoRunner(Runner):
             hint = ""
             if any(n.domain == DOMAIN for n in model.graph.node):
                 hint = (f"; OpenVINO does not inline the model-local {DOMAIN} functions of the default export: "
-                        f"export with --target portable")  # fmt: skip
+                        f"export with `aft-export export target=portable`")  # fmt: skip
             raise AFTExportError(f"OpenVINO cannot load {where}: {detail[:300]}{hint}") from None
         self.input_name = self.compiled.inputs[0].get_any_name()
         self.output_name = self.compiled.outputs[0].get_any_name()

@@ -21,8 +21,9 @@ refusal but warnings remain (including a requested version the check has no rule
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
-from aft_export.errors import AFTExportError, CheckFailed
+from aft_export.errors import EXIT_FOR, AFTExportError, CheckFailed, Verdict
 from aft_export.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.options import DEFAULT_TARGET, EXPORT_TARGETS
 from aft_export.runners import OrtRunner
@@ -85,20 +86,33 @@ class CheckReport:
         return [v for v, s in self.status.items() if s != "not targeted"]
 
     @property
+    def verdict(self) -> Verdict:
+        """failed where a checked version's rules refuse the graph; unverified where they only
+        warn, or where the check has no rules for a version; else ok. The rules are checked
+        offline: no TensorRT ran."""
+        def who(versions) -> str:
+            if TARGETS.get(self.target, ()) is None:  # made for another runtime: it loaded the graph
+                return "ONNX Runtime"
+            return "the offline rules of TensorRT " + ", ".join(versions)
+
+        said = {s: [v for v in self.checked if self.status[v] == s] for s in ("refuses", "warnings", "no rules")}
+        name = Path(self.path).name
+        return Verdict.of(
+            [f"{who(said['refuses'])} refuse {name}"] if said["refuses"] else [],
+            ([f"{who(said['warnings'])} warn about {name}"] if said["warnings"] else [])
+            + ([f"no rules for TensorRT {', '.join(said['no rules'])}: {name} not checked for it"]
+               if said["no rules"] else []))  # fmt: skip
+
+    @property
     def exit_code(self) -> int:
-        states = [self.status[v] for v in self.checked]
-        if "refuses" in states:
-            return 1
-        if "warnings" in states or "no rules" in states:
-            return 3
-        return 0
+        return EXIT_FOR[self.verdict.status]
 
     def errors_for(self, version: str) -> list[Finding]:
         return [f for f in self.findings if f.severity == "error" and version in f.versions]
 
     def to_dict(self) -> dict:
         out = {k: v for k, v in asdict(self).items() if k != "columns"}
-        return {**out, "checked": self.checked, "exit_code": self.exit_code}
+        return {**out, "checked": self.checked, "exit_code": self.exit_code, "verdict": self.verdict.to_dict()}
 
 
 def _load(model_or_path):
@@ -177,12 +191,12 @@ def _check(model, name: str, versions: list[str] | None, views: dict) -> CheckRe
     report.findings = list(found.values())
     untargeted = [v for v, s in report.status.items() if s == "not targeted"]
     if untargeted:
-        hint = ("export with --target tensorrt8" if target == "tensorrt" and meta.ours else "")
+        hint = ("export with `aft-export export target=tensorrt8`" if target == "tensorrt" and meta.ours else "")
         made = (f"made for TensorRT {targeted[0]}+ (export target {target})" if meta.ours else
                 f"no export target named (another tool's file): checked as made for TensorRT {targeted[0]}+")  # fmt: skip
         report.notes.append(f"{made}; not checked for "
                             f"{', '.join(untargeted)}" + (f": {hint}" if hint else "")
-                            + " (ask for one with --trt to see what it would refuse)")  # fmt: skip
+                            + " (ask for one with `aft-export check versions=VERSION` to see what its rules would refuse)")  # fmt: skip
     return report
 
 
@@ -192,7 +206,7 @@ def _normalise(text: str) -> str:
     try:
         major, minor = parse_version(text)
     except ValueError:
-        raise AFTExportError(f"--trt {text!r}: give a TensorRT version such as 10.3 (known: "
+        raise AFTExportError(f"`versions` {text!r}: give a TensorRT version such as 10.3 (known: "
                              f"{', '.join(COLUMNS)})") from None  # fmt: skip
     return f"{major}.{minor}"
 
@@ -201,7 +215,7 @@ def _check_other_runtime(model, report: CheckReport, versions) -> CheckReport:
     """A graph exported for ONNX Runtime on purpose: ONNX Runtime must load it."""
     report.notes.append(f"export target {report.target}: made for ONNX Runtime, not TensorRT; checked by loading "
                         f"it in ONNX Runtime (TensorRT rules not applied"
-                        + (f", --trt {', '.join(versions)} ignored" if versions else "") + ")")  # fmt: skip
+                        + (f", `versions` {', '.join(versions)} ignored" if versions else "") + ")")  # fmt: skip
     try:
         OrtRunner(model)
         report.status[report.target] = "accepts"
@@ -214,14 +228,17 @@ def _check_other_runtime(model, report: CheckReport, versions) -> CheckReport:
 
 
 def format_report(report: CheckReport) -> list[str]:
-    """The human-readable table: one column per version, one row per finding."""
+    """The human-readable table: one column per version, one row per finding. Every verdict
+    here is the offline rules' (TensorRT's parser and builder did not run: ``check`` reports
+    them apart, as the parser's and the builder's)."""
     cols = list(report.status)
     lines = [f"{report.path}: opset {report.opset}, IR {report.ir_version}, {report.precision}, export target "
              f"{report.target}"]  # fmt: skip
-    short = {"not targeted": "n/a", "no rules": "no rules"}
+    short = {"accepts": "pass", "refuses": "REFUSE", "warnings": "warn", "not targeted": "n/a", "no rules": "no rules"}
     head = f"{'':40s}" + "".join(f"{'TRT ' + c if c[0].isdigit() else c:>11s}" for c in cols)
     lines.append(head)
-    lines.append(f"{'verdict':40s}" + "".join(f"{short.get(report.status[c], report.status[c]):>11s}" for c in cols))
+    lines.append(f"{'offline rules':40s}" + "".join(f"{short.get(report.status[c], report.status[c]):>11s}"
+                                                     for c in cols))  # fmt: skip
     counts: dict[tuple, int] = {}
     for f in report.findings:
         counts[(f.rule, f.severity, tuple(f.versions))] = counts.get((f.rule, f.severity, tuple(f.versions)), 0) + 1
@@ -239,9 +256,13 @@ def format_report(report: CheckReport) -> list[str]:
                   f"  fix: {first.fix}", f"  source: {first.source}"]  # fmt: skip
         lines += [f"  - {f.where()}: {f.message}" for f in items]
     lines += [f"note: {n}" for n in report.notes]
-    verdict = {0: "accepted by every checked version", 1: "REFUSED by " + ", ".join(
-        v for v, s in report.status.items() if s == "refuses"), 3: "no refusal, but warnings remain"}[report.exit_code]
-    lines.append(f"result: {verdict}")
+    verdict = report.verdict
+    if verdict.ok:
+        lines.append("result: " + ("ONNX Runtime loads it" if TARGETS.get(report.target, ()) is None else
+                                   "the offline rules of every checked version pass it"))  # fmt: skip
+    else:
+        lines.append(f"result: {'REFUSED' if verdict.status == 'failed' else 'not verified'}: "
+                     + "; ".join(verdict.reasons))  # fmt: skip
     return lines
 
 

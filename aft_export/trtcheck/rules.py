@@ -61,8 +61,8 @@ def _fmt(v: Version) -> str:
 
 @rule("opset.range", "the default-domain opset is outside the range the parser supports",
       "ONNX_TRT docs/operators.md header of each version (recorded in trtcheck/ops.json)",
-      "export for this TensorRT: aft-export export --target tensorrt8 (opset 17) for TensorRT 8.x; "
-      "otherwise an opset inside the range (--opset)")  # fmt: skip
+      "export for this TensorRT: `aft-export export target=tensorrt8` (opset 17) for TensorRT 8.x; "
+      "otherwise an opset inside the range (`aft-export export opset=N`)")  # fmt: skip
 def _opset(view: GraphView, v: Version):
     lo, hi = v.opset_range
     if view.opset > hi:
@@ -75,7 +75,7 @@ def _opset(view: GraphView, v: Version):
       "ONNX_TRT docs/Changelog.md 9.0 EA: 'Added support for ONNX local functions'; before it "
       "ModelImporter.cpp sends an op without a built-in importer to FallbackPluginImporter (a plugin "
       "looked up by op type)",
-      "export the TensorRT 8 form: aft-export export --target tensorrt8 (functions inlined)",
+      "export the TensorRT 8 form: `aft-export export target=tensorrt8` (functions inlined)",
       applies=lambda v: not v.imports_local_functions)  # fmt: skip
 def _functions_not_imported(view: GraphView, v: Version):
     names = {f.name for f in view.model.functions}
@@ -88,7 +88,7 @@ def _functions_not_imported(view: GraphView, v: Version):
 @rule("functions.same-name", "two model-local functions share a name",
       "ONNX_TRT ModelImporter.cpp importLocalFunctions (10.1-GA): functions are keyed by name alone "
       "(ctx->localFunctions().insert({name, function})), so the first one of a name is used for every call",
-      "give each body its own name, or export the decomposed op form (--op-form decomposed)",
+      "give each body its own name, or export the decomposed op form (`aft-export export op_form=decomposed`)",
       applies=lambda v: v.imports_local_functions)  # fmt: skip
 def _functions_same_name(view: GraphView, v: Version):
     seen: dict[str, tuple] = {}
@@ -256,7 +256,7 @@ _REDUCE_ATTR_ONLY = ("ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "Redu
       "ONNX_TRT 8.6-GA builtin_op_importers.cpp ReduceMax/ReduceMean/ReduceMin/ReduceProd/... call "
       "onnx2trt_utils.cpp reduceTensor without the axes input (only ReduceSum reads it, opset 13+); "
       "10.0-GA onnxOpImporters.cpp passes inputs.at(1)",
-      "export the TensorRT 8 form: aft-export export --target tensorrt8 (opset 17: axes as an attribute)",
+      "export the TensorRT 8 form: `aft-export export target=tensorrt8` (opset 17: axes as an attribute)",
       applies=lambda v: not v.reduce_axes_input)  # fmt: skip
 def _reduce_axes_ignored(view: GraphView, v: Version):
     for node in _ops(view, *_REDUCE_ATTR_ONLY):
@@ -305,7 +305,7 @@ def _must_be_constant(view: GraphView, v: Version):
       "ONNX_TRT 8.5-GA/8.6-GA builtin_op_importers.cpp Constant: value_int is read with attrs.get<float> and "
       "value_ints with attrs.get<std::vector<float>> (OnnxAttrs.cpp returns f()/floats(): 0 and empty); "
       "fixed in 9.2 (attrs.get<int64_t>)",
-      "export the TensorRT 8 form: aft-export export --target tensorrt8 (integer Constants as tensors)",
+      "export the TensorRT 8 form: `aft-export export target=tensorrt8` (integer Constants as tensors)",
       applies=lambda v: v.v < (9, 2))  # fmt: skip
 def _constant_int(view: GraphView, v: Version):
     for node in _ops(view, "Constant"):
@@ -319,7 +319,7 @@ def _constant_int(view: GraphView, v: Version):
 @rule("shape.start-end", "Shape's start/end attributes are ignored: it returns the whole shape",
       "ONNX_TRT 8.5-GA/8.6-GA builtin_op_importers.cpp Shape is addShape(input) only (the opset-15 start/end "
       "are never read); 10.0 EA onnxOpImporters.cpp Shape slices by start/end",
-      "export the TensorRT 8 form: aft-export export --target tensorrt8 (Shape followed by Slice)",
+      "export the TensorRT 8 form: `aft-export export target=tensorrt8` (Shape followed by Slice)",
       applies=lambda v: v.v < (10, 0))  # fmt: skip
 def _shape_start_end(view: GraphView, v: Version):
     for node in _ops(view, "Shape"):
@@ -333,7 +333,7 @@ def _shape_start_end(view: GraphView, v: Version):
       "ONNX_TRT ModelImporter.cpp parseGraph/parseNode: 'Node has more output tensors than TRT expected.' "
       "(8.6-GA, 10.1-GA count empty output names too; from 10.7 only named outputs count; the parser of "
       "TensorRT-RTX 1.7: 'doesn't support mode than 1 outputs for MaxPool nodes!'); operators.md: "
-      "LayerNormalization 'Only the first output `Y` is supported.', MaxPool '`Indices` output tensor unsupported'",
+      "LayerNormalization 'Only the first output \"Y\" is supported.', MaxPool '\"Indices\" output tensor unsupported'",
       "keep only the first output (re-export; aft-export writes LayerNormalization with Y alone)")  # fmt: skip
 def _outputs(view: GraphView, v: Version):
     single = ("LayerNormalization", "Dropout", "MaxPool")
@@ -492,7 +492,7 @@ _SAME_TYPE.update({"Gemm": (0, 1, 2), "Conv": (0, 1, 2), "LayerNormalization": (
 @rule("typed.mixed-inputs", "an op mixes input types in a strongly typed network",
       "TensorRT 11.0 release notes ('Weak typing is no longer supported ... adheres to [the types] strictly'); "
       "ElementWise operator doc (both inputs T1); ONNX_TRT elementwiseHelper inserts no Cast",
-      "insert an explicit Cast so both inputs have one type (aft-export quantize --precision fp16 does)",
+      "insert an explicit Cast so both inputs have one type (`aft-export quantize precision=fp16` does)",
       applies=lambda v: v.strongly_typed)  # fmt: skip
 def _mixed(view: GraphView, v: Version):
     for node in view.nodes:
@@ -578,8 +578,8 @@ def _text(value) -> str:
 @rule("op.attribute", "an attribute value or input form the importer refuses",
       "ONNX_TRT 10.1-GA onnxOpCheckers.cpp: pooling 'This version of TensorRT does not support dilations other "
       "than 1.', Resize 'Antialiasing is not supported currently.', the transformation modes it lists (not "
-      "half_pixel_symmetric or tf_crop_and_resize), 'Only `stretch` is supported currently as "
-      "`keep_aspect_ratio_policy`.', LSTM 'Coupled input/forget is unsupported in the LSTM converter', Constant "
+      "half_pixel_symmetric or tf_crop_and_resize), 'Only \"stretch\" is supported currently as "
+      "\"keep_aspect_ratio_policy\".', LSTM 'Coupled input/forget is unsupported in the LSTM converter', Constant "
       "'does not support the sparse_value, value_string and value_strings attributes.'; onnxOpImporters.cpp: "
       "ScatterND 'Attribute reduction is not supported.' (newer: 'ScatterND with reduction is not supported.'), "
       "Dropout 'TensorRT does not support the Dropout operator in training mode.', Mod 'The fmod attribute is "
@@ -647,7 +647,7 @@ def _if_branch_ranks(view: GraphView, v: Version):
 
 @rule("shape.static-input", "an op that needs static input dimensions gets dynamic ones",
       "ONNX_TRT onnxOpImporters.cpp EyeLike (10.1-GA): 'Eyelike does not work for dynamically shaped tensors.'; "
-      "operators.md EyeLike '`input` must have static dimensions'",
+      "operators.md EyeLike '\"input\" must have static dimensions'",
       "give the input static dimensions")  # fmt: skip
 def _static_input(view: GraphView, v: Version):
     for node in _ops(view, "EyeLike"):

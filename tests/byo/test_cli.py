@@ -59,6 +59,6 @@ def test_the_pipeline_takes_a_user_model_in_memory_but_needs_a_file_to_name_its_
 
     user, _ = model_source_from(None, {**FLAGS, "model_def": "tests.byo.user_models:own_architecture",
                                        "byo_input_size": 32, "byo_mean": "0,0,0", "byo_std": "1,1,1"})  # fmt: skip
-    with pytest.raises(AFTExportError, match="has none; give --weights"):
-        run_pipeline(user, PipelineOptions(out=str(tmp_path / "run")))
+    with pytest.raises(AFTExportError, match="has none; give `weights`"):
+        run_pipeline(user, PipelineOptions(output=str(tmp_path / "run")))
     assert not (tmp_path / "run").exists()

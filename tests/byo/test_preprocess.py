@@ -33,10 +33,10 @@ def test_file_with_a_classes_file_beside_it_and_flags_override(tmp_path, suffix)
 @pytest.mark.parametrize("kwargs, message", [
     ({"mean": "0.5,0.5,0.5", "std": "1,1,1"}, "give `input_size`"),
     ({"input_size": 32}, "give `mean`, `std` .*ImageNet-trained models use 0.485"),
-    ({"input_size": 32, "mean": "0.5,0.5", "std": "1,1,1"}, "mean takes three numbers"),
-    ({"input_size": 32, "mean": "a,b,c", "std": "1,1,1"}, "mean takes three numbers"),
-    ({"input_size": 32, "mean": "0,0,0", "std": "1,0,1"}, "std must be positive"),
-    ({"input_size": 0, "mean": "0,0,0", "std": "1,1,1"}, "input size must be a whole number"),
+    ({"input_size": 32, "mean": "0.5,0.5", "std": "1,1,1"}, "`mean` takes three numbers"),
+    ({"input_size": 32, "mean": "a,b,c", "std": "1,1,1"}, "`mean` takes three numbers"),
+    ({"input_size": 32, "mean": "0,0,0", "std": "1,0,1"}, "`std` must be positive"),
+    ({"input_size": 0, "mean": "0,0,0", "std": "1,1,1"}, "`input_size` must be a whole number"),
     ({"input_size": 32.5, "mean": "0,0,0", "std": "1,1,1"}, "whole number"),
 ])  # fmt: skip
 def test_bad_preprocessing_is_one_clear_error(kwargs, message):

@@ -106,5 +106,5 @@ def test_the_exporter_ends_with_to_target(portable):
 def test_portable_has_a_fixed_opset():
     from aft_export.errors import AFTExportError
 
-    with pytest.raises(AFTExportError, match="portable form is always opset 19.*leave --opset out"):
+    with pytest.raises(AFTExportError, match="portable form is always opset 19.*leave `opset` out"):
         ExportOptions(target="portable", opset=19)

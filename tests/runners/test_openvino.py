@@ -105,7 +105,7 @@ def test_openvino_runner_refuses_a_com_aft_graph_with_the_fix():
                               opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("com.aft", 1)])  # fmt: skip
     x = _inputs(4, 2)
     assert np.abs(_run(OrtRunner, model, x) - x * x).max() == 0  # a valid graph: ONNX Runtime runs it
-    with pytest.raises(AFTExportError, match="No conversion rule.*com.aft.*--target portable"):
+    with pytest.raises(AFTExportError, match="No conversion rule.*com.aft.*`aft-export export target=portable`"):
         OpenVinoRunner(model, info=INFO)
 
 
