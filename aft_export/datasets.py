@@ -34,7 +34,7 @@ import numpy as np
 from aft_export.data import (IMAGE_EXTENSIONS, LabelledImages, iter_folder, iter_tar, load_image, square_crop,
                               subset_indices)  # fmt: skip
 from aft_export.errors import AFTExportError
-from aft_export.fileio import cache_root
+from aft_export.fileio import cache_root, relative_name
 
 CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
 CIFAR10_MD5 = "c32a1d4ab5d03f1284b67883e8d87530"
@@ -127,15 +127,7 @@ def data_label(source: str | os.PathLike, beside: str | os.PathLike) -> str:
     text = str(source)
     if is_named(text):
         return text
-    named = named_set_at(text) if os.path.exists(text) else None
-    if named:
-        return named
-    path, base = Path(os.path.abspath(text)), Path(os.path.abspath(beside))
-    try:
-        shared = Path(os.path.commonpath([path, base]))
-    except ValueError:  # different drives
-        shared = Path(path.anchor)
-    return path.name if shared == Path(path.anchor) else Path(os.path.relpath(path, base)).as_posix()
+    return (named_set_at(text) if os.path.exists(text) else None) or relative_name(text, beside)
 
 
 def _tried(split: str, download: str) -> list[str]:

@@ -18,6 +18,7 @@ import numpy as np
 from aft_export.version import __version__
 from aft_export.calib import CalibrationSet, Preprocess, load_calibration
 from aft_export.compare import agreement as _agreement
+from aft_export.datasets import data_label
 from aft_export.errors import AFTExportError
 from aft_export.fileio import claim_output, sha256_file
 from aft_export.graph import DOMAIN, aft_core_nodes, inline_functions, name_nodes, node_module, toposort
@@ -131,7 +132,7 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
     core = aft_core_nodes(model)
     recipe: dict = {"precision": opts.precision, "tool": f"aft-export {__version__}",
                     "source_onnx_sha256": model_sha,
-                    "calibration": cset.record() if cset is not None else None}  # fmt: skip
+                    "calibration": _calibration_record(cset, out)}  # fmt: skip
     result_extra: dict = {}
     t = time.perf_counter()
     if opts.precision == "int8":
@@ -196,6 +197,13 @@ def _check_input_size(model, prep: Preprocess, path) -> None:
         shown = "x".join("?" if d is None else str(d) for d in dims[1:])
         raise AFTExportError(f"{path}'s graph takes {shown} inputs but its metadata (or --input-size) says "
                              f"{'x'.join(map(str, want))}; export it again, or give the right --input-size")  # fmt: skip
+
+
+def _calibration_record(cset: CalibrationSet | None, out: Path) -> dict | None:
+    """The calibration set as the artifact records it: its source by name (``cifar10:train``)
+    or relative to the artifact, never an absolute path of this machine; its sha256 says
+    which images they were wherever the source lies."""
+    return None if cset is None else {**cset.record(), "source": data_label(cset.source, Path(out).parent)}
 
 
 def apply_recipe(calib, opts: QuantizeOptions):
