@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.test_machine_paths import scan_files
 
 
 @pytest.mark.slow
@@ -52,6 +53,9 @@ def test_the_wheel_runs_the_default_pipeline_from_anywhere(tmp_path, cifar10):
     card = json.loads((REPO / "models" / "zoo.json").read_text())
     card_top1 = next(z["top1"] for z in (card["models"] if isinstance(card, dict) else card) if z["name"] == "aft_conv_cifar")
     assert manifest["summary"][0]["top1"] == pytest.approx(card_top1, abs=0.1)
+    # what travels (ONNX files, engine manifests) names no path of this machine
+    travels = sorted(run_dir.glob("*.onnx")) + sorted(run_dir.glob("*.engine.json"))
+    assert len(travels) >= 3 and scan_files(travels) == {}
 
 
 def _readme_test_command() -> str:
