@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -30,7 +29,7 @@ from aft_export.version import __version__
 from aft_export.checkpoint import ModelMeta
 from aft_export.compare import SIMPLIFY_MAX_ABS, max_abs, metrics
 from aft_export.data import normalize
-from aft_export.datasets import is_named, load_labelled
+from aft_export.datasets import DataNotFound, is_named, load_labelled
 from aft_export.errors import AFTExportError, CheckFailed
 from aft_export.export.functions import attach_functions, registered_schemas, translation_table
 from aft_export.export.rewrite import optimize_for_runtime
@@ -173,28 +172,40 @@ def _metadata(meta, opts: ExportOptions) -> dict[str, str]:
 
 
 def _verification_images(meta, opts: ExportOptions) -> tuple[np.ndarray, str]:
-    """N real images in the model's preprocessing, and where they came from."""
-
-    def usable(c) -> bool:
-        return bool(c) and (is_named(c) or Path(c).exists())
-
-    if opts.verify_data and not usable(opts.verify_data):
-        raise AFTExportError(f"verification data {opts.verify_data} does not exist; check --verify-data (or give "
-                             f"--verify-images 0 to skip verification)")  # fmt: skip
-    prov = meta.provenance
-    candidates = [opts.verify_data] if opts.verify_data else [
-        prov.get("metrics", {}).get("test_data"), prov.get("train_config", {}).get("test_data"), prov.get("data")]
-    source = next((c for c in candidates if usable(c)), opts.verify_data)
-    if not usable(source):
-        env = os.environ.get("AFT_CIFAR10_DIR")
-        source = str(Path(env) / "test.tar") if env and Path(env, "test.tar").exists() else source
-    if not usable(source):
-        raise AFTExportError(
-            "verification needs real images and the checkpoint names none here; pass --verify-data DIR_OR_TAR "
-            "(or --verify-images 0 to skip verification)"
-        )
-    data = load_labelled(source, meta.config.img_size, limit=opts.verify_images)
+    """N real images in the model's preprocessing, and where they came from: ``verify_data``
+    where given; else the test data the checkpoint names (:func:`recorded_test_data`); else
+    ``cifar10:test``. A named set is found as every command finds it (:mod:`aft_export.datasets`:
+    $AFT_CIFAR10_DIR, ../shared beside a checkout, the one-time download)."""
+    recorded = None if opts.verify_data else recorded_test_data(meta)
+    source = opts.verify_data or recorded or "cifar10:test"
+    said = "`verify_data`" if opts.verify_data else ("named by the checkpoint" if recorded else "the default")
+    if not is_named(source) and not Path(source).exists():
+        raise AFTExportError(f"verification data {source} does not exist; check `verify_data` (or give "
+                             f"`verify_images=0` to skip verification)")  # fmt: skip
+    try:
+        data = load_labelled(source, meta.config.img_size, limit=opts.verify_images)
+    except DataNotFound as exc:
+        raise AFTExportError(f"verification needs real images and {source} ({said}) was not found: "
+                             f"{'; '.join(exc.tried)}; set AFT_CIFAR10_DIR to a folder holding test.tar, give "
+                             f"`verify_data` (a folder or tar of images), or `verify_images=0` to skip "
+                             f"verification") from None  # fmt: skip
     return normalize(data.images, meta.mean, meta.std).numpy(), str(source)
+
+
+def recorded_test_data(meta) -> str | None:
+    """The labelled data a checkpoint names (its test set first, then its training data), where it
+    can be had here: a data set by name (``cifar10:test``), a path relative to the checkpoint
+    (as ``aft-export train`` records one), or an absolute path (older checkpoints) that exists."""
+    prov = meta.provenance or {}
+    candidates = [prov.get("metrics", {}).get("test_data"), prov.get("train_config", {}).get("test_data"),
+                  prov.get("data")]  # fmt: skip
+    for recorded in filter(None, candidates):
+        if is_named(recorded):
+            return str(recorded)
+        path = Path(recorded) if Path(recorded).is_absolute() else Path(meta.path or ".").parent / recorded
+        if path.exists():
+            return str(path)
+    return None
 
 
 def _check_finite_outputs(model, cfg, images: np.ndarray | None) -> None:

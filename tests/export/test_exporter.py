@@ -9,7 +9,9 @@ import torch
 
 from aft_export.checkpoint import load_checkpoint, save_checkpoint
 from aft_export.data import normalize
+from aft_export import datasets
 from aft_export.datasets import load_labelled
+from aft_export.export import exporter as export_module
 from aft_export.errors import AFTExportError
 from aft_export.export.exporter import ExportOptions, check_graph, export_checkpoint, parse_batch
 from aft_export.export.functions import DOMAIN
@@ -244,11 +246,46 @@ def test_bad_outputs_and_inputs(ckpts, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
-def test_verification_without_data_says_what_to_do(tmp_path, monkeypatch):
+def test_verification_without_data_lists_the_places_tried(tmp_path, monkeypatch):
+    """A checkpoint naming no data verifies on cifar10:test, found as every command finds it;
+    where it is nowhere, one line says each place tried and what to do (options, not flags)."""
     ckpt = make_ckpt(tmp_path / "m.pt", "aft_simple_test")
     monkeypatch.delenv("AFT_CIFAR10_DIR", raising=False)
-    with pytest.raises(AFTExportError, match="--verify-data"):
+    monkeypatch.setenv("AFT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(datasets, "CIFAR10_URL", (tmp_path / "offline.tar.gz").as_uri())
+    monkeypatch.setattr(datasets, "checkouts", lambda: [])  # no ../shared beside any checkout
+    with pytest.raises(AFTExportError) as caught:
         export_checkpoint(ckpt, tmp_path / "x.onnx", ExportOptions())
+    message = str(caught.value)
+    assert message.startswith("verification needs real images and cifar10:test (the default) was not found: "
+                              "$AFT_CIFAR10_DIR is unset; no aft-export checkout here to have ../shared/data/cifar10 "
+                              f"beside it; the download into {tmp_path / 'cache'} failed (URLError: ")  # fmt: skip
+    assert message.endswith("`verify_data` (a folder or tar of images), or `verify_images=0` to skip verification")
+    assert "\n" not in message and "--" not in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "m.pt"] and not any((tmp_path / "cache").iterdir())
+
+
+def test_verification_uses_the_data_the_checkpoint_names(tmp_path, monkeypatch):
+    """By name, or relative to the checkpoint (as `aft-export train` records it) from any
+    directory; an absolute path of an older checkpoint where it exists; else nothing."""
+    from PIL import Image
+
+    model, _ = load_checkpoint(make_ckpt(tmp_path / "m.pt", "aft_simple_test"))
+    for i in range(4):  # an ImageFolder beside the checkpoint
+        (tmp_path / "imgs" / f"class{i % 2}").mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (32, 32), (60 * i, 30, 200 - 40 * i)).save(tmp_path / "imgs" / f"class{i % 2}" / f"{i}.png")
+    save_checkpoint(tmp_path / "m.pt", model, [f"class{i}" for i in range(10)], provenance={"metrics": {"test_data": "imgs"}})
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    meta = load_checkpoint(tmp_path / "m.pt")[1]
+    images, source = export_module._verification_images(meta, ExportOptions(verify_images=4))
+    assert images.shape == (4, 3, 32, 32) and source == str(tmp_path / "imgs")
+    recorded = export_module.recorded_test_data
+    for prov, found in [({"data": "cifar10:train", "metrics": {"test_data": "cifar10:test"}}, "cifar10:test"),
+                        ({"data": str(tmp_path / "imgs")}, str(tmp_path / "imgs")),
+                        ({"data": "/nowhere/train.tar", "train_config": {"test_data": "missing"}}, None), ({}, None)]:
+        meta.provenance = prov
+        assert recorded(meta) == found, prov
 
 
 _FAST = [n for n in list_models() if not n.endswith("_224")]
