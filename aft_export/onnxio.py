@@ -145,6 +145,28 @@ def graph_precision(model) -> str:
     return "fp32"
 
 
+def nonfinite_weights(model) -> list[tuple[str, int, int]]:
+    """The floating-point weights that hold NaN or infinite values, as ``(name, NaNs,
+    infinities)``: every initializer, and every Constant in the graph and its functions."""
+    import numpy as np
+    from onnx import TensorProto, numpy_helper
+
+    floats = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16)
+    tensors = [(t.name, t) for t in model.graph.initializer]
+    for node in [*model.graph.node, *(n for f in model.functions for n in f.node)]:
+        if node.op_type == "Constant":
+            tensors += [(node.output[0], a.t) for a in node.attribute if a.name == "value"]
+    bad = []
+    for name, tensor in tensors:
+        if tensor.data_type not in floats:
+            continue
+        values = numpy_helper.to_array(tensor).astype(np.float32, copy=False)
+        nans, infs = int(np.isnan(values).sum()), int(np.isinf(values).sum())
+        if nans or infs:
+            bad.append((name, nans, infs))
+    return bad
+
+
 def _weights_bytes(model) -> int:
     return sum(len(t.raw_data) for t in model.graph.initializer)
 

@@ -34,3 +34,21 @@ def test_missing_and_malformed_values_raise_what_callers_turn_into_one_line_erro
     assert empty.source_sha256 == "" and empty.export_target == "tensorrt"
     with pytest.raises(ValueError):
         ArtifactMeta({"mean": "[0.5, "}).mean
+
+
+def test_nonfinite_weights_are_found_in_initializers_constants_and_functions():
+    import numpy as np
+    from onnx import numpy_helper
+
+    from aft_export.onnxio import nonfinite_weights
+
+    model = _model()
+    model.graph.initializer.extend([numpy_helper.from_array(np.array([1.0, np.nan, np.nan], np.float32), "w"),
+                                    numpy_helper.from_array(np.array([1.0, 2.0], np.float16), "ok"),
+                                    numpy_helper.from_array(np.array([7], np.int64), "shape")])  # fmt: skip
+    inf = numpy_helper.from_array(np.array([np.inf, -np.inf, 0.0]), "c")  # float64
+    model.graph.node.append(helper.make_node("Constant", [], ["c"], value=inf))
+    body = helper.make_node("Constant", [], ["k"], value=numpy_helper.from_array(np.array([np.nan], np.float16)))
+    model.functions.append(helper.make_function("com.x", "F", [], ["k"], [body], [helper.make_opsetid("", 18)]))
+    assert nonfinite_weights(model) == [("w", 2, 0), ("c", 0, 2), ("k", 1, 0)]
+    assert nonfinite_weights(_model()) == []

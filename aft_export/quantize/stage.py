@@ -24,7 +24,8 @@ from aft_export.fileio import claim_output, sha256_file
 from aft_export.graph import DOMAIN, aft_core_nodes, inline_functions, name_nodes, node_module, toposort
 from aft_export.options import (CALIB_COUNT, CALIB_SEED, DEFAULT_TARGET, EXPORT_TARGETS, MAX_SEED,
                                 QuantizeOptions, whole)  # fmt: skip
-from aft_export.onnxio import check_graph, graph_precision, load_onnx, read_metadata, save_onnx, set_metadata
+from aft_export.onnxio import (check_graph, graph_precision, load_onnx, nonfinite_weights, read_metadata, save_onnx,
+                               set_metadata)  # fmt: skip
 from aft_export.quantize import cache, calibrators, fp16, placement, runs
 from aft_export.quantize.sensitivity import sensitivity
 from aft_export.trtcheck import check_model, enforce
@@ -98,6 +99,7 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
             f"{model_path} is already {current}; quantise the fp32 export instead "
             f"(precision is decided once, from fp32)"
         )
+    _refuse_nonfinite(model, model_path, opts.precision)
     name_nodes(model)
     meta = read_metadata(model)
     prep = Preprocess.from_metadata(meta, opts.input_size, opts.mean, opts.std, path=str(model_path))
@@ -197,6 +199,19 @@ def _check_input_size(model, prep: Preprocess, path) -> None:
         shown = "x".join("?" if d is None else str(d) for d in dims[1:])
         raise AFTExportError(f"{path}'s graph takes {shown} inputs but its metadata (or --input-size) says "
                              f"{'x'.join(map(str, want))}; export it again, or give the right --input-size")  # fmt: skip
+
+
+def _refuse_nonfinite(model, model_path, precision: str) -> None:
+    """Weights holding NaN or infinities have no int8 scale (ONNX Runtime's quantiser stops in an
+    assertion) and no fp16 value worth keeping: refused before any work, naming the tensor."""
+    bad = nonfinite_weights(model)
+    if bad:
+        name, nans, infs = bad[0]
+        held = " and ".join(f"{n} {what}" for n, what in ((nans, "NaN"), (infs, "infinite")) if n)
+        more = f" (and {len(bad) - 1} more tensors)" if len(bad) > 1 else ""
+        raise AFTExportError(f"{model_path}: weight {name!r} holds {held} value{'s' if nans + infs > 1 else ''}"
+                             f"{more}; nothing was quantised to {precision}: export the fp32 graph again from a "
+                             f"model whose weights are finite")  # fmt: skip
 
 
 def _calibration_record(cset: CalibrationSet | None, out: Path) -> dict | None:
