@@ -17,6 +17,7 @@ Stages (each timed and reported):
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -38,7 +39,7 @@ from aft_export.export.trt8 import to_tensorrt8
 from aft_export.fileio import claim_output, sha256_file
 from aft_export.graph import DOMAIN, compact_node_metadata, module_by_output, name_nodes, restore_node_metadata
 from aft_export.layers.aft import AFTLayer
-from aft_export.onnxio import check_graph, read_metadata, save_onnx, set_metadata
+from aft_export.onnxio import check_graph, protobuf_limit_problem, read_metadata, save_onnx, set_metadata
 from aft_export.options import MAX_BATCH, OP_FORMS, TARGET_OPSETS, TARGETS, ExportOptions, parse_batch  # noqa: F401 (the API)
 from aft_export.runners import ModelInfo, OrtRunner, TorchRunner
 from aft_export.sources import open_source
@@ -225,6 +226,24 @@ def _check_finite_outputs(model, cfg, images: np.ndarray | None) -> None:
                              f"weights are damaged or it overflows); nothing was exported: fix or retrain the model")
 
 
+def refuse_over_protobuf_limit(model=None, source=None) -> None:
+    """An ONNX graph is one protobuf message, at most 2 GiB, and torch.onnx, onnx.checker and
+    onnxsim all hold the whole graph in memory: a model with more weights would fail there after
+    minutes and many GB of memory. Refused first, from the tensors' sizes (no weight is read):
+    of a loaded ``model``, or of a model ``source`` before it is loaded, where the source can tell
+    (a checkpoint can; loading one of 2 GiB takes a minute)."""
+    if model is not None:
+        tensors = itertools.chain(model.parameters(), model.buffers())  # each shared tensor once
+        nbytes, what = sum(t.numel() * t.element_size() for t in tensors), "the model"
+    else:
+        sized = getattr(source, "weight_bytes", None)
+        nbytes, what = (sized() if sized else None), str(getattr(source, "path", "the model"))
+    problem = protobuf_limit_problem(nbytes, what) if nbytes is not None else None
+    if problem:
+        raise AFTExportError(f"{problem}; nothing was exported: aft-export exports models up to 2 GiB of weights "
+                             f"(docs/export.md), so export a smaller configuration")  # fmt: skip
+
+
 @dataclass
 class GraphExport:
     """An exported graph in memory, before anything is written."""
@@ -251,6 +270,7 @@ def export_graph(model, meta: ModelMeta, opts: ExportOptions, images: np.ndarray
     source set ``meta.prepare`` it runs first (a model trained elsewhere has its public
     AFT layers swapped for ours there, and the swap verified)."""
     cfg = meta.config
+    refuse_over_protobuf_limit(model)
     seconds: dict[str, float] = {}
     prepared: dict = {}
     if meta.prepare is not None:  # the source's own step, before anything is exported
@@ -359,7 +379,10 @@ def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, con
 
     inputs = list(model_source.inputs) if model_source is not None else []
     with claim_output(out, inputs=[*inputs, opts.verify_data]) as out:
+        if loaded is None:
+            refuse_over_protobuf_limit(source=model_source)  # before a minute of loading
         model, meta = loaded if loaded is not None else model_source.load(log)
+        refuse_over_protobuf_limit(model)  # before the verification images are decoded
         images, source = (None, None)
         if opts.verify_images:
             images, source = verification if verification is not None else _verification_images(meta, opts)

@@ -92,7 +92,8 @@ def quantize_model(model_path, out, calib: str | None, options: QuantizeOptions 
 def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress: bool, cache_writes: list,
               calibration: CalibrationSet | None = None, fp32_logits: np.ndarray | None = None,
               also_check: tuple[str, ...] = ()) -> QuantizeResult:  # fmt: skip
-    model = load_onnx(model_path)
+    model = load_onnx(model_path, whole=("quantize", "build, check, parity and eval take the file as it is "
+                                         "(fp32), or quantise a smaller model"))  # fmt: skip
     current = graph_precision(model)
     if current != "fp32":
         raise AFTExportError(

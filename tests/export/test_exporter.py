@@ -288,6 +288,51 @@ def test_verification_uses_the_data_the_checkpoint_names(tmp_path, monkeypatch):
         assert recorded(meta) == found, prov
 
 
+def test_a_model_over_two_gib_is_refused_before_any_work(tmp_path):
+    """protobuf holds at most 2 GiB, and torch.onnx, onnx.checker and onnxsim hold the whole
+    graph in memory: such a model ended, after minutes and many GB, in onnx.checker's traceback.
+    Refused at once, from the sizes: the extra parameter is never touched (torch.empty takes
+    no memory until it is), nor the verification data read (it does not exist)."""
+    model, meta = load_checkpoint(make_ckpt(tmp_path / "m.pt", "aft_simple_test"))
+    model.register_parameter("extra", torch.nn.Parameter(torch.empty(2**29 + 1), requires_grad=False))
+    opts = ExportOptions(verify_data=str(tmp_path / "missing"))
+    for call in (lambda: export_checkpoint(None, tmp_path / "x.onnx", opts, loaded=(model, meta)),
+                 lambda: export_module.export_graph(model, meta, opts)):  # fmt: skip
+        with pytest.raises(AFTExportError) as caught:
+            call()
+        assert str(caught.value).startswith("the model holds 2.00 GiB of weights (2,147,5")
+        assert str(caught.value).endswith("more than the 2 GiB protobuf lets one ONNX graph hold; nothing was exported: "
+                                          "aft-export exports models up to 2 GiB of weights (docs/export.md), so "
+                                          "export a smaller configuration")  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.pt"]
+
+
+def test_a_checkpoint_over_two_gib_is_refused_before_it_is_loaded(tmp_path):
+    """Loading a 2.3 GiB checkpoint takes over a minute (building the model, checking every
+    weight is finite): a source that can tell its size is refused before it is loaded."""
+    from aft_export.checkpoint import weight_bytes
+    from aft_export.sources import CheckpointSource
+
+    path = make_ckpt(tmp_path / "m.pt", "aft_simple_test")
+    model, _ = load_checkpoint(path)
+    assert weight_bytes(path) == sum(t.nbytes for t in model.state_dict().values())  # told from the sizes
+    torch.save({"model": model.state_dict(), "epoch": 3}, tmp_path / "plain.pt")
+    assert weight_bytes(tmp_path / "plain.pt") == weight_bytes(path)
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    assert weight_bytes(tmp_path / "junk.pt") is None  # the full load gives its error
+
+    class Huge(CheckpointSource):
+        def weight_bytes(self):
+            return 2**31 + 1
+
+        def load(self, log=None):
+            raise AssertionError("loaded")
+
+    with pytest.raises(AFTExportError, match=r"^.*m\.pt holds 2\.00 GiB of weights \(2,147,483,649 bytes\), more than"):
+        export_checkpoint(Huge(str(path)), tmp_path / "x.onnx", ExportOptions())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["junk.pt", "m.pt", "plain.pt"]
+
+
 _FAST = [n for n in list_models() if not n.endswith("_224")]
 _SLOW = [pytest.param(n, marks=pytest.mark.slow) for n in list_models() if n.endswith("_224")]
 
