@@ -72,7 +72,10 @@ def checkouts() -> list[Path]:
     a clone; only a folder that is a checkout of this project, so a stray ``../shared`` elsewhere
     is never read)."""
     found = [p for p in (Path(__file__).resolve().parents[1],) if _is_checkout(p)]
-    here = Path.cwd().resolve()
+    try:
+        here = Path.cwd().resolve()
+    except OSError:  # the current directory was removed
+        return found
     found += [next((p for p in (here, *here.parents) if _is_checkout(p)), None)]
     return list(dict.fromkeys(p for p in found if p is not None))
 
