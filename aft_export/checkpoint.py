@@ -260,6 +260,23 @@ def load_checkpoint(
     return model, meta
 
 
+def weight_bytes(path: str | os.PathLike, weights_key: str | None = None) -> int | None:
+    """The bytes of the weights a checkpoint or state_dict file holds, from the tensors' sizes
+    alone (memory-mapped: nothing is read, nothing is built), so a command can refuse a model
+    before loading it; None where that cannot be told cheaply (the full load says why)."""
+    path = Path(path)
+    try:
+        if path.suffix == ".safetensors" or not path.is_file():
+            return None
+        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        state = payload.get("state_dict") if isinstance(payload, dict) and payload.get("format") == FORMAT else None
+        if state is None:
+            state = select_state_dict(payload, path, weights_key).state
+        return sum(t.nbytes for t in state.values() if isinstance(t, torch.Tensor))
+    except Exception:  # noqa: BLE001 - anything unreadable: the full load gives the one clear error
+        return None
+
+
 def describe(path: str | os.PathLike, config: str | None = None, loaded=None) -> dict:
     """What a checkpoint holds: config, parameter count, classes, preprocessing, metrics.
     ``loaded``: the ``(model, ModelMeta)`` pair of any source, already loaded."""

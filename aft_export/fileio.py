@@ -233,6 +233,18 @@ def atomic_directory(final: str | os.PathLike):
         raise
 
 
+def relative_name(path: str | os.PathLike, beside: str | os.PathLike) -> str:
+    """How an artifact names another file: relative to ``beside`` (the artifact's folder, so the
+    two can travel together), or by its file name alone where they share no folder but the
+    root (a relative path would spell the machine's folders out). Never an absolute path."""
+    path, base = Path(os.path.abspath(path)), Path(os.path.abspath(beside))
+    try:
+        shared = Path(os.path.commonpath([path, base]))
+    except ValueError:  # different drives
+        shared = Path(path.anchor)
+    return path.name if shared == Path(path.anchor) else Path(os.path.relpath(path, base)).as_posix()
+
+
 def cache_root(*parts: str) -> Path:
     """``$AFT_CACHE_DIR``, else ``$XDG_CACHE_HOME/aft-export``, else ``~/.cache/aft-export``;
     ``parts`` name a sub-directory (``calibration``, ``ort-tensorrt``, ``datasets``)."""

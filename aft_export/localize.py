@@ -30,8 +30,9 @@ def localize(reference, artifact, images: np.ndarray, precision: str, limit: flo
     (paths or ModelProtos) on ``images``; returns the first divergent node and the worst."""
     import onnx
 
-    ref = reference if isinstance(reference, onnx.ModelProto) else load_onnx(reference)
-    art = artifact if isinstance(artifact, onnx.ModelProto) else load_onnx(artifact)
+    whole = ("localisation", "the comparison above stands, without the node where it diverges")
+    ref = reference if isinstance(reference, onnx.ModelProto) else load_onnx(reference, whole=whole)
+    art = artifact if isinstance(artifact, onnx.ModelProto) else load_onnx(artifact, whole=whole)
     limit = INTERMEDIATE_REL.get(precision, 1e-4) if limit is None else limit
     ref_values = {o for n in ref.graph.node for o in n.output}
     order = [(n, o) for n in art.graph.node if n.op_type not in SKIP_OPS for o in n.output if o in ref_values]

@@ -22,11 +22,14 @@ from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write_bytes, check_output_path, file_mode
 from aft_export.graph import props, set_props
 
-TWO_GB = 2**31
+TWO_GB = 2**31  # protobuf's limit on one message: an ONNX graph held in memory, weights included
 
 
-def load_onnx(path: str | os.PathLike, external_data: bool = True):
-    """The ModelProto at ``path``, or an AFTExportError that says what is wrong."""
+def load_onnx(path: str | os.PathLike, external_data: bool = True, whole: tuple[str, str] | None = None):
+    """The ModelProto at ``path``, or an AFTExportError that says what is wrong. ``whole``:
+    ``(the stage, what to do instead)`` for a caller that works on the whole graph in memory:
+    a file whose weights exceed protobuf's 2 GiB is refused before its external data is read
+    (:func:`protobuf_limit_problem`)."""
     import onnx
 
     path = Path(path)
@@ -37,13 +40,41 @@ def load_onnx(path: str | os.PathLike, external_data: bool = True):
     if path.stat().st_size == 0:
         raise AFTExportError(f"model {path} is empty (0 bytes); export it again")
     try:
-        model = onnx.load(str(path), load_external_data=external_data)
+        model = onnx.load(str(path), load_external_data=external_data and whole is None)
+        if model.ir_version == 0 or not model.HasField("graph"):
+            raise AFTExportError(f"{path} is not an ONNX model (no IR version or no graph); export it again")
+        if whole is not None:
+            problem = protobuf_limit_problem(weight_bytes(model), str(path))
+            if problem:
+                raise AFTExportError(f"{problem}, and {whole[0]} works on the whole graph in memory; {whole[1]}")
+            if external_data:
+                onnx.load_external_data_for_model(model, str(path.parent))
+    except AFTExportError:
+        raise
     except Exception as exc:  # protobuf's DecodeError, a missing or short external data file
         raise AFTExportError(f"{path} is not a readable ONNX file ({str(exc).splitlines()[0][:300]}); "
                              f"export it again") from None  # fmt: skip
-    if model.ir_version == 0 or not model.HasField("graph"):
-        raise AFTExportError(f"{path} is not an ONNX model (no IR version or no graph); export it again")
     return model
+
+
+def weight_bytes(model) -> int:
+    """The bytes of a ModelProto with its weights: the message itself, plus the tensors it keeps
+    in external data files, as their shapes say (nothing is read from those files)."""
+    import math
+
+    from onnx.helper import tensor_dtype_to_np_dtype
+
+    external = sum(math.prod(t.dims) * tensor_dtype_to_np_dtype(t.data_type).itemsize for t in _external(model))
+    return model.ByteSize() + external
+
+
+def protobuf_limit_problem(nbytes: int, what: str) -> str | None:
+    """What is wrong with a model of ``nbytes`` (weights and graph) as one ONNX graph in memory,
+    if anything: protobuf, which ONNX is, holds at most 2 GiB in one message."""
+    if nbytes <= TWO_GB:
+        return None
+    return (f"{what} holds {nbytes / 2**30:.2f} GiB of weights ({nbytes:,} bytes), more than the 2 GiB protobuf "
+            f"lets one ONNX graph hold")
 
 
 def check_graph(model) -> None:
@@ -153,6 +184,28 @@ def graph_precision(model) -> str:
     if any(t.data_type == TensorProto.FLOAT16 for t in model.graph.initializer):
         return "fp16"
     return "fp32"
+
+
+def nonfinite_weights(model) -> list[tuple[str, int, int]]:
+    """The floating-point weights that hold NaN or infinite values, as ``(name, NaNs,
+    infinities)``: every initializer, and every Constant in the graph and its functions."""
+    import numpy as np
+    from onnx import TensorProto, numpy_helper
+
+    floats = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16)
+    tensors = [(t.name, t) for t in model.graph.initializer]
+    for node in [*model.graph.node, *(n for f in model.functions for n in f.node)]:
+        if node.op_type == "Constant":
+            tensors += [(node.output[0], a.t) for a in node.attribute if a.name == "value"]
+    bad = []
+    for name, tensor in tensors:
+        if tensor.data_type not in floats:
+            continue
+        values = numpy_helper.to_array(tensor).astype(np.float32, copy=False)
+        nans, infs = int(np.isnan(values).sum()), int(np.isinf(values).sum())
+        if nans or infs:
+            bad.append((name, nans, infs))
+    return bad
 
 
 def _weights_bytes(model) -> int:

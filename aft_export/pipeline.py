@@ -52,7 +52,7 @@ from aft_export.data import normalize
 from aft_export.datasets import is_named, load_labelled
 from aft_export.errors import AFTExportError, Verdict
 from aft_export.evaluate import evaluate_artifacts
-from aft_export.export.exporter import ExportOptions, export_checkpoint
+from aft_export.export.exporter import ExportOptions, export_checkpoint, refuse_over_protobuf_limit
 from aft_export.fileio import atomic_directory, atomic_write_text, claim_output, sha256_file
 from aft_export.nvtools import write_verification_commands
 from aft_export.parity import parity_verdict, run_parity
@@ -177,7 +177,9 @@ def run_pipeline(checkpoint=None, options: PipelineOptions | None = None, log=pr
     final = Path(opts.output) if opts.output else Path("runs") / f"{ckpt.stem}-{stamp}"
     # claimed before any work: never an input, and one run at a time (the second fails here)
     with claim_output(final, inputs=[*source.inputs, opts.calib, opts.data], directory=True):
+        refuse_over_protobuf_limit(source=source)  # before a minute of loading, where the source can tell
         loaded = source.load(log)  # once, for every stage; fails early on a bad model
+        refuse_over_protobuf_limit(loaded[0])  # before any data is decoded
         cache_writes: list = []  # calibration ranges enter the cache once the run is complete
         with atomic_directory(final) as work:
             result = _run(ckpt, loaded, opts, work, final, log, cache_writes)

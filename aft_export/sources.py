@@ -67,6 +67,12 @@ class CheckpointSource:
 
         return load_checkpoint(self.checkpoint, config=self.config, weights_key=self.weights_key)
 
+    def weight_bytes(self) -> int | None:
+        """The weights' bytes, told without loading them (None: not cheaply); optional for a source."""
+        from aft_export.checkpoint import weight_bytes
+
+        return weight_bytes(self.checkpoint, self.weights_key)
+
 
 _READERS: dict[str, tuple[Callable[[str], ModelSource], str]] = {}
 

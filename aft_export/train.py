@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from aft_export.version import __version__
 from aft_export.checkpoint import load_checkpoint, save_checkpoint
 from aft_export.data import CIFAR10_MEAN, CIFAR10_STD, normalize
-from aft_export.datasets import load_labelled
+from aft_export.datasets import data_label, load_labelled
 from aft_export.errors import AFTExportError
 from aft_export.fileio import claim_output
 from aft_export.options import TrainConfig
@@ -206,29 +206,39 @@ def _train(cfg: TrainConfig) -> dict:
                         "val_top1": None if val_top1 is None else round(val_top1, 2)})  # fmt: skip
         print(f"epoch {epoch + 1}: {history[-1]} ({elapsed:.0f}s so far)", file=sys.stderr)
         train_state = {"epoch": epoch + 1, "optimizer": opt.state_dict(), "elapsed_s": elapsed,
-                       "history": history, "train_config": asdict(cfg)}  # fmt: skip
+                       "history": history, "train_config": recorded_config(cfg)}  # fmt: skip
         save_checkpoint(out, model, data.classes, mean, std, model_name=cfg.model,
-                        provenance=_provenance(cfg, data.source, history, elapsed, len(train_idx)),
+                        provenance=_provenance(cfg, history, elapsed, len(train_idx)),
                         train_state=train_state)  # fmt: skip
 
     metrics = {"val_top1": history[-1]["val_top1"] if history else None}
     if test is not None:
         top1, top5 = evaluate_model(model, test.images, test.labels, mean, std)
         metrics.update(test_top1=round(top1, 2), test_top5=round(top5, 2), test_images=len(test),
-                       test_data=str(cfg.test_data))  # fmt: skip
-    provenance = _provenance(cfg, data.source, history, elapsed, len(train_idx))
+                       test_data=data_label(cfg.test_data, out.parent))  # fmt: skip
+    provenance = _provenance(cfg, history, elapsed, len(train_idx))
     provenance["metrics"] = metrics
     save_checkpoint(out, model, data.classes, mean, std, model_name=cfg.model, provenance=provenance)
     return metrics
 
 
-def _provenance(cfg: TrainConfig, source: str, history: list, elapsed: float, n_train: int) -> dict:
+def recorded_config(cfg: TrainConfig) -> dict:
+    """The training config as the checkpoint records it: data by name (``cifar10:train``), or
+    relative to the checkpoint (:func:`aft_export.datasets.data_label`); the checkpoint by its
+    file name. Never an absolute path of the machine that trained it: checkpoints travel."""
+    beside = Path(cfg.out).parent
+    paths = {"data": cfg.data, "test_data": cfg.test_data, "resume": cfg.resume}
+    recorded = {k: v and data_label(v, beside) for k, v in paths.items()}
+    return {**asdict(cfg), **recorded, "out": Path(cfg.out).name}
+
+
+def _provenance(cfg: TrainConfig, history: list, elapsed: float, n_train: int) -> dict:
     return {
-        "data": source,
+        "data": data_label(cfg.data, Path(cfg.out).parent),
         "train_images": n_train,
         "epochs": len(history),
         "seed": cfg.seed,
-        "train_config": {k: v for k, v in asdict(cfg).items() if k not in ("resume", "progress")},
+        "train_config": {k: v for k, v in recorded_config(cfg).items() if k not in ("resume", "progress")},
         "history": history,
         "wall_time_s": round(elapsed, 1),
         "tool": f"aft-export {__version__}",

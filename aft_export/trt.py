@@ -61,7 +61,7 @@ from pathlib import Path
 
 from aft_export.version import __version__
 from aft_export.errors import AFTExportError, RuntimeMissing
-from aft_export.fileio import atomic_write_text, sha256_file
+from aft_export.fileio import atomic_write_text, relative_name, sha256_file
 from aft_export.onnxio import ArtifactMeta
 from aft_export.options import BuildOptions
 
@@ -482,6 +482,9 @@ def make_manifest(engine: Path, onnx_path: Path, precision: str, shapes: InputSh
     TensorRT: the GPU it was built on)."""
     rtx = library == RTX
     version = library_version or env.get("tensorrt_rtx" if rtx else "tensorrt")
+    build_options = asdict(opts)
+    if opts.timing_cache:  # the manifest travels with the engine: the cache named relative to it
+        build_options["timing_cache"] = relative_name(opts.timing_cache, engine.parent)
     return {
         "format": "aft-export.engine.v1", "tool": f"aft-export {__version__}",
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -494,7 +497,7 @@ def make_manifest(engine: Path, onnx_path: Path, precision: str, shapes: InputSh
         "built_on_gpu": env["gpu"] is not None, "precision": precision,
         "input": {"name": shapes.name, "min": list(shapes.min), "opt": list(shapes.opt), "max": list(shapes.max)},
         "onnx": onnx_path.name, "onnx_sha256": sha256_file(onnx_path), "engine_sha256": sha256_file(engine),
-        "build_options": asdict(opts), "tensorrt_build": trt_build, "build_seconds": round(seconds, 2),
+        "build_options": build_options, "tensorrt_build": trt_build, "build_seconds": round(seconds, 2),
         "parser_warnings": parser_warnings, "network": network, **({"note": RTX_NOTE} if rtx else {}),
         "model": {k: source_meta[k] for k in ("model_name", "classes", "input_size", "mean", "std", "source_sha256",
                                               "preprocessing_from") if k in source_meta},

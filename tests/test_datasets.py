@@ -74,3 +74,51 @@ def test_named_set_uses_local_tars_first(cifar10, monkeypatch):
     assert len(data) == 20 and data.source.endswith("test.tar")
     with pytest.raises(AFTExportError, match="unknown data set 'cifar10:val'"):
         load_labelled("cifar10:val", 32)
+
+
+def _checkout(root):
+    (root / "aft_export").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[project]\nname = "aft-export"\n')
+    return root
+
+
+def test_shared_beside_the_checkout_of_the_current_directory(tmp_path, monkeypatch):
+    """A wheel used inside a clone finds ../shared beside that clone; any other folder's
+    ../shared is never read."""
+    clone = _checkout(tmp_path / "clone")
+    (tmp_path / "clone" / "docs").mkdir()
+    monkeypatch.delenv("AFT_CIFAR10_DIR", raising=False)
+    monkeypatch.chdir(clone / "docs")
+    assert tmp_path / "shared" / "data" / "cifar10" in datasets.local_dirs()
+    monkeypatch.chdir(tmp_path)  # not a checkout
+    assert tmp_path / "shared" / "data" / "cifar10" not in datasets.local_dirs()
+    (tmp_path / "clone" / "pyproject.toml").write_text('[project]\nname = "other"\n')
+    monkeypatch.chdir(clone)
+    assert tmp_path / "shared" / "data" / "cifar10" not in datasets.local_dirs()
+
+
+def test_a_named_set_found_nowhere_lists_every_place_tried(tmp_path, monkeypatch):
+    monkeypatch.setenv("AFT_CIFAR10_DIR", str(tmp_path / "empty"))
+    monkeypatch.setenv("AFT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(datasets, "CIFAR10_URL", (tmp_path / "nowhere.tar.gz").as_uri())
+    with pytest.raises(datasets.DataNotFound) as caught:
+        datasets.resolve("cifar10:test")
+    tried = caught.value.tried
+    assert tried[0] == f"no test.tar in {tmp_path / 'empty'}" and tried[-1].startswith(
+        f"the download into {tmp_path / 'cache'} failed (URLError")
+    assert len(tried) == len(datasets.local_dirs()) + 1 and "\n" not in str(caught.value)
+    assert str(caught.value).startswith("cifar10:test was not found: no test.tar in ")
+    assert not list((tmp_path / "cache").iterdir())  # no partial download left
+
+
+def test_artifacts_name_data_by_name_or_relative_to_themselves(tmp_path, cifar10, monkeypatch):
+    monkeypatch.setenv("AFT_CIFAR10_DIR", str(cifar10))
+    label = datasets.data_label
+    assert label("cifar10:train", tmp_path) == "cifar10:train"
+    assert label(str(cifar10 / "test.tar"), tmp_path) == "cifar10:test"  # where the named set resolves to
+    (tmp_path / "data").mkdir()
+    (tmp_path / "models").mkdir()
+    assert label(str(tmp_path / "data" / "x.tar"), tmp_path / "models") == "../data/x.tar"
+    monkeypatch.chdir(tmp_path)
+    assert label("data/x.tar", "models") == "../data/x.tar"  # relative to the artifact, not to here
+    assert label(str(tmp_path / "data"), "/") == "data"  # nothing shared but the root: the name alone

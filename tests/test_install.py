@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.test_machine_paths import scan_files
 
 
 @pytest.mark.slow
@@ -52,6 +53,9 @@ def test_the_wheel_runs_the_default_pipeline_from_anywhere(tmp_path, cifar10):
     assert run.returncode == (3 if manifest["unverified"] else 0), run.stdout[-3000:] + run.stderr[-3000:]
     assert "PASS" in run.stdout and run_dir.name.startswith("aft_conv_cifar-") and (run_dir / "report.md").is_file()
     assert manifest["inputs"]["model"] == "aft_conv_cifar" and manifest["passed"]
+    # what travels (ONNX files, engine manifests) names no path of this machine
+    travels = sorted(run_dir.glob("*.onnx")) + sorted(run_dir.glob("*.engine.json"))
+    assert len(travels) >= 3 and scan_files(travels) == {}
 
 
 def _readme_test_command() -> str:

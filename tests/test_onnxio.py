@@ -34,3 +34,59 @@ def test_missing_and_malformed_values_raise_what_callers_turn_into_one_line_erro
     assert empty.source_sha256 == "" and empty.export_target == "tensorrt"
     with pytest.raises(ValueError):
         ArtifactMeta({"mean": "[0.5, "}).mean
+
+
+def test_nonfinite_weights_are_found_in_initializers_constants_and_functions():
+    import numpy as np
+    from onnx import numpy_helper
+
+    from aft_export.onnxio import nonfinite_weights
+
+    model = _model()
+    model.graph.initializer.extend([numpy_helper.from_array(np.array([1.0, np.nan, np.nan], np.float32), "w"),
+                                    numpy_helper.from_array(np.array([1.0, 2.0], np.float16), "ok"),
+                                    numpy_helper.from_array(np.array([7], np.int64), "shape")])  # fmt: skip
+    inf = numpy_helper.from_array(np.array([np.inf, -np.inf, 0.0]), "c")  # float64
+    model.graph.node.append(helper.make_node("Constant", [], ["c"], value=inf))
+    body = helper.make_node("Constant", [], ["k"], value=numpy_helper.from_array(np.array([np.nan], np.float16)))
+    model.functions.append(helper.make_function("com.x", "F", [], ["k"], [body], [helper.make_opsetid("", 18)]))
+    assert nonfinite_weights(model) == [("w", 2, 0), ("c", 0, 2), ("k", 1, 0)]
+    assert nonfinite_weights(_model()) == []
+
+
+def over_limit_onnx(folder):
+    """An fp32 graph whose one weight, in an external data file, is just over 2 GiB: the file is
+    sparse (no disk used) and nothing here reads it."""
+    from aft_export.onnxio import TWO_GB
+
+    n = TWO_GB // 4 + 1
+    w = helper.make_tensor_value_info("w", TensorProto.FLOAT, [n])
+    model = _model()
+    big = model.graph.initializer.add()
+    big.name, big.data_type, big.data_location = "big", TensorProto.FLOAT, TensorProto.EXTERNAL
+    big.dims.append(n)
+    for key, value in (("location", "big.data"), ("offset", "0"), ("length", str(4 * n))):
+        big.external_data.add(key=key, value=value)
+    model.graph.node.append(helper.make_node("Identity", ["big"], ["w"]))
+    model.graph.output.append(w)
+    with open(folder / "big.data", "wb") as f:
+        f.truncate(4 * n)
+    onnx.save(model, str(folder / "big.onnx"))
+    return folder / "big.onnx"
+
+
+def test_a_graph_over_protobufs_limit_is_refused_before_its_weights_are_read(tmp_path):
+    from aft_export.errors import AFTExportError
+    from aft_export.onnxio import load_onnx, weight_bytes
+
+    path = over_limit_onnx(tmp_path)
+    model = load_onnx(path, external_data=False)  # what build, serve and triton-repo read
+    assert weight_bytes(model) == 2**31 + 4 + model.ByteSize()
+    with pytest.raises(AFTExportError) as caught:
+        load_onnx(path, whole=("quantize", "do something else"))
+    assert str(caught.value) == (f"{path} holds 2.00 GiB of weights ({2**31 + 4 + model.ByteSize():,} bytes), more "
+                                 "than the 2 GiB protobuf lets one ONNX graph hold, and quantize works on the whole "
+                                 "graph in memory; do something else")  # fmt: skip
+    small = tmp_path / "small.onnx"
+    onnx.save(_model(), str(small))
+    assert load_onnx(small, whole=("quantize", "")).graph.node[0].op_type == "Identity"

@@ -9,9 +9,11 @@ from aft_export import load_checkpoint
 from aft_export.checkpoint import save_checkpoint
 from aft_export.cli import main
 from aft_export.errors import AFTExportError
+from aft_export.onnxio import load_onnx, read_metadata
 from aft_export.pipeline import PipelineOptions, engine_library, run_pipeline
 from aft_export.trt import RTX, environment, installed_libraries
 from tests.export.test_exporter import make_ckpt
+from tests.test_machine_paths import scan_files
 
 # what the engine step does here: TensorRT with a GPU, else TensorRT-RTX (built on the CPU), else nothing
 ENGINES, _ = engine_library(installed_libraries(), environment()["gpu"] is not None)
@@ -106,6 +108,12 @@ def test_pipeline_writes_a_complete_run_directory(ckpt, tmp_path, cifar10):
     assert "Result: **PASS" in report and "| model.int8.onnx |" in report and "plots/errors.svg" in report
     assert (out / "plots" / "errors.svg").read_text().startswith("<svg")
     assert not list(tmp_path.glob(".run.partial-*"))
+    # what travels names no path of this machine (the data came as absolute paths, the run is in /tmp);
+    # manifest.json, the run's own record, may keep the paths its user typed
+    travels = sorted(out.glob("*.onnx")) + sorted(out.glob("*.engine.json"))
+    assert len(travels) == 3 + 3 * rtx_not_run and scan_files(travels) == {}
+    recipe = json.loads(read_metadata(load_onnx(out / "model.int8.onnx"))["quantization"])
+    assert recipe["calibration"]["source"] == "cifar10:train"  # the tar it was given is where that set lies
 
 
 def test_parity_failure_still_reports_and_exits_1(ckpt, tmp_path, cifar10):

@@ -6,6 +6,7 @@ import torch
 from aft_export import load_checkpoint
 from aft_export.errors import AFTExportError
 from aft_export.train import TrainConfig, augment, lr_at, split_indices, train
+from tests.test_machine_paths import machine_paths
 
 
 
@@ -52,6 +53,10 @@ def test_train_writes_a_loadable_checkpoint(tmp_path, make_cfg):
     assert meta.provenance["epochs"] == 2 and meta.provenance["seed"] == 1
     assert meta.provenance["metrics"]["val_top1"] == metrics["val_top1"] is not None
     assert meta.classes[0] == "airplane"
+    # the data by its name, the checkpoint by its file name: no path of this machine travels in it
+    tc = meta.provenance["train_config"]
+    assert meta.provenance["data"] == tc["data"] == "cifar10:test" and tc["out"] == "full.pt"
+    assert machine_paths((tmp_path / "full.pt").read_bytes()) == []
     # a finished run keeps no optimizer state: the zoo files stay small
     assert "train_state" not in torch.load(tmp_path / "full.pt", weights_only=True)
     assert [p.name for p in tmp_path.iterdir()] == ["full.pt"]  # no temporary files left

@@ -17,8 +17,8 @@ Stages (each timed and reported):
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
-import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -30,7 +30,7 @@ from aft_export.version import __version__
 from aft_export.checkpoint import ModelMeta
 from aft_export.compare import SIMPLIFY_MAX_ABS, max_abs, metrics
 from aft_export.data import normalize
-from aft_export.datasets import is_named, load_labelled
+from aft_export.datasets import DataNotFound, is_named, load_labelled
 from aft_export.errors import AFTExportError, CheckFailed, Verdict
 from aft_export.export.functions import attach_functions, registered_schemas, translation_table
 from aft_export.export.rewrite import optimize_for_runtime
@@ -39,7 +39,7 @@ from aft_export.export.trt8 import to_tensorrt8
 from aft_export.fileio import claim_output, sha256_file
 from aft_export.graph import DOMAIN, compact_node_metadata, module_by_output, name_nodes, restore_node_metadata
 from aft_export.layers.aft import AFTLayer
-from aft_export.onnxio import check_graph, read_metadata, save_onnx, set_metadata
+from aft_export.onnxio import check_graph, protobuf_limit_problem, read_metadata, save_onnx, set_metadata
 from aft_export.options import MAX_BATCH, OP_FORMS, TARGET_OPSETS, TARGETS, ExportOptions, parse_batch  # noqa: F401 (the API)
 from aft_export.runners import ModelInfo, OrtRunner, TorchRunner
 from aft_export.sources import open_source
@@ -176,28 +176,40 @@ def _metadata(meta, opts: ExportOptions) -> dict[str, str]:
 
 
 def _verification_images(meta, opts: ExportOptions) -> tuple[np.ndarray, str]:
-    """N real images in the model's preprocessing, and where they came from."""
-
-    def usable(c) -> bool:
-        return bool(c) and (is_named(c) or Path(c).exists())
-
-    if opts.verify_data and not usable(opts.verify_data):
-        raise AFTExportError(f"verification data {opts.verify_data} does not exist; check `verify_data` (or give "
+    """N real images in the model's preprocessing, and where they came from: ``verify_data``
+    where given; else the test data the checkpoint names (:func:`recorded_test_data`); else
+    ``cifar10:test``. A named set is found as every command finds it (:mod:`aft_export.datasets`:
+    $AFT_CIFAR10_DIR, ../shared beside a checkout, the one-time download)."""
+    recorded = None if opts.verify_data else recorded_test_data(meta)
+    source = opts.verify_data or recorded or "cifar10:test"
+    said = "`verify_data`" if opts.verify_data else ("named by the checkpoint" if recorded else "the default")
+    if not is_named(source) and not Path(source).exists():
+        raise AFTExportError(f"verification data {source} does not exist; check `verify_data` (or give "
                              f"`verify_images=0` to skip verification)")  # fmt: skip
-    prov = meta.provenance
-    candidates = [opts.verify_data] if opts.verify_data else [
-        prov.get("metrics", {}).get("test_data"), prov.get("train_config", {}).get("test_data"), prov.get("data")]
-    source = next((c for c in candidates if usable(c)), opts.verify_data)
-    if not usable(source):
-        env = os.environ.get("AFT_CIFAR10_DIR")
-        source = str(Path(env) / "test.tar") if env and Path(env, "test.tar").exists() else source
-    if not usable(source):
-        raise AFTExportError(
-            "verification needs real images and the checkpoint names none here; give `verify_data` (a folder or tar) "
-            "(or `verify_images=0` to skip verification)"
-        )
-    data = load_labelled(source, meta.config.img_size, limit=opts.verify_images)
+    try:
+        data = load_labelled(source, meta.config.img_size, limit=opts.verify_images)
+    except DataNotFound as exc:
+        raise AFTExportError(f"verification needs real images and {source} ({said}) was not found: "
+                             f"{'; '.join(exc.tried)}; set AFT_CIFAR10_DIR to a folder holding test.tar, give "
+                             f"`verify_data` (a folder or tar of images), or `verify_images=0` to skip "
+                             f"verification") from None  # fmt: skip
     return normalize(data.images, meta.mean, meta.std).numpy(), str(source)
+
+
+def recorded_test_data(meta) -> str | None:
+    """The labelled data a checkpoint names (its test set first, then its training data), where it
+    can be had here: a data set by name (``cifar10:test``), a path relative to the checkpoint
+    (as ``aft-export train`` records one), or an absolute path (older checkpoints) that exists."""
+    prov = meta.provenance or {}
+    candidates = [prov.get("metrics", {}).get("test_data"), prov.get("train_config", {}).get("test_data"),
+                  prov.get("data")]  # fmt: skip
+    for recorded in filter(None, candidates):
+        if is_named(recorded):
+            return str(recorded)
+        path = Path(recorded) if Path(recorded).is_absolute() else Path(meta.path or ".").parent / recorded
+        if path.exists():
+            return str(path)
+    return None
 
 
 def _check_finite_outputs(model, cfg, images: np.ndarray | None) -> None:
@@ -215,6 +227,24 @@ def _check_finite_outputs(model, cfg, images: np.ndarray | None) -> None:
     if bad:
         raise AFTExportError(f"the model gives NaN or infinite logits on {bad} of {len(probe)} probe images (its "
                              f"weights are damaged or it overflows); nothing was exported: fix or retrain the model")
+
+
+def refuse_over_protobuf_limit(model=None, source=None) -> None:
+    """An ONNX graph is one protobuf message, at most 2 GiB, and torch.onnx, onnx.checker and
+    onnxsim all hold the whole graph in memory: a model with more weights would fail there after
+    minutes and many GB of memory. Refused first, from the tensors' sizes (no weight is read):
+    of a loaded ``model``, or of a model ``source`` before it is loaded, where the source can tell
+    (a checkpoint can; loading one of 2 GiB takes a minute)."""
+    if model is not None:
+        tensors = itertools.chain(model.parameters(), model.buffers())  # each shared tensor once
+        nbytes, what = sum(t.numel() * t.element_size() for t in tensors), "the model"
+    else:
+        sized = getattr(source, "weight_bytes", None)
+        nbytes, what = (sized() if sized else None), str(getattr(source, "path", "the model"))
+    problem = protobuf_limit_problem(nbytes, what) if nbytes is not None else None
+    if problem:
+        raise AFTExportError(f"{problem}; nothing was exported: aft-export exports models up to 2 GiB of weights "
+                             f"(docs/export.md), so export a smaller configuration")  # fmt: skip
 
 
 @dataclass
@@ -243,6 +273,7 @@ def export_graph(model, meta: ModelMeta, opts: ExportOptions, images: np.ndarray
     source set ``meta.prepare`` it runs first (a model trained elsewhere has its public
     AFT layers swapped for ours there, and the swap verified)."""
     cfg = meta.config
+    refuse_over_protobuf_limit(model)
     seconds: dict[str, float] = {}
     prepared: dict = {}
     if meta.prepare is not None:  # the source's own step, before anything is exported
@@ -351,7 +382,10 @@ def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, con
 
     inputs = list(model_source.inputs) if model_source is not None else []
     with claim_output(out, inputs=[*inputs, opts.verify_data]) as out:
+        if loaded is None:
+            refuse_over_protobuf_limit(source=model_source)  # before a minute of loading
         model, meta = loaded if loaded is not None else model_source.load(log)
+        refuse_over_protobuf_limit(model)  # before the verification images are decoded
         images, source = (None, None)
         if opts.verify_images:
             images, source = verification if verification is not None else _verification_images(meta, opts)

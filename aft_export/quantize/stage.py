@@ -18,12 +18,14 @@ import numpy as np
 from aft_export.version import __version__
 from aft_export.calib import CalibrationSet, Preprocess, load_calibration
 from aft_export.compare import agreement as _agreement
+from aft_export.datasets import data_label
 from aft_export.errors import AFTExportError, Verdict
 from aft_export.fileio import claim_output, sha256_file
 from aft_export.graph import DOMAIN, aft_core_nodes, inline_functions, name_nodes, node_module, toposort
 from aft_export.options import (CALIB_COUNT, CALIB_SEED, DEFAULT_TARGET, EXPORT_TARGETS, MAX_SEED,
                                 QuantizeOptions, whole)  # fmt: skip
-from aft_export.onnxio import check_graph, graph_precision, load_onnx, read_metadata, save_onnx, set_metadata
+from aft_export.onnxio import (check_graph, graph_precision, load_onnx, nonfinite_weights, read_metadata, save_onnx,
+                               set_metadata)  # fmt: skip
 from aft_export.quantize import cache, calibrators, fp16, placement, runs
 from aft_export.quantize.sensitivity import sensitivity
 from aft_export.trtcheck import check_model, enforce
@@ -93,13 +95,15 @@ def quantize_model(model_path, out, calib: str | None, options: QuantizeOptions 
 def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress: bool, cache_writes: list,
               calibration: CalibrationSet | None = None, fp32_logits: np.ndarray | None = None,
               also_check: tuple[str, ...] = ()) -> QuantizeResult:  # fmt: skip
-    model = load_onnx(model_path)
+    model = load_onnx(model_path, whole=("quantize", "build, check, parity and eval take the file as it is "
+                                         "(fp32), or quantise a smaller model"))  # fmt: skip
     current = graph_precision(model)
     if current != "fp32":
         raise AFTExportError(
             f"{model_path} is already {current}; quantise the fp32 export instead "
             f"(precision is decided once, from fp32)"
         )
+    _refuse_nonfinite(model, model_path, opts.precision)
     name_nodes(model)
     meta = read_metadata(model)
     prep = Preprocess.from_metadata(meta, opts.input_size, opts.mean, opts.std, path=str(model_path))
@@ -134,7 +138,7 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
     core = aft_core_nodes(model)
     recipe: dict = {"precision": opts.precision, "tool": f"aft-export {__version__}",
                     "source_onnx_sha256": model_sha,
-                    "calibration": cset.record() if cset is not None else None}  # fmt: skip
+                    "calibration": _calibration_record(cset, out)}  # fmt: skip
     result_extra: dict = {}
     t = time.perf_counter()
     if opts.precision == "int8":
@@ -202,6 +206,26 @@ def _check_input_size(model, prep: Preprocess, path) -> None:
         shown = "x".join("?" if d is None else str(d) for d in dims[1:])
         raise AFTExportError(f"{path}'s graph takes {shown} inputs but its metadata (or `input_size`) says "
                              f"{'x'.join(map(str, want))}; export it again, or give the right `input_size`")  # fmt: skip
+
+
+def _refuse_nonfinite(model, model_path, precision: str) -> None:
+    """Weights holding NaN or infinities have no int8 scale (ONNX Runtime's quantiser stops in an
+    assertion) and no fp16 value worth keeping: refused before any work, naming the tensor."""
+    bad = nonfinite_weights(model)
+    if bad:
+        name, nans, infs = bad[0]
+        held = " and ".join(f"{n} {what}" for n, what in ((nans, "NaN"), (infs, "infinite")) if n)
+        more = f" (and {len(bad) - 1} more tensors)" if len(bad) > 1 else ""
+        raise AFTExportError(f"{model_path}: weight {name!r} holds {held} value{'s' if nans + infs > 1 else ''}"
+                             f"{more}; nothing was quantised to {precision}: export the fp32 graph again from a "
+                             f"model whose weights are finite")  # fmt: skip
+
+
+def _calibration_record(cset: CalibrationSet | None, out: Path) -> dict | None:
+    """The calibration set as the artifact records it: its source by name (``cifar10:train``)
+    or relative to the artifact, never an absolute path of this machine; its sha256 says
+    which images they were wherever the source lies."""
+    return None if cset is None else {**cset.record(), "source": data_label(cset.source, Path(out).parent)}
 
 
 def apply_recipe(calib, opts: QuantizeOptions):

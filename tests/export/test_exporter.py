@@ -9,7 +9,9 @@ import torch
 
 from aft_export.checkpoint import load_checkpoint, save_checkpoint
 from aft_export.data import normalize
+from aft_export import datasets
 from aft_export.datasets import load_labelled
+from aft_export.export import exporter as export_module
 from aft_export.errors import AFTExportError
 from aft_export.export.exporter import ExportOptions, check_graph, export_checkpoint, parse_batch
 from aft_export.export.functions import DOMAIN
@@ -244,11 +246,91 @@ def test_bad_outputs_and_inputs(ckpts, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
-def test_verification_without_data_says_what_to_do(tmp_path, monkeypatch):
+def test_verification_without_data_lists_the_places_tried(tmp_path, monkeypatch):
+    """A checkpoint naming no data verifies on cifar10:test, found as every command finds it;
+    where it is nowhere, one line says each place tried and what to do (options, not flags)."""
     ckpt = make_ckpt(tmp_path / "m.pt", "aft_simple_test")
     monkeypatch.delenv("AFT_CIFAR10_DIR", raising=False)
-    with pytest.raises(AFTExportError, match="`verify_data`"):
+    monkeypatch.setenv("AFT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(datasets, "CIFAR10_URL", (tmp_path / "offline.tar.gz").as_uri())
+    monkeypatch.setattr(datasets, "checkouts", lambda: [])  # no ../shared beside any checkout
+    with pytest.raises(AFTExportError) as caught:
         export_checkpoint(ckpt, tmp_path / "x.onnx", ExportOptions())
+    message = str(caught.value)
+    assert message.startswith("verification needs real images and cifar10:test (the default) was not found: "
+                              "$AFT_CIFAR10_DIR is unset; no aft-export checkout here to have ../shared/data/cifar10 "
+                              f"beside it; the download into {tmp_path / 'cache'} failed (URLError: ")  # fmt: skip
+    assert message.endswith("`verify_data` (a folder or tar of images), or `verify_images=0` to skip verification")
+    assert "\n" not in message and "--" not in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "m.pt"] and not any((tmp_path / "cache").iterdir())
+
+
+def test_verification_uses_the_data_the_checkpoint_names(tmp_path, monkeypatch):
+    """By name, or relative to the checkpoint (as `aft-export train` records it) from any
+    directory; an absolute path of an older checkpoint where it exists; else nothing."""
+    from PIL import Image
+
+    model, _ = load_checkpoint(make_ckpt(tmp_path / "m.pt", "aft_simple_test"))
+    for i in range(4):  # an ImageFolder beside the checkpoint
+        (tmp_path / "imgs" / f"class{i % 2}").mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (32, 32), (60 * i, 30, 200 - 40 * i)).save(tmp_path / "imgs" / f"class{i % 2}" / f"{i}.png")
+    save_checkpoint(tmp_path / "m.pt", model, [f"class{i}" for i in range(10)], provenance={"metrics": {"test_data": "imgs"}})
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    meta = load_checkpoint(tmp_path / "m.pt")[1]
+    images, source = export_module._verification_images(meta, ExportOptions(verify_images=4))
+    assert images.shape == (4, 3, 32, 32) and source == str(tmp_path / "imgs")
+    recorded = export_module.recorded_test_data
+    for prov, found in [({"data": "cifar10:train", "metrics": {"test_data": "cifar10:test"}}, "cifar10:test"),
+                        ({"data": str(tmp_path / "imgs")}, str(tmp_path / "imgs")),
+                        ({"data": "/nowhere/train.tar", "train_config": {"test_data": "missing"}}, None), ({}, None)]:
+        meta.provenance = prov
+        assert recorded(meta) == found, prov
+
+
+def test_a_model_over_two_gib_is_refused_before_any_work(tmp_path):
+    """protobuf holds at most 2 GiB, and torch.onnx, onnx.checker and onnxsim hold the whole
+    graph in memory: such a model ended, after minutes and many GB, in onnx.checker's traceback.
+    Refused at once, from the sizes: the extra parameter is never touched (torch.empty takes
+    no memory until it is), nor the verification data read (it does not exist)."""
+    model, meta = load_checkpoint(make_ckpt(tmp_path / "m.pt", "aft_simple_test"))
+    model.register_parameter("extra", torch.nn.Parameter(torch.empty(2**29 + 1), requires_grad=False))
+    opts = ExportOptions(verify_data=str(tmp_path / "missing"))
+    for call in (lambda: export_checkpoint(None, tmp_path / "x.onnx", opts, loaded=(model, meta)),
+                 lambda: export_module.export_graph(model, meta, opts)):  # fmt: skip
+        with pytest.raises(AFTExportError) as caught:
+            call()
+        assert str(caught.value).startswith("the model holds 2.00 GiB of weights (2,147,5")
+        assert str(caught.value).endswith("more than the 2 GiB protobuf lets one ONNX graph hold; nothing was exported: "
+                                          "aft-export exports models up to 2 GiB of weights (docs/export.md), so "
+                                          "export a smaller configuration")  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.pt"]
+
+
+def test_a_checkpoint_over_two_gib_is_refused_before_it_is_loaded(tmp_path):
+    """Loading a 2.3 GiB checkpoint takes over a minute (building the model, checking every
+    weight is finite): a source that can tell its size is refused before it is loaded."""
+    from aft_export.checkpoint import weight_bytes
+    from aft_export.sources import CheckpointSource
+
+    path = make_ckpt(tmp_path / "m.pt", "aft_simple_test")
+    model, _ = load_checkpoint(path)
+    assert weight_bytes(path) == sum(t.nbytes for t in model.state_dict().values())  # told from the sizes
+    torch.save({"model": model.state_dict(), "epoch": 3}, tmp_path / "plain.pt")
+    assert weight_bytes(tmp_path / "plain.pt") == weight_bytes(path)
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    assert weight_bytes(tmp_path / "junk.pt") is None  # the full load gives its error
+
+    class Huge(CheckpointSource):
+        def weight_bytes(self):
+            return 2**31 + 1
+
+        def load(self, log=None):
+            raise AssertionError("loaded")
+
+    with pytest.raises(AFTExportError, match=r"^.*m\.pt holds 2\.00 GiB of weights \(2,147,483,649 bytes\), more than"):
+        export_checkpoint(Huge(str(path)), tmp_path / "x.onnx", ExportOptions())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["junk.pt", "m.pt", "plain.pt"]
 
 
 _FAST = [n for n in list_models() if not n.endswith("_224")]

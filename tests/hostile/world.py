@@ -104,13 +104,13 @@ def _second_input(model) -> None:
         n.output[:] = [o + "_pre" if o == out else o for o in n.output]
 
 
-def _nan_initializer(model) -> None:
+def _nan_initializer(model, value: float = np.nan) -> None:
     """An exported graph whose weights hold a NaN (made elsewhere, or by an older release)."""
     from onnx import numpy_helper
 
     init = max(model.graph.initializer, key=lambda t: len(t.raw_data))
     arr = numpy_helper.to_array(init).copy()
-    arr.reshape(-1)[0] = np.nan
+    arr.reshape(-1)[0] = value
     init.CopyFrom(numpy_helper.from_array(arr, init.name))
 
 
@@ -263,6 +263,7 @@ SETUPS = {
     "no_meta.onnx": lambda d: _onnx_edit(d, "no_meta.onnx", lambda m: m.ClearField("metadata_props")),
     "nan.pt": lambda d: _weights(d, "nan.pt", _nan),
     "nan.onnx": lambda d: _onnx_edit(d, "nan.onnx", _nan_initializer),
+    "inf.onnx": lambda d: _onnx_edit(d, "inf.onnx", lambda m: _nan_initializer(m, -np.inf)),
     "inf.pt": lambda d: _weights(d, "inf.pt", _inf),
     "int32.safetensors": _int32_safetensors,
     "trunc.tar": _truncated_tar,
