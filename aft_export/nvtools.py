@@ -149,6 +149,13 @@ def _input_range(meta: ArtifactMeta) -> tuple[float, float]:
     return (round(lo, 3), round(hi, 3))
 
 
+def _images_in(npy: Path) -> int:
+    try:
+        return int(np.load(npy, mmap_mode="r").shape[0])
+    except (ValueError, IndexError, OSError):
+        return 0  # _check_inputs says what is wrong with it
+
+
 def _check_inputs(npy: Path, shapes, loader_batch: int) -> None:
     if not npy.is_file():
         raise AFTExportError(f"input images {npy} do not exist; write them with numpy.save first")
@@ -211,11 +218,14 @@ def verification_commands(onnx_path, batch: str | None = None, hw: str | None = 
 
     if inputs is not None:
         npy = Path(inputs)
-        _check_inputs(npy, shapes, shapes.opt[0])
+        # batches of the profile's opt size; of fewer images, down to its min, where the batch is dynamic
+        loader_batch = shapes.opt[0] if not dynamic or not npy.is_file() else max(
+            shapes.min[0], min(shapes.opt[0], _images_in(npy)))
+        _check_inputs(npy, shapes, loader_batch)
         loader = re.sub(r"\W", "_", stem) + "_inputs.py"  # polygraphy imports it by name: no dots
         data_flags = ["--data-loader-script", loader]
         data = {"kind": "images", "npy": os.path.relpath(npy.resolve(), directory), "loader": loader,
-                "batch": shapes.opt[0], "images": int(np.load(npy, mmap_mode="r").shape[0])}  # fmt: skip
+                "batch": loader_batch, "images": _images_in(npy)}  # fmt: skip
     else:
         lo, hi = _input_range(meta)
         data_flags = (["--input-shapes", f"{shapes.name}:{_poly(shapes.opt)}"] if dynamic else []) + [

@@ -226,15 +226,15 @@ def recorded_config(cfg: TrainConfig) -> dict:
     """The training config as the checkpoint records it: data by name (``cifar10:train``), or
     relative to the checkpoint (:func:`aft_export.datasets.data_label`); the checkpoint by its
     file name. Never an absolute path of the machine that trained it: checkpoints travel."""
-    beside = Path(cfg.out).parent
+    beside = Path(cfg.output).parent
     paths = {"data": cfg.data, "test_data": cfg.test_data, "resume": cfg.resume}
     recorded = {k: v and data_label(v, beside) for k, v in paths.items()}
-    return {**asdict(cfg), **recorded, "out": Path(cfg.out).name}
+    return {**asdict(cfg), **recorded, "output": Path(cfg.output).name}
 
 
 def _provenance(cfg: TrainConfig, history: list, elapsed: float, n_train: int) -> dict:
     return {
-        "data": data_label(cfg.data, Path(cfg.out).parent),
+        "data": data_label(cfg.data, Path(cfg.output).parent),
         "train_images": n_train,
         "epochs": len(history),
         "seed": cfg.seed,

@@ -101,12 +101,14 @@ def test_a_named_set_found_nowhere_lists_every_place_tried(tmp_path, monkeypatch
     monkeypatch.setenv("AFT_CIFAR10_DIR", str(tmp_path / "empty"))
     monkeypatch.setenv("AFT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(datasets, "CIFAR10_URL", (tmp_path / "nowhere.tar.gz").as_uri())
+    monkeypatch.setattr(datasets, "checkouts", lambda: [])  # no ../shared beside a checkout (ours has one)
     with pytest.raises(datasets.DataNotFound) as caught:
         datasets.resolve("cifar10:test")
     tried = caught.value.tried
-    assert tried[0] == f"no test.tar in {tmp_path / 'empty'}" and tried[-1].startswith(
-        f"the download into {tmp_path / 'cache'} failed (URLError")
-    assert len(tried) == len(datasets.local_dirs()) + 1 and "\n" not in str(caught.value)
+    assert tried == [f"no test.tar in {tmp_path / 'empty'}",
+                     "no aft-export checkout here to have ../shared/data/cifar10 beside it", tried[-1]]
+    assert tried[-1].startswith(f"the download into {tmp_path / 'cache'} failed (URLError")
+    assert "\n" not in str(caught.value)
     assert str(caught.value).startswith("cifar10:test was not found: no test.tar in ")
     assert not list((tmp_path / "cache").iterdir())  # no partial download left
 

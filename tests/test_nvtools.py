@@ -241,8 +241,10 @@ def test_the_script_builds_with_tensorrt_rtx(models, tmp_path):
 
 def test_image_inputs_are_checked(models, tmp_path):
     np.save(tmp_path / "few.npy", np.zeros((3, 3, 32, 32), np.float32))
-    with pytest.raises(AFTExportError, match="fewer than one batch of 8"):
-        verification_commands(models["fp32"], inputs=tmp_path / "few.npy")
+    # fewer images than the opt batch: batches of all of them, where the profile's min allows
+    assert verification_commands(models["fp32"], inputs=tmp_path / "few.npy")["data"]["batch"] == 3
+    with pytest.raises(AFTExportError, match="fewer than one batch of 4"):
+        verification_commands(models["fp32"], batch="4,8,16", inputs=tmp_path / "few.npy")
     np.save(tmp_path / "wrong.npy", np.zeros((8, 3, 16, 16), np.float32))
     with pytest.raises(AFTExportError, match="opt shape"):
         verification_commands(models["fp32"], inputs=tmp_path / "wrong.npy")

@@ -55,7 +55,7 @@ def test_train_writes_a_loadable_checkpoint(tmp_path, make_cfg):
     assert meta.classes[0] == "airplane"
     # the data by its name, the checkpoint by its file name: no path of this machine travels in it
     tc = meta.provenance["train_config"]
-    assert meta.provenance["data"] == tc["data"] == "cifar10:test" and tc["out"] == "full.pt"
+    assert meta.provenance["data"] == tc["data"] == "cifar10:test" and tc["output"] == "full.pt"
     assert machine_paths((tmp_path / "full.pt").read_bytes()) == []
     # a finished run keeps no optimizer state: the zoo files stay small
     assert "train_state" not in torch.load(tmp_path / "full.pt", weights_only=True)
