@@ -85,7 +85,10 @@ class Bundle:
 
 def find_bundle() -> Bundle:
     """The wheel's files, without importing PyTriton; one line saying how to install them."""
-    found = importlib.util.find_spec("pytriton")
+    try:
+        found = importlib.util.find_spec("pytriton")
+    except (ImportError, ValueError):  # a broken or blocked installation
+        found = None
     if found is None or not found.submodule_search_locations:
         raise AFTExportError(f"serving needs the serve extra (nvidia-pytriton is not installed): {INSTALL}")
     root = Path(next(iter(found.submodule_search_locations)))
