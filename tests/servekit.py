@@ -29,9 +29,10 @@ STOP_TIMEOUT = 45  # SIGINT to exit: Triton drains, then its models unload
 
 
 def need_server():
-    """tritonserver (the serve extra's nvidia-pytriton) and tritonclient, or a skip (CI: a failure)."""
+    """tritonserver (the serve extra's nvidia-pytriton) and tritonclient (its HTTP module is
+    returned), or a skip (CI: a failure)."""
     need("pytriton")
-    need("tritonclient.http")
+    return need("tritonclient.http")
 
 
 ENGINE_PROFILE_MAX = 16

@@ -27,26 +27,18 @@ import pytest
 
 from aft_export.compare import TOLERANCES, judge, metrics
 from aft_export.data import iter_tar, load_image, normalize
-from aft_export.export.exporter import ExportOptions, export_checkpoint
 from aft_export.runners import OrtRunner
 from aft_export.tritonspec import topk
 from tests.conftest import REPO
-from tests.export.test_exporter import make_ckpt
 from tests.servekit import STOP_TIMEOUT, Server, alive, cmdline, listening, need_server
 
 MAX_BATCH = 8
-QUIET = dict(log=lambda *a: None)
 MODELS = ["conv", "conv_image", "conv_b2", "conv_b2_image"]
 
 
 @pytest.fixture(scope="module")
-def artifacts(tmp_path_factory):
-    root = tmp_path_factory.mktemp("serve")
-    ckpt = make_ckpt(root / "conv.pt", "aft_conv_test")
-    dynamic, fixed = root / "conv.onnx", root / "conv.b2.onnx"
-    export_checkpoint(ckpt, dynamic, ExportOptions(verify_images=0), **QUIET)
-    export_checkpoint(ckpt, fixed, ExportOptions(verify_images=0, batch="2"), **QUIET)
-    return dynamic, fixed
+def artifacts(served_onnx):
+    return served_onnx
 
 
 @pytest.fixture(scope="module")
