@@ -136,7 +136,7 @@ def server_env(bundle: Bundle) -> dict:
 def model_source() -> str:
     """Every served model's ``model.py``: this very aft_export's model class."""
     root = str(Path(__file__).resolve().parents[1])
-    return (f'"""aft-export serve: the model is aft_export.tritonmodel.TritonPythonModel (generated; do not edit)."""\n\n'
+    return (f'"""aft-export serve: the model is aft_export.tritonmodel.TritonPythonModel (generated)."""\n\n'
             f"import sys\n\nif {root!r} not in sys.path:\n    sys.path.insert(0, {root!r})\n\n"
             f"from aft_export.tritonmodel import TritonPythonModel  # noqa: E402,F401\n")
 
@@ -286,6 +286,11 @@ class _Relay(threading.Thread):
         self.passing.set()
 
 
+def _bracketed(host: str) -> str:
+    """An IPv6 address in brackets, as URLs write it."""
+    return f"[{host}]" if ":" in host else host
+
+
 def _ready(url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{url}/v2/health/ready", timeout=2) as r:
@@ -367,15 +372,15 @@ def serve(artifacts: list[str], opts: ServeOptions | None = None, log=print,
     check_names(specs)
     check_ports(opts.host, {"http": opts.http_port, "grpc": opts.grpc_port, "metrics": opts.metrics_port})
     plan = thread_plan(opts, 2 * len(specs))
-    host = f"[{opts.host}]" if ":" in opts.host else opts.host
+    host = _bracketed(opts.host)
     served = Served(specs, f"http://{host}:{opts.http_port}", f"{host}:{opts.grpc_port}",
                     f"http://{host}:{opts.metrics_port}/metrics", plan)  # fmt: skip
-    log(f"threads: {plan.describe()} (`instances`, `threads`); queue delay {opts.queue_delay_us} us "
-        f"(`queue_delay_us`)")  # fmt: skip
     stop = _Stop()
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     shm_prefix = f"aft-export-serve-{os.getpid()}-"
     try:
+        log(f"threads: {plan.describe()} (`instances`, `threads`); queue delay {opts.queue_delay_us} us "
+            f"(`queue_delay_us`)")  # fmt: skip
         with private_directory("aft-export-serve-") as work:
             _run(bundle, specs, opts, served, work, shm_prefix, stop, stop_event, log)
     finally:
@@ -409,7 +414,8 @@ def _run(bundle: Bundle, specs, opts: ServeOptions, served: Served, work: Path, 
     relay = _Relay(proc.stdout)
     relay.start()
     bound = START_BOUND
-    local = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "[::1]"}.get(opts.host, served.http.split("//")[1].rsplit(":", 1)[0])
+    host = _bracketed(opts.host)
+    local = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "[::]": "[::1]"}.get(host, host)  # where to ask if it is ready
     try:
         while not _ready(f"http://{local}:{opts.http_port}"):
             if proc.poll() is not None:

@@ -137,8 +137,8 @@ def answer(endpoint: Endpoint, runner, arrays: list[np.ndarray], labels: np.ndar
                 continue
             idx = topk(z, endpoint.k)
             lead = tuple(arrays[i].shape[:-3]) if endpoint.endpoint != IMAGE else tuple(arrays[i].shape[:-1])
-            results[i] = {spec.output_name: z.reshape(lead + z.shape[1:]),
-                          TOPK_INDEX: idx.reshape(lead + idx.shape[1:]), TOPK_LABEL: labels[idx].reshape(lead + idx.shape[1:])}  # fmt: skip
+            results[i] = {spec.output_name: z.reshape(lead + z.shape[1:]), TOPK_INDEX: idx.reshape(lead + idx.shape[1:]),
+                          TOPK_LABEL: labels[idx].reshape(lead + idx.shape[1:])}  # fmt: skip
     return results
 
 

@@ -187,9 +187,10 @@ def preprocess_source(spec: ServedModel) -> str:
         f"SIZE = {spec.input_size[1]}\nMEAN = np.array({list(spec.mean)}, dtype=np.float32).reshape(3, 1, 1)\n"
         f"STD = np.array({list(spec.std)}, dtype=np.float32).reshape(3, 1, 1)\n"
         f'INPUT = "{IMAGE_INPUT}"\nOUTPUT = "{PREPROCESSED}"\n\n\n',
-        '''def preprocess(encoded: bytes) -> np.ndarray:
-    """One encoded image -> float32 (3, SIZE, SIZE), as aft-export's eval preprocesses it."""
-    x = load_image(encoded, SIZE, name="of this request").transpose(2, 0, 1).astype(np.float32)
+        '''def preprocess(encoded: bytes, index: int = 0) -> np.ndarray:
+    """One encoded image (the ``index``-th of its request) -> float32 (3, SIZE, SIZE), as
+    aft-export's eval preprocesses it."""
+    x = load_image(encoded, SIZE, name=f"{index} of this request").transpose(2, 0, 1).astype(np.float32)
     return (x / np.float32(255.0) - MEAN) / STD
 
 
@@ -200,7 +201,7 @@ class TritonPythonModel:
         for request in requests:
             encoded = pb_utils.get_input_tensor_by_name(request, INPUT).as_numpy()
             try:
-                x = np.stack([preprocess(bytes(b)) for b in encoded.reshape(-1)])
+                x = np.stack([preprocess(bytes(b), i) for i, b in enumerate(encoded.reshape(-1))])
             except AFTExportError as exc:  # an image that cannot be decoded: this request's error, a 400
                 error = pb_utils.TritonError(str(exc), pb_utils.TritonError.INVALID_ARG)
                 responses.append(pb_utils.InferenceResponse(error=error))
@@ -235,8 +236,8 @@ class TritonPythonModel:
             if bad:  # NaN or infinite input, or a computation that overflowed: a 400, not a top-k of NaN
                 message = (f"the model gives NaN or infinite logits for {bad} of {len(flat)} images of this request; "
                            f"send finite, normalised images")
-                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(message,
-                                                                                       pb_utils.TritonError.INVALID_ARG)))
+                error = pb_utils.TritonError(message, pb_utils.TritonError.INVALID_ARG)
+                responses.append(pb_utils.InferenceResponse(error=error))
                 continue
             index = topk(flat, K).reshape(logits.shape[:-1] + (K,))
             responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(INDEX, index),
@@ -270,7 +271,8 @@ def _release(specs: list[ServedModel]) -> str | None:
     None where the table has none (the user names it)."""
     if not any(s.kind == "engine" for s in specs):
         return ONNX_CONTAINER
-    tags = {c for s in specs if s.kind == "engine" for c, _, _ in containers_for_tensorrt(s.manifest.get("tensorrt") or "")}
+    tags = {c for s in specs if s.kind == "engine"
+            for c, _, _ in containers_for_tensorrt(s.manifest.get("tensorrt") or "")}  # fmt: skip
     return next(iter(tags)) if len(tags) == 1 else None
 
 
@@ -290,7 +292,7 @@ def dockerfile(specs: list[ServedModel], opts: TritonRepoOptions) -> str:
         "#   docker build -t aft-export-triton" + ("" if release else " --build-arg RELEASE=<release>") + " .",
         f"ARG RELEASE{'=' + release if release else ''}",
         "FROM nvcr.io/nvidia/tritonserver:${RELEASE}-py3",
-        f"# {model_dirs(specs[0])['pre']} decodes images with Pillow: the version eval decoded with, installed once, here",
+        f"# {model_dirs(specs[0])['pre']} decodes images with Pillow, the version eval decoded with: installed here, once",
         f"RUN pip install --no-cache-dir {PILLOW}=={pillow_version()}",
         "COPY . /models",
         f'CMD ["tritonserver", "--model-repository=/models", "--model-control-mode=none", "--strict-readiness=true", '

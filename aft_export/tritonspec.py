@@ -282,9 +282,10 @@ def warmup_text(spec: ServedModel, tensor: Tensor) -> str:
     the model is ready): zeros for a tensor, :data:`WARMUP_IMAGE` (see
     :func:`warmup_image_file`) for encoded images."""
     source = f'input_data_file: "{WARMUP_IMAGE}"' if tensor.dtype == "TYPE_STRING" else "zero_data: true"
-    return (f'model_warmup [\n  {{\n    name: "one image"\n    batch_size: 1\n    inputs {{\n      key: "{tensor.name}"\n'
-            f"      value: {{\n        data_type: {tensor.dtype}\n        dims: {dims_text(warmup_dims(spec, tensor))}\n"
-            f"        {source}\n      }}\n    }}\n  }}\n]")  # fmt: skip
+    dims = dims_text(warmup_dims(spec, tensor))
+    return (f'model_warmup [\n  {{\n    name: "one image"\n    batch_size: 1\n    inputs {{\n'
+            f'      key: "{tensor.name}"\n      value: {{\n        data_type: {tensor.dtype}\n        dims: {dims}\n'
+            f"        {source}\n      }}\n    }}\n  }}\n]")
 
 
 def warmup_image_file(spec: ServedModel) -> bytes:
