@@ -52,7 +52,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from aft_export.errors import AFTExportError
@@ -236,6 +236,7 @@ def write_models(repo: Path, specs: list[ServedModel], opts: ServeOptions, plan:
     ``1/endpoint.json`` and, for encoded images, the warm-up image."""
     for spec in specs:
         k = spec.k(opts.top_k)
+        spec = replace(spec, path=spec.path.resolve())  # the stubs run in the working directory
         for endpoint in (TENSOR, IMAGE):
             name = endpoint_name(spec, endpoint)
             model = make_dirs(repo / name / "1")
@@ -272,6 +273,8 @@ class _Relay(threading.Thread):
     def run(self) -> None:
         for raw in iter(self.stream.readline, b""):
             line = raw.decode(errors="replace").rstrip("\n")
+            if line.startswith("Signal (") and line.endswith(") received."):  # serve says it, with the name
+                continue
             if self.passing.is_set():
                 print(line, file=sys.stderr, flush=True)
             else:
