@@ -92,7 +92,11 @@ def alive(pid: int) -> bool:
 
 
 def cmdline(pid: int) -> list[str]:
-    return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+    """The process's command line; [] once it has ended (or for a zombie)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+    except OSError:
+        return []
 
 
 def listening(pids: set[int]) -> list[tuple[str, int]]:
