@@ -302,14 +302,19 @@ def _ready(url: str) -> bool:
         return False
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+def _group_running(pgid: int) -> bool:
+    """Whether a process of the group ``pgid`` (Triton's: it and its stubs) still runs (a
+    zombie waiting for its parent to collect it runs nothing), from /proc."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
 
 
 def _remove_shared_memory(prefix: str) -> None:
@@ -337,7 +342,7 @@ class _Stop:
         return len(self.signals) > 1
 
 
-def _shutdown(proc: subprocess.Popen, stop: _Stop, bound: float, log) -> None:
+def _shutdown(proc: subprocess.Popen, stop: _Stop, bound: float, log, starting: bool) -> None:
     """SIGINT to Triton (it stops taking requests, finishes those in flight, unloads the
     models); after ``bound`` seconds, or at a second signal, SIGKILL to its whole process
     group. Returns once every process of the group has ended."""
@@ -348,17 +353,17 @@ def _shutdown(proc: subprocess.Popen, stop: _Stop, bound: float, log) -> None:
         except ProcessLookupError:
             pass
     killed = False
-    while _group_alive(proc.pid) or proc.poll() is None:
+    while proc.poll() is None or _group_running(proc.pid):
         if not killed and (stop.now or time.monotonic() > deadline):
-            log(f"stopping now: {'a second signal' if stop.now else f'still running after {bound:.0f} s'}; the "
-                f"requests in flight are dropped")  # fmt: skip
+            why = "a second signal" if stop.now else f"Triton still running after {bound:.0f} s"
+            log(f"stopping now ({why}): " + ("it was still starting" if starting else "the requests in flight are "
+                                             "dropped"))  # fmt: skip
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             killed = True
         time.sleep(0.05)
-        proc.poll()
 
 
 def serve(artifacts: list[str], opts: ServeOptions | None = None, log=print,
@@ -416,7 +421,7 @@ def _run(bundle: Bundle, specs, opts: ServeOptions, served: Served, work: Path, 
                             env=server_env(bundle), cwd=work, start_new_session=True, preexec_fn=_pdeathsig)  # fmt: skip
     relay = _Relay(proc.stdout)
     relay.start()
-    bound = START_BOUND
+    ready = False
     host = _bracketed(opts.host)
     local = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "[::]": "[::1]"}.get(host, host)  # where to ask if it is ready
     try:
@@ -434,14 +439,14 @@ def _run(bundle: Bundle, specs, opts: ServeOptions, served: Served, work: Path, 
         log(f"serving {names}: HTTP {served.http}, gRPC {served.grpc}, metrics {served.metrics}; every model is "
             f"ready (Ctrl+C or SIGTERM stops)")  # fmt: skip
         sys.stdout.flush()
-        bound = opts.drain_seconds + UNLOAD_BOUND
+        ready = True
         while not (stop.event.wait(0.2) or stopping()):
             if proc.poll() is not None:
                 raise RuntimeError(f"tritonserver stopped by itself (exit status {proc.returncode}); its log is above")
         name = f" ({signal.Signals(stop.signals[0]).name})" if stop.signals else ""
         log(f"stopping{name}: Triton finishes the requests in flight (at most {opts.drain_seconds} s)")
     finally:
-        _shutdown(proc, stop, bound, log)
+        _shutdown(proc, stop, opts.drain_seconds + UNLOAD_BOUND if ready else START_BOUND, log, starting=not ready)
         relay.join(timeout=2)
         proc.stdout.close()
 

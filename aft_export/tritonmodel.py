@@ -4,7 +4,8 @@ Triton hands a dynamically batched list of requests to :class:`TritonPythonModel
 Python backend stub process; the artifact runs right there through aft-export's runner
 (ONNX Runtime, or TensorRT for an engine), and the answers go back to Triton through the
 stub's shared memory. Nothing else sits between Triton and the model: no proxy process, no
-ensemble. No torch is imported (the runners load PyTorch on first use only).
+ensemble. For an ONNX file no torch is imported (the runners load PyTorch on first use only);
+the TensorRT runner of an engine keeps its CUDA buffers in PyTorch tensors, so it does.
 
 One model per endpoint of an artifact (:data:`~aft_export.tritonspec.TENSOR`: the
 normalised tensor; :data:`~aft_export.tritonspec.IMAGE`: encoded images, decoded as
