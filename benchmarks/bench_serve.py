@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import signal
 import socket
 import subprocess
@@ -194,7 +195,20 @@ def _bench(args, ckpt: Path, mine: list[int]) -> int:
     server_cpus = _cpus(args.cpus, mine[half:] if len(mine) > 1 else mine)
     client_cpus = _cpus(args.client_cpus, mine[:half] if len(mine) > 1 else mine)
     budget = len(server_cpus)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))  # removed at the end, unless the server failed (its log)
+    try:
+        code = _measure(args, ckpt, tmp, server_cpus, client_cpus, budget)
+    except BaseException:
+        if (tmp / "serve.log").is_file():
+            print(f"aft-export serve's log: {tmp / 'serve.log'}", file=sys.stderr)
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(tmp, ignore_errors=True)
+    return code
 
+
+def _measure(args, ckpt: Path, tmp: Path, server_cpus: list[int], client_cpus: list[int], budget: int) -> int:
     from aft_export.data import iter_tar, load_image, normalize_array
     from aft_export.datasets import resolve
     from aft_export.export.exporter import ExportOptions, export_checkpoint
@@ -202,7 +216,6 @@ def _bench(args, ckpt: Path, mine: list[int]) -> int:
 
     import tritonclient.http as tc
 
-    tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     onnx_path = tmp / f"{ckpt.stem}.onnx"
     export_checkpoint(ckpt, onnx_path, ExportOptions(verify_images=0), log=lambda *a: None)
     os.sched_setaffinity(0, server_cpus)  # the direct runner's threads are made (and run) on the server's CPUs
