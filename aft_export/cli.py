@@ -1030,19 +1030,23 @@ def _triton_options(owner):
 @click.option("--provider", type=PROVIDERS, default=default(ServeOptions, "provider"), show_default=True,
               help=PROVIDER_HELP)
 @click.option("--threads", type=THREADS, default=default(ServeOptions, "threads"), show_default=True,
-              help="CPU threads per instance (0: the cores shared out among the instances).")
-@click.option("--drain-seconds", type=click.IntRange(0, 3600), default=default(ServeOptions, "drain_seconds"), show_default=True,
-              help="On SIGINT/SIGTERM, how long Triton waits for the requests in flight (and its models to "
-                   "unload).")
+              help="ONNX Runtime threads per model instance (0: the CPUs this process may use, shared out among "
+                   "the instances of every model; printed at start).")
+@click.option("--drain-seconds", type=click.IntRange(0, 3600), default=default(ServeOptions, "drain_seconds"),
+              show_default=True, help="On SIGINT/SIGTERM, how long Triton waits for the requests in flight.")
 @foreign_options
-def serve_cmd(artifacts, **kw) -> None:
-    """Serve ONNX files or engines with NVIDIA Triton (PyTriton; the serve extra): per
-    artifact NAME, model NAME takes normalised FP32 [3,H,W] images and NAME_image encoded
-    ones (BYTES); both return logits, topk_index, topk_label. SIGINT/SIGTERM stop it."""
+def serve_cmd(artifacts, **kw) -> int:
+    """Serve ONNX files or engines with NVIDIA Triton (the tritonserver of the serve extra;
+    the models run in its Python backend): per artifact NAME, model NAME takes normalised
+    FP32 [3,H,W] images and NAME_image encoded ones (BYTES); both return logits, topk_index,
+    topk_label. Prints one line once every model is ready. SIGINT/SIGTERM stop it: the
+    requests in flight are answered, every process it started ends, and the exit status
+    is 130/143."""
     from aft_export.serve import serve
 
     pre = _foreign(kw)
-    serve(list(artifacts), ServeOptions(preprocessing=pre, **kw), log=_say)
+    served = serve(list(artifacts), ServeOptions(preprocessing=pre, **kw), log=_say)
+    return EXIT_SIGNAL_BASE + served.signal if served.signal else EXIT_OK
 
 
 @main.command("triton-repo")
@@ -1051,11 +1055,15 @@ def serve_cmd(artifacts, **kw) -> None:
               help="Repository directory to create (must not exist, or be empty).")
 @_apply(_triton_options(TritonRepoOptions))
 @click.option("--device", type=click.Choice(TRITON_DEVICES), default=default(TritonRepoOptions, "device"),
-              show_default=True, help="Where ONNX models run (instance_group kind); engines always on the GPU.")
+              show_default=True, help="Where ONNX models run (instance_group kind; auto: Triton's KIND_AUTO, the "
+                                      "GPUs where there are any, else the CPU); engines always on the GPU.")
+@click.option("--threads", type=THREADS, default=default(TritonRepoOptions, "threads"), show_default=True,
+              help="ONNX Runtime's intra_op_thread_count per instance (0: its default, the container's cores; with "
+                   "--instances N give cores/N).")
 def triton_repo_cmd(artifacts, output, **kw) -> None:
     """Write a Triton model repository (config.pbtxt per model, onnxruntime_onnx or
-    tensorrt_plan, dynamic batching, a preprocessing model and ensembles for encoded
-    images, README.md and client.py) for a Triton container."""
+    tensorrt_plan, dynamic batching, warm-up requests, a preprocessing model and ensembles
+    for encoded images, a Dockerfile, README.md and client.py) for a Triton container."""
     from aft_export.tritonrepo import write_repository
 
     result = write_repository(list(artifacts), output, TritonRepoOptions(**kw))

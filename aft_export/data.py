@@ -287,3 +287,13 @@ def normalize(images, mean, std):
     m = torch.tensor(mean, dtype=torch.float32).view(1, 3, 1, 1)
     s = torch.tensor(std, dtype=torch.float32).view(1, 3, 1, 1)
     return x.sub_(m).div_(s)  # in place: one float copy of the images, not three
+
+
+def normalize_array(images: np.ndarray, mean, std) -> np.ndarray:
+    """:func:`normalize` in NumPy, bit for bit (the same float32 operations in the same
+    order), for processes that must not import torch (a Triton Python backend model)."""
+    x = np.ascontiguousarray(np.asarray(images, dtype=np.uint8).transpose(0, 3, 1, 2)).astype(np.float32)
+    x /= np.float32(255.0)
+    x -= np.asarray(mean, dtype=np.float32).reshape(1, -1, 1, 1)
+    x /= np.asarray(std, dtype=np.float32).reshape(1, -1, 1, 1)
+    return x

@@ -190,12 +190,15 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     return atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
 
 
-def copy_file(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
+def copy_file(src: str | os.PathLike, dst: str | os.PathLike, executable: bool = False) -> Path:
     """Copy ``src`` to ``dst`` atomically; refuses to write onto ``src`` itself."""
     src, dst = Path(src), Path(dst)
     if dst.exists() and dst.resolve() == src.resolve():
         raise AFTExportError(f"refusing to copy {src} onto itself")
-    return atomic_write(dst, lambda tmp: shutil.copyfile(src, tmp))
+    out = atomic_write(dst, lambda tmp: shutil.copyfile(src, tmp))
+    if executable:
+        os.chmod(out, 0o777 & ~_umask())
+    return out
 
 
 def atomic_write_text(path: str | os.PathLike, text: str, executable: bool = False) -> Path:
@@ -243,6 +246,17 @@ def relative_name(path: str | os.PathLike, beside: str | os.PathLike) -> str:
     except ValueError:  # different drives
         shared = Path(path.anchor)
     return path.name if shared == Path(path.anchor) else Path(os.path.relpath(path, base)).as_posix()
+
+
+@contextlib.contextmanager
+def private_directory(prefix: str):
+    """A new directory in ``$TMPDIR`` that only this user can read (mode 0700), removed with
+    everything in it when the block ends, however it ends. Yields its path."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def cache_root(*parts: str) -> Path:

@@ -344,7 +344,7 @@ class DoctorOptions:
 # this many images; an engine's maximum is its optimisation profile's, a fixed-batch export's
 # its batch (no batching)
 DEFAULT_MAX_BATCH = 32
-TRITON_DEVICES = ("gpu", "cpu")
+TRITON_DEVICES = ("auto", "gpu", "cpu")  # a repository's instance kind: KIND_AUTO, KIND_GPU, KIND_CPU
 
 
 @dataclass(frozen=True)
@@ -358,9 +358,11 @@ class ServeOptions:
     instances: int = 1  # model instances (one runner each) per served model
     provider: str = "cpu"
     top_k: int = 5
-    # how long the dynamic batcher holds a request for others to join it
-    queue_delay_us: int = 2000
-    threads: int = 0  # per instance; 0: the cores shared out among the instances
+    # how long the dynamic batcher holds a request for others to join it: none (measured with
+    # benchmarks/bench_serve.py: a delay adds itself to every request at one client, and under
+    # load the requests that queue while a batch runs are batched anyway)
+    queue_delay_us: int = 0
+    threads: int = 0  # per model instance; 0: the CPUs this process may use shared out among all the instances
     # on SIGINT/SIGTERM, how long Triton waits for the requests in flight
     drain_seconds: int = 30
     # how an ONNX file another tool wrote is fed (None: the JSON beside it)
@@ -381,16 +383,19 @@ class ServeOptions:
 class TritonRepoOptions:
     max_batch: int | None = None  # as ServeOptions
     instances: int = 1
-    device: str = "gpu"  # the classifier's instance kind; engines are always gpu
+    # the classifier's instance kind: auto (Triton's KIND_AUTO: the GPUs where there are any,
+    # else the CPU), gpu or cpu; engines are always gpu
+    device: str = "auto"
     top_k: int = 5
-    queue_delay_us: int = 2000
+    queue_delay_us: int = 0  # as ServeOptions
+    threads: int = 0  # ONNX Runtime's intra_op_thread_count per instance; 0: its default, the container's cores
 
     def __post_init__(self) -> None:
         _check_triton_common(self.max_batch, self.instances, self.top_k)
         if self.device not in TRITON_DEVICES:
             raise AFTExportError(f"`device` must be one of {TRITON_DEVICES}, got {self.device!r}")
-        if self.queue_delay_us < 0:
-            raise AFTExportError(f"`queue_delay_us` must be >= 0, got {self.queue_delay_us!r}")
+        if self.queue_delay_us < 0 or self.threads < 0:
+            raise AFTExportError("`queue_delay_us` and `threads` must be >= 0")
 
 
 def _check_triton_common(max_batch, instances, top_k) -> None:

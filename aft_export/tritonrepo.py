@@ -5,10 +5,20 @@ Per artifact ``NAME`` (see :mod:`aft_export.tritonspec`; the same models, tensor
 
     REPO/NAME_net/config.pbtxt, 1/model.onnx | 1/model.plan   onnxruntime_onnx | tensorrt_plan
     REPO/NAME_pre/config.pbtxt, 1/model.py     Python backend: encoded images -> the normalised tensor
+    REPO/NAME_pre/warmup/image.bin             its warm-up request (a grey PNG)
     REPO/NAME_topk/config.pbtxt, 1/model.py    Python backend: logits -> topk_index, topk_label
     REPO/NAME/config.pbtxt, 1/                 ensemble NAME_net -> NAME_topk (input: the tensor)
     REPO/NAME_image/config.pbtxt, 1/           ensemble NAME_pre -> NAME_net -> NAME_topk (input: encoded images)
-    REPO/README.md, REPO/client.py             how to run it in a container, and a client
+    REPO/Dockerfile                            Triton's container with Pillow baked in, the models copied in
+    REPO/README.md, REPO/client.py             how to build and run it, and a client
+
+Every model loads on any machine the container runs on: ``NAME_net``'s instances are of
+the kind the user names (``device``: ``gpu``, ``cpu``) or Triton's ``KIND_AUTO`` (the
+default: the GPUs where there are any, else the CPU; engines: always the GPU), with ONNX
+Runtime's thread parameters; every model but the ensembles has a ``model_warmup`` request,
+so Triton reports it ready only once it has run. Requests are batched once, at
+``NAME_net`` (the model worth batching): ``NAME_pre`` and ``NAME_topk`` take each request as
+it comes, so the image path waits for one dynamic batcher, not three.
 
 The preprocessing model's ``model.py`` is generated from this project's own decoding code
 (the source of :func:`aft_export.data.load_image` and :func:`~aft_export.data.square_crop`,
@@ -33,12 +43,13 @@ from pathlib import Path
 
 from aft_export import data
 from aft_export.errors import AFTExportError
-from aft_export.fileio import atomic_directory, atomic_write_text, copy_file, make_dirs
+from aft_export.fileio import atomic_directory, atomic_write_bytes, atomic_write_text, copy_file, make_dirs
 from aft_export.onnxio import load_onnx
 from aft_export.options import TritonRepoOptions
-from aft_export.tritonspec import (IMAGE_INPUT, TOPK_INDEX, TOPK_LABEL, ONNX_CONTAINER, ONNX_CONTAINER_SOURCE,
-                                   TRITON_CONTAINERS_SOURCE, ServedModel,
-                                   check_names, containers_for_tensorrt, describe, is_rtx_engine, topk)  # fmt: skip
+from aft_export.tritonspec import (IMAGE, IMAGE_INPUT, ONNX_CONTAINER, ONNX_CONTAINER_SOURCE, TENSOR, TOPK_INDEX,
+                                   TOPK_LABEL, TRITON_CONTAINERS_SOURCE, WARMUP_DIR, WARMUP_IMAGE, ServedModel, Tensor,
+                                   check_names, config_text, dims_text, containers_for_tensorrt, describe, endpoint_input,
+                                   endpoint_outputs, is_rtx_engine, topk, warmup_image_file)  # fmt: skip
 from aft_export.version import __version__
 
 PREPROCESSED = "preprocessed"  # the ensemble's tensor between NAME_pre and NAME_net
@@ -58,63 +69,40 @@ def model_dirs(spec: ServedModel) -> dict[str, str]:
 
 # ---------------------------------------------------------------- config.pbtxt
 
-
-def _dims(dims) -> str:
-    return "[ " + ", ".join(str(int(d)) for d in dims) + " ]"
-
-
-def _tensors(kind: str, tensors: list[tuple[str, str, list[int]]]) -> str:
-    body = ",\n".join(f'  {{\n    name: "{n}"\n    data_type: {t}\n    dims: {_dims(d)}\n  }}' for n, t, d in tensors)
-    return f"{kind} [\n{body}\n]"
+KINDS = {"gpu": "KIND_GPU", "cpu": "KIND_CPU", "auto": "KIND_AUTO"}
+# the endpoints Triton's container closes to every request (see aft_export.serve.CLOSED)
+CLOSED_FLAGS = ("--http-restricted-api=model-repository,shared-memory,trace,logging:aft-export:closed=none "
+                "--grpc-restricted-protocol=model-repository,shared-memory,trace,logging:aft-export:closed=none")
 
 
-def _head(name: str, kind: str, spec: ServedModel) -> list[str]:
-    return [f'name: "{name}"', kind, f"max_batch_size: {spec.max_batch}"]
-
-
-def _batching(spec: ServedModel, opts: TritonRepoOptions) -> list[str]:
-    if spec.fixed_batch:  # a fixed-batch artifact: every request is one whole batch
-        return []
-    return [f"dynamic_batching {{\n  max_queue_delay_microseconds: {opts.queue_delay_us}\n}}"]
-
-
-def _instances(count: int, kind: str) -> str:
-    return f"instance_group [\n  {{\n    count: {count}\n    kind: {kind}\n  }}\n]"
-
-
-def _outputs(spec: ServedModel, k: int) -> list[tuple[str, str, list[int]]]:
-    return [(spec.output_name, "TYPE_FP32", spec.batched(len(spec.classes))),
-            (TOPK_INDEX, "TYPE_INT64", spec.batched(k)), (TOPK_LABEL, "TYPE_STRING", spec.batched(k))]
+def _net_kind(spec: ServedModel, opts: TritonRepoOptions) -> str:
+    return "KIND_GPU" if spec.kind == "engine" else KINDS[opts.device]
 
 
 def net_config(spec: ServedModel, opts: TritonRepoOptions) -> str:
-    platform = "tensorrt_plan" if spec.kind == "engine" else "onnxruntime_onnx"
-    kind = "KIND_GPU" if spec.kind == "engine" or opts.device == "gpu" else "KIND_CPU"
-    return "\n".join([
-        *_head(model_dirs(spec)["net"], f'platform: "{platform}"', spec),
-        _tensors("input", [(spec.input_name, "TYPE_FP32", spec.dims)]),
-        _tensors("output", [(spec.output_name, "TYPE_FP32", spec.batched(len(spec.classes)))]),
-        *_batching(spec, opts), _instances(opts.instances, kind), "",
-    ])  # fmt: skip
+    """The artifact itself in ONNX Runtime or TensorRT; dynamically batched (the one batcher
+    of both endpoints); ONNX Runtime's thread parameters; a warm-up request of zeros."""
+    onnx = spec.kind != "engine"
+    params = {"intra_op_thread_count": str(opts.threads), "inter_op_thread_count": "1",
+              "execution_mode": "0"} if onnx else None  # fmt: skip
+    return config_text(model_dirs(spec)["net"], f'platform: "{"onnxruntime_onnx" if onnx else "tensorrt_plan"}"', spec,
+                       [endpoint_input(spec, TENSOR)], [endpoint_outputs(spec, 1)[0]],
+                       queue_delay_us=opts.queue_delay_us, instances=(opts.instances, _net_kind(spec, opts)),
+                       parameters=params, warmup=True)  # fmt: skip
 
 
 def pre_config(spec: ServedModel, opts: TritonRepoOptions) -> str:
-    return "\n".join([
-        *_head(model_dirs(spec)["pre"], 'backend: "python"', spec),
-        _tensors("input", [(IMAGE_INPUT, "TYPE_STRING", spec.batched(1))]),
-        _tensors("output", [(PREPROCESSED, "TYPE_FP32", spec.batched(*spec.input_size))]),
-        *_batching(spec, opts), _instances(opts.instances, "KIND_CPU"), "",
-    ])  # fmt: skip
+    """Encoded images -> the tensor, each request as it comes (no batcher of its own)."""
+    return config_text(model_dirs(spec)["pre"], 'backend: "python"', spec, [endpoint_input(spec, IMAGE)],
+                       [Tensor(PREPROCESSED, "TYPE_FP32", tuple(spec.batched(*spec.input_size)))],
+                       instances=(opts.instances, "KIND_CPU"), warmup=True)  # fmt: skip
 
 
 def topk_config(spec: ServedModel, opts: TritonRepoOptions) -> str:
-    k = spec.k(opts.top_k)
-    return "\n".join([
-        *_head(model_dirs(spec)["topk"], 'backend: "python"', spec),
-        _tensors("input", [(spec.output_name, "TYPE_FP32", spec.batched(len(spec.classes)))]),
-        _tensors("output", _outputs(spec, k)[1:]),
-        *_batching(spec, opts), _instances(opts.instances, "KIND_CPU"), "",
-    ])  # fmt: skip
+    """Logits -> top-k, each request as it comes."""
+    outputs = endpoint_outputs(spec, spec.k(opts.top_k))
+    return config_text(model_dirs(spec)["topk"], 'backend: "python"', spec, [outputs[0]], outputs[1:],
+                       instances=(opts.instances, "KIND_CPU"), warmup=True)  # fmt: skip
 
 
 def _step(model: str, inputs: dict[str, str], outputs: dict[str, str]) -> str:
@@ -129,12 +117,10 @@ def ensemble_config(spec: ServedModel, opts: TritonRepoOptions, image: bool) -> 
              _step(d["topk"], {out: out}, {TOPK_INDEX: TOPK_INDEX, TOPK_LABEL: TOPK_LABEL})]  # fmt: skip
     if image:
         steps.insert(0, _step(d["pre"], {IMAGE_INPUT: IMAGE_INPUT}, {PREPROCESSED: PREPROCESSED}))
-    first = (IMAGE_INPUT, "TYPE_STRING", spec.batched(1)) if image else (spec.input_name, "TYPE_FP32", spec.dims)
-    return "\n".join([
-        *_head(d["image" if image else "tensor"], 'platform: "ensemble"', spec),
-        _tensors("input", [first]), _tensors("output", _outputs(spec, k)),
-        "ensemble_scheduling {\n  step [\n" + ",\n".join(steps) + "\n  ]\n}", "",
-    ])  # fmt: skip
+    scheduling = "ensemble_scheduling {\n  step [\n" + ",\n".join(steps) + "\n  ]\n}"
+    return config_text(d["image" if image else "tensor"], 'platform: "ensemble"', spec,
+                       [endpoint_input(spec, IMAGE if image else TENSOR)], endpoint_outputs(spec, k),
+                       extra=(scheduling,))  # fmt: skip
 
 
 # ---------------------------------------------------------------- the Python models
@@ -201,9 +187,10 @@ def preprocess_source(spec: ServedModel) -> str:
         f"SIZE = {spec.input_size[1]}\nMEAN = np.array({list(spec.mean)}, dtype=np.float32).reshape(3, 1, 1)\n"
         f"STD = np.array({list(spec.std)}, dtype=np.float32).reshape(3, 1, 1)\n"
         f'INPUT = "{IMAGE_INPUT}"\nOUTPUT = "{PREPROCESSED}"\n\n\n',
-        '''def preprocess(encoded: bytes) -> np.ndarray:
-    """One encoded image -> float32 (3, SIZE, SIZE), as aft-export's eval preprocesses it."""
-    x = load_image(encoded, SIZE, name="of this request").transpose(2, 0, 1).astype(np.float32)
+        '''def preprocess(encoded: bytes, index: int = 0) -> np.ndarray:
+    """One encoded image (the ``index``-th of its request) -> float32 (3, SIZE, SIZE), as
+    aft-export's eval preprocesses it."""
+    x = load_image(encoded, SIZE, name=f"{index} of this request").transpose(2, 0, 1).astype(np.float32)
     return (x / np.float32(255.0) - MEAN) / STD
 
 
@@ -214,9 +201,9 @@ class TritonPythonModel:
         for request in requests:
             encoded = pb_utils.get_input_tensor_by_name(request, INPUT).as_numpy()
             try:
-                x = np.stack([preprocess(bytes(b)) for b in encoded.reshape(-1)])
-            except Exception as exc:  # noqa: BLE001 - any decoding failure is this request's error
-                error = pb_utils.TritonError(f"{type(exc).__name__}: {exc}")
+                x = np.stack([preprocess(bytes(b), i) for i, b in enumerate(encoded.reshape(-1))])
+            except AFTExportError as exc:  # an image that cannot be decoded: this request's error, a 400
+                error = pb_utils.TritonError(str(exc), pb_utils.TritonError.INVALID_ARG)
                 responses.append(pb_utils.InferenceResponse(error=error))
                 continue
             x = x.reshape(encoded.shape[:-1] + x.shape[1:])
@@ -245,6 +232,13 @@ class TritonPythonModel:
         for request in requests:
             logits = pb_utils.get_input_tensor_by_name(request, LOGITS).as_numpy()
             flat = logits.reshape(-1, logits.shape[-1])
+            bad = int((~np.isfinite(flat).all(axis=1)).sum())
+            if bad:  # NaN or infinite input, or a computation that overflowed: a 400, not a top-k of NaN
+                message = (f"the model gives NaN or infinite logits for {bad} of {len(flat)} images of this request; "
+                           f"send finite, normalised images")
+                error = pb_utils.TritonError(message, pb_utils.TritonError.INVALID_ARG)
+                responses.append(pb_utils.InferenceResponse(error=error))
+                continue
             index = topk(flat, K).reshape(logits.shape[:-1] + (K,))
             responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(INDEX, index),
                                                                         pb_utils.Tensor(LABEL, labels(index))]))
@@ -272,41 +266,75 @@ def _container_line(spec: ServedModel) -> str:
             f"bash -c 'ls /usr/lib/*-linux-gnu/libnvinfer.so.*'`.")
 
 
+def _release(specs: list[ServedModel]) -> str | None:
+    """The container release to build from: the ONNX one, an engine's from the table, or
+    None where the table has none (the user names it)."""
+    if not any(s.kind == "engine" for s in specs):
+        return ONNX_CONTAINER
+    tags = {c for s in specs if s.kind == "engine"
+            for c, _, _ in containers_for_tensorrt(s.manifest.get("tensorrt") or "")}  # fmt: skip
+    return next(iter(tags)) if len(tags) == 1 else None
+
+
+def pillow_version() -> str:
+    from importlib.metadata import version
+
+    return version("pillow")
+
+
+def dockerfile(specs: list[ServedModel], opts: TritonRepoOptions) -> str:
+    """Triton's container with what the models need baked in (Pillow, the version the
+    decoding was written and tested with) and the models copied in; the server started
+    with model control off, strict readiness and the endpoints that change it closed."""
+    release = _release(specs)
+    return "\n".join([
+        f"# Written by aft-export {__version__} (aft-export triton-repo): Triton with this repository's models.",
+        "#   docker build -t aft-export-triton" + ("" if release else " --build-arg RELEASE=<release>") + " .",
+        f"ARG RELEASE{'=' + release if release else ''}",
+        "FROM nvcr.io/nvidia/tritonserver:${RELEASE}-py3",
+        f"# {model_dirs(specs[0])['pre']} decodes images with Pillow, the version eval decoded with: installed here, once",
+        f"RUN pip install --no-cache-dir {PILLOW}=={pillow_version()}",
+        "COPY . /models",
+        f'CMD ["tritonserver", "--model-repository=/models", "--model-control-mode=none", "--strict-readiness=true", '
+        + ", ".join(f'"{f}"' for f in CLOSED_FLAGS.split()) + "]", "",
+    ])  # fmt: skip
+
+
 def readme(specs: list[ServedModel], opts: TritonRepoOptions) -> str:
     gpu = any(s.kind == "engine" for s in specs) or opts.device == "gpu"
-    engine_tags = {c for s in specs if s.kind == "engine"
-                   for c, _, _ in containers_for_tensorrt(s.manifest.get("tensorrt") or "")}  # fmt: skip
-    release = ONNX_CONTAINER if not any(s.kind == "engine" for s in specs) else (
-        next(iter(engine_tags)) if len(engine_tags) == 1 else "<release>")
+    release = _release(specs)
     models = []
     for s in specs:
         d = model_dirs(s)
         batch = f"fixed batch {s.fixed_batch} (no batching)" if s.fixed_batch else f"batches up to {s.max_batch}"
-        models += [f"- `{d['tensor']}`: `{s.input_name}` FP32 {_dims(s.dims)} (normalised) -> `{s.output_name}`, "
+        models += [f"- `{d['tensor']}`: `{s.input_name}` FP32 {dims_text(s.dims)} (normalised) -> `{s.output_name}`, "
                    f"`{TOPK_INDEX}`, `{TOPK_LABEL}`; {batch}",
-                   f"- `{d['image']}`: `{IMAGE_INPUT}` BYTES {_dims(s.batched(1))} (encoded images) -> the same",
+                   f"- `{d['image']}`: `{IMAGE_INPUT}` BYTES {dims_text(s.batched(1))} (encoded images) -> the same",
                    f"- `{d['net']}` ({'TensorRT engine' if s.kind == 'engine' else 'ONNX Runtime'}, {s.precision}; "
-                   f"logits only), `{d['pre']}`, `{d['topk']}`: the ensembles' steps"]  # fmt: skip
+                   f"logits only; instances {_net_kind(s, opts)}), `{d['pre']}`, `{d['topk']}`: the ensembles' steps"]  # fmt: skip
     engines = [_container_line(s) for s in specs if s.kind == "engine"]
     first = specs[0]
     lines = [
         "# Triton model repository", "",
         f"Written by aft-export {__version__} (`aft-export triton-repo`). Models:", "", *models, "",
         "Each `config.pbtxt` is Triton's ModelConfig in protobuf text format; `*_pre/1/model.py` decodes images with "
-        "aft-export's own code (Pillow), so the container needs Pillow.", "",
-        "## Run it", "",
+        f"aft-export's own code (Pillow). The `Dockerfile` bakes Pillow {pillow_version()} (the version `eval` "
+        "decoded with) into Triton's container and copies the models in: nothing is installed when a container "
+        "starts. Every model but the ensembles has a warm-up request (`model_warmup`): Triton reports a model ready "
+        "once it has run.", "",
+        "## Build and run it", "",
         "```bash",
+        f"docker build -t aft-export-triton {'' if release else '--build-arg RELEASE=<release> '}.",
         f"docker run --rm {'--gpus all ' if gpu else ''}-p 127.0.0.1:8000:8000 -p 127.0.0.1:8001:8001 "
-        f"-p 127.0.0.1:8002:8002 -v \"$PWD\":/models \\",
-        f"    nvcr.io/nvidia/tritonserver:{release}-py3 \\",
-        f"    bash -c 'pip install -q {PILLOW} && tritonserver --model-repository=/models'",
+        f"-p 127.0.0.1:8002:8002 aft-export-triton",
         "```", "",
         (f"`{ONNX_CONTAINER}`: the newest release in NVIDIA's table of the ONNX Runtime each Triton release ships "
-         f"({ONNX_CONTAINER_SOURCE}); any from 24.05 (ONNX Runtime 1.18) runs these ONNX files." if not engines else
+         f"({ONNX_CONTAINER_SOURCE}); any from 24.05 (ONNX Runtime 1.18) runs these ONNX files "
+         f"(`--build-arg RELEASE=24.05`)." if not engines else
          "The release must have the TensorRT your engines were built with:"), *engines, "",
         "## Query it", "",
         "```bash",
-        "pip install 'tritonclient[http]' pillow",
+        "pip install 'tritonclient[http]'",
         f"python client.py --model {first.image_model} photo.jpg  # the same client works with `aft-export serve`",
         f"curl -s localhost:8000/v2/models/{first.name}/stats",
         "```", "",
@@ -375,6 +403,7 @@ def write_repository(artifacts: list[str], out: str | Path, opts: TritonRepoOpti
             atomic_write_text(work / d["net"] / "config.pbtxt", net_config(s, opts))
             atomic_write_text(make_dirs(work / d["pre"] / "1") / "model.py", preprocess_source(s))
             atomic_write_text(work / d["pre"] / "config.pbtxt", pre_config(s, opts))
+            atomic_write_bytes(make_dirs(work / d["pre"] / WARMUP_DIR) / WARMUP_IMAGE, warmup_image_file(s))
             atomic_write_text(make_dirs(work / d["topk"] / "1") / "model.py", topk_source(s, k))
             atomic_write_text(work / d["topk"] / "config.pbtxt", topk_config(s, opts))
             make_dirs(work / d["tensor"] / "1")  # an ensemble's version directory is empty
@@ -382,5 +411,6 @@ def write_repository(artifacts: list[str], out: str | Path, opts: TritonRepoOpti
             make_dirs(work / d["image"] / "1")
             atomic_write_text(work / d["image"] / "config.pbtxt", ensemble_config(s, opts, image=True))
         atomic_write_text(work / "README.md", readme(specs, opts))
+        atomic_write_text(work / "Dockerfile", dockerfile(specs, opts))
         atomic_write_text(work / "client.py", client_source())
     return RepoResult(str(out), sorted(d for s in specs for d in model_dirs(s).values()))

@@ -1,9 +1,10 @@
 """What an artifact looks like to NVIDIA Triton Inference Server: names, tensors, batching.
 
-Shared by ``aft-export serve`` (:mod:`aft_export.serve`, a real Triton through PyTriton)
-and ``aft-export triton-repo`` (:mod:`aft_export.tritonrepo`, a model repository for a
-Triton container), so that a client written against one works against the other. Nothing
-here runs a model or imports Triton.
+Shared by ``aft-export serve`` (:mod:`aft_export.serve`, a real Triton with the models in
+its Python backend) and ``aft-export triton-repo`` (:mod:`aft_export.tritonrepo`, a model
+repository for a Triton container), so that a client written against one works against
+the other: the models, their tensors, batching, warm-up requests and the text of their
+``config.pbtxt`` are made here once. Nothing here runs a model or imports Triton.
 
 Per artifact ``model.int8.onnx`` (name ``model_int8``) both serve:
 
@@ -21,8 +22,10 @@ A fixed-batch export (``ExportOptions.batch`` N) gets no batch dimension: every 
 
 from __future__ import annotations
 
+import io
+import json
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -100,6 +103,20 @@ class ServedModel:
 
     def k(self, top_k: int) -> int:
         return min(top_k, len(self.classes))
+
+    def to_json(self) -> str:
+        """The description as JSON (what a Triton Python backend model of ``serve`` is
+        given, so that it serves what the server described, without reading it again)."""
+        return json.dumps({**asdict(self), "path": str(self.path)})
+
+    @classmethod
+    def from_json(cls, text: str) -> ServedModel:
+        d = json.loads(text)
+        tuples = ("image_dims", "input_size", "mean", "std")
+        pre = d.get("preprocessing")
+        if pre is not None:  # lists back to the tuples its values were
+            pre = ForeignPreprocessing(**{k: tuple(v) if isinstance(v, list) else v for k, v in pre.items()})
+        return cls(**{**d, "path": Path(d["path"]), **{k: tuple(d[k]) for k in tuples}, "preprocessing": pre})
 
 
 def _dim(d) -> int:
@@ -219,3 +236,100 @@ def containers_for_tensorrt(version: str) -> list[tuple[str, str, str]]:
     """The container releases whose TensorRT has the engine's major.minor.patch."""
     want = tuple(version.split(".")[:3])
     return [row for row in TRITON_CONTAINERS if tuple(row[2].split(".")[:3]) == want]
+
+
+# ---------------------------------------------------------------- config.pbtxt: Triton's ModelConfig as text
+
+# the endpoints of one artifact
+TENSOR, IMAGE = "tensor", "image"
+WARMUP_DIR = "warmup"  # Triton reads a warm-up request's input_data_file from here, in the model's directory
+WARMUP_IMAGE = "image.bin"
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One input or output of a model: its name, Triton's data type, its dims (without the
+    batch dimension when the model has one)."""
+
+    name: str
+    dtype: str  # TYPE_FP32, TYPE_INT64, TYPE_STRING
+    dims: tuple[int, ...]
+
+
+def endpoint_input(spec: ServedModel, endpoint: str) -> Tensor:
+    if endpoint == IMAGE:
+        return Tensor(IMAGE_INPUT, "TYPE_STRING", tuple(spec.batched(1)))
+    return Tensor(spec.input_name, "TYPE_FP32", tuple(spec.dims))
+
+
+def endpoint_outputs(spec: ServedModel, k: int) -> list[Tensor]:
+    return [Tensor(spec.output_name, "TYPE_FP32", tuple(spec.batched(len(spec.classes)))),
+            Tensor(TOPK_INDEX, "TYPE_INT64", tuple(spec.batched(k))),
+            Tensor(TOPK_LABEL, "TYPE_STRING", tuple(spec.batched(k)))]  # fmt: skip
+
+
+def endpoint_name(spec: ServedModel, endpoint: str) -> str:
+    return spec.image_model if endpoint == IMAGE else spec.name
+
+
+def dims_text(dims) -> str:
+    return "[ " + ", ".join(str(int(d)) for d in dims) + " ]"
+
+
+def _tensors(kind: str, tensors: list[Tensor]) -> str:
+    body = ",\n".join(f'  {{\n    name: "{t.name}"\n    data_type: {t.dtype}\n    dims: {dims_text(t.dims)}\n  }}'
+                      for t in tensors)  # fmt: skip
+    return f"{kind} [\n{body}\n]"
+
+
+def warmup_dims(spec: ServedModel, tensor: Tensor) -> tuple[int, ...]:
+    """A warm-up request's dims: the input's, with the artifact's own size where it takes any."""
+    if tensor.dtype == "TYPE_STRING":
+        return tensor.dims
+    concrete = list(spec.input_size)
+    lead = len(tensor.dims) - len(concrete)
+    return tuple(d if d > 0 else concrete[i - lead] for i, d in enumerate(tensor.dims))
+
+
+def warmup_text(spec: ServedModel, tensor: Tensor) -> str:
+    """One warm-up request of one image (Triton sends it while loading the model, before
+    the model is ready): zeros for a tensor, :data:`WARMUP_IMAGE` (see
+    :func:`warmup_image_file`) for encoded images."""
+    source = f'input_data_file: "{WARMUP_IMAGE}"' if tensor.dtype == "TYPE_STRING" else "zero_data: true"
+    dims = dims_text(warmup_dims(spec, tensor))
+    return (f'model_warmup [\n  {{\n    name: "one image"\n    batch_size: 1\n    inputs {{\n'
+            f'      key: "{tensor.name}"\n      value: {{\n        data_type: {tensor.dtype}\n        dims: {dims}\n'
+            f"        {source}\n      }}\n    }}\n  }}\n]")
+
+
+def warmup_image_file(spec: ServedModel) -> bytes:
+    """The warm-up request's encoded images as Triton reads a STRING input from a file: per
+    element a 4-byte little-endian length, then the bytes (a mid-grey PNG of the model's
+    input size; as many as a fixed batch takes)."""
+    from PIL import Image
+
+    _, h, w = spec.input_size
+    buf = io.BytesIO()
+    Image.new("RGB", (w, h), (128, 128, 128)).save(buf, "PNG")
+    png = buf.getvalue()
+    return (len(png).to_bytes(4, "little") + png) * (spec.fixed_batch or 1)
+
+
+def config_text(name: str, kind: str, spec: ServedModel, inputs: list[Tensor], outputs: list[Tensor], *,
+                queue_delay_us: int | None = None, instances: tuple[int, str] | None = None,
+                parameters: dict[str, str] | None = None, warmup: bool = False, extra: tuple[str, ...] = ()) -> str:
+    """``config.pbtxt`` of one model: ``kind`` its ``backend:``/``platform:`` line;
+    ``queue_delay_us``: dynamic batching with that delay (None, or a fixed-batch artifact:
+    none); ``instances``: (count, KIND_CPU | KIND_GPU | KIND_AUTO); ``parameters``: the
+    backend's string parameters; ``warmup``: one warm-up request of the first input."""
+    lines = [f'name: "{name}"', kind, f"max_batch_size: {spec.max_batch}",
+             _tensors("input", inputs), _tensors("output", outputs)]  # fmt: skip
+    if queue_delay_us is not None and not spec.fixed_batch:
+        lines.append(f"dynamic_batching {{\n  max_queue_delay_microseconds: {queue_delay_us}\n}}")
+    if instances:
+        lines.append(f"instance_group [\n  {{\n    count: {instances[0]}\n    kind: {instances[1]}\n  }}\n]")
+    for key, value in (parameters or {}).items():
+        lines.append(f'parameters {{\n  key: "{key}"\n  value: {{\n    string_value: "{value}"\n  }}\n}}')
+    if warmup:
+        lines.append(warmup_text(spec, inputs[0]))
+    return "\n".join([*lines, *extra, ""])

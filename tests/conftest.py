@@ -96,3 +96,18 @@ def foreign(tmp_path_factory, cifar10):
     theirs = root / "theirs.onnx"
     onnx.save(model, str(theirs))
     return {"ckpt": ckpt, "ours": ours, "copied": copied, "theirs": theirs, "data": data}
+
+
+@pytest.fixture(scope="session")
+def served_onnx(tmp_path_factory):
+    """The serving tests' artifacts, exported once per session: a tiny AFT-conv as
+    ``conv.onnx`` (dynamic batch) and ``conv.b2.onnx`` (a fixed batch of 2)."""
+    from aft_export.export.exporter import ExportOptions, export_checkpoint
+    from tests.export.test_exporter import make_ckpt
+
+    root = tmp_path_factory.mktemp("served")
+    ckpt = make_ckpt(root / "conv.pt", "aft_conv_test")
+    dynamic, fixed = root / "conv.onnx", root / "conv.b2.onnx"
+    export_checkpoint(ckpt, dynamic, ExportOptions(verify_images=0), log=lambda *a: None)
+    export_checkpoint(ckpt, fixed, ExportOptions(verify_images=0, batch="2"), log=lambda *a: None)
+    return dynamic, fixed

@@ -1,8 +1,9 @@
 """A real Triton server for the serving tests: ``aft-export serve`` as a subprocess on free
 loopback ports, waits with bounds, and what /proc says about its processes and sockets.
 
-The serve extra (nvidia-pytriton, tritonclient) is installed by CI (.ci/run), so there a
-missing one fails; elsewhere the tests that need it are skipped with the install line.
+The serve extra (nvidia-pytriton, which ships tritonserver, and tritonclient) is installed by
+CI (.ci/run), so there a missing one fails; elsewhere the tests that need it are skipped with
+the install line.
 """
 
 from __future__ import annotations
@@ -24,7 +25,14 @@ from tests.conftest import REPO, in_ci
 
 INSTALL = "pip install -e '.[serve]'"
 START_TIMEOUT = 90  # seconds for Triton and its models to be ready (2 shared cores)
-STOP_TIMEOUT = 45  # SIGINT to exit: Triton drains, then PyTriton stops its processes
+STOP_TIMEOUT = 45  # SIGINT to exit: Triton drains, then its models unload
+
+
+def need_server():
+    """tritonserver (the serve extra's nvidia-pytriton) and tritonclient (its HTTP module is
+    returned), or a skip (CI: a failure)."""
+    need("pytriton")
+    return need("tritonclient.http")
 
 
 ENGINE_PROFILE_MAX = 16
@@ -84,7 +92,11 @@ def alive(pid: int) -> bool:
 
 
 def cmdline(pid: int) -> list[str]:
-    return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+    """The process's command line; [] once it has ended (or for a zombie)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+    except OSError:
+        return []
 
 
 def listening(pids: set[int]) -> list[tuple[str, int]]:
@@ -131,12 +143,18 @@ class Server:
     def url(self) -> str:
         return f"127.0.0.1:{self.http_port}"
 
+    def launch(self) -> Server:
+        """Start it, without waiting."""
+        self.launch_env = dict(self.env if self.env is not None else os.environ)  # what it was given
+        self.proc = subprocess.Popen(self.args, stdout=self.log.open("w"), stderr=subprocess.STDOUT, cwd=REPO,
+                                     env=self.env, start_new_session=True)  # fmt: skip
+        return self
+
     def start(self, models: list[str]) -> Server:
         """Start it and wait (at most START_TIMEOUT) until every one of ``models`` is ready."""
         import tritonclient.http as httpclient
 
-        self.proc = subprocess.Popen(self.args, stdout=self.log.open("w"), stderr=subprocess.STDOUT, cwd=REPO,
-                                     env=self.env, start_new_session=True)  # fmt: skip
+        self.launch()
         deadline = time.monotonic() + START_TIMEOUT
         with httpclient.InferenceServerClient(self.url) as client:
             while True:
@@ -156,9 +174,13 @@ class Server:
     def tail(self, n: int = 40) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
 
-    def interrupt(self, timeout: float = STOP_TIMEOUT) -> int:
+    def family(self) -> set[int]:
+        """The server's processes alive now: aft-export serve and every descendant."""
+        return children(self.proc.pid) | {self.proc.pid}
+
+    def interrupt(self, timeout: float = STOP_TIMEOUT, sig: int = signal.SIGINT) -> int:
         """SIGINT, as Ctrl+C sends it to the command (not to its children); the exit code."""
-        self.proc.send_signal(signal.SIGINT)
+        self.proc.send_signal(sig)
         return self.proc.wait(timeout=timeout)
 
     def stop(self) -> None:
@@ -180,35 +202,30 @@ class Server:
 
 
 class TritonBinary(Server):
-    """The ``tritonserver`` 2.51 binary PyTriton ships, on a model repository of our own
-    (``aft-export triton-repo``'s), laid out as PyTriton lays it out: the binaries copied
-    with the Python backend stub for this interpreter, PyTriton's libraries and this
-    interpreter's libpython on LD_LIBRARY_PATH (aft_export.serve.python_backend_env). It has
+    """The ``tritonserver`` 2.51 binary of the serve extra on a model repository of our own
+    (``aft-export triton-repo``'s), set up as ``aft-export serve`` sets it up (the Python
+    backend with the stub for this interpreter, :func:`aft_export.serve.server_env`). It has
     the Python backend and ensembles, not the ONNX Runtime or TensorRT backends."""
 
     def __init__(self, repository: Path, workspace: Path) -> None:
         import shutil
 
-        from pytriton.utils.distribution import get_libs_path, get_root_module_path, get_stub_path
-
-        from aft_export.serve import python_backend_env
+        from aft_export.serve import find_bundle, server_env
 
         super().__init__([], workspace / "tritonserver.log")
-        root = workspace / "tritonserver"
-        shutil.copytree(get_root_module_path() / "tritonserver", root,
-                        ignore=shutil.ignore_patterns("python_backend_stubs"))  # fmt: skip
-        version = f"{sys.version_info[0]}.{sys.version_info[1]}"
-        shutil.copy(get_stub_path(version), root / "backends" / "python" / "triton_python_backend_stub")
-        self.env = python_backend_env()
-        self.env["LD_LIBRARY_PATH"] += os.pathsep + str(get_libs_path())
-        self.env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + self.env.get("PATH", "")  # the stub's python
-        self.args = [str(root / "bin" / "tritonserver"), f"--model-repository={repository}",
-                     f"--backend-directory={root / 'backends'}", f"--cache-directory={root / 'caches'}",
+        bundle = find_bundle()
+        backend = workspace / "backends" / "python"
+        backend.mkdir(parents=True)
+        for f in ("libtriton_python.so", "triton_python_backend_utils.py"):
+            shutil.copy(bundle.backend / f, backend / f)
+        shutil.copy(bundle.stub, backend / "triton_python_backend_stub")
+        self.env = server_env(bundle)
+        self.args = [str(bundle.tritonserver), f"--model-repository={repository}",
+                     f"--backend-directory={workspace / 'backends'}", "--model-control-mode=none",
                      "--http-address=127.0.0.1", f"--http-port={self.http_port}", "--grpc-address=127.0.0.1",
                      f"--grpc-port={self.grpc_port}", "--metrics-address=127.0.0.1",
                      f"--metrics-port={self.metrics_port}", "--exit-timeout-secs=10", "--log-verbose=0",
-                     "--backend-config=python,shm-default-byte-size=4194304",
-                     "--backend-config=python,shm-growth-byte-size=1048576"]  # fmt: skip
+                     "--log-info=false", "--pinned-memory-pool-byte-size=0", "--allow-gpu-metrics=false"]  # fmt: skip
 
 
 def engine_with_manifest(root: Path, onnx_path: Path, name: str, library: str | None = None) -> Path:

@@ -31,7 +31,8 @@ ORDER = [
     "export.exporter",
     "quantize.placement", "quantize.runs", "quantize.calibrators", "quantize.cache", "quantize.sensitivity",
     "quantize.fp16", "quantize.stage", "quantize",
-    "evaluate", "bench", "build", "nvtools", "train", "predict", "info", "report", "tritonspec", "tritonrepo", "serve",
+    "evaluate", "bench", "build", "nvtools", "train", "predict", "info", "report", "tritonspec", "tritonmodel", "tritonrepo",
+    "serve",
     # 6 checks across stages
     "parity",
     # 7 bring your own model: plugs into the core from above (ModelMeta.prepare, sources.register_reader)

@@ -4,7 +4,7 @@ import importlib.util
 import json
 
 from tests.conftest import REPO
-from tests.servekit import need
+from tests.servekit import need_server
 
 
 def _script(name):
@@ -25,21 +25,26 @@ def test_aft_vs_mha_measures_every_layer(tmp_path, capsys):
 
 
 def test_bench_serve_runs_every_level_without_errors(tmp_path, capsys, cifar10):
-    need("pytriton")
-    need("tritonclient.http")
+    need_server()
     module = _script("bench_serve")
     from tests.export.test_exporter import make_ckpt
 
     ckpt = make_ckpt(tmp_path / "tiny.pt", "aft_conv_test")  # the zoo model exports in seconds more
     out = tmp_path / "b.json"
     assert module.main(["--model", str(ckpt), "--requests", "16", "--json", str(out)]) == 0
-    results = json.loads(out.read_text())["results"]
-    for kind in ("tensor", "image"):
+    report = json.loads(out.read_text())
+    rows = {(r["input"], r["batch"], r["clients"]): r for r in report["results"]}
+    assert sorted(rows) == sorted((k, b, c) for k in ("tensor", "image") for b in (1, 8) for c in (1, 4, 16))
+    for (_, batch, _), r in rows.items():
         for way in ("served", "direct"):
-            levels = results[kind][way]
-            assert sorted(levels) == ["1", "16", "4"]
-            assert all(r["requests"] == 16 and r["errors"] == 0 and r["images_per_s"] > 0 for r in levels.values())
-    assert "| tensor | 16 |" in capsys.readouterr().out
+            x = r[way]
+            assert x["requests"] == 16 and x["images"] == 16 * batch and x["errors"] == 0
+            assert x["images_per_s"] > 0 and x["cpu_ms_per_image"] >= 0  # /proc counts 10 ms ticks
+    assert set(report["where"]) == {"tensor", "image"}
+    assert report["where"]["tensor"]["compute_infer"] > 0
+    text = capsys.readouterr().out
+    assert "| tensor | 8 | 16 |" in text and "where the time of a one-image tensor request goes" in text
+    assert "tensor batch 1: 16 clients throughput" in text
 
 
 def test_bench_openvino_quick_times_both_runtimes(tmp_path, capsys, cifar10):

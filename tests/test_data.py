@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from aft_export.data import load_image, normalize
+from aft_export.data import load_image, normalize, normalize_array
 from aft_export.datasets import load_labelled
 from aft_export.errors import AFTExportError
 
@@ -183,3 +183,12 @@ def test_a_truncated_tar_is_one_clear_error(tmp_path):
     tar_path.write_bytes(data[: len(data) // 2])
     with pytest.raises(AFTExportError, match="cannot read tar .* damaged or truncated; re-download or re-create it"):
         load_labelled(tar_path, 8)
+
+
+def test_normalize_array_is_normalize_bit_for_bit_without_torch():
+    """The NumPy form the Triton Python backend uses (no torch there) gives eval's tensor exactly."""
+    images = np.random.default_rng(0).integers(0, 256, (5, 32, 32, 3), dtype=np.uint8)
+    mean, std = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
+    ours = normalize_array(images, mean, std)
+    assert ours.dtype == np.float32 and ours.flags["C_CONTIGUOUS"]
+    assert np.array_equal(ours, normalize(images, mean, std).numpy())

@@ -16,7 +16,7 @@ import pytest
 
 from aft_export.errors import AFTExportError
 from aft_export.fileio import (atomic_directory, atomic_write_bytes, atomic_write_text, check_output_path,
-                               claim_output)  # fmt: skip
+                               claim_output, copy_file, private_directory)  # fmt: skip
 from aft_export.onnxio import load_onnx, save_onnx
 from tests.conftest import REPO
 
@@ -213,3 +213,16 @@ def test_an_output_is_claimed_once_per_run_and_its_lock_removed_after(tmp_path):
         assert f"another aft-export run (pid {os.getpid()}) is writing {out}" in proc.stderr
     assert not lock.exists() and not out.exists()
     assert subprocess.run(other, env={**os.environ, "PYTHONPATH": str(REPO)}).returncode == 0  # released
+
+
+def test_a_private_directory_is_for_this_user_only_and_gone_however_the_block_ends(tmp_path):
+    with private_directory("aft-test-") as work:
+        assert (work.stat().st_mode & 0o777) == 0o700
+        copy_file(atomic_write_text(tmp_path / "script", "#!/bin/sh\n"), work / "x", executable=True)
+        assert os.access(work / "x", os.X_OK)
+    assert not work.exists()
+    with pytest.raises(KeyboardInterrupt):
+        with private_directory("aft-test-") as work:
+            atomic_write_text(work / "f", "x")
+            raise KeyboardInterrupt
+    assert not work.exists()

@@ -164,7 +164,7 @@ def test_pipeline_makes_the_tensorrt8_form_too(ckpt, tmp_path, cifar10):
     assert all(c["exit_code"] == 0 for c in checks.values())
     assert all(r["parity"] in ("pass", "reference") for r in manifest["summary"] if ".engine" not in r["artifact"])
     names = ["model", "model_fp16", "model_int8", "model_trt8", "model_trt8_fp16", "model_trt8_int8"]
-    assert {p.name for p in (out / "triton").iterdir()} == {"README.md", "client.py"} | {
+    assert {p.name for p in (out / "triton").iterdir()} == {"Dockerfile", "README.md", "client.py"} | {
         n + s for n in names for s in ("", "_image", "_net", "_pre", "_topk")}
     assert (out / "triton" / "model_int8_net" / "1" / "model.onnx").read_bytes() == (out / "model.int8.onnx").read_bytes()
     step = next(s for s in manifest["steps"] if s["name"] == "triton repository")

@@ -1,14 +1,25 @@
-"""aft-export serve, for real: one Triton server (PyTriton's tritonserver 2.51 and its Python
-backend) for this module, started as ``aft-export serve`` on free 127.0.0.1 ports and
-queried over HTTP and gRPC with tritonclient: parity with the artifact's own ONNX Runtime
-logits, encoded CIFAR-10 JPEGs preprocessed as eval does, a bounded load of 8 clients,
-bad requests, loopback-only sockets and the Python backend's libpython."""
+"""aft-export serve, for real: one Triton server (the serve extra's tritonserver 2.51, the
+models in its Python backend) for this module, started as ``aft-export serve`` on free
+127.0.0.1 ports and queried from outside over HTTP and gRPC with tritonclient and raw
+sockets: parity with the artifact's own ONNX Runtime logits, encoded CIFAR-10 JPEGs
+preprocessed as eval does, a bounded load of 8 clients, bad requests (400s with one line,
+the server stays ready), loopback-only sockets, one hop without torch, the endpoints that
+change the server closed without any secret, and the client module."""
 
 from __future__ import annotations
 
+import io
 import ipaddress
+import os
+import socket
+import struct
+import subprocess
+import sys
 import sysconfig
 import threading
+import urllib.error
+import urllib.request
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -16,34 +27,27 @@ import pytest
 
 from aft_export.compare import TOLERANCES, judge, metrics
 from aft_export.data import iter_tar, load_image, normalize
-from aft_export.export.exporter import ExportOptions, export_checkpoint
 from aft_export.runners import OrtRunner
 from aft_export.tritonspec import topk
-from tests.export.test_exporter import make_ckpt
-from tests.servekit import STOP_TIMEOUT, Server, alive, cmdline, listening, need
+from tests.conftest import REPO
+from tests.servekit import STOP_TIMEOUT, Server, alive, cmdline, listening, need_server
 
 MAX_BATCH = 8
-QUIET = dict(log=lambda *a: None)
+MODELS = ["conv", "conv_image", "conv_b2", "conv_b2_image"]
 
 
 @pytest.fixture(scope="module")
-def artifacts(tmp_path_factory):
-    root = tmp_path_factory.mktemp("serve")
-    ckpt = make_ckpt(root / "conv.pt", "aft_conv_test")
-    dynamic, fixed = root / "conv.onnx", root / "conv.b2.onnx"
-    export_checkpoint(ckpt, dynamic, ExportOptions(verify_images=0), **QUIET)
-    export_checkpoint(ckpt, fixed, ExportOptions(verify_images=0, batch="2"), **QUIET)
-    return dynamic, fixed
+def artifacts(served_onnx):
+    return served_onnx
 
 
 @pytest.fixture(scope="module")
 def server(artifacts, tmp_path_factory):
-    need("pytriton")
-    need("tritonclient.http")
+    need_server()
     srv = Server(artifacts, tmp_path_factory.mktemp("serve-log") / "serve.log", "--max-batch", str(MAX_BATCH),
-                 "--queue-delay-us", "5000", "--drain-seconds", "10")  # fmt: skip
+                 "--drain-seconds", "10")  # fmt: skip
     try:
-        yield srv.start(["conv", "conv_image", "conv_b2", "conv_b2_image"])
+        yield srv.start(MODELS)
     finally:
         srv.stop()
 
@@ -97,8 +101,9 @@ def _assert_topk(result, logits, classes):
 
 
 def test_served_logits_equal_the_artifacts_own_onnx_runtime_logits(server, reference):
-    """HTTP and gRPC, batches of 1, 3 and the maximum: the logits of the artifact run in
-    ONNX Runtime directly, within the fp32 parity tolerance; top-k from those logits."""
+    """HTTP and gRPC, batches of 1, 3 and the maximum, and the fixed-batch artifact: the
+    logits of the artifact run in ONNX Runtime directly, within the fp32 parity tolerance;
+    top-k from those logits."""
     import tritonclient.grpc as grpcclient
 
     httpclient, client = _http(server)
@@ -111,6 +116,8 @@ def test_served_logits_equal_the_artifacts_own_onnx_runtime_logits(server, refer
                 result = _infer_tensor(module, c, "conv", x)
                 _assert_fp32_parity(expected, result.as_numpy("logits"))
                 _assert_topk(result, result.as_numpy("logits"), reference.info.classes)
+        x = rng.standard_normal((2, 3, 32, 32)).astype(np.float32)
+        _assert_fp32_parity(reference.logits(x), _infer_tensor(httpclient, client, "conv_b2", x).as_numpy("logits"))
 
 
 def test_image_model_decodes_real_jpegs_as_eval_does(server, reference, jpegs):
@@ -126,21 +133,6 @@ def test_image_model_decodes_real_jpegs_as_eval_does(server, reference, jpegs):
         served = result.as_numpy("logits")
         _assert_fp32_parity(expected, served)
         _assert_topk(result, served, info.classes)
-        direct = _infer_tensor(httpclient, client, "conv", x).as_numpy("logits")  # the tensor model agrees
-        _assert_fp32_parity(expected, direct)
-
-
-def test_fixed_batch_export_is_served_without_batching(server, artifacts):
-    httpclient, client = _http(server)
-    fixed = OrtRunner(str(artifacts[1]), threads=1)
-    x = np.random.default_rng(1).standard_normal((2, 3, 32, 32)).astype(np.float32)
-    with client:
-        config = client.get_model_config("conv_b2")
-        assert config["max_batch_size"] == 0 and "dynamic_batching" not in config
-        assert config["input"][0]["dims"] == ["2", "3", "32", "32"] or config["input"][0]["dims"] == [2, 3, 32, 32]
-        _assert_fp32_parity(fixed.logits(x), _infer_tensor(httpclient, client, "conv_b2", x).as_numpy("logits"))
-        with pytest.raises(Exception, match="shape|dims"):  # one image is not the artifact's batch of 2
-            _infer_tensor(httpclient, client, "conv_b2", x[:1])
 
 
 def _stats(client, model):
@@ -149,12 +141,12 @@ def _stats(client, model):
 
 
 def test_eight_clients_under_load_zero_errors_and_batched(server, reference):
-    """8 clients, 320 requests of 1-3 images each: every response correct (dynamic batching
+    """8 clients, 240 requests of 1-3 images each: every response correct (dynamic batching
     changes batch composition, not results), no error, and Triton ran fewer batches than
     it answered images (its own statistics)."""
     import tritonclient.http as httpclient
 
-    clients, per_client = 8, 40
+    clients, per_client = 8, 30
     rng = np.random.default_rng(2)
     work = [[rng.standard_normal((1 + (i + c) % 3, 3, 32, 32)).astype(np.float32) for i in range(per_client)]
             for c in range(clients)]  # fmt: skip
@@ -194,60 +186,144 @@ def test_eight_clients_under_load_zero_errors_and_batched(server, reference):
     assert executions < inferences, (executions, inferences)
 
 
-def test_bad_requests_get_errors_and_the_server_goes_on(server, reference, jpegs):
-    httpclient, client = _http(server)
+def _png_header(width: int, height: int) -> bytes:
+    """A PNG that says it is ``width`` x ``height`` (a decompression bomb by its header)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    idat = chunk(b"IDAT", zlib.compress(b"\0" * 4096))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + idat + chunk(b"IEND", b"")
+
+
+def _jpeg_claiming(raw: bytes, width: int, height: int) -> bytes:
+    """A real JPEG whose frame header (SOF0) is rewritten to ``width`` x ``height``."""
+    at = raw.index(b"\xff\xc0") + 5  # marker, length (2), precision (1), then height and width
+    return raw[:at] + struct.pack(">HH", height, width) + raw[at + 4 :]
+
+
+def _one_line_without_internals(message: str) -> None:
+    assert "\n" not in message.strip(), message
+    for leak in ("Traceback", 'File "', ".py", str(REPO), "/tmp", "aft_export", "site-packages", "Error:"):
+        assert leak not in message, (leak, message)
+
+
+def test_bad_requests_are_400s_with_one_line_and_the_server_stays_ready(server, jpegs):
+    """Every bad request: an HTTP 400 whose body is one line naming what was wrong, with no
+    traceback, path or source; the server is ready after each and answers the next good one."""
+    from PIL import Image
+
+    good = jpegs[0][1]
+    buf = io.BytesIO()
+    Image.fromarray(np.zeros((16, 16, 3), np.uint8)).save(buf, "PNG")
+    tensor = np.zeros((1, 3, 32, 32), np.float32)
+    nan, inf = tensor.copy(), tensor.copy()
+    nan[0, 1, 2, 3], inf[0, 0, 0, 0] = np.nan, -np.inf
+    ours = {
+        "NaN input": ("conv", nan, "holds 1 NaN or infinite values"),
+        "infinite input": ("conv", inf, "holds 1 NaN or infinite values"),
+        "finite input, non-finite logits": ("conv", np.full((1, 3, 32, 32), 3e38, np.float32),
+                                            "gives NaN or infinite logits for 1 of 1 images"),
+        "NaN in a fixed batch": ("conv_b2", np.concatenate([nan, tensor]), "holds 1 NaN or infinite values"),
+        "bytes that are no image": ("conv_image", [b"not an image"], "cannot read image 0 of this request"),
+        "truncated JPEG": ("conv_image", [good, good[: len(good) // 2]], "cannot read image 1 of this request"),
+        "truncated PNG": ("conv_image", [buf.getvalue()[:40]], "cannot read image 0 of this request"),
+        "30000x30000 PNG": ("conv_image", [_png_header(30000, 30000)], "more pixels than aft-export decodes"),
+        "30000x30000 JPEG": ("conv_image", [_jpeg_claiming(good, 30000, 30000)], "more pixels than aft-export decodes"),
+    }  # fmt: skip
+    tritons = {  # Triton's own checks, before our model: their message is Triton's
+        "wrong shape": ("conv", np.zeros((1, 3, 16, 16), np.float32)),
+        "batch beyond the maximum": ("conv", np.zeros((MAX_BATCH + 1, 3, 32, 32), np.float32)),
+        "unknown model": ("no_such_model", tensor),
+    }
+    statuses = {}
+    for what, (model, payload, expected) in {**ours, **{k: (*v, "") for k, v in tritons.items()}}.items():
+        images = isinstance(payload, list)
+        code, body = _post_infer(server, model, payload)
+        statuses[what] = code
+        assert code == 400 or (what == "unknown model" and code in (400, 404)), (what, code, body)
+        _one_line_without_internals(body)
+        assert expected in body, (what, body)
+        assert _get(server, "/v2/health/ready")[0] == 200, what
+        code, _ = _post_infer(server, "conv_image" if images else "conv", [good] if images else tensor)
+        assert code == 200, what
+    print(statuses)
+
+
+def _post_infer(server, model: str, payload) -> tuple[int, str]:
+    """A raw KServe v2 request (binary tensor extension): the HTTP status and the body."""
+    import json
+
+    if isinstance(payload, list):  # encoded images: BYTES, each 4-byte length then the bytes
+        raw = b"".join(struct.pack("<I", len(b)) + b for b in payload)
+        shape, dtype = [len(payload), 1], "BYTES"
+    else:
+        raw, shape, dtype = payload.tobytes(), list(payload.shape), "FP32"
+        if model == "conv_b2":
+            shape = list(payload.shape)
+    header = json.dumps({"inputs": [{"name": "image_bytes" if dtype == "BYTES" else "image", "shape": shape,
+                                     "datatype": dtype, "parameters": {"binary_data_size": len(raw)}}]}).encode()  # fmt: skip
+    req = urllib.request.Request(f"http://{server.url}/v2/models/{model}/infer", header + raw,
+                                 {"Inference-Header-Content-Length": str(len(header))})  # fmt: skip
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.read().decode(errors="replace")[:200]
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read()).get("error", "")
+
+
+def _get(server, path: str, data: bytes | None = None, headers: dict | None = None) -> tuple[int, str]:
+    req = urllib.request.Request(f"http://{server.url}{path}", data, headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read().decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+
+
+def test_a_bad_request_among_good_ones_fails_only_its_own(server, jpegs, reference):
+    """Sent at the same moment, so that Triton batches them into one run: the bad image and
+    the NaN tensor fail, every other request gets its own correct answer."""
+    import tritonclient.http as httpclient
     from tritonclient.utils import InferenceServerException
 
-    x = np.zeros((1, 3, 32, 32), np.float32)
-    with client:
-        bad = {
-            "wrong shape": lambda: _infer_tensor(httpclient, client, "conv", np.zeros((1, 3, 16, 16), np.float32)),
-            "wrong dtype": lambda: _infer_tensor(httpclient, client, "conv", x.astype(np.float64), dtype="FP64"),
-            "batch beyond the maximum": lambda: _infer_tensor(httpclient, client, "conv",
-                                                              np.zeros((MAX_BATCH + 1, 3, 32, 32), np.float32)),
-            "bytes that are no image": lambda: _infer_images(httpclient, client, "conv_image", [b"not an image"]),
-            "unknown model": lambda: _infer_tensor(httpclient, client, "no_such_model", x),
-        }  # fmt: skip
-        messages = {}
-        for what, call in bad.items():
-            with pytest.raises(InferenceServerException) as err:
-                call()
-            messages[what] = str(err.value)
-        assert "cannot read image" in messages["bytes that are no image"]
-        assert "unknown model" in messages["unknown model"] or "not found" in messages["unknown model"]
-        assert "batch" in messages["batch beyond the maximum"].lower()
-        assert "FP64" in messages["wrong dtype"] or "data-type" in messages["wrong dtype"]
-
-    # a bad image among good requests, sent at the same time, fails only its own request
     good = [raw for _, raw in jpegs[:12]]
+    rng = np.random.default_rng(5)
+    tensors = [rng.standard_normal((1 + i % 2, 3, 32, 32)).astype(np.float32) for i in range(12)]
+    bad_tensor = tensors[0].copy()
+    bad_tensor[0, 0, 0, 0] = np.nan
+    jobs = [("conv_image", [g]) for g in good] + [("conv_image", [good[0], b"\xff\xd8 truncated jpeg"])]
+    jobs += [("conv", t) for t in tensors] + [("conv", bad_tensor)]
     results: dict[int, object] = {}
+    barrier = threading.Barrier(len(jobs))
 
-    def send(i, payload):
+    def send(i, model, payload):
         with httpclient.InferenceServerClient(server.url) as conn:
+            barrier.wait(timeout=30)
             try:
-                results[i] = _infer_images(httpclient, conn, "conv_image", payload).as_numpy("logits")
+                if model == "conv":
+                    results[i] = _infer_tensor(httpclient, conn, model, payload).as_numpy("logits")
+                else:
+                    results[i] = _infer_images(httpclient, conn, model, payload).as_numpy("logits")
             except InferenceServerException as exc:
                 results[i] = exc
 
-    payloads = {i: [good[i]] for i in range(len(good))}
-    payloads[len(good)] = [good[0], b"\xff\xd8 truncated jpeg"]
-    threads = [threading.Thread(target=send, args=item) for item in payloads.items()]
+    threads = [threading.Thread(target=send, args=(i, *job)) for i, job in enumerate(jobs)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=60)
-    failed = [i for i, r in results.items() if isinstance(r, Exception)]
-    assert len(results) == len(payloads) and failed == [len(good)]
+    failed = sorted(i for i, r in results.items() if isinstance(r, Exception))
+    assert len(results) == len(jobs) and failed == [len(good), len(jobs) - 1], failed
     assert "cannot read image 1 of this request" in str(results[len(good)])
-    with httpclient.InferenceServerClient(server.url) as conn:  # the next good request is answered
-        assert _infer_images(httpclient, conn, "conv_image", good[:2]).as_numpy("logits").shape == (2, 10)
+    assert "NaN or infinite values" in str(results[len(jobs) - 1])
+    for i, t in enumerate(tensors):
+        _assert_fp32_parity(reference.logits(t), results[len(good) + 1 + i])
 
 
 def test_listens_on_loopback_only(server):
     """HTTP, gRPC and metrics: every listening socket of the server's processes is on
     127.0.0.1, and tritonserver was told so (Triton's own default is 0.0.0.0)."""
-    import urllib.request
-
     pids = server.pids | {server.proc.pid}
     sockets = listening(pids)
     assert {server.http_port, server.grpc_port, server.metrics_port} <= {p for _, p in sockets}
@@ -256,36 +332,93 @@ def test_listens_on_loopback_only(server):
     assert {getattr(a, "ipv4_mapped", None) or a for a in addresses} == {ipaddress.ip_address("127.0.0.1")}, sockets
     triton = [p for p in server.pids if Path(cmdline(p)[0]).name == "tritonserver"]
     assert len(triton) == 1
-    args = " ".join(cmdline(triton[0]))
-    for flag in ("--http-address 127.0.0.1", "--grpc-address 127.0.0.1", "--metrics-address 127.0.0.1"):
+    args = cmdline(triton[0])
+    for flag in ("--http-address=127.0.0.1", "--grpc-address=127.0.0.1", "--metrics-address=127.0.0.1"):
         assert flag in args, args
     text = urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10).read().decode()
     assert 'nv_inference_count{model="conv"' in text
 
 
-def test_python_backend_stub_runs_on_this_interpreters_libpython(server):
-    """The trap PyTriton leaves (the stub loading the system's libpython3.X.so.1.0): every
-    stub maps the library of the interpreter that runs aft-export, and the server's
-    environment puts that library's directory first."""
+def _environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+    return dict(v.split("=", 1) for v in raw.split("\0") if "=" in v)
+
+
+def test_one_hop_without_torch_on_this_interpreters_libpython(server):
+    """aft-export serve -> tritonserver -> one Python backend stub per model, nothing else
+    (no proxy process); every stub maps this interpreter's libpython and no libtorch (the
+    model code imports no torch); the threads printed at start."""
     libdir, soname = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME")
     wanted = str(Path(libdir, soname).resolve())
-    stubs = [p for p in server.pids if cmdline(p) and cmdline(p)[0].endswith("triton_python_backend_stub")]
-    assert len(stubs) == 4  # one instance of each of the four models
-    for pid in stubs:
-        maps = Path(f"/proc/{pid}/maps").read_text()
-        loaded = {line.split()[-1] for line in maps.splitlines() if "libpython" in line}
-        assert {str(Path(p).resolve()) for p in loaded} == {wanted}, loaded
+    names = sorted(Path(cmdline(p)[0]).name for p in server.pids)
+    assert names == ["triton_python_backend_stub"] * 4 + ["tritonserver"], names
+    for pid in server.pids:
+        if cmdline(pid)[0].endswith("triton_python_backend_stub"):
+            maps = Path(f"/proc/{pid}/maps").read_text()
+            loaded = {line.split()[-1] for line in maps.splitlines() if "libpython" in line}
+            assert {str(Path(p).resolve()) for p in loaded} == {wanted}, loaded
+            assert "libtorch" not in maps and "onnxruntime" in maps
     triton = next(p for p in server.pids if Path(cmdline(p)[0]).name == "tritonserver")
-    env = dict(v.split("=", 1) for v in Path(f"/proc/{triton}/environ").read_bytes().decode().split("\0") if "=" in v)
-    assert env["LD_LIBRARY_PATH"].split(":")[0] == libdir
+    assert _environ(triton)["LD_LIBRARY_PATH"].split(":")[0] == libdir
+    cpus = len(os.sched_getaffinity(0))
+    first = server.log.read_text().splitlines()[0]
+    share = max(1, cpus // 4)
+    assert first.startswith(f"threads: {cpus} CPUs (") and f"for 4 models x 1 instance x {share} ONNX Runtime" in first
 
 
-def test_the_client_module_prints_the_top_k_of_real_jpegs(server, jpegs, tmp_path):
-    """python -m aft_export.client (docs/serving.md's query line; a copy sits in every Triton
-    repository): one line per image, its top-5 labels as the server ranks them."""
-    import subprocess
-    import sys
+def test_endpoints_that_change_the_server_are_closed_and_no_secret_exists(server):
+    """Model repository (index, load, unload), shared memory, trace and logging answer 403 to
+    every request, the one carrying the header named on tritonserver's command line too (a
+    name with a colon: HTTP ends a name at its first colon, gRPC refuses such a key); the
+    models stay loaded. No process of the server has a key, token or password on its command
+    line or in its environment beyond what the environment it was started with holds."""
+    import tritonclient.grpc as grpcclient
 
+    closed = [("GET", "/v2/systemsharedmemory/status"), ("POST", "/v2/systemsharedmemory/region/r/register"),
+              ("POST", "/v2/cudasharedmemory/region/r/register"), ("POST", "/v2/repository/index"),
+              ("POST", "/v2/repository/models/conv/unload"), ("POST", "/v2/repository/models/conv/load"),
+              ("GET", "/v2/trace/setting"), ("POST", "/v2/trace/setting"), ("GET", "/v2/logging"),
+              ("POST", "/v2/logging")]  # fmt: skip
+    triton = next(p for p in server.pids if Path(cmdline(p)[0]).name == "tritonserver")
+    restricted = [a for a in cmdline(triton) if a.startswith(("--http-restricted-api", "--grpc-restricted-protocol"))]
+    assert len(restricted) == 2
+    key, value = restricted[0].split(":", 1)[1].split("=", 1)
+    assert ":" in key  # unsendable by construction
+    body = b'{"key": "/triton_python_backend_shm_region_1", "offset": 0, "byte_size": 64}'
+    for method, path in closed:
+        assert _get(server, path, body if method == "POST" else None)[0] == 403, path
+        with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as s:  # the header, as written
+            s.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\n{key}: {value}\r\nContent-Length: {len(body)}\r\n"
+                      f"Connection: close\r\n\r\n".encode() + body)  # fmt: skip
+            reply = b""
+            while chunk := s.recv(65536):
+                reply += chunk
+        assert reply.startswith(b"HTTP/1.1 403"), (path, reply[:200])
+    with grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}") as grpc:
+        for call in (grpc.get_model_repository_index, grpc.get_system_shared_memory_status, grpc.get_log_settings,
+                     lambda: grpc.unload_model("conv"), lambda: grpc.get_trace_settings()):  # fmt: skip
+            with pytest.raises(Exception, match="restricted"):
+                call()
+        with pytest.raises(Exception, match="[Ii]nvalid|[Ii]llegal"):  # the key itself cannot be sent
+            grpc.get_system_shared_memory_status(headers={key: value})
+    assert all(_get(server, f"/v2/models/{m}/ready")[0] == 200 for m in MODELS)
+    ours = server.launch_env
+    words = ("token", "secret", "password", "passwd", "auth", "key")
+    for pid in server.pids | {server.proc.pid}:
+        line = " ".join(cmdline(pid)).lower()
+        assert not any(w in line.replace("aft-export:closed", "") for w in words), line
+        for name, val in _environ(pid).items():
+            # serve puts its paths first (the stub needs them); the Python backend starts each stub
+            # through bash, which keeps its own bookkeeping variables
+            if name in ("LD_LIBRARY_PATH", "PATH", "SHLVL", "_", "PWD", "OLDPWD", "LINES", "COLUMNS"):
+                continue
+            assert ours.get(name) == val, (pid, name)
+
+
+def test_the_client_module_prints_the_top_k_and_its_errors_are_one_line(server, jpegs, tmp_path):
+    """python -m aft_export.client (the README's query line; a copy sits in every Triton
+    repository): one line per image, its top-5 labels as the server ranks them; an unknown
+    model, an image the server refuses and a missing file are one line each and exit 2."""
     httpclient, client = _http(server)
     files = []
     for i, (_, raw) in enumerate(jpegs[:2]):
@@ -293,20 +426,38 @@ def test_the_client_module_prints_the_top_k_of_real_jpegs(server, jpegs, tmp_pat
         files[-1].write_bytes(raw)
     with client:
         labels = _infer_images(httpclient, client, "conv_image", [f.read_bytes() for f in files]).as_numpy("topk_label")
-    proc = subprocess.run([sys.executable, "-m", "aft_export.client", "--model", "conv_image", "--url", server.url,
-                           *map(str, files)], capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "aft_export.client", "--url", server.url, *map(str, args)],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    proc = run("--model", "conv_image", *files)
     assert proc.returncode == 0, proc.stderr
     for line, f, row in zip(proc.stdout.splitlines(), files, labels):
         assert line.startswith(f"{f}: ") and [part.split()[0] for part in line.split(": ", 1)[1].split(", ")] == [
             b.decode() for b in row]
+    (tmp_path / "bad.jpg").write_bytes(b"\xff\xd8 not really")
+    for args, expected in ((["--model", "nope_image", files[0]], f"error: the server at {server.url} has no model"),
+                           (["--model", "conv_image", tmp_path / "bad.jpg"],
+                            "error: the server refused the request: [400] cannot read image 0 of this request"),
+                           (["--model", "conv_image", tmp_path / "missing.jpg"], "error: cannot read ")):  # fmt: skip
+        proc = run(*args)
+        assert proc.returncode == 2 and proc.stdout == "", (args, proc)
+        assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith(expected), proc.stderr
+
 
 def test_sigterm_stops_the_server_and_every_process_it_started(server):
     """Last in this module (it ends the module's server): SIGTERM, as a process manager
-    sends it, stops it as SIGINT does (tests/test_serve_stop.py drains a request there)."""
+    sends it: exit status 143, the stop said in one line, nothing left running, no shared
+    memory or working directory left behind."""
     import signal
 
     family = server.pids | {server.proc.pid}
-    server.proc.send_signal(signal.SIGTERM)
-    assert server.proc.wait(timeout=STOP_TIMEOUT) == 0, server.tail()
-    assert "stopping: finishing the requests in flight" in server.log.read_text()
+    triton = next(p for p in server.pids if Path(cmdline(p)[0]).name == "tritonserver")
+    work = Path(next(a for a in cmdline(triton) if a.startswith("--model-repository=")).split("=", 1)[1]).parent
+    assert server.interrupt(STOP_TIMEOUT, signal.SIGTERM) == 143, server.tail()
+    log = server.log.read_text()
+    assert "stopping (SIGTERM): Triton finishes the requests in flight" in log
+    assert log.rstrip().endswith("stopped: every process it started has ended") and "Traceback" not in log
     assert sorted(p for p in family if alive(p)) == []
+    assert not work.exists() and not list(Path("/dev/shm").glob(f"aft-export-serve-{server.proc.pid}-*"))

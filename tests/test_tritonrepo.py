@@ -29,7 +29,8 @@ from aft_export.options import TritonRepoOptions
 from aft_export.runners import OrtRunner
 from aft_export.tritonrepo import write_repository
 from tests.export.test_exporter import make_ckpt
-from tests.servekit import ENGINE_PROFILE_MAX, TritonBinary, engine_with_manifest, need
+from tests.conftest import REPO
+from tests.servekit import ENGINE_PROFILE_MAX, TritonBinary, engine_with_manifest, need, need_server
 
 QUIET = dict(log=lambda *a: None)
 
@@ -47,7 +48,7 @@ def artifacts(tmp_path_factory):
 @pytest.fixture(scope="module")
 def repo(artifacts, tmp_path_factory):
     out = tmp_path_factory.mktemp("repos") / "repo"
-    result = write_repository([str(p) for p in artifacts.values()], out, TritonRepoOptions(instances=2))
+    result = write_repository([str(p) for p in artifacts.values()], out, TritonRepoOptions(instances=2, threads=3))
     assert result.path == str(out)
     return out
 
@@ -71,33 +72,74 @@ def test_every_config_parses_with_tritons_schema_and_matches_its_artifact(repo, 
     for name, config in configs.items():
         assert config.name == name and (repo / name / "1").is_dir()
     fp32, string, i64 = (pb.DataType.Value(t) for t in ("TYPE_FP32", "TYPE_STRING", "TYPE_INT64"))
-    gpu, cpu = pb.ModelInstanceGroup.Kind.Value("KIND_GPU"), pb.ModelInstanceGroup.Kind.Value("KIND_CPU")
-    expect = {"full": (32, [], "onnxruntime_onnx", "model.onnx", artifacts["dynamic"]),
-              "full_b2": (0, [2], "onnxruntime_onnx", "model.onnx", artifacts["fixed"]),
-              "full_int8": (ENGINE_PROFILE_MAX, [], "tensorrt_plan", "model.plan", artifacts["engine"])}  # fmt: skip
-    for name, (max_batch, lead, platform, filename, source) in expect.items():
+    kind = pb.ModelInstanceGroup.Kind.Value
+    expect = {"full": (32, [], "onnxruntime_onnx", "model.onnx", artifacts["dynamic"], kind("KIND_AUTO")),
+              "full_b2": (0, [2], "onnxruntime_onnx", "model.onnx", artifacts["fixed"], kind("KIND_AUTO")),
+              "full_int8": (ENGINE_PROFILE_MAX, [], "tensorrt_plan", "model.plan", artifacts["engine"],
+                            kind("KIND_GPU"))}  # fmt: skip
+    for name, (max_batch, lead, platform, filename, source, net_kind) in expect.items():
         net, pre, topk = configs[name + "_net"], configs[name + "_pre"], configs[name + "_topk"]
         assert net.platform == platform and net.max_batch_size == max_batch
         assert (repo / f"{name}_net" / "1" / filename).read_bytes() == source.read_bytes()
         assert [(i.name, i.data_type, list(i.dims)) for i in net.input] == [("image", fp32, lead + [3, 32, 32])]
         assert [(o.name, o.data_type, list(o.dims)) for o in net.output] == [("logits", fp32, lead + [10])]
-        assert [(g.count, g.kind) for g in net.instance_group] == [(2, gpu)]
+        # the classifier's instances follow the device (default: Triton's KIND_AUTO; engines the GPU)
+        assert [(g.count, g.kind) for g in net.instance_group] == [(2, net_kind)]
+        params = {k: v.string_value for k, v in net.parameters.items()}
+        assert params == ({"intra_op_thread_count": "3", "inter_op_thread_count": "1", "execution_mode": "0"}
+                          if platform == "onnxruntime_onnx" else {})  # fmt: skip
         for model in (pre, topk):
             assert model.backend == "python" and model.max_batch_size == max_batch
-            assert [(g.count, g.kind) for g in model.instance_group] == [(2, cpu)]
+            assert [(g.count, g.kind) for g in model.instance_group] == [(2, kind("KIND_CPU"))]
             assert (repo / model.name / "1" / "model.py").is_file()
         assert [(i.name, i.data_type, list(i.dims)) for i in pre.input] == [("image_bytes", string, lead + [1])]
         assert [(o.name, list(o.dims)) for o in topk.output] == [("topk_index", lead + [5]), ("topk_label", lead + [5])]
         assert [o.data_type for o in topk.output] == [i64, string]
-        for model in (net, pre, topk):  # a fixed-batch artifact gets no batching
-            assert model.HasField("dynamic_batching") == (max_batch > 0)
+        # batched once: the classifier alone has a dynamic batcher (none for a fixed batch)
+        assert net.HasField("dynamic_batching") == (max_batch > 0)
+        assert net.dynamic_batching.max_queue_delay_microseconds == 0
+        assert not pre.HasField("dynamic_batching") and not topk.HasField("dynamic_batching")
+        # every model but the ensembles warms up with one request before it is ready
+        for model in (net, pre, topk):
+            assert len(model.model_warmup) == 1 and model.model_warmup[0].batch_size == 1
+        warm = pre.model_warmup[0].inputs["image_bytes"]
+        assert warm.input_data_file == "image.bin" and list(warm.dims) == lead + [1]
+        data = (repo / f"{name}_pre" / "warmup" / "image.bin").read_bytes()
+        size = int.from_bytes(data[:4], "little")
+        assert load_image(data[4 : 4 + size], 32).shape == (32, 32, 3) and len(data) == (size + 4) * (lead or [1])[0]
+        assert net.model_warmup[0].inputs["image"].zero_data
         for ensemble in (configs[name], configs[name + "_image"]):
             assert ensemble.platform == "ensemble" and ensemble.max_batch_size == max_batch
             assert [o.name for o in ensemble.output] == ["logits", "topk_index", "topk_label"]
+            assert len(ensemble.model_warmup) == 0
             _check_wiring(ensemble, configs)
     # an engine is served up to its profile's maximum batch, never beyond
     manifest = json.loads(Path(str(artifacts["engine"]) + ".json").read_text())
     assert manifest["input"]["max"][0] >= configs["full_int8_net"].max_batch_size
+
+
+def test_the_dockerfile_bakes_pillow_in_and_starts_triton_closed(repo, artifacts, tmp_path):
+    """FROM the container release, Pillow pinned to the version that decoded for eval, the
+    models copied in; tritonserver with model control off and the endpoints that change it
+    closed (as aft-export serve). Nothing is installed when a container starts."""
+    from importlib.metadata import version
+
+    from aft_export.tritonrepo import CLOSED_FLAGS
+
+    text = (repo / "Dockerfile").read_text()
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert lines[:3] == ["ARG RELEASE", "FROM nvcr.io/nvidia/tritonserver:${RELEASE}-py3",
+                         f"RUN pip install --no-cache-dir pillow=={version('pillow')}"]  # fmt: skip
+    cmd = json.loads(lines[-1].removeprefix("CMD "))
+    assert cmd[:4] == ["tritonserver", "--model-repository=/models", "--model-control-mode=none",
+                       "--strict-readiness=true"] and cmd[4:] == CLOSED_FLAGS.split()  # fmt: skip
+    readme = (repo / "README.md").read_text()
+    # the engine's release is not in the table: the user names it
+    assert "docker build -t aft-export-triton --build-arg RELEASE=<release> ." in readme
+    assert "pip install -q pillow" not in readme  # nothing installed at start: it is in the image
+    onnx_only = Path(write_repository([str(artifacts["dynamic"])], tmp_path / "r").path)
+    assert "ARG RELEASE=26.08" in (onnx_only / "Dockerfile").read_text()
+    assert "docker build -t aft-export-triton ." in (onnx_only / "README.md").read_text()
 
 
 def _check_wiring(ensemble, configs) -> None:
@@ -126,7 +168,7 @@ def test_readme_names_the_engines_tensorrt_and_where_to_find_its_container(repo,
     out = write_repository([str(artifacts["engine"])], tmp_path / "r")
     text = (out and Path(out.path) / "README.md").read_text()
     assert "`nvcr.io/nvidia/tritonserver:25.01-py3` (Triton 2.54.0, TensorRT 10.8.0.43)" in text
-    assert "nvcr.io/nvidia/tritonserver:25.01-py3 \\" in text
+    assert "ARG RELEASE=25.01" in (Path(out.path) / "Dockerfile").read_text()
 
 
 @pytest.mark.parametrize("name,library", [("m.rtx.engine", None), ("m.engine", "tensorrt-rtx")])
@@ -157,12 +199,13 @@ def test_bad_input_writes_nothing(artifacts, tmp_path):
 
 def test_cli_writes_the_repository_and_refuses_bad_input_with_exit_2(artifacts, tmp_path):
     result = CliRunner().invoke(main, ["triton-repo", str(artifacts["dynamic"]), "-o", str(tmp_path / "r"),
-                                       "--device", "cpu", "--max-batch", "4", "--top-k", "3"])  # fmt: skip
+                                       "--device", "cpu", "--max-batch", "4", "--top-k", "3", "--threads", "2"])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "full, full_image, full_net, full_pre, full_topk" in result.output
     pb = need("tritonclient.grpc.model_config_pb2")
     net = _config(tmp_path / "r" / "full_net" / "config.pbtxt")
     assert net.max_batch_size == 4 and net.instance_group[0].kind == pb.ModelInstanceGroup.Kind.Value("KIND_CPU")
+    assert net.parameters["intra_op_thread_count"].string_value == "2"
     assert list(_config(tmp_path / "r" / "full_topk" / "config.pbtxt").output[0].dims) == [3]
     result = CliRunner().invoke(main, ["triton-repo", str(artifacts["dynamic"]), "-o", str(tmp_path / "r")])
     assert result.exit_code == 2 and result.output.startswith("error: directory")
@@ -208,8 +251,12 @@ def test_generated_preprocessing_is_evals_bit_for_bit(repo, cifar10):
 
 # ---------------------------------------------------------------- the repository in a real Triton
 
-STAND_IN = '''"""Test stand-in for the ONNX Runtime backend (PyTriton's tritonserver has none): the same
-ONNX file, run by aft-export's runner in the Python backend."""
+STAND_IN = f'''"""Test stand-in for the ONNX Runtime backend (the serve extra's tritonserver has none): the
+same ONNX file, run by aft-export's runner in the Python backend."""
+
+import sys
+
+sys.path.insert(0, {str(REPO)!r})  # this tree's aft_export (the stub ignores PYTHONPATH)
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -233,12 +280,13 @@ class TritonPythonModel:
 
 @pytest.fixture(scope="module")
 def live(artifacts, tmp_path_factory):
-    """The repository of the dynamic-batch ONNX file, as written, in PyTriton's tritonserver;
-    only full_net's platform line changes (python, with the stand-in beside model.onnx)."""
-    need("pytriton")
-    need("tritonclient.http")
+    """The repository of the dynamic-batch ONNX file, as written (default options: KIND_AUTO,
+    warm-up requests, the Dockerfile and README at its root), in the serve extra's
+    tritonserver; only full_net's platform line changes (python, with the stand-in beside
+    model.onnx; its ONNX Runtime parameters are ignored by the Python backend)."""
+    need_server()
     root = tmp_path_factory.mktemp("live")
-    repo = Path(write_repository([str(artifacts["dynamic"])], root / "repo", TritonRepoOptions(device="cpu")).path)
+    repo = Path(write_repository([str(artifacts["dynamic"])], root / "repo").path)
     config = repo / "full_net" / "config.pbtxt"
     config.write_text(config.read_text().replace('platform: "onnxruntime_onnx"', 'backend: "python"'))
     (repo / "full_net" / "1" / "model.py").write_text(STAND_IN)
@@ -285,7 +333,9 @@ def test_the_repository_answers_in_a_real_triton(live, artifacts, cifar10, tmp_p
     assert len(lines) == 2 and lines[0].startswith(f"{files[0]}: {info.classes[int(np.argmax(expected[0]))]} ")
 
 
-def test_in_the_real_triton_a_bad_image_fails_only_its_own_request(live, cifar10):
+def test_in_the_real_triton_bad_requests_are_400s_and_fail_only_their_own(live, cifar10):
+    """A bad image among good ones fails its request only, with a 400 and one line; a NaN
+    tensor through the ensemble gets a 400 from NAME_topk instead of a top-k of NaN."""
     import tritonclient.http as httpclient
     from tritonclient.utils import InferenceServerException
 
@@ -311,7 +361,17 @@ def test_in_the_real_triton_a_bad_image_fails_only_its_own_request(live, cifar10
         t.join(timeout=60)
     failed = {i: str(r) for i, r in results.items() if isinstance(r, Exception)}
     assert len(results) == len(payloads) and list(failed) == [len(good)]
-    assert "cannot read image" in failed[len(good)]
+    message = failed[len(good)]
+    assert message.startswith("[400] in ensemble 'full_image', cannot read image 1 of this request"), message
+    assert "\n" not in message and "Traceback" not in message
+    x = np.zeros((2, 3, 32, 32), np.float32)
+    x[1, 0, 0, 0] = np.nan
+    with httpclient.InferenceServerClient(server.url) as conn:
+        tensor = httpclient.InferInput("image", list(x.shape), "FP32")
+        tensor.set_data_from_numpy(x)
+        expected = r"^\[400\] in ensemble 'full', the model gives NaN or infinite logits for 1 of 2"
+        with pytest.raises(InferenceServerException, match=expected):
+            conn.infer("full", [tensor])
 
 
 def test_the_pipelines_repository_names_engines_beside_their_onnx_and_leaves_rtx_out(artifacts, tmp_path):

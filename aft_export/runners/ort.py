@@ -239,13 +239,16 @@ class OrtRunner(Runner):
 
     def __init__(self, source, providers: list | str | None = None, threads: int = 0,
                  info: ModelInfo | None = None, optimize: bool = True, profile: bool = False,
-                 preprocessing: ForeignPreprocessing | None = None) -> None:  # fmt: skip
+                 preprocessing: ForeignPreprocessing | None = None, spinning: bool = True) -> None:  # fmt: skip
         """``source``: a path or a ModelProto (stages that run a graph they hold in memory);
         ``info``: what to feed a graph a stage made itself (held to one input only);
         ``preprocessing``: how to feed a file another tool wrote (see :func:`onnx_info`); ``optimize``
         False runs the graph as written (no fusions: calibration measures the values the
         graph defines, as ONNX Runtime's own calibrators do); ``profile``: record ONNX
-        Runtime's per-node profile (read it with :meth:`op_profile`)."""
+        Runtime's per-node profile (read it with :meth:`op_profile`); ``spinning`` False: the
+        intra-op pool's threads sleep when out of work instead of spinning for more (ONNX
+        Runtime's default), for a server whose idle pools must not take the CPU its other
+        processes need."""
         ort = import_onnxruntime()
         graph = open_graph(source, info, preprocessing=preprocessing)
         model, in_memory, where, info, from_metadata = (graph.model, graph.in_memory, graph.where, graph.info,
@@ -264,6 +267,9 @@ class OrtRunner(Runner):
         if not optimize:
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         options.intra_op_num_threads = threads  # 0: ONNX Runtime's default (all cores)
+        if not spinning:
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         self.threads = threads or (os.cpu_count() or 1)
         self._profile_dir = None
         if profile:
