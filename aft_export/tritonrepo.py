@@ -188,7 +188,7 @@ def preprocess_source(spec: ServedModel) -> str:
         f"STD = np.array({list(spec.std)}, dtype=np.float32).reshape(3, 1, 1)\n"
         f'INPUT = "{IMAGE_INPUT}"\nOUTPUT = "{PREPROCESSED}"\n\n\n',
         '''def preprocess(encoded: bytes, index: int = 0) -> np.ndarray:
-    """One encoded image (the ``index``-th of its request) -> float32 (3, SIZE, SIZE), as
+    """One encoded image (number index of its request) -> float32 (3, SIZE, SIZE), as
     aft-export's eval preprocesses it."""
     x = load_image(encoded, SIZE, name=f"{index} of this request").transpose(2, 0, 1).astype(np.float32)
     return (x / np.float32(255.0) - MEAN) / STD
@@ -318,9 +318,9 @@ def readme(specs: list[ServedModel], opts: TritonRepoOptions) -> str:
         "# Triton model repository", "",
         f"Written by aft-export {__version__} (`aft-export triton-repo`). Models:", "", *models, "",
         "Each `config.pbtxt` is Triton's ModelConfig in protobuf text format; `*_pre/1/model.py` decodes images with "
-        f"aft-export's own code (Pillow). The `Dockerfile` bakes Pillow {pillow_version()} (the version `eval` "
+        f"aft-export's own code (Pillow). The `Dockerfile` bakes Pillow {pillow_version()} (the version aft-export eval "
         "decoded with) into Triton's container and copies the models in: nothing is installed when a container "
-        "starts. Every model but the ensembles has a warm-up request (`model_warmup`): Triton reports a model ready "
+        "starts. Every model but the ensembles has a warm-up request (model_warmup in its config): Triton reports a model ready "
         "once it has run.", "",
         "## Build and run it", "",
         "```bash",
