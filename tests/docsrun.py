@@ -28,6 +28,7 @@ here is seen outside it):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -36,6 +37,7 @@ import queue
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -47,6 +49,7 @@ FENCE = re.compile(r"^```(\S*)\s*$")
 NOT_RUN = re.compile(r"^#\s*not run here:\s*(\S.*)$")
 EXITS = re.compile(r"#\s*exits (\d+)\b")
 OUTPUT_MARK = "<!-- output -->"
+HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
 SENTINEL = "__docsrun_status__"
 COMMAND_TIMEOUT = 420.0  # seconds one command may take (the README's pipeline: ~1.5 min on 2 cores)
 MEMO_FIRST_WORDS = {"aft-export", "python", "pip"}  # commands whose effect is their output and files
@@ -93,10 +96,19 @@ def page_blocks(path: Path, page: str) -> list[Block]:
 
 def commands(text: str) -> list[str]:
     """A bash block's commands, as a terminal takes them: lines joined where they end in a
-    backslash; blank and comment-only lines dropped."""
-    out, cur = [], ""
+    backslash, a here-document with its command; blank and comment-only lines dropped."""
+    out, cur, heredoc = [], "", None
     for line in text.splitlines():
         cur += line
+        if heredoc is not None:  # a here-document's body goes with its command, to its end word
+            if line.strip() != heredoc:
+                cur += "\n"
+                continue
+            heredoc = None
+        elif HEREDOC.search(line):
+            heredoc = HEREDOC.search(line).group(1)
+            cur += "\n"
+            continue
         if line.endswith("\\"):
             cur += "\n"
             continue
@@ -245,10 +257,14 @@ class Shell:
             if not left or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
-        try:
-            os.killpg(self.proc.pid, 9)
-        except ProcessLookupError:
-            pass
+        _, pids = self.send("jobs -p", timeout=10)
+        groups = [int(p) for p in pids.split() if p.isdigit()] + [self.proc.pid]  # with job control: a group each
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for group in groups:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(group, sig)
+            if sig == signal.SIGTERM and len(groups) > 1:
+                time.sleep(5)  # a server's clean stop
         self.proc.wait(timeout=10)
         return left
 
@@ -317,7 +333,7 @@ def run_page(page: str, repo: Path, session: Path, shared: Path) -> dict:
                 strings = re.findall(r"[\"']([^\"'\n]+)[\"']", block.text)
                 units = [(f"python {script}", ["python", block.text, *strings], 0)]
             else:
-                background = any(c.rstrip().endswith("&") for c in commands(block.text))
+                background = any(words(c)[-1:] == ["&"] for c in commands(block.text))
                 units = [(c, None if background else words(c), expected_status(c)) for c in commands(block.text)]
             printed = []
             for command, key_words, expected in units:
