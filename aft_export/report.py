@@ -120,13 +120,20 @@ def format_quantize(r: dict) -> list[str]:
     if r["precision"] == "int8":
         lines.append(f"int8: {recipe['quantized_nodes']} nodes quantised, {len(recipe['excluded_nodes'])} kept in "
                      f"float ({', '.join(recipe['excluded_modules']) or 'none'})")  # fmt: skip
-    else:
-        lines.append(f"fp16: fp32 kept for {', '.join(recipe['fp32_op_types'])} and {len(recipe['fp32_nodes'])} "
-                     f"AFT-core nodes")  # fmt: skip
+        for key, what in (("exclude_regex", "pattern"), ("exclude_op_types", "op type"), ("keep_fp32", "fp32 pattern")):
+            lines += [f"  {what} {k!r}: {v} nodes" for k, v in recipe.get(key, {}).items()]
+    rest = recipe.get("rest_precision")
+    if rest == "fp16" or r["precision"] == "fp16":
+        head = "rest fp16" if rest == "fp16" else "fp16"
+        lines.append(f"{head}: fp32 kept for {', '.join(recipe['fp32_rule'])} ({len(recipe['fp32_nodes'])} nodes by "
+                     f"name, op types {', '.join(recipe['fp32_op_types'])}); input and output fp32"
+                     + (f"; opset {recipe['opset']}, {recipe['scales']} scales" if rest == "fp16" else ""))  # fmt: skip
         lines += [f"fp16 NaN/Inf: {b['count']} values in {b['value']} (node {b['node']}, module {b['module'] or '?'})"
                   for b in r["nonfinite"]]  # fmt: skip
         if not r["nonfinite"] and r["agreement"]:
-            lines.append("fp16: no NaN or Inf in any fp16 value on the calibration images")
+            lines.append(f"{head}: no NaN or Inf in any fp16 value on the calibration images")
+    elif rest == "fp32":
+        lines.append("rest fp32: what is not int8 computes in fp32")
     if r["agreement"]:
         a = r["agreement"]
         lines.append(f"vs fp32 on {a['images']} calibration images: top-1 agreement {a['top1_agreement']:.2f}%, "
