@@ -81,6 +81,30 @@ def summary_table(summary: list[dict], batches) -> list[str]:
     return lines
 
 
+def compute_layers(network: dict) -> str:
+    """One cell: a parsed network's compute layers per precision (``build.network_summary``)."""
+    compute = network.get("compute") or {}
+    return ", ".join(f"{compute.get(k, 0)} {k}" for k in ("int8", "fp16", "fp32")) + "".join(
+        f", {v} {k}" for k, v in compute.items() if k not in ("int8", "fp16", "fp32"))  # fmt: skip
+
+
+def network_table(engines: dict) -> list[str]:
+    """The engines' parsed networks: compute layers per precision, and all layers."""
+    if not engines:
+        return []
+    lines = ["## TensorRT networks", "",
+             "Compute layers of each engine's parsed network by the precision they compute in (constants, "
+             "shuffles, casts and Q/DQ not counted; int8: matrix products and convolutions whose inputs are "
+             "int8 dequantised, seen through shuffles and casts).", "",
+             "| engine | library | precision | int8 | fp16 | fp32 | all layers |", "|---|---|---|---|---|---|---|"]
+    for name, e in engines.items():
+        c = (e.get("network") or {}).get("compute") or {}
+        lines.append(f"| {name} | {e.get('library', '-')} {e.get('library_version', '')} | {e.get('precision', '-')} | "
+                     + " | ".join(str(c.get(k, 0)) for k in ("int8", "fp16", "fp32"))
+                     + f" | {(e.get('network') or {}).get('num_layers', '-')} |")  # fmt: skip
+    return lines + [""]
+
+
 def format_info(d: dict) -> list[str]:
     c, h, w = d["input_size"]
     metrics = d["metrics"]
@@ -268,8 +292,9 @@ def pipeline_plots(summary: list[dict], differences: dict, data: str, batches) -
     return plots
 
 
-def report_markdown(ckpt, meta, opts, steps, summary, passed, final, calib, not_run=None, unverified=None) -> str:
-    """RUN/report.md: the verdict, the summary table, every step, the plots."""
+def report_markdown(ckpt, meta, opts, steps, summary, passed, final, calib, not_run=None, unverified=None,
+                    engines=None) -> str:  # fmt: skip
+    """RUN/report.md: the verdict, the summary table, the engines' networks, every step, the plots."""
     verdict = "FAIL" if not passed else ("PASS, with artifacts not verified here" if unverified else "PASS")
     lines = [
         f"# aft-export pipeline: {meta.model_name}", "",
@@ -280,6 +305,7 @@ def report_markdown(ckpt, meta, opts, steps, summary, passed, final, calib, not_
         "Top-1 and agreement (with the PyTorch checkpoint's predictions) on the evaluation set; max abs and "
         "cosine from the parity check on real images; latency p50 and throughput on this machine.", "",
         *summary_table(summary, opts.bench_batches), "",
+        *network_table(engines or {}),
         "## Steps", "",
         *[f"- **{s.name}**: {s.status} ({s.seconds:.1f}s){': ' + s.detail if s.detail else ''}" for s in steps],
         "", "## Plots", "",
