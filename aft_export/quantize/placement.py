@@ -155,8 +155,40 @@ def ort_quantize(model, opts: QuantizeOptions, exclude: list[str], ranges: Path)
                 calibration_cache_path=str(ranges),
             )  # fmt: skip
         qmodel = onnx.load(str(dst))
+    unquantize_inputs(qmodel, exclude)
     qdq_per_consumer(qmodel)
     return qmodel
+
+
+def unquantize_inputs(model, exclude: list[str]) -> int:
+    """Let every node kept out of int8 read its activations unrounded. ORT's QDQ quantiser
+    quantises a value once for all its readers, so a node kept out (``--exclude`` and the other
+    choices) that shares its input with a quantised one (``side`` and ``qkv`` both reading a
+    LayerNorm) would read the dequantised, int8-rounded value. Such an input is pointed back at
+    the value the QuantizeLinear reads; a Q/DQ pair left unread is removed. Returns the number
+    of inputs restored."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    keep, restored = set(exclude), 0
+    for node in model.graph.node:
+        if node.name not in keep:
+            continue
+        for i, name in enumerate(node.input):
+            dq = producer.get(name)
+            q = producer.get(dq.input[0]) if dq is not None and dq.op_type == "DequantizeLinear" else None
+            if q is not None and q.op_type == "QuantizeLinear":
+                node.input[i] = q.input[0]
+                restored += 1
+    dropped: set[str] = set()  # the scales and zero points of the pairs removed
+    for _ in range(2):  # the DequantizeLinear nodes no one reads, then their QuantizeLinear
+        read = {i for n in model.graph.node for i in n.input} | {o.name for o in model.graph.output}
+        for node in [n for n in model.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")
+                     and n.output[0] not in read]:  # fmt: skip
+            dropped.update(node.input[1:])
+            model.graph.node.remove(node)
+    read = {i for n in model.graph.node for i in n.input}
+    for t in [t for t in model.graph.initializer if t.name in dropped and t.name not in read]:
+        model.graph.initializer.remove(t)
+    return restored
 
 
 def qdq_per_consumer(model) -> int:
