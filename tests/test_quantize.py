@@ -810,7 +810,7 @@ def test_nodes_chosen_by_regex_and_op_type_kept_fp32_and_recorded(tmp_path):
     # fp16 graphs take keep_fp32 too; the int8-only choices are refused there
     fp16 = quantize_model(src, tmp_path / "h.onnx", None, _opts(tmp_path, precision="fp16", keep_fp32=("side",)),
                           **QUIET)  # fmt: skip
-    assert "side" in fp16.recipe["fp32_nodes"] and fp16.recipe["keep_fp32"] == ["side"]
+    assert "side" in fp16.recipe["fp32_nodes"] and fp16.recipe["keep_fp32"] == {"side": 1}
     assert _output_type(tmp_path / "h.onnx", "side") == TensorProto.FLOAT
     with pytest.raises(AFTExportError, match="`exclude_regex` chooses what int8 covers"):
         QuantizeOptions(precision="fp16", exclude_regex=("side",))

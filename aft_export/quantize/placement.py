@@ -47,10 +47,10 @@ class Selection:
         return list(dict.fromkeys(n for names in self.keep_fp32.values() for n in names))
 
     def record(self) -> dict:
+        """The op types, and each choice given with how many nodes it matched."""
+        chosen = {"exclude_regex": self.by_regex, "exclude_op_types": self.by_op_type, "keep_fp32": self.keep_fp32}
         return {"op_types": list(self.op_types),
-                "exclude_regex": {p: len(v) for p, v in self.by_regex.items()},
-                "exclude_op_types": {t: len(v) for t, v in self.by_op_type.items()},
-                "keep_fp32": {p: len(v) for p, v in self.keep_fp32.items()}}  # fmt: skip
+                **{k: {p: len(v) for p, v in c.items()} for k, c in chosen.items() if c}}  # fmt: skip
 
 
 def keep_fp32_nodes(model, opts: QuantizeOptions) -> dict[str, list[str]]:

@@ -140,9 +140,9 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
         qmodel, recipe_int8, result_extra = _int8(model, cset, opts, core, model_sha, prep, log)
         recipe.update(recipe_int8)
     else:
-        keep = list(opts.exclude) + [n for names in placement.keep_fp32_nodes(model, opts).values() for n in names]
-        qmodel, recipe_fp16 = fp16.to_fp16(model, core, keep)
-        recipe.update(recipe_fp16, **({"keep_fp32": list(opts.keep_fp32)} if opts.keep_fp32 else {}))
+        kept = placement.keep_fp32_nodes(model, opts)
+        qmodel, recipe_fp16 = fp16.to_fp16(model, core, list(opts.exclude) + [n for v in kept.values() for n in v])
+        recipe.update(recipe_fp16, **({"keep_fp32": {p: len(v) for p, v in kept.items()}} if kept else {}))
     seconds["quantize"] = time.perf_counter() - t
 
     placement.restore_functions_and_metadata(qmodel, model)
