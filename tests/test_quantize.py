@@ -765,7 +765,7 @@ def test_int8_rest_is_fp16_at_opset_19_with_the_fixed_rule_in_fp32(onnx_models, 
 
 
 def test_rest_precision_fp32_and_the_targets_defaults(onnx_models, tmp_path, cifar10):
-    """``rest_precision='fp32'`` writes the opset-18 int8 graph with fp32 scales and no fp16; a tensorrt8
+    """``rest_precision=fp32`` writes the opset-18 int8 graph with fp32 scales and no fp16; a tensorrt8
     file's rest is fp32 by default and an fp16 one is refused (TensorRT 8 takes it from builder flags)."""
     from aft_export.options import EXPORT_TARGETS
 
@@ -782,7 +782,7 @@ def test_rest_precision_fp32_and_the_targets_defaults(onnx_models, tmp_path, cif
     trt8 = onnx.load(onnx_models["custom"])
     next(p for p in trt8.metadata_props if p.key == "export_target").value = "tensorrt8"
     onnx.save(trt8, tmp_path / "trt8.onnx")
-    with pytest.raises(AFTExportError, match="`rest_precision='fp16'`.*TensorRT 8"):
+    with pytest.raises(AFTExportError, match="`rest_precision=fp16`.*TensorRT 8"):
         quantize_model(tmp_path / "trt8.onnx", tmp_path / "o.onnx", calib, _opts(tmp_path, rest_precision="fp16"),
                        **QUIET)  # fmt: skip
     with pytest.raises(AFTExportError, match="`rest_precision`"):

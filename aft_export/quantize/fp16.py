@@ -186,7 +186,7 @@ def upgrade_to_opset_19(model) -> None:
     current = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     if current > 19:
         raise AFTExportError(f"the graph is opset {current}; an fp16 rest is written at opset 19: export at "
-                             f"opset 18 or 19, or keep the rest in fp32 (`rest_precision='fp32'`)")  # fmt: skip
+                             f"opset 18 or 19, or keep the rest in fp32 (`rest_precision=fp32`)")  # fmt: skip
     changed = set()
     nodes = list(model.graph.node) + [n for f in model.functions for n in f.node]
     for op in {n.op_type for n in nodes if n.domain in ("", "ai.onnx")}:
@@ -198,7 +198,7 @@ def upgrade_to_opset_19(model) -> None:
             changed.add(op)
     if changed:
         raise AFTExportError(f"{', '.join(sorted(changed))} change meaning between opset {current} and 19, where "
-                             f"an fp16 rest is written; keep the rest in fp32 (`rest_precision='fp32'`)")  # fmt: skip
+                             f"an fp16 rest is written; keep the rest in fp32 (`rest_precision=fp32`)")  # fmt: skip
     for imports in [model.opset_import] + [f.opset_import for f in model.functions]:
         for o in imports:
             if o.domain in ("", "ai.onnx"):
@@ -222,12 +222,12 @@ def _scale_error(before, after) -> float:
         b = new[node.input[1]].astype(np.float64)
         if not (np.isfinite(b).all() and (b > 0).all()):
             raise AFTExportError(f"the scale of {node.name} is not a positive fp16 number; keep the rest in fp32 "
-                                 f"(`rest_precision='fp32'`)")  # fmt: skip
+                                 f"(`rest_precision=fp32`)")  # fmt: skip
         err = float(np.max(np.abs(b - a) / a)) if a.size else 0.0
         if err > 1e-3:  # fp16 rounds a normal number by at most 2**-11 of it
             raise AFTExportError(f"the scale of {node.name} ({float(a.min()):.3g}) is below fp16's normal range "
                                  f"and would change by {100 * err:.2g}%; keep the rest in fp32 "
-                                 f"(`rest_precision='fp32'`) or the node out of int8 (`exclude`)")  # fmt: skip
+                                 f"(`rest_precision=fp32`) or the node out of int8 (`exclude`)")  # fmt: skip
         worst = max(worst, err)
     return float(f"{worst:.3g}")
 

@@ -243,7 +243,7 @@ def _rest_precision(opts: QuantizeOptions, target) -> str:
     (aft_export.nvtools writes them), not from the graph, so a tensorrt8 graph's rest stays fp32."""
     rest = opts.rest_precision or target.int8_rest
     if rest == "fp16" and target.name == "tensorrt8":
-        raise AFTExportError("`rest_precision='fp16'` puts fp16 in the graph, which TensorRT 8.5/8.6 does not take "
+        raise AFTExportError("`rest_precision=fp16` puts fp16 in the graph, which TensorRT 8.5/8.6 does not take "
                              "its precisions from (they come from its builder flags: see the file's verify "
                              "script); leave `rest_precision` out for a tensorrt8 file")  # fmt: skip
     return rest
