@@ -44,15 +44,15 @@ class Fp32Kind:
 
 FP32_RULE = (
     Fp32Kind("aft_core", AFT_LAYER_TYPES, (),
-             "exps, sums over every position and their quotient: of every layer kind the one with the most "
-             "values below fp16's smallest normal number on the zoo (0.38-0.95% of them), and a com.aft "
-             "function's body is fp32; the zoo's logits moved no further with it in fp16 "
-             "(benchmarks/fp32_rule.py), so keeping it costs no accuracy"),
+             "exps, sums over every position and their quotient: 0.38-0.95% of its values on the zoo lie "
+             "below fp16's smallest normal number (every kind but GELU: 0.015% or less), its sums grow with "
+             "the positions, and a com.aft function's body is fp32; in fp16 the zoo's logits moved no "
+             "further, so keeping it costs no accuracy (benchmarks/fp32_rule.py)"),
     Fp32Kind("layernorm", ("LayerNormalization",), ("LayerNorm",),
              "mean and variance over the channels: a row's sum of x^2 reaches 5.1e3 on the zoo, 13x below "
-             "fp16's largest number, and grows with depth (7x over AFT-conv's 4 blocks); TensorRT-RTX's "
-             "normalization layer has no compute-precision setting, so fp32 in the graph is what keeps its "
-             "statistics fp32 (benchmarks/fp32_rule.py)"),
+             "fp16's largest number, after growing 6-10x over 4 blocks; TensorRT-RTX's normalization layer "
+             "has no compute-precision setting, so fp32 in the graph is what keeps its statistics fp32 "
+             "(benchmarks/fp32_rule.py)"),
 )  # fmt: skip
 FP32_KINDS = tuple(k.name for k in FP32_RULE)
 FP16_KEEP_FP32_OPS = ("LayerNormalization",)
