@@ -37,6 +37,11 @@ from aft_export.trtcheck.versions import EDITIONS, parse_version
 # layer output types, as the manifest counts them
 DTYPES = {"FLOAT": "fp32", "HALF": "fp16", "INT8": "int8", "BF16": "bf16", "FP8": "fp8", "INT32": "int32",
           "INT64": "int64", "BOOL": "bool", "UINT8": "uint8", "INT4": "int4", "FP4": "fp4"}  # fmt: skip
+FLOATS = ("fp32", "fp16", "bf16", "fp8", "fp4")
+# layers that hold, move, convert or (de)quantise data: not counted as compute (network_summary)
+DATA_LAYERS = ("CONSTANT", "SHUFFLE", "SQUEEZE", "UNSQUEEZE", "CAST", "IDENTITY", "QUANTIZE", "DEQUANTIZE")
+# what an int8 input is traced back through to its dequantisation: reshapes, transposes, casts
+SEEN_THROUGH = ("SHUFFLE", "SQUEEZE", "UNSQUEEZE", "CAST", "IDENTITY")
 _PARSES: Counter = Counter()  # parses per library in this process (its log prints a warning text once)
 
 
@@ -109,9 +114,16 @@ def network_summary(trt, network) -> dict:
 
     ``layers``: count per layer type; ``outputs``: how many layers produce at least one tensor of
     each type (int8, fp16, fp32, ...); ``quantized``/``float``: the matrix products and convolutions
-    whose data and weight inputs both come from an int8 DequantizeLinear (through reshapes and
-    transposes), and those with a float input, by layer name, so that a Q/DQ pair the parser
-    dropped, or a layer the graph meant to quantise, shows up by name.
+    whose data and weight inputs both come from an int8 DequantizeLinear (through reshapes,
+    transposes and casts), and those with a float input, by layer name, so that a Q/DQ pair the
+    parser dropped, or a layer the graph meant to quantise, shows up by name.
+
+    ``compute``: the compute layers per precision, ``compute_layers`` the same per layer type: every
+    layer with a floating-point or int8 output but those that only hold, move, convert or
+    (de)quantise data (:data:`DATA_LAYERS`: constants, shuffles, casts, Q/DQ); shape arithmetic
+    (int32/int64) is not counted. A compute layer is int8 when its inputs come from int8
+    dequantisations (seen through shuffles and casts: an int8 MatMul fed through a Cast is int8),
+    else the type of its output (fp16, fp32, ...).
     """
     producer, layers, outputs = {}, Counter(), Counter()
     for i in range(network.num_layers):
@@ -124,26 +136,37 @@ def network_summary(trt, network) -> dict:
             kinds.add(DTYPES.get(tensor.dtype.name, tensor.dtype.name.lower()))
         for kind in kinds:
             outputs[kind] += 1
+    passing = {getattr(trt.LayerType, name) for name in SEEN_THROUGH if hasattr(trt.LayerType, name)}
 
     def source(tensor) -> str:
-        """int8 when ``tensor`` is an int8 tensor dequantised, seen through shuffles; else float."""
+        """int8 when ``tensor`` is an int8 tensor dequantised, seen through shuffles and casts; else float."""
         layer = producer.get(tensor.name)
-        while layer is not None and layer.type == trt.LayerType.SHUFFLE:
+        while layer is not None and layer.type in passing:
             layer = producer.get(layer.get_input(0).name)
         if layer is not None and layer.type == trt.LayerType.DEQUANTIZE and layer.get_input(0).dtype == trt.int8:
             return "int8"
         return "float"
 
     quantized, floating = [], []
+    compute: dict[str, Counter] = {}
     for i in range(network.num_layers):
         layer = network.get_layer(i)
-        if layer.type not in (trt.LayerType.MATRIX_MULTIPLY, trt.LayerType.CONVOLUTION):
+        products = layer.type in (trt.LayerType.MATRIX_MULTIPLY, trt.LayerType.CONVOLUTION)
+        # a product's data and weights; any other layer's floating-point inputs
+        inputs = [layer.get_input(j) for j in range(min(layer.num_inputs, 2) if products else layer.num_inputs)]
+        inputs = [t for t in inputs if t is not None and (products or DTYPES.get(t.dtype.name) in FLOATS)]
+        int8 = bool(inputs) and all(source(t) == "int8" for t in inputs)
+        if products:
+            (quantized if int8 else floating).append(layer.name)
+        out = [DTYPES.get(layer.get_output(j).dtype.name, "") for j in range(layer.num_outputs)]
+        if layer.type.name in DATA_LAYERS or not any(k in FLOATS or k == "int8" for k in out):
             continue
-        inputs = [layer.get_input(j) for j in range(min(layer.num_inputs, 2))]
-        kinds = [source(t) for t in inputs if t is not None]
-        (quantized if kinds and all(k == "int8" for k in kinds) else floating).append(layer.name)
+        kind = "int8" if int8 else next(k for k in out if k in FLOATS or k == "int8")
+        compute.setdefault(kind, Counter())[layer.type.name] += 1
     return {"layers": dict(sorted(layers.items())), "outputs": dict(sorted(outputs.items())),
-            "num_layers": network.num_layers, "quantized": quantized, "float": floating}  # fmt: skip
+            "num_layers": network.num_layers, "quantized": quantized, "float": floating,
+            "compute": {k: sum(c.values()) for k, c in sorted(compute.items())},
+            "compute_layers": {k: dict(sorted(c.items())) for k, c in sorted(compute.items())}}  # fmt: skip
 
 
 @dataclass

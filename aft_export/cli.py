@@ -46,7 +46,8 @@ import click
 from aft_export.byo.cli import USER_MODEL_KEYS, model_source_from, require_aft_option, user_model_options
 from aft_export.errors import EXIT_BAD_INPUT, EXIT_FOR, EXIT_OK, EXIT_SIGNAL_BASE, EXIT_TABLE, AFTExportError, Verdict
 from aft_export.options import (CALIB_COUNT, CALIB_SEED, EXPORT_TARGETS, HW_LEVELS, LIBRARIES, MAX_SEED,
-                                MAX_THREADS, METHODS, OP_FORMS, PRECISIONS, TARGETS, TRITON_DEVICES,
+                                MAX_THREADS, METHODS, OP_FORMS, PRECISIONS, QUANTIZED_OP_TYPES, REST_PRECISIONS,
+                                TARGETS, TRITON_DEVICES,
                                 BenchOptions, BuildOptions, DoctorOptions, EvalOptions, ExportOptions,
                                 ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions, TrainConfig,
                                 TritonRepoOptions)  # fmt: skip
@@ -655,7 +656,22 @@ def _quantize_options():
                      help=f"Seed of the calibration sample [default: the recipe's, else {CALIB_SEED}]."),
         click.option("--per-channel/--per-tensor", default=default(Q, "per_channel"), show_default=True,
                      help="int8 weight scales."),
-        click.option("--exclude", multiple=True, help="Node name to keep in floating point (repeatable)."),
+        click.option("--exclude", multiple=True,
+                     help="Node name to keep out of int8 (int8), or in fp32 (fp16) (repeatable)."),
+        click.option("--exclude-regex", multiple=True, metavar="REGEX",
+                     help="int8: keep the nodes whose names this regular expression matches (from the start, as "
+                          "re.match and ModelOpt's --nodes_to_exclude) out of int8 (repeatable)."),
+        click.option("--exclude-op-type", "exclude_op_types", multiple=True, metavar="OP",
+                     help="int8: keep every node of this op type out of int8 (repeatable)."),
+        click.option("--quantize-op-type", "op_types", multiple=True, metavar="OP",
+                     help=f"int8: an op type to quantise (repeatable) [default: {', '.join(QUANTIZED_OP_TYPES)}]."),
+        click.option("--keep-fp32", multiple=True, metavar="REGEX",
+                     help="Keep the nodes whose names this regular expression matches in fp32: out of int8 and "
+                          "out of fp16 (repeatable)."),
+        click.option("--rest-precision", type=click.Choice(REST_PRECISIONS),
+                     help="int8: what the graph computes in outside its int8 layers; fp16 keeps the AFT core and "
+                          "LayerNorm in fp32 (opset 19, fp16 scales) [default: "
+                          + ", ".join(f"{t.int8_rest} for {n}" for n, t in EXPORT_TARGETS.items()) + "]."),
         click.option("--quantize-aft-core", is_flag=True,
                      help="int8: quantise the AFT core too (inlines the com.aft functions; ONNX Runtime "
                           "does not fuse those MatMuls, so slower on CPU; not advised)."),
@@ -670,7 +686,8 @@ def _quantize_options():
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="ONNX file to write.")
 @click.option("--precision", type=click.Choice(["int8", "fp16"]), required=True,
-              help="int8: explicit Q/DQ; fp16: mixed precision (AFT core and LayerNorm in fp32).")
+              help="int8: explicit Q/DQ, the rest in --rest-precision; fp16: mixed precision (AFT core and "
+                   "LayerNorm in fp32).")
 @click.option("--calib", help="Calibration images: folder, tar, .npy/.npz, cifar10:train, or a recipe "
               "such as calibration/cifar10.json (needed for int8).")
 @_apply(_quantize_options())

@@ -131,6 +131,37 @@ def fp16_layer_plan(model) -> dict:
     return plan
 
 
+def fp32_rule_plan(model) -> list[str]:
+    """The nodes of an int8 graph that the fixed fp32 rule of an fp16 rest keeps in fp32
+    (:data:`aft_export.quantize.fp16.FP32_RULE`: the AFT core, LayerNorm), by the names TensorRT
+    gives their layers, for TensorRT 8's per-layer precision flags."""
+    import onnx
+    from onnx import TensorProto
+
+    from aft_export.graph import aft_core_nodes
+    from aft_export.quantize.fp16 import FP32_RULE, fp32_nodes
+
+    ops = {t for k in FP32_RULE for t in k.op_types}
+    names = set(fp32_nodes(model, aft_core_nodes(model))) | {n.name for n in model.graph.node if n.op_type in ops}
+    types = _value_types(onnx.shape_inference.infer_shapes(model))
+    # the layers that compute in float: not constants, not shape arithmetic (a precision on an int layer is refused)
+    return [n.name for n in model.graph.node if n.name in names and n.op_type != "Constant"
+            and _SAFE_LAYER.fullmatch(n.name or "") and n.output
+            and all(types.get(o) == TensorProto.FLOAT for o in n.output if o)]  # fmt: skip
+
+
+def int8_fp16_rest_flags(fp32: list[str]) -> dict:
+    """TensorRT 8.5/8.6 flags that run an int8 graph (its rest fp32 in the graph) as the tensorrt
+    target's int8 file runs on strongly typed TensorRT: int8 where the Q/DQ pairs are, fp32 for
+    the fixed rule's layers (``fp32``, pinned and obeyed), fp16 allowed everywhere else."""
+    precisions = ",".join(f"{x}:fp32" for x in fp32)
+    return {"fp32": list(fp32),
+            "trtexec_flags": ["--int8", "--fp16", "--precisionConstraints=obey"]
+            + ([f"--layerPrecisions={precisions}", f"--layerOutputTypes={precisions}"] if fp32 else []),
+            "polygraphy_flags": ["--int8", "--fp16", "--precision-constraints", "obey"]
+            + (["--layer-precisions", *[f"{x}:float32" for x in fp32]] if fp32 else [])}  # fmt: skip
+
+
 def _target(meta: ArtifactMeta) -> str:
     target = meta.export_target
     if target not in TARGETS:
@@ -234,9 +265,10 @@ def verification_commands(onnx_path, batch: str | None = None, hw: str | None = 
                 "shape": list(shapes.opt)}  # fmt: skip
     compare = ["--atol", f"{atol:g}", "--rtol", "0", "--check-error-stat", "max"]
     fp16_plan = fp16_layer_plan(model) if precision == "fp16" else None
+    rule = fp32_rule_plan(model) if precision == "int8" else None
 
     gens = {g.key: _block(g, name, stem, precision, target, shapes, dynamic, workspace_mb, data_flags, compare,
-                          fp16_plan) for g in GENERATIONS}  # fmt: skip
+                          fp16_plan, rule) for g in GENERATIONS}  # fmt: skip
     source = f"aft_export.compare.TOLERANCES[{precision!r}].max_abs" if tolerance is None else "given"
     onnxrt = shlex.join(["polygraphy", "run", name, "--onnxrt", *data_flags])
     rtx = _rtx_block(name, stem, shapes, dynamic, batch, hw)
@@ -274,7 +306,7 @@ def _rtx_block(name, stem, shapes, dynamic, batch, hw) -> dict:
 
 
 def _block(gen: Generation, name, stem, precision, target, shapes, dynamic, workspace_mb, data_flags, compare,
-           fp16_plan) -> dict:  # fmt: skip
+           fp16_plan, fp32_rule_plan=None) -> dict:  # fmt: skip
     block = {"title": gen.title, "versions": gen.versions, "applies": True, "why_not": "", "notes": []}
     if gen.key == "trt8" and EXPORT_TARGETS[target].oldest_tensorrt >= (10, 0):
         form = ("the portable target (opset 19)" if target == "portable" else
@@ -298,10 +330,17 @@ def _block(gen: Generation, name, stem, precision, target, shapes, dynamic, work
         block["notes"].append("strongly typed: no precision flags; fp32, fp16 tensors and Q/DQ int8 come from the "
                               "graph")
     elif precision == "int8":
+        rest = int8_fp16_rest_flags(fp32_rule_plan)
+        block.update(fp16_rest=rest)
         tx += ["--int8"]
         pg += ["--int8"]
-        block["notes"].append("no strongly typed networks before 9.x: --int8 lets the Q/DQ pairs run in int8 "
-                              "(explicit quantization; no calibration runs); no --fp16: the float parts stay fp32")
+        block["notes"] += [
+            ("no strongly typed networks before 9.x: --int8 lets the Q/DQ pairs run in int8 (explicit "
+             "quantization; no calibration runs); no --fp16: the float parts stay fp32, as the graph says"),
+            (f"the precisions of the tensorrt target's int8 file (the rest in fp16, the AFT core and LayerNorm in "
+             f"fp32) come from builder flags here: trt8_fp16_rest builds with {' '.join(rest['trtexec_flags'][:3])} "
+             f"and the graph's {len(rest['fp32'])} fp32-rule layers pinned to fp32"),
+        ]  # fmt: skip
     elif precision == "fp16":
         p = fp16_plan
         prec = ",".join(["*:fp32"] + [f"{x}:fp16" for x in p["fp16"]])
@@ -319,8 +358,18 @@ def _block(gen: Generation, name, stem, precision, target, shapes, dynamic, work
         ]  # fmt: skip
         if p["unpinnable"]:
             block["notes"].append(f"not pinned (names trtexec's specs cannot carry): {', '.join(p['unpinnable'])}")
-    tx += ["--noTF32", f"--memPoolSize=workspace:{workspace_mb}", f"--timingCacheFile={cache}",
-           f"--saveEngine={engine}", gen.build_only_flag]  # fmt: skip
+    tail = ["--noTF32", f"--memPoolSize=workspace:{workspace_mb}"]
+    if "fp16_rest" in block:  # the same build with the rest in fp16, for the script's trt8_fp16_rest
+        rest = block["fp16_rest"]
+        rest["engine"] = f"{stem}.{gen.key}.fp16-rest.engine"
+        rest["trtexec_build"] = shlex.join(tx[:-1] + rest["trtexec_flags"] + tail + [
+            f"--timingCacheFile={stem}.{gen.key}.fp16-rest.timing.cache", f"--saveEngine={rest['engine']}",
+            gen.build_only_flag])  # fmt: skip
+        rest["trtexec_latency"] = shlex.join(["trtexec", f"--loadEngine={rest['engine']}"] + (
+            [f"--shapes={shapes.name}:{_dims(shapes.opt)}"] if dynamic else []) + ["--percentile=50,90,99"])  # fmt: skip
+        rest["polygraphy"] = shlex.join(pg[:-1] + rest["polygraphy_flags"] + [
+            *data_flags, *compare, "--pool-limit", f"workspace:{workspace_mb}M"])  # fmt: skip
+    tx += tail + [f"--timingCacheFile={cache}", f"--saveEngine={engine}", gen.build_only_flag]
     latency = ["trtexec", f"--loadEngine={engine}"] + ([f"--shapes={n}:{_dims(shapes.opt)}"] if dynamic else [])
     latency += ["--percentile=50,90,99"]
     pg += [*data_flags, *compare, "--pool-limit", f"workspace:{workspace_mb}M"]
@@ -338,6 +387,7 @@ def _script(cmds: dict) -> str:
             f"random, seed {d['seed']}, uniform in {d['range']} (the range preprocessed images take), "
             f"{d['iterations']} batches of {_dims(d['shape'])}")  # fmt: skip
     t = cmds["tolerance"]
+    keys = [*cmds["generations"]] + [f"{k}_fp16_rest" for k, b in cmds["generations"].items() if "fp16_rest" in b]
     lines = [
         "#!/usr/bin/env bash",
         f"# Build and check {cmds['artifact']} with NVIDIA's own tools, independently of aft-export.",
@@ -349,7 +399,7 @@ def _script(cmds: dict) -> str:
         f"# |difference| is <= {t['atol']:g} ({t['source']}).",
         "#",
         "# Usage: bash THIS_SCRIPT GENERATION    with GENERATION one of "
-        + ", ".join(cmds["generations"]) + ", rtx (TensorRT-RTX), or onnxrt",
+        + ", ".join(keys) + ", rtx (TensorRT-RTX), or onnxrt",
         "# trtexec is found on PATH, else at /usr/src/tensorrt/bin/trtexec (JetPack); set TRTEXEC to override.",
         "set -euo pipefail",
         'cd "$(dirname "$0")"',
@@ -381,6 +431,20 @@ def _script(cmds: dict) -> str:
             "  " + _shell(b["polygraphy"]),
             "}",
         ]
+        if "fp16_rest" in b:
+            r = b["fp16_rest"]
+            lines += [
+                "# The same int8 layers with the rest in fp16 and the AFT core and LayerNorm in fp32: the precisions",
+                "# of the tensorrt target's int8 file, which TensorRT 8 takes from these builder flags, not the graph.",
+                f"{key}_fp16_rest() {{",
+                f"  # 1. build the engine ({r['engine']})",
+                "  " + _shell(r["trtexec_build"]),
+                "  # 2. latency percentiles of that engine at the opt shape",
+                "  " + _shell(r["trtexec_latency"]),
+                "  # 3. polygraphy builds its own engine with the same flags and compares it with ONNX Runtime",
+                "  " + _shell(r["polygraphy"]),
+                "}",
+            ]
     r = cmds["rtx"]
     lines += ["", f"# ---- {r['title']}: {r['versions']}", *[f"# {note}." for note in r["notes"]], "rtx() {",
               "  # 1. aft-export's build with TensorRT-RTX's Python builder (pip install 'aft-export[rtx]'), with its "
@@ -393,7 +457,7 @@ def _script(cmds: dict) -> str:
               "  " + _shell(r["tensorrt_rtx_build"]),
               "  # 3. latency of that engine at the opt shape: needs an RTX GPU",
               "  " + _shell(r["tensorrt_rtx_latency"]), "}"]  # fmt: skip
-    keys = "|".join([*cmds["generations"], "rtx", "onnxrt"])
+    keys = "|".join([*keys, "rtx", "onnxrt"])
     lines += ["", 'case "${1:-}" in', f"  {keys}) \"$1\" ;;",
               f'  *) echo "usage: $0 {keys}" >&2; exit 2 ;;', "esac", ""]  # fmt: skip
     return "\n".join(lines)

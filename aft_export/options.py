@@ -32,10 +32,15 @@ class ExportTarget:
     oldest_tensorrt: tuple[int, int]  # the oldest TensorRT whose ONNX parser reads the form
     int8_weight_bits: int  # QuantizeOptions.weight_bits when left out (see there)
     stem: str  # the pipeline's file name for it: STEM.onnx, STEM.int8.onnx, ...
+    # what an int8 graph computes outside its int8 layers when QuantizeOptions.rest_precision is
+    # left out: fp16 where the runtime's types come from the graph and fp16 is fast (strongly typed
+    # TensorRT 10.3+/11 and TensorRT-RTX); fp32 where it does not (TensorRT 8 takes precision from
+    # builder flags; the CPU runtimes the portable form is for run fp16 slowly)
+    int8_rest: str = "fp32"
 
 
 EXPORT_TARGETS = {t.name: t for t in (  # the forms: aft_export/export/trt8.py, aft_export/export/portable.py
-    ExportTarget("tensorrt", "TensorRT 10.3+/11 (opset 18, com.aft functions)", None, (10, 3), 8, "model"),
+    ExportTarget("tensorrt", "TensorRT 10.3+/11 (opset 18, com.aft functions)", None, (10, 3), 8, "model", "fp16"),
     ExportTarget("tensorrt8", "TensorRT 8.5/8.6 (JetPack 5.1/6.0) and newer (opset 17, functions inlined, "
                  "LayerNorm decomposed)", 17, (8, 5), 8, "model.trt8"),
     ExportTarget("portable", "any conforming runtime (ONNX Runtime, OpenVINO, the ONNX reference, "
@@ -114,6 +119,12 @@ def parse_batch(spec: str | int) -> int | None:
 # ---------------------------------------------------------------- quantisation
 
 PRECISIONS = ("int8", "fp16")  # what quantize makes
+# what an int8 graph computes in outside its int8 layers (QuantizeOptions.rest_precision)
+REST_PRECISIONS = ("fp16", "fp32")
+OP_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")  # an ONNX op type's name
+# what int8 quantises when QuantizeOptions.op_types is left out: the projections, the MLP, the
+# patch embedding and the head (aft_export/quantize/placement.py)
+QUANTIZED_OP_TYPES = ("MatMul", "Gemm", "Conv")
 # every artifact precision, in the order the pipeline makes them: the export is fp32,
 # the others come from quantize (precision lives in the graph: shared/docs/DEPLOY.md)
 ARTIFACT_PRECISIONS = ("fp32", "fp16", "int8")
@@ -139,6 +150,19 @@ class QuantizeOptions:
     # keep 8 bits.
     weight_bits: int | None = None
     exclude: tuple[str, ...] = ()  # node names kept in floating point
+    # int8: nodes kept out of int8 by regular expression over node names (matched from the start
+    # of the name, as Python's re.match and ModelOpt's --nodes_to_exclude do) and by op type
+    exclude_regex: tuple[str, ...] = ()
+    exclude_op_types: tuple[str, ...] = ()
+    # int8: the op types quantised; (): QUANTIZED_OP_TYPES
+    op_types: tuple[str, ...] = ()
+    # nodes kept in fp32 by regular expression over node names (re.match): out of int8, and out of
+    # an fp16 graph or an int8 graph's fp16 rest
+    keep_fp32: tuple[str, ...] = ()
+    # int8: what the graph computes outside its int8 layers (REST_PRECISIONS); None: the export
+    # target's ExportTarget.int8_rest. fp16 keeps what the fixed rule says in fp32
+    # (aft_export/quantize/fp16.py) and the graph's input and output in fp32
+    rest_precision: str | None = None
     quantize_aft_core: bool = False
     sensitivity: bool = False  # rank nodes; exclude the worst until the budget is met
     budget: float = 0.5  # % top-1 disagreement with fp32 on the calibration images
@@ -167,6 +191,25 @@ class QuantizeOptions:
         if not (finite(self.budget) and 0 <= self.budget <= 100):
             raise AFTExportError(f"the accuracy budget is a percentage from 0 to 100, got {self.budget}; "
                                  f"e.g. `budget=0.5`")  # fmt: skip
+        if self.rest_precision not in (None, *REST_PRECISIONS):
+            raise AFTExportError(f"`rest_precision` must be one of {', '.join(REST_PRECISIONS)}, got "
+                                 f"{self.rest_precision!r}")  # fmt: skip
+        for name in ("exclude_regex", "keep_fp32"):
+            for pattern in getattr(self, name):
+                try:
+                    re.compile(pattern)
+                except (re.error, TypeError) as exc:
+                    raise AFTExportError(f"`{name}` pattern {pattern!r} is not a regular expression ({exc}); "
+                                         f"give a Python regular expression such as 'blocks\\.3\\.'") from None
+        for name in ("exclude_op_types", "op_types"):
+            bad = [t for t in getattr(self, name) if not (isinstance(t, str) and OP_TYPE.fullmatch(t))]
+            if bad:
+                raise AFTExportError(f"`{name}` takes ONNX op types such as MatMul or Conv, got {bad[0]!r}")
+        int8_only = [n for n in ("exclude_regex", "exclude_op_types", "op_types", "rest_precision")
+                     if getattr(self, n) not in ((), None)]  # fmt: skip
+        if self.precision == "fp16" and int8_only:
+            raise AFTExportError(f"`{int8_only[0]}` chooses what int8 covers; an fp16 graph has no int8 layers "
+                                 f"(keep nodes in fp32 with `keep_fp32`)")  # fmt: skip
 
 
 # ---------------------------------------------------------------- TensorRT builds

@@ -498,7 +498,7 @@ def _report(ctx: _Context, steps: list[Step], onnx: list[_Made], trt_check: dict
     }  # fmt: skip
     atomic_write_text(work / "manifest.json", json.dumps(manifest, indent=2, default=_json_default))
     atomic_write_text(work / "report.md", report_markdown(ckpt, meta, opts, steps, summary, verdict, ctx.final,
-                                                          ctx.calib, not_run, unverified))  # fmt: skip
+                                                          ctx.calib, not_run, unverified, results.get("engines")))  # fmt: skip
     return Outcome(PipelineResult(str(ctx.final), passed, steps, summary, unverified, verdict), f"{ctx.final}/report.md")
 
 

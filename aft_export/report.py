@@ -91,6 +91,30 @@ def summary_table(summary: list[dict], batches) -> list[str]:
     return lines
 
 
+def compute_layers(network: dict) -> str:
+    """One cell: a parsed network's compute layers per precision (``build.network_summary``)."""
+    compute = network.get("compute") or {}
+    return ", ".join(f"{compute.get(k, 0)} {k}" for k in ("int8", "fp16", "fp32")) + "".join(
+        f", {v} {k}" for k, v in compute.items() if k not in ("int8", "fp16", "fp32"))  # fmt: skip
+
+
+def network_table(engines: dict) -> list[str]:
+    """The engines' parsed networks: compute layers per precision, and all layers."""
+    if not engines:
+        return []
+    lines = ["## TensorRT networks", "",
+             "Compute layers of each engine's parsed network by the precision they compute in (constants, "
+             "shuffles, casts and Q/DQ not counted; int8: matrix products and convolutions whose inputs are "
+             "int8 dequantised, seen through shuffles and casts).", "",
+             "| engine | library | precision | int8 | fp16 | fp32 | all layers |", "|---|---|---|---|---|---|---|"]
+    for name, e in engines.items():
+        c = (e.get("network") or {}).get("compute") or {}
+        lines.append(f"| {name} | {e.get('library', '-')} {e.get('library_version', '')} | {e.get('precision', '-')} | "
+                     + " | ".join(str(c.get(k, 0)) for k in ("int8", "fp16", "fp32"))
+                     + f" | {(e.get('network') or {}).get('num_layers', '-')} |")  # fmt: skip
+    return lines + [""]
+
+
 def format_info(d: dict) -> list[str]:
     """``aft-export info``: what :func:`aft_export.info.describe_artifact` read, by kind."""
     kind = d.get("kind", "checkpoint")
@@ -217,14 +241,20 @@ def format_quantize(r: dict) -> list[str]:
     if r["precision"] == "int8":
         lines.append(f"int8: {recipe['quantized_nodes']} nodes quantised, {len(recipe['excluded_nodes'])} kept in "
                      f"float ({', '.join(recipe['excluded_modules']) or 'none'})")  # fmt: skip
-    else:
-        kept = recipe["fp32_op_types"]  # the op types of the model's own that stay in fp32
-        lines.append("fp16: kept in fp32: " + (f"every {' and '.join(kept)} node, and " if kept else "")
-                     + f"{len(recipe['fp32_nodes'])} nodes by name (the AFT core, LayerNorm modules and any excluded)")
+        for key, what in (("exclude_regex", "pattern"), ("exclude_op_types", "op type"), ("keep_fp32", "fp32 pattern")):
+            lines += [f"  {what} {k!r}: {v} nodes" for k, v in recipe.get(key, {}).items()]
+    rest = recipe.get("rest_precision")
+    if rest == "fp16" or r["precision"] == "fp16":
+        head = "rest fp16" if rest == "fp16" else "fp16"
+        lines.append(f"{head}: fp32 kept for {', '.join(recipe['fp32_rule'])} ({len(recipe['fp32_nodes'])} nodes by "
+                     f"name, op types {', '.join(recipe['fp32_op_types'])}); input and output fp32"
+                     + (f"; opset {recipe['opset']}, {recipe['scales']} scales" if rest == "fp16" else ""))  # fmt: skip
         lines += [f"fp16 NaN/Inf: {b['count']} values in {b['value']} (node {b['node']}, module {b['module'] or '?'})"
                   for b in r["nonfinite"]]  # fmt: skip
         if not r["nonfinite"] and r["agreement"]:
-            lines.append("fp16: no NaN or Inf in any fp16 value on the calibration images")
+            lines.append(f"{head}: no NaN or Inf in any fp16 value on the calibration images")
+    elif rest == "fp32":
+        lines.append("rest fp32: what is not int8 computes in fp32")
     if r["agreement"]:
         a = r["agreement"]
         lines.append(f"vs fp32 on {a['images']} calibration images: top-1 agreement {a['top1_agreement']:.2f}%, "
@@ -309,6 +339,9 @@ def format_real_check(x: dict | None) -> list[str]:
     title = f"{TITLES.get(x['library'], x['library'])} {x['version']}"
     warned = "warnings not captured" if x["warnings"] is None else f"{len(x['warnings'])} warnings"
     lines = [f"parser, {title}: {'parses it' if x['parses'] else 'REFUSES it'} ({len(x['errors'])} errors, {warned})"]
+    if x.get("network"):
+        lines.append(f"parsed network, {title}: {x['network']['num_layers']} layers; compute layers "
+                     f"{compute_layers(x['network'])}")  # fmt: skip
     if x["builds"] is not None:
         lines.append(f"builder, {title}: " + (f"builds it ({x['engine_bytes'] / 1e6:.2f} MB engine, in memory)"
                                               if x["builds"] else "FAILS"))  # fmt: skip
@@ -397,8 +430,10 @@ def format_pipeline_result(result, batches) -> list[str]:
             f"plots/)"]  # fmt: skip
 
 
-def report_markdown(ckpt, meta, opts, steps, summary, verdict, final, calib, not_run=None, unverified=None) -> str:
-    """RUN/report.md: the verdict (:class:`aft_export.errors.Verdict`), the summary table, every step, the plots."""
+def report_markdown(ckpt, meta, opts, steps, summary, verdict, final, calib, not_run=None, unverified=None,
+                    engines=None) -> str:  # fmt: skip
+    """RUN/report.md: the verdict (:class:`aft_export.errors.Verdict`), the summary table, the engines'
+    networks, every step, the plots."""
     result = {"ok": "PASS", "unverified": "PASS, with artifacts not verified here", "failed": "FAIL"}[verdict.status]
     others = {n: why for n, why in (unverified or {}).items() if n not in (not_run or {})}
     lines = [
@@ -412,6 +447,7 @@ def report_markdown(ckpt, meta, opts, steps, summary, verdict, final, calib, not
         "cosine from the parity check on real images; latency p50 and throughput on this machine. "
         + COLUMNS_SAY[0].upper() + COLUMNS_SAY[1:] + ".", "",
         *summary_table(summary, opts.bench_batches), "",
+        *network_table(engines or {}),
         "## Steps", "",
         *[f"- **{s.name}**: {s.status} ({s.seconds:.1f}s){': ' + s.detail if s.detail else ''}" for s in steps],
         "", "## Plots", "",

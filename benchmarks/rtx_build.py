@@ -2,7 +2,7 @@
 """TensorRT-RTX's parser and builder on the full product of what aft-export writes, on this CPU.
 
 Every zoo model x target (tensorrt, tensorrt8) x op form (custom, decomposed) x precision
-(fp32, fp16, int8, int8 --per-tensor, int8 --quantize-aft-core), AFT-conv with dynamic
+(fp32, fp16, int8, int8 --rest-precision fp32, int8 --per-tensor, int8 --quantize-aft-core), AFT-conv with dynamic
 height/width, every registered 224 config (untrained) and the bring-your-own examples
 (untrained) in fp32, fp16 and int8. Each artifact is exported and quantised through
 aft-export's API, then built with ``aft_export.build.build_engine(library="tensorrt-rtx")``;
@@ -17,12 +17,12 @@ The test suite (tests/test_build.py) builds each *kind* once; this is the whole 
     python benchmarks/rtx_build.py                 # the full product (about 20 min on 2 cores)
     python benchmarks/rtx_build.py --quick         # the kinds tests/test_build.py builds
     python benchmarks/rtx_build.py --quick --json out.json
-    python benchmarks/rtx_build.py --int8-variants # the zoo in fp32, fp16, int8 and two int8 experiments
+    python benchmarks/rtx_build.py --int8-variants # the zoo in fp32, fp16 and three int8 forms
 
-The two int8 experiments say where an int8 engine's size comes from (docs/tensorrt.md): the
-int8 graph with its activation Q/DQ pairs removed (weight-only int8, what TensorRT-RTX's support
-matrix lists as its INT8 GEMM), and the int8 graph with its float parts in fp16. Neither is an
-artifact aft-export writes.
+The int8 variants say where an int8 engine's size comes from (docs/tensorrt.md): the int8 graph
+with the rest in fp32 (``--rest-precision fp32``), the same with its activation Q/DQ pairs removed
+(weight-only int8, what TensorRT-RTX's support matrix lists as its INT8 GEMM; not an artifact
+aft-export writes), and the tensorrt target's int8 (the rest in fp16).
 
 Timings depend on the machine and its load; they are reported, never asserted.
 """
@@ -43,7 +43,8 @@ ZOO = ["aft_conv_cifar", "aft_full_cifar", "aft_local_cifar", "aft_simple_cifar"
 IMAGENET = ["aft_full_tiny_224", "aft_full_small_224", "aft_conv_tiny_224", "aft_conv_small_224",
             "aft_local_tiny_224", "aft_simple_tiny_224"]  # fmt: skip
 BYO = ["aft_pytorch_cifar", "comvex_cifar", "own_cifar"]
-INT8 = {"int8": {}, "int8-per-tensor": {"per_channel": False}, "int8-aft-core": {"quantize_aft_core": True}}
+INT8 = {"int8": {}, "int8-fp32-rest": {"rest_precision": "fp32"}, "int8-per-tensor": {"per_channel": False},
+        "int8-aft-core": {"quantize_aft_core": True}}  # fmt: skip
 CALIBRATION = 8
 
 
@@ -53,7 +54,7 @@ def kinds(quick: bool, int8_variants: bool = False) -> list[tuple[str, dict]]:
     if int8_variants:
         for m in ZOO:
             out += [(f"{m} {p}", dict(source=m, target="tensorrt", precision=p))
-                    for p in ("fp32", "fp16", "int8", "int8-weight-only", "int8-fp16")]  # fmt: skip
+                    for p in ("fp32", "fp16", "int8-fp32-rest", "int8-weight-only", "int8")]  # fmt: skip
         return out
     if quick:  # the kinds tests/test_build.py builds
         for m in ZOO:
@@ -119,9 +120,9 @@ class Maker:
         if p == "fp32":
             return fp32
         out = self.root / (name.replace(" ", "_").replace("--", "") + ".onnx")
-        if p in ("int8-weight-only", "int8-fp16"):
-            int8 = self.make(name.rsplit(" ", 1)[0] + " int8", {**r, "precision": "int8"})
-            (_weight_only if p == "int8-weight-only" else _float_parts_fp16)(int8, out)
+        if p == "int8-weight-only":
+            int8 = self.make(name.rsplit(" ", 1)[0] + " int8-fp32-rest", {**r, "precision": "int8-fp32-rest"})
+            _weight_only(int8, out)
             return out
         kw = INT8.get(p, {})
         last = self.quantised.get(fp32)
@@ -150,19 +151,6 @@ def _weight_only(int8: Path, out: Path) -> None:
             if node in m.graph.node:
                 m.graph.node.remove(node)
     onnx.save(m, str(out))
-
-
-def _float_parts_fp16(int8: Path, out: Path) -> None:
-    """The int8 graph with its float parts in fp16 (the AFT layers and LayerNorm kept fp32, as
-    aft-export's fp16 does), Q/DQ scales too."""
-    import onnx
-    from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST, convert_float_to_float16
-
-    from aft_export.quantize import AFT_LAYER_TYPES, FP16_KEEP_FP32_OPS
-
-    blocked = [b for b in [*DEFAULT_OP_BLOCK_LIST, *FP16_KEEP_FP32_OPS, *AFT_LAYER_TYPES]
-               if b not in ("QuantizeLinear", "DequantizeLinear")]  # fmt: skip
-    onnx.save(convert_float_to_float16(onnx.load(str(int8)), keep_io_types=True, op_block_list=blocked), str(out))
 
 
 def _export_example(stem: str, out: Path, opts) -> None:
@@ -202,7 +190,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="only the kinds tests/test_build.py builds")
     parser.add_argument("--int8-variants", action="store_true",
-                        help="the zoo in fp32, fp16, int8, weight-only int8 and int8 with fp16 float parts")
+                        help="the zoo in fp32, fp16, int8 with the fp32 rest, weight-only int8 and int8 (the fp16 rest)")
     parser.add_argument("--json", help="also write the rows here")
     parser.add_argument("--keep", help="write the artifacts and engines here (default: a temporary directory)")
     parser.add_argument("--calib", default=os.environ.get("AFT_CIFAR10_DIR", str(REPO.parent / "shared" / "data"
@@ -234,6 +222,7 @@ def main(argv=None) -> int:
                            engine_mb=round(Path(result.engine).stat().st_size / 1e6, 2), int8=out.get("int8", 0),
                            fp16=out.get("fp16", 0), fp32=out.get("fp32", 0),
                            quantized_mm_conv=len(m["network"]["quantized"]), float_mm_conv=len(m["network"]["float"]),
+                           compute=m["network"]["compute"],
                            **engine_contents(path, Path(result.engine)))  # fmt: skip
             except Exception as exc:  # noqa: BLE001 - a row that failed says why; the rest go on
                 row.update(parse="FAILED", error=str(exc).splitlines()[0][:300])
@@ -247,17 +236,19 @@ def main(argv=None) -> int:
     return 1 if failed else 0
 
 
-HEAD = ("| artifact | parse | parse s | build s | engine MB | int8 | fp16 | fp32 | int8 MatMul/Conv | weights MB "
-        "(in engine) | CUDA kernels (source MB) |")  # fmt: skip
+HEAD = ("| artifact | parse | parse s | build s | engine MB | int8 | fp16 | fp32 | compute int8 / fp16 / fp32 | "
+        "int8 MatMul/Conv | weights MB (in engine) | CUDA kernels (source MB) |")  # fmt: skip
 
 
 def _line(r: dict, _printed=[False]) -> str:  # noqa: B006 - prints the header once
-    head = "" if _printed[0] else HEAD + "\n" + "|---" * 11 + "|\n"
+    head = "" if _printed[0] else HEAD + "\n" + "|---" * 12 + "|\n"
     _printed[0] = True
     if r["parse"] != "ok":
-        return head + f"| {r['artifact']} | FAILED: {r.get('error', '')} |" + " |" * 9
+        return head + f"| {r['artifact']} | FAILED: {r.get('error', '')} |" + " |" * 10
     return head + (f"| {r['artifact']} | ok | {r['parse_s']:.2f} | {r['build_s']:.2f} | {r['engine_mb']:.2f} | "
-                   f"{r['int8']} | {r['fp16']} | {r['fp32']} | {r['quantized_mm_conv']} | {r['weights_mb']:.2f} "
+                   f"{r['int8']} | {r['fp16']} | {r['fp32']} | "
+                   + " / ".join(str(r["compute"].get(k, 0)) for k in ("int8", "fp16", "fp32"))
+                   + f" | {r['quantized_mm_conv']} | {r['weights_mb']:.2f} "
                    f"({r['weights_in_engine_mb']:.2f}) | {r['cuda_kernels']} ({r['source_mb']:.2f}) |")  # fmt: skip
 
 

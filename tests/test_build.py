@@ -150,7 +150,15 @@ def test_every_artifact_kind_parses_and_builds(made, kind):
         assert out.get("int8", 0) > 0 and m["network"]["quantized"]
     else:
         assert "int8" not in out and not m["network"]["quantized"]
-    assert ("fp16" in out) == (precision == "fp16")
+    # fp16 tensors: an fp16 graph, and the fp16 rest of the tensorrt target's int8 (tensorrt8 keeps it fp32)
+    rest16 = precision == "int8" and ".tensorrt8." not in kind and not kind.startswith("byo/")
+    assert ("fp16" in out) == (precision == "fp16" or rest16)
+    compute = m["network"]["compute"]
+    assert ("fp16" in compute) == ("fp16" in out) and ("int8" in compute) == (precision == "int8")
+    if kind.startswith("zoo/") and precision == "int8" and rest16:
+        # the int8 engine keeps no more in fp32 than the same model's fp16 engine: the fixed rule's layers
+        fp16 = parse(made.get(kind.replace(".int8", ".fp16")), RTX).network["compute"]
+        assert 0 < compute["fp32"] <= fp16["fp32"] and compute["int8"] == len(m["network"]["quantized"])
     if kind == "variant/quantize_aft_core.int8":  # the AFT core's matrix products quantised too
         default = parse(made.get("zoo/aft_conv_cifar.tensorrt.int8"), RTX).network["quantized"]
         assert set(default) < set(m["network"]["quantized"])
@@ -240,6 +248,34 @@ def test_parse_records_the_network(made, rtx):
     assert n["outputs"]["int8"] >= n["layers"]["QUANTIZE"] and n["outputs"]["fp32"] > 0
     assert set(n["quantized"]).isdisjoint(n["float"]) and len(n["quantized"]) + len(n["float"]) == \
         n["layers"]["MATRIX_MULTIPLY"] + n["layers"]["CONVOLUTION"]  # fmt: skip
+
+
+def test_compute_layers_per_precision_see_through_casts_and_shuffles(rtx, tmp_path):
+    """The network's compute layers per precision: constants, shuffles, casts and Q/DQ are not
+    counted; a MatMul whose inputs are int8 dequantised, reached through a Cast and a Transpose,
+    is int8; the other compute layers count by their output type."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.arange(-8, 8, dtype=np.int8).reshape(4, 4), "w")
+    inits = [w] + [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("s", 0.05), ("ws", 0.1))]
+    inits += [numpy_helper.from_array(np.array(0, np.int8), n) for n in ("z", "wz")]
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),  # fp32 compute
+             helper.make_node("QuantizeLinear", ["r", "s", "z"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["dq"]),
+             helper.make_node("Cast", ["dq"], ["dq16"], to=TensorProto.FLOAT16),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wdq"]),
+             helper.make_node("Transpose", ["wdq"], ["wt"], perm=[1, 0]),
+             helper.make_node("Cast", ["wt"], ["w16"], to=TensorProto.FLOAT16),
+             helper.make_node("MatMul", ["dq16", "w16"], ["m"]),  # int8, through the casts and the transpose
+             helper.make_node("Sigmoid", ["m"], ["g"]),  # fp16 compute
+             helper.make_node("Cast", ["g"], ["y"], to=TensorProto.FLOAT)]  # fmt: skip
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], inits)  # fmt: skip
+    path = tmp_path / "casts.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)]), path)
+    n = parse(path, RTX).network
+    assert n["compute_layers"] == {"fp16": {"ACTIVATION": 1}, "fp32": {"ACTIVATION": 1}, "int8": {"MATRIX_MULTIPLY": 1}}
+    assert n["compute"] == {"fp16": 1, "fp32": 1, "int8": 1} and len(n["quantized"]) == 1 and not n["float"]
 
 
 def test_offline_column_for_each_parser():

@@ -44,16 +44,24 @@ def models(tmp_path_factory, cifar10):
     export_checkpoint(full, out["fp32"], ExportOptions(verify_images=0), **QUIET)
     export_checkpoint(full, out["b4"], ExportOptions(verify_images=0, batch="4"), **QUIET)
     export_checkpoint(conv, out["hw"], ExportOptions(verify_images=0, dynamic_hw=True), **QUIET)
-    for p in ("fp16", "int8"):
+    for p in ("fp16", "int8", "int8_fp32"):  # int8: the rest in fp16 (the tensorrt target's); int8_fp32 in fp32
         out[p] = d / f"full.{p}.onnx"
         quantize_model(out["fp32"], out[p], str(cifar10 / "train.tar"),
-                       QuantizeOptions(precision=p, count=16, cache_dir=""), progress=False, **QUIET)  # fmt: skip
-    for p in ("fp32", "fp16", "int8"):
-        m = onnx.inliner.inline_local_functions(onnx.load(out[p]))
+                       QuantizeOptions(precision=p[:4], count=16, cache_dir="",
+                                       rest_precision="fp32" if p == "int8_fp32" else None),
+                       progress=False, **QUIET)  # fmt: skip
+    for p in ("fp32", "fp16", "int8"):  # a tensorrt8 int8 keeps its rest in fp32
+        m = onnx.inliner.inline_local_functions(onnx.load(out["int8_fp32" if p == "int8" else p]))
         entry = m.metadata_props.add()
         entry.key, entry.value = "export_target", "tensorrt8"
         out[f"{p}_trt8"] = d / f"full8.{p}.onnx"
         onnx.save(m, out[f"{p}_trt8"])
+    # and an int8 file of the real tensorrt8 export (its inlined core and decomposed LayerNorm keep their modules)
+    out["trt8_export"] = d / "full.trt8.onnx"
+    export_checkpoint(full, out["trt8_export"], ExportOptions(verify_images=0, target="tensorrt8"), **QUIET)
+    out["trt8_export_int8"] = d / "full.trt8.int8.onnx"
+    quantize_model(out["trt8_export"], out["trt8_export_int8"], str(cifar10 / "train.tar"),
+                   QuantizeOptions(count=16, cache_dir=""), progress=False, **QUIET)  # fmt: skip
     return out
 
 
@@ -145,6 +153,35 @@ def test_trt8_int8_is_int8_without_fp16(models):
     assert "--int8" in pg and "--fp16" not in pg and "--strongly-typed" not in pg
     fp32 = verification_commands(models["fp32_trt8"])["generations"]["trt8"]
     assert not [a for a in _argv(fp32["trtexec_build"]) if a.split("=")[0] in PRECISION_FLAGS]
+
+
+def test_trt8_int8_with_the_fp16_rest_names_its_flags(models):
+    """TensorRT 8 takes precision from builder flags: the script's trt8_fp16_rest builds the same int8
+    layers with --fp16 allowed and the fixed rule's layers (AFT core, LayerNorm) pinned to fp32, the
+    precisions the tensorrt target's int8 file carries in its graph."""
+    from aft_export.graph import aft_core_nodes, node_module
+
+    c = verification_commands(models["trt8_export_int8"])
+    r = c["generations"]["trt8"]["fp16_rest"]
+    tx, pg = _argv(r["trtexec_build"]), _argv(r["polygraphy"])
+    assert {"--int8", "--fp16", "--precisionConstraints=obey", "--buildOnly"} <= set(tx)
+    spec = dict(item.rsplit(":", 1) for item in _opt(tx, "--layerPrecisions")[0].split(","))
+    assert set(spec.values()) == {"fp32"} and "*" not in spec  # the rest is TensorRT's choice, fp16 allowed
+    assert _opt(tx, "--layerOutputTypes") == _opt(tx, "--layerPrecisions") and r["engine"] in _opt(tx, "--saveEngine")[0]
+    model = onnx.load(models["trt8_export_int8"])
+    core = set(aft_core_nodes(model))
+    norms = {n.name for n in model.graph.node if (node_module(n) or ("", ""))[1] == "LayerNorm"}
+    # every layer of the (inlined) core and the (decomposed) LayerNorm that computes in float, nothing else
+    ops, spec = {n.name: n.op_type for n in model.graph.node}, set(spec)
+    assert core and norms and spec <= core | norms
+    assert {"Exp", "Div", "MatMul"} <= {ops[x] for x in spec & core} and "Constant" not in {ops[x] for x in spec}
+    assert {"ReduceMean", "Sqrt"} <= {ops[x] for x in spec & norms} and "Shape" not in {ops[x] for x in spec}
+    assert {"--int8", "--fp16"} <= set(pg) and _opt(pg, "--precision-constraints") == ["obey"]
+    assert set(_opt(pg, "--layer-precisions")) == {f"{x}:float32" for x in spec}
+    assert any("trt8_fp16_rest" in note for note in c["generations"]["trt8"]["notes"])
+    script = write_verification_commands(models["trt8_export_int8"]).read_text()
+    assert "trt8_fp16_rest() {" in script and "trt8|trt8_fp16_rest|rtx|onnxrt)" in script
+    assert "fp16_rest" not in verification_commands(models["int8"])["generations"]["trt10"]
 
 
 def test_trt8_fp16_pins_the_graphs_fp32_islands(models):
@@ -264,7 +301,7 @@ def _polygraphy(argv, cwd, check=True):
     return r
 
 
-@pytest.mark.parametrize("key", ["fp32", "b4", "hw", "fp16", "int8", "fp16_trt8", "int8_trt8"])
+@pytest.mark.parametrize("key", ["fp32", "b4", "hw", "fp16", "int8", "fp16_trt8", "int8_trt8", "trt8_export_int8"])
 def test_polygraphy_accepts_every_generated_run(models, key, tmp_path):
     """polygraphy parses each line and writes the script it would run (``--gen-script``
     needs no TensorRT); the script says what the line meant."""
@@ -281,6 +318,11 @@ def test_polygraphy_accepts_every_generated_run(models, key, tmp_path):
         assert ("strongly_typed=True" in text) == (gen != "trt8")
         assert ("fp16=True" in text) == (gen == "trt8" and c["precision"] == "fp16")
         assert ("int8=True" in text) == (gen == "trt8" and c["precision"] == "int8")
+        if "fp16_rest" in block:
+            script = tmp_path / f"{gen}_fp16_rest.py"
+            _polygraphy(_argv(block["fp16_rest"]["polygraphy"]) + ["--gen-script", str(script)], models[key].parent)
+            text = script.read_text()
+            assert "fp16=True" in text and "int8=True" in text and "precision_constraints='obey'" in text
         i = c["input"]
         if i["dynamic"]:
             assert f"min={i['min']}, opt={i['opt']}, max={i['max']}" in text

@@ -89,6 +89,14 @@ def test_pipeline_writes_a_complete_run_directory(ckpt, tmp_path, cifar10):
         assert "PASS, NOT ALL VERIFIED" in res.output and "not verified: model.int8.rtx.engine: skipped, no GPU" \
             in res.output  # fmt: skip
         assert "Built, not run (3)" in (out / "report.md").read_text()
+        # each engine's parsed network, compute layers per precision, in the report as in the manifests
+        nets = {e: manifest["results"]["engines"][e]["network"]["compute"] for e in engines}
+        assert "int8" in nets["model.int8.rtx.engine"] and "fp16" in nets["model.int8.rtx.engine"]
+        assert nets["model.int8.rtx.engine"]["fp32"] <= nets["model.fp16.rtx.engine"]["fp32"]
+        text = (out / "report.md").read_text()
+        c = nets["model.int8.rtx.engine"]
+        assert "| model.int8.rtx.engine | tensorrt-rtx" in text and f"| int8 | {c['int8']} | {c['fp16']} | " \
+            f"{c['fp32']} |" in text  # fmt: skip
         assert all(s["status"] == "ok" for s in steps.values())
     else:
         assert trt["status"] == ("ok" if ENGINES else "skipped") and "TensorRT" in trt["detail"]

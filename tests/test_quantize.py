@@ -135,7 +135,8 @@ def test_int8_is_explicit_symmetric_qdq_with_float_aft_core(onnx_models, form, t
     # metadata of the source plus the recipe
     meta = {p.key: p.value for p in model.metadata_props}
     src_meta = {p.key: p.value for p in src.metadata_props}
-    assert all(meta[k] == v for k, v in src_meta.items() if k != "precision")
+    assert all(meta[k] == v for k, v in src_meta.items() if k not in ("precision", "opset"))
+    assert meta["opset"] == "19"  # the tensorrt target's int8 keeps its rest in fp16, at opset 19
     recipe = json.loads(meta["quantization"])
     assert recipe["method"] == "percentile" and recipe["count"] == 64 and recipe["seed"] == 0
     assert recipe["calibration"]["sha256"] == result.recipe["calibration"]["sha256"]
@@ -255,6 +256,10 @@ def test_fp16_keeps_aft_core_and_layernorm_in_fp32(onnx_models, form, tmp_path, 
             if name in types and types[name] in (TensorProto.FLOAT, TensorProto.FLOAT16):
                 assert types[name] == TensorProto.FLOAT, (node.name, name)
     assert any(t == TensorProto.FLOAT16 for t in types.values())
+    # between two fp32 nodes the value stays fp32: no fp32 -> fp16 -> fp32 cast pair (ONNX Runtime's
+    # converter writes one between every two nodes it keeps; the decomposed core had 56)
+    casts = {n.output[0]: n for n in model.graph.node if n.op_type == "Cast"}
+    assert not [c for c in casts.values() if c.input[0] in casts]
     assert result.nonfinite == [] and result.agreement["top1_agreement"] >= 95
     assert _run(out, 3).dtype == np.float32
 
@@ -331,7 +336,7 @@ def _calibrated_range(tmp_path, x, method):
                      rng.standard_normal((10, 64)), np.zeros(10), size=8)  # fmt: skip
     np.save(tmp_path / "x.npy", x)
     out = tmp_path / f"{method}.onnx"
-    opts = _opts(tmp_path, count=len(x), method=method, cache_dir="")
+    opts = _opts(tmp_path, count=len(x), method=method, cache_dir="", rest_precision="fp32")
     quantize_model(src, out, str(tmp_path / "x.npy"), opts, **QUIET)
     model = onnx.load(out)
     inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
@@ -387,7 +392,7 @@ def test_each_method_is_a_calibrator_fed_batch_by_batch_by_a_calibration_reader(
     src = _conv_head(tmp_path / "r.onnx", rng.standard_normal((4, 3, 2, 2)), np.zeros(4),
                      rng.standard_normal((10, 64)), np.zeros(10), size=8)  # fmt: skip
     np.save(tmp_path / "x.npy", rng.standard_normal((20, 3, 8, 8)).astype(np.float32))
-    opts = _opts(tmp_path, count=20, method=method, batch_size=8, cache_dir="")
+    opts = _opts(tmp_path, count=20, method=method, batch_size=8, cache_dir="", rest_precision="fp32")
     quantize_model(src, tmp_path / "q.onnx", str(tmp_path / "x.npy"), opts, **QUIET)
     assert batches == [1, 8, 8, 3, None] * passes
 
@@ -423,7 +428,7 @@ def test_bad_input_writes_nothing(onnx_models, tmp_path, cifar10):
     out.unlink()
     with pytest.raises(AFTExportError, match="already int8"):
         quantize_model(_int8_file(onnx_models, tmp_path, calib), out, calib, _opts(tmp_path), **QUIET)
-    with pytest.raises(AFTExportError, match="exclude names nodes the graph does not have"):
+    with pytest.raises(AFTExportError, match="`exclude` names nodes the graph does not have"):
         quantize_model(onnx_models["custom"], out, calib, _opts(tmp_path, exclude=("nope",)), **QUIET)
     with pytest.raises(AFTExportError, match="does not exist"):
         quantize_model(tmp_path / "missing.onnx", out, calib, _opts(tmp_path), **QUIET)
@@ -477,11 +482,12 @@ def test_cli_quantize(onnx_models, tmp_path, cifar10):
 
 
 def test_node_modules_survive_quantisation(onnx_models, tmp_path, cifar10):
-    """Q/DQ nodes are new; every original node keeps the PyTorch module it came from."""
+    """Q/DQ nodes (and the fp16 rest's casts) are new; every original node keeps the PyTorch module it came
+    from."""
     out = tmp_path / "m.onnx"
     quantize_model(onnx_models["custom"], out, str(cifar10 / "train.tar"), _opts(tmp_path, count=16), **QUIET)
     model = onnx.load(out)
-    originals = [n for n in model.graph.node if n.op_type not in ("QuantizeLinear", "DequantizeLinear")]
+    originals = [n for n in model.graph.node if n.op_type not in ("QuantizeLinear", "DequantizeLinear", "Cast")]
     assert all(node_module(n) is not None for n in originals)
 
 
@@ -635,7 +641,9 @@ def test_placement_quantises_projections_keeps_the_core_float_and_lets_ort_fuse_
     x = np.random.default_rng(1).standard_normal((64, 3, 8, 8)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     out = tmp_path / "q.onnx"
-    result = quantize_model(src, out, str(tmp_path / "x.npy"), _opts(tmp_path, count=64), **QUIET)
+    # the fp32 rest: ONNX Runtime's integer kernels on the CPU are what is tested (an fp16 rest is for GPUs)
+    result = quantize_model(src, out, str(tmp_path / "x.npy"), _opts(tmp_path, count=64, rest_precision="fp32"),
+                            **QUIET)  # fmt: skip
     assert _quantized(out) == {"embed", "qkv", "proj", "side", "head"}
     assert set(result.recipe["excluded_nodes"]) == core
     model = onnx.load(out)
@@ -681,7 +689,8 @@ def test_trained_biases_keep_every_int8_matmul_on_an_integer_kernel(onnx_models,
     x = np.random.default_rng(2).standard_normal((64, 3, 32, 32)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     out = tmp_path / "q.onnx"
-    quantize_model(onnx_models["custom"], out, str(tmp_path / "x.npy"), _opts(tmp_path), **QUIET)
+    quantize_model(onnx_models["custom"], out, str(tmp_path / "x.npy"), _opts(tmp_path, rest_precision="fp32"),
+                   **QUIET)  # fmt: skip
     q = onnx.load(out)
     made = {o: n.op_type for n in q.graph.node for o in n.output}
     int8_matmuls = [n for n in q.graph.node if n.op_type == "MatMul" and made.get(n.input[0]) == "DequantizeLinear"]
@@ -708,3 +717,145 @@ def test_a_graph_over_two_gib_is_refused_before_any_work(tmp_path, precision):
     assert "more than the 2 GiB protobuf lets one ONNX graph hold, and quantize works on the whole graph in " \
            "memory; build, check, parity and eval take the file as it is" in res.output  # fmt: skip
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.data", "big.onnx"]
+
+
+# ---------------------------------------------------------------- int8 with the rest in fp16 (issue 28)
+
+
+def _value_types(model):
+    inferred = onnx.shape_inference.infer_shapes(model)
+    g = inferred.graph
+    types = {v.name: v.type.tensor_type.elem_type for v in list(g.value_info) + list(g.input) + list(g.output)}
+    types.update({t.name: t.data_type for t in g.initializer})
+    return types
+
+
+def _output_type(path, node_name):
+    model = onnx.load(path)
+    node = next(n for n in model.graph.node if n.name == node_name)
+    return _value_types(model)[node.output[0]]
+
+
+@pytest.mark.parametrize("form", ["custom", "decomposed"])
+def test_int8_rest_is_fp16_at_opset_19_with_the_fixed_rule_in_fp32(onnx_models, form, tmp_path, cifar10):
+    """The tensorrt target's int8: what is not int8 is fp16 (opset 19: fp16 into QuantizeLinear, fp16 out
+    of DequantizeLinear through fp16 scales), except the fixed rule's AFT core and LayerNorm, kept fp32
+    with no fp16 value between two of their nodes; input and output fp32; the NaN/Inf check ran."""
+    from aft_export.quantize.fp16 import FP32_KINDS
+    from aft_export.runners import ReferenceRunner
+
+    out = tmp_path / "int8.onnx"
+    result = quantize_model(onnx_models[form], out, str(cifar10 / "train.tar"), _opts(tmp_path, count=32), **QUIET)
+    model = onnx.load(out)
+    onnx.checker.check_model(model, full_check=True)
+    recipe = json.loads({p.key: p.value for p in model.metadata_props}["quantization"])
+    assert recipe["rest_precision"] == "fp16" and recipe["opset"] == 19 and recipe["scales"] == "fp16"
+    assert recipe["fp32_rule"] == list(FP32_KINDS) and recipe["scale_max_relative_error"] < 1e-3
+    assert [o.version for o in model.opset_import if o.domain == ""] == [19] and model.ir_version >= 9
+    assert all(o.version == 19 for f in model.functions for o in f.opset_import if o.domain == "")
+    types = _value_types(model)
+    assert types["image"] == types["logits"] == TensorProto.FLOAT
+    qdq = [n for n in model.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")]
+    assert qdq and {types[n.input[1]] for n in qdq} == {TensorProto.FLOAT16}  # every scale
+    assert {types[n.input[2]] for n in qdq} == {TensorProto.INT8}
+    reads_dq = _consumers_of_dq(model)
+    producer = {o: n for n in model.graph.node for o in n.output}
+    for node in model.graph.node:
+        if node.name in reads_dq:  # an int8 layer: its dequantised inputs are fp16, straight from the DQ
+            assert {types[i] for i in node.input[:2] if producer.get(i) is not None
+                    and producer[i].op_type == "DequantizeLinear"} == {TensorProto.FLOAT16}  # fmt: skip
+    rule = set(result.recipe["fp32_nodes"]) | {n.name for n in model.graph.node if n.op_type == "LayerNormalization"}
+    assert set(aft_core_nodes(model)) <= rule
+    for node in (n for n in model.graph.node if n.name in rule):
+        for name in list(node.input) + list(node.output):
+            if types.get(name) in (TensorProto.FLOAT, TensorProto.FLOAT16):
+                assert types[name] == TensorProto.FLOAT, (node.name, name)
+    casts = {n.output[0]: n for n in model.graph.node if n.op_type == "Cast"}
+    assert not [c for c in casts.values() if c.input[0] in casts]  # no fp32 -> fp16 -> fp32 round trip
+    assert sum(t == TensorProto.FLOAT16 for t in types.values()) > len(qdq)
+    assert result.nonfinite == [] and result.agreement["top1_agreement"] >= 90
+    x = _calibration_tensors(model, cifar10 / "train.tar", 32)[:4]
+    # the ONNX reference computes the fp16 rest as fp16; ONNX Runtime runs the same graph
+    ref, got = ReferenceRunner(str(out)).logits(x), _logits(out, x)
+    assert np.isfinite(ref).all() and np.abs(ref - got).max() < 0.25 * np.abs(got).max()
+
+
+def test_rest_precision_fp32_and_the_targets_defaults(onnx_models, tmp_path, cifar10):
+    """``rest_precision=fp32`` writes the opset-18 int8 graph with fp32 scales and no fp16; a tensorrt8
+    file's rest is fp32 by default and an fp16 one is refused (TensorRT 8 takes it from builder flags)."""
+    from aft_export.options import EXPORT_TARGETS
+
+    assert {n: t.int8_rest for n, t in EXPORT_TARGETS.items()} == {"tensorrt": "fp16", "tensorrt8": "fp32",
+                                                                  "portable": "fp32"}  # fmt: skip
+    calib = str(cifar10 / "train.tar")
+    out = tmp_path / "int8.onnx"
+    result = quantize_model(onnx_models["custom"], out, calib, _opts(tmp_path, count=16, rest_precision="fp32"),
+                            **QUIET)  # fmt: skip
+    model = onnx.load(out)
+    assert result.recipe["rest_precision"] == "fp32" and "opset" not in result.recipe and result.nonfinite == []
+    assert [o.version for o in model.opset_import if o.domain == ""] == [18]
+    assert TensorProto.FLOAT16 not in set(_value_types(model).values())
+    trt8 = onnx.load(onnx_models["custom"])
+    next(p for p in trt8.metadata_props if p.key == "export_target").value = "tensorrt8"
+    onnx.save(trt8, tmp_path / "trt8.onnx")
+    with pytest.raises(AFTExportError, match="`rest_precision=fp16`.*TensorRT 8"):
+        quantize_model(tmp_path / "trt8.onnx", tmp_path / "o.onnx", calib, _opts(tmp_path, rest_precision="fp16"),
+                       **QUIET)  # fmt: skip
+    with pytest.raises(AFTExportError, match="`rest_precision`"):
+        QuantizeOptions(rest_precision="bf16")
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def test_nodes_chosen_by_regex_and_op_type_kept_fp32_and_recorded(tmp_path):
+    """On a hand-made block: ``op_types`` names what is quantised (the Conv stays float), ``exclude_regex``
+    and ``exclude_op_types`` keep nodes out of int8 (in the fp16 rest), ``keep_fp32`` keeps one out of
+    int8 and in fp32; the recipe records each pattern with the nodes it matched."""
+    src = _aft_block(tmp_path / "b.onnx")
+    x = np.random.default_rng(1).standard_normal((32, 3, 8, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "q.onnx"
+    opts = _opts(tmp_path, count=32, op_types=("MatMul", "Gemm"), exclude_regex=("si",),
+                 exclude_op_types=("Gemm",), keep_fp32=("pro",))  # fmt: skip
+    result = quantize_model(src, out, str(tmp_path / "x.npy"), opts, **QUIET)
+    assert _quantized(out) == {"qkv"}  # embed: a Conv; side: the regex; head: a Gemm; proj: kept fp32
+    r = result.recipe
+    assert r["op_types"] == ["MatMul", "Gemm"] and r["exclude_regex"] == {"si": 1}
+    assert r["exclude_op_types"] == {"Gemm": 1} and r["keep_fp32"] == {"pro": 1}
+    assert {"side", "head", "proj"} <= set(r["excluded_nodes"]) and "proj" in r["fp32_nodes"]
+    assert _output_type(out, "proj") == TensorProto.FLOAT and _output_type(out, "side") == TensorProto.FLOAT16
+    # fp16 graphs take keep_fp32 too; the int8-only choices are refused there
+    fp16 = quantize_model(src, tmp_path / "h.onnx", None, _opts(tmp_path, precision="fp16", keep_fp32=("side",)),
+                          **QUIET)  # fmt: skip
+    assert "side" in fp16.recipe["fp32_nodes"] and fp16.recipe["keep_fp32"] == {"side": 1}
+    assert _output_type(tmp_path / "h.onnx", "side") == TensorProto.FLOAT
+    with pytest.raises(AFTExportError, match="`exclude_regex` chooses what int8 covers"):
+        QuantizeOptions(precision="fp16", exclude_regex=("side",))
+
+
+@pytest.mark.parametrize("option, value, says", [
+    ("exclude_regex", ("blocks",), "`exclude_regex` pattern 'blocks' matches no node"),
+    ("keep_fp32", ("nothing",), "`keep_fp32` pattern 'nothing' matches no node"),
+    ("exclude_op_types", ("Softmax",), "`exclude_op_types` names Softmax, but it is not quantised"),
+    ("op_types", ("Softmax",), "`op_types` names Softmax, which no node of the graph is"),
+])  # fmt: skip
+def test_a_pattern_or_op_type_that_matches_nothing_is_a_user_error(tmp_path, option, value, says):
+    src = _aft_block(tmp_path / "b.onnx")
+    np.save(tmp_path / "x.npy", np.zeros((8, 3, 8, 8), np.float32))
+    with pytest.raises(AFTExportError, match=says):
+        quantize_model(src, tmp_path / "q.onnx", str(tmp_path / "x.npy"), _opts(tmp_path, count=8, **{option: value}),
+                       **QUIET)  # fmt: skip
+    assert not (tmp_path / "q.onnx").exists()
+
+
+def test_cli_pattern_errors_are_one_line_exit_2(tmp_path):
+    src = _aft_block(tmp_path / "b.onnx")
+    np.save(tmp_path / "x.npy", np.zeros((8, 3, 8, 8), np.float32))
+    base = ["quantize", str(src), "-o", str(tmp_path / "q.onnx"), "--precision", "int8", "--calib",
+            str(tmp_path / "x.npy"), "--images", "8", "--no-cache"]  # fmt: skip
+    for extra, says in ((["--exclude-regex", "nomatch"], "'nomatch' matches no node"),
+                        (["--keep-fp32", "("], "is not a regular expression"),
+                        (["--exclude-op-type", "Conv", "--quantize-op-type", "MatMul"], "Conv, but it is not quantised")):
+        res = CliRunner().invoke(main, base + extra)
+        assert res.exit_code == 2 and res.output.startswith("error: ") and says in res.output, res.output
+        assert res.output.count("\n") == 1 and "Traceback" not in res.output
+    assert not (tmp_path / "q.onnx").exists()

@@ -69,21 +69,24 @@ CANNOT_SHOW = [  # the command never shows that message
      "its in-memory export (to localise a divergence) takes op form and target from the artifact's metadata, "
      "with verification and onnxsim off"),
     (("pipeline",), ("opset", "batch", "warmup", "percentile", "budget", "exclude", "device", "queue_delay_us",
-                     "max_batch", "instances", "top_k"),
+                     "max_batch", "instances", "top_k", "exclude_op_types", "op_types", "keep_fp32"),
      "the pipeline sets these itself: it exports at the default opset with a dynamic batch, quantises with the "
      "default method and no exclusions, benches with BenchOptions.warmup, writes the Triton repository with its "
      "defaults"),
 ]
 SHOWN_ELSEWHERE = [  # the command shows it, as the flag of the commands that have it
-    (("bench", "eval", "infer", "parity", "pipeline", "serve", "train"), ("config",),
+    (("bench", "doctor", "eval", "infer", "parity", "pipeline", "serve", "train"), ("config",),
      "a plain state_dict (no config of its own) loads only where a config is given: the message says which "
      "commands take one"),
-    (("bench", "eval", "infer", "info", "serve", "train"), ("weights_key",),
+    (("bench", "doctor", "eval", "infer", "info", "serve", "train"), ("weights_key",),
      "a weights file with several state_dicts: the message says which commands choose one"),
     (("pipeline",), ("allow_fewer", "cache_dir", "simplify", "allow_unsimplified", "batch_size"),
      "the pipeline runs quantize, export and eval with their defaults: fewer calibration images than asked "
      "for, an unwritable calibration cache, onnxsim failing or eval's batch not fitting in memory stop it, "
      "and the message says which command has the way around"),
+    (("pipeline",), ("rest_precision",),
+     "the pipeline's int8 keeps the rest its target says; a graph whose scales do not fit fp16 stops it, and the "
+     "message says which command keeps the rest in fp32"),
     (("check", "doctor", "infer", "triton-repo"), ("preprocess", "input_size", "mean", "std", "classes"),
      "an ONNX file another tool wrote, with no NAME.preprocess.json beside it: these commands read only the "
      "file beside it, and the message says so and which commands take the preprocessing as flags"),
@@ -616,7 +619,6 @@ def test_a_signed_figure_says_which_way():
 def test_the_fp16_recipe_lists_only_the_op_types_the_model_holds():
     from onnx import TensorProto, helper
 
-    from aft_export.options import QuantizeOptions
     from aft_export.quantize.fp16 import to_fp16
 
     def graph(*ops):
@@ -629,5 +631,5 @@ def test_the_fp16_recipe_lists_only_the_op_types_the_model_holds():
         return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
 
     for ops, kept in ((("Add", "LayerNormalization"), ["LayerNormalization"]), (("Add", "Mul"), [])):
-        _, recipe = to_fp16(graph(*ops), [], QuantizeOptions(precision="fp16"))
+        _, recipe = to_fp16(graph(*ops), [])
         assert recipe["fp32_op_types"] == kept  # no AFTFull, AFTLocal, ... where the model has none

@@ -28,10 +28,17 @@ the model's sha256, the calibration set's sha256, the method and the version of 
 range algorithm, so a second run with the same inputs skips calibration and
 anything changed invalidates it.
 
-**fp16** converts the graph to fp16 except the AFT core and LayerNormalization
-(overflow and underflow risks), keeps fp32 inputs and outputs, and reports any
-NaN or Inf an fp16 value takes on the calibration set (counted inside the graph,
-per batch).
+What is not int8, the *rest*, is fp16 for the ``tensorrt`` target (strongly typed TensorRT runs
+the graph's types) and fp32 for ``tensorrt8`` and ``portable`` (``rest_precision`` chooses): an
+fp16 rest is written at opset 19, fp16 into QuantizeLinear and out of DequantizeLinear through
+fp16 scales. Which nodes are int8 can be chosen by name, by regular expression over node names,
+by op type (``exclude``, ``exclude_regex``, ``exclude_op_types``, ``op_types``).
+
+**fp16** converts the graph to fp16 except what the fixed fp32 rule keeps
+(:data:`.fp16.FP32_RULE`: the AFT core and LayerNorm; ``keep_fp32`` adds nodes), the same rule
+as an int8 graph's fp16 rest; keeps fp32 inputs and outputs, and reports any NaN or Inf an
+fp16 value takes on the calibration set (counted inside the graph, per batch), for fp16
+graphs and fp16 rests alike.
 
 The package, one room a concern:
 
@@ -41,10 +48,11 @@ The package, one room a concern:
 - :mod:`.runs`: the graph run on the calibration images, fed by a
   :class:`aft_export.calib.CalibrationReader` in memory that does not grow with them;
 - :mod:`.placement`: ONNX Runtime's QDQ quantiser, one Q -> DQ pair per consumer, which
-  nodes are int8;
+  nodes are int8 (:func:`.placement.select`);
 - :mod:`.cache`: where ranges are cached, which entries are trusted, writing them;
 - :mod:`.sensitivity`: the nodes that cost accuracy, excluded to meet a budget;
-- :mod:`.fp16`: the fp16 conversion and its NaN/Inf count.
+- :mod:`.fp16`: the fixed fp32 rule, the fp16 conversion (of a graph, or of an int8 graph's
+  rest) and its NaN/Inf count.
 """
 
 from aft_export.graph import AFT_LAYER_TYPES

@@ -13,7 +13,7 @@ from pathlib import Path
 from aft_export.calib import CalibrationSet
 from aft_export.fileio import atomic_write_bytes, cache_root, make_dirs
 from aft_export.options import QuantizeOptions
-from aft_export.quantize.placement import QUANTIZED_OP_TYPES
+from aft_export.quantize.placement import QUANTIZED_OP_TYPES, op_types
 
 # what the cached ranges mean (aft_export.ranges); a change of algorithm changes it, so
 # ranges computed the old way are never read as the new ones
@@ -31,14 +31,14 @@ def cache_path(opts: QuantizeOptions, model_sha: str, cset: CalibrationSet) -> P
     key = hashlib.sha256(json.dumps({
         "model": model_sha, "calibration": cset.sha256, "method": opts.method,
         "percentile": opts.percentile if opts.method == "percentile" else None,
-        "ops": QUANTIZED_OP_TYPES, "bins": "trt-entropy-2048/128" if opts.method == "entropy" else None,
+        "ops": op_types(opts), "bins": "trt-entropy-2048/128" if opts.method == "entropy" else None,
         "ranges": RANGES_VERSION, "aft_core": opts.quantize_aft_core,
     }, sort_keys=True).encode()).hexdigest()[:32]  # fmt: skip
     root = Path(opts.cache_dir) if opts.cache_dir else default_cache_dir()
     return root / f"{key}.json"  # the directory is made when an entry is written (quantize_model)
 
 
-def cached_ranges_ok(path: Path, model) -> bool:
+def cached_ranges_ok(path: Path, model, types: tuple[str, ...] = QUANTIZED_OP_TYPES) -> bool:
     """A cache file that parses and names a range for every input of every quantisable
     node; anything else (a truncated or foreign file) is recomputed, not trusted."""
     try:
@@ -49,7 +49,7 @@ def cached_ranges_ok(path: Path, model) -> bool:
     if not isinstance(ranges, dict) or not ranges:
         return False
     inits = {t.name for t in model.graph.initializer}
-    wanted = {i for n in model.graph.node if n.op_type in QUANTIZED_OP_TYPES for i in n.input[:1] if i not in inits}
+    wanted = {i for n in model.graph.node if n.op_type in types for i in n.input[:1] if i not in inits}
     return wanted <= set(ranges)
 
 

@@ -21,13 +21,13 @@ from aft_export.fileio import atomic_write
 from aft_export.graph import with_outputs
 from aft_export.options import QuantizeOptions
 from aft_export.quantize import runs
-from aft_export.quantize.placement import QUANTIZED_OP_TYPES, ort_method
+from aft_export.quantize.placement import QUANTIZED_OP_TYPES, op_types, ort_method
 from aft_export.ranges import ENTROPY_BINS, AbsHistogram, MinMax, entropy_threshold, fixed_abs_histogram
 
 
-def calibration_tensors(model) -> list[str]:
+def calibration_tensors(model, types: tuple[str, ...] = QUANTIZED_OP_TYPES) -> list[str]:
     """The activations whose ranges the quantiser reads: every float input of a
-    quantisable node that is not an initializer and that shape inference types (the
+    node of the quantised op types ``types`` that is not an initializer and that shape inference types (the
     inputs ONNX Runtime's calibrators pick; the outputs they also pick are never
     quantised here, since OpTypesToExcludeOutputQuantization names every such op)."""
     import onnx
@@ -39,7 +39,7 @@ def calibration_tensors(model) -> list[str]:
     inits = {t.name for t in model.graph.initializer}
     names: dict[str, None] = {}
     for node in model.graph.node:
-        if node.op_type not in QUANTIZED_OP_TYPES:
+        if node.op_type not in types:
             continue
         for name in node.input:
             vi = typed.get(name)
@@ -181,9 +181,10 @@ def calibrate(model, tensors: np.ndarray, opts: QuantizeOptions, prep: Preproces
     ``ranges`` in ONNX Runtime's calibration-cache format."""
     from onnxruntime.quantization.calibrate import TensorData, TensorsData, save_tensors_data
 
-    names = calibration_tensors(model)
+    types = op_types(opts)
+    names = calibration_tensors(model, types)
     if not names:
-        raise AFTExportError("the graph has no MatMul/Gemm/Conv input to calibrate")
+        raise AFTExportError(f"the graph has no {'/'.join(types)} input to calibrate")
     feed = runs.reader(model, tensors, opts.batch_size)
     result = CALIBRATORS[opts.method](model, names, opts, prep).ranges(feed)
     data = TensorsData(ort_method(opts.method), {

@@ -1,21 +1,104 @@
 """Q/DQ placement: ONNX Runtime's QDQ quantiser on precomputed ranges, with TensorRT's
 explicit-quantisation settings, then one Q -> DQ pair per consumer.
 
-Only ``MatMul``/``Gemm``/``Conv`` are quantised (:data:`QUANTIZED_OP_TYPES`), at their
-inputs only; which nodes stay float is the caller's ``exclude`` list.
+Only ``MatMul``/``Gemm``/``Conv`` are quantised (:data:`QUANTIZED_OP_TYPES`; ``op_types``
+names others), at their inputs only; which nodes stay float is :func:`select`'s choice: the
+AFT core, and what the options keep out by name, by regular expression over node names and
+by op type.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
+from aft_export.errors import AFTExportError
 from aft_export.graph import toposort
-from aft_export.options import QuantizeOptions
+from aft_export.options import QUANTIZED_OP_TYPES, QuantizeOptions
 
-QUANTIZED_OP_TYPES = ("MatMul", "Gemm", "Conv")
+
+def op_types(opts: QuantizeOptions) -> tuple[str, ...]:
+    """The op types an int8 run quantises: ``op_types``, else :data:`QUANTIZED_OP_TYPES`."""
+    return tuple(opts.op_types) or QUANTIZED_OP_TYPES
+
+
+def matching(names: list[str], pattern: str) -> list[str]:
+    """The names ``pattern`` matches from their start (Python's ``re.match``, as ModelOpt's
+    ``--nodes_to_exclude`` matches node names)."""
+    compiled = re.compile(pattern)
+    return [n for n in names if compiled.match(n)]
+
+
+@dataclass
+class Selection:
+    """Which nodes an int8 graph keeps out of int8, and why (the recipe records it)."""
+
+    op_types: tuple[str, ...]
+    exclude: list[str]  # every node kept out of int8: the core, then each option's nodes, once each
+    by_regex: dict[str, list[str]]  # exclude_regex pattern -> the nodes it matched
+    by_op_type: dict[str, list[str]]  # exclude_op_types op type -> its nodes
+    keep_fp32: dict[str, list[str]]  # keep_fp32 pattern -> the nodes it matched
+
+    def fp32_nodes(self) -> list[str]:
+        return list(dict.fromkeys(n for names in self.keep_fp32.values() for n in names))
+
+    def record(self) -> dict:
+        """The op types, and each choice given with how many nodes it matched."""
+        chosen = {"exclude_regex": self.by_regex, "exclude_op_types": self.by_op_type, "keep_fp32": self.keep_fp32}
+        return {"op_types": list(self.op_types),
+                **{k: {p: len(v) for p, v in c.items()} for k, c in chosen.items() if c}}  # fmt: skip
+
+
+def keep_fp32_nodes(model, opts: QuantizeOptions) -> dict[str, list[str]]:
+    """``keep_fp32`` pattern -> the graph's nodes it matches; a pattern that matches none is an error."""
+    names = [n.name for n in model.graph.node]
+    found = {p: matching(names, p) for p in opts.keep_fp32}
+    _no_match("keep_fp32", found, names)
+    return found
+
+
+def select(model, opts: QuantizeOptions, core: list[str]) -> Selection:
+    """The nodes an int8 run keeps in floating point: the AFT core (unless
+    ``quantize_aft_core``), ``exclude`` (exact names), ``exclude_regex``, ``exclude_op_types``
+    and ``keep_fp32``. A name, pattern or op type that matches no node of the graph is a user
+    error naming its option, as is an op type to quantise that no node has."""
+    names = [n.name for n in model.graph.node]
+    have = set(names)
+    unknown = [n for n in opts.exclude if n not in have]
+    if unknown:
+        raise AFTExportError(f"`exclude` names nodes the graph does not have: {', '.join(unknown[:5])}; give "
+                             f"node names as the graph has them, e.g. {names[0]!r}")  # fmt: skip
+    types = op_types(opts)
+    present = {n.op_type for n in model.graph.node}
+    missing = [t for t in types if t not in present]
+    if opts.op_types and missing:
+        raise AFTExportError(f"`op_types` names {', '.join(missing)}, which no node of the graph is; the graph "
+                             f"has {', '.join(sorted(present))}")  # fmt: skip
+    by_regex = {p: matching(names, p) for p in opts.exclude_regex}
+    _no_match("exclude_regex", by_regex, names)
+    by_op_type = {t: [n.name for n in model.graph.node if n.op_type == t] for t in opts.exclude_op_types}
+    for t, found in by_op_type.items():
+        if t not in types or not found:
+            why = (f"it is not quantised (`op_types`: {', '.join(types)})" if t not in types
+                   else "no node of the graph is one")  # fmt: skip
+            raise AFTExportError(f"`exclude_op_types` names {t}, but {why}; name a quantised op type the graph has")
+    keep = keep_fp32_nodes(model, opts)
+    excluded = ([] if opts.quantize_aft_core else list(core)) + list(opts.exclude)
+    for group in (by_regex, by_op_type, keep):
+        excluded += [n for found in group.values() for n in found]
+    return Selection(types, list(dict.fromkeys(excluded)), by_regex, by_op_type, keep)
+
+
+def _no_match(option: str, found: dict[str, list[str]], names: list[str]) -> None:
+    empty = [p for p, v in found.items() if not v]
+    if empty:
+        raise AFTExportError(f"`{option}` pattern {empty[0]!r} matches no node of the graph (matched from the start "
+                             f"of the name, as re.match; names look like {names[0]!r}); correct the pattern or "
+                             f"leave it out")  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -46,13 +129,15 @@ def ort_quantize(model, opts: QuantizeOptions, exclude: list[str], ranges: Path)
     import onnx
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
+    types = list(op_types(opts))
+
     extra = {
         "ActivationSymmetric": True,  # zero-point 0, as TensorRT requires
         "WeightSymmetric": True,
         # Q/DQ at the inputs of the int8 layers only, as TensorRT's explicit quantisation
         # places them; a quantised projection output would feed int8-rounded keys to the
         # AFT core's exp, which is exactly what keeping the core in float is meant to avoid.
-        "OpTypesToExcludeOutputQuantization": list(QUANTIZED_OP_TYPES),
+        "OpTypesToExcludeOutputQuantization": types,
         # Biases stay float: TensorRT's DequantizeLinear takes int8 (fp8/int4) inputs only,
         # and the INT32 bias DequantizeLinear that ORT writes by default is refused
         # (onnx-tensorrt issue 850; ORT's own guidance for its TensorRT provider).
@@ -64,14 +149,46 @@ def ort_quantize(model, opts: QuantizeOptions, exclude: list[str], ranges: Path)
         with quiet_ort_quantizer():
             quantize_static(
                 str(src), str(dst), calibration_data_reader=None, quant_format=QuantFormat.QDQ,
-                op_types_to_quantize=list(QUANTIZED_OP_TYPES), per_channel=opts.per_channel,
+                op_types_to_quantize=types, per_channel=opts.per_channel,
                 reduce_range=opts.weight_bits == 7, activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
                 nodes_to_exclude=exclude, calibrate_method=ort_method(opts.method), extra_options=extra,
                 calibration_cache_path=str(ranges),
             )  # fmt: skip
         qmodel = onnx.load(str(dst))
+    unquantize_inputs(qmodel, exclude)
     qdq_per_consumer(qmodel)
     return qmodel
+
+
+def unquantize_inputs(model, exclude: list[str]) -> int:
+    """Let every node kept out of int8 read its activations unrounded. ORT's QDQ quantiser
+    quantises a value once for all its readers, so a node kept out (``exclude`` and the other
+    choices) that shares its input with a quantised one (``side`` and ``qkv`` both reading a
+    LayerNorm) would read the dequantised, int8-rounded value. Such an input is pointed back at
+    the value the QuantizeLinear reads; a Q/DQ pair left unread is removed. Returns the number
+    of inputs restored."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    keep, restored = set(exclude), 0
+    for node in model.graph.node:
+        if node.name not in keep:
+            continue
+        for i, name in enumerate(node.input):
+            dq = producer.get(name)
+            q = producer.get(dq.input[0]) if dq is not None and dq.op_type == "DequantizeLinear" else None
+            if q is not None and q.op_type == "QuantizeLinear":
+                node.input[i] = q.input[0]
+                restored += 1
+    dropped: set[str] = set()  # the scales and zero points of the pairs removed
+    for _ in range(2):  # the DequantizeLinear nodes no one reads, then their QuantizeLinear
+        read = {i for n in model.graph.node for i in n.input} | {o.name for o in model.graph.output}
+        for node in [n for n in model.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")
+                     and n.output[0] not in read]:  # fmt: skip
+            dropped.update(node.input[1:])
+            model.graph.node.remove(node)
+    read = {i for n in model.graph.node for i in n.input}
+    for t in [t for t in model.graph.initializer if t.name in dropped and t.name not in read]:
+        model.graph.initializer.remove(t)
+    return restored
 
 
 def qdq_per_consumer(model) -> int:
@@ -127,10 +244,10 @@ def qdq_per_consumer(model) -> int:
     return added
 
 
-def quantized_nodes(model) -> list[str]:
-    """The MatMul/Gemm/Conv nodes that compute in int8: their inputs come from DequantizeLinear."""
+def quantized_nodes(model, types: tuple[str, ...] = QUANTIZED_OP_TYPES) -> list[str]:
+    """The nodes of the quantised op types that compute in int8: their inputs come from DequantizeLinear."""
     dq_outputs = {o for n in model.graph.node if n.op_type == "DequantizeLinear" for o in n.output}
-    return [n.name for n in model.graph.node if n.op_type in QUANTIZED_OP_TYPES
+    return [n.name for n in model.graph.node if n.op_type in types
             and any(i in dq_outputs for i in n.input)]  # fmt: skip
 
 

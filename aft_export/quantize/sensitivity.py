@@ -15,7 +15,8 @@ def sensitivity(model, qmodel, cset, opts, exclude, ranges, prep, log):
     by_name = {n.name: n for n in model.graph.node}
     ref = runs.logits(model, prep, cset.tensors)
     base = _agreement(ref, runs.logits(qmodel, prep, cset.tensors))
-    candidates = [n for n in placement.quantized_nodes(qmodel) if n in by_name and n not in exclude]
+    candidates = [n for n in placement.quantized_nodes(qmodel, placement.op_types(opts)) if n in by_name
+                  and n not in exclude]  # fmt: skip
     ranking = []
     for name in candidates:
         trial = placement.ort_quantize(model, opts, exclude + [name], ranges)

@@ -107,9 +107,11 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
     name_nodes(model)
     meta = read_metadata(model)
     prep = Preprocess.from_metadata(meta, opts.input_size, opts.mean, opts.std, path=str(model_path))
+    target = EXPORT_TARGETS.get(meta.get("export_target", DEFAULT_TARGET), EXPORT_TARGETS[DEFAULT_TARGET])
     if opts.weight_bits is None:  # see QuantizeOptions.weight_bits
-        target = EXPORT_TARGETS.get(meta.get("export_target", DEFAULT_TARGET), EXPORT_TARGETS[DEFAULT_TARGET])
         opts = replace(opts, weight_bits=target.int8_weight_bits)
+    if opts.precision == "int8":
+        opts = replace(opts, rest_precision=_rest_precision(opts, target))
     _check_input_size(model, prep, model_path)
     model_sha = sha256_file(model_path)
     seconds: dict[str, float] = {}
@@ -145,13 +147,16 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
         qmodel, recipe_int8, result_extra = _int8(model, cset, opts, core, model_sha, prep, log)
         recipe.update(recipe_int8)
     else:
-        qmodel, recipe_fp16 = fp16.to_fp16(model, core, opts)
-        recipe.update(recipe_fp16)
+        kept = placement.keep_fp32_nodes(model, opts)
+        qmodel, recipe_fp16 = fp16.to_fp16(model, core, list(opts.exclude) + [n for v in kept.values() for n in v])
+        recipe.update(recipe_fp16, **({"keep_fp32": {p: len(v) for p, v in kept.items()}} if kept else {}))
     seconds["quantize"] = time.perf_counter() - t
 
     placement.restore_functions_and_metadata(qmodel, model)
     props = dict(meta)
     props["precision"] = opts.precision
+    if "opset" in recipe:  # an fp16 rest is written at opset 19
+        props["opset"] = str(recipe["opset"])
     # the recipe, less how this run got its ranges (computed, or read from the cache): the same
     # model, images and options give the same bytes, whatever the cache held
     props["quantization"] = json.dumps({k: v for k, v in recipe.items() if k not in RUN_ONLY}, sort_keys=True)
@@ -168,7 +173,7 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
         if fp32_logits is None:
             fp32_logits = runs.logits(model, prep, cset.tensors)
         agreement = _agreement(fp32_logits, runs.logits(qmodel, prep, cset.tensors))
-        if opts.precision == "fp16":
+        if opts.precision == "fp16" or opts.rest_precision == "fp16":
             nonfinite = fp16.nonfinite(qmodel, prep, cset.tensors)
         seconds["check"] = time.perf_counter() - t
 
@@ -262,15 +267,25 @@ RECIPE_HELP = ('a recipe is {"source": IMAGES, "count": N, "seed": S}, IMAGES re
                '(see calibration/cifar10.json)')
 
 
+def _rest_precision(opts: QuantizeOptions, target) -> str:
+    """What an int8 graph computes outside its int8 layers: ``rest_precision``, else the export
+    target's. TensorRT 8 is not strongly typed: it takes the rest's precision from builder flags
+    (aft_export.nvtools writes them), not from the graph, so a tensorrt8 graph's rest stays fp32."""
+    rest = opts.rest_precision or target.int8_rest
+    if rest == "fp16" and target.name == "tensorrt8":
+        raise AFTExportError("`rest_precision=fp16` puts fp16 in the graph, which TensorRT 8.5/8.6 does not take "
+                             "its precisions from (they come from its builder flags: see the file's verify "
+                             "script); leave `rest_precision` out for a tensorrt8 file")  # fmt: skip
+    return rest
+
+
 def _int8(model, cset: CalibrationSet, opts: QuantizeOptions, core: list[str], model_sha: str, prep: Preprocess,
           log):  # fmt: skip
-    names = {n.name for n in model.graph.node}
-    unknown = [n for n in opts.exclude if n not in names]
-    if unknown:
-        raise AFTExportError(f"`exclude` names nodes the graph does not have: {unknown[:5]}")
-    exclude = list(dict.fromkeys(([] if opts.quantize_aft_core else core) + list(opts.exclude)))
+    chosen = placement.select(model, opts, core)
+    exclude = chosen.exclude
+    types = chosen.op_types
     entry = cache.cache_path(opts, model_sha, cset)
-    cached = entry is not None and entry.is_file() and cache.cached_ranges_ok(entry, model)
+    cached = entry is not None and entry.is_file() and cache.cached_ranges_ok(entry, model, types)
     if entry is not None and entry.is_file() and not cached:
         log(f"calibration: the cache file {entry} is unreadable or incomplete; recomputing it")
     extra: dict = {}
@@ -294,12 +309,16 @@ def _int8(model, cset: CalibrationSet, opts: QuantizeOptions, core: list[str], m
         "method": opts.method, "percentile": opts.percentile if opts.method == "percentile" else None,
         "count": len(cset), "seed": opts.seed, "batch_size": opts.batch_size,
         "per_channel": opts.per_channel, "symmetric": True, "activation_type": "int8",
-        "weight_type": "int8", **({"weight_bits": 7} if opts.weight_bits == 7 else {}), "bias": "float", "op_types": list(placement.QUANTIZED_OP_TYPES),
+        "weight_type": "int8", **({"weight_bits": 7} if opts.weight_bits == 7 else {}), "bias": "float",
+        **chosen.record(),
         "excluded_nodes": exclude,
         "excluded_modules": sorted({node_module(by_name[n])[0] for n in exclude
                                     if n in by_name and node_module(by_name[n])}),
-        "quantized_nodes": len(placement.quantized_nodes(qmodel)),
+        "quantized_nodes": len(placement.quantized_nodes(qmodel, types)),
+        "rest_precision": opts.rest_precision,
         "calibration_cache": "hit" if cached else ("written" if entry else "off"),
     }  # fmt: skip
+    if opts.rest_precision == "fp16":
+        qmodel, rest = fp16.int8_rest_to_fp16(qmodel, core, chosen.fp32_nodes())
+        recipe.update(rest)
     return qmodel, recipe, extra
-
