@@ -421,30 +421,11 @@ def _script(cmds: dict) -> str:
                       "}"]  # fmt: skip
             continue
         lines += [f"# {note}." for note in b["notes"]]
-        lines += [
-            f"{key}() {{",
-            f"  # 1. build the engine ({b['engine']}); the timing cache makes a rebuild fast",
-            "  " + _shell(b["trtexec_build"]),
-            "  # 2. latency percentiles of that engine at the opt shape",
-            "  " + _shell(b["trtexec_latency"]),
-            "  # 3. polygraphy builds its own engine with the same flags and compares it with ONNX Runtime",
-            "  " + _shell(b["polygraphy"]),
-            "}",
-        ]
+        lines += _tool_function(key, b, "; the timing cache makes a rebuild fast")
         if "fp16_rest" in b:
-            r = b["fp16_rest"]
-            lines += [
-                "# The same int8 layers with the rest in fp16 and the AFT core and LayerNorm in fp32: the precisions",
-                "# of the tensorrt target's int8 file, which TensorRT 8 takes from these builder flags, not the graph.",
-                f"{key}_fp16_rest() {{",
-                f"  # 1. build the engine ({r['engine']})",
-                "  " + _shell(r["trtexec_build"]),
-                "  # 2. latency percentiles of that engine at the opt shape",
-                "  " + _shell(r["trtexec_latency"]),
-                "  # 3. polygraphy builds its own engine with the same flags and compares it with ONNX Runtime",
-                "  " + _shell(r["polygraphy"]),
-                "}",
-            ]
+            lines += ["# The same int8 layers with the rest in fp16 and the AFT core and LayerNorm in fp32: the precisions",
+                      "# of the tensorrt target's int8 file, which TensorRT 8 takes from these builder flags, not the graph.",
+                      *_tool_function(f"{key}_fp16_rest", b["fp16_rest"])]  # fmt: skip
     r = cmds["rtx"]
     lines += ["", f"# ---- {r['title']}: {r['versions']}", *[f"# {note}." for note in r["notes"]], "rtx() {",
               "  # 1. aft-export's build with TensorRT-RTX's Python builder (pip install 'aft-export[rtx]'), with its "
@@ -461,6 +442,21 @@ def _script(cmds: dict) -> str:
     lines += ["", 'case "${1:-}" in', f"  {keys}) \"$1\" ;;",
               f'  *) echo "usage: $0 {keys}" >&2; exit 2 ;;', "esac", ""]  # fmt: skip
     return "\n".join(lines)
+
+
+def _tool_function(name: str, b: dict, build_note: str = "") -> list[str]:
+    """A script's shell function: trtexec builds the engine and times it, polygraphy builds its own
+    with the same flags and compares it with ONNX Runtime."""
+    return [
+        f"{name}() {{",
+        f"  # 1. build the engine ({b['engine']}){build_note}",
+        "  " + _shell(b["trtexec_build"]),
+        "  # 2. latency percentiles of that engine at the opt shape",
+        "  " + _shell(b["trtexec_latency"]),
+        "  # 3. polygraphy builds its own engine with the same flags and compares it with ONNX Runtime",
+        "  " + _shell(b["polygraphy"]),
+        "}",
+    ]
 
 
 def _shell(command: str) -> str:
