@@ -59,7 +59,7 @@ def test_ema_is_not_taken_silently_and_weights_key_chooses(tmp_path):
     fresh = _net(2)
     selected = load_weights(fresh, tmp_path / "w.pt", log_fn=notes.append)
     assert selected.key == "model" and _same(fresh, _net(1))
-    assert notes == ["weights: 'model' of w.pt (it also holds ['model_ema'], not used; --weights-key chooses)"]
+    assert notes == ["weights: 'model' of w.pt (it also holds ['model_ema'], not used; `weights_key` chooses)"]
     load_weights(fresh, tmp_path / "w.pt", key="model_ema", log_fn=notes.append)
     assert _same(fresh, _net(3))
 
@@ -116,7 +116,7 @@ def test_other_classes_than_namespace_stay_refused(tmp_path):
 def test_no_state_dict_lists_the_top_level_keys(tmp_path):
     torch.save({"weights_v2": {"a": 1}, "epoch": 3, "optimizer": {"lr": 0.1}}, tmp_path / "w.pt")
     with pytest.raises(AFTExportError, match=r"top-level keys are \['weights_v2', 'epoch', 'optimizer'\]; name the "
-                                             r"one with the weights with --weights-key"):  # fmt: skip
+                                             r"one with the weights with `weights_key`"):  # fmt: skip
         load_weights(_net(2), tmp_path / "w.pt")
     with pytest.raises(AFTExportError, match=r"no top-level key 'ema'; its keys are \['weights_v2', 'epoch'"):
         select_state_dict(read_weights_file(tmp_path / "w.pt"), "w.pt", key="ema")
