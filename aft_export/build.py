@@ -136,12 +136,11 @@ def network_summary(trt, network) -> dict:
             kinds.add(DTYPES.get(tensor.dtype.name, tensor.dtype.name.lower()))
         for kind in kinds:
             outputs[kind] += 1
-    passing = {getattr(trt.LayerType, name) for name in SEEN_THROUGH if hasattr(trt.LayerType, name)}
 
     def source(tensor) -> str:
         """int8 when ``tensor`` is an int8 tensor dequantised, seen through shuffles and casts; else float."""
         layer = producer.get(tensor.name)
-        while layer is not None and layer.type in passing:
+        while layer is not None and layer.type.name in SEEN_THROUGH:  # by name: no lookup the API check misses
             layer = producer.get(layer.get_input(0).name)
         if layer is not None and layer.type == trt.LayerType.DEQUANTIZE and layer.get_input(0).dtype == trt.int8:
             return "int8"

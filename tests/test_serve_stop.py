@@ -101,6 +101,10 @@ def test_ready_only_when_every_model_is_the_client_waits_and_sigint_drains(onnx_
         assert out.startswith(f"{photo}: ") and len(out.splitlines()) == 1
         server.pids = server.family() - {server.proc.pid}
         family, work = server.family(), _workdir(server.pids)
+        # the line comes once serve has seen Triton ready, which a client may see first: bounded wait
+        deadline = time.monotonic() + 20
+        while "serving conv and conv_image" not in server.log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert "serving conv and conv_image" in server.log.read_text()
 
         big = np.array([[_large_jpeg()]] * 8, dtype=object)
