@@ -55,9 +55,10 @@ FP32_RULE = (
              "(benchmarks/fp32_rule.py)"),
 )  # fmt: skip
 FP32_KINDS = tuple(k.name for k in FP32_RULE)
-FP16_KEEP_FP32_OPS = ("LayerNormalization",)
-# the same, for graphs where LayerNorm is decomposed (the TensorRT 8 form): by PyTorch module
-FP16_KEEP_FP32_MODULES = ("LayerNorm",)
+# the rule's kinds besides the AFT core, by op type and (decomposed, the TensorRT 8 form) by PyTorch
+# module: names the package has always exported, derived from the rule
+FP16_KEEP_FP32_OPS = tuple(t for k in FP32_RULE if k.name != "aft_core" for t in k.op_types)
+FP16_KEEP_FP32_MODULES = tuple(m for k in FP32_RULE for m in k.modules)
 # ops whose opset-19 schema differs from their opset-18 one only by types our graphs never
 # hold (float8) or by attributes and modes whose defaults keep the opset-18 meaning
 SAME_AT_19 = ("Cast", "CastLike", "Constant", "DequantizeLinear", "Equal", "Identity", "If", "Loop", "Pad",
