@@ -16,8 +16,8 @@ model runs where Triton hands it the batch, in the Python backend stub
 - **Nothing to steal**: model control is off (nothing can load or unload a model), and the
   endpoints that change the server (model repository, shared memory, trace, logging) are
   closed to every request: restricted behind a header name that contains a colon, which
-  no HTTP or gRPC request can carry (:data:`CLOSED`). No key, token or password exists,
-  on a command line or in an environment.
+  no HTTP or gRPC request can carry (:data:`aft_export.tritonspec.CLOSED`). No key, token
+  or password exists, on a command line or in an environment.
 - **Stopping**: SIGINT or SIGTERM, at any moment (start-up included): Triton stops taking
   requests and finishes those in flight (up to ``drain_seconds``; at start-up none can be
   in flight, so the bound is a few seconds), every process it started ends, the working
@@ -59,16 +59,11 @@ from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write_bytes, atomic_write_text, copy_file, make_dirs, private_directory
 from aft_export.options import ServeOptions
 from aft_export.tritonmodel import ENDPOINT_FILE, Endpoint
-from aft_export.tritonspec import (IMAGE, TENSOR, WARMUP_DIR, WARMUP_IMAGE, ServedModel, check_names, config_text,
-                                   describe, endpoint_input, endpoint_name, endpoint_outputs, warmup_image_file)  # fmt: skip
+from aft_export.tritonspec import (IMAGE, TENSOR, WARMUP_DIR, WARMUP_IMAGE, ServedModel, check_names,
+                                   closed_flags, config_text, describe, endpoint_input, endpoint_name,
+                                   endpoint_outputs, warmup_image_file)  # fmt: skip
 
 INSTALL = "pip install 'aft-export[serve]' (nvidia-pytriton, which ships tritonserver, and tritonclient)"
-# The endpoints that change the server, closed to every request: Triton takes a header
-# name and value that a request must carry to use them (--http-restricted-api,
-# --grpc-restricted-protocol); a name with a colon cannot be sent (HTTP ends a header's
-# name at its first colon; HTTP/2 and gRPC forbid colons in names), so nothing passes.
-CLOSED_APIS = ("model-repository", "shared-memory", "trace", "logging")
-CLOSED = "aft-export:closed"
 START_BOUND = 2  # seconds Triton gets to stop at start-up (no request can be in flight yet), then SIGKILL
 UNLOAD_BOUND = 15  # seconds beyond the drain for the models to unload
 
@@ -112,10 +107,8 @@ def python_backend_env(environ: dict | None = None) -> dict:
     no shared library there."""
     env = dict(os.environ if environ is None else environ)
     libdir, soname = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME")
-    if not libdir or not soname or not (Path(libdir) / soname).is_file():
-        return env
-    rest = [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p and p != libdir]
-    env["LD_LIBRARY_PATH"] = os.pathsep.join([libdir, *rest])
+    if libdir and soname and (Path(libdir) / soname).is_file():
+        _first_on(env, "LD_LIBRARY_PATH", libdir)
     return env
 
 
@@ -131,6 +124,16 @@ def server_env(bundle: Bundle) -> dict:
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (env.get("LD_LIBRARY_PATH"), str(bundle.libs)) if p)
     _first_on(env, "PATH", os.path.dirname(sys.executable))
     return env
+
+
+def install_backend(bundle: Bundle, directory: Path) -> Path:
+    """``directory`` as ``tritonserver --backend-directory`` takes it: the Python backend's
+    library and utilities and the stub for this interpreter, copied into ``python/``."""
+    backend = make_dirs(directory / "python")
+    copy_file(bundle.backend / "libtriton_python.so", backend / "libtriton_python.so")
+    copy_file(bundle.backend / "triton_python_backend_utils.py", backend / "triton_python_backend_utils.py")
+    copy_file(bundle.stub, backend / "triton_python_backend_stub", executable=True)
+    return directory
 
 
 def model_source() -> str:
@@ -218,7 +221,6 @@ class Served:
 
 def server_args(bundle_dir: Path, repo: Path, opts: ServeOptions, shm_prefix: str, gpu: bool) -> list[str]:
     """``tritonserver``'s command line (public: nothing secret is on it)."""
-    closed = f"{','.join(CLOSED_APIS)}:{CLOSED}=none"
     return [f"--model-repository={repo}", f"--backend-directory={bundle_dir}",
             "--model-control-mode=none", "--strict-readiness=true", "--exit-on-error=true",
             "--disable-auto-complete-config", f"--exit-timeout-secs={opts.drain_seconds}",
@@ -227,7 +229,7 @@ def server_args(bundle_dir: Path, repo: Path, opts: ServeOptions, shm_prefix: st
             f"--metrics-address={opts.host}", f"--metrics-port={opts.metrics_port}",
             f"--allow-gpu-metrics={'true' if gpu else 'false'}",
             *([] if gpu else ["--pinned-memory-pool-byte-size=0", "--cuda-memory-pool-byte-size=0:0"]),
-            f"--http-restricted-api={closed}", f"--grpc-restricted-protocol={closed}",
+            *closed_flags(),
             f"--backend-config=python,shm-region-prefix-name={shm_prefix}",
             "--log-verbose=0", "--log-info=false"]  # fmt: skip
 
@@ -296,9 +298,12 @@ def _bracketed(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # Triton itself, never an http_proxy
+
+
 def _ready(url: str) -> bool:
     try:
-        with urllib.request.urlopen(f"{url}/v2/health/ready", timeout=2) as r:
+        with _DIRECT.open(f"{url}/v2/health/ready", timeout=2) as r:
             return r.status == 200
     except (urllib.error.URLError, OSError, ValueError):
         return False
@@ -368,9 +373,8 @@ def _shutdown(proc: subprocess.Popen, stop: _Stop, bound: float, log, starting: 
         time.sleep(0.05)
 
 
-def serve(artifacts: list[str], opts: ServeOptions | None = None, log=print,
-          stop_event: threading.Event | None = None) -> Served:
-    """Serve ``artifacts`` until SIGINT or SIGTERM (or ``stop_event`` is set); returns once
+def serve(artifacts: list[str], opts: ServeOptions | None = None, log=print) -> Served:
+    """Serve ``artifacts`` until SIGINT or SIGTERM (main thread only); returns once
     every process it started has ended, with the signal that stopped it. Raises
     :class:`AFTExportError` for bad input, before anything listens (an artifact the runner
     cannot load: once the server has reported it, with nothing left running)."""
@@ -392,7 +396,7 @@ def serve(artifacts: list[str], opts: ServeOptions | None = None, log=print,
         log(f"threads: {plan.describe()} (`instances`, `threads`); queue delay {opts.queue_delay_us} us "
             f"(`queue_delay_us`)")  # fmt: skip
         with private_directory("aft-export-serve-") as work:
-            _run(bundle, specs, opts, served, work, shm_prefix, stop, stop_event, log)
+            _run(bundle, specs, opts, served, work, shm_prefix, stop, log)
     finally:
         _remove_shared_memory(shm_prefix)
         for sig, handler in previous.items():
@@ -403,22 +407,16 @@ def serve(artifacts: list[str], opts: ServeOptions | None = None, log=print,
 
 
 def _run(bundle: Bundle, specs, opts: ServeOptions, served: Served, work: Path, shm_prefix: str, stop: _Stop,
-         stop_event, log) -> None:
+         log) -> None:
     """Write the repository in ``work``, start Triton, wait for it to be ready, then for a
     stop; Triton is stopped (and waited for) whatever happens."""
-    def stopping() -> bool:
-        return stop.event.is_set() or (stop_event is not None and stop_event.is_set())
-
-    backend = make_dirs(work / "backends" / "python")
-    copy_file(bundle.backend / "libtriton_python.so", backend / "libtriton_python.so")
-    copy_file(bundle.backend / "triton_python_backend_utils.py", backend / "triton_python_backend_utils.py")
-    copy_file(bundle.stub, backend / "triton_python_backend_stub", executable=True)
+    backends = install_backend(bundle, work / "backends")
     status = make_dirs(work / "status")
     write_models(make_dirs(work / "repo"), specs, opts, served.plan, status)
-    if stopping():
+    if stop.event.is_set():
         return
     gpu = opts.provider != "cpu" or any(s.kind == "engine" for s in specs)
-    args = [str(bundle.tritonserver), *server_args(work / "backends", work / "repo", opts, shm_prefix, gpu)]
+    args = [str(bundle.tritonserver), *server_args(backends, work / "repo", opts, shm_prefix, gpu)]
     proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env=server_env(bundle), cwd=work, start_new_session=True, preexec_fn=_pdeathsig)  # fmt: skip
     relay = _Relay(proc.stdout)
@@ -431,7 +429,7 @@ def _run(bundle: Bundle, specs, opts: ServeOptions, served: Served, work: Path, 
             if proc.poll() is not None:
                 relay.join(timeout=5)
                 _failed_start(proc.returncode, status, relay)
-            if stop.event.wait(0.1) or stopping():
+            if stop.event.wait(0.1):
                 log("stopping during start-up: no request was taken")
                 return
         relay.start_passing()
@@ -442,7 +440,7 @@ def _run(bundle: Bundle, specs, opts: ServeOptions, served: Served, work: Path, 
             f"ready (Ctrl+C or SIGTERM stops)")  # fmt: skip
         sys.stdout.flush()
         ready = True
-        while not (stop.event.wait(0.2) or stopping()):
+        while not stop.event.wait(0.2):
             if proc.poll() is not None:
                 raise RuntimeError(f"tritonserver stopped by itself (exit status {proc.returncode}); its log is above")
         name = f" ({signal.Signals(stop.signals[0]).name})" if stop.signals else ""

@@ -32,8 +32,7 @@ import numpy as np
 from aft_export.data import load_image, normalize_array
 from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write_text
-from aft_export.runners.engine import TrtRunner
-from aft_export.runners.ort import OrtRunner
+from aft_export.runners import load_runner
 from aft_export.tritonspec import IMAGE, IMAGE_INPUT, TOPK_INDEX, TOPK_LABEL, ServedModel, endpoint_name, topk
 
 ENDPOINT_FILE = "endpoint.json"
@@ -77,11 +76,8 @@ def load(endpoint: Endpoint):
     """The runner of ``endpoint``: ONNX Runtime with the threads it was given and pools that
     sleep when idle (the server shares its cores), or TensorRT for an engine."""
     spec = endpoint.spec
-    if spec.kind == "engine":
-        runner = TrtRunner(str(spec.path), threads=endpoint.threads)
-    else:
-        runner = OrtRunner(str(spec.path), endpoint.provider, threads=endpoint.threads, spinning=False,
-                           preprocessing=spec.preprocessing)  # fmt: skip
+    runner = load_runner(str(spec.path), endpoint.provider, threads=endpoint.threads,
+                         preprocessing=spec.preprocessing, spinning=False)  # fmt: skip
     runner.check_batch(spec.fixed_batch or spec.max_batch, "max_batch")
     return runner
 

@@ -48,8 +48,9 @@ from aft_export.onnxio import load_onnx
 from aft_export.options import TritonRepoOptions
 from aft_export.tritonspec import (IMAGE, IMAGE_INPUT, ONNX_CONTAINER, ONNX_CONTAINER_SOURCE, TENSOR, TOPK_INDEX,
                                    TOPK_LABEL, TRITON_CONTAINERS_SOURCE, WARMUP_DIR, WARMUP_IMAGE, ServedModel, Tensor,
-                                   check_names, config_text, dims_text, containers_for_tensorrt, describe, endpoint_input,
-                                   endpoint_outputs, is_rtx_engine, topk, warmup_image_file)  # fmt: skip
+                                   check_names, closed_flags, config_text, dims_text, containers_for_tensorrt,
+                                   describe, endpoint_input, endpoint_outputs, is_rtx_engine, topk,
+                                   warmup_image_file)  # fmt: skip
 from aft_export.version import __version__
 
 PREPROCESSED = "preprocessed"  # the ensemble's tensor between NAME_pre and NAME_net
@@ -70,9 +71,6 @@ def model_dirs(spec: ServedModel) -> dict[str, str]:
 # ---------------------------------------------------------------- config.pbtxt
 
 KINDS = {"gpu": "KIND_GPU", "cpu": "KIND_CPU", "auto": "KIND_AUTO"}
-# the endpoints Triton's container closes to every request (see aft_export.serve.CLOSED)
-CLOSED_FLAGS = ("--http-restricted-api=model-repository,shared-memory,trace,logging:aft-export:closed=none "
-                "--grpc-restricted-protocol=model-repository,shared-memory,trace,logging:aft-export:closed=none")
 
 
 def _net_kind(spec: ServedModel, opts: TritonRepoOptions) -> str:
@@ -282,7 +280,7 @@ def pillow_version() -> str:
     return version("pillow")
 
 
-def dockerfile(specs: list[ServedModel], opts: TritonRepoOptions) -> str:
+def dockerfile(specs: list[ServedModel]) -> str:
     """Triton's container with what the models need baked in (Pillow, the version the
     decoding was written and tested with) and the models copied in; the server started
     with model control off, strict readiness and the endpoints that change it closed."""
@@ -295,8 +293,8 @@ def dockerfile(specs: list[ServedModel], opts: TritonRepoOptions) -> str:
         f"# {model_dirs(specs[0])['pre']} decodes images with Pillow, the version eval decoded with: installed here, once",
         f"RUN pip install --no-cache-dir {PILLOW}=={pillow_version()}",
         "COPY . /models",
-        f'CMD ["tritonserver", "--model-repository=/models", "--model-control-mode=none", "--strict-readiness=true", '
-        + ", ".join(f'"{f}"' for f in CLOSED_FLAGS.split()) + "]", "",
+        "CMD " + json.dumps(["tritonserver", "--model-repository=/models", "--model-control-mode=none",
+                             "--strict-readiness=true", *closed_flags()]), "",
     ])  # fmt: skip
 
 
@@ -411,6 +409,6 @@ def write_repository(artifacts: list[str], out: str | Path, opts: TritonRepoOpti
             make_dirs(work / d["image"] / "1")
             atomic_write_text(work / d["image"] / "config.pbtxt", ensemble_config(s, opts, image=True))
         atomic_write_text(work / "README.md", readme(specs, opts))
-        atomic_write_text(work / "Dockerfile", dockerfile(specs, opts))
+        atomic_write_text(work / "Dockerfile", dockerfile(specs))
         atomic_write_text(work / "client.py", client_source())
     return RepoResult(str(out), sorted(d for s in specs for d in model_dirs(s).values()))

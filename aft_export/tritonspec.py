@@ -238,6 +238,23 @@ def containers_for_tensorrt(version: str) -> list[tuple[str, str, str]]:
     return [row for row in TRITON_CONTAINERS if tuple(row[2].split(".")[:3]) == want]
 
 
+# ---------------------------------------------------------------- the endpoints that change a server
+
+# Closed to every request, by serve's tritonserver and the triton-repo container alike: Triton
+# takes a header name and value that a request must carry to use them
+# (--http-restricted-api, --grpc-restricted-protocol); a name with a colon cannot be sent
+# (HTTP ends a header's name at its first colon; HTTP/2 and gRPC forbid colons in names), so
+# nothing passes.
+CLOSED_APIS = ("model-repository", "shared-memory", "trace", "logging")
+CLOSED = "aft-export:closed"
+
+
+def closed_flags() -> list[str]:
+    """``tritonserver``'s flags that close :data:`CLOSED_APIS` over HTTP and gRPC."""
+    closed = f"{','.join(CLOSED_APIS)}:{CLOSED}=none"
+    return [f"--http-restricted-api={closed}", f"--grpc-restricted-protocol={closed}"]
+
+
 # ---------------------------------------------------------------- config.pbtxt: Triton's ModelConfig as text
 
 # the endpoints of one artifact

@@ -213,6 +213,7 @@ def _measure(args, ckpt: Path, tmp: Path, server_cpus: list[int], client_cpus: l
     from aft_export.datasets import resolve
     from aft_export.export.exporter import ExportOptions, export_checkpoint
     from aft_export.runners import OrtRunner
+    from aft_export.tritonspec import model_name
 
     import tritonclient.http as tc
 
@@ -223,7 +224,7 @@ def _measure(args, ckpt: Path, tmp: Path, server_cpus: list[int], client_cpus: l
     info = runner.info
     jpegs = _test_jpegs(resolve("cifar10:test"), iter_tar)
     images = normalize_array(np.stack([load_image(raw, info.input_size[1]) for raw in jpegs]), info.mean, info.std)
-    name = onnx_path.stem.replace(".", "_")
+    name = model_name(onnx_path)
 
     http, grpc, metrics = _free_ports(3)
     url = f"127.0.0.1:{http}"

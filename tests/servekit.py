@@ -208,20 +208,14 @@ class TritonBinary(Server):
     the Python backend and ensembles, not the ONNX Runtime or TensorRT backends."""
 
     def __init__(self, repository: Path, workspace: Path) -> None:
-        import shutil
-
-        from aft_export.serve import find_bundle, server_env
+        from aft_export.serve import find_bundle, install_backend, server_env
 
         super().__init__([], workspace / "tritonserver.log")
         bundle = find_bundle()
-        backend = workspace / "backends" / "python"
-        backend.mkdir(parents=True)
-        for f in ("libtriton_python.so", "triton_python_backend_utils.py"):
-            shutil.copy(bundle.backend / f, backend / f)
-        shutil.copy(bundle.stub, backend / "triton_python_backend_stub")
+        backends = install_backend(bundle, workspace / "backends")
         self.env = server_env(bundle)
         self.args = [str(bundle.tritonserver), f"--model-repository={repository}",
-                     f"--backend-directory={workspace / 'backends'}", "--model-control-mode=none",
+                     f"--backend-directory={backends}", "--model-control-mode=none",
                      "--http-address=127.0.0.1", f"--http-port={self.http_port}", "--grpc-address=127.0.0.1",
                      f"--grpc-port={self.grpc_port}", "--metrics-address=127.0.0.1",
                      f"--metrics-port={self.metrics_port}", "--exit-timeout-secs=10", "--log-verbose=0",

@@ -259,8 +259,6 @@ def _post_infer(server, model: str, payload) -> tuple[int, str]:
         shape, dtype = [len(payload), 1], "BYTES"
     else:
         raw, shape, dtype = payload.tobytes(), list(payload.shape), "FP32"
-        if model == "conv_b2":
-            shape = list(payload.shape)
     header = json.dumps({"inputs": [{"name": "image_bytes" if dtype == "BYTES" else "image", "shape": shape,
                                      "datatype": dtype, "parameters": {"binary_data_size": len(raw)}}]}).encode()  # fmt: skip
     req = urllib.request.Request(f"http://{server.url}/v2/models/{model}/infer", header + raw,

@@ -15,9 +15,9 @@ import pytest
 from aft_export.data import iter_tar, load_image, normalize
 from aft_export.options import ServeOptions
 from aft_export.runners import OrtRunner
-from aft_export.serve import CLOSED, CLOSED_APIS, model_source, server_args, thread_plan, write_models
+from aft_export.serve import model_source, server_args, thread_plan, write_models
 from aft_export.tritonmodel import ENDPOINT_FILE, Endpoint, RequestError, answer
-from aft_export.tritonspec import IMAGE, TENSOR, ServedModel, describe, topk
+from aft_export.tritonspec import CLOSED, CLOSED_APIS, IMAGE, TENSOR, ServedModel, describe, topk
 from tests.servekit import need
 
 

@@ -124,7 +124,7 @@ def test_the_dockerfile_bakes_pillow_in_and_starts_triton_closed(repo, artifacts
     closed (as aft-export serve). Nothing is installed when a container starts."""
     from importlib.metadata import version
 
-    from aft_export.tritonrepo import CLOSED_FLAGS
+    from aft_export.tritonspec import closed_flags
 
     text = (repo / "Dockerfile").read_text()
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
@@ -132,7 +132,7 @@ def test_the_dockerfile_bakes_pillow_in_and_starts_triton_closed(repo, artifacts
                          f"RUN pip install --no-cache-dir pillow=={version('pillow')}"]  # fmt: skip
     cmd = json.loads(lines[-1].removeprefix("CMD "))
     assert cmd[:4] == ["tritonserver", "--model-repository=/models", "--model-control-mode=none",
-                       "--strict-readiness=true"] and cmd[4:] == CLOSED_FLAGS.split()  # fmt: skip
+                       "--strict-readiness=true"] and cmd[4:] == closed_flags()  # fmt: skip
     readme = (repo / "README.md").read_text()
     # the engine's release is not in the table: the user names it
     assert "docker build -t aft-export-triton --build-arg RELEASE=<release> ." in readme

@@ -43,9 +43,11 @@ def __getattr__(name: str):
 
 
 def load_runner(artifact: str, providers: list | str | None = None, config: str | None = None,
-                threads: int = 0, preprocessing: ForeignPreprocessing | None = None) -> Runner:  # fmt: skip
+                threads: int = 0, preprocessing: ForeignPreprocessing | None = None,
+                spinning: bool = True) -> Runner:  # fmt: skip
     """The runner of ``artifact``; ``preprocessing``: how to feed an ONNX file another tool wrote
-    (one with our metadata, a checkpoint or an engine describes itself)."""
+    (one with our metadata, a checkpoint or an engine describes itself); ``spinning`` False:
+    ONNX Runtime's pools sleep when idle (:class:`OrtRunner`)."""
     path = Path(artifact)
     if not path.exists():
         raise AFTExportError(f"artifact {path} does not exist; check the path")
@@ -56,7 +58,8 @@ def load_runner(artifact: str, providers: list | str | None = None, config: str 
         device = "cuda" if providers in ("cuda", "tensorrt") else "cpu"
         return TorchRunner(str(path), config=config, threads=threads, device=device)
     if suffix == ".onnx":
-        return OrtRunner(str(path), providers, threads=threads, preprocessing=preprocessing)
+        return OrtRunner(str(path), providers, threads=threads, preprocessing=preprocessing,
+                         spinning=spinning)  # fmt: skip
     if suffix in ENGINE_SUFFIXES:
         return TrtRunner(str(path), threads=threads)
     raise AFTExportError(f"{path}: unknown artifact type; expected a checkpoint (.pt, .pth, .safetensors), "
