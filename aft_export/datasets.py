@@ -112,8 +112,9 @@ def resolve(source: str) -> str | LabelledImages:
 
 def named_set_at(path: str | os.PathLike) -> str | None:
     """The named set whose local tar ``path`` is, if any (``cifar10:test`` for ``$AFT_CIFAR10_DIR/test.tar``)."""
+    folders = local_dirs()
     for split in _BATCHES:
-        for folder in local_dirs():
+        for folder in folders:
             try:
                 if (folder / f"{split}.tar").is_file() and os.path.samefile(folder / f"{split}.tar", path):
                     return f"cifar10:{split}"

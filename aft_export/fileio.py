@@ -170,15 +170,16 @@ def dir_mode() -> int:
     return 0o777 & ~_umask()
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[str], object]) -> Path:
-    """Call ``write(tmp_path)``, then rename onto ``path``: readers never see half a file,
+def atomic_write(path: str | os.PathLike, write: Callable[[str], object], executable: bool = False) -> Path:
+    """Call ``write(tmp_path)``, then rename onto ``path``: readers never see half a file (nor
+    one without its mode: ``executable`` sets the x bits the umask allows before the rename),
     and a writer killed midway leaves only a hidden ``.<name>.*.tmp`` behind."""
     path = check_output_path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         write(tmp)
-        os.chmod(tmp, file_mode())  # mkstemp makes 0600
+        os.chmod(tmp, dir_mode() if executable else file_mode())  # mkstemp makes 0600; dir_mode: rwx
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -195,17 +196,11 @@ def copy_file(src: str | os.PathLike, dst: str | os.PathLike, executable: bool =
     src, dst = Path(src), Path(dst)
     if dst.exists() and dst.resolve() == src.resolve():
         raise AFTExportError(f"refusing to copy {src} onto itself")
-    out = atomic_write(dst, lambda tmp: shutil.copyfile(src, tmp))
-    if executable:
-        os.chmod(out, 0o777 & ~_umask())
-    return out
+    return atomic_write(dst, lambda tmp: shutil.copyfile(src, tmp), executable)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str, executable: bool = False) -> Path:
-    out = atomic_write(path, lambda tmp: Path(tmp).write_text(text))
-    if executable:
-        os.chmod(out, 0o777 & ~_umask())
-    return out
+    return atomic_write(path, lambda tmp: Path(tmp).write_text(text), executable)
 
 
 @contextlib.contextmanager
@@ -252,11 +247,8 @@ def relative_name(path: str | os.PathLike, beside: str | os.PathLike) -> str:
 def private_directory(prefix: str):
     """A new directory in ``$TMPDIR`` that only this user can read (mode 0700), removed with
     everything in it when the block ends, however it ends. Yields its path."""
-    work = Path(tempfile.mkdtemp(prefix=prefix))
-    try:
-        yield work
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix=prefix, ignore_cleanup_errors=True) as work:
+        yield Path(work)
 
 
 def cache_root(*parts: str) -> Path:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from aft_export.checkpoint import describe
 from aft_export.errors import AFTExportError
 from aft_export.fileio import sha256_file
 from aft_export.graph import DOMAIN, aft_kind
@@ -21,12 +22,14 @@ from aft_export.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.preprocess import ForeignPreprocessing
 from aft_export.runners import CHECKPOINT_SUFFIXES, ENGINE_SUFFIXES, onnx_info
 from aft_export.runners.ort import GraphSignature
-from aft_export.sources import SPEC_SUFFIXES, source_suffixes
+from aft_export.sources import SPEC_SUFFIXES, load_model, source_suffixes
 from aft_export.trt import check_manifest, manifest_path
 
 # our metadata shown as they are (the rest: classes, preprocessing, the recipe, read below)
 OUR_KEYS = ("model_name", "variant", "export_target", "opset", "aft_op_form", "source_checkpoint", "source_sha256",
             "tool", "torch_version", "dynamic_batch", "dynamic_hw")  # fmt: skip
+# our metadata that say how the model is fed (JSON lists), with the type of their items
+DESCRIBING = {"classes": str, "input_size": int, "mean": (int, float), "std": (int, float)}
 
 
 def describe_artifact(path, config: str | None = None, preprocessing: ForeignPreprocessing | None = None) -> dict:
@@ -44,12 +47,27 @@ def describe_artifact(path, config: str | None = None, preprocessing: ForeignPre
     if suffix in ENGINE_SUFFIXES:
         return describe_engine(path)
     if suffix in CHECKPOINT_SUFFIXES or suffix in SPEC_SUFFIXES or suffix in source_suffixes():
-        from aft_export.checkpoint import describe
-        from aft_export.sources import load_model
-
         return {"kind": "checkpoint", **describe(path, loaded=load_model(str(path), config=config))}
     raise AFTExportError(f"{path}: unknown artifact type; give a checkpoint (.pt, .pth, .safetensors), a model spec "
                          f"(.yaml, .yml, .json), an ONNX file (.onnx) or an engine ({', '.join(ENGINE_SUFFIXES)})")  # fmt: skip
+
+
+def described(meta: ArtifactMeta) -> tuple[dict, list[str]]:
+    """The keys of ``meta`` that say how the model is fed (:data:`DESCRIBING`), parsed, and the
+    keys it holds malformed (not JSON, or not a list of the right items): said, not raised."""
+    values, malformed = {}, []
+    for key, kind in DESCRIBING.items():
+        if key not in meta:
+            continue
+        try:
+            value = meta.json(key)
+        except ValueError:
+            value = None
+        if isinstance(value, list) and all(isinstance(v, kind) for v in value):
+            values[key] = value
+        else:
+            malformed.append(key)
+    return values, malformed
 
 
 def _values(signature) -> list[dict]:
@@ -79,18 +97,23 @@ def describe_onnx(path: Path, preprocessing: ForeignPreprocessing | None = None)
             out["preprocessing"] = {"missing": str(exc)}
         return out
     calls = Counter(aft_kind(n) or n.op_type for n in model.graph.node if n.domain == DOMAIN)  # by variant
+    values, malformed = described(meta)
     out.update({
         **{k: meta[k] for k in OUR_KEYS if k in meta},
         "com_aft_layers": dict(sorted(calls.items())), "com_aft_functions": sum(f.domain == DOMAIN for f in model.functions),
-        "preprocessing": {k: meta.json(k) for k in ("input_size", "mean", "std") if k in meta},
-        "classes": meta.classes if "classes" in meta else [],
+        "preprocessing": {k: values[k] for k in ("input_size", "mean", "std") if k in values},
+        "classes": values.get("classes", []), **({"malformed": malformed} if malformed else {}),
     })  # fmt: skip
     if "quantization" in meta:
         try:
-            out["recipe"] = meta.json("quantization")
-            out["recipe_summary"] = recipe_summary(out["recipe"])
+            recipe = meta.json("quantization")
         except ValueError as exc:
-            out["recipe_summary"] = {"error": f"malformed quantization metadata ({exc})"}
+            recipe = exc
+        if isinstance(recipe, dict):
+            out["recipe"], out["recipe_summary"] = recipe, recipe_summary(recipe)
+        else:
+            why = recipe if isinstance(recipe, ValueError) else "not a JSON object"
+            out["recipe_summary"] = {"error": f"malformed quantization metadata ({why})"}
     return out
 
 
@@ -101,12 +124,7 @@ def describe_engine(path: Path) -> dict:
     except AFTExportError as exc:
         return {**out, "manifest_error": str(exc)}
     model = ArtifactMeta(manifest.get("model", {}), str(path))
-    described = {}
-    for key in ("classes", "input_size", "mean", "std"):
-        try:
-            described[key] = model.json(key)
-        except (KeyError, ValueError):
-            continue
+    values, malformed = described(model)
     network = manifest.get("network") or {}
     return {
         **out, "sha256": manifest.get("engine_sha256"), "library": manifest.get("library", "tensorrt"),
@@ -119,13 +137,14 @@ def describe_engine(path: Path) -> dict:
         "build_seconds": manifest.get("build_seconds"), "layer_outputs": network.get("outputs", {}),
         "num_layers": network.get("num_layers"), "model_name": model.get("model_name", ""),
         "source_sha256": model.get("source_sha256", ""), "preprocessing_from": model.get("preprocessing_from", ""),
-        "model": described, "build_options": manifest.get("build_options", {}),
+        "model": values, "build_options": manifest.get("build_options", {}),
+        **({"malformed": malformed} if malformed else {}),
     }  # fmt: skip
 
 
 def recipe_summary(recipe: dict) -> dict:
     """The parts of a quantisation recipe a person reads first (the report shows them)."""
-    calib = recipe.get("calibration") or {}
+    calib = recipe.get("calibration") if isinstance(recipe.get("calibration"), dict) else {}
     return {k: v for k, v in {
         "precision": recipe.get("precision"), "method": recipe.get("method"), "percentile": recipe.get("percentile"),
         "calibration": (f"{calib.get('count')} images of {calib.get('source')} (seed {calib.get('seed')}, sha256 "

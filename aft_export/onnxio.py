@@ -208,10 +208,6 @@ def nonfinite_weights(model) -> list[tuple[str, int, int]]:
     return bad
 
 
-def _weights_bytes(model) -> int:
-    return sum(len(t.raw_data) for t in model.graph.initializer)
-
-
 def save_onnx(model, path: str | os.PathLike, threshold: int = TWO_GB) -> str | None:
     """Write ``model`` to ``path`` atomically; weights above ``threshold`` bytes go to an
     external data file beside it (see the module doc). Returns that file's name, or None
@@ -220,7 +216,7 @@ def save_onnx(model, path: str | os.PathLike, threshold: int = TWO_GB) -> str | 
 
     path = check_output_path(path)
     old_data = sorted(path.parent.glob(f"{path.name}.*data"))
-    if _weights_bytes(model) <= threshold:
+    if weight_bytes(model) <= threshold:
         atomic_write_bytes(path, model.SerializeToString(deterministic=True))
         _remove(old_data)
         return None

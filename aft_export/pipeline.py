@@ -84,11 +84,15 @@ class Step:
 @dataclass
 class PipelineResult:
     run_dir: str
-    passed: bool  # no artifact failed parity (verdict.status != "failed")
     steps: list[Step] = field(default_factory=list)
     summary: list[dict] = field(default_factory=list)
     unverified: dict[str, str] = field(default_factory=dict)  # artifact -> why it was not (fully) verified
     verdict: Verdict = field(default_factory=Verdict)  # the stages' verdicts, combined
+
+    @property
+    def passed(self) -> bool:
+        """No artifact failed parity (the verdict is ok or not verified)."""
+        return self.verdict.status != "failed"
 
 
 def _versions() -> dict:
@@ -484,7 +488,7 @@ def _report(ctx: _Context, steps: list[Step], onnx: list[_Made], trt_check: dict
     unverified = run_unverified(not_run, parity.report, onnx)
     verdict = Verdict.of([f"{name} fails parity" for name in parity.failed],
                          [f"{name}: {why}" for name, why in unverified.items()])
-    passed = verdict.status != "failed"
+    result = PipelineResult(str(ctx.final), steps, summary, unverified, verdict)
     manifest = {
         "tool": f"aft-export {__version__}", "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "versions": _versions(), "options": {**asdict(opts), "calib": ctx.calib},
@@ -493,13 +497,13 @@ def _report(ctx: _Context, steps: list[Step], onnx: list[_Made], trt_check: dict
                                                           results["quantize"].values()), None)},
         "artifacts": {a.name: {"sha256": sha256_file(a), "bytes": a.stat().st_size} for a in artifacts},
         "environment": _environment(),
-        "steps": [asdict(x) for x in steps], "summary": summary, "passed": passed,
+        "steps": [asdict(x) for x in steps], "summary": summary, "passed": result.passed,
         "unverified": unverified, "verdict": verdict.to_dict(), "results": results,
     }  # fmt: skip
     atomic_write_text(work / "manifest.json", json.dumps(manifest, indent=2, default=_json_default))
     atomic_write_text(work / "report.md", report_markdown(ckpt, meta, opts, steps, summary, verdict, ctx.final,
                                                           ctx.calib, not_run, unverified, results.get("engines")))  # fmt: skip
-    return Outcome(PipelineResult(str(ctx.final), passed, steps, summary, unverified, verdict), f"{ctx.final}/report.md")
+    return Outcome(result, f"{ctx.final}/report.md")
 
 
 def run_unverified(not_run: dict[str, str], parity: dict, onnx: list[_Made]) -> dict[str, str]:

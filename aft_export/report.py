@@ -169,13 +169,17 @@ def _info_onnx(d: dict) -> list[str]:
                                  f"function bodies)" if layers else "none (plain ONNX ops)"),
               f"source       {d.get('source_checkpoint', '?')} (sha256 {d.get('source_sha256', '?')[:16]}...)",
               f"preprocess   {_preprocessing_line(d['preprocessing'])}",
-              f"classes      {len(d['classes'])}: {', '.join(d['classes'])}"]  # fmt: skip
+              f"classes      {len(d['classes'])}: {', '.join(d['classes'])}", *_malformed_line(d)]  # fmt: skip
     recipe = d.get("recipe_summary")
     if recipe:
         lines.append("recipe       " + ", ".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}"
                                                 for k, v in recipe.items()))  # fmt: skip
     lines.append(f"written by   {d.get('tool', 'aft-export')}")
     return lines
+
+
+def _malformed_line(d: dict) -> list[str]:
+    return [f"metadata     malformed, not shown: {', '.join(d['malformed'])}"] if d.get("malformed") else []
 
 
 def _info_engine(d: dict) -> list[str]:
@@ -199,6 +203,7 @@ def _info_engine(d: dict) -> list[str]:
                         if d["preprocessing_from"] else ""))  # fmt: skip
         if m.get("classes"):
             lines.append(f"classes      {len(m['classes'])}: {', '.join(m['classes'])}")
+    lines += _malformed_line(d)
     lines.append(f"written by   {d['tool']} at {d['created_utc']}")
     return lines
 

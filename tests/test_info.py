@@ -8,9 +8,9 @@ import pytest
 from click.testing import CliRunner
 
 from aft_export.cli import main
+from aft_export.datasets import CIFAR10_CLASSES
 from aft_export.errors import AFTExportError
 from aft_export.info import describe_artifact
-from tests.conftest import CIFAR10_CLASSES
 
 
 def run(*args):
@@ -76,3 +76,25 @@ def test_an_engine_without_its_manifest_and_unknown_files(tmp_path):
     other.write_text("x")
     with pytest.raises(AFTExportError, match="unknown artifact type"):
         describe_artifact(other)
+
+
+def test_malformed_metadata_is_said_not_raised(tmp_path):
+    """A file whose metadata look like ours but do not parse (hand-edited, another tool's copy)
+    is shown with what is readable and the keys that are not: no traceback."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    helper.set_model_props(model, {"aft_export.format": "1", "classes": "not json", "input_size": "32",
+                                   "mean": "[0.5, 0.5, 0.5]", "quantization": '{"calibration": "x"}'})  # fmt: skip
+    path = tmp_path / "odd.onnx"
+    onnx.save(model, path)
+    d = describe_artifact(path)
+    assert d["malformed"] == ["classes", "input_size"] and d["preprocessing"] == {"mean": [0.5, 0.5, 0.5]}
+    helper.set_model_props(model, {"aft_export.format": "1", "quantization": "3"})
+    onnx.save(model, path)
+    res = run("info", path)
+    assert res.exit_code == 0 and "malformed quantization metadata (not a JSON object)" in res.output, res.output

@@ -201,9 +201,9 @@ def recorded_test_data(meta) -> str | None:
     can be had here: a data set by name (``cifar10:test``), a path relative to the checkpoint
     (as ``aft-export train`` records one), or an absolute path (older checkpoints) that exists."""
     prov = meta.provenance or {}
-    candidates = [prov.get("metrics", {}).get("test_data"), prov.get("train_config", {}).get("test_data"),
-                  prov.get("data")]  # fmt: skip
-    for recorded in filter(None, candidates):
+    recorded_in = [prov.get("metrics"), prov.get("train_config")]  # a checkpoint's provenance is free-form
+    candidates = [d.get("test_data") for d in recorded_in if isinstance(d, dict)] + [prov.get("data")]
+    for recorded in (c for c in candidates if isinstance(c, str) and c):
         if is_named(recorded):
             return str(recorded)
         path = Path(recorded) if Path(recorded).is_absolute() else Path(meta.path or ".").parent / recorded
