@@ -47,9 +47,6 @@ def need_openvino():
     return openvino
 
 
-CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
-
-
 @pytest.fixture(scope="session")
 def foreign(tmp_path_factory, cifar10):
     """An ONNX file another tool wrote: ONNX Runtime's own quantiser (quantize_static, the settings
@@ -57,14 +54,13 @@ def foreign(tmp_path_factory, cifar10):
     portable export of a tiny CIFAR-10 model, with our metadata stripped (the quantiser copies it
     through). Returns the paths: ``ckpt``, ``ours`` (the portable fp32 export), ``copied`` (the
     quantiser's file, our metadata still in it) and ``theirs`` (the same graph, stripped)."""
-    import numpy as np
     import onnx
     import torch
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     from aft_export.checkpoint import save_checkpoint
-    from aft_export.data import normalize
-    from aft_export.datasets import load_labelled
+    from aft_export.data import CIFAR10_MEAN, CIFAR10_STD, normalize
+    from aft_export.datasets import CIFAR10_CLASSES, load_labelled
     from aft_export.export.exporter import ExportOptions, export_checkpoint
     from aft_export.models import create_model
 
@@ -76,7 +72,7 @@ def foreign(tmp_path_factory, cifar10):
     data = str(cifar10 / "test.tar")
     export_checkpoint(ckpt, ours, ExportOptions(target="portable", verify_images=0, simplify=False), log=lambda *a: None)
     images = load_labelled(data, 32, limit=32)
-    x = normalize(images.images, (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)).numpy()
+    x = normalize(images.images, CIFAR10_MEAN, CIFAR10_STD).numpy()
 
     class Reader(CalibrationDataReader):
         def __init__(self):

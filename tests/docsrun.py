@@ -16,9 +16,10 @@ What a page may say to this runner, all of it visible to a reader:
 How a page runs (:func:`run_page`, inside a private mount namespace so that nothing done
 here is seen outside it):
 
-- the real shared folder is bound beside the copy, then an empty directory is laid over
-  the real one, so a path of our machines that an artifact names leads nowhere;
-- ``$AFT_CIFAR10_DIR`` is unset, the cache (``$AFT_CACHE_DIR``) is empty, ``$HOME`` is new;
+- the CIFAR-10 folder is bound beside the copies as ``../shared/data/cifar10``, then an empty
+  directory is laid over the real one (and over the shared folder beside the repository), so a
+  path of our machines that an artifact names leads nowhere;
+- ``$AFT_CIFAR10_DIR`` is unset and the cache (``$AFT_CACHE_DIR``) is empty;
 - bash blocks go, command by command, to one bash process per page (with job control, as
   when pasted into a terminal), python blocks to ``python FILE`` in that shell;
 - a command that an earlier page of the session ran, on the same input files, is not run
@@ -53,6 +54,7 @@ HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
 SENTINEL = "__docsrun_status__"
 COMMAND_TIMEOUT = 420.0  # seconds one command may take (the README's pipeline: ~1.5 min on 2 cores)
 MEMO_FIRST_WORDS = {"aft-export", "python", "pip"}  # commands whose effect is their output and files
+OUTPUT_FLAGS = ("-o", "--output")  # what follows names the file a command writes, not one it reads
 
 
 @dataclasses.dataclass
@@ -149,7 +151,8 @@ def output_matches(shown: str, printed: str) -> list[str]:
 
 class Memo:
     """Commands run once per session: a command's key is its words and the bytes of every
-    file it names that exists when it starts; what it wrote and printed is kept."""
+    file it names that exists when it starts, but the one it writes (``-o FILE``: an earlier
+    block's copy there is not an input); what it wrote and printed is kept."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -157,7 +160,10 @@ class Memo:
 
     def key(self, command_words: list[str], cwd: Path) -> str:
         h = hashlib.sha256(json.dumps(command_words).encode())
+        written = {b for a, b in zip(command_words, command_words[1:]) if a in OUTPUT_FLAGS}
         for w in command_words:
+            if w in written or w.startswith(tuple(f"{f}=" for f in OUTPUT_FLAGS)):
+                continue
             for part in sorted({w, w.partition("=")[2], w.rpartition(":")[0]} - {""}):
                 p = cwd / part
                 try:
@@ -210,6 +216,19 @@ def snapshot(root: Path) -> dict[str, tuple[int, int]]:
 # ---------------------------------------------------------------- one shell per page
 
 
+def session_groups(sid: int) -> set[int]:
+    """The process groups of the processes in session ``sid`` (Linux: /proc/PID/stat)."""
+    groups = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after the name: state ppid pgrp session
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == sid:
+            groups.add(int(fields[2]))
+    return groups
+
+
 class Shell:
     """One bash process with job control; commands go in one at a time and each one's
     status comes back after a sentinel line."""
@@ -219,6 +238,7 @@ class Shell:
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      start_new_session=True)  # fmt: skip
         self.lines: queue.Queue[str | None] = queue.Queue()
+        self.stuck = False  # a command did not finish in time: the shell's replies no longer match
         threading.Thread(target=self._read, daemon=True).start()
         self.send("set -m", timeout=10)
 
@@ -237,6 +257,7 @@ class Shell:
             try:
                 line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
+                self.stuck = True
                 return None, "".join(out)
             if line is None:
                 return None, "".join(out) + "[the shell exited]\n"
@@ -250,15 +271,16 @@ class Shell:
         everything. Returns the jobs still running at the deadline (the page's fault)."""
         deadline = time.monotonic() + grace
         left: list[str] = []
-        while True:
+        while not self.stuck:
             status, out = self.send("jobs -l", timeout=10)
             left = [line for line in out.splitlines() if line.strip() and "Done" not in line and "Exit" not in line
                     and "Interrupt" not in line and "Terminated" not in line]  # fmt: skip
             if not left or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
-        _, pids = self.send("jobs -p", timeout=10)
-        groups = [int(p) for p in pids.split() if p.isdigit()] + [self.proc.pid]  # with job control: a group each
+        # every process of the shell's session (with job control each job is a group of its own);
+        # read from /proc, not from the shell: after a command that timed out its replies lag
+        groups = session_groups(self.proc.pid) | {self.proc.pid}
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for group in groups:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -306,7 +328,7 @@ def stranger_env(session: Path, home: Path) -> dict[str, str]:
     return env
 
 
-def run_page(page: str, repo: Path, session: Path, shared: Path) -> dict:
+def run_page(page: str, repo: Path, session: Path) -> dict:
     """Run one page's blocks in a fresh copy (called inside the mount namespace)."""
     slug = re.sub(r"[^A-Za-z0-9]+", "-", page).strip("-")
     clone = session / slug
@@ -368,17 +390,16 @@ def run_page(page: str, repo: Path, session: Path, shared: Path) -> dict:
             "shown_not_printed": shown_missing}  # fmt: skip
 
 
-def hide_and_bind(real_shared: Path, session: Path) -> None:
-    """Inside a private mount namespace: the shared folder beside the copies, then an empty
-    directory over the real one (and over $AFT_CIFAR10_DIR if it is set elsewhere)."""
-    beside = session / "shared"
-    beside.mkdir(exist_ok=True)
+def hide_and_bind(data: Path, repo: Path, session: Path) -> None:
+    """Inside a private mount namespace: the CIFAR-10 folder beside the copies as
+    ``shared/data/cifar10``, then an empty directory over the real one and over the shared
+    folder beside the repository (where our checkpoints' data used to be named)."""
+    beside = session / "shared" / "data" / "cifar10"
+    beside.mkdir(parents=True, exist_ok=True)
     empty = session / ".empty"
     empty.mkdir(exist_ok=True)
-    subprocess.run(["mount", "--bind", str(real_shared), str(beside)], check=True)
-    hide = {real_shared.resolve()}
-    if os.environ.get("AFT_CIFAR10_DIR") and Path(os.environ["AFT_CIFAR10_DIR"]).is_dir():
-        hide.add(Path(os.environ["AFT_CIFAR10_DIR"]).resolve())
+    subprocess.run(["mount", "--bind", str(data), str(beside)], check=True)
+    hide = {data.resolve()} | {p.resolve() for p in [repo.parent / "shared"] if p.is_dir()}
     for path in sorted(hide, key=lambda p: len(p.parts)):
         if not path.is_dir():  # inside one hidden already
             continue
@@ -390,11 +411,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("page")
     ap.add_argument("--repo", required=True, type=Path)
     ap.add_argument("--session", required=True, type=Path)
-    ap.add_argument("--shared", required=True, type=Path)
+    ap.add_argument("--data", required=True, type=Path, help="the CIFAR-10 folder (train.tar, test.tar)")
     ap.add_argument("--result", required=True, type=Path)
     args = ap.parse_args(argv)
-    hide_and_bind(args.shared, args.session)
-    result = run_page(args.page, args.repo, args.session, args.shared)
+    hide_and_bind(args.data, args.repo, args.session)
+    result = run_page(args.page, args.repo, args.session)
     args.result.write_text(json.dumps(result, indent=1))
     return 0
 

@@ -83,11 +83,6 @@ def stranger(tmp_path_factory, cifar10):
     return session
 
 
-def _shared() -> Path:
-    """The shared folder beside this checkout (where CIFAR-10 lies)."""
-    return cifar10_dir().parents[1]
-
-
 @pytest.mark.parametrize("page", PAGES)
 def test_page_runs_as_written(page, stranger):
     blocks = [b for b in page_blocks(REPO / page, page) if b.lang in RUNNABLE]
@@ -95,7 +90,7 @@ def test_page_runs_as_written(page, stranger):
         pytest.skip(f"{page} has no bash or python block")  # nothing to run is not a pass of anything
     result_file = stranger / f"{re.sub(r'[^A-Za-z0-9]+', '-', page)}.json"
     run = subprocess.run(["unshare", "-m", "--propagation", "private", sys.executable, "-m", "tests.docsrun", page,
-                          "--repo", str(REPO), "--session", str(stranger), "--shared", str(_shared()),
+                          "--repo", str(REPO), "--session", str(stranger), "--data", str(cifar10_dir()),
                           "--result", str(result_file)], cwd=REPO, capture_output=True, text=True,
                          timeout=1500)  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner
 
 from aft_export.cli import main
+from aft_export.datasets import CIFAR10_CLASSES
 from aft_export.errors import AFTExportError
 from aft_export.preprocess import ForeignPreprocessing, sidecar_path
 from aft_export.runners import load_runner
-from tests.conftest import CIFAR10_CLASSES
 
 MEAN, STD = [0.4914, 0.4822, 0.4465], [0.2470, 0.2435, 0.2616]
 

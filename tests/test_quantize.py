@@ -37,6 +37,22 @@ def onnx_models(tmp_path_factory, cifar10):
     return out
 
 
+@pytest.fixture(scope="module")
+def int8_of(onnx_models, tmp_path_factory, cifar10):
+    """``int8_of(form)``: the default int8 of a form (the tensorrt target's: the rest in fp16; 64
+    calibration images) and its result, quantised once for the tests that read it."""
+    made = {}
+
+    def get(form):
+        if form not in made:
+            d = tmp_path_factory.mktemp(f"int8-{form}")
+            out = d / "int8.onnx"
+            made[form] = out, quantize_model(onnx_models[form], out, str(cifar10 / "train.tar"), _opts(d), **QUIET)
+        return made[form]
+
+    return get
+
+
 @pytest.mark.parametrize("key", ["custom", "decomposed", "conv_custom"])
 def test_every_projection_mlp_embedding_and_head_is_int8(onnx_models, key, tmp_path, cifar10):
     """Every MatMul/Gemm/Conv that belongs to a Linear or Conv2d module computes in int8
@@ -97,10 +113,9 @@ def _consumers_of_dq(model):
 
 
 @pytest.mark.parametrize("form", ["custom", "decomposed"])
-def test_int8_is_explicit_symmetric_qdq_with_float_aft_core(onnx_models, form, tmp_path, cifar10):
+def test_int8_is_explicit_symmetric_qdq_with_float_aft_core(onnx_models, int8_of, form, cifar10):
     src = onnx.load(onnx_models[form])
-    out = tmp_path / "int8.onnx"
-    result = quantize_model(onnx_models[form], out, str(cifar10 / "train.tar"), _opts(tmp_path), **QUIET)
+    out, result = int8_of(form)
     model = onnx.load(out)
     onnx.checker.check_model(model, full_check=True)
     assert graph_precision(model) == "int8"
@@ -737,15 +752,14 @@ def _output_type(path, node_name):
 
 
 @pytest.mark.parametrize("form", ["custom", "decomposed"])
-def test_int8_rest_is_fp16_at_opset_19_with_the_fixed_rule_in_fp32(onnx_models, form, tmp_path, cifar10):
+def test_int8_rest_is_fp16_at_opset_19_with_the_fixed_rule_in_fp32(int8_of, form, cifar10):
     """The tensorrt target's int8: what is not int8 is fp16 (opset 19: fp16 into QuantizeLinear, fp16 out
     of DequantizeLinear through fp16 scales), except the fixed rule's AFT core and LayerNorm, kept fp32
     with no fp16 value between two of their nodes; input and output fp32; the NaN/Inf check ran."""
     from aft_export.quantize.fp16 import FP32_KINDS
     from aft_export.runners import ReferenceRunner
 
-    out = tmp_path / "int8.onnx"
-    result = quantize_model(onnx_models[form], out, str(cifar10 / "train.tar"), _opts(tmp_path, count=32), **QUIET)
+    out, result = int8_of(form)
     model = onnx.load(out)
     onnx.checker.check_model(model, full_check=True)
     recipe = json.loads({p.key: p.value for p in model.metadata_props}["quantization"])

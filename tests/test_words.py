@@ -159,13 +159,9 @@ def _walk(nodes):
             yield from ast.walk(n)
 
 
+@cache
 def _indexed() -> list[tuple[str, str, ast.AST, list]]:
     """(module, unit, its node, every node that is its own, walked once) of every module."""
-    return _index(id(_sources()))
-
-
-@cache
-def _index(_key) -> list[tuple[str, str, ast.AST, list]]:
     return [(module, unit, node, list(_walk(nodes))) for module, tree in _trees().items()
             for unit, node, nodes in _units(module, tree)]  # fmt: skip
 
@@ -276,12 +272,8 @@ def _passed_options(found, params: dict) -> list[tuple[int, str]]:
 # ---------------------------------------------------------------- every option a message names
 
 
-def references() -> list[dict]:
-    return _references(id(_sources()))
-
-
 @cache
-def _references(_key) -> list[dict]:
+def references() -> list[dict]:
     """Every option reference below the command line: module, unit, line, command (None: the
     command that is running), field, value."""
     _, _, option_word, command_line = _cli()
@@ -587,7 +579,7 @@ def test_a_planted_bad_reference_fails(plant, monkeypatch):
     body = tail.index('"""', tail.index('"""') + 3) + 3  # after the function's docstring
     sources[module] = head + target + tail[:body] + f"\n    if 0:\n        raise AFTExportError({message!r})" + tail[body:]
     monkeypatch.setattr(__import__(__name__, fromlist=["_sources"]), "_sources", lambda: sources)
-    for cached in (_graph, _references, _index):
+    for cached in (_graph, references, _indexed):
         cached.cache_clear()
     try:
         if command is None:
@@ -598,7 +590,7 @@ def test_a_planted_bad_reference_fails(plant, monkeypatch):
         else:
             assert [r["field"] for r in unmapped(command, references()) if r["field"] == field] == [field]
     finally:
-        for cached in (_graph, _references, _index):
+        for cached in (_graph, references, _indexed):
             cached.cache_clear()
 
 
