@@ -44,6 +44,7 @@ makes ``atol`` the limit), ``--pool-limit``, ``--fp16 --int8 --precision-constra
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -132,17 +133,22 @@ def fp16_layer_plan(model) -> dict:
 
 
 def fp32_rule_plan(model) -> list[str]:
-    """The nodes of an int8 graph that the fixed fp32 rule of an fp16 rest keeps in fp32
-    (:data:`aft_export.quantize.fp16.FP32_RULE`: the AFT core, LayerNorm), by the names TensorRT
-    gives their layers, for TensorRT 8's per-layer precision flags."""
+    """The nodes of an int8 graph that an fp16 rest keeps in fp32 (the fixed rule,
+    :data:`aft_export.quantize.fp16.FP32_RULE`: the AFT core, LayerNorm; and the nodes its
+    recipe's ``keep_fp32`` patterns chose), by the names TensorRT gives their layers, for
+    TensorRT 8's per-layer precision flags."""
     import onnx
     from onnx import TensorProto
 
     from aft_export.graph import aft_core_nodes
     from aft_export.quantize.fp16 import FP32_RULE, fp32_nodes
+    from aft_export.quantize.placement import matching
 
     ops = {t for k in FP32_RULE for t in k.op_types}
     names = set(fp32_nodes(model, aft_core_nodes(model))) | {n.name for n in model.graph.node if n.op_type in ops}
+    every = [n.name for n in model.graph.node]
+    recipe = json.loads(ArtifactMeta.of(model).get("quantization") or "{}")
+    names |= {n for pattern in recipe.get("keep_fp32", {}) for n in matching(every, pattern)}
     types = _value_types(onnx.shape_inference.infer_shapes(model))
     # the layers that compute in float: not constants, not shape arithmetic (a precision on an int layer is refused)
     return [n.name for n in model.graph.node if n.name in names and n.op_type != "Constant"
@@ -203,7 +209,8 @@ def _check_inputs(npy: Path, shapes, loader_batch: int) -> None:
 
 LOADER = '''"""polygraphy data loader for {onnx}: preprocessed images from {npy}.
 
-Written by aft-export {version}. Yields batches of {batch} (the profile's opt batch).
+Written by aft-export {version}. Yields batches of {batch} (the profile's opt batch, or all the
+images where they are fewer, down to its min).
 Use: polygraphy run {onnx} ... --data-loader-script {name}
 """
 

@@ -8,6 +8,7 @@ the exported graphs. Nothing here runs or imitates TensorRT.
 """
 
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -23,7 +24,8 @@ import pytest
 
 from aft_export.errors import AFTExportError
 from aft_export.export.exporter import ExportOptions, export_checkpoint
-from aft_export.nvtools import fp16_layer_plan, verification_commands, write_verification_commands
+from aft_export.nvtools import (fp16_layer_plan, fp32_rule_plan, verification_commands,
+                                write_verification_commands)  # fmt: skip
 from aft_export.compare import TOLERANCES
 from aft_export.quantize import QuantizeOptions, quantize_model
 from aft_export.runners import OrtRunner
@@ -182,6 +184,11 @@ def test_trt8_int8_with_the_fp16_rest_names_its_flags(models):
     script = write_verification_commands(models["trt8_export_int8"]).read_text()
     assert "trt8_fp16_rest() {" in script and "trt8|trt8_fp16_rest|rtx|onnxrt)" in script
     assert "fp16_rest" not in verification_commands(models["int8"])["generations"]["trt10"]
+    # a node the recipe's `keep_fp32` chose is pinned fp32 too, as the tensorrt target's fp16 rest keeps it
+    kept = next(n.name for n in model.graph.node if n.op_type == "MatMul" and n.name not in core | norms)
+    meta = next(p for p in model.metadata_props if p.key == "quantization")
+    meta.value = json.dumps({**json.loads(meta.value), "keep_fp32": {re.escape(kept) + "$": 1}})
+    assert kept not in spec and set(fp32_rule_plan(model)) == spec | {kept}
 
 
 def test_trt8_fp16_pins_the_graphs_fp32_islands(models):

@@ -443,8 +443,10 @@ def test_bad_input_writes_nothing(onnx_models, tmp_path, cifar10):
     out.unlink()
     with pytest.raises(AFTExportError, match="already int8"):
         quantize_model(_int8_file(onnx_models, tmp_path, calib), out, calib, _opts(tmp_path), **QUIET)
-    with pytest.raises(AFTExportError, match="`exclude` names nodes the graph does not have"):
-        quantize_model(onnx_models["custom"], out, calib, _opts(tmp_path, exclude=("nope",)), **QUIET)
+    for precision in ("int8", "fp16"):  # fp16 keeps `exclude` in fp32: a misspelt name is refused there too
+        with pytest.raises(AFTExportError, match="`exclude` names nodes the graph does not have"):
+            opts = _opts(tmp_path, precision=precision, exclude=("nope",))
+            quantize_model(onnx_models["custom"], out, calib, opts, **QUIET)
     with pytest.raises(AFTExportError, match="does not exist"):
         quantize_model(tmp_path / "missing.onnx", out, calib, _opts(tmp_path), **QUIET)
     (tmp_path / "junk.onnx").write_bytes(b"not a model")
@@ -818,6 +820,53 @@ def test_rest_precision_fp32_and_the_targets_defaults(onnx_models, tmp_path, cif
     with pytest.raises(AFTExportError, match="`rest_precision`"):
         QuantizeOptions(rest_precision="bf16")
     assert not (tmp_path / "o.onnx").exists()
+
+
+OPSET_18 = onnx.helper.make_opsetid("", 18)
+
+
+def test_fp16_round_trips_removed_only_where_the_value_is_fp32():
+    """The converter's fp32 -> fp16 -> fp32 casts around a node kept fp32 go; a Cast to float of an
+    int64 value (Shape) or of an fp16 one, converted to fp16 and cast back for a kept node, is no
+    round trip: its reader keeps the cast (the graph stays well typed)."""
+    from onnx import helper
+
+    from aft_export.quantize.fp16 import to_fp16
+
+    x, y = (helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 2]) for n in ("x", "y"))
+    for source in ("Shape", "Relu"):
+        nodes = [helper.make_node(source, ["x"], ["s"], name="source"),
+                 helper.make_node("Cast", ["s"], ["f"], to=TensorProto.FLOAT, name="cast"),
+                 helper.make_node("Mul", ["x", "f"], ["m"], name="keep"),
+                 helper.make_node("Relu", ["m"], ["y"], name="after")]  # fmt: skip
+        model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]), opset_imports=[OPSET_18])
+        converted, _ = to_fp16(model, [], ["keep"], kinds=())
+        onnx.checker.check_model(converted, full_check=True)
+        session = ort.InferenceSession(converted.SerializeToString(), providers=["CPUExecutionProvider"])
+        got = session.run(None, {"x": np.full((2, 2), 2, np.float32)})[0]
+        assert np.allclose(got, 4.0), source
+
+
+def test_opset_19_upgrade_takes_ops_whose_meaning_is_unchanged():
+    """AveragePool-19 only adds dilations (default 1): an opset-18 graph with one takes an fp16 rest;
+    an op whose meaning changed (ReduceMean's axes became an input at 18) is refused from opset 17."""
+    from onnx import helper
+
+    from aft_export.quantize.fp16 import upgrade_to_opset_19
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 2, 2])
+    pool = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2], name="pool")
+    model = helper.make_model(helper.make_graph([pool], "g", [x], [y]), opset_imports=[OPSET_18])
+    upgrade_to_opset_19(model)
+    assert [o.version for o in model.opset_import] == [19]
+    onnx.checker.check_model(model, full_check=True)
+    mean = helper.make_node("ReduceMean", ["x"], ["m"], axes=[1], name="mean")
+    m = helper.make_tensor_value_info("m", TensorProto.FLOAT, [1, 1, 4, 4])
+    opset_17 = helper.make_opsetid("", 17)
+    old = helper.make_model(helper.make_graph([mean], "g", [x], [m]), opset_imports=[opset_17])
+    with pytest.raises(AFTExportError, match="ReduceMean change meaning between opset 17 and 19"):
+        upgrade_to_opset_19(old)
 
 
 def test_nodes_chosen_by_regex_and_op_type_kept_fp32_and_recorded(tmp_path):

@@ -60,9 +60,10 @@ FP32_KINDS = tuple(k.name for k in FP32_RULE)
 FP16_KEEP_FP32_OPS = tuple(t for k in FP32_RULE if k.name != "aft_core" for t in k.op_types)
 FP16_KEEP_FP32_MODULES = tuple(m for k in FP32_RULE for m in k.modules)
 # ops whose opset-19 schema differs from their opset-18 one only by types our graphs never
-# hold (float8) or by attributes and modes whose defaults keep the opset-18 meaning
-SAME_AT_19 = ("Cast", "CastLike", "Constant", "DequantizeLinear", "Equal", "Identity", "If", "Loop", "Pad",
-              "QuantizeLinear", "Reshape", "Resize", "Scan", "Shape", "Size")  # fmt: skip
+# hold (float8) or by attributes and modes whose defaults keep the opset-18 meaning (AveragePool:
+# dilations, default 1)
+SAME_AT_19 = ("AveragePool", "Cast", "CastLike", "Constant", "DequantizeLinear", "Equal", "Identity", "If",
+              "Loop", "Pad", "QuantizeLinear", "Reshape", "Resize", "Scan", "Shape", "Size")  # fmt: skip
 
 
 def fp32_nodes(model, core: list[str], kinds: tuple[str, ...] = FP32_KINDS) -> list[str]:
@@ -108,7 +109,8 @@ def drop_round_trips(model) -> int:
 
     producer = {o: n for n in model.graph.node for o in n.output}
     outputs = {o.name for o in model.graph.output}
-    inputs = {i.name for i in model.graph.input if i.type.tensor_type.elem_type == TensorProto.FLOAT}
+    # the converter types every value it casts (it casts only values shape inference typed)
+    types = {v.name: v.type.tensor_type.elem_type for v in [*model.graph.input, *model.graph.value_info]}
 
     def cast_to(node) -> int | None:
         return next((a.i for a in node.attribute if a.name == "to"), None) if node.op_type == "Cast" else None
@@ -118,10 +120,8 @@ def drop_round_trips(model) -> int:
         first = producer.get(node.input[0]) if cast_to(node) == TensorProto.FLOAT else None
         if first is None or cast_to(first) != TensorProto.FLOAT16 or node.output[0] in outputs:
             continue
-        source = producer.get(first.input[0])
-        fp32 = (cast_to(source) in (None, TensorProto.FLOAT) if source is not None
-                else first.input[0] in inputs)  # fmt: skip
-        if fp32 and first.input[0] not in outputs:
+        # a round trip only where the first cast reads fp32 (not an fp16 value, nor an int one from Shape)
+        if types.get(first.input[0]) == TensorProto.FLOAT and first.input[0] not in outputs:
             rename[node.output[0]] = first.input[0]
             model.graph.node.remove(node)
             removed += 1
@@ -214,8 +214,10 @@ def _scale_error(before, after) -> float:
     such a graph is refused, with the way out."""
     from onnx import numpy_helper
 
-    old = {t.name: numpy_helper.to_array(t) for t in before.graph.initializer}
-    new = {t.name: numpy_helper.to_array(t) for t in after.graph.initializer}
+    scales = {n.input[1] for n in after.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")}
+    # the scales only: converting every weight of both graphs would hold the model twice more
+    old = {t.name: numpy_helper.to_array(t) for t in before.graph.initializer if t.name in scales}
+    new = {t.name: numpy_helper.to_array(t) for t in after.graph.initializer if t.name in scales}
     worst = 0.0
     for node in after.graph.node:
         if node.op_type not in ("QuantizeLinear", "DequantizeLinear") or node.input[1] not in old:

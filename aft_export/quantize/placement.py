@@ -61,17 +61,24 @@ def keep_fp32_nodes(model, opts: QuantizeOptions) -> dict[str, list[str]]:
     return found
 
 
-def select(model, opts: QuantizeOptions, core: list[str]) -> Selection:
-    """The nodes an int8 run keeps in floating point: the AFT core (unless
-    ``quantize_aft_core``), ``exclude`` (exact names), ``exclude_regex``, ``exclude_op_types``
-    and ``keep_fp32``. A name, pattern or op type that matches no node of the graph is a user
-    error naming its option, as is an op type to quantise that no node has."""
+def check_exclude(model, opts: QuantizeOptions) -> None:
+    """Every ``exclude`` name is a node of the graph (int8 and fp16 alike: a misspelt name would
+    keep nothing out, silently)."""
     names = [n.name for n in model.graph.node]
     have = set(names)
     unknown = [n for n in opts.exclude if n not in have]
     if unknown:
         raise AFTExportError(f"`exclude` names nodes the graph does not have: {', '.join(unknown[:5])}; give "
                              f"node names as the graph has them, e.g. {names[0]!r}")  # fmt: skip
+
+
+def select(model, opts: QuantizeOptions, core: list[str]) -> Selection:
+    """The nodes an int8 run keeps in floating point: the AFT core (unless
+    ``quantize_aft_core``), ``exclude`` (exact names), ``exclude_regex``, ``exclude_op_types``
+    and ``keep_fp32``. A name, pattern or op type that matches no node of the graph is a user
+    error naming its option, as is an op type to quantise that no node has."""
+    check_exclude(model, opts)
+    names = [n.name for n in model.graph.node]
     types = op_types(opts)
     present = {n.op_type for n in model.graph.node}
     missing = [t for t in types if t not in present]

@@ -147,6 +147,7 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
         qmodel, recipe_int8, result_extra = _int8(model, cset, opts, core, model_sha, prep, log)
         recipe.update(recipe_int8)
     else:
+        placement.check_exclude(model, opts)
         kept = placement.keep_fp32_nodes(model, opts)
         qmodel, recipe_fp16 = fp16.to_fp16(model, core, list(opts.exclude) + [n for v in kept.values() for n in v])
         recipe.update(recipe_fp16, **({"keep_fp32": {p: len(v) for p, v in kept.items()}} if kept else {}))
