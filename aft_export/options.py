@@ -262,10 +262,9 @@ def whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def check_threads(threads, option: str = "threads") -> None:
-    """``option``: the field that holds ``threads``, named in the error."""
+def check_threads(threads) -> None:
     if not (whole(threads) and 0 <= threads <= MAX_THREADS):
-        raise AFTExportError(f"`{option}` must be from 0 (the backend's default) to {MAX_THREADS}, got {threads!r}")
+        raise AFTExportError(f"`threads` must be from 0 (the backend's default) to {MAX_THREADS}, got {threads!r}")
 
 
 @dataclass(frozen=True)

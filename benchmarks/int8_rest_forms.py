@@ -26,18 +26,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def casts_form(qmodel, core: list[str]):
-    """The fp16 rest at opset 18: Q/DQ kept fp32, a Cast on each side of every pair."""
-    from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST, convert_float_to_float16
+    """The fp16 rest at opset 18: Q/DQ kept fp32, a Cast on each side of every pair (the
+    library's conversion, with QuantizeLinear/DequantizeLinear blocked too)."""
+    from aft_export.quantize.fp16 import FP32_KINDS, _convert, fp32_nodes
 
-    from aft_export.graph import toposort
-    from aft_export.quantize.fp16 import FP32_RULE, drop_round_trips, fp32_nodes
-
-    ops = [*DEFAULT_OP_BLOCK_LIST, *(t for k in FP32_RULE for t in k.op_types), "QuantizeLinear", "DequantizeLinear"]
-    graph = convert_float_to_float16(qmodel, keep_io_types=True, op_block_list=ops,
-                                     node_block_list=fp32_nodes(qmodel, core))  # fmt: skip
-    drop_round_trips(graph)
-    toposort(graph)
-    return graph
+    return _convert(qmodel, fp32_nodes(qmodel, core), FP32_KINDS, also_blocked=("QuantizeLinear", "DequantizeLinear"))
 
 
 def network(path: Path) -> dict:

@@ -88,11 +88,14 @@ def _rule_record(model, kinds: tuple[str, ...], nodes: list[str]) -> dict:
             "fp32_modules": [m for k in rule for m in k.modules], "fp32_nodes": nodes, "io": "fp32"}  # fmt: skip
 
 
-def _convert(model, nodes: list[str], kinds: tuple[str, ...]):
+def _convert(model, nodes: list[str], kinds: tuple[str, ...], also_blocked: tuple[str, ...] = ()):
+    """``model`` in fp16 but ``nodes``, the op types of the fixed rule's ``kinds`` and
+    ``also_blocked`` (benchmarks/int8_rest_forms.py: Q/DQ kept fp32, the opset-18 form)."""
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
     with quiet_ort_quantizer():
-        converted = convert_float_to_float16(model, keep_io_types=True, op_block_list=_blocked_ops(kinds),
+        converted = convert_float_to_float16(model, keep_io_types=True,
+                                             op_block_list=_blocked_ops(kinds) + list(also_blocked),
                                              node_block_list=nodes)  # fmt: skip
     drop_round_trips(converted)
     toposort(converted)  # the converter appends the input casts after their readers
@@ -155,7 +158,7 @@ def int8_rest_to_fp16(qmodel, core: list[str], keep_fp32: list[str] = (), kinds:
     nodes = list(dict.fromkeys(fp32_nodes(work, core, kinds) + list(keep_fp32)))
     converted = _convert(work, nodes + _qdq_feeding(work, nodes), kinds)
     scales = _scale_error(qmodel, converted)
-    return converted, {"rest_precision": "fp16", **_rule_record(work, kinds, nodes), "opset": 19,
+    return converted, {**_rule_record(work, kinds, nodes), "opset": 19,
                        "scales": "fp16", "scale_max_relative_error": scales}  # fmt: skip
 
 

@@ -90,16 +90,16 @@ class CheckReport:
         """failed where a checked version's rules refuse the graph; unverified where they only
         warn, or where the check has no rules for a version; else ok. The rules are checked
         offline: no TensorRT ran."""
-        def who(versions) -> str:
+        def who(versions, plural: str, singular: str) -> str:
             if TARGETS.get(self.target, ()) is None:  # made for another runtime: it loaded the graph
-                return "ONNX Runtime"
-            return "the offline rules of TensorRT " + ", ".join(versions)
+                return f"ONNX Runtime {singular}"
+            return f"the offline rules of TensorRT {', '.join(versions)} {plural}"
 
         said = {s: [v for v in self.checked if self.status[v] == s] for s in ("refuses", "warnings", "no rules")}
         name = Path(self.path).name
         return Verdict.of(
-            [f"{who(said['refuses'])} refuse {name}"] if said["refuses"] else [],
-            ([f"{who(said['warnings'])} warn about {name}"] if said["warnings"] else [])
+            [f"{who(said['refuses'], 'refuse', 'refuses')} {name}"] if said["refuses"] else [],
+            ([f"{who(said['warnings'], 'warn about', 'warns about')} {name}"] if said["warnings"] else [])
             + ([f"no rules for TensorRT {', '.join(said['no rules'])}: {name} not checked for it"]
                if said["no rules"] else []))  # fmt: skip
 
