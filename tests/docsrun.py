@@ -24,6 +24,11 @@ here is seen outside it):
   when pasted into a terminal), python blocks to ``python FILE`` in that shell;
 - a command that an earlier page of the session ran, on the same input files, is not run
   again: the files it wrote are put in place and its output shown (:class:`Memo`).
+
+What it cannot see: the session's Python environment reuses the test environment's packages
+(``tests/test_docs.py``: torch is not installed twice), so every extra CI installs is visible
+to every page, installed there or not. A page's claim that needs an extra must install it
+(README's main job installs ``rtx``, its serving block ``serve``); reading them is the check.
 """
 
 from __future__ import annotations
