@@ -348,7 +348,30 @@ class _Command(click.Command):
         with contextlib.ExitStack() as stack:
             for out, directory, inputs in _outputs(self, ctx.params):
                 stack.enter_context(_claim(out, inputs, directory))
+            _cpu_notes(self, ctx.params)
             return super().invoke(ctx)
+
+
+# the commands that run files, and the parameters naming them: on a CPU runner, a TensorRT int8 (rest
+# fp16) gets a note naming the faster file there (aft_export.purpose.cpu_advice)
+RUNS_FILES = {"eval": ("artifacts",), "bench": ("artifacts",), "infer": ("artifact",),
+              "parity": ("checkpoint", "artifacts"), "serve": ("artifacts",)}  # fmt: skip
+# the runner choices (--provider, --backend) that run an ONNX file on the CPU; a command without the option: the CPU
+CPU_CHOICES = (None, "cpu", "onnxruntime", "openvino")
+
+
+def _cpu_notes(command: click.Command, params: dict) -> None:
+    """One note on stderr per file a CPU runner is about to run where a faster file exists or can be
+    made for it (the exit status is unchanged: a note, not an error)."""
+    if command.name not in RUNS_FILES or any(params.get(k) not in CPU_CHOICES for k in ("provider", "backend")):
+        return
+    from aft_export.purpose import cpu_advice
+
+    given = [v for name in RUNS_FILES[command.name] for v in _paths_in(params.get(name))]
+    for path in dict.fromkeys(os.path.realpath(p) for p in given if str(p).lower().endswith(".onnx")):
+        advice = cpu_advice(next(p for p in given if os.path.realpath(p) == path))
+        if advice is not None:
+            _say(f"note: {advice.text}", err=True)
 
 
 def _claim(out, inputs, directory):
@@ -668,6 +691,15 @@ def _quantize_options():
         click.option("--keep-fp32", multiple=True, metavar="REGEX",
                      help="Keep the nodes whose names this regular expression matches in fp32: out of int8 and "
                           "out of fp16 (repeatable)."),
+        click.option("--target", type=click.Choice(TARGETS),
+                     help="The export target the file is for; it decides int8's defaults (--rest-precision, "
+                          "--weight-bits). Another target than the fp32 file's puts the graph in that target's form "
+                          "first (from the default tensorrt export only): --target portable makes the CPU's int8 "
+                          "(rest fp32, 7-bit weights) [default: the fp32 file's target]."),
+        click.option("--weight-bits", type=click.Choice(["7", "8"]), callback=lambda c, p, v: v and int(v),
+                     help="int8: weights in 8 bits, or 7 (no overflow in OpenVINO's int8 kernels on CPUs without "
+                          "VNNI) [default: " + ", ".join(f"{t.int8_weight_bits} for {n}" for n, t in
+                                                         EXPORT_TARGETS.items()) + "]."),
         click.option("--rest-precision", type=click.Choice(REST_PRECISIONS),
                      help="int8: what the graph computes in outside its int8 layers; fp16 keeps the AFT core and "
                           "LayerNorm in fp32 (opset 19, fp16 scales) [default: "

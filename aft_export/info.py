@@ -20,6 +20,7 @@ from aft_export.fileio import sha256_file
 from aft_export.graph import DOMAIN, aft_kind
 from aft_export.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.preprocess import ForeignPreprocessing
+from aft_export.purpose import file_purpose
 from aft_export.runners import CHECKPOINT_SUFFIXES, ENGINE_SUFFIXES, onnx_info
 from aft_export.runners.ort import GraphSignature
 from aft_export.sources import SPEC_SUFFIXES, load_model, source_suffixes
@@ -86,7 +87,7 @@ def describe_onnx(path: Path, preprocessing: ForeignPreprocessing | None = None)
         "ir_version": model.ir_version, "opsets": opsets, "nodes": len(model.graph.node),
         "op_types": dict(Counter(n.op_type for n in model.graph.node).most_common()),
         "inputs": _values(sig.get_inputs()), "outputs": _values(sig.get_outputs()),
-        "precision": graph_precision(model), "aft_export": meta.ours,
+        "precision": graph_precision(model), "aft_export": meta.ours, **file_purpose(model),
     }  # fmt: skip
     if not meta.ours:  # another tool's file: how it would be fed, if anyone said
         try:
@@ -135,7 +136,8 @@ def describe_engine(path: Path) -> dict:
         "gpu": manifest.get("gpu"), "built_on_gpu": manifest.get("built_on_gpu"), "created_utc": manifest.get("created_utc"),
         "tool": manifest.get("tool"), "onnx": manifest.get("onnx"), "onnx_sha256": manifest.get("onnx_sha256"),
         "build_seconds": manifest.get("build_seconds"), "layer_outputs": network.get("outputs", {}),
-        "num_layers": network.get("num_layers"), "model_name": model.get("model_name", ""),
+        "num_layers": network.get("num_layers"), "compute": network.get("compute") or {},
+        "model_name": model.get("model_name", ""),
         "source_sha256": model.get("source_sha256", ""), "preprocessing_from": model.get("preprocessing_from", ""),
         "model": values, "build_options": manifest.get("build_options", {}),
         **({"malformed": malformed} if malformed else {}),

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write_bytes, check_output_path, file_mode
-from aft_export.graph import props, set_props
+from aft_export.graph import inline_functions, props, set_props
 
 TWO_GB = 2**31  # protobuf's limit on one message: an ONNX graph held in memory, weights included
 
@@ -184,6 +184,88 @@ def graph_precision(model) -> str:
     if any(t.data_type == TensorProto.FLOAT16 for t in model.graph.initializer):
         return "fp16"
     return "fp32"
+
+
+# ops that hold, move, select, reshape, convert or (de)quantise data: not compute (compute_precisions)
+DATA_OPS = frozenset((
+    "Constant", "ConstantOfShape", "Identity", "Dropout", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten",
+    "Expand", "Tile", "Pad", "Concat", "Split", "Slice", "Gather", "GatherElements", "GatherND", "ScatterElements",
+    "ScatterND", "Compress", "Where", "Shape", "Size", "Range", "Cast", "CastLike", "DepthToSpace", "SpaceToDepth",
+    "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
+))  # fmt: skip
+# what a value is traced back through to its DequantizeLinear: reshapes, transposes, casts (as
+# aft_export.build.network_summary sees through TensorRT's shuffles and casts)
+SEEN_THROUGH = ("Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Cast")
+# ops that compute on quantised integers themselves: ONNX's QOperator form, ONNX Runtime's contrib ops
+INTEGER_OPS = ("MatMulInteger", "ConvInteger", "QGemm", "MatMulIntegerToFloat", "DynamicQuantizeMatMul", "QAttention")
+PRODUCT_OPS = ("MatMul", "Gemm", "Conv", "ConvTranspose")  # inputs 0 and 1 (data, weights) are what they compute on
+
+
+def compute_precisions(model) -> dict[str, int]:
+    """How many of the graph's compute nodes compute in each precision: ``{"int8": 28, "fp16": 64,
+    "fp32": 97}`` (int8, fp16, fp32 first, then any other). Read from the graph alone, so it says
+    the same of our files and of other tools' files (ModelOpt's int8 whose rest is fp16 shows
+    mostly fp16): what :func:`graph_precision` calls "int8" is any graph with Q/DQ in it.
+
+    A *compute node* is a node that does arithmetic on floating-point or quantised values: every
+    node but those that only hold, move, select, reshape, convert or (de)quantise data
+    (:data:`DATA_OPS`: Constant, Reshape, Transpose, Concat, Slice, Gather, Where, Shape, Cast,
+    Q/DQ, ...) and but those whose output is not floating point (shape arithmetic on int64,
+    comparisons), counted after the model-local functions are inlined (the ``com.aft`` bodies count
+    node by node). Its precision: int8 when it is a QOperator op (``QLinearMatMul``,
+    ``QLinearConv``, ``MatMulInteger``, ... ``QLinear*``), or when what it computes on is fed by
+    a DequantizeLinear of int8 (seen through reshapes, transposes and casts: :data:`SEEN_THROUGH`):
+    a MatMul/Gemm/Conv's data and weights, any other node's every floating-point input (a
+    DequantizeLinear of 4-bit or fp8 values says int4 or fp8); else its output's type: fp16
+    (float16), bf16, fp32 (float), fp64. The definition is ``check``'s on TensorRT's parsed network
+    (:func:`aft_export.build.network_summary`), in ONNX ops; the two counts differ where TensorRT
+    fuses or splits nodes into layers."""
+    import onnx
+    from onnx import TensorProto as T
+
+    graph_model = inline_functions(model) if model.functions else model
+    try:
+        inferred = onnx.shape_inference.infer_shapes(graph_model)
+    except Exception:  # noqa: BLE001 - a graph shape inference cannot read: the types the file holds
+        inferred = graph_model
+    g = inferred.graph
+    types = {v.name: v.type.tensor_type.elem_type for v in [*g.input, *g.value_info, *g.output]}
+    types.update({t.name: t.data_type for t in g.initializer})
+    for node in g.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            types[node.output[0]] = node.attribute[0].t.data_type
+    floats = {T.FLOAT: "fp32", T.FLOAT16: "fp16", T.BFLOAT16: "bf16", T.DOUBLE: "fp64"}
+    quantised = {T.INT8: "int8", T.UINT8: "int8", T.INT4: "int4", T.UINT4: "int4", T.INT16: "int16",
+                 T.UINT16: "int16", T.FLOAT8E4M3FN: "fp8", T.FLOAT8E4M3FNUZ: "fp8", T.FLOAT8E5M2: "fp8",
+                 T.FLOAT8E5M2FNUZ: "fp8"}  # fmt: skip
+    producer = {o: n for n in g.node for o in n.output if o}
+
+    def dequantised(value: str) -> str | None:
+        node = producer.get(value)
+        while node is not None and node.op_type in SEEN_THROUGH and node.input:
+            node = producer.get(node.input[0])
+        if node is not None and node.op_type == "DequantizeLinear":
+            return quantised.get(types.get(node.input[0]), "int8")
+        return None
+
+    counts: dict[str, int] = {}
+    for node in g.node:
+        op = node.op_type
+        if op in INTEGER_OPS or op.startswith("QLinear"):
+            kind = "int8"
+        elif op in DATA_OPS or not node.output:
+            continue
+        else:
+            known = [types.get(i) for i in node.input if types.get(i) in floats]
+            out = types.get(node.output[0]) or (known[0] if known else None)  # an op shape inference does not know
+            if out not in floats:
+                continue
+            read = [i for i in (node.input[:2] if op in PRODUCT_OPS else node.input) if i and types.get(i) in floats]
+            sources = {dequantised(i) for i in read}
+            kind = sources.pop() if read and len(sources) == 1 and None not in sources else floats[out]
+        counts[kind] = counts.get(kind, 0) + 1
+    first = [k for k in ("int8", "fp16", "fp32") if k in counts]
+    return {k: counts[k] for k in first + sorted(set(counts) - set(first))}
 
 
 def nonfinite_weights(model) -> list[tuple[str, int, int]]:

@@ -37,15 +37,28 @@ class ExportTarget:
     # TensorRT 10.3+/11 and TensorRT-RTX); fp32 where it does not (TensorRT 8 takes precision from
     # builder flags; the CPU runtimes the portable form is for run fp16 slowly)
     int8_rest: str = "fp32"
+    # the runtimes a file of the target is for, as `info` and the pipeline's report say it
+    # (aft_export.purpose.made_for): fp32 files; int8 files whose rest is fp32; files that compute in
+    # fp16 (an fp16 graph, an int8 graph's fp16 rest), which are for GPUs: CPUs have no fast fp16 kernels
+    runtimes: str = ""
+    int8_runtimes: str = ""
+    fp16_runtimes: str = ""
 
 
 EXPORT_TARGETS = {t.name: t for t in (  # the forms: aft_export/export/trt8.py, aft_export/export/portable.py
-    ExportTarget("tensorrt", "TensorRT 10.3+/11 (opset 18, com.aft functions)", None, (10, 3), 8, "model", "fp16"),
+    ExportTarget("tensorrt", "TensorRT 10.3+/11 (opset 18, com.aft functions)", None, (10, 3), 8, "model", "fp16",
+                 runtimes="TensorRT 10.3+/11, TensorRT-RTX, ONNX Runtime",
+                 int8_runtimes="TensorRT 10.3+/11, TensorRT-RTX, ONNX Runtime",
+                 fp16_runtimes="TensorRT 10.3+/11, TensorRT-RTX"),
     ExportTarget("tensorrt8", "TensorRT 8.5/8.6 (JetPack 5.1/6.0) and newer (opset 17, functions inlined, "
-                 "LayerNorm decomposed)", 17, (8, 5), 8, "model.trt8"),
+                 "LayerNorm decomposed)", 17, (8, 5), 8, "model.trt8",
+                 runtimes="TensorRT 8.5/8.6 (JetPack 5.1/6.0) and newer", int8_runtimes="TensorRT 8.5/8.6 "
+                 "(JetPack 5.1/6.0) and newer", fp16_runtimes="TensorRT 8.5/8.6 (JetPack 5.1/6.0) and newer"),
     ExportTarget("portable", "any conforming runtime (ONNX Runtime, OpenVINO, the ONNX reference, "
                  "TensorRT 10.3+; opset 19, IR 9, functions inlined, standard ops only)", 19, (10, 3), 7,
-                 "model.portable"),
+                 "model.portable", runtimes="any conforming runtime: ONNX Runtime, OpenVINO, TensorRT 10.3+",
+                 int8_runtimes="CPUs: ONNX Runtime, OpenVINO", fp16_runtimes="GPUs: TensorRT 10.3+, ONNX Runtime "
+                 "(CUDA)"),
 )}  # fmt: skip
 TARGETS = tuple(EXPORT_TARGETS)
 DEFAULT_TARGET = "tensorrt"  # also what a file without export_target metadata was made for
@@ -142,13 +155,18 @@ class QuantizeOptions:
     batch_size: int = 32
     seed: int | None = None  # None: the recipe's, else CALIB_SEED
     per_channel: bool = True
-    # int8 weights in 8 bits, or 7 (ORT's reduce_range): None picks 7 for a portable file, 8
-    # otherwise. OpenVINO's CPU int8 kernels on x86 without VNNI (AVX2, AVX-512F) sum pairs of
+    # int8 weights in 8 bits, or 7 (ORT's reduce_range): None, the target's ExportTarget.int8_weight_bits
+    # (7 for portable, 8 otherwise). OpenVINO's CPU int8 kernels on x86 without VNNI (AVX2, AVX-512F) sum pairs of
     # u8 x s8 products in saturating 16 bits, which full-range weights overflow (measured:
     # cosine 0.33 against PyTorch on aft_conv_cifar, AVX2 AMD EPYC); 7-bit weights cannot
     # overflow and give ONNX Runtime's result there. TensorRT has no such limit: its targets
     # keep 8 bits.
     weight_bits: int | None = None
+    # the export target the file is for (TARGETS); None: the fp32 file's (its export_target metadata). It
+    # decides the int8 defaults (ExportTarget.int8_weight_bits, int8_rest); another target than the file's
+    # puts the graph in that target's form first, as the exporter does (aft_export/export/forms.py: from
+    # the default tensorrt form only)
+    target: str | None = None
     exclude: tuple[str, ...] = ()  # node names kept in floating point
     # int8: nodes kept out of int8 by regular expression over node names (matched from the start
     # of the name, as Python's re.match and ModelOpt's --nodes_to_exclude do) and by op type
@@ -188,6 +206,8 @@ class QuantizeOptions:
             raise AFTExportError(f"calibration seed must be from 0 to {MAX_SEED}, got {self.seed!r}")
         if self.weight_bits not in (None, 7, 8):
             raise AFTExportError(f"int8 weight bits must be 7 or 8, got {self.weight_bits!r}")
+        if self.target not in (None, *TARGETS):
+            raise AFTExportError(f"unknown export target {self.target!r} for `target`; choose one of {TARGETS}")
         if not (finite(self.budget) and 0 <= self.budget <= 100):
             raise AFTExportError(f"the accuracy budget is a percentage from 0 to 100, got {self.budget}; "
                                  f"e.g. `budget=0.5`")  # fmt: skip

@@ -21,12 +21,12 @@ ORDER = [
     "data", "preprocess", "datasets", "calib", "ranges", "weights",
     "checkpoint", "sources", "resources",
     # 2 ONNX, comparison, TensorRT facts
-    "graph", "onnxio", "compare", "options", "trt",
+    "graph", "onnxio", "compare", "options", "trt", "purpose",
     # 3 runners
     "runners.base", "runners.pytorch", "runners.ort", "runners.openvino", "runners.reference", "runners.engine", "runners",
     # 4 graph work
     "trtcheck.view", "trtcheck.versions", "trtcheck.rules", "trtcheck",
-    "export", "export.functions", "export.rewrite", "export.trt8", "export.portable", "localize",
+    "export", "export.functions", "export.rewrite", "export.trt8", "export.portable", "export.forms", "localize",
     # 5 stages
     "export.exporter",
     "quantize.placement", "quantize.runs", "quantize.calibrators", "quantize.cache", "quantize.sensitivity",

@@ -48,6 +48,12 @@ def test_checkpoint_and_our_onnx_files(foreign, ours):
     assert res.exit_code == 0, res.output
     assert f"sha256 {ours['calibration_sha256'][:16]}" in res.output and "target       portable (opset 19)" in res.output
     assert "corrupt" not in res.output
+    # what each file is for, and its compute per precision counted from the graph (issue 33)
+    assert describe_artifact(ours["custom"])["for"].startswith("TensorRT 10.3+/11")
+    assert d["for"] == "CPUs: ONNX Runtime, OpenVINO" and set(d["compute"]) == {"int8", "fp32"} and d["compute"]["int8"]
+    assert f"compute      {d['compute']['int8']} int8, 0 fp16, {d['compute']['fp32']} fp32 nodes (from the graph)" \
+        in res.output and "for          CPUs: ONNX Runtime, OpenVINO" in res.output  # fmt: skip
+    assert json.loads(run("info", ours["int8"], "--json").output)["compute"] == d["compute"]
 
 
 def test_another_tools_file_says_what_it_can(foreign, tmp_path):
@@ -61,6 +67,7 @@ def test_another_tools_file_says_what_it_can(foreign, tmp_path):
     res = run("info", bare, "--input-size", 32, "--mean", "0.5,0.5,0.5", "--std", "0.25,0.25,0.25", "--json")
     d = json.loads(res.output)
     assert d["aft_export"] is False and d["precision"] == "int8" and d["opsets"] == {"ai.onnx": 19}
+    assert d["for"] == "not recorded (another tool's file)" and d["compute"]["int8"] and "fp16" not in d["compute"]
     assert d["preprocessing"]["from"] == "the options (`input_size`, `mean`, `std`)"
     assert d["preprocessing"]["classes"] == [str(i) for i in range(10)]  # numbered: none were named
 

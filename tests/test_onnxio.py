@@ -90,3 +90,105 @@ def test_a_graph_over_protobufs_limit_is_refused_before_its_weights_are_read(tmp
     small = tmp_path / "small.onnx"
     onnx.save(_model(), str(small))
     assert load_onnx(small, whole=("quantize", "")).graph.node[0].op_type == "Identity"
+
+
+# ---------------------------------------------------------------- compute nodes per precision (issue 33)
+
+
+def _graph(nodes, inits, opset=19, functions=(), out_type=TensorProto.FLOAT):
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("y", out_type, [2, 4])], inits)  # fmt: skip
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid("com.x", 1)],
+                             functions=list(functions))  # fmt: skip
+
+
+def _qdq_inits():
+    import numpy as np
+    from onnx import numpy_helper
+
+    inits = [numpy_helper.from_array(np.arange(-8, 8, dtype=np.int8).reshape(4, 4), "w")]
+    inits += [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("s", 0.05), ("ws", 0.1))]
+    return inits + [numpy_helper.from_array(np.array(0, np.int8), n) for n in ("z", "wz")]
+
+
+def test_compute_nodes_count_int8_through_casts_and_transposes_and_skip_data_movement():
+    """The graph tests/test_build.py parses with TensorRT-RTX (compute 1 int8, 1 fp16, 1 fp32 there):
+    a MatMul fed by int8 DequantizeLinears through a Cast and a Transpose is int8; Relu (fp32) and
+    Sigmoid (fp16) count by their type; Q/DQ, casts, the transpose and shape arithmetic are not compute."""
+    from aft_export.onnxio import compute_precisions
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("QuantizeLinear", ["r", "s", "z"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["dq"]),
+             helper.make_node("Cast", ["dq"], ["dq16"], to=TensorProto.FLOAT16),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wdq"]),
+             helper.make_node("Transpose", ["wdq"], ["wt"], perm=[1, 0]),
+             helper.make_node("Cast", ["wt"], ["w16"], to=TensorProto.FLOAT16),
+             helper.make_node("MatMul", ["dq16", "w16"], ["m"]),
+             helper.make_node("Sigmoid", ["m"], ["g"]),
+             helper.make_node("Shape", ["g"], ["shape"]),  # shape arithmetic: int64, not compute
+             helper.make_node("Mul", ["shape", "shape"], ["shape2"]),
+             helper.make_node("Reshape", ["g", "shape2"], ["gr"]),
+             helper.make_node("Cast", ["gr"], ["y"], to=TensorProto.FLOAT)]  # fmt: skip
+    assert compute_precisions(_graph(nodes, _qdq_inits())) == {"int8": 1, "fp16": 1, "fp32": 1}
+    # a MatMul with only one int8 input computes in float: its activations are not rounded
+    half = [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wdq"]), helper.make_node("MatMul", ["x", "wdq"], ["y"])]
+    assert compute_precisions(_graph(half, _qdq_inits())) == {"fp32": 1}
+
+
+def test_compute_nodes_of_qoperator_graphs_and_inside_functions():
+    """ONNX's QOperator form (MatMulInteger, QLinearMatMul) is int8 by its op; nodes inside a model-local
+    function (the com.aft bodies) count where they are called, once per call."""
+    from aft_export.onnxio import compute_precisions
+
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+             helper.make_node("MatMulInteger", ["xq", "w", "xz", "wz"], ["acc"]),
+             helper.make_node("Cast", ["acc"], ["accf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["accf", "xs"], ["m"]),
+             helper.make_node("QuantizeLinear", ["m", "s", "z"], ["mq"]),
+             helper.make_node("QLinearMatMul", ["mq", "s", "z", "w", "ws", "wz", "s", "z"], ["oq"]),
+             helper.make_node("DequantizeLinear", ["oq", "s", "z"], ["y"])]  # fmt: skip
+    import numpy as np
+    from onnx import numpy_helper
+
+    inits = [t for t in _qdq_inits() if t.name != "w"]
+    inits.append(numpy_helper.from_array(np.arange(16, dtype=np.uint8).reshape(4, 4), "w"))  # uint8 for MatMulInteger
+    for t in inits:
+        if t.name in ("z", "wz"):
+            t.CopyFrom(numpy_helper.from_array(np.array(0, np.uint8), t.name))
+    assert compute_precisions(_graph(nodes, inits)) == {"int8": 2, "fp32": 1}  # the rescale Mul is float
+    body = helper.make_function("com.x", "Gate", ["a"], ["b"], [helper.make_node("Sigmoid", ["a"], ["s"]),
+                                                               helper.make_node("Mul", ["a", "s"], ["b"])],
+                                [helper.make_opsetid("", 19)])  # fmt: skip
+    calls = [helper.make_node("Gate", ["x"], ["h"], domain="com.x", name="g1"),
+             helper.make_node("Gate", ["h"], ["y"], domain="com.x", name="g2")]
+    assert compute_precisions(_graph(calls, [], functions=[body])) == {"fp32": 4}
+
+
+def test_a_modelopt_style_int8_whose_rest_is_fp16_counts_mostly_fp16():
+    """Another tool's int8 file (ModelOpt's default --high_precision_dtype fp16): the input cast to fp16,
+    int8 products, everything else in fp16. Labelled "int8" by graph_precision, its compute is mostly fp16."""
+    from aft_export.onnxio import compute_precisions, graph_precision
+
+    import numpy as np
+    from onnx import numpy_helper
+
+    inits = [numpy_helper.from_array(np.arange(-8, 8, dtype=np.int8).reshape(4, 4), "w"),
+             numpy_helper.from_array(np.array(0.05, np.float16), "s"), numpy_helper.from_array(np.array(0, np.int8), "z"),
+             numpy_helper.from_array(np.full(4, 0.1, np.float16), "b"), numpy_helper.from_array(np.ones(4, np.float16), "g")]
+    nodes = [helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16),
+             helper.make_node("LayerNormalization", ["h", "g", "b"], ["n"]),
+             helper.make_node("QuantizeLinear", ["n", "s", "z"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["dq"]),
+             helper.make_node("DequantizeLinear", ["w", "s", "z"], ["wdq"]),
+             helper.make_node("MatMul", ["dq", "wdq"], ["m"]),
+             helper.make_node("Add", ["m", "b"], ["mb"]),
+             helper.make_node("Erf", ["mb"], ["e"]),
+             helper.make_node("Mul", ["e", "mb"], ["gelu"]),
+             helper.make_node("Add", ["gelu", "h"], ["res"]),
+             helper.make_node("Softmax", ["res"], ["p"]),
+             helper.make_node("Cast", ["p"], ["y"], to=TensorProto.FLOAT)]  # fmt: skip
+    model = _graph(nodes, inits)
+    onnx.checker.check_model(model, full_check=True)
+    counts = compute_precisions(model)
+    assert graph_precision(model) == "int8" and counts == {"int8": 1, "fp16": 6}

@@ -922,3 +922,99 @@ def test_cli_pattern_errors_are_one_line_exit_2(tmp_path):
         assert res.exit_code == 2 and res.output.startswith("error: ") and says in res.output, res.output
         assert res.output.count("\n") == 1 and "Traceback" not in res.output
     assert not (tmp_path / "q.onnx").exists()
+
+
+# ---------------------------------------------------------------- the target decides int8's defaults (issue 33)
+
+
+def _weights_max(model):
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    return max(int(np.abs(inits[n.input[0]].astype(np.int32)).max()) for n in model.graph.node
+               if n.op_type == "DequantizeLinear" and inits.get(n.input[0], np.zeros(0)).dtype == np.int8)  # fmt: skip
+
+
+def test_quantize_for_another_target_converts_the_default_export_as_the_exporter_does(onnx_models, tmp_path, cifar10):
+    """`target=portable` on the default export writes the CPU's int8: the portable form (functions
+    inlined, opset 19, IR 9), its defaults (fp32 rest, 7-bit weights), the metadata naming the target;
+    `target=tensorrt8` the TensorRT 8 form, `weight_bits` overriding its 8 bits. Ranges computed on a
+    converted graph are cached apart from the file's own. (tests/export/test_portable.py: the same
+    bytes as exporting portable and quantising.)"""
+    from aft_export.onnxio import compute_precisions
+
+    calib, logs = str(cifar10 / "train.tar"), []
+    opts = _opts(tmp_path, count=8, target="portable")
+    cpu = quantize_model(onnx_models["custom"], tmp_path / "cpu.onnx", calib, opts, log=logs.append)
+    model = onnx.load(tmp_path / "cpu.onnx")
+    meta = {p.key: p.value for p in model.metadata_props}
+    assert (meta["export_target"], meta["opset"], meta["precision"]) == ("portable", "19", "int8")
+    assert [(o.domain, o.version) for o in model.opset_import] == [("", 19)] and model.ir_version == 9
+    assert not model.functions and {n.domain for n in model.graph.node} == {""}
+    assert (cpu.recipe["converted_from"], cpu.recipe["weight_bits"], cpu.recipe["rest_precision"]) == (
+        "tensorrt", 7, "fp32")
+    assert _weights_max(model) <= 64 and compute_precisions(model)["int8"] == cpu.recipe["quantized_nodes"] >= 8
+    assert "fp16" not in compute_precisions(model)
+    assert "ranges computed and cached" in logs[-1]
+    quantize_model(onnx_models["custom"], tmp_path / "cpu2.onnx", calib, opts, log=logs.append)
+    assert "ranges reused from the cache" in logs[-1]
+    own = quantize_model(onnx_models["custom"], tmp_path / "own.onnx", calib,
+                         _opts(tmp_path, count=8, rest_precision="fp32"), log=logs.append)  # fmt: skip
+    assert "ranges computed and cached" in logs[-1] and "converted_from" not in own.recipe
+    trt8 = quantize_model(onnx_models["custom"], tmp_path / "trt8.onnx", calib,
+                          _opts(tmp_path, count=8, target="tensorrt8", weight_bits=7), **QUIET)  # fmt: skip
+    model = onnx.load(tmp_path / "trt8.onnx")
+    meta = {p.key: p.value for p in model.metadata_props}
+    assert (meta["export_target"], meta["opset"]) == ("tensorrt8", "17") and trt8.recipe["weight_bits"] == 7
+    assert not any(n.op_type == "LayerNormalization" for n in model.graph.node) and _weights_max(model) <= 64
+    with pytest.raises(AFTExportError, match="unknown export target 'trt'"):
+        QuantizeOptions(target="trt")
+
+
+def test_conversions_that_are_not_made_say_to_export_for_that_target(onnx_models, tmp_path, cifar10):
+    """A portable or tensorrt8 file is not converted to another form (nor back), nor a default export of
+    another opset than 18: one line, exit 2, nothing written, saying to export with that target."""
+    from aft_export.export.forms import conversion_problem
+
+    for source, target in (("portable", "tensorrt"), ("tensorrt8", "portable"), ("portable", "tensorrt8")):
+        model = onnx.load(onnx_models["custom"])
+        next(p for p in model.metadata_props if p.key == "export_target").value = source
+        path = tmp_path / f"{source}.onnx"
+        onnx.save(model, path)
+        res = CliRunner().invoke(main, ["quantize", str(path), "-o", str(tmp_path / "o.onnx"), "--precision", "int8",
+                                        "--target", target, "--calib", str(cifar10 / "train.tar")])  # fmt: skip
+        assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1, res.output
+        assert f"is not quantised for the {target} target: a {source} graph" in res.output
+        assert res.output.strip().endswith(f"export the model with aft-export export --target {target} and quantise "
+                                           f"that file")  # fmt: skip
+    assert not (tmp_path / "o.onnx").exists()
+    model = onnx.load(onnx_models["custom"])
+    assert conversion_problem(model, "tensorrt", "portable") is None
+    model.opset_import[0].version = 20
+    assert "this graph is opset 20" in conversion_problem(model, "tensorrt", "portable")
+
+
+def test_cli_weight_bits_and_target(onnx_models, tmp_path, cifar10):
+    out = tmp_path / "cpu8.onnx"
+    res = CliRunner().invoke(main, ["quantize", str(onnx_models["conv_custom"]), "-o", str(out), "--precision", "int8",
+                                    "--target", "portable", "--weight-bits", "8", "--calib", str(cifar10 / "train.tar"),
+                                    "--images", "8", "--no-cache", "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    recipe = json.loads(res.stdout)["recipe"]
+    assert "weight_bits" not in recipe and recipe["converted_from"] == "tensorrt"  # 8 bits: the recipe's default
+    assert _weights_max(onnx.load(out)) > 64
+    res = CliRunner().invoke(main, ["quantize", str(onnx_models["conv_custom"]), "-o", str(out), "--weight-bits", "6",
+                                    "--precision", "int8"])  # fmt: skip
+    assert res.exit_code == 2 and "'6' is not one of '7', '8'" in res.output
+
+
+def test_compute_nodes_of_our_int8_files(int8_of):
+    """The default int8 (rest fp16): every quantised node counts int8, the rest mostly fp16, the fixed
+    fp32 rule's nodes (AFT core, LayerNorm) fp32; TensorRT-RTX's parser finds the same int8 layers."""
+    from aft_export.build import network_summary
+    from aft_export.onnxio import compute_precisions
+    from tests.rtx import need_rtx, parse
+
+    path, result = int8_of("custom")
+    counts = compute_precisions(onnx.load(path))
+    assert counts["int8"] == result.recipe["quantized_nodes"] and counts["fp16"] > 0 and counts["fp32"] > 0
+    parsed = parse(onnx.load(path))
+    assert parsed.ok and network_summary(need_rtx(), parsed.network)["compute"]["int8"] == counts["int8"]

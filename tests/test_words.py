@@ -73,6 +73,9 @@ CANNOT_SHOW = [  # the command never shows that message
      "the pipeline sets these itself: it exports at the default opset with a dynamic batch, quantises with the "
      "default method and no exclusions, benches with BenchOptions.warmup, writes the Triton repository with its "
      "defaults"),
+    (("quantize",), ("opset",),
+     "quantize puts only an opset-18 default export in another target's form (export.forms.conversion_problem "
+     "refuses any other opset first), so the portable form's opset message never reaches it"),
 ]
 SHOWN_ELSEWHERE = [  # the command shows it, as the flag of the commands that have it
     (("bench", "doctor", "eval", "infer", "parity", "pipeline", "serve", "train"), ("config",),

@@ -32,10 +32,9 @@ from aft_export.compare import SIMPLIFY_MAX_ABS, max_abs, metrics
 from aft_export.data import normalize
 from aft_export.datasets import DataNotFound, is_named, load_labelled
 from aft_export.errors import AFTExportError, CheckFailed, Verdict
+from aft_export.export.forms import to_target  # noqa: F401 (the API: the exporter's last step)
 from aft_export.export.functions import attach_functions, registered_schemas, translation_table
 from aft_export.export.rewrite import optimize_for_runtime
-from aft_export.export.portable import to_portable
-from aft_export.export.trt8 import to_tensorrt8
 from aft_export.fileio import claim_output, sha256_file
 from aft_export.graph import DOMAIN, compact_node_metadata, module_by_output, name_nodes, restore_node_metadata
 from aft_export.layers.aft import AFTLayer
@@ -345,22 +344,6 @@ def export_graph(model, meta: ModelMeta, opts: ExportOptions, images: np.ndarray
             )
     result.model = proto
     return result
-
-
-def to_target(proto, target: str):
-    """The default target's graph (opset 18, com.aft functions, as :func:`export_graph`
-    makes it before its last step) in ``target``'s form, checked, its metadata naming the
-    target and its opset: the step :func:`export_graph` ends with."""
-    if target not in TARGETS:
-        raise AFTExportError(f"unknown export target {target!r}; choose one of {TARGETS}")
-    if target == "tensorrt":
-        return proto
-    out = {"tensorrt8": to_tensorrt8, "portable": to_portable}[target](proto)
-    props = read_metadata(out)
-    props.update({"export_target": target, "opset": str(TARGET_OPSETS[target])})
-    set_metadata(out, props)
-    check_graph(out)
-    return out
 
 
 def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, config: str | None = None,

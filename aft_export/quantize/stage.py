@@ -20,6 +20,7 @@ from aft_export.calib import CalibrationSet, Preprocess, load_calibration
 from aft_export.compare import agreement as _agreement
 from aft_export.datasets import data_label
 from aft_export.errors import AFTExportError, Verdict
+from aft_export.export.forms import conversion_problem, to_target
 from aft_export.fileio import claim_output, sha256_file
 from aft_export.graph import DOMAIN, aft_core_nodes, inline_functions, name_nodes, node_module, toposort
 from aft_export.options import (CALIB_COUNT, CALIB_SEED, DEFAULT_TARGET, EXPORT_TARGETS, MAX_SEED,
@@ -107,6 +108,7 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
     name_nodes(model)
     meta = read_metadata(model)
     prep = Preprocess.from_metadata(meta, opts.input_size, opts.mean, opts.std, path=str(model_path))
+    model, meta, converted = _in_target_form(model, meta, opts.target, model_path)
     target = EXPORT_TARGETS.get(meta.get("export_target", DEFAULT_TARGET), EXPORT_TARGETS[DEFAULT_TARGET])
     if opts.weight_bits is None:  # see QuantizeOptions.weight_bits
         opts = replace(opts, weight_bits=target.int8_weight_bits)
@@ -129,8 +131,8 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
         seconds["load_calibration"] = time.perf_counter() - t
         if cset.requested > len(cset):
             log(f"calibration: {calib} has only {len(cset)} images; using them (`allow_fewer`)")
-    if cset is not calibration:
-        fp32_logits = None  # logits on another set than this one
+    if cset is not calibration or converted:
+        fp32_logits = None  # logits on another set than this one, or of the graph before its conversion
 
     if opts.precision == "int8" and opts.quantize_aft_core and any(n.domain == DOMAIN for n in model.graph.node):
         # the core's MatMuls are inside the com.aft functions, where no quantiser reaches
@@ -139,12 +141,14 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
         fp32_logits = None  # the inlined graph's own logits are the reference here
     core = aft_core_nodes(model)
     recipe: dict = {"precision": opts.precision, "tool": f"aft-export {__version__}",
-                    "source_onnx_sha256": model_sha,
+                    "source_onnx_sha256": model_sha, **({"converted_from": converted} if converted else {}),
                     "calibration": _calibration_record(cset, out)}  # fmt: skip
     result_extra: dict = {}
     t = time.perf_counter()
     if opts.precision == "int8":
-        qmodel, recipe_int8, result_extra = _int8(model, cset, opts, core, model_sha, prep, log)
+        # the ranges cache is keyed by the file's sha256: a graph converted from it is another graph
+        graph_key = model_sha if not converted else f"{model_sha}:{target.name}"
+        qmodel, recipe_int8, result_extra = _int8(model, cset, opts, core, graph_key, prep, log)
         recipe.update(recipe_int8)
     else:
         placement.check_exclude(model, opts)
@@ -196,6 +200,28 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
                                                        f"took NaN or Inf on the calibration images"] if nonfinite else []),
                                 report.verdict.at_most_unverified()),
     )  # fmt: skip
+
+
+def _in_target_form(model, meta: dict, wanted: str | None, path):
+    """``model`` in the form of the ``wanted`` export target (None: the file's own), as the exporter
+    makes that form from the default one (:func:`aft_export.export.forms.to_target`: its metadata
+    then name the target and its opset); with its metadata and the target it was converted from
+    (None: not converted). A conversion that is not made is an error saying to export for that target."""
+    source = meta.get("export_target", DEFAULT_TARGET)
+    source = source if source in EXPORT_TARGETS else DEFAULT_TARGET  # as the target's defaults are read below
+    if wanted is None or wanted == source:
+        return model, meta, None
+    problem = conversion_problem(model, source, wanted)
+    if problem:
+        raise AFTExportError(f"{path} is not quantised for the {wanted} target: {problem}; export the model with "
+                             f"`aft-export export target={wanted}` and quantise that file")  # fmt: skip
+    try:
+        model = to_target(model, wanted)
+    except (AFTExportError, RuntimeError, ValueError) as exc:  # a graph the form cannot hold
+        raise AFTExportError(f"{path} cannot be put in the {wanted} form ({str(exc).splitlines()[0][:200]}); export "
+                             f"the model with `aft-export export target={wanted}` and quantise that file") from None
+    name_nodes(model)
+    return model, read_metadata(model), source
 
 
 def _check_input_size(model, prep: Preprocess, path) -> None:

@@ -108,3 +108,35 @@ def test_portable_has_a_fixed_opset():
 
     with pytest.raises(AFTExportError, match="portable form is always opset 19.*leave `opset` out"):
         ExportOptions(target="portable", opset=19)
+
+
+def test_quantize_target_portable_of_the_default_export_is_the_portable_int8(portable, tmp_path, cifar10):
+    """`aft-export quantize model.onnx --target portable` (issue 33): the CPU's int8 made from the default
+    export is the portable export quantised, graph for graph (same ranges, same bytes), only its recipe
+    saying where it came from; within int8's parity limits of PyTorch on real images in ONNX Runtime,
+    run by the reference evaluator, parsed by TensorRT-RTX."""
+    from aft_export.data import normalize
+    from aft_export.datasets import load_labelled
+    from aft_export.export.exporter import export_checkpoint
+    from aft_export.runners import TorchRunner
+
+    ckpt, _, paths = portable
+    default, cpu = tmp_path / "model.onnx", tmp_path / "model.portable.int8.onnx"
+    export_checkpoint(ckpt, default, ExportOptions(verify_images=0), log=lambda *a: None)
+    result = quantize_model(default, cpu, str(cifar10 / "train.tar"),
+                            QuantizeOptions(count=16, cache_dir="", target="portable"), **QUIET)  # fmt: skip
+    made, written = onnx.load(cpu), onnx.load(paths["int8"])
+    assert made.graph.SerializeToString() == written.graph.SerializeToString()
+    meta = {p.key: p.value for p in made.metadata_props}
+    theirs = {p.key: p.value for p in written.metadata_props}
+    assert {k for k in meta if meta[k] != theirs.get(k)} == {"quantization"}
+    assert result.recipe["converted_from"] == "tensorrt" and result.recipe["weight_bits"] == 7
+    data = load_labelled(str(cifar10 / "test.tar"), 32, limit=32)
+    torch_runner = TorchRunner(str(ckpt))
+    x = normalize(data.images, torch_runner.info.mean, torch_runner.info.std).numpy()
+    want = torch_runner.logits(x)
+    m, tol = metrics(want, OrtRunner(str(cpu)).logits(x)), TOLERANCES["int8"]
+    assert m["max_abs"] <= tol.max_abs and m["cosine_min"] >= tol.min_cosine, m
+    _within(ReferenceRunner(str(cpu)).logits(x[:2]), want[:2], "int8")
+    parsed = parse(cpu.read_bytes())
+    assert parsed.ok and parsed.errors == []
