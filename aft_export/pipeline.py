@@ -55,7 +55,9 @@ from aft_export.evaluate import evaluate_artifacts
 from aft_export.export.exporter import ExportOptions, export_checkpoint, refuse_over_protobuf_limit
 from aft_export.fileio import atomic_directory, atomic_write_text, claim_output, sha256_file
 from aft_export.nvtools import write_verification_commands
+from aft_export.onnxio import load_onnx
 from aft_export.parity import parity_verdict, run_parity
+from aft_export.purpose import engine_made_for, file_purpose
 from aft_export.quantize import QuantizeOptions, apply_recipe, quantize_model, write_cache_entries
 from aft_export.report import pipeline_plots, report_markdown, summary_rows
 from aft_export.options import (EXPORT_TARGETS, PRECISIONS, TARGETS, BenchOptions, PipelineOptions,
@@ -313,6 +315,12 @@ def pipeline_steps(opts: PipelineOptions, library: str | None) -> list[PipelineS
                                       partial(_quantize, precision=precision), name))  # fmt: skip
             made.append(name)
             previous = name
+        if target == CPU_INT8_FROM and cpu_int8_too(opts):
+            name = f"quantize int8 {CPU_INT8}"  # the name a portable target's int8 step has: the same file
+            steps.append(PipelineStep(name, (exported, previous), partial(_quantize, precision="int8",
+                                                                          target=CPU_INT8), name))  # fmt: skip
+            made.append(name)
+            previous = name
     steps += [
         PipelineStep("onnx files", tuple(made), _onnx_files, "onnx", recorded=False),
         PipelineStep("tensorrt check", ("onnx",), _trt_check, "trt_check"),
@@ -329,6 +337,16 @@ def pipeline_steps(opts: PipelineOptions, library: str | None) -> list[PipelineS
 
 
 _QUIET = dict(log=lambda *a: None)
+# the CPU's int8 (the portable target's: rest fp32, 7-bit weights), made beside the TensorRT int8
+# (rest fp16, slow on CPUs) from the default export; never a portable fp16 (no fast fp16 on a CPU)
+CPU_INT8, CPU_INT8_FROM = "portable", "tensorrt"
+
+
+def cpu_int8_too(opts: PipelineOptions) -> bool:
+    """Whether the run also writes the CPU's int8, ``model.portable.int8.onnx``, quantised from
+    ``model.onnx`` with ``target=portable``: where int8 is made for the tensorrt target, whose int8
+    keeps its rest in fp16 for TensorRT, and the portable target (whose int8 it is) is not run."""
+    return "int8" in opts.precisions and CPU_INT8_FROM in opts.targets and CPU_INT8 not in opts.targets
 
 
 def _build_batch(opts: PipelineOptions) -> str:
@@ -345,11 +363,16 @@ def _export(ctx: _Context, x, decoded, *, target: str) -> Outcome:
                    f"{exp.simplify['nodes_after']}, verify max abs {exp.parity['max_abs']:.2e}")  # fmt: skip
 
 
-def _quantize(ctx: _Context, exported: _Made, previous: _Made | None = None, *, precision: str) -> Outcome:
-    path = exported.path.with_name(exported.path.name.removesuffix(".onnx") + f".{precision}.onnx")
+def _quantize(ctx: _Context, exported: _Made, previous: _Made | None = None, *, precision: str,
+              target: str | None = None) -> Outcome:  # fmt: skip
+    """A quantisation of ``exported``; ``target``: for another export target than the file's (the
+    CPU int8 of the default export), named after that target's files."""
+    stem = EXPORT_TARGETS[target].stem if target else exported.path.name.removesuffix(".onnx")
+    path = exported.path.with_name(f"{stem}.{precision}.onnx")
     calibration = previous.result.calibration if previous else None
     fp32_logits = previous.result.fp32_logits if previous and previous.fp32 == exported.path else None
-    q = quantize_model(exported.path, path, ctx.calib, QuantizeOptions(precision=precision, count=ctx.opts.calib_images),
+    q = quantize_model(exported.path, path, ctx.calib, QuantizeOptions(precision=precision, count=ctx.opts.calib_images,
+                                                                       target=target),
                        progress=False, cache_writes=ctx.cache_writes, calibration=calibration,
                        fp32_logits=fp32_logits, also_check=ctx.also, **_QUIET)  # fmt: skip
     a = q.agreement or {}
@@ -479,7 +502,7 @@ def _report(ctx: _Context, steps: list[Step], onnx: list[_Made], trt_check: dict
     results = {"export": {m.key: m.record for m in onnx if m.kind == "export"},
                "quantize": {m.key: m.record for m in onnx if m.kind == "quantize"}, "trt_check": trt_check,
                **({"engines": engines.records} if engines.records is not None else {}),
-               "parity": parity.report, "eval": ev, "bench": bn}  # fmt: skip
+               "parity": parity.report, "eval": ev, "bench": bn, "files": _purposes(onnx, engines)}  # fmt: skip
     summary = summary_rows(ckpt, artifacts, results)
     (work / "plots").mkdir()
     for name, svg in pipeline_plots(summary, parity.differences, opts.data, opts.bench_batches).items():
@@ -504,6 +527,15 @@ def _report(ctx: _Context, steps: list[Step], onnx: list[_Made], trt_check: dict
     atomic_write_text(work / "report.md", report_markdown(ckpt, meta, opts, steps, summary, verdict, ctx.final,
                                                           ctx.calib, not_run, unverified, results.get("engines")))  # fmt: skip
     return Outcome(result, f"{ctx.final}/report.md")
+
+
+def _purposes(onnx: list[_Made], engines: _Engines) -> dict[str, dict]:
+    """What each file is for and what its compute runs in, by name: an ONNX file's compute nodes
+    per precision counted from its graph, an engine's compute layers from its parsed network."""
+    out = {m.path.name: file_purpose(load_onnx(m.path, external_data=False)) for m in onnx}
+    for name, record in (engines.records or {}).items():
+        out[name] = {"for": engine_made_for(record), "compute": (record.get("network") or {}).get("compute") or {}}
+    return out
 
 
 def run_unverified(not_run: dict[str, str], parity: dict, onnx: list[_Made]) -> dict[str, str]:

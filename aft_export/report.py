@@ -77,13 +77,23 @@ def _versus(drop) -> str:
     return f"{change:+.2f}" + (" (better)" if change > 0 else " (worse)" if change < 0 else "")
 
 
+def _compute_cell(compute: dict | None) -> str:
+    """int8/fp16/fp32 compute nodes (an engine: layers), or - where nothing was counted."""
+    if not compute:
+        return "-"
+    return "/".join(str(compute.get(k, 0)) for k in ("int8", "fp16", "fp32")) + "".join(
+        f" +{v} {k}" for k, v in compute.items() if k not in ("int8", "fp16", "fp32"))  # fmt: skip
+
+
 def summary_table(summary: list[dict], batches) -> list[str]:
-    head = ("| artifact | backend | prec | MB | top-1 | top-1 vs torch | agree | max abs | cos min | parity | TRT rules | "
-            + " | ".join(f"p50 ms b{b}" for b in batches) + " | " + " | ".join(f"img/s b{b}" for b in batches) + " |")
+    head = ("| artifact | backend | prec | compute int8/fp16/fp32 | MB | top-1 | top-1 vs torch | agree | max abs | "
+            "cos min | parity | TRT rules | " + " | ".join(f"p50 ms b{b}" for b in batches) + " | "
+            + " | ".join(f"img/s b{b}" for b in batches) + " |")  # fmt: skip
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in summary:
         lines.append(
-            f"| {r['artifact']} | {r['backend']} | {r['precision']} | {r['mb']:.2f} | {_fmt(r['top1'], '.2f')} | "
+            f"| {r['artifact']} | {r['backend']} | {r['precision']} | {_compute_cell(r.get('compute'))} | "
+            f"{r['mb']:.2f} | {_fmt(r['top1'], '.2f')} | "
             f"{_versus(r['top1_drop'])} | {_fmt(r['agreement'], '.2f')} | {_fmt(r['max_abs'], '.2e')} | "
             f"{_fmt(r['cosine_min'], '.6f')} | {r['parity']} | {r.get('trt_check', '-')} | "
             + " | ".join(_fmt(r["latency_ms"].get(b), ".3f") for b in batches) + " | "
@@ -93,7 +103,11 @@ def summary_table(summary: list[dict], batches) -> list[str]:
 
 def compute_layers(network: dict) -> str:
     """One cell: a parsed network's compute layers per precision (``build.network_summary``)."""
-    compute = network.get("compute") or {}
+    return compute_nodes(network.get("compute") or {})
+
+
+def compute_nodes(compute: dict) -> str:
+    """Compute nodes (or layers) per precision: ``28 int8, 64 fp16, 97 fp32`` (and any other precision)."""
     return ", ".join(f"{compute.get(k, 0)} {k}" for k in ("int8", "fp16", "fp32")) + "".join(
         f", {v} {k}" for k, v in compute.items() if k not in ("int8", "fp16", "fp32"))  # fmt: skip
 
@@ -151,6 +165,7 @@ def _info_onnx(d: dict) -> list[str]:
                                                                        if d["external_data"] else "") + ")",
              f"sha256       {d['sha256']}", f"producer     {d['producer'] or '(not named)'}, IR {d['ir_version']}",
              f"opsets       {opsets}", f"precision    {d['precision']} (from the graph)",
+             f"compute      {compute_nodes(d['compute'])} nodes (from the graph)", f"for          {d['for']}",
              *[f"input        {_shape(v)}" for v in d["inputs"]], *[f"output       {_shape(v)}" for v in d["outputs"]],
              f"nodes        {d['nodes']}: {ops}{', ...' if len(d['op_types']) > 8 else ''}"]  # fmt: skip
     if not d["aft_export"]:
@@ -195,7 +210,9 @@ def _info_engine(d: dict) -> list[str]:
               f"runs on      compute capability {targets}",
               f"input        {inp.get('name')} min {inp.get('min')} opt {inp.get('opt')} max {inp.get('max')}",
               f"from         {d['onnx']} (sha256 {str(d['onnx_sha256'])[:16]}...)",
-              f"network      {d['num_layers']} layers; layers producing {outputs or '?'}"]  # fmt: skip
+              f"network      {d['num_layers']} layers; layers producing {outputs or '?'}",
+              *([f"compute      {compute_nodes(d['compute'])} layers (TensorRT's parsed network)"]
+                if d.get("compute") else [])]  # fmt: skip
     m = d["model"]
     if m:
         lines.append(f"preprocess   {_preprocessing_line(m)}"
@@ -379,14 +396,18 @@ def summary_rows(ckpt: Path, artifacts: list[Path], results: dict) -> list[dict]
     by_eval = {Path(r["artifact"]).name: r for r in results["eval"]}
     by_parity = {Path(r["artifact"]).name: r for r in results["parity"]["artifacts"]}
     bench_rows = results["bench"]["rows"]
+    files = results.get("files", {})  # what each file is for, and its compute per precision
     rows = []
     torch_top1 = by_eval[ckpt.name]["top1"]
     for path in [ckpt] + list(artifacts):
         name = path.name
         ev = by_eval[name]
+        made = files.get(name, {"for": "PyTorch", "compute": {}} if path == ckpt else {})
+        purpose = {"for": made.get("for", "-"), "compute": made.get("compute") or {}}
         if ev.get("status") == "skipped":  # built, not run: no metric is made up for it
             m = results.get("engines", {}).get(name, {})
             rows.append({"artifact": name, "backend": m.get("library", "tensorrt"), "precision": m.get("precision", "?"),
+                         **purpose,
                          "mb": round(path.stat().st_size / 1e6, 2), "top1": None, "top5": None, "top1_drop": None,
                          "agreement": None, "max_abs": None, "cosine_min": None,
                          "parity": "skipped, no GPU" if "no GPU" in ev["reason"] else "skipped", "trt_check": "-",
@@ -396,7 +417,7 @@ def summary_rows(ckpt: Path, artifacts: list[Path], results: dict) -> list[dict]
         par = by_parity.get(name)
         real = par["inputs"]["real"] if par and par.get("inputs") else {}
         rows.append({
-            "artifact": name, "backend": ev["backend"], "precision": ev["precision"],
+            "artifact": name, "backend": ev["backend"], "precision": ev["precision"], **purpose,
             "mb": round(path.stat().st_size / 1e6, 2), "top1": ev["top1"], "top5": ev["top5"],
             "top1_drop": round(torch_top1 - ev["top1"], 2), "agreement": ev["agreement"],
             "max_abs": real.get("max_abs"), "cosine_min": real.get("cosine_min"),
@@ -422,14 +443,24 @@ def pipeline_plots(summary: list[dict], differences: dict, data: str, batches) -
 
 
 PIPELINE_RESULT = {"ok": "PASS", "unverified": "PASS, NOT ALL VERIFIED", "failed": "FAIL"}
-COLUMNS_SAY = ("top-1 vs torch: the artifact's top-1 minus the PyTorch checkpoint's (positive: better); agree: its "
-               "top-1 agreement with the checkpoint's predictions; TRT rules: the offline rules of the TensorRT "
-               "versions the file is made for (no TensorRT ran)")  # fmt: skip
+COLUMNS_SAY = ("compute: the file's compute nodes by the precision they compute in, counted from its graph (an "
+               "engine: its parsed network's layers); top-1 vs torch: the artifact's top-1 minus the PyTorch "
+               "checkpoint's (positive: better); agree: its top-1 agreement with the checkpoint's predictions; TRT "
+               "rules: the offline rules of the TensorRT versions the file is made for (no TensorRT ran)")  # fmt: skip
+
+
+def purpose_table(summary: list[dict]) -> list[str]:
+    """What each file is for (the runtimes) and what its compute runs in."""
+    return ["| file | for | compute nodes (engines: layers) |", "|---|---|---|",
+            *[f"| {r['artifact']} | {r['for']} | {compute_nodes(r['compute']) if r['compute'] else '-'} |"
+              for r in summary]]  # fmt: skip
 
 
 def format_pipeline_result(result, batches) -> list[str]:
-    """What ``aft-export pipeline`` prints at the end: the summary, what was not verified, the verdict."""
+    """What ``aft-export pipeline`` prints at the end: the summary, what each file is for, what was
+    not verified, the verdict."""
     return ["", *summary_table(result.summary, batches), COLUMNS_SAY + ".",
+            *[f"for: {r['artifact']}: {r['for']}" for r in result.summary],
             *[f"not verified: {name}: {why}" for name, why in result.unverified.items()],
             f"\n{PIPELINE_RESULT[result.verdict.status]}: run directory {result.run_dir} (report.md, manifest.json, "
             f"plots/)"]  # fmt: skip
@@ -452,6 +483,11 @@ def report_markdown(ckpt, meta, opts, steps, summary, verdict, final, calib, not
         "cosine from the parity check on real images; latency p50 and throughput on this machine. "
         + COLUMNS_SAY[0].upper() + COLUMNS_SAY[1:] + ".", "",
         *summary_table(summary, opts.bench_batches), "",
+        "## What each file is for", "",
+        "The runtimes each file is made for, from its export target and what its compute runs in (compute nodes "
+        "counted from the graph: int8 where fed by an int8 DequantizeLinear or a QOperator op, else the type they "
+        "compute in; data movement, casts and Q/DQ not counted).", "",
+        *purpose_table(summary), "",
         *network_table(engines or {}),
         "## Steps", "",
         *[f"- **{s.name}**: {s.status} ({s.seconds:.1f}s){': ' + s.detail if s.detail else ''}" for s in steps],

@@ -23,7 +23,8 @@ from aft_export.options import PipelineOptions
 
 REPO = Path(__file__).resolve().parents[1]
 CALIB_IMAGES = 32
-ONNX_ARTIFACTS = ("model.onnx", "model.fp16.onnx", "model.int8.onnx")
+# the CPU's int8 (the portable target's) is quantised from model.onnx beside the TensorRT int8
+ONNX_ARTIFACTS = ("model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.portable.int8.onnx")
 
 
 def _spy(monkeypatch, counts, module, name, key):
@@ -87,12 +88,12 @@ def test_a_pipeline_run_decodes_calibration_once_and_checks_each_artifact_once(t
     counts, manifest = _run(tmp_path, cifar10, "handed", hand_on=True)
     engines = [a for a in manifest["artifacts"] if a.endswith(".engine")]
     assert manifest["inputs"]["calibration"]["count"] == CALIB_IMAGES
-    assert counts["calibration decodes"] == CALIB_IMAGES  # one pass, shared by fp16 and int8
+    assert counts["calibration decodes"] == CALIB_IMAGES  # one pass, shared by fp16 and both int8
     assert counts["check_model"] == len(ONNX_ARTIFACTS)  # export and quantize check; pipeline and build reuse it
 
     # the same run with every stage computing for itself: what the hand-on saves, and the same results
     old_counts, old = _run(tmp_path, cifar10, "alone", hand_on=False)
-    assert old_counts["calibration decodes"] == 2 * CALIB_IMAGES
+    assert old_counts["calibration decodes"] == 3 * CALIB_IMAGES
     assert old_counts["check_model"] == len(ONNX_ARTIFACTS) * (3 if engines else 2)
     sha = {a: v["sha256"] for a, v in manifest["artifacts"].items() if a.endswith(".onnx")}
     assert set(sha) == set(ONNX_ARTIFACTS)

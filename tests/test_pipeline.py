@@ -60,7 +60,8 @@ def test_pipeline_writes_a_complete_run_directory(ckpt, tmp_path, cifar10):
     assert res.exit_code == (3 if rtx_not_run else 0), res.output
     assert "PASS" in res.output and "model.int8.onnx" in res.output
     names = {p.name for p in out.iterdir()}
-    assert {"model.onnx", "model.fp16.onnx", "model.int8.onnx", "manifest.json", "report.md", "plots"} <= names
+    assert {"model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.portable.int8.onnx", "manifest.json", "report.md",
+            "plots"} <= names and "model.portable.fp16.onnx" not in names  # the CPU's int8 too; no portable fp16
     assert {p.name for p in (out / "plots").iterdir()} == {"accuracy.svg", "errors.svg", "latency_b1.svg",
                                                            "latency_b4.svg"}  # fmt: skip
     manifest = json.loads((out / "manifest.json").read_text())
@@ -70,25 +71,28 @@ def test_pipeline_writes_a_complete_run_directory(ckpt, tmp_path, cifar10):
     assert len(manifest["inputs"]["checkpoint_sha256"]) == 64
     assert manifest["inputs"]["calibration"]["count"] == 128  # --calib-images
     steps = {s["name"]: s for s in manifest["steps"]}
-    assert [s["name"] for s in manifest["steps"]] == ["export", "quantize fp16", "quantize int8", "tensorrt check",
+    assert [s["name"] for s in manifest["steps"]] == ["export", "quantize fp16", "quantize int8",
+                                                      "quantize int8 portable", "tensorrt check",
                                                       "verification commands", "tensorrt engines", "parity", "eval",
                                                       "bench", "report"]  # fmt: skip
     trt = steps["tensorrt engines"]  # said plainly, never reported as done
-    onnx_files = {"model.onnx": True, "model.fp16.onnx": True, "model.int8.onnx": True}
+    onnx_files = {"model.onnx": True, "model.fp16.onnx": True, "model.int8.onnx": True, "model.portable.int8.onnx": True}
     if rtx_not_run:
-        engines = ["model.rtx.engine", "model.fp16.rtx.engine", "model.int8.rtx.engine"]
-        assert trt["status"] == "ok" and trt["detail"] == "3 TensorRT-RTX engines built, not run: no GPU here"
+        engines = ["model.rtx.engine", "model.fp16.rtx.engine", "model.int8.rtx.engine", "model.portable.int8.rtx.engine"]
+        assert trt["status"] == "ok" and trt["detail"] == "4 TensorRT-RTX engines built, not run: no GPU here"
         assert {a: v["bytes"] > 0 for a, v in manifest["artifacts"].items()} == {**onnx_files, **{e: True for e in engines}}
         assert all((out / f"{e}.json").is_file() for e in engines)
         rows = {r["artifact"]: r for r in manifest["summary"]}
-        assert [rows[e]["parity"] for e in engines] == ["skipped, no GPU"] * 3  # never "pass"
+        assert [rows[e]["parity"] for e in engines] == ["skipped, no GPU"] * 4  # never "pass"
         assert all(rows[e]["top1"] is None and rows[e]["latency_ms"] == {} for e in engines)
         assert sorted(manifest["unverified"]) == sorted(engines)
-        assert [rows[e]["precision"] for e in engines] == ["fp32", "fp16", "int8"]
+        assert [rows[e]["precision"] for e in engines] == ["fp32", "fp16", "int8", "int8"]
+        assert rows["model.int8.rtx.engine"]["for"].startswith("TensorRT-RTX ") and rows["model.int8.rtx.engine"][
+            "compute"] == manifest["results"]["engines"]["model.int8.rtx.engine"]["network"]["compute"]  # fmt: skip
         assert manifest["results"]["engines"]["model.int8.rtx.engine"]["network"]["quantized"]
         assert "PASS, NOT ALL VERIFIED" in res.output and "not verified: model.int8.rtx.engine: skipped, no GPU" \
             in res.output  # fmt: skip
-        assert "Built, not run (3)" in (out / "report.md").read_text()
+        assert "Built, not run (4)" in (out / "report.md").read_text()
         # each engine's parsed network, compute layers per precision, in the report as in the manifests
         nets = {e: manifest["results"]["engines"][e]["network"]["compute"] for e in engines}
         assert "int8" in nets["model.int8.rtx.engine"] and "fp16" in nets["model.int8.rtx.engine"]
@@ -102,13 +106,13 @@ def test_pipeline_writes_a_complete_run_directory(ckpt, tmp_path, cifar10):
         assert trt["status"] == ("ok" if ENGINES else "skipped") and "TensorRT" in trt["detail"]
         assert all(s["status"] == "ok" for n, s in steps.items() if n != "tensorrt engines")
     precisions = [r["precision"] for r in manifest["summary"]]
-    assert precisions[:4] == ["fp32", "fp32", "fp16", "int8"]
+    assert precisions[:5] == ["fp32", "fp32", "fp16", "int8", "int8"]
     assert {a: v["bytes"] > 0 for a, v in manifest["artifacts"].items() if a.endswith(".onnx")} == onnx_files
     # every artifact checked against the TensorRT versions it is for, with NVIDIA's commands beside it
     checks = manifest["results"]["trt_check"]
     assert set(checks) == set(onnx_files) and all(c["exit_code"] == 0 for c in checks.values())
     assert all(c["checked"] == ["10.3", "10.13", "11.4"] for c in checks.values())
-    assert [r["trt_check"] for r in manifest["summary"][1:4]] == ["pass 10.3+"] * 3
+    assert [r["trt_check"] for r in manifest["summary"][1:5]] == ["pass 10.3+"] * 4
     for name in onnx_files:
         script = (out / name.replace(".onnx", ".verify.sh")).read_text()
         assert "--saveEngine=" in script and "--trt-min-shapes" in script and "--data-loader-script" in script
@@ -119,9 +123,25 @@ def test_pipeline_writes_a_complete_run_directory(ckpt, tmp_path, cifar10):
     # what travels names no path of this machine (the data came as absolute paths, the run is in /tmp);
     # manifest.json, the run's own record, may keep the paths its user typed
     travels = sorted(out.glob("*.onnx")) + sorted(out.glob("*.engine.json"))
-    assert len(travels) == 3 + 3 * rtx_not_run and scan_files(travels) == {}
+    assert len(travels) == 4 + 4 * rtx_not_run and scan_files(travels) == {}
     recipe = json.loads(read_metadata(load_onnx(out / "model.int8.onnx"))["quantization"])
     assert recipe["calibration"]["source"] == "cifar10:train"  # the tar it was given is where that set lies
+    # the CPU's int8: the portable target's, quantised from model.onnx on the same calibration set
+    cpu = read_metadata(load_onnx(out / "model.portable.int8.onnx"))
+    cpu_recipe = json.loads(cpu["quantization"])
+    assert (cpu["export_target"], cpu_recipe["converted_from"], cpu_recipe["weight_bits"], cpu_recipe["rest_precision"]) \
+        == ("portable", "tensorrt", 7, "fp32") and cpu_recipe["calibration"] == recipe["calibration"]  # fmt: skip
+    # what each file is for and what its compute runs in, in the summary, the manifest, the report and the output
+    rows = {r["artifact"]: r for r in manifest["summary"]}
+    files = manifest["results"]["files"]
+    assert rows["model.int8.onnx"]["for"] == "TensorRT 10.3+/11, TensorRT-RTX (slow on CPUs: use the portable int8)"
+    assert rows["model.portable.int8.onnx"]["for"] == "CPUs: ONNX Runtime, OpenVINO" and rows[ckpt.name]["for"] == "PyTorch"
+    assert files["model.portable.int8.onnx"]["compute"] == rows["model.portable.int8.onnx"]["compute"]
+    assert set(rows["model.portable.int8.onnx"]["compute"]) == {"int8", "fp32"} and rows["model.onnx"]["compute"] == {
+        "fp32": rows["model.onnx"]["compute"]["fp32"]} and rows["model.int8.onnx"]["compute"]["fp16"] > 0  # fmt: skip
+    assert rows["model.int8.onnx"]["compute"]["int8"] == rows["model.portable.int8.onnx"]["compute"]["int8"]
+    assert "| model.portable.int8.onnx | CPUs: ONNX Runtime, OpenVINO |" in report and "## What each file is for" in report
+    assert "for: model.portable.int8.onnx: CPUs: ONNX Runtime, OpenVINO" in res.output
 
 
 def test_parity_failure_still_reports_and_exits_1(ckpt, tmp_path, cifar10):
@@ -165,13 +185,14 @@ def test_pipeline_makes_the_tensorrt8_form_too(ckpt, tmp_path, cifar10):
     assert res.exit_code == (3 if ENGINES == RTX and NO_GPU else 0), res.output
     manifest = json.loads((out / "manifest.json").read_text())
     assert {a for a in manifest["artifacts"] if a.endswith(".onnx")} == {
-        "model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.trt8.onnx", "model.trt8.fp16.onnx",
-        "model.trt8.int8.onnx"}  # fmt: skip
+        "model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.portable.int8.onnx", "model.trt8.onnx",
+        "model.trt8.fp16.onnx", "model.trt8.int8.onnx"}  # fmt: skip
     checks = manifest["results"]["trt_check"]
     assert checks["model.trt8.int8.onnx"]["checked"] == ["8.5", "8.6", "10.3", "10.13", "11.4"]
     assert all(c["exit_code"] == 0 for c in checks.values())
     assert all(r["parity"] in ("pass", "reference") for r in manifest["summary"] if ".engine" not in r["artifact"])
-    names = ["model", "model_fp16", "model_int8", "model_trt8", "model_trt8_fp16", "model_trt8_int8"]
+    names = ["model", "model_fp16", "model_int8", "model_portable_int8", "model_trt8", "model_trt8_fp16",
+             "model_trt8_int8"]
     assert {p.name for p in (out / "triton").iterdir()} == {"Dockerfile", "README.md", "client.py"} | {
         n + s for n in names for s in ("", "_image", "_net", "_pre", "_topk")}
     assert (out / "triton" / "model_int8_net" / "1" / "model.onnx").read_bytes() == (out / "model.int8.onnx").read_bytes()
@@ -186,17 +207,27 @@ def test_the_run_is_a_list_of_declared_steps():
 
     names = lambda steps: [s.name for s in steps if s.recorded]  # noqa: E731
     plain = pipeline.pipeline_steps(PipelineOptions(), "tensorrt")
-    assert names(plain) == ["export", "quantize fp16", "quantize int8", "tensorrt check", "verification commands",
-                            "tensorrt engines", "parity", "eval", "bench", "report"]  # fmt: skip
+    assert names(plain) == ["export", "quantize fp16", "quantize int8", "quantize int8 portable", "tensorrt check",
+                            "verification commands", "tensorrt engines", "parity", "eval", "bench", "report"]  # fmt: skip
     assert next(s for s in plain if s.name == "tensorrt engines").run is pipeline._engines
     assert next(s for s in pipeline.pipeline_steps(PipelineOptions(), None)
                 if s.name == "tensorrt engines").run is pipeline._no_engines  # fmt: skip
     both = pipeline.pipeline_steps(PipelineOptions(targets=("tensorrt", "tensorrt8"), precisions=("int8",),
                                                    triton_repo=True), "tensorrt")  # fmt: skip
-    assert names(both)[:5] == ["export", "quantize int8", "export tensorrt8", "quantize int8 tensorrt8", "tensorrt check"]
+    assert names(both)[:6] == ["export", "quantize int8", "quantize int8 portable", "export tensorrt8",
+                               "quantize int8 tensorrt8", "tensorrt check"]  # fmt: skip
     assert "triton repository" in names(both) and "triton repository" not in names(plain)
-    # the second quantisation takes its fp32 file and the first quantisation (its calibration set)
-    assert next(s for s in both if s.name == "quantize int8 tensorrt8").inputs == ("export tensorrt8", "quantize int8")
+    # each quantisation takes its fp32 file and the one before it (its calibration set): the CPU's int8
+    # (the portable target's) is made from the default export, beside the TensorRT int8
+    assert next(s for s in both if s.name == "quantize int8 portable").inputs == ("export", "quantize int8")
+    assert next(s for s in both if s.name == "quantize int8 tensorrt8").inputs == ("export tensorrt8",
+                                                                                  "quantize int8 portable")
+    # not where portable is a target itself (its own int8 is that file), without int8, nor without the tensorrt target
+    for opts in (PipelineOptions(targets=("tensorrt", "portable")), PipelineOptions(precisions=("fp16",)),
+                 PipelineOptions(targets=("tensorrt8",))):
+        assert [n for n in names(pipeline.pipeline_steps(opts, None)) if "portable" in n] == (
+            ["export portable", "quantize fp16 portable", "quantize int8 portable"] if "portable" in opts.targets
+            else [])  # fmt: skip
     # every input is given or produced by an earlier step
     known = {"decoded", "parity set", "parity inputs", "steps"}
     for step in both:
