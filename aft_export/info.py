@@ -20,7 +20,7 @@ from aft_export.fileio import sha256_file
 from aft_export.graph import DOMAIN, aft_kind
 from aft_export.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.preprocess import ForeignPreprocessing
-from aft_export.purpose import file_purpose
+from aft_export.purpose import engine_made_for, file_purpose
 from aft_export.runners import CHECKPOINT_SUFFIXES, ENGINE_SUFFIXES, onnx_info
 from aft_export.runners.ort import GraphSignature
 from aft_export.sources import SPEC_SUFFIXES, load_model, source_suffixes
@@ -137,6 +137,7 @@ def describe_engine(path: Path) -> dict:
         "tool": manifest.get("tool"), "onnx": manifest.get("onnx"), "onnx_sha256": manifest.get("onnx_sha256"),
         "build_seconds": manifest.get("build_seconds"), "layer_outputs": network.get("outputs", {}),
         "num_layers": network.get("num_layers"), "compute": network.get("compute") or {},
+        "for": engine_made_for(manifest),
         "model_name": model.get("model_name", ""),
         "source_sha256": model.get("source_sha256", ""), "preprocessing_from": model.get("preprocessing_from", ""),
         "model": values, "build_options": manifest.get("build_options", {}),

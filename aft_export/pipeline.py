@@ -243,6 +243,7 @@ class _Made(NamedTuple):
     report: object
     result: Any
     fp32: Path
+    purpose: dict | None = None  # what it is for and its compute per precision (aft_export.purpose.file_purpose)
 
 
 @dataclass
@@ -358,7 +359,7 @@ def _export(ctx: _Context, x, decoded, *, target: str) -> Outcome:
     exp = export_checkpoint(None, fp32, ExportOptions(op_form=ctx.opts.op_form, target=target, verify_images=len(x),
                                                       require_aft=ctx.opts.require_aft),
                             loaded=ctx.loaded, verification=(x, decoded.source), also_check=ctx.also, **_QUIET)  # fmt: skip
-    return Outcome(_Made("export", target, fp32, exp.to_dict(), exp.check_report, exp, fp32),
+    return Outcome(_Made("export", target, fp32, exp.to_dict(), exp.check_report, exp, fp32, _purpose(fp32)),
                    f"{exp.nodes_final} nodes ({exp.aft_nodes} com.aft), onnxsim {exp.simplify['nodes_before']}->"
                    f"{exp.simplify['nodes_after']}, verify max abs {exp.parity['max_abs']:.2e}")  # fmt: skip
 
@@ -376,7 +377,7 @@ def _quantize(ctx: _Context, exported: _Made, previous: _Made | None = None, *, 
                        progress=False, cache_writes=ctx.cache_writes, calibration=calibration,
                        fp32_logits=fp32_logits, also_check=ctx.also, **_QUIET)  # fmt: skip
     a = q.agreement or {}
-    return Outcome(_Made("quantize", path.name, path, q.to_dict(), q.check_report, q, exported.path),
+    return Outcome(_Made("quantize", path.name, path, q.to_dict(), q.check_report, q, exported.path, _purpose(path)),
                    f"top-1 agreement with fp32 on {a.get('images', 0)} calibration images "
                    f"{a.get('top1_agreement', float('nan')):.2f}%"
                    + (f"; {len(q.nonfinite)} fp16 values took NaN/Inf" if q.nonfinite else ""))  # fmt: skip
@@ -529,10 +530,15 @@ def _report(ctx: _Context, steps: list[Step], onnx: list[_Made], trt_check: dict
     return Outcome(result, f"{ctx.final}/report.md")
 
 
+def _purpose(path: Path) -> dict:
+    """What the ONNX file just written is for, and its compute nodes per precision (from its graph)."""
+    return file_purpose(load_onnx(path, external_data=False))
+
+
 def _purposes(onnx: list[_Made], engines: _Engines) -> dict[str, dict]:
-    """What each file is for and what its compute runs in, by name: an ONNX file's compute nodes
-    per precision counted from its graph, an engine's compute layers from its parsed network."""
-    out = {m.path.name: file_purpose(load_onnx(m.path, external_data=False)) for m in onnx}
+    """What each file is for and what its compute runs in, by name: an ONNX file's as its step
+    found them, an engine's compute layers from its parsed network."""
+    out = {m.path.name: m.purpose for m in onnx if m.purpose is not None}
     for name, record in (engines.records or {}).items():
         out[name] = {"for": engine_made_for(record), "compute": (record.get("network") or {}).get("compute") or {}}
     return out

@@ -207,7 +207,7 @@ def _info_engine(d: dict) -> list[str]:
     lines += [f"sha256       {d['sha256']} (matches {d['manifest']})",
               f"library      {d['library']} {d['library_version']}, {d['precision']}, built "
               + (f"on {d['gpu']}" if d["built_on_gpu"] else "ahead of time on a CPU") + f" in {d['build_seconds']} s",
-              f"runs on      compute capability {targets}",
+              f"runs on      compute capability {targets}", f"for          {d['for']}",
               f"input        {inp.get('name')} min {inp.get('min')} opt {inp.get('opt')} max {inp.get('max')}",
               f"from         {d['onnx']} (sha256 {str(d['onnx_sha256'])[:16]}...)",
               f"network      {d['num_layers']} layers; layers producing {outputs or '?'}",
