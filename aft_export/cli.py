@@ -367,9 +367,12 @@ def _cpu_notes(command: click.Command, params: dict) -> None:
         return
     from aft_export.purpose import cpu_advice
 
-    given = [v for name in RUNS_FILES[command.name] for v in _paths_in(params.get(name))]
-    for path in dict.fromkeys(os.path.realpath(p) for p in given if str(p).lower().endswith(".onnx")):
-        advice = cpu_advice(next(p for p in given if os.path.realpath(p) == path))
+    given = [v for name in RUNS_FILES[command.name] for v in _paths_in(params.get(name)) if v.lower().endswith(".onnx")]
+    once: dict[str, str] = {}
+    for path in given:
+        once.setdefault(os.path.realpath(path), path)  # each file once, as first typed
+    for path in once.values():
+        advice = cpu_advice(path)
         if advice is not None:
             _say(f"note: {advice.text}", err=True)
 

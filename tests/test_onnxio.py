@@ -132,7 +132,8 @@ def test_compute_nodes_count_int8_through_casts_and_transposes_and_skip_data_mov
              helper.make_node("Cast", ["gr"], ["y"], to=TensorProto.FLOAT)]  # fmt: skip
     assert compute_precisions(_graph(nodes, _qdq_inits())) == {"int8": 1, "fp16": 1, "fp32": 1}
     # a MatMul with only one int8 input computes in float: its activations are not rounded
-    half = [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wdq"]), helper.make_node("MatMul", ["x", "wdq"], ["y"])]
+    half = [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wdq"]),
+            helper.make_node("MatMul", ["x", "wdq"], ["y"])]
     assert compute_precisions(_graph(half, _qdq_inits())) == {"fp32": 1}
 
 
@@ -174,8 +175,9 @@ def test_a_modelopt_style_int8_whose_rest_is_fp16_counts_mostly_fp16():
     from onnx import numpy_helper
 
     inits = [numpy_helper.from_array(np.arange(-8, 8, dtype=np.int8).reshape(4, 4), "w"),
-             numpy_helper.from_array(np.array(0.05, np.float16), "s"), numpy_helper.from_array(np.array(0, np.int8), "z"),
-             numpy_helper.from_array(np.full(4, 0.1, np.float16), "b"), numpy_helper.from_array(np.ones(4, np.float16), "g")]
+             numpy_helper.from_array(np.array(0.05, np.float16), "s"),
+             numpy_helper.from_array(np.array(0, np.int8), "z"), numpy_helper.from_array(np.full(4, 0.1, np.float16), "b"),
+             numpy_helper.from_array(np.ones(4, np.float16), "g")]  # fmt: skip
     nodes = [helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16),
              helper.make_node("LayerNormalization", ["h", "g", "b"], ["n"]),
              helper.make_node("QuantizeLinear", ["n", "s", "z"], ["q"]),

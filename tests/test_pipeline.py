@@ -60,8 +60,8 @@ def test_pipeline_writes_a_complete_run_directory(ckpt, tmp_path, cifar10):
     assert res.exit_code == (3 if rtx_not_run else 0), res.output
     assert "PASS" in res.output and "model.int8.onnx" in res.output
     names = {p.name for p in out.iterdir()}
-    assert {"model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.portable.int8.onnx", "manifest.json", "report.md",
-            "plots"} <= names and "model.portable.fp16.onnx" not in names  # the CPU's int8 too; no portable fp16
+    assert {"model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.portable.int8.onnx", "manifest.json",
+            "report.md", "plots"} <= names and "model.portable.fp16.onnx" not in names  # the CPU's int8; no fp16
     assert {p.name for p in (out / "plots").iterdir()} == {"accuracy.svg", "errors.svg", "latency_b1.svg",
                                                            "latency_b4.svg"}  # fmt: skip
     manifest = json.loads((out / "manifest.json").read_text())
@@ -76,9 +76,9 @@ def test_pipeline_writes_a_complete_run_directory(ckpt, tmp_path, cifar10):
                                                       "verification commands", "tensorrt engines", "parity", "eval",
                                                       "bench", "report"]  # fmt: skip
     trt = steps["tensorrt engines"]  # said plainly, never reported as done
-    onnx_files = {"model.onnx": True, "model.fp16.onnx": True, "model.int8.onnx": True, "model.portable.int8.onnx": True}
+    onnx_files = {n: True for n in ("model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.portable.int8.onnx")}
     if rtx_not_run:
-        engines = ["model.rtx.engine", "model.fp16.rtx.engine", "model.int8.rtx.engine", "model.portable.int8.rtx.engine"]
+        engines = [f"{n}.rtx.engine" for n in ("model", "model.fp16", "model.int8", "model.portable.int8")]
         assert trt["status"] == "ok" and trt["detail"] == "4 TensorRT-RTX engines built, not run: no GPU here"
         assert {a: v["bytes"] > 0 for a, v in manifest["artifacts"].items()} == {**onnx_files, **{e: True for e in engines}}
         assert all((out / f"{e}.json").is_file() for e in engines)
@@ -129,18 +129,21 @@ def test_pipeline_writes_a_complete_run_directory(ckpt, tmp_path, cifar10):
     # the CPU's int8: the portable target's, quantised from model.onnx on the same calibration set
     cpu = read_metadata(load_onnx(out / "model.portable.int8.onnx"))
     cpu_recipe = json.loads(cpu["quantization"])
-    assert (cpu["export_target"], cpu_recipe["converted_from"], cpu_recipe["weight_bits"], cpu_recipe["rest_precision"]) \
-        == ("portable", "tensorrt", 7, "fp32") and cpu_recipe["calibration"] == recipe["calibration"]  # fmt: skip
+    assert (cpu["export_target"], cpu_recipe["converted_from"], cpu_recipe["weight_bits"],
+            cpu_recipe["rest_precision"]) == ("portable", "tensorrt", 7, "fp32")  # fmt: skip
+    assert cpu_recipe["calibration"] == recipe["calibration"]
     # what each file is for and what its compute runs in, in the summary, the manifest, the report and the output
     rows = {r["artifact"]: r for r in manifest["summary"]}
     files = manifest["results"]["files"]
     assert rows["model.int8.onnx"]["for"] == "TensorRT 10.3+/11, TensorRT-RTX (slow on CPUs: use the portable int8)"
-    assert rows["model.portable.int8.onnx"]["for"] == "CPUs: ONNX Runtime, OpenVINO" and rows[ckpt.name]["for"] == "PyTorch"
+    assert rows["model.portable.int8.onnx"]["for"] == "CPUs: ONNX Runtime, OpenVINO"
+    assert rows[ckpt.name]["for"] == "PyTorch"
     assert files["model.portable.int8.onnx"]["compute"] == rows["model.portable.int8.onnx"]["compute"]
     assert set(rows["model.portable.int8.onnx"]["compute"]) == {"int8", "fp32"} and rows["model.onnx"]["compute"] == {
         "fp32": rows["model.onnx"]["compute"]["fp32"]} and rows["model.int8.onnx"]["compute"]["fp16"] > 0  # fmt: skip
     assert rows["model.int8.onnx"]["compute"]["int8"] == rows["model.portable.int8.onnx"]["compute"]["int8"]
-    assert "| model.portable.int8.onnx | CPUs: ONNX Runtime, OpenVINO |" in report and "## What each file is for" in report
+    assert "## What each file is for" in report and "| model.portable.int8.onnx | CPUs: ONNX Runtime, OpenVINO |" \
+        in report  # fmt: skip
     assert "for: model.portable.int8.onnx: CPUs: ONNX Runtime, OpenVINO" in res.output
 
 

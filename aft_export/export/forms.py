@@ -44,7 +44,8 @@ def conversion_problem(model, source: str, target: str) -> str | None:
     if source == target:
         return None
     if source != DEFAULT_TARGET:
-        how = "functions inlined, LayerNorm decomposed, opset 17" if source == "tensorrt8" else "functions inlined, opset 19"
+        how = ("functions inlined, LayerNorm decomposed, opset 17" if source == "tensorrt8" else
+               "functions inlined, opset 19")  # fmt: skip
         return f"a {source} graph ({how}) is made once, from the {DEFAULT_TARGET} form, and not converted again"
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     if opset != SOURCE_OPSET:
