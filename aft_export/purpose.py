@@ -23,11 +23,13 @@ SLOW_ON_CPUS = "slow on CPUs: use the portable int8"
 CPU_INT8 = EXPORT_TARGETS["portable"]  # the target whose int8 is the CPU's (fp32 rest, 7-bit weights)
 
 
-def made_for(target: str | None, precision: str, compute: dict[str, int]) -> str:
+def made_for(target: str | None, precision: str, compute: dict[str, int], weight_bits: int | None = None) -> str:
     """The runtimes a file is for, in words: from its export target (None or unknown: another tool's
     file, which records none), its precision (``graph_precision``) and its compute nodes per
     precision (``compute_precisions``). A file that computes in fp16 (an fp16 graph, an int8 graph's
-    fp16 rest) is for the runtimes where fp16 is fast, and said to be slow on CPUs."""
+    fp16 rest) is for the runtimes where fp16 is fast, and said to be slow on CPUs. ``weight_bits``:
+    an int8 recipe's; the CPU's int8 asked for with full-range weights (``weight_bits=8``) is wrong
+    in OpenVINO on CPUs without VNNI (QuantizeOptions.weight_bits), and says so."""
     fp16 = compute.get("fp16", 0) > 0
     t = EXPORT_TARGETS.get(target or "")
     if t is None:
@@ -36,6 +38,8 @@ def made_for(target: str | None, precision: str, compute: dict[str, int]) -> str
         return "not recorded (another tool's file)"
     if fp16 and precision != "fp32":
         return f"{t.fp16_runtimes} ({SLOW_ON_CPUS}" + (")" if precision == "int8" else " or the fp32 file)")
+    if precision == "int8" and t is CPU_INT8 and weight_bits == 8:
+        return "CPUs: ONNX Runtime; OpenVINO on CPUs with VNNI only (8-bit weights)"
     return t.int8_runtimes if precision == "int8" else t.runtimes
 
 
@@ -44,7 +48,18 @@ def file_purpose(model) -> dict:
     compute = compute_precisions(model)
     meta = ArtifactMeta.of(model)
     target = meta.get("export_target") or (DEFAULT_TARGET if meta.ours else None)
-    return {"for": made_for(target, graph_precision(model), compute), "compute": compute}
+    precision = graph_precision(model)
+    return {"for": made_for(target, precision, compute, _weight_bits(meta) if precision == "int8" else None),
+            "compute": compute}
+
+
+def _weight_bits(meta: ArtifactMeta) -> int | None:
+    """The int8 weight bits the file's recipe records (8 where it names none), None without a readable recipe."""
+    try:
+        recipe = meta.json("quantization")
+    except (KeyError, ValueError):
+        return None
+    return recipe.get("weight_bits", 8) if isinstance(recipe, dict) else None
 
 
 def engine_made_for(record: dict) -> str:

@@ -57,6 +57,8 @@ def test_each_file_says_the_runtimes_it_is_for():
     assert made_for("tensorrt", "int8", int8_fp16_rest) == \
         "TensorRT 10.3+/11, TensorRT-RTX (slow on CPUs: use the portable int8)"  # fmt: skip
     assert made_for("portable", "int8", int8_fp32_rest) == "CPUs: ONNX Runtime, OpenVINO"
+    assert made_for("portable", "int8", int8_fp32_rest, weight_bits=7) == "CPUs: ONNX Runtime, OpenVINO"
+    assert "OpenVINO on CPUs with VNNI only" in made_for("portable", "int8", int8_fp32_rest, weight_bits=8)
     assert made_for("tensorrt", "int8", int8_fp32_rest) == "TensorRT 10.3+/11, TensorRT-RTX, ONNX Runtime"
     assert made_for("tensorrt", "fp32", {"fp32": 189}).startswith("TensorRT 10.3+/11")
     assert "OpenVINO" in made_for("portable", "fp32", {"fp32": 189})

@@ -1001,6 +1001,9 @@ def test_cli_weight_bits_and_target(onnx_models, tmp_path, cifar10):
     recipe = json.loads(res.stdout)["recipe"]
     assert "weight_bits" not in recipe and recipe["converted_from"] == "tensorrt"  # 8 bits: the recipe's default
     assert _weights_max(onnx.load(out)) > 64
+    from aft_export.purpose import file_purpose
+
+    assert "OpenVINO on CPUs with VNNI only" in file_purpose(onnx.load(out))["for"]  # what info says of it
     res = CliRunner().invoke(main, ["quantize", str(onnx_models["conv_custom"]), "-o", str(out), "--weight-bits", "6",
                                     "--precision", "int8"])  # fmt: skip
     assert res.exit_code == 2 and "'6' is not one of '7', '8'" in res.output
