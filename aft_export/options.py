@@ -352,10 +352,10 @@ class Backend:
 
 
 BACKENDS = {b.name: b for b in (
-    Backend("onnxruntime", "ONNX Runtime on the CPU", "cpu", False),
-    Backend("onnxruntime-cuda", "ONNX Runtime's CUDA provider (onnxruntime-gpu)", "cuda", True),
-    Backend("onnxruntime-tensorrt", "ONNX Runtime's TensorRT provider (onnxruntime-gpu)", "tensorrt", True),
-    Backend("openvino", "OpenVINO on the CPU (the openvino extra)", None, False),
+    Backend("onnxruntime", "ONNX Runtime, CPU", "cpu", False),
+    Backend("onnxruntime-cuda", "its CUDA provider, onnxruntime-gpu", "cuda", True),
+    Backend("onnxruntime-tensorrt", "its TensorRT provider, onnxruntime-gpu", "tensorrt", True),
+    Backend("openvino", "OpenVINO, CPU, the openvino extra", None, False),
 )}  # fmt: skip
 DEFAULT_BACKEND = "onnxruntime"
 # the word before `backend`: `provider` cpu, cuda or tensorrt, an alias for one release
@@ -369,7 +369,10 @@ OPENVINO_LATENCY_MAX_BATCH = 1
 
 def backend_of(backend: str | None = None, provider: str | None = None) -> str:
     """The backend named by ``backend`` (one of :data:`BACKENDS`; None: :data:`DEFAULT_BACKEND`) or
-    by the old ``provider`` word (cpu, cuda, tensorrt: :data:`PROVIDER_BACKENDS`)."""
+    by the old ``provider`` word (cpu, cuda, tensorrt: :data:`PROVIDER_BACKENDS`), also where it
+    comes in ``backend``'s place (a positional argument of before)."""
+    if provider is None and backend in PROVIDER_BACKENDS:
+        backend, provider = None, backend
     if provider is not None:
         if provider not in PROVIDER_BACKENDS:
             raise AFTExportError(f"unknown provider {provider!r}; choose a `backend`: {', '.join(BACKENDS)}")

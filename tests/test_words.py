@@ -73,6 +73,9 @@ CANNOT_SHOW = [  # the command never shows that message
      "the pipeline sets these itself: it exports at the default opset with a dynamic batch, quantises with the "
      "default method and no exclusions, benches with BenchOptions.warmup, writes the Triton repository with its "
      "defaults"),
+    (("pipeline",), ("backend", "provider"),
+     "the pipeline runs its ONNX files in the default backend and writes the Triton repository with it: no other "
+     "backend is named there"),
 ]
 SHOWN_ELSEWHERE = [  # the command shows it, as the flag of the commands that have it
     (("bench", "doctor", "eval", "infer", "parity", "pipeline", "serve", "train"), ("config",),

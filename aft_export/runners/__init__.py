@@ -68,8 +68,6 @@ def load_runner(artifact: str, backend: str | None = None, config: str | None = 
     path = Path(artifact)
     if not path.exists():
         raise AFTExportError(f"artifact {path} does not exist; check the path")
-    if backend in PROVIDER_KINDS and providers is None:  # the old positional word: load_runner(path, "cuda")
-        backend, providers = None, backend
     ort_list = providers if isinstance(providers, (list, tuple)) else None
     backend = backend_of(backend, None if ort_list is not None else providers)
     suffix = path.suffix.lower()
