@@ -45,17 +45,17 @@ import click
 
 from aft_export.byo.cli import USER_MODEL_KEYS, model_source_from, require_aft_option, user_model_options
 from aft_export.errors import EXIT_BAD_INPUT, EXIT_FOR, EXIT_OK, EXIT_SIGNAL_BASE, EXIT_TABLE, AFTExportError, Verdict
-from aft_export.options import (BACKENDS, CALIB_COUNT, CALIB_SEED, DEFAULT_BACKEND, EXPORT_TARGETS, HW_LEVELS, LIBRARIES, MAX_SEED,
-                                MAX_THREADS, METHODS, OP_FORMS, PRECISIONS, PROVIDER_BACKENDS, QUANTIZED_OP_TYPES,
-                                REST_PRECISIONS, TARGETS, TRITON_BACKENDS, TRITON_DEVICES,
+from aft_export.options import (BACKENDS, CALIB_COUNT, CALIB_SEED, DEFAULT_BACKEND, EXPORT_TARGETS, HW_LEVELS,
+                                LIBRARIES, MAX_SEED, MAX_THREADS, METHODS, OP_FORMS, PRECISIONS, PROVIDER_BACKENDS,
+                                QUANTIZED_OP_TYPES, REST_PRECISIONS, TARGETS, TRITON_BACKENDS, TRITON_DEVICES,
                                 BenchOptions, BuildOptions, DoctorOptions, EvalOptions, ExportOptions,
                                 ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions, TrainConfig,
                                 TritonRepoOptions)  # fmt: skip
 from aft_export.version import __version__
 
 BACKEND_LIST = ", ".join(f"{b.name} ({b.summary})" for b in BACKENDS.values())
-BACKEND_HELP = (f"Where .onnx artifacts run: {BACKEND_LIST}. A GPU backend also runs checkpoints in PyTorch on the GPU; "
-                f"engines run in TensorRT.")  # fmt: skip
+BACKEND_HELP = (f"Where .onnx artifacts run: {BACKEND_LIST}. A GPU backend also runs checkpoints in PyTorch on "
+                f"the GPU; engines run in TensorRT.")  # fmt: skip
 PROVIDERS = click.Choice(list(PROVIDER_BACKENDS))  # the old --provider, an alias of --backend for one release
 OUTPUT_PARAMS = ("output",)  # parameters that name what a command writes
 

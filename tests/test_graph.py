@@ -29,7 +29,8 @@ def _dequantized(weights, as_constant: bool = False, dtype=None):
 
     w = numpy_helper.from_array(np.asarray(weights, dtype or np.int8).reshape(4, 4), "w")
     scale = numpy_helper.from_array(np.array(0.1, np.float32), "scale")
-    nodes = [helper.make_node("DequantizeLinear", ["w", "scale"], ["wf"]), helper.make_node("MatMul", ["image", "wf"], ["y"])]
+    nodes = [helper.make_node("DequantizeLinear", ["w", "scale"], ["wf"]),
+             helper.make_node("MatMul", ["image", "wf"], ["y"])]  # fmt: skip
     inits = [scale]
     if as_constant:
         nodes.insert(0, helper.make_node("Constant", [], ["w"], value=w))

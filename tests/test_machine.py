@@ -12,7 +12,8 @@ processor\t: 1
 model name\t: AMD EPYC 7B13
 flags\t\t: fpu vme sse sse2 avx avx2 fma bmi2 avx512f avx512_vnni
 """
-SAPPHIRE = "model name : Intel Xeon Platinum 8480+\nflags : avx2 avx512f avx512_vnni avx_vnni amx_bf16 amx_tile amx_int8\n"
+SAPPHIRE = ("model name : Intel Xeon Platinum 8480+\n"
+            "flags : avx2 avx512f avx512_vnni avx_vnni amx_bf16 amx_tile amx_int8\n")
 ALDER = "model name : 12th Gen Intel Core i7\nflags : avx2 avx_vnni\n"
 GRAVITON = "processor : 0\nBogoMIPS : 243.75\nFeatures : fp asimd evtstrm aes sha1 sha2 crc32 atomics asimddp\n"
 

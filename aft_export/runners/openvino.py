@@ -124,7 +124,7 @@ class OpenVinoRunner(Runner):
         except Exception as exc:  # noqa: BLE001 - OpenVINO raises RuntimeError/OpConversionFailure for a graph it cannot take
             raise AFTExportError(f"OpenVINO cannot load {where}: {_first_line(exc)}") from None
         self._compiled: dict[str, object] = {}
-        self._queues: dict[str, tuple] = {}
+        self._queue = None  # the THROUGHPUT model's requests, made on first use
         self._where = where
         compiled = self.compiled_for("LATENCY")  # compiled now: a graph OpenVINO cannot compile fails here
         # OpenVINO gives a tensor every name it had (the graph's, and those of casts folded into it):
@@ -163,13 +163,10 @@ class OpenVinoRunner(Runner):
 
     def _run_split(self, feeds: dict, batch: int) -> dict:
         """One batch split over the THROUGHPUT model's requests, run at once, joined in order."""
-        ov = self._ov
-        if "THROUGHPUT" not in self._queues:
-            compiled = self.compiled_for("THROUGHPUT")
-            n = self.requests()
-            self._queues["THROUGHPUT"] = (ov.AsyncInferQueue(compiled, n), n)
-        queue, n = self._queues["THROUGHPUT"]
-        parts = min(n, batch)
+        if self._queue is None:
+            self._queue = self._ov.AsyncInferQueue(self.compiled_for("THROUGHPUT"), self.requests())
+        queue = self._queue
+        parts = min(len(queue), batch)
         bounds = np.linspace(0, batch, parts + 1).astype(int)
         results: list = [None] * parts
 
