@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
-from aft_export.options import BenchOptions, check_threads
+from aft_export.options import BACKENDS, BenchOptions, backend_of, check_threads
 from aft_export.preprocess import ForeignPreprocessing
 from aft_export.runners import OrtRunner, load_runner
 
@@ -47,22 +47,25 @@ def bench_runner(runner, batch: int, warmup: int = BenchOptions.warmup, iters: i
 
 
 def bench(artifacts: list[str], batches=BenchOptions.batches, warmup: int = BenchOptions.warmup,
-          iters: int = BenchOptions.iters, threads: int = 0, providers: list[str] | None = None,
+          iters: int = BenchOptions.iters, threads: int = 0, backend: str | None = BenchOptions.backend,
           runners: dict | None = None, profile: bool = False,
-          preprocessing: ForeignPreprocessing | None = None) -> dict:  # fmt: skip
+          preprocessing: ForeignPreprocessing | None = None, providers: str | None = None) -> dict:  # fmt: skip
     """Latency and throughput of each artifact at each batch size. ``runners``: runners
     already made, by artifact path; ``preprocessing``: the input size of an ONNX file another
     tool wrote (or the JSON beside it). ``profile``: also ONNX Runtime's time per op type for
     each ONNX file at each batch size (``iters`` runs after one warm-up, in a profiling
-    session of its own, so the timings above are not slowed by the profiler)."""
+    session of its own, so the timings above are not slowed by the profiler). ``backend``: where
+    ONNX files run (:data:`~aft_export.options.BACKENDS`; ``providers``, the old word, for one
+    release)."""
     if warmup < 0 or iters < 1 or not batches or min(batches) < 1:
         raise AFTExportError(f"bench needs `iters` >= 1, `warmup` >= 0 and `batches` of sizes >= 1 (got `iters={iters}`, "
                              f"`warmup={warmup}`, batches {list(batches)})")  # fmt: skip
     check_threads(threads)
+    backend = backend_of(backend, providers)
     rows, skipped, profiles = [], [], []
     for artifact in artifacts:
         try:
-            runner = (runners or {}).get(str(artifact)) or load_runner(artifact, providers, threads=threads,
+            runner = (runners or {}).get(str(artifact)) or load_runner(artifact, backend, threads=threads,
                                                                        preprocessing=preprocessing)  # fmt: skip
         except RuntimeMissing as exc:  # skipped with the reason, never timed as something else
             skipped.append({"artifact": artifact, "batch": None, "reason": str(exc)})
@@ -74,7 +77,7 @@ def bench(artifacts: list[str], batches=BenchOptions.batches, warmup: int = Benc
                 continue
             rows.append(bench_runner(runner, batch, warmup, iters))
             if profile:
-                profiles.append(_profile(artifact, runner, batch, iters, providers, threads, preprocessing))
+                profiles.append(_profile(artifact, runner, batch, iters, backend, threads, preprocessing))
     result = {"machine": platform.machine(), "processor": platform.processor(), "rows": rows, "skipped": skipped,
               "verdict": bench_verdict(skipped).to_dict()}  # fmt: skip
     if profile:
@@ -89,11 +92,12 @@ def bench_verdict(skipped: list[dict]) -> Verdict:
                                   + f" not timed: {s['reason']}" for s in skipped])  # fmt: skip
 
 
-def _profile(artifact, runner, batch: int, iters: int, providers, threads: int, preprocessing=None) -> dict:
+def _profile(artifact, runner, batch: int, iters: int, backend: str, threads: int, preprocessing=None) -> dict:
     """ONNX Runtime's time per op type for one artifact at one batch size."""
     entry = {"artifact": str(artifact), "batch": batch, "runs": iters}
     if not isinstance(runner, OrtRunner):
         return {**entry, "ops": [], "reason": f"profiles come from ONNX Runtime; {runner.backend} has none here"}
-    prof = OrtRunner(str(artifact), providers, threads=threads, profile=True, preprocessing=preprocessing)
+    prof = OrtRunner(str(artifact), BACKENDS[backend].provider, threads=threads, profile=True,
+                     preprocessing=preprocessing)  # fmt: skip
     bench_runner(prof, batch, warmup=1, iters=iters)
     return {**entry, "ops": prof.op_profile(skip_runs=1)}

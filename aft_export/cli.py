@@ -45,17 +45,18 @@ import click
 
 from aft_export.byo.cli import USER_MODEL_KEYS, model_source_from, require_aft_option, user_model_options
 from aft_export.errors import EXIT_BAD_INPUT, EXIT_FOR, EXIT_OK, EXIT_SIGNAL_BASE, EXIT_TABLE, AFTExportError, Verdict
-from aft_export.options import (CALIB_COUNT, CALIB_SEED, EXPORT_TARGETS, HW_LEVELS, LIBRARIES, MAX_SEED,
-                                MAX_THREADS, METHODS, OP_FORMS, PRECISIONS, QUANTIZED_OP_TYPES, REST_PRECISIONS,
-                                TARGETS, TRITON_DEVICES,
+from aft_export.options import (BACKENDS, CALIB_COUNT, CALIB_SEED, DEFAULT_BACKEND, EXPORT_TARGETS, HW_LEVELS,
+                                LIBRARIES, MAX_SEED, MAX_THREADS, METHODS, OP_FORMS, PRECISIONS, PROVIDER_BACKENDS,
+                                QUANTIZED_OP_TYPES, REST_PRECISIONS, TARGETS, TRITON_BACKENDS, TRITON_DEVICES,
                                 BenchOptions, BuildOptions, DoctorOptions, EvalOptions, ExportOptions,
                                 ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions, TrainConfig,
                                 TritonRepoOptions)  # fmt: skip
 from aft_export.version import __version__
 
-PROVIDERS = click.Choice(["cpu", "cuda", "tensorrt"])
-PROVIDER_HELP = ("cpu, cuda or tensorrt: ONNX Runtime's execution provider for .onnx artifacts (cuda/tensorrt "
-                 "need onnxruntime-gpu); cuda/tensorrt also run checkpoints in PyTorch on the GPU.")  # fmt: skip
+BACKEND_LIST = ", ".join(f"{b.name} ({b.summary})" for b in BACKENDS.values())
+BACKEND_HELP = (f"Where .onnx artifacts run: {BACKEND_LIST}. A GPU backend also runs checkpoints in PyTorch on "
+                f"the GPU; engines run in TensorRT.")  # fmt: skip
+PROVIDERS = click.Choice(list(PROVIDER_BACKENDS))  # the old --provider, an alias of --backend for one release
 OUTPUT_PARAMS = ("output",)  # parameters that name what a command writes
 
 
@@ -532,6 +533,26 @@ def _foreign(kw: dict):
     return ForeignPreprocessing(**given)
 
 
+def _provider_alias(ctx, param, value):
+    """``--provider`` (cpu, cuda, tensorrt), the old name of ``--backend``: still read, with a note."""
+    if value is not None:
+        click.echo(f"warning: {ctx.command.name} --provider {value} is now --backend {PROVIDER_BACKENDS[value]}; the "
+                   f"old name goes in aft-export {RENAMED_UNTIL}", err=True)  # fmt: skip
+    return value
+
+
+def backend_options(owner=None, help_text: str = BACKEND_HELP):
+    """``--backend`` (the runners' own names, :data:`aft_export.options.BACKENDS`; its default ``owner``'s,
+    else DEFAULT_BACKEND) and, hidden, the old ``--provider cpu|cuda|tensorrt`` it replaces (the library
+    reads both: ``backend``, ``providers``)."""
+    first = default(owner, "backend") if owner is not None else DEFAULT_BACKEND
+    options = [click.option("--backend", type=click.Choice(list(BACKENDS)), default=first,
+                            show_default=True, help=help_text),
+               click.option("--provider", type=PROVIDERS, hidden=True, callback=_provider_alias,
+                            help="The old name of --backend (cpu, cuda, tensorrt).")]  # fmt: skip
+    return _apply(options)
+
+
 def _exit(verdict: Verdict) -> int:
     """The exit status of a command whose checks concluded ``verdict`` (the exit-code table)."""
     return EXIT_FOR[verdict.status]
@@ -757,10 +778,10 @@ def quantize_cmd(model, output, calib, exclude, cache_dir, no_cache, mean, std, 
 @click.option("--images", type=COUNT, default=ParityOptions.images, show_default=True, help="Number of real images.")
 @click.option("--tolerance", "overrides", multiple=True, metavar="PREC.FIELD=VALUE",
               help="Override a limit, e.g. fp16.max_abs=0.1 (repeatable).")
-@click.option("--provider", type=PROVIDERS, default="cpu", show_default=True, help=PROVIDER_HELP)
+@backend_options(ParityOptions)
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
 @user_model_options
-def parity_cmd(checkpoint, artifacts, data, images, overrides, provider, as_json, **byo) -> None:
+def parity_cmd(checkpoint, artifacts, data, images, overrides, backend, provider, as_json, **byo) -> None:
     """Compare artifacts with the fp32 PyTorch checkpoint (or, with --model-def and --weights,
     the user's own module: then every argument is an artifact). An ONNX file another tool wrote
     (ModelOpt, ONNX Runtime's quantiser: no aft-export metadata) is fed as the reference is.
@@ -774,7 +795,7 @@ def parity_cmd(checkpoint, artifacts, data, images, overrides, provider, as_json
     # with --model-def the reference is the user's own module and every argument is an artifact
     reference, first = model_source_from(checkpoint, byo, role="artifact")
     artifacts = (first, *artifacts) if first is not None else artifacts
-    report = run_parity(reference, list(artifacts), data, images=images, overrides=list(overrides),
+    report = run_parity(reference, list(artifacts), data, images=images, overrides=list(overrides), backend=backend,
                         providers=provider)  # fmt: skip
     _json(report) if as_json else _echo(format_parity(report))
     return _exit(Verdict.from_dict(report["verdict"]))
@@ -787,12 +808,12 @@ def parity_cmd(checkpoint, artifacts, data, images, overrides, provider, as_json
 @click.option("--warmup", type=NONNEGATIVE, default=BenchOptions.warmup, show_default=True)
 @click.option("--iters", type=COUNT, default=BenchOptions.iters, show_default=True)
 @click.option("--threads", type=THREADS, default=0, help="CPU threads (0: the backend's default).")
-@click.option("--provider", type=PROVIDERS, default="cpu", show_default=True, help=PROVIDER_HELP)
+@backend_options(BenchOptions)
 @click.option("--profile", is_flag=True, help="Also ONNX Runtime's time per op type for each ONNX file and batch "
               "(its profiler, in a session of its own; fused ops under their own names).")
 @foreign_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_json, **kw) -> None:
+def bench_cmd(artifacts, batches, warmup, iters, threads, backend, provider, profile, as_json, **kw) -> None:
     """Latency p50/p90/p99 and throughput of checkpoints, ONNX files and engines.
 
     Exit 0: every artifact timed at every batch size; 3: one was skipped (its runtime or a
@@ -801,8 +822,8 @@ def bench_cmd(artifacts, batches, warmup, iters, threads, provider, profile, as_
     from aft_export.bench import bench
     from aft_export.report import format_bench
 
-    report = bench(list(artifacts), list(batches), warmup=warmup, iters=iters, threads=threads, providers=provider,
-                   profile=profile, preprocessing=_foreign(kw))  # fmt: skip
+    report = bench(list(artifacts), list(batches), warmup=warmup, iters=iters, threads=threads, backend=backend,
+                   providers=provider, profile=profile, preprocessing=_foreign(kw))  # fmt: skip
     _json(report) if as_json else _echo(format_bench(report))
     return _exit(Verdict.from_dict(report["verdict"]))
 
@@ -1023,14 +1044,14 @@ def build_cmd(model, output, compute_capabilities, **kw) -> None:
 @click.argument("artifact", type=click.Path(dir_okay=False))
 @click.argument("images", nargs=-1, required=True, type=click.Path())
 @click.option("--top-k", type=COUNT, default=5, show_default=True)
-@click.option("--provider", type=PROVIDERS, default="cpu", show_default=True, help=PROVIDER_HELP)
+@backend_options()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def infer_cmd(artifact, images, top_k, provider, as_json) -> None:
+def infer_cmd(artifact, images, top_k, backend, provider, as_json) -> None:
     """Top-k classes from a checkpoint, ONNX file or engine for images or folders of images."""
     from aft_export.predict import classify
     from aft_export.report import format_predictions
 
-    result = classify(artifact, images, top_k=top_k, providers=provider)
+    result = classify(artifact, images, top_k=top_k, backend=backend, providers=provider)
     _json(result) if as_json else _echo(format_predictions(result))
 
 
@@ -1039,10 +1060,10 @@ def infer_cmd(artifact, images, top_k, provider, as_json) -> None:
 @click.option("--data", required=True, type=click.Path(), help="Labelled ImageFolder directory or tar.")
 @click.option("--batch-size", type=BATCH, default=EvalOptions.batch_size, show_default=True)
 @click.option("--images", "limit", type=COUNT, help="Evaluate a fixed subset of N images [default: all].")
-@click.option("--provider", type=PROVIDERS, default="cpu", show_default=True, help=PROVIDER_HELP)
+@backend_options(EvalOptions)
 @foreign_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def eval_cmd(artifacts, data, batch_size, limit, provider, as_json, **kw) -> None:
+def eval_cmd(artifacts, data, batch_size, limit, backend, provider, as_json, **kw) -> None:
     """Top-1/top-5 of each checkpoint, ONNX file or engine on a labelled set, side by side, with
     each one's top-1 agreement with the first.
 
@@ -1052,8 +1073,8 @@ def eval_cmd(artifacts, data, batch_size, limit, provider, as_json, **kw) -> Non
     from aft_export.evaluate import eval_verdict, evaluate_artifacts
     from aft_export.report import format_eval
 
-    rows = evaluate_artifacts(list(artifacts), data, batch_size=batch_size, limit=limit, providers=provider,
-                              preprocessing=_foreign(kw))  # fmt: skip
+    rows = evaluate_artifacts(list(artifacts), data, batch_size=batch_size, limit=limit, backend=backend,
+                              providers=provider, preprocessing=_foreign(kw))  # fmt: skip
     _json(rows) if as_json else _echo(format_eval(rows))
     return _exit(eval_verdict(rows))
 
@@ -1079,11 +1100,11 @@ def _triton_options(owner):
 @click.option("--grpc-port", type=PORT, default=default(ServeOptions, "grpc_port"), show_default=True)
 @click.option("--metrics-port", type=PORT, default=default(ServeOptions, "metrics_port"), show_default=True)
 @_apply(_triton_options(ServeOptions))
-@click.option("--provider", type=PROVIDERS, default=default(ServeOptions, "provider"), show_default=True,
-              help=PROVIDER_HELP)
+@backend_options(ServeOptions, help_text=f"Where ONNX files run, inside Triton's Python backend stub: {BACKEND_LIST}; "
+                                         f"engines run in TensorRT.")
 @click.option("--threads", type=THREADS, default=default(ServeOptions, "threads"), show_default=True,
-              help="ONNX Runtime threads per model instance (0: the CPUs this process may use, shared out among "
-                   "the instances of every model; printed at start).")
+              help="Threads per model instance, ONNX Runtime's or OpenVINO's (0: the CPUs this process may use, "
+                   "shared out among the instances of every model; printed at start).")
 @click.option("--drain-seconds", type=click.IntRange(0, 3600), default=default(ServeOptions, "drain_seconds"),
               show_default=True, help="On SIGINT/SIGTERM, how long Triton waits for the requests in flight.")
 @foreign_options
@@ -1109,11 +1130,14 @@ def serve_cmd(artifacts, **kw) -> int:
 @click.option("--device", type=click.Choice(TRITON_DEVICES), default=default(TritonRepoOptions, "device"),
               show_default=True, help="Where ONNX models run (instance_group kind; auto: Triton's KIND_AUTO, the "
                                       "GPUs where there are any, else the CPU); engines always on the GPU.")
+@click.option("--backend", type=click.Choice(TRITON_BACKENDS), default=default(TritonRepoOptions, "backend"),
+              show_default=True, help="Triton's backend for ONNX files: onnxruntime (onnxruntime_onnx, CPU or GPU) or "
+                                      "openvino (CPU; the file with its functions inlined, a complete config).")
 @click.option("--threads", type=THREADS, default=default(TritonRepoOptions, "threads"), show_default=True,
-              help="ONNX Runtime's intra_op_thread_count per instance (0: its default, the container's cores; with "
-                   "--instances N give cores/N).")
+              help="Threads per instance: ONNX Runtime's intra_op_thread_count, OpenVINO's INFERENCE_NUM_THREADS "
+                   "(0: the backend's default, the container's cores; with --instances N give cores/N).")
 def triton_repo_cmd(artifacts, output, **kw) -> None:
-    """Write a Triton model repository (config.pbtxt per model, onnxruntime_onnx or
+    """Write a Triton model repository (config.pbtxt per model, onnxruntime_onnx, openvino or
     tensorrt_plan, dynamic batching, warm-up requests, a preprocessing model and ensembles
     for encoded images, a Dockerfile, README.md and client.py) for a Triton container."""
     from aft_export.tritonrepo import write_repository

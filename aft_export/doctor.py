@@ -324,7 +324,7 @@ def _checks(c: _Runner, ckpt: Path, data: str, calib: str, opts: DoctorOptions, 
     # files in ONNX Runtime's CUDA provider, against the CPU PyTorch reference; 3 (an artifact
     # skipped: ONNX Runtime without CUDA) is recorded, not failed, as the command says it
     onnx_files = made(onnx.values())
-    cuda = ["--provider", "cuda"]
+    cuda = ["--backend", "onnxruntime-cuda"]
     if env.get("gpu") is None:
         for check in ("parity CUDA", "eval CUDA", "bench CUDA"):
             c.skip(check, "no CUDA GPU is visible to PyTorch here")

@@ -92,3 +92,9 @@ class CheckFailed(AFTExportError):
 
 class RuntimeMissing(AFTExportError):
     """A backend (TensorRT, a CUDA execution provider) is not available here."""
+
+
+class NotForThisCPU(RuntimeMissing):
+    """The runtime is here but computes this file wrongly on this CPU (OpenVINO's int8 kernels
+    with 8-bit weights on an x86 CPU without VNNI): refused before it runs, and reported as a
+    missing runtime is, skipped with the reason, never as passed and never recommended."""

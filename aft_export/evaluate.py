@@ -34,8 +34,9 @@ def evaluate_model(model, images: np.ndarray, labels: np.ndarray, mean, std,
 
 
 def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size, limit: int | None = None,
-                       providers: list[str] | None = None, runners: dict | None = None,
-                       workers: int = 1, preprocessing: ForeignPreprocessing | None = None) -> list[dict]:  # fmt: skip
+                       backend: str | None = EvalOptions.backend, runners: dict | None = None,
+                       workers: int = 1, preprocessing: ForeignPreprocessing | None = None,
+                       providers: str | None = None) -> list[dict]:  # fmt: skip
     """Top-1/top-5 of checkpoints or ONNX files on one labelled set, decoded once, and each
     artifact's top-1 agreement with the first one (the reference, usually fp32).
 
@@ -44,7 +45,8 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
     ``data``: a source, or images already decoded (:class:`~aft_export.data.LabelledImages`);
     ``runners``: runners already made, by artifact path (the pipeline makes each once);
     ``workers``: artifacts evaluated at the same time (give runners of one thread each:
-    a small model runs more images per CPU second on one thread than on two).
+    a small model runs more images per CPU second on one thread than on two); ``backend``: where
+    ONNX files run (:data:`~aft_export.options.BACKENDS`; ``providers``, the old word, for one release).
     """
     runners_given = runners or {}
     if not artifacts:
@@ -54,7 +56,8 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
     runners, skipped = [], {}
     for i, a in enumerate(artifacts):
         try:
-            runners.append(runners_given.get(str(a)) or load_runner(str(a), providers, preprocessing=preprocessing))
+            runners.append(runners_given.get(str(a)) or load_runner(str(a), backend, preprocessing=preprocessing,
+                                                                    providers=providers))  # fmt: skip
         except RuntimeMissing as exc:  # reported as skipped with the reason, never as evaluated
             if i == 0:
                 raise AFTExportError(f"the first artifact is the reference and cannot be skipped: {exc}") from None
@@ -121,9 +124,9 @@ def eval_verdict(rows: list[dict]) -> Verdict:
 
 
 def evaluate_artifact(artifact, data: str, batch_size: int = EvalOptions.batch_size, limit: int | None = None,
-                      providers: list[str] | None = None) -> dict:  # fmt: skip
+                      backend: str | None = EvalOptions.backend, providers: str | None = None) -> dict:  # fmt: skip
     """Top-1/top-5 of one checkpoint or ONNX file (see :func:`evaluate_artifacts`)."""
-    return evaluate_artifacts([artifact], data, batch_size, limit, providers)[0]
+    return evaluate_artifacts([artifact], data, batch_size, limit, backend, providers=providers)[0]
 
 
 def evaluate_checkpoint(path, data: str, batch_size: int = EvalOptions.batch_size,

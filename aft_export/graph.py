@@ -368,3 +368,49 @@ def activation_bytes_per_image(model, input_size) -> tuple[int, int]:
     largest = max([nbytes(v) for v in inferred.graph.value_info if v.name not in weights] + [0])
     io = nbytes(inferred.graph.input[0]) + sum(nbytes(o) for o in inferred.graph.output)
     return largest, io
+
+
+# int8 weights a CPU without VNNI can take: its int8 dot product (x86 vpmaddubsw) adds two u8 x s8
+# products in a saturating 16-bit sum, and 2 x 255 x 64 = 32640 fits in 32767 where 2 x 255 x 65
+# does not. ONNX Runtime's 7-bit weights (reduce_range) are [-64, 64]; full-range ones [-127, 127].
+PAIR_SAFE_INT8 = 64
+
+
+def int8_weight_bits(model, base_dir: str | None = None) -> int | None:
+    """7 when every int8 constant the graph dequantises (an initializer or a ``Constant`` feeding
+    ``DequantizeLinear``: the weights of a Q/DQ graph, whoever wrote it) is within
+    [-:data:`PAIR_SAFE_INT8`, :data:`PAIR_SAFE_INT8`], 8 when one is outside, None when the graph
+    dequantises no int8 constant. Weights in external data are read from ``base_dir``; where they
+    cannot be read they count as 8 bits (not shown to be safe)."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    constants = {t.name: t for t in model.graph.initializer}
+    bodies = [model.graph.node, *(f.node for f in model.functions)]
+    for nodes in bodies:
+        for node in nodes:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+                value = next((a.t for a in node.attribute if a.name == "value"), None)
+                if value is not None:
+                    constants.setdefault(node.output[0], value)
+    ranges = []
+    for nodes in bodies:
+        for node in nodes:
+            if node.op_type != "DequantizeLinear" or not node.input or node.input[0] not in constants:
+                continue
+            tensor = constants[node.input[0]]
+            if tensor.data_type != onnx.TensorProto.INT8:
+                continue
+            external = tensor.data_location == onnx.TensorProto.EXTERNAL
+            try:
+                if external and not base_dir:
+                    raise OSError("no directory to read external data from")
+                values = numpy_helper.to_array(tensor, base_dir or "")
+            except (OSError, ValueError):  # external data that is not there: not shown to be safe
+                ranges.append(False)
+                continue
+            ranges.append(bool(values.size == 0 or np.abs(values.astype(np.int16)).max() <= PAIR_SAFE_INT8))
+    if not ranges:
+        return None
+    return 7 if all(ranges) else 8

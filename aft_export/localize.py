@@ -7,7 +7,7 @@ with its fp32 counterpart in the artifact's execution order. The first one whose
 relative error (max abs difference over the reference's max abs) exceeds the
 precision's limit (:data:`aft_export.compare.INTERMEDIATE_REL`) is where the divergence
 starts; the exporter's node metadata names the PyTorch module it came from. The
-artifact runs on the provider it failed on; the fp32 reference on the CPU.
+artifact runs on the backend it failed on; the fp32 reference in ONNX Runtime on the CPU.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from aft_export.compare import INTERMEDIATE_REL, relative_error
 from aft_export.errors import AFTExportError
 from aft_export.graph import node_module, with_outputs
 from aft_export.onnxio import load_onnx
-from aft_export.runners import ModelInfo, OrtRunner
+from aft_export.runners import ModelInfo, OrtRunner, onnx_runner
 
 SKIP_OPS = ("QuantizeLinear", "DequantizeLinear", "Cast")
 _INFO = ModelInfo([], (0, 0, 0), (0.0, 0.0, 0.0), (1.0, 1.0, 1.0))  # the graphs are fed directly
 
 
 def localize(reference, artifact, images: np.ndarray, precision: str, limit: float | None = None,
-             providers=None) -> dict:  # fmt: skip
+             backend: str | None = None) -> dict:  # fmt: skip
     """Compare every shared intermediate value of ``artifact`` with the fp32 ``reference``
     (paths or ModelProtos) on ``images``; returns the first divergent node and the worst."""
     import onnx
@@ -41,7 +41,7 @@ def localize(reference, artifact, images: np.ndarray, precision: str, limit: flo
     names = list(dict.fromkeys(o for _, o in order))
     x = np.ascontiguousarray(images[:16], dtype=np.float32)
     ref_runner = OrtRunner(with_outputs(ref, names), info=_INFO)
-    art_runner = OrtRunner(with_outputs(art, names), providers, info=_INFO)
+    art_runner = onnx_runner(with_outputs(art, names), backend, info=_INFO)
     got_ref = ref_runner.run({ref_runner.input_name: x})
     got_art = art_runner.run({art_runner.input_name: x})
     rows = []

@@ -355,22 +355,77 @@ class TrainConfig:
         check_threads(self.threads)
 
 
+# ---------------------------------------------------------------- runtimes (backends)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A runtime the commands that run models (eval, parity, bench, infer, serve) run ONNX files in.
+    ``name`` is the runner's own ``backend`` (``Runner.backend``), so one word names it everywhere:
+    the option, the reports, the JSON. Checkpoints run in PyTorch (on the GPU with a ``gpu``
+    backend), engines in TensorRT, whichever backend is chosen."""
+
+    name: str
+    summary: str  # for --help
+    provider: str | None  # ONNX Runtime's execution provider kind (runners.ort.PROVIDER_KINDS); None: not ONNX Runtime
+    gpu: bool  # also runs checkpoints in PyTorch on the GPU
+
+
+BACKENDS = {b.name: b for b in (
+    Backend("onnxruntime", "ONNX Runtime, CPU", "cpu", False),
+    Backend("onnxruntime-cuda", "its CUDA provider, onnxruntime-gpu", "cuda", True),
+    Backend("onnxruntime-tensorrt", "its TensorRT provider, onnxruntime-gpu", "tensorrt", True),
+    Backend("openvino", "OpenVINO, CPU, the openvino extra", None, False),
+)}  # fmt: skip
+DEFAULT_BACKEND = "onnxruntime"
+# the word before `backend`: `provider` cpu, cuda or tensorrt, an alias for one release
+PROVIDER_BACKENDS = {b.provider: b.name for b in BACKENDS.values() if b.provider}
+# OpenVINO's performance hint (aft_export.runners.openvino): "auto" is LATENCY (one request, every
+# thread on it) for batches up to OPENVINO_LATENCY_MAX_BATCH and THROUGHPUT above (the batch split
+# over OpenVINO's optimal number of requests, run in parallel streams, as its benchmark_app does)
+OPENVINO_HINTS = ("auto", "latency", "throughput")
+OPENVINO_LATENCY_MAX_BATCH = 1
+
+
+def backend_of(backend: str | None = None, provider: str | None = None) -> str:
+    """The backend named by ``backend`` (one of :data:`BACKENDS`; None: :data:`DEFAULT_BACKEND`) or
+    by the old ``provider`` word (cpu, cuda, tensorrt: :data:`PROVIDER_BACKENDS`), also where it
+    comes in ``backend``'s place (a positional argument of before)."""
+    if provider is None and backend in PROVIDER_BACKENDS:
+        backend, provider = None, backend
+    if provider is not None:
+        if provider not in PROVIDER_BACKENDS:
+            raise AFTExportError(f"unknown provider {provider!r}; choose a `backend`: {', '.join(BACKENDS)}")
+        named = PROVIDER_BACKENDS[provider]
+        if backend not in (None, DEFAULT_BACKEND, named):
+            raise AFTExportError(f"`backend={backend}` and `provider={provider}` ({named}) name two backends; give "
+                                 f"`backend` alone")  # fmt: skip
+        return named
+    backend = DEFAULT_BACKEND if backend is None else backend
+    if backend not in BACKENDS:
+        raise AFTExportError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    return backend
+
+
 # ---------------------------------------------------------------- checks and measurements
 
 
 @dataclass(frozen=True)
 class ParityOptions:
     images: int = 64  # real images compared
+    backend: str = DEFAULT_BACKEND  # where ONNX files run (BACKENDS)
 
 
 @dataclass(frozen=True)
 class EvalOptions:
     batch_size: int = 500
+    backend: str = DEFAULT_BACKEND
 
 
 @dataclass(frozen=True)
 class BenchOptions:
     batches: tuple[int, ...] = (1, 32)
+    backend: str = DEFAULT_BACKEND
     # runs before timing, for `aft-export bench` and the pipeline's bench alike (the pipeline
     # used 5 of its own): first runs pay for ONNX Runtime's arena growth, thread-pool start
     # and, on a GPU, clocks ramping up; 10 keeps both reports' latencies comparable
@@ -407,6 +462,9 @@ class DoctorOptions:
 # its batch (no batching)
 DEFAULT_MAX_BATCH = 32
 TRITON_DEVICES = ("auto", "gpu", "cpu")  # a repository's instance kind: KIND_AUTO, KIND_GPU, KIND_CPU
+# the Triton backends a repository runs ONNX files in (NVIDIA's container has both): ONNX Runtime's
+# (onnxruntime_onnx: CPU or GPU) and OpenVINO's (CPU)
+TRITON_BACKENDS = ("onnxruntime", "openvino")
 
 
 @dataclass(frozen=True)
@@ -418,7 +476,8 @@ class ServeOptions:
     metrics_port: int = 8002
     max_batch: int | None = None  # None: DEFAULT_MAX_BATCH, or an engine's profile maximum
     instances: int = 1  # model instances (one runner each) per served model
-    provider: str = "cpu"
+    backend: str = DEFAULT_BACKEND  # where ONNX files run, inside Triton's Python backend stub (BACKENDS)
+    provider: str | None = None  # the old word for `backend` (cpu, cuda, tensorrt), for one release: read into it
     top_k: int = 5
     # how long the dynamic batcher holds a request for others to join it: none (measured with
     # benchmarks/bench_serve.py: a delay adds itself to every request at one client, and under
@@ -437,6 +496,8 @@ class ServeOptions:
         if len({self.http_port, self.grpc_port, self.metrics_port}) < 3:
             raise AFTExportError("the HTTP, gRPC and metrics ports must differ")
         _check_triton_common(self.max_batch, self.instances, self.top_k)
+        object.__setattr__(self, "backend", backend_of(self.backend, self.provider))
+        object.__setattr__(self, "provider", None)
         if self.queue_delay_us < 0 or self.threads < 0 or self.drain_seconds < 0:
             raise AFTExportError("`queue_delay_us`, `threads` and `drain_seconds` must be >= 0")
 
@@ -446,16 +507,25 @@ class TritonRepoOptions:
     max_batch: int | None = None  # as ServeOptions
     instances: int = 1
     # the classifier's instance kind: auto (Triton's KIND_AUTO: the GPUs where there are any,
-    # else the CPU), gpu or cpu; engines are always gpu
+    # else the CPU), gpu or cpu; engines are always gpu, OpenVINO always cpu
     device: str = "auto"
+    backend: str = DEFAULT_BACKEND  # the Triton backend of ONNX files (TRITON_BACKENDS)
     top_k: int = 5
     queue_delay_us: int = 0  # as ServeOptions
-    threads: int = 0  # ONNX Runtime's intra_op_thread_count per instance; 0: its default, the container's cores
+    # per instance: ONNX Runtime's intra_op_thread_count, OpenVINO's INFERENCE_NUM_THREADS; 0: the
+    # backend's default, the container's cores
+    threads: int = 0
 
     def __post_init__(self) -> None:
         _check_triton_common(self.max_batch, self.instances, self.top_k)
         if self.device not in TRITON_DEVICES:
             raise AFTExportError(f"`device` must be one of {TRITON_DEVICES}, got {self.device!r}")
+        if self.backend not in TRITON_BACKENDS:
+            raise AFTExportError(f"a Triton repository runs ONNX files in one of {', '.join(TRITON_BACKENDS)}, not "
+                                 f"{self.backend!r}; choose the GPU with `device=gpu`")  # fmt: skip
+        if self.backend == "openvino" and self.device == "gpu":
+            raise AFTExportError("Triton's openvino backend runs on the CPU; leave `device` out (or give "
+                                 "`device=cpu`) with `backend=openvino`")  # fmt: skip
         if self.queue_delay_us < 0 or self.threads < 0:
             raise AFTExportError("`queue_delay_us` and `threads` must be >= 0")
 

@@ -17,7 +17,7 @@ from aft_export.datasets import load_labelled
 from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
 from aft_export.export.exporter import ExportOptions, export_graph
 from aft_export.localize import localize
-from aft_export.options import ParityOptions
+from aft_export.options import ParityOptions, backend_of
 from aft_export.preprocess import ForeignPreprocessing
 from aft_export.runners import OrtRunner, TorchRunner, load_runner
 
@@ -46,7 +46,7 @@ def check_compatible(reference, runner) -> None:
         raise AFTExportError(f"{runner.path} takes input {art.input_size}, the reference {ref.input_size}")
 
 
-def _divergence(reference_runner, artifact, artifacts, runner, images, providers) -> dict:
+def _divergence(reference_runner, artifact, artifacts, runner, images, backend) -> dict:
     """Localise a failing ONNX artifact against an fp32 graph of the same model: an fp32
     ONNX among the artifacts if one was exported with the same options, else an export of
     the checkpoint made in memory with the options recorded in the artifact's metadata
@@ -74,15 +74,15 @@ def _divergence(reference_runner, artifact, artifacts, runner, images, providers
         else:
             reference_graph, label = reference, reference
         return {"reference": label, **localize(reference_graph, artifact, images, runner.info.precision,
-                                               providers=providers)}  # fmt: skip
+                                               backend=backend)}  # fmt: skip
     except AFTExportError as exc:
         return {"error": str(exc)}
 
 
 def run_parity(checkpoint: str, artifacts: list[str], data, images: int = ParityOptions.images, overrides: list[str] | None = None,
-               providers: list[str] | str | None = None, reference: TorchRunner | None = None,
+               backend: str | None = ParityOptions.backend, reference: TorchRunner | None = None,
                keep_differences: bool = False, runners: dict | None = None,
-               reference_logits: np.ndarray | None = None) -> dict:  # fmt: skip
+               reference_logits: np.ndarray | None = None, providers: str | None = None) -> dict:  # fmt: skip
     """Compare every artifact with the fp32 PyTorch model; returns the JSON-able report.
 
     ``data``: a source (directory, tar, ``cifar10:test``) or images already decoded
@@ -91,8 +91,11 @@ def run_parity(checkpoint: str, artifacts: list[str], data, images: int = Parity
     artifact's |logit - reference| on the real images (for plots; not JSON); ``runners``:
     runners already made, by artifact path; ``reference_logits``: the reference's logits on
     the real images, if the caller has them (the export's verification ran PyTorch on the
-    same images: :attr:`~aft_export.export.exporter.ExportResult.reference_logits`)."""
+    same images: :attr:`~aft_export.export.exporter.ExportResult.reference_logits`); ``backend``:
+    where the ONNX artifacts run (:data:`~aft_export.options.BACKENDS`; ``providers``, the old
+    word, for one release)."""
     tols = tolerances_with(overrides)
+    backend = backend_of(backend, providers)
     if not artifacts:
         raise AFTExportError(f"nothing to compare with {checkpoint}; give one or more artifacts (ONNX files or "
                              f"engines)")  # fmt: skip
@@ -120,7 +123,7 @@ def run_parity(checkpoint: str, artifacts: list[str], data, images: int = Parity
     rows, differences = [], {}
     for artifact in artifacts:
         try:
-            runner = (runners or {}).get(str(artifact)) or load_runner(artifact, providers, preprocessing=theirs)
+            runner = (runners or {}).get(str(artifact)) or load_runner(artifact, backend, preprocessing=theirs)
         except RuntimeMissing as exc:  # reported as skipped, never as passed
             rows.append({"artifact": str(artifact), "status": "skipped", "reason": str(exc), "passed": None})
             continue
@@ -142,7 +145,7 @@ def run_parity(checkpoint: str, artifacts: list[str], data, images: int = Parity
         row["passed"] = not row["failures"]
         row["status"] = "pass" if row["passed"] else "fail"
         if not row["passed"] and str(artifact).endswith(".onnx"):
-            row["divergence"] = _divergence(reference, artifact, artifacts, runner, x, providers)
+            row["divergence"] = _divergence(reference, artifact, artifacts, runner, x, backend)
         rows.append(row)
     report = {"reference": str(checkpoint), "data": decoded.source, "images": len(x), "artifacts": rows,
               "passed": all(r["passed"] is True for r in rows),

@@ -36,12 +36,14 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return e / e.sum(1, keepdims=True)
 
 
-def classify(artifact, images, top_k: int = 5, providers: str | None = "cpu") -> dict:
+def classify(artifact, images, top_k: int = 5, backend: str | None = None, providers: str | None = None) -> dict:
     """The ``top_k`` classes of each image (files or folders), with the artifact's own
-    preprocessing (checkpoint fields, ONNX metadata or engine manifest)."""
+    preprocessing (checkpoint fields, ONNX metadata or engine manifest); ``backend``: where an
+    ONNX file runs (:data:`~aft_export.options.BACKENDS`; ``providers``, the old word, for one
+    release)."""
     if top_k < 1:
         raise AFTExportError(f"`top_k` must be >= 1, got {top_k}; e.g. `top_k=5`")
-    runner = load_runner(str(artifact), providers=providers)
+    runner = load_runner(str(artifact), backend, providers=providers)
     info = runner.info
     files = find_images(images)
     x = normalize(np.stack([load_image(str(f), info.input_size[1]) for f in files]), info.mean, info.std).numpy()

@@ -10,7 +10,8 @@ model runs where Triton hands it the batch, in the Python backend stub
 
 - **Threads that fit**: the CPUs this process may run on (``taskset``; its affinity) are
   shared out among the model instances, one ONNX Runtime intra-op thread or more each,
-  pools that sleep when idle (:func:`thread_plan`); printed at start.
+  pools that sleep when idle, or as many OpenVINO inference threads (``backend`` openvino)
+  (:func:`thread_plan`); printed at start.
 - **Ready means ready**: the models load (and run a warm-up request) before Triton opens
   its ports (model control mode ``none``), and ``/v2/health/ready`` is strict.
 - **Nothing to steal**: model control is off (nothing can load or unload a model), and the
@@ -57,7 +58,8 @@ from pathlib import Path
 
 from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write_bytes, atomic_write_text, copy_file, make_dirs, private_directory
-from aft_export.options import ServeOptions
+from aft_export.options import BACKENDS, ServeOptions
+from aft_export.runners.openvino import import_openvino
 from aft_export.tritonmodel import ENDPOINT_FILE, Endpoint
 from aft_export.tritonspec import (IMAGE, TENSOR, WARMUP_DIR, WARMUP_IMAGE, ServedModel, check_names,
                                    closed_flags, config_text, describe, endpoint_input, endpoint_name,
@@ -184,16 +186,18 @@ def _ranges(cpus: list[int]) -> str:
 @dataclass(frozen=True)
 class ThreadPlan:
     """How the server's CPUs are shared out: ``models`` x ``instances`` model instances,
-    each with an ONNX Runtime pool of ``threads`` (whose threads sleep when idle)."""
+    each with ``threads`` of its ``runtime`` (an ONNX Runtime pool whose threads sleep when
+    idle, or OpenVINO's inference threads)."""
 
     cpus: tuple[int, ...]
     models: int
     instances: int
     threads: int
+    runtime: str = "ONNX Runtime"
 
     def describe(self) -> str:
         return (f"{len(self.cpus)} CPUs ({_ranges(list(self.cpus))}) for {self.models} models x {self.instances} "
-                f"instance{'s' if self.instances > 1 else ''} x {self.threads} ONNX Runtime "
+                f"instance{'s' if self.instances > 1 else ''} x {self.threads} {self.runtime} "
                 f"thread{'s' if self.threads > 1 else ''}")  # fmt: skip
 
 
@@ -203,7 +207,8 @@ def thread_plan(opts: ServeOptions, models: int, cpus: list[int] | None = None) 
     overrides the share."""
     cpus = cpus or cpu_set()
     share = max(1, len(cpus) // max(1, models * opts.instances))
-    return ThreadPlan(tuple(cpus), models, opts.instances, opts.threads or share)
+    runtime = "OpenVINO" if opts.backend == "openvino" else "ONNX Runtime"
+    return ThreadPlan(tuple(cpus), models, opts.instances, opts.threads or share, runtime)
 
 
 @dataclass
@@ -249,7 +254,7 @@ def write_models(repo: Path, specs: list[ServedModel], opts: ServeOptions, plan:
                                  instances=(plan.instances, "KIND_CPU"), warmup=True)  # fmt: skip
             atomic_write_text(repo / name / "config.pbtxt", config)
             atomic_write_text(model / "model.py", model_source())
-            described = Endpoint(spec, endpoint, k, opts.provider, plan.threads, str(status / name))
+            described = Endpoint(spec, endpoint, k, opts.backend, plan.threads, str(status / name))
             atomic_write_text(model / ENDPOINT_FILE, described.to_json())
             if endpoint == IMAGE:
                 atomic_write_bytes(make_dirs(repo / name / WARMUP_DIR) / WARMUP_IMAGE, warmup_image_file(spec))
@@ -382,6 +387,8 @@ def serve(artifacts: list[str], opts: ServeOptions | None = None, log=print) -> 
     if not artifacts:
         raise AFTExportError("give one or more ONNX files or engines to serve")
     bundle = find_bundle()
+    if opts.backend == "openvino":  # missing: said here, before anything starts, not by a model that fails to load
+        import_openvino()
     specs = [describe(a, opts.max_batch, preprocessing=opts.preprocessing) for a in artifacts]
     check_names(specs)
     check_ports(opts)
@@ -415,7 +422,7 @@ def _run(bundle: Bundle, specs, opts: ServeOptions, served: Served, work: Path, 
     write_models(make_dirs(work / "repo"), specs, opts, served.plan, status)
     if stop.event.is_set():
         return
-    gpu = opts.provider != "cpu" or any(s.kind == "engine" for s in specs)
+    gpu = BACKENDS[opts.backend].gpu or any(s.kind == "engine" for s in specs)
     args = [str(bundle.tritonserver), *server_args(backends, work / "repo", opts, shm_prefix, gpu)]
     proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env=server_env(bundle), cwd=work, start_new_session=True, preexec_fn=_pdeathsig)  # fmt: skip

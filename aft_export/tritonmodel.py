@@ -2,7 +2,8 @@
 
 Triton hands a dynamically batched list of requests to :class:`TritonPythonModel`, in the
 Python backend stub process; the artifact runs right there through aft-export's runner
-(ONNX Runtime, or TensorRT for an engine), and the answers go back to Triton through the
+(ONNX Runtime or OpenVINO, as ``serve``'s ``backend`` says, or TensorRT for an engine), and
+the answers go back to Triton through the
 stub's shared memory. Nothing else sits between Triton and the model: no proxy process, no
 ensemble. For an ONNX file no torch is imported (the runners load PyTorch on first use only);
 the TensorRT runner of an engine keeps its CUDA buffers in PyTorch tensors, so it does.
@@ -41,12 +42,13 @@ ENDPOINT_FILE = "endpoint.json"
 @dataclass(frozen=True)
 class Endpoint:
     """What one served model is: the artifact's description, which endpoint, the top-k, the
-    runner's provider and threads, and the file where a load error is left for ``serve``."""
+    runner's backend (:data:`aft_export.options.BACKENDS`) and threads, and the file where a
+    load error is left for ``serve``."""
 
     spec: ServedModel
     endpoint: str  # tritonspec.TENSOR | tritonspec.IMAGE
     k: int
-    provider: str
+    backend: str
     threads: int
     status: str
 
@@ -60,7 +62,7 @@ class Endpoint:
 
     def to_json(self) -> str:
         return json.dumps({"spec": json.loads(self.spec.to_json()), "endpoint": self.endpoint, "k": self.k,
-                           "provider": self.provider, "threads": self.threads, "status": self.status})  # fmt: skip
+                           "backend": self.backend, "threads": self.threads, "status": self.status})  # fmt: skip
 
     @classmethod
     def from_json(cls, text: str) -> Endpoint:
@@ -73,10 +75,10 @@ class RequestError(Exception):
 
 
 def load(endpoint: Endpoint):
-    """The runner of ``endpoint``: ONNX Runtime with the threads it was given and pools that
-    sleep when idle (the server shares its cores), or TensorRT for an engine."""
+    """The runner of ``endpoint``: ONNX Runtime (pools that sleep when idle: the server shares
+    its cores) or OpenVINO, with the threads it was given, or TensorRT for an engine."""
     spec = endpoint.spec
-    runner = load_runner(str(spec.path), endpoint.provider, threads=endpoint.threads,
+    runner = load_runner(str(spec.path), endpoint.backend, threads=endpoint.threads,
                          preprocessing=spec.preprocessing, spinning=False)  # fmt: skip
     runner.check_batch(spec.fixed_batch or spec.max_batch, "max_batch")
     return runner

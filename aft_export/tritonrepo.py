@@ -3,7 +3,7 @@
 Per artifact ``NAME`` (see :mod:`aft_export.tritonspec`; the same models, tensors and names
 ``aft-export serve`` answers with, so one client works against both)::
 
-    REPO/NAME_net/config.pbtxt, 1/model.onnx | 1/model.plan   onnxruntime_onnx | tensorrt_plan
+    REPO/NAME_net/config.pbtxt, 1/model.onnx | 1/model.plan   onnxruntime_onnx | openvino | tensorrt_plan
     REPO/NAME_pre/config.pbtxt, 1/model.py     Python backend: encoded images -> the normalised tensor
     REPO/NAME_pre/warmup/image.bin             its warm-up request (a grey PNG)
     REPO/NAME_topk/config.pbtxt, 1/model.py    Python backend: logits -> topk_index, topk_label
@@ -15,7 +15,11 @@ Per artifact ``NAME`` (see :mod:`aft_export.tritonspec`; the same models, tensor
 Every model loads on any machine the container runs on: ``NAME_net``'s instances are of
 the kind the user names (``device``: ``gpu``, ``cpu``) or Triton's ``KIND_AUTO`` (the
 default: the GPUs where there are any, else the CPU; engines: always the GPU), with ONNX
-Runtime's thread parameters; every model but the ensembles has a ``model_warmup`` request,
+Runtime's thread parameters; with ``backend`` openvino, ``NAME_net`` is Triton's ``openvino``
+backend instead (CPU instances; a complete ``config.pbtxt``, as that backend does not complete
+one; ``model.onnx`` is the file with any model-local functions inlined, standard ops only:
+that backend reads the file as it is and has no ``com.aft`` functions; LATENCY with one
+instance, one OpenVINO stream per instance with more). Every model but the ensembles has a ``model_warmup`` request,
 so Triton reports it ready only once it has run. Requests are batched once, at
 ``NAME_net`` (the model worth batching): ``NAME_pre`` and ``NAME_topk`` take each request as
 it comes, so the image path waits for one dynamic batcher, not three.
@@ -44,7 +48,8 @@ from pathlib import Path
 from aft_export import data
 from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_directory, atomic_write_bytes, atomic_write_text, copy_file, make_dirs
-from aft_export.onnxio import load_onnx
+from aft_export.graph import inline_functions, int8_weight_bits
+from aft_export.onnxio import load_onnx, save_onnx
 from aft_export.options import TritonRepoOptions
 from aft_export.tritonspec import (IMAGE, IMAGE_INPUT, ONNX_CONTAINER, ONNX_CONTAINER_SOURCE, TENSOR, TOPK_INDEX,
                                    TOPK_LABEL, TRITON_CONTAINERS_SOURCE, WARMUP_DIR, WARMUP_IMAGE, ServedModel, Tensor,
@@ -73,20 +78,40 @@ def model_dirs(spec: ServedModel) -> dict[str, str]:
 KINDS = {"gpu": "KIND_GPU", "cpu": "KIND_CPU", "auto": "KIND_AUTO"}
 
 
+def _openvino(spec: ServedModel, opts: TritonRepoOptions) -> bool:
+    return spec.kind == "onnx" and opts.backend == "openvino"
+
+
 def _net_kind(spec: ServedModel, opts: TritonRepoOptions) -> str:
-    return "KIND_GPU" if spec.kind == "engine" else KINDS[opts.device]
+    if spec.kind == "engine":
+        return "KIND_GPU"
+    return "KIND_CPU" if _openvino(spec, opts) else KINDS[opts.device]
+
+
+def openvino_parameters(opts: TritonRepoOptions) -> dict[str, str]:
+    """Triton's openvino backend's parameters: its instances share one compiled model, one infer
+    request each, so one instance gets the LATENCY hint (every thread on its request) and N
+    instances N streams (one request each, as that backend's README advises); the threads are
+    the model's in all, ``threads`` per instance (0: OpenVINO's default, the container's cores)."""
+    params = {"PERFORMANCE_HINT": "LATENCY"} if opts.instances == 1 else {"NUM_STREAMS": str(opts.instances)}
+    if opts.threads:
+        params["INFERENCE_NUM_THREADS"] = str(opts.threads * opts.instances)
+    return params
 
 
 def net_config(spec: ServedModel, opts: TritonRepoOptions) -> str:
-    """The artifact itself in ONNX Runtime or TensorRT; dynamically batched (the one batcher
-    of both endpoints); ONNX Runtime's thread parameters; a warm-up request of zeros."""
-    onnx = spec.kind != "engine"
-    params = {"intra_op_thread_count": str(opts.threads), "inter_op_thread_count": "1",
-              "execution_mode": "0"} if onnx else None  # fmt: skip
-    return config_text(model_dirs(spec)["net"], f'platform: "{"onnxruntime_onnx" if onnx else "tensorrt_plan"}"', spec,
-                       [endpoint_input(spec, TENSOR)], [endpoint_outputs(spec, 1)[0]],
-                       queue_delay_us=opts.queue_delay_us, instances=(opts.instances, _net_kind(spec, opts)),
-                       parameters=params, warmup=True)  # fmt: skip
+    """The artifact itself in ONNX Runtime, OpenVINO or TensorRT; dynamically batched (the one
+    batcher of both endpoints); the backend's thread parameters; a warm-up request of zeros."""
+    if spec.kind == "engine":
+        kind, params = 'platform: "tensorrt_plan"', None
+    elif _openvino(spec, opts):
+        kind, params = 'backend: "openvino"\ndefault_model_filename: "model.onnx"', openvino_parameters(opts)
+    else:
+        kind = 'platform: "onnxruntime_onnx"'
+        params = {"intra_op_thread_count": str(opts.threads), "inter_op_thread_count": "1", "execution_mode": "0"}
+    return config_text(model_dirs(spec)["net"], kind, spec, [endpoint_input(spec, TENSOR)],
+                       [endpoint_outputs(spec, 1)[0]], queue_delay_us=opts.queue_delay_us,
+                       instances=(opts.instances, _net_kind(spec, opts)), parameters=params, warmup=True)  # fmt: skip
 
 
 def pre_config(spec: ServedModel, opts: TritonRepoOptions) -> str:
@@ -298,23 +323,50 @@ def dockerfile(specs: list[ServedModel]) -> str:
     ])  # fmt: skip
 
 
-def readme(specs: list[ServedModel], opts: TritonRepoOptions) -> str:
+RUNTIME_NAMES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
+
+
+def _openvino_notes(specs: list[ServedModel], opts: TritonRepoOptions, bits: dict[str, int | None]) -> list[str]:
+    """What the container's openvino backend does differently from aft-export's own OpenVINO runs."""
+    ours = [s for s in specs if _openvino(s, opts)]
+    if not ours:
+        return []
+    notes = ["OpenVINO notes:", "",
+             "- Triton's openvino backend cannot ask for fp32 inference: on CPUs with bf16 units (AMX, "
+             "AVX512_BF16) OpenVINO computes fp32 models in bf16 there, outside aft-export's fp32 parity limit "
+             "(aft-export's own OpenVINO runs ask for f32). Where that matters, write the repository for ONNX "
+             "Runtime (the default of `aft-export triton-repo`)."]  # fmt: skip
+    eight = [s.name for s in ours if bits.get(s.name) == 8]
+    if eight:
+        notes.append(f"- {', '.join(f'`{n}`' for n in eight)}: int8 with 8-bit weights, which OpenVINO computes "
+                     f"wrongly on x86 CPUs without VNNI (check the host: `grep -oE 'avx512_vnni|avx_vnni|amx_int8' "
+                     f"/proc/cpuinfo` prints something); on such a CPU serve the portable int8 (7-bit weights) "
+                     f"instead.")  # fmt: skip
+    notes.append("- The release line below is ONNX Runtime's; the OpenVINO a release ships is in NVIDIA's release "
+                 "notes for it. `*_net/1/model.onnx` is standard ops only (any model-local functions, such as the "
+                 "default export's `com.aft` layers, inlined): that backend reads a file as it is.")  # fmt: skip
+    return [*notes, ""]
+
+
+def readme(specs: list[ServedModel], opts: TritonRepoOptions, bits: dict[str, int | None] | None = None) -> str:
     gpu = any(s.kind == "engine" for s in specs) or opts.device == "gpu"
     release = _release(specs)
     models = []
     for s in specs:
         d = model_dirs(s)
         batch = f"fixed batch {s.fixed_batch} (no batching)" if s.fixed_batch else f"batches up to {s.max_batch}"
+        runtime = "TensorRT engine" if s.kind == "engine" else RUNTIME_NAMES[opts.backend]
         models += [f"- `{d['tensor']}`: `{s.input_name}` FP32 {dims_text(s.dims)} (normalised) -> `{s.output_name}`, "
                    f"`{TOPK_INDEX}`, `{TOPK_LABEL}`; {batch}",
                    f"- `{d['image']}`: `{IMAGE_INPUT}` BYTES {dims_text(s.batched(1))} (encoded images) -> the same",
-                   f"- `{d['net']}` ({'TensorRT engine' if s.kind == 'engine' else 'ONNX Runtime'}, {s.precision}; "
-                   f"logits only; instances {_net_kind(s, opts)}), `{d['pre']}`, `{d['topk']}`: the ensembles' steps"]  # fmt: skip
+                   f"- `{d['net']}` ({runtime}, {s.precision}; logits only; instances {_net_kind(s, opts)}), "
+                   f"`{d['pre']}`, `{d['topk']}`: the ensembles' steps"]  # fmt: skip
     engines = [_container_line(s) for s in specs if s.kind == "engine"]
     first = specs[0]
     lines = [
         "# Triton model repository", "",
         f"Written by aft-export {__version__} (`aft-export triton-repo`). Models:", "", *models, "",
+        *_openvino_notes(specs, opts, bits or {}),
         "Each `config.pbtxt` is Triton's ModelConfig in protobuf text format; `*_pre/1/model.py` decodes images with "
         f"aft-export's own code (Pillow). The `Dockerfile` bakes Pillow {pillow_version()} (the version aft-export eval "
         "decoded with) into Triton's container and copies the models in: nothing is installed when a container "
@@ -361,6 +413,26 @@ def _external_data(path: Path) -> list[str]:
     return sorted(found)
 
 
+def _has_local_functions(path: Path) -> bool:
+    """Whether the ONNX file calls a model-local function (the default export's com.aft layers)."""
+    model = load_onnx(path, external_data=False)
+    local = {(f.domain, f.name) for f in model.functions}
+    return any((n.domain, n.op_type) in local for n in model.graph.node)
+
+
+def standard_ops(path: Path):
+    """The ONNX file at ``path`` with its model-local functions inlined (as TensorRT's parser and
+    aft-export's OpenVINO runner inline them) and the opset imports of the domains no node uses
+    any more left out: what a runtime that reads the file as it is can take."""
+    model = inline_functions(load_onnx(path, whole=("triton-repo with `backend=openvino`",
+                                                    "export with `aft-export export target=portable`")))  # fmt: skip
+    used = {n.domain for n in model.graph.node} | {"", "ai.onnx"}
+    kept = [o for o in model.opset_import if o.domain in used]
+    del model.opset_import[:]
+    model.opset_import.extend(kept)
+    return model
+
+
 def check_artifacts(specs: list[ServedModel], opts: TritonRepoOptions) -> None:
     for s in specs:
         if s.kind == "engine" and is_rtx_engine(s.path, s.manifest):
@@ -394,6 +466,8 @@ def write_repository(artifacts: list[str], out: str | Path, opts: TritonRepoOpti
             net = make_dirs(work / d["net"] / "1")
             if s.kind == "engine":
                 copy_file(s.path, net / "model.plan")
+            elif _openvino(s, opts) and _has_local_functions(s.path):  # Triton's openvino backend: standard ops
+                save_onnx(standard_ops(s.path), net / "model.onnx")
             else:
                 copy_file(s.path, net / "model.onnx")
                 for name in _external_data(s.path):
@@ -408,7 +482,9 @@ def write_repository(artifacts: list[str], out: str | Path, opts: TritonRepoOpti
             atomic_write_text(work / d["tensor"] / "config.pbtxt", ensemble_config(s, opts, image=False))
             make_dirs(work / d["image"] / "1")
             atomic_write_text(work / d["image"] / "config.pbtxt", ensemble_config(s, opts, image=True))
-        atomic_write_text(work / "README.md", readme(specs, opts))
+        bits = {s.name: int8_weight_bits(load_onnx(s.path, external_data=False), str(s.path.parent))
+                for s in specs if _openvino(s, opts)}  # fmt: skip
+        atomic_write_text(work / "README.md", readme(specs, opts, bits))
         atomic_write_text(work / "Dockerfile", dockerfile(specs))
         atomic_write_text(work / "client.py", client_source())
     return RepoResult(str(out), sorted(d for s in specs for d in model_dirs(s).values()))

@@ -3,6 +3,7 @@
     python benchmarks/bench_openvino.py              # zoo + 224 configs, fp32 and int8, batch 1 and 8
     python benchmarks/bench_openvino.py --quick      # one zoo model, a few iterations (the test runs this)
     python benchmarks/bench_openvino.py --json out.json
+    python benchmarks/bench_openvino.py --hints --batches 1 8 32   # also OpenVINO's LATENCY vs THROUGHPUT
 
 Every model is exported with ``--target portable`` (the file both runtimes read as
 written) and quantised to int8 (Q/DQ, calibrated on 32 images: CIFAR-10 test images for
@@ -13,12 +14,19 @@ iteration times one ONNX Runtime run and one OpenVINO run, alternating which goe
 so a change in the machine's load touches both alike. Printed: median milliseconds per
 batch of each, and the ratio ORT / OpenVINO from that one run (above 1: OpenVINO is
 faster). A file a runtime cannot load is reported as such, not timed.
+
+OpenVINO runs as aft-export runs it: LATENCY for a batch of 1, THROUGHPUT (the batch split
+over its optimal number of infer requests) above. ``--hints`` also times OpenVINO's two
+modes against each other on every file and batch, interleaved the same way: LATENCY (the
+whole batch in one request, every thread on it) and THROUGHPUT; the ratio LATENCY /
+THROUGHPUT is above 1 where the split is faster.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -120,6 +128,45 @@ def compare(path: Path, batch: int, threads: int, warmup: int, iters: int) -> di
     return row
 
 
+def compare_hints(path: Path, batch: int, threads: int, warmup: int, iters: int) -> dict:
+    """Median ms per batch in OpenVINO's LATENCY and THROUGHPUT modes, interleaved, and their ratio."""
+    import numpy as np
+
+    from aft_export.errors import AFTExportError
+    from aft_export.runners import OpenVinoRunner
+
+    row = {"file": path.name, "batch": batch, "threads": threads}
+    try:
+        runners = {hint: OpenVinoRunner(str(path), threads=threads, hint=hint) for hint in ("latency", "throughput")}
+    except AFTExportError as exc:
+        return {**row, "error": f"cannot load: {exc}"}
+    row["requests"] = runners["throughput"].requests()
+    c, h, w = runners["latency"].info.input_size
+    x = np.random.default_rng(batch).standard_normal((batch, c, h, w)).astype(np.float32)
+    for _ in range(warmup):
+        for r in runners.values():
+            _time(r, x)
+    times = {k: [] for k in runners}
+    order = list(runners)
+    for i in range(iters):
+        for key in order if i % 2 == 0 else order[::-1]:
+            times[key].append(_time(runners[key], x))
+    for key, values in times.items():
+        row[f"{key}_ms"] = statistics.median(values)
+    row["latency_over_throughput"] = row["latency_ms"] / row["throughput_ms"]
+    return row
+
+
+def hints_table(rows: list[dict]) -> str:
+    lines = ["| model | precision | batch | requests | LATENCY ms | THROUGHPUT ms | LATENCY / THROUGHPUT |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        cells = (f"{r['requests']} | {r['latency_ms']:.2f} | {r['throughput_ms']:.2f} | "
+                 f"{r['latency_over_throughput']:.2f}" if "error" not in r else f"| | | {r['error']}")  # fmt: skip
+        lines.append(f"| {r['model']} | {r['precision']} | {r['batch']} | {cells} |")
+    return "\n".join(lines)
+
+
 def table(rows: list[dict]) -> str:
     lines = ["| model | precision | batch | ONNX Runtime ms | OpenVINO ms | ORT / OpenVINO |", "|---|---|---|---|---|---|"]
     for r in rows:
@@ -142,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iters", type=int, default=50)
     parser.add_argument("--data", help="CIFAR-10 test tar for the zoo's int8 calibration [default: "
                                        "$AFT_CIFAR10_DIR/test.tar, else ../shared/data/cifar10/test.tar]")
+    parser.add_argument("--hints", action="store_true", help="also OpenVINO's LATENCY vs THROUGHPUT mode")
     parser.add_argument("--json", help="also write the rows here")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO))
@@ -155,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import onnxruntime
 
-    rows = []
+    rows, hint_rows = [], []
+    load = [os.getloadavg()[0]] if hasattr(os, "getloadavg") else []
     with tempfile.TemporaryDirectory(prefix="bench-openvino-") as tmp:
         for name in models:
             files = _files(name, Path(tmp), args.precisions, data, lambda m: print(m, file=sys.stderr))
@@ -163,11 +212,21 @@ def main(argv: list[str] | None = None) -> int:
                 for batch in args.batches:
                     rows.append({"model": name, "precision": precision,
                                  **compare(path, batch, args.threads, warmup, iters)})  # fmt: skip
+                    if args.hints:
+                        hint_rows.append({"model": name, "precision": precision,
+                                          **compare_hints(path, batch, args.threads, warmup, iters)})  # fmt: skip
+    load += [os.getloadavg()[0]] if load else []
     print(f"ONNX Runtime {onnxruntime.__version__} vs OpenVINO {openvino_version()}, portable form, {args.threads} "
-          f"threads, median of {iters} interleaved runs each (ORT / OpenVINO > 1: OpenVINO faster)")  # fmt: skip
+          f"threads, median of {iters} interleaved runs each (ORT / OpenVINO > 1: OpenVINO faster)"
+          + (f"; load average {load[0]:.1f} at the start, {load[1]:.1f} at the end" if load else ""))  # fmt: skip
     print(table(rows))
+    if args.hints:
+        print(f"\nOpenVINO's LATENCY vs THROUGHPUT mode, same files, {args.threads} threads, median of {iters} "
+              f"interleaved runs each (LATENCY / THROUGHPUT > 1: the split batch is faster)")  # fmt: skip
+        print(hints_table(hint_rows))
     if args.json:
-        Path(args.json).write_text(json.dumps({"warmup": warmup, "iters": iters, "rows": rows}, indent=1) + "\n")
+        Path(args.json).write_text(json.dumps({"warmup": warmup, "iters": iters, "rows": rows, "hints": hint_rows,
+                                               "load_average": load}, indent=1) + "\n")  # fmt: skip
     return 0
 
 

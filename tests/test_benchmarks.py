@@ -47,7 +47,7 @@ def test_bench_serve_runs_every_level_without_errors(tmp_path, capsys, cifar10):
     assert "tensor batch 1: 16 clients throughput" in text
 
 
-def test_bench_openvino_quick_times_both_runtimes(tmp_path, capsys, cifar10):
+def test_bench_openvino_quick_times_both_runtimes_and_both_hints(tmp_path, capsys, cifar10):
     from tests.conftest import need_openvino
 
     need_openvino()
@@ -55,8 +55,11 @@ def test_bench_openvino_quick_times_both_runtimes(tmp_path, capsys, cifar10):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     out = tmp_path / "b.json"
-    assert module.main(["--quick", "--json", str(out), "--data", str(cifar10 / "test.tar")]) == 0
-    rows = json.loads(out.read_text())["rows"]
-    assert [(r["precision"], r["batch"]) for r in rows] == [("fp32", 1), ("fp32", 8), ("int8", 1), ("int8", 8)]
-    assert all(r["onnxruntime_ms"] > 0 and r["openvino_ms"] > 0 and r["ort_over_openvino"] > 0 for r in rows)
-    assert "| aft_simple_cifar | int8 | 8 |" in capsys.readouterr().out
+    assert module.main(["--quick", "--hints", "--json", str(out), "--data", str(cifar10 / "test.tar")]) == 0
+    report = json.loads(out.read_text())
+    for rows in (report["rows"], report["hints"]):
+        assert [(r["precision"], r["batch"]) for r in rows] == [("fp32", 1), ("fp32", 8), ("int8", 1), ("int8", 8)]
+    assert all(r["onnxruntime_ms"] > 0 and r["openvino_ms"] > 0 and r["ort_over_openvino"] > 0 for r in report["rows"])
+    assert all(r["latency_ms"] > 0 and r["throughput_ms"] > 0 and r["requests"] >= 1 for r in report["hints"])
+    text = capsys.readouterr().out
+    assert "| aft_simple_cifar | int8 | 8 |" in text and "LATENCY / THROUGHPUT" in text

@@ -11,6 +11,7 @@ from aft_export.cli import main
 from aft_export.data import normalize
 from aft_export.datasets import load_labelled
 from aft_export.models import create_model, list_models
+from tests.conftest import REPO, need_openvino
 from tests.test_evaluate import (
     AGREEMENT_FLIPPED,
     FLIPPED,
@@ -147,20 +148,66 @@ def test_eval_command(tmp_path, cifar10):
     assert wrong.exit_code == 2
 
 
-def test_eval_command_against_hand_counted_metrics(tmp_path):
+@pytest.mark.parametrize("backend", ["onnxruntime", "openvino"])
+def test_eval_command_against_hand_counted_metrics(tmp_path, backend):
     """Two lookup-table models whose top-1, top-5 and agreement are counted by hand
-    (tests/test_evaluate.py), through the command, in JSON and in the table."""
+    (tests/test_evaluate.py), through the command, in JSON and in the table; in ONNX Runtime
+    and in OpenVINO (--backend), batches of 3 (OpenVINO: split over its THROUGHPUT requests)."""
+    if backend == "openvino":
+        need_openvino()
     data = gray_image_folder(tmp_path / "data")
     first, flipped = lookup_onnx(tmp_path / "a.onnx", LOGITS), lookup_onnx(tmp_path / "b.onnx", FLIPPED)
-    result = run("eval", first, flipped, "--data", data, "--batch-size", 3, "--json")
+    result = run("eval", first, flipped, "--data", data, "--batch-size", 3, "--json", "--backend", backend)
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
     assert [(r["images"], r["top1"], r["top5"], r["agreement"]) for r in rows] == [
         (10, TOP1, TOP5, 100.0), (10, TOP1_FLIPPED, TOP5_FLIPPED, AGREEMENT_FLIPPED)]  # fmt: skip
+    assert {r["backend"] for r in rows} == {backend}
+    if backend == "openvino":
+        return
     table = run("eval", first, flipped, "--data", data, "--batch-size", 3)
     assert table.exit_code == 0, table.output
     shown = [[float(v) for v in line.split()[-4:]] for line in table.output.strip().splitlines()[-2:]]
     assert shown == [[10, TOP1, TOP5, 100.0], [10, TOP1_FLIPPED, TOP5_FLIPPED, AGREEMENT_FLIPPED]]
+
+
+def test_backend_and_the_old_provider_on_every_command_that_runs_models(served_onnx, cifar10, monkeypatch):
+    """--backend openvino in parity, bench and infer (eval: above; serve: tests/test_serve.py), the
+    default export as it is; --provider cpu still names ONNX Runtime, with a note; two names for
+    two backends are refused; a missing OpenVINO is a skip (exit 3) where a command skips, one line
+    (exit 2) where it cannot (infer, serve)."""
+    need_openvino()
+    onnx_path, ckpt = served_onnx[0], served_onnx[0].parent / "conv.pt"
+    photo = REPO / "examples" / "photo.jpg"
+    parity = ["parity", ckpt, onnx_path, "--data", cifar10 / "test.tar", "--images", 8, "--json"]
+    bench = ["bench", onnx_path, "--batch-size", 1, "--batch-size", 3, "--iters", 1, "--warmup", 0, "--json"]
+    infer = ["infer", onnx_path, photo, "--json"]
+    for args in (parity, bench, infer):
+        ours = run(*args, "--backend", "openvino")
+        assert ours.exit_code == 0, ours.output
+        out = json.loads(ours.stdout)
+        rows = out.get("artifacts") or out.get("rows") or [out]
+        assert {r["backend"] for r in rows} == {"openvino"}, (args[0], rows)
+        assert all(r.get("passed", True) for r in rows) and "warning" not in ours.stderr
+        old = run(*args, "--provider", "cpu")
+        assert old.exit_code == 0, old.output
+        assert old.stderr.startswith(f"warning: {args[0]} --provider cpu is now --backend onnxruntime; the old name")
+        out = json.loads(old.stdout)
+        assert {r["backend"] for r in out.get("artifacts") or out.get("rows") or [out]} == {"onnxruntime"}
+    both = run(*infer, "--backend", "openvino", "--provider", "cuda")
+    assert both.exit_code == 2 and both.stderr.splitlines()[-1] == (
+        "error: --backend openvino and --provider cuda (onnxruntime-cuda) name two backends; give --backend alone")
+    monkeypatch.setitem(sys.modules, "openvino", None)  # OpenVINO not installed: its import fails
+    skipped = run(*parity, "--backend", "openvino")
+    row = json.loads(skipped.stdout)["artifacts"][0]
+    assert skipped.exit_code == 3 and (row["status"], row["passed"]) == ("skipped", None)
+    assert row["reason"] == "OpenVINO is not installed: pip install 'aft-export[openvino]'"
+    assert run(*bench, "--backend", "openvino").exit_code == 3
+    missing = run(*infer, "--backend", "openvino")
+    assert missing.exit_code == 2 and missing.stderr.strip().endswith("pip install 'aft-export[openvino]'")
+    serve = run("serve", onnx_path, "--backend", "openvino")
+    if "serving needs the serve extra" not in serve.stderr:  # that line comes first where it is missing
+        assert serve.exit_code == 2 and "OpenVINO is not installed" in serve.stderr.splitlines()[-1]
 
 
 def test_eval_refuses_a_set_with_other_classes(ckpt, tmp_path, cifar10):

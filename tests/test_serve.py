@@ -4,7 +4,8 @@ models in its Python backend) for this module, started as ``aft-export serve`` o
 sockets: parity with the artifact's own ONNX Runtime logits, encoded CIFAR-10 JPEGs
 preprocessed as eval does, a bounded load of 8 clients, bad requests (400s with one line,
 the server stays ready), loopback-only sockets, one hop without torch, the endpoints that
-change the server closed without any secret, and the client module."""
+change the server closed without any secret, and the client module; and one more server, with
+the models in OpenVINO (``--backend openvino``)."""
 
 from __future__ import annotations
 
@@ -442,6 +443,43 @@ def test_the_client_module_prints_the_top_k_and_its_errors_are_one_line(server, 
         proc = run(*args)
         assert proc.returncode == 2 and proc.stdout == "", (args, proc)
         assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith(expected), proc.stderr
+
+
+def test_backend_openvino_answers_in_the_stub_with_openvinos_logits(artifacts, jpegs, tmp_path):
+    """``serve conv.onnx --backend openvino`` (the default export, its com.aft functions inlined in
+    memory by the runner): a server of its own (the one extra start of this module), whose stubs
+    load OpenVINO with the thread plan's threads; tensors (a batch of 1, in OpenVINO's LATENCY
+    model, and of 5, split over its THROUGHPUT requests) and JPEGs are answered with OpenVINO's own
+    logits, within fp32's limit of ONNX Runtime's."""
+    from aft_export.runners import OpenVinoRunner
+    from tests.conftest import need_openvino
+
+    need_openvino()
+    srv = Server([artifacts[0]], tmp_path / "serve.log", "--backend", "openvino", "--max-batch", str(MAX_BATCH))
+    try:
+        srv.start(["conv", "conv_image"])
+        first = srv.log.read_text().splitlines()[0]
+        assert first.startswith("threads: ") and " OpenVINO thread" in first, first
+        stubs = [p for p in srv.pids if cmdline(p)[0].endswith("triton_python_backend_stub")]
+        assert len(stubs) == 2 and all("libopenvino" in Path(f"/proc/{p}/maps").read_text() for p in stubs)
+        own = OpenVinoRunner(str(artifacts[0]), threads=1)
+        reference = OrtRunner(str(artifacts[0]), threads=1)
+        httpclient, client = _http(srv)
+        rng = np.random.default_rng(7)
+        with client:
+            for n in (1, 5):
+                x = rng.standard_normal((n, 3, 32, 32)).astype(np.float32)
+                served = _infer_tensor(httpclient, client, "conv", x).as_numpy("logits")
+                assert np.abs(served - own.logits(x)).max() <= 1e-5
+                _assert_fp32_parity(reference.logits(x), served)
+            encoded = [raw for _, raw in jpegs[:3]]
+            info = own.info
+            x = normalize(np.stack([load_image(raw, info.input_size[1]) for raw in encoded]), info.mean, info.std)
+            result = _infer_images(httpclient, client, "conv_image", encoded)
+            _assert_fp32_parity(reference.logits(x.numpy()), result.as_numpy("logits"))
+    finally:
+        srv.stop()
+    assert srv.proc.returncode == 130, srv.tail()
 
 
 def test_sigterm_stops_the_server_and_every_process_it_started(server):

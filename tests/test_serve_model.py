@@ -32,7 +32,7 @@ def runner(onnx_files):
 
 
 def _endpoint(path, endpoint, k=5) -> Endpoint:
-    return Endpoint(describe(path, 8), endpoint, k, "cpu", 1, "/nonexistent/status")
+    return Endpoint(describe(path, 8), endpoint, k, "onnxruntime", 1, "/nonexistent/status")
 
 
 def test_each_request_is_answered_on_its_own_and_the_good_ones_run_together(onnx_files, runner):
@@ -87,8 +87,31 @@ def test_a_fixed_batch_artifact_runs_each_request_alone(onnx_files):
 def test_descriptions_cross_to_the_stub_as_json(onnx_files):
     spec = describe(onnx_files[1], 4)
     assert ServedModel.from_json(spec.to_json()) == spec
-    ep = Endpoint(spec, IMAGE, 3, "cpu", 2, "/x/status/conv_b2_image")
+    ep = Endpoint(spec, IMAGE, 3, "openvino", 2, "/x/status/conv_b2_image")
     assert Endpoint.from_json(ep.to_json()) == ep and ep.name == "conv_b2_image" and ep.input_name == "image_bytes"
+
+
+def test_openvino_in_the_stub_answers_as_the_openvino_runner_does(onnx_files):
+    """``backend`` openvino: the model the stub loads is OpenVINO (the default export, its functions
+    inlined in memory) with the plan's threads; its answers are OpenVINO's logits, within fp32's
+    limit of ONNX Runtime's."""
+    from tests.conftest import need_openvino
+
+    need_openvino()
+    from aft_export.runners import OpenVinoRunner
+    from aft_export.tritonmodel import load
+
+    ep = Endpoint(describe(onnx_files[0], 8), TENSOR, 5, "openvino", 1, "/nonexistent/status")
+    runner = load(ep)
+    assert isinstance(runner, OpenVinoRunner) and runner.threads == 1
+    labels = np.array([c.encode() for c in ep.spec.classes], dtype=object)
+    xs = [np.random.default_rng(i).standard_normal((n, 3, 32, 32)).astype(np.float32) for i, n in enumerate((1, 3))]
+    reference = OrtRunner(str(onnx_files[0]), threads=1)
+    for x, r in zip(xs, answer(ep, runner, xs, labels)):
+        assert np.abs(r["logits"] - reference.logits(x)).max() <= 1e-4
+    plan = thread_plan(ServeOptions(backend="openvino"), 2, cpus=[0, 1])
+    assert plan.describe() == "2 CPUs (0-1) for 2 models x 1 instance x 1 OpenVINO thread"
+    assert ServeOptions(provider="cuda").backend == "onnxruntime-cuda"  # the old word, for one release
 
 
 def test_the_repository_serve_writes_parses_with_tritons_schema(onnx_files, tmp_path):

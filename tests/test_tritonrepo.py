@@ -212,6 +212,55 @@ def test_cli_writes_the_repository_and_refuses_bad_input_with_exit_2(artifacts, 
     assert len(result.output.splitlines()) == 1
 
 
+def test_backend_openvino_writes_a_complete_config_and_a_file_of_standard_ops(artifacts, tmp_path):
+    """--backend openvino: NAME_net is Triton's openvino backend (backend, default_model_filename, a
+    complete config parsed with Triton's schema, CPU instances, its parameters), its model.onnx the
+    default export with the com.aft functions inlined, which OpenVINO reads as it is (as that backend
+    does: no inlining of ours) and computes as ONNX Runtime computes the original; an engine stays
+    tensorrt_plan. Not run in Triton here: the serve extra's tritonserver has no openvino backend."""
+    from tests.conftest import need_openvino
+
+    import onnx
+
+    pb = need("tritonclient.grpc.model_config_pb2")
+    result = CliRunner().invoke(main, ["triton-repo", str(artifacts["dynamic"]), str(artifacts["fixed"]),
+                                       str(artifacts["engine"]), "-o", str(tmp_path / "r"), "--backend", "openvino",
+                                       "--instances", "2", "--threads", "3"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    configs = _configs(tmp_path / "r")
+    cpu = pb.ModelInstanceGroup.Kind.Value("KIND_CPU")
+    for name in ("full_net", "full_b2_net"):
+        net = configs[name]
+        assert (net.backend, net.platform, net.default_model_filename) == ("openvino", "", "model.onnx")
+        assert [(g.count, g.kind) for g in net.instance_group] == [(2, cpu)]
+        assert {k: v.string_value for k, v in net.parameters.items()} == {"NUM_STREAMS": "2",
+                                                                          "INFERENCE_NUM_THREADS": "6"}
+        assert [i.name for i in net.input] == ["image"] and [o.name for o in net.output] == ["logits"]
+        assert len(net.model_warmup) == 1
+        _check_wiring(configs[name.removesuffix("_net")], configs)
+    assert configs["full_int8_net"].platform == "tensorrt_plan"
+    one = write_repository([str(artifacts["dynamic"])], tmp_path / "one", TritonRepoOptions(backend="openvino"))
+    params = _config(Path(one.path) / "full_net" / "config.pbtxt").parameters
+    assert {k: v.string_value for k, v in params.items()} == {"PERFORMANCE_HINT": "LATENCY"}
+    written = tmp_path / "r" / "full_net" / "1" / "model.onnx"
+    model = onnx.load(written)
+    onnx.checker.check_model(model, full_check=True)
+    assert not model.functions and {n.domain for n in model.graph.node} == {""}
+    assert {o.domain for o in model.opset_import} == {""}
+    readme = (tmp_path / "r" / "README.md").read_text()
+    assert "`full_net` (OpenVINO, fp32" in readme and "cannot ask for fp32 inference" in readme
+    ov = need_openvino()
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(str(written)), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    x = np.random.default_rng(0).standard_normal((3, 3, 32, 32)).astype(np.float32)
+    want = OrtRunner(str(artifacts["dynamic"])).logits(x)
+    assert np.abs(compiled({"image": x})[compiled.outputs[0]] - want).max() <= 1e-4
+    bad = CliRunner().invoke(main, ["triton-repo", str(artifacts["dynamic"]), "-o", str(tmp_path / "g"), "--backend",
+                                    "openvino", "--device", "gpu"])  # fmt: skip
+    assert bad.exit_code == 2 and "openvino backend runs on the CPU; leave --device out" in bad.output
+    assert not (tmp_path / "g").exists()
+
+
 def _load_module(path: Path, name: str):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)

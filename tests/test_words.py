@@ -76,6 +76,9 @@ CANNOT_SHOW = [  # the command never shows that message
     (("quantize",), ("opset",),
      "quantize puts only an opset-18 default export in another target's form (export.forms.conversion_problem "
      "refuses any other opset first), so the portable form's opset message never reaches it"),
+    (("pipeline",), ("backend", "provider"),
+     "the pipeline runs its ONNX files in the default backend and writes the Triton repository with it: no other "
+     "backend is named there"),
 ]
 SHOWN_ELSEWHERE = [  # the command shows it, as the flag of the commands that have it
     (("bench", "doctor", "eval", "infer", "parity", "pipeline", "serve", "train"), ("config",),

@@ -37,6 +37,7 @@ def render() -> str:
     import click
 
     from aft_export.cli import RENAMED_UNTIL, WORDS, main
+    from aft_export.options import PROVIDER_BACKENDS
 
     root = click.Context(main, info_name="aft-export", terminal_width=WIDTH, max_content_width=WIDTH)
     names = [n for n in main.list_commands(root) if not main.get_command(root, n).hidden]
@@ -61,12 +62,20 @@ def render() -> str:
         "pipeline and `doctor` name each stage's count after the stage (`--calib-images`,",
         "`--parity-images`, `--eval-images`, `--bench-batch-size`, `--bench-iters`). The old names still",
         f"work until aft-export {RENAMED_UNTIL}, hidden from `--help`, with a note on stderr.",
+        "`--provider cpu|cuda|tensorrt` became `--backend`, whose values are the runners' own names (those",
+        "of every report's backend column), OpenVINO among them; the old flag and values still work until",
+        f"aft-export {RENAMED_UNTIL} in the same way.",
         "",
         "| command | old flag | new flag |",
         "|---|---|---|",
     ]
-    for command in sorted(WORDS):
-        out += [f"| `{command}` | `{old}` | `{new}` |" for old, new in WORDS[command].renamed.items()]
+    renamed = {command: dict(WORDS[command].renamed) for command in WORDS}
+    for name in names:  # the old --provider VALUE: --backend's value by its own name
+        if any(p.name == "provider" and p.hidden for p in main.get_command(root, name).params):
+            renamed.setdefault(name, {})["--provider " + ", ".join(PROVIDER_BACKENDS)] = (
+                "--backend " + ", ".join(PROVIDER_BACKENDS.values()))
+    for command in sorted(renamed):
+        out += [f"| `{command}` | `{old}` | `{new}` |" for old, new in renamed[command].items()]
     out += ["", "## aft-export", "", "```text", _help(main, "aft-export").rstrip(), "```"]
     for name in names:
         out += ["", f"## aft-export {name}", "", "```text",

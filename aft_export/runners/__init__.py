@@ -1,12 +1,15 @@
 """Runners: one contract for every backend (see :mod:`aft_export.runners.base`).
 
-``load_runner`` picks the backend from the artifact: a checkpoint runs in PyTorch, an
-ONNX file in ONNX Runtime, an engine in TensorRT. An ONNX file also runs in OpenVINO
-(:class:`OpenVinoRunner`) and in the ONNX reference evaluator (:class:`ReferenceRunner`),
-made directly. ``providers`` (cpu, cuda, tensorrt)
-chooses ONNX Runtime's execution provider; a GPU provider also runs checkpoints on the
-GPU. A backend missing here raises :class:`~aft_export.errors.RuntimeMissing`, which
-the stages report as *skipped*, never as passed.
+``load_runner`` picks the runtime from the artifact and the ``backend``
+(:data:`aft_export.options.BACKENDS`, each named as its runner names itself): an ONNX file runs
+in ONNX Runtime on the CPU (``onnxruntime``, the default), in its CUDA or TensorRT provider
+(``onnxruntime-cuda``, ``onnxruntime-tensorrt``) or in OpenVINO (``openvino``); a checkpoint runs
+in PyTorch, on the GPU with a GPU backend; an engine in TensorRT. The ONNX reference evaluator
+(:class:`ReferenceRunner`) is made directly. A backend missing here raises
+:class:`~aft_export.errors.RuntimeMissing` (a file OpenVINO computes wrongly on this CPU, its
+subclass :class:`~aft_export.errors.NotForThisCPU`), which the stages report as *skipped*,
+never as passed. The old ``providers`` word (cpu, cuda, tensorrt) still names a backend, for
+one release.
 
 The PyTorch runner (and torch with it) is loaded on first use, as the package's own
 ``__init__`` loads the model API: a process that runs only ONNX files or engines (a
@@ -18,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from aft_export.errors import AFTExportError
+from aft_export.options import BACKENDS, backend_of
 from aft_export.preprocess import ForeignPreprocessing
 from aft_export.runners.base import INPUT, OUTPUT, ModelInfo, Runner
 from aft_export.runners.engine import TrtRunner
@@ -31,7 +35,7 @@ ENGINE_SUFFIXES = (".engine", ".plan")
 
 __all__ = ["CHECKPOINT_SUFFIXES", "INPUT", "OUTPUT", "PROVIDER_KINDS", "ModelInfo", "OpenVinoRunner", "OrtRunner",
            "ReferenceRunner", "Runner", "TorchRunner", "TrtRunner", "info_from_metadata", "load_runner", "onnx_info",
-           "ort_providers"]  # fmt: skip
+           "onnx_runner", "ort_providers"]  # fmt: skip
 
 
 def __getattr__(name: str):
@@ -42,24 +46,41 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'aft_export.runners' has no attribute {name!r}")
 
 
-def load_runner(artifact: str, providers: list | str | None = None, config: str | None = None,
-                threads: int = 0, preprocessing: ForeignPreprocessing | None = None,
-                spinning: bool = True) -> Runner:  # fmt: skip
-    """The runner of ``artifact``; ``preprocessing``: how to feed an ONNX file another tool wrote
-    (one with our metadata, a checkpoint or an engine describes itself); ``spinning`` False:
-    ONNX Runtime's pools sleep when idle (:class:`OrtRunner`)."""
+def onnx_runner(source, backend: str | None = None, threads: int = 0, info: ModelInfo | None = None,
+                preprocessing: ForeignPreprocessing | None = None, spinning: bool = True) -> Runner:  # fmt: skip
+    """An ONNX file or graph (``source``: a path or a ModelProto) on ``backend`` (None: the
+    default): OpenVINO, or ONNX Runtime with the backend's execution provider."""
+    backend = backend_of(backend)
+    if backend == "openvino":
+        return OpenVinoRunner(source, threads=threads, info=info, preprocessing=preprocessing)
+    return OrtRunner(source, BACKENDS[backend].provider, threads=threads, info=info, preprocessing=preprocessing,
+                     spinning=spinning)  # fmt: skip
+
+
+def load_runner(artifact: str, backend: str | None = None, config: str | None = None, threads: int = 0,
+                preprocessing: ForeignPreprocessing | None = None, spinning: bool = True,
+                providers: list | str | None = None) -> Runner:  # fmt: skip
+    """The runner of ``artifact`` on ``backend`` (see the module doc); ``preprocessing``: how to
+    feed an ONNX file another tool wrote (one with our metadata, a checkpoint or an engine
+    describes itself); ``spinning`` False: ONNX Runtime's pools sleep when idle
+    (:class:`OrtRunner`). ``providers``: the old word, a provider kind (cpu, cuda, tensorrt)
+    or ONNX Runtime's own provider list, for one release."""
     path = Path(artifact)
     if not path.exists():
         raise AFTExportError(f"artifact {path} does not exist; check the path")
+    ort_list = providers if isinstance(providers, (list, tuple)) else None
+    backend = backend_of(backend, None if ort_list is not None else providers)
     suffix = path.suffix.lower()
     if suffix in CHECKPOINT_SUFFIXES or suffix in SPEC_SUFFIXES or suffix in source_suffixes():  # any model source
         from aft_export.runners.pytorch import TorchRunner
 
-        device = "cuda" if providers in ("cuda", "tensorrt") else "cpu"
+        device = "cuda" if BACKENDS[backend].gpu else "cpu"
         return TorchRunner(str(path), config=config, threads=threads, device=device)
     if suffix == ".onnx":
-        return OrtRunner(str(path), providers, threads=threads, preprocessing=preprocessing,
-                         spinning=spinning)  # fmt: skip
+        if ort_list is not None:
+            return OrtRunner(str(path), list(ort_list), threads=threads, preprocessing=preprocessing,
+                             spinning=spinning)  # fmt: skip
+        return onnx_runner(str(path), backend, threads=threads, preprocessing=preprocessing, spinning=spinning)
     if suffix in ENGINE_SUFFIXES:
         return TrtRunner(str(path), threads=threads)
     raise AFTExportError(f"{path}: unknown artifact type; expected a checkpoint (.pt, .pth, .safetensors), "

@@ -1,33 +1,51 @@
 """OpenVINO: an ONNX file, or a graph in memory, on OpenVINO's CPU plugin.
 
-OpenVINO reads ONNX through its ONNX front end. It does not inline model-local
-functions of a custom domain, so the default export (``com.aft`` nodes) does not load:
-export with ``target=portable`` (or ``tensorrt8``) for OpenVINO. fp32 means fp32:
-the CPU plugin's default inference precision is bf16 on CPUs with bf16 units (AMX,
-AVX512-BF16), which would put an fp32 file outside the fp32 parity limit, so the
-runner asks for f32; fp16 and int8 graphs compute in the precision their Q/DQ and
-casts define (OpenVINO's low-precision transformations run the Q/DQ regions in int8).
+- **Every file we write**: OpenVINO's ONNX front end does not inline model-local functions of
+  a custom domain, so the runner inlines the ``com.aft`` functions of the default export in
+  memory first (:func:`aft_export.graph.inline_functions`, the way TensorRT's parser does);
+  the file on disk is not touched.
+- **fp32 means fp32**: the CPU plugin's default inference precision is bf16 on CPUs with bf16
+  units (AMX, AVX512-BF16), which would put an fp32 file outside the fp32 parity limit, so
+  the runner asks for f32; fp16 and int8 graphs compute in the precision their Q/DQ and casts
+  define (OpenVINO's low-precision transformations run the Q/DQ regions in int8).
+- **Two hints**: a batch of up to :data:`~aft_export.options.OPENVINO_LATENCY_MAX_BATCH`
+  images runs on a model compiled with the LATENCY hint (one request, every thread on it); a
+  larger one on a model compiled with the THROUGHPUT hint, split over OpenVINO's optimal
+  number of infer requests that run in parallel streams, as its ``benchmark_app`` does. Each
+  is compiled on first use. The split changes no number: each image's logits are those of
+  the unsplit batch (``tests/runners/test_openvino.py``).
+- **Not for this CPU**: on an x86 CPU without VNNI, OpenVINO's int8 kernels add pairs of
+  u8 x s8 products in saturating 16 bits, which full-range (8-bit) int8 weights overflow:
+  such a file is refused before it runs (:class:`~aft_export.errors.NotForThisCPU`, which
+  the stages report as skipped), naming the file that is safe there (7-bit weights, the
+  portable target's int8). The weights are judged from the graph
+  (:func:`aft_export.graph.int8_weight_bits`), so other tools' files are judged too.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 
-from aft_export.errors import AFTExportError, RuntimeMissing
-from aft_export.graph import DOMAIN
+from aft_export.errors import AFTExportError, NotForThisCPU, RuntimeMissing
+from aft_export.graph import inline_functions, int8_weight_bits
+from aft_export.machine import CpuFeatures, cpu_features
+from aft_export.onnxio import load_onnx
+from aft_export.options import OPENVINO_HINTS, OPENVINO_LATENCY_MAX_BATCH
 from aft_export.runners.base import ModelInfo, Runner
 from aft_export.runners.ort import GraphSignature, check_signature, open_graph
 
 DEVICES = ("CPU",)
+INSTALL = "pip install 'aft-export[openvino]'"
 
 
 def import_openvino():
     try:
         import openvino
     except ImportError:
-        raise RuntimeMissing("OpenVINO is not installed: pip install 'aft-export[openvino]'") from None
+        raise RuntimeMissing(f"OpenVINO is not installed: {INSTALL}") from None
     return openvino
 
 
@@ -35,45 +53,142 @@ def openvino_version() -> str:
     return import_openvino().get_version()
 
 
+def cpu_problem(weight_bits: int | None, cpu: CpuFeatures) -> str | None:
+    """Why OpenVINO computes a graph whose int8 weights take ``weight_bits`` (None: it has none)
+    wrongly on ``cpu``, or None where it does not: 8-bit weights on an x86 CPU known to lack VNNI
+    (an unknown CPU is not refused: nothing says it lacks VNNI)."""
+    if weight_bits != 8 or not cpu.x86 or cpu.vnni is not False:
+        return None
+    return (f"OpenVINO computes int8 with 8-bit weights wrongly on x86 CPUs without VNNI (this one: "
+            f"{cpu.describe()}; its int8 dot products add pairs of products in saturating 16 bits)")  # fmt: skip
+
+
+def hint_for(batch: int, hint: str = "auto") -> str:
+    """OpenVINO's PERFORMANCE_HINT for a run of ``batch`` images: ``hint`` as given, or for
+    ``auto`` LATENCY up to :data:`OPENVINO_LATENCY_MAX_BATCH` images and THROUGHPUT above."""
+    if hint == "auto":
+        return "LATENCY" if batch <= OPENVINO_LATENCY_MAX_BATCH else "THROUGHPUT"
+    return hint.upper()
+
+
 class OpenVinoRunner(Runner):
     backend = "openvino"
 
     def __init__(self, source, threads: int = 0, info: ModelInfo | None = None, device: str = "CPU",
-                 preprocessing=None) -> None:  # fmt: skip
+                 preprocessing=None, hint: str = "auto", check_cpu: bool = True) -> None:  # fmt: skip
         """``source``: a path or a ModelProto; ``info``: what to feed a graph a stage made
         itself; ``preprocessing``: how to feed a file another tool wrote
-        (:func:`~aft_export.runners.ort.onnx_info`); ``threads``: CPU inference threads (0:
-        OpenVINO's default, all cores)."""
+        (:func:`~aft_export.runners.ort.onnx_info`); ``threads``: CPU inference threads in
+        all (0: OpenVINO's default, all cores); ``hint``: auto, latency or throughput (see the
+        module doc); ``check_cpu`` False runs a file this CPU computes wrongly (only to show
+        that it does: ``tests/test_conformance.py``)."""
+        import onnx
+
         ov = import_openvino()
         if device not in DEVICES:
             raise AFTExportError(f"unknown OpenVINO device {device!r}; choose one of {DEVICES}")
+        if hint not in OPENVINO_HINTS:
+            raise AFTExportError(f"unknown OpenVINO hint {hint!r}; choose one of {', '.join(OPENVINO_HINTS)}")
         graph = open_graph(source, info, preprocessing=preprocessing)
-        model, in_memory, where, info, from_metadata = (graph.model, graph.in_memory, graph.where, graph.info,
-                                                        graph.from_metadata)  # fmt: skip
+        model, in_memory, where, info = graph.model, graph.in_memory, graph.where, graph.info
         super().__init__(graph.name, info)
-        check_signature(GraphSignature(model), info, where, metadata=from_metadata)
-        core = ov.Core()
-        config = {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"}
-        if threads:
-            config["INFERENCE_NUM_THREADS"] = int(threads)
+        signature = GraphSignature(model)
+        check_signature(signature, info, where, metadata=graph.from_metadata)
+        base_dir = None if in_memory else str(Path(source).resolve().parent)
+        problem = cpu_problem(int8_weight_bits(model, base_dir), cpu_features()) if check_cpu else None
+        if problem:
+            raise NotForThisCPU(f"{where} is not for this CPU: {problem}; run it in ONNX Runtime, or use the "
+                                f"portable int8 (7-bit weights, safe here), which `aft-export pipeline "
+                                f"targets=portable` writes as model.portable.int8.onnx")  # fmt: skip
         self.threads = threads or (os.cpu_count() or 1)
+        self.hint = hint
+        self._device = device
+        self._config = {"INFERENCE_PRECISION_HINT": "f32"}
+        if threads:
+            self._config["INFERENCE_NUM_THREADS"] = int(threads)
+        self._core = ov.Core()
+        self._ov = ov
+        local = {(f.domain, f.name) for f in model.functions}
+        inlined = any((n.domain, n.op_type) in local for n in model.graph.node)
         try:
-            read = core.read_model(source.SerializeToString(), b"") if in_memory else core.read_model(str(source))
-            self.compiled = core.compile_model(read, device, config)
+            if inlined:  # the default export: its com.aft functions (any model-local ones) inlined here, in memory
+                if not in_memory and any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+                    model = load_onnx(source, whole=("OpenVINO", "export it with `aft-export export target=portable`"))
+                model = inline_functions(model)
+            if inlined or in_memory:
+                self._model = self._core.read_model(model.SerializeToString(), b"")
+            else:  # read from the path: external data is found beside it
+                self._model = self._core.read_model(str(source))
+        except AFTExportError:
+            raise
         except Exception as exc:  # noqa: BLE001 - OpenVINO raises RuntimeError/OpConversionFailure for a graph it cannot take
-            first = str(exc).strip().splitlines()
-            detail = next((line.strip() for line in first if "No conversion rule" in line), first[0] if first else "")
-            hint = ""
-            if any(n.domain == DOMAIN for n in model.graph.node):
-                hint = (f"; OpenVINO does not inline the model-local {DOMAIN} functions of the default export: "
-                        f"export with `aft-export export target=portable`")  # fmt: skip
-            raise AFTExportError(f"OpenVINO cannot load {where}: {detail[:300]}{hint}") from None
-        self.input_name = self.compiled.inputs[0].get_any_name()
-        self.output_name = self.compiled.outputs[0].get_any_name()
-        first = self.compiled.inputs[0].get_partial_shape()[0]
+            raise AFTExportError(f"OpenVINO cannot load {where}: {_first_line(exc)}") from None
+        self._compiled: dict[str, object] = {}
+        self._queue = None  # the THROUGHPUT model's requests, made on first use
+        self._where = where
+        compiled = self.compiled_for("LATENCY")  # compiled now: a graph OpenVINO cannot compile fails here
+        # OpenVINO gives a tensor every name it had (the graph's, and those of casts folded into it):
+        # the graph's own name is the one callers know
+        self.input_name = _named(compiled.inputs[0], [v.name for v in signature.get_inputs()])
+        self._output_names = [_named(out, [v.name for v in signature.get_outputs()]) for out in compiled.outputs]
+        self.output_name = self._output_names[0]
+        first = compiled.inputs[0].get_partial_shape()[0]
         self.fixed_batch = first.get_length() if first.is_static else None
-        self._request = self.compiled.create_infer_request()
+        self._request = compiled.create_infer_request()
+
+    def compiled_for(self, hint: str):
+        """The model compiled with PERFORMANCE_HINT ``hint`` (LATENCY or THROUGHPUT), on first use."""
+        if hint not in self._compiled:
+            try:
+                self._compiled[hint] = self._core.compile_model(self._model, self._device,
+                                                                {**self._config, "PERFORMANCE_HINT": hint})  # fmt: skip
+            except Exception as exc:  # noqa: BLE001 - as read_model: a graph the CPU plugin cannot compile
+                raise AFTExportError(f"OpenVINO cannot compile {self._where}: {_first_line(exc)}") from None
+        return self._compiled[hint]
+
+    def requests(self) -> int:
+        """The number of infer requests a batch is split over in THROUGHPUT mode: OpenVINO's
+        OPTIMAL_NUMBER_OF_INFER_REQUESTS for this model on this CPU and thread count."""
+        return int(self.compiled_for("THROUGHPUT").get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
 
     def run(self, feeds):
-        result = self._request.infer({k: np.ascontiguousarray(v) for k, v in feeds.items()})
-        return {out.get_any_name(): np.array(result[out]) for out in self.compiled.outputs}
+        feeds = {k: np.ascontiguousarray(v) for k, v in feeds.items()}
+        first = next(iter(feeds.values()))
+        batch = int(first.shape[0]) if first.ndim else 1
+        # a fixed-batch graph takes its whole batch in one request: nothing to split
+        if self.fixed_batch is not None or hint_for(batch, self.hint) == "LATENCY":
+            result = self._request.infer(feeds)
+            return {name: np.array(result[out]) for name, out in zip(self._output_names, self._request.model_outputs)}
+        return self._run_split(feeds, batch)
+
+    def _run_split(self, feeds: dict, batch: int) -> dict:
+        """One batch split over the THROUGHPUT model's requests, run at once, joined in order."""
+        if self._queue is None:
+            self._queue = self._ov.AsyncInferQueue(self.compiled_for("THROUGHPUT"), self.requests())
+        queue = self._queue
+        parts = min(len(queue), batch)
+        bounds = np.linspace(0, batch, parts + 1).astype(int)
+        results: list = [None] * parts
+
+        def done(request, index):
+            results[index] = {name: np.array(request.get_tensor(out).data)
+                              for name, out in zip(self._output_names, request.model_outputs)}  # fmt: skip
+
+        queue.set_callback(done)
+        for i in range(parts):
+            lo, hi = bounds[i], bounds[i + 1]
+            queue.start_async({k: np.ascontiguousarray(v[lo:hi]) for k, v in feeds.items()}, i)
+        queue.wait_all()
+        return {name: np.concatenate([r[name] for r in results]) for name in results[0]}
+
+
+def _named(port, names: list[str]) -> str:
+    """The first of ``names`` (the ONNX graph's) that OpenVINO's ``port`` answers to, else its own."""
+    have = port.get_names()
+    return next((n for n in names if n in have), port.get_any_name())
+
+
+def _first_line(exc: Exception) -> str:
+    lines = [line.strip() for line in str(exc).strip().splitlines()]
+    detail = next((line for line in lines if "No conversion rule" in line), lines[0] if lines else "")
+    return detail[:300]
