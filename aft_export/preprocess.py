@@ -92,8 +92,8 @@ def file_values(data: dict[str, Any], where: str, base: Path) -> dict[str, Any]:
         if isinstance(size, (list, tuple)):
             sides = readers.wholes(size, where, "input_size", 1, MAX_SIZE)
             if len(sides) not in (2, 3) or sides[-1] != sides[-2]:
-                raise readers.Malformed(where, "input_size", f"{list(sides)} is not a square [C, H, W] or [H, W]; "
-                                                             f"the exported graph takes square inputs")  # fmt: skip
+                raise readers.Malformed(where, "input_size", f"{list(sides)} is not a square [C, H, W] or [H, W] "
+                                                             f"(the exported graph takes square inputs)")  # fmt: skip
             size = sides[-1]
         out["input_size"] = readers.whole(size, where, "input_size", 1, MAX_SIZE, "a whole number of pixels")
     for key in ("mean", "std"):

@@ -103,7 +103,7 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
     current = graph_precision(model)
     if current != "fp32":
         form = quantized_form(model)
-        what = f"quantised ({form[0]} form: {', '.join(form[1][:4])})" if form else current
+        what = f"quantised to int8 ({form[0]} form: {', '.join(form[1][:4])})" if form else current
         raise AFTExportError(
             f"{model_path} is already {what}; quantise the fp32 export instead "
             f"(precision is decided once, from fp32)"
