@@ -471,7 +471,8 @@ def test_model_without_metadata_needs_explicit_preprocessing(onnx_models, tmp_pa
     bare = tmp_path / "bare.onnx"
     onnx.save(model, bare)
     calib = str(cifar10 / "train.tar")
-    with pytest.raises(AFTExportError, match="give `input_size`, `mean`, `std`"):
+    with pytest.raises(AFTExportError, match=r"give `input_size`, `mean` and `std`, or write bare\.preprocess\.json "
+                                             r"beside it"):  # what QuantizeOptions takes, nothing else
         quantize_model(bare, tmp_path / "o.onnx", calib, _opts(tmp_path), **QUIET)
     opts = _opts(tmp_path, input_size=32, mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25), count=16)
     result = quantize_model(bare, tmp_path / "o.onnx", calib, opts, **QUIET)
