@@ -36,6 +36,8 @@ def load_onnx(path: str | os.PathLike, external_data: bool = True, whole: tuple[
     path = Path(path)
     if path.is_dir():
         raise AFTExportError(f"model {path} is a directory; give an .onnx file")
+    if not path.exists():
+        raise AFTExportError(f"model {path} does not exist; check the path")
     regular_file(path, "model", "give an .onnx file")  # a FIFO or a device is said so, not "does not exist"
     if path.stat().st_size == 0:
         raise AFTExportError(f"model {path} is empty (0 bytes); export it again")

@@ -68,6 +68,12 @@ def shown(value: Any, limit: int = 60, as_json: bool = True) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def as_typed(text: str, limit: int = 60) -> str:
+    """A pattern as the user typed it, in single quotes (no escapes doubled), cut to ``limit``."""
+    text = text if len(text) <= limit else text[: limit - 3] + "..."
+    return f"'{text}'"
+
+
 # ---------------------------------------------------------------- files
 
 
@@ -327,12 +333,12 @@ def compile_pattern(pattern: Any, option: str):
         raise AFTExportError(f"`{option}` pattern '' is empty, and the empty pattern matches every node name; "
                              f"{example}")  # fmt: skip
     if len(pattern) > MAX_PATTERN:
-        raise AFTExportError(f"`{option}` pattern {shown(pattern, 40, False)} is {len(pattern):,} characters, more than "
+        raise AFTExportError(f"`{option}` pattern {as_typed(pattern, 40)} is {len(pattern):,} characters, more than "
                              f"the {MAX_PATTERN} a pattern may have; {example}")  # fmt: skip
     # a count RE2 would not take as one (above 10 digits it reads the braces as text): said as what it is
     counts = [int(n) for m in _REPEAT.finditer(pattern) for n in m.groups() if n]
     if any(n > MAX_REPEAT for n in counts):
-        raise AFTExportError(f"`{option}` pattern {shown(pattern, as_json=False)} repeats {max(counts)} times, more than the "
+        raise AFTExportError(f"`{option}` pattern {as_typed(pattern)} repeats {max(counts)} times, more than the "
                              f"{MAX_REPEAT} RE2 allows; {example}")  # fmt: skip
     import re2
 
@@ -341,5 +347,5 @@ def compile_pattern(pattern: Any, option: str):
     except re2.error as exc:
         why = exc.args[0] if exc.args else ""
         why = why.decode("utf-8", "replace") if isinstance(why, bytes) else str(why or "RE2 cannot compile it")
-        raise AFTExportError(f"`{option}` pattern {shown(pattern, as_json=False)} is not a regular expression RE2 takes ({why}); "
+        raise AFTExportError(f"`{option}` pattern {as_typed(pattern)} is not a regular expression RE2 takes ({why}); "
                              f"{example}") from None  # fmt: skip

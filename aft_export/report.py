@@ -141,7 +141,7 @@ def _shape(v: dict) -> str:
 
 def _preprocessing_line(p: dict) -> str:
     size = p.get("input_size") or ["?"]
-    return f"{'x'.join(map(str, size))} RGB, mean {p.get('mean')}, std {p.get('std')}"
+    return f"{'x'.join(map(str, size))} RGB, mean {p.get('mean', '?')}, std {p.get('std', '?')}"
 
 
 def _info_onnx(d: dict) -> list[str]:

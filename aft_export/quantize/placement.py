@@ -18,7 +18,7 @@ from pathlib import Path
 from aft_export.errors import AFTExportError
 from aft_export.graph import toposort
 from aft_export.options import QUANTIZED_OP_TYPES, QuantizeOptions
-from aft_export.readers import compile_pattern
+from aft_export.readers import as_typed, compile_pattern
 
 
 def op_types(opts: QuantizeOptions) -> tuple[str, ...]:
@@ -106,12 +106,12 @@ def _no_match(option: str, found: dict[str, list[str]], names: list[str]) -> Non
     leave the graph as it was (an empty pattern matches every name)."""
     empty = [p for p, v in found.items() if not v]
     if empty:
-        raise AFTExportError(f"`{option}` pattern {empty[0]!r} matches no node of the graph (matched from the start "
+        raise AFTExportError(f"`{option}` pattern {as_typed(empty[0])} matches no node of the graph (matched from the start "
                              f"of the name, as re.match; names look like {names[0]!r}); correct the pattern or "
                              f"leave it out")  # fmt: skip
     every = [p for p, v in found.items() if len(set(v)) == len(set(names))]
     if every:
-        raise AFTExportError(f"`{option}` pattern {every[0]!r} matches every node of the graph ({len(set(names))}), so "
+        raise AFTExportError(f"`{option}` pattern {as_typed(every[0])} matches every node of the graph ({len(set(names))}), so "
                              f"the graph would be left as it is; give a pattern that matches only the nodes to keep (from "
                              f"the start of the name: names look like {names[0]!r})")  # fmt: skip
 

@@ -118,6 +118,8 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
     if opts.precision == "int8":
         opts = replace(opts, rest_precision=_rest_precision(opts, target))
     _check_input_size(model, prep, model_path)
+    if not (opts.precision == "int8" and opts.quantize_aft_core):  # (inlining names other nodes: checked then)
+        _check_choices(model, opts)  # names, patterns and op types against the graph, before any image is decoded
     model_sha = sha256_file(model_path)
     seconds: dict[str, float] = {}
 
@@ -218,6 +220,17 @@ def _preprocessing(model, meta: dict, model_path, opts: QuantizeOptions, log) ->
     log(f"preprocessing: {model_path} has no aft-export metadata; input {pre.size}, mean {list(pre.mean)}, std "
         f"{list(pre.std)} from {origin}")  # fmt: skip
     return replace(pre, classes=None)  # calibration needs no class names
+
+
+def _check_choices(model, opts: QuantizeOptions) -> None:
+    """What the options choose by name, pattern or op type refers to the graph (placement's own
+    errors: a pattern matching no node or every node, a name the graph lacks), said before the
+    calibration images are decoded."""
+    if opts.precision == "int8":
+        placement.select(model, opts, aft_core_nodes(model))
+    else:
+        placement.check_exclude(model, opts)
+        placement.keep_fp32_nodes(model, opts)
 
 
 def _check_input_size(model, prep: Preprocess, path) -> None:
