@@ -157,8 +157,8 @@ class QuantizeOptions:
     exclude_op_types: tuple[str, ...] = ()
     # int8: the op types quantised; (): QUANTIZED_OP_TYPES
     op_types: tuple[str, ...] = ()
-    # nodes kept in fp32 by regular expression over node names (RE2, from the start): out of int8, and out of
-    # an fp16 graph or an int8 graph's fp16 rest
+    # nodes kept in fp32 by regular expression over node names (RE2, from the start): out of int8,
+    # and out of an fp16 graph or an int8 graph's fp16 rest
     keep_fp32: tuple[str, ...] = ()
     # int8: what the graph computes outside its int8 layers (REST_PRECISIONS); None: the export
     # target's ExportTarget.int8_rest. fp16 keeps what the fixed rule says in fp32
