@@ -503,8 +503,11 @@ def _readers() -> list[Case]:
              r"is already quantised to int8 \(QDQ form: QuantizeLinear, DequantizeLinear\)", ("theirs_qdq",)),
         Case("info/ONNX Runtime's int8 (QOperator)", R, ("info", f"{D}/ortq.onnx"), 0,
              r"(?s)precision +int8 .*another tool .*: int8 graph, already quantised \(QOperator form", ("ortq.onnx",)),
+        # which row of limits applies: fp32's max_abs 1e-4 fails it (it differs by ~6e-4), int8's passes it;
+        # top-1 is left out, the world's model being random weights whose near ties may flip on another CPU
         Case("parity/ONNX Runtime's int8 judged with int8's limits", R,
-             ("parity", f"{D}/m.pt", f"{D}/ortq.onnx", "--data", f"{D}/imgs", "--images", "4"), 0,
+             ("parity", f"{D}/m.pt", f"{D}/ortq.onnx", "--data", f"{D}/imgs", "--images", "4", "--tolerance",
+              "int8.min_top1_agreement=0"), 0,
              r"ortq\.onnx +onnxruntime +int8 .*PASS", ("ortq.onnx",)),
         *[Case(f"{cmd}/another tool's graph of two inputs", R, argv, 2,
                NO_FLAG.format("input-size") + r".*another tool's fp32 graph that takes 2 inputs .*no preprocessing "
