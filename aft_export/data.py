@@ -9,7 +9,6 @@ definition of preprocessing: training, evaluation and calibration all use it.
 from __future__ import annotations
 
 import io
-import json
 import math
 import os
 import tarfile
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from aft_export import readers
 from aft_export.errors import AFTExportError
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".ppm", ".tif", ".tiff")
@@ -73,15 +73,15 @@ class Preprocessing:
             if dup:
                 raise AFTExportError(f"class names repeat: {dup[:5]}")
 
-    def class_names(self, num_classes: int) -> list[str]:
-        """The names by output index, checked against the model's output width."""
+    def class_names(self, num_classes: int, origin: str = "") -> list[str]:
+        """The names by output index, checked against the model's output width; ``origin``:
+        where the names came from (a preprocessing file), for the message."""
         if self.classes is None:
             return [str(i) for i in range(num_classes)]
         if len(self.classes) != num_classes:
-            raise AFTExportError(
-                f"{len(self.classes)} class names for a model with {num_classes} outputs; "
-                f"give one name per output (`classes`: a file, one name per line)"
-            )
+            fix = (f"give one name per output in {origin}" if origin else
+                   "give one name per output (`classes`: a file, one name per line)")  # fmt: skip
+            raise AFTExportError(f"{len(self.classes)} class names for a model with {num_classes} outputs; {fix}")
         return list(self.classes)
 
     @property
@@ -92,16 +92,17 @@ class Preprocessing:
     def from_metadata(cls, meta: dict[str, str], size: int | None = None, mean=None, std=None,
                       path: str = "the model") -> Preprocessing:  # fmt: skip
         """From aft-export ONNX metadata; explicit values override it and stand in for a
-        model exported by another tool."""
-        try:
-            if size is None and "input_size" in meta:
-                size = int(json.loads(meta["input_size"])[-1])
-            if mean is None and "mean" in meta:
-                mean = json.loads(meta["mean"])
-            if std is None and "std" in meta:
-                std = json.loads(meta["std"])
-        except (ValueError, TypeError, IndexError) as exc:
-            raise AFTExportError(f"{path} has malformed preprocessing metadata: {exc}") from None
+        model exported by another tool. Each metadata value is read by :mod:`aft_export.readers`
+        (bounded, typed) and a malformed one is named by its key."""
+        where, fix = f"{path}'s metadata", "export it again with `aft-export export`"
+        if size is None and "input_size" in meta:
+            dims = readers.wholes(readers.parse_json(meta["input_size"], where, "input_size", fix), where,
+                                  "input_size", 1, 8192, fix=fix)  # fmt: skip
+            size = dims[-1]
+        if mean is None and "mean" in meta:
+            mean = readers.numbers(readers.parse_json(meta["mean"], where, "mean", fix), where, "mean", 3, fix=fix)
+        if std is None and "std" in meta:
+            std = readers.numbers(readers.parse_json(meta["std"], where, "std", fix), where, "std", 3, True, fix)
         missing = [f"`{option}`" for option, v in (("input_size", size), ("mean", mean), ("std", std)) if v is None]
         if missing:
             raise AFTExportError(

@@ -18,19 +18,20 @@ from aft_export.checkpoint import describe
 from aft_export.errors import AFTExportError
 from aft_export.fileio import sha256_file
 from aft_export.graph import DOMAIN, aft_kind
-from aft_export.onnxio import ArtifactMeta, graph_precision, load_onnx
+from aft_export.onnxio import ArtifactMeta, foreign_kind, graph_precision, load_onnx
 from aft_export.preprocess import ForeignPreprocessing
 from aft_export.purpose import engine_made_for, file_purpose
+from aft_export.readers import reason
 from aft_export.runners import CHECKPOINT_SUFFIXES, ENGINE_SUFFIXES, onnx_info
 from aft_export.runners.ort import GraphSignature
 from aft_export.sources import SPEC_SUFFIXES, load_model, source_suffixes
-from aft_export.trt import check_manifest, manifest_path
+from aft_export.trt import check_manifest, manifest_path, manifest_problems
 
 # our metadata shown as they are (the rest: classes, preprocessing, the recipe, read below)
 OUR_KEYS = ("model_name", "variant", "export_target", "opset", "aft_op_form", "source_checkpoint", "source_sha256",
             "tool", "torch_version", "dynamic_batch", "dynamic_hw")  # fmt: skip
-# our metadata that say how the model is fed (JSON lists), with the type of their items
-DESCRIBING = {"classes": str, "input_size": int, "mean": (int, float), "std": (int, float)}
+# our metadata that say how the model is fed (JSON lists, read by ArtifactMeta's typed properties)
+DESCRIBING = ("classes", "input_size", "mean", "std")
 
 
 def describe_artifact(path, config: str | None = None, preprocessing: ForeignPreprocessing | None = None) -> dict:
@@ -54,19 +55,16 @@ def describe_artifact(path, config: str | None = None, preprocessing: ForeignPre
 
 
 def described(meta: ArtifactMeta) -> tuple[dict, list[str]]:
-    """The keys of ``meta`` that say how the model is fed (:data:`DESCRIBING`), parsed, and the
-    keys it holds malformed (not JSON, or not a list of the right items): said, not raised."""
+    """The keys of ``meta`` that say how the model is fed (:data:`DESCRIBING`), parsed and checked
+    by their typed properties, and the keys it holds malformed (not JSON, nested too deep, not a
+    list of the right items): said, not raised."""
     values, malformed = {}, []
-    for key, kind in DESCRIBING.items():
-        if key not in meta:
+    for key in DESCRIBING:
+        if key not in meta and not meta.broken:
             continue
         try:
-            value = meta.json(key)
-        except ValueError:
-            value = None
-        if isinstance(value, list) and all(isinstance(v, kind) for v in value):
-            values[key] = value
-        else:
+            values[key] = list(getattr(meta, key))
+        except (KeyError, ValueError):  # readers.Malformed is a ValueError
             malformed.append(key)
     return values, malformed
 
@@ -89,7 +87,8 @@ def describe_onnx(path: Path, preprocessing: ForeignPreprocessing | None = None)
         "inputs": _values(sig.get_inputs()), "outputs": _values(sig.get_outputs()),
         "precision": graph_precision(model), "aft_export": meta.ours, **file_purpose(model),
     }  # fmt: skip
-    if not meta.ours:  # another tool's file: how it would be fed, if anyone said
+    if not meta.ours:  # another tool's file: what it is, and how it would be fed, if anyone said
+        out["written_as"] = foreign_kind(model)
         try:
             info = onnx_info(model, str(path), path, preprocessing)
             out["preprocessing"] = {"input_size": list(info.input_size), "mean": list(info.mean),
@@ -113,7 +112,7 @@ def describe_onnx(path: Path, preprocessing: ForeignPreprocessing | None = None)
         if isinstance(recipe, dict):
             out["recipe"], out["recipe_summary"] = recipe, recipe_summary(recipe)
         else:
-            why = recipe if isinstance(recipe, ValueError) else "not a JSON object"
+            why = reason(recipe) if isinstance(recipe, ValueError) else "not a JSON object"
             out["recipe_summary"] = {"error": f"malformed quantization metadata ({why})"}
     return out
 
@@ -124,8 +123,12 @@ def describe_engine(path: Path) -> dict:
         manifest = check_manifest(path, {})  # exists, parses, the engine's sha256 matches; no TensorRT needed
     except AFTExportError as exc:
         return {**out, "manifest_error": str(exc)}
+    # an entry of the wrong type is "malformed, not shown", as if absent; the rest is shown
+    bad = manifest_problems(manifest)
+    manifest = {k: v for k, v in manifest.items() if k not in bad}
     model = ArtifactMeta(manifest.get("model", {}), str(path))
     values, malformed = described(model)
+    malformed = bad + [f"model.{k}" for k in malformed]
     network = manifest.get("network") or {}
     return {
         **out, "sha256": manifest.get("engine_sha256"), "library": manifest.get("library", "tensorrt"),

@@ -44,7 +44,6 @@ makes ``atol`` the limit), ``--pool-limit``, ``--fp16 --int8 --precision-constra
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -147,8 +146,10 @@ def fp32_rule_plan(model) -> list[str]:
     ops = {t for k in FP32_RULE for t in k.op_types}
     names = set(fp32_nodes(model, aft_core_nodes(model))) | {n.name for n in model.graph.node if n.op_type in ops}
     every = [n.name for n in model.graph.node]
-    recipe = json.loads(ArtifactMeta.of(model).get("quantization") or "{}")
-    names |= {n for pattern in recipe.get("keep_fp32", {}) for n in matching(every, pattern)}
+    meta = ArtifactMeta.of(model)
+    recipe = meta.json("quantization") if "quantization" in meta else {}  # bounded and parsed by readers
+    kept = recipe.get("keep_fp32") if isinstance(recipe, dict) else None
+    names |= {n for pattern in (kept if isinstance(kept, dict) else {}) for n in matching(every, pattern, "keep_fp32")}
     types = _value_types(onnx.shape_inference.infer_shapes(model))
     # the layers that compute in float: not constants, not shape arithmetic (a precision on an int layer is refused)
     return [n.name for n in model.graph.node if n.name in names and n.op_type != "Constant"

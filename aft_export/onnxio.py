@@ -13,14 +13,15 @@ a reader at any moment sees an ``.onnx`` whose data file exists and matches.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import tempfile
 from pathlib import Path
 
+from aft_export import readers
 from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write_bytes, check_output_path, file_mode
 from aft_export.graph import inline_functions, props, set_props
+from aft_export.readers import regular_file
 
 TWO_GB = 2**31  # protobuf's limit on one message: an ONNX graph held in memory, weights included
 
@@ -35,8 +36,9 @@ def load_onnx(path: str | os.PathLike, external_data: bool = True, whole: tuple[
     path = Path(path)
     if path.is_dir():
         raise AFTExportError(f"model {path} is a directory; give an .onnx file")
-    if not path.is_file():
+    if not path.exists():
         raise AFTExportError(f"model {path} does not exist; check the path")
+    regular_file(path, "model", "give an .onnx file")  # a FIFO or a device is said so, not "does not exist"
     if path.stat().st_size == 0:
         raise AFTExportError(f"model {path} is empty (0 bytes); export it again")
     try:
@@ -99,16 +101,28 @@ read_metadata = props  # a model's metadata_props as a dict
 set_metadata = set_props  # replace them (sorted: deterministic files)
 
 
+MAX_SIDE = 8192  # the largest input side or channel count metadata may say (docs/errors.md)
+
+
 class ArtifactMeta:
     """aft-export's metadata of an artifact, read and written in one place: an ONNX file's
     ``metadata_props`` (:meth:`of`, :meth:`write`), or the ``model`` entry an engine
     manifest copies from them (``ArtifactMeta(manifest["model"])``). Values are strings;
-    the typed properties parse the JSON ones and raise ``KeyError`` (missing) or
-    ``ValueError`` (malformed), which each caller turns into its own one-line error."""
+    the typed properties parse the JSON ones through :mod:`aft_export.readers` (bounded size
+    and nesting, typed items) and raise ``KeyError`` (missing) or
+    :class:`~aft_export.readers.Malformed` (a ``ValueError`` and a one-line user error: not
+    JSON, too deep, or items of the wrong type), which each caller turns into its own
+    one-line error or, as ``aft-export info`` does, shows as malformed. An entry that is not a
+    mapping of strings (a hand-edited manifest) holds nothing, and says so as malformed."""
 
-    def __init__(self, values: dict[str, str] | None = None, where: str = "the model") -> None:
-        self.values = dict(values or {})
+    def __init__(self, values: dict[str, str] | None = None, where: str = "the model",
+                 fix: str = "export it again with `aft-export export`") -> None:  # fmt: skip
         self.where = where
+        self.fix = fix
+        self.broken = "" if values is None or isinstance(values, dict) else f"a {type(values).__name__}"
+        values = values if isinstance(values, dict) else {}
+        self.values = {k: v for k, v in values.items() if isinstance(k, str) and isinstance(v, str)}
+        self.not_text = sorted(str(k) for k, v in values.items() if not (isinstance(k, str) and isinstance(v, str)))
 
     @classmethod
     def of(cls, model, where: str = "the model") -> ArtifactMeta:
@@ -130,7 +144,7 @@ class ArtifactMeta:
         return "aft_export.format" in self.values or any(k in self.values for k in self.DESCRIBING)
 
     def __contains__(self, key: str) -> bool:
-        return key in self.values
+        return key in self.values or key in self.not_text
 
     def __getitem__(self, key: str) -> str:
         return self.values[key]
@@ -141,25 +155,34 @@ class ArtifactMeta:
     def get(self, key: str, default=None):
         return self.values.get(key, default)
 
+    @property
+    def _where(self) -> str:
+        return f"{self.where}'s metadata"
+
     def json(self, key: str):
-        """The JSON value under ``key`` (KeyError if absent, ValueError if malformed)."""
-        return json.loads(self.values[key])
+        """The JSON value under ``key`` (KeyError if absent, :class:`~aft_export.readers.Malformed`
+        if it is not bounded, valid JSON text)."""
+        if self.broken:
+            raise readers.Malformed(self._where, None, f"is {self.broken}, not a mapping of keys to text", self.fix)
+        if key in self.not_text:
+            raise readers.Malformed(self._where, key, "is not text (a JSON value written as text)", self.fix)
+        return readers.parse_json(self.values[key], self._where, key, self.fix)
 
     @property
     def classes(self) -> list[str]:
-        return list(self.json("classes"))
+        return list(readers.names(self.json("classes"), self._where, "classes", self.fix))
 
     @property
     def input_size(self) -> tuple[int, ...]:
-        return tuple(self.json("input_size"))
+        return readers.wholes(self.json("input_size"), self._where, "input_size", 1, MAX_SIDE, fix=self.fix)
 
     @property
     def mean(self) -> tuple[float, ...]:
-        return tuple(self.json("mean"))
+        return readers.numbers(self.json("mean"), self._where, "mean", fix=self.fix)
 
     @property
     def std(self) -> tuple[float, ...]:
-        return tuple(self.json("std"))
+        return readers.numbers(self.json("std"), self._where, "std", positive=True, fix=self.fix)
 
     @property
     def source_sha256(self) -> str:
@@ -174,12 +197,35 @@ class ArtifactMeta:
         return self.values.get("aft_op_form", "custom")
 
 
+# ONNX's QDQ form: float ops between QuantizeLinear/DequantizeLinear pairs (ours, TensorRT's, ModelOpt's,
+# ONNX Runtime's QuantFormat.QDQ); the QOperator form: integer ops in their place (ONNX Runtime's
+# QuantFormat.QOperator and its dynamic quantisation; the com.microsoft ops included)
+QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
+QOPERATOR_OPS = frozenset({
+    "QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger", "DynamicQuantizeLinear", "QGemm",
+    "QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearSoftmax", "QLinearConcat",
+    "QLinearAveragePool", "QLinearGlobalAveragePool", "QLinearReduceMean", "QLinearWhere", "QAttention",
+    "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QEmbedLayerNormalization", "DynamicQuantizeLSTM",
+})  # fmt: skip
+
+
+def quantized_form(model) -> tuple[str, list[str]] | None:
+    """``("QOperator" or "QDQ", the op types that say so)`` for a graph already quantised to int8,
+    else None."""
+    ops = {n.op_type for n in model.graph.node}
+    integer = sorted(ops & QOPERATOR_OPS)
+    if integer:
+        return "QOperator", integer
+    qdq = [o for o in QDQ_OPS if o in ops]
+    return ("QDQ", qdq) if qdq else None
+
+
 def graph_precision(model) -> str:
-    """fp32, fp16 or int8, from what the graph itself says (precision lives in the graph)."""
+    """fp32, fp16 or int8, from what the graph itself says (precision lives in the graph): int8 in
+    either quantised form (:func:`quantized_form`), fp16 weights, else fp32."""
     from onnx import TensorProto
 
-    ops = {n.op_type for n in model.graph.node}
-    if "QuantizeLinear" in ops or "DequantizeLinear" in ops:
+    if quantized_form(model):
         return "int8"
     if any(t.data_type == TensorProto.FLOAT16 for t in model.graph.initializer):
         return "fp16"
@@ -266,6 +312,49 @@ def compute_precisions(model) -> dict[str, int]:
         counts[kind] = counts.get(kind, 0) + 1
     first = [k for k in ("int8", "fp16", "fp32") if k in counts]
     return {k: counts[k] for k in first + sorted(set(counts) - set(first))}
+
+
+def foreign_kind(model) -> str:
+    """What a graph is, in a few words, for messages about a file another tool wrote: its
+    precision, and for int8 the form that says so ("int8 graph, already quantised (QOperator
+    form: ConvInteger, MatMulInteger)")."""
+    form = quantized_form(model)
+    if form:
+        return f"int8 graph, already quantised ({form[0]} form: {', '.join(form[1][:4])})"
+    return f"{graph_precision(model)} graph"
+
+
+def image_input_problem(model) -> str | None:
+    """What keeps a graph from being an image classifier aft-export can feed (None: nothing): more
+    than one input, or an input that is not a float (N, 3, H, W) image batch. No preprocessing
+    can change either."""
+    from onnx import TensorProto
+
+    inits = {t.name for t in model.graph.initializer}
+    inputs = [v for v in model.graph.input if v.name not in inits]
+    if len(inputs) != 1:
+        return f"takes {len(inputs)} inputs ({', '.join(repr(v.name) for v in inputs[:5])})"
+    v = inputs[0]
+    t = v.type.tensor_type
+    dims = ["?" if not d.HasField("dim_value") else str(d.dim_value) for d in t.shape.dim]
+    shape = f"[{', '.join(dims)}]"
+    if not v.type.HasField("tensor_type") or t.elem_type != TensorProto.FLOAT or len(dims) != 4:
+        elem = TensorProto.DataType.Name(t.elem_type).lower() if t.elem_type else "an untyped value"
+        return f"its input {v.name!r} is {elem} of shape {shape}, not a float (N, C, H, W) image batch"
+    if dims[1] not in ("?", "3"):
+        return f"its input {v.name!r} of shape {shape} takes {dims[1]}-channel images, not RGB (3 channels)"
+    return None
+
+
+def unfeedable(model, where: str) -> str | None:
+    """The one line for another tool's file that no preprocessing can feed (:func:`image_input_problem`),
+    saying what it is first; None for a graph of one image input."""
+    problem = image_input_problem(model)
+    if problem is None:
+        return None
+    return (f"{where} has no aft-export metadata: it is another tool's {foreign_kind(model)} that {problem}, and "
+            f"no preprocessing changes what a graph takes; aft-export feeds image classifiers of one float "
+            f"(N, 3, H, W) input: give one of those")
 
 
 def nonfinite_weights(model) -> list[tuple[str, int, int]]:

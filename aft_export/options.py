@@ -14,6 +14,7 @@ from aft_export.compare import EXPORT_MAX_ABS
 from aft_export.errors import AFTExportError
 from aft_export.onnxio import TWO_GB
 from aft_export.preprocess import ForeignPreprocessing
+from aft_export.readers import compile_pattern
 
 # ---------------------------------------------------------------- export
 
@@ -168,14 +169,14 @@ class QuantizeOptions:
     # the default tensorrt form only)
     target: str | None = None
     exclude: tuple[str, ...] = ()  # node names kept in floating point
-    # int8: nodes kept out of int8 by regular expression over node names (matched from the start
-    # of the name, as Python's re.match and ModelOpt's --nodes_to_exclude do) and by op type
+    # int8: nodes kept out of int8 by regular expression over node names (RE2's syntax, matched from
+    # the start of the name, as Python's re.match and ModelOpt's --nodes_to_exclude do) and by op type
     exclude_regex: tuple[str, ...] = ()
     exclude_op_types: tuple[str, ...] = ()
     # int8: the op types quantised; (): QUANTIZED_OP_TYPES
     op_types: tuple[str, ...] = ()
-    # nodes kept in fp32 by regular expression over node names (re.match): out of int8, and out of
-    # an fp16 graph or an int8 graph's fp16 rest
+    # nodes kept in fp32 by regular expression over node names (RE2, from the start): out of int8,
+    # and out of an fp16 graph or an int8 graph's fp16 rest
     keep_fp32: tuple[str, ...] = ()
     # int8: what the graph computes outside its int8 layers (REST_PRECISIONS); None: the export
     # target's ExportTarget.int8_rest. fp16 keeps what the fixed rule says in fp32
@@ -214,13 +215,9 @@ class QuantizeOptions:
         if self.rest_precision not in (None, *REST_PRECISIONS):
             raise AFTExportError(f"`rest_precision` must be one of {', '.join(REST_PRECISIONS)}, got "
                                  f"{self.rest_precision!r}")  # fmt: skip
-        for name in ("exclude_regex", "keep_fp32"):
-            for pattern in getattr(self, name):
-                try:
-                    re.compile(pattern)
-                except (re.error, TypeError) as exc:
-                    raise AFTExportError(f"`{name}` pattern {pattern!r} is not a regular expression ({exc}); "
-                                         f"give a Python regular expression such as 'blocks\\.3\\.'") from None
+        for option in ("exclude_regex", "keep_fp32"):  # compiled once, here, by RE2 (linear-time matching)
+            for pattern in getattr(self, option):
+                compile_pattern(pattern, option)
         for name in ("exclude_op_types", "op_types"):
             bad = [t for t in getattr(self, name) if not (isinstance(t, str) and OP_TYPE.fullmatch(t))]
             if bad:

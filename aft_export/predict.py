@@ -8,6 +8,7 @@ import numpy as np
 
 from aft_export.data import IMAGE_EXTENSIONS, load_image, normalize
 from aft_export.errors import AFTExportError
+from aft_export.preprocess import BESIDE_ONLY
 from aft_export.runners import load_runner
 
 
@@ -43,7 +44,8 @@ def classify(artifact, images, top_k: int = 5, backend: str | None = None, provi
     release)."""
     if top_k < 1:
         raise AFTExportError(f"`top_k` must be >= 1, got {top_k}; e.g. `top_k=5`")
-    runner = load_runner(str(artifact), backend, providers=providers)
+    # another tool's ONNX file is described by the JSON beside it (this function takes no preprocessing)
+    runner = load_runner(str(artifact), backend, providers=providers, preprocessing=BESIDE_ONLY)
     info = runner.info
     files = find_images(images)
     x = normalize(np.stack([load_image(str(f), info.input_size[1]) for f in files]), info.mean, info.std).numpy()

@@ -22,55 +22,37 @@ which feed such files, can read it.
 
 from __future__ import annotations
 
-import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aft_export import readers
 from aft_export.data import IMAGENET, Preprocessing
 from aft_export.errors import AFTExportError
 
 FIELDS = ("input_size", "mean", "std", "classes", "classes_file")
 SIDECAR_SUFFIX = ".preprocess.json"
+MAX_SIZE = 8192  # the largest input side (Preprocessing's limit, docs/errors.md)
 
 
-def read_mapping(path: str | Path) -> dict[str, Any]:
-    """A JSON or YAML file holding one mapping."""
+def read_mapping(path: str | Path, fix: str = "check `preprocess`") -> dict[str, Any]:
+    """A JSON or YAML file holding one mapping, read with the bounds of :mod:`aft_export.readers`."""
+    return readers.read_mapping(path, "preprocessing file", fix)
+
+
+def read_classes_file(path: str | Path, fix: str = "check `classes`") -> tuple[str, ...]:
+    """One class name per line; blank lines and ``#`` comments are skipped. ``fix``: what to do
+    about a path that is not a readable file (it names where the path came from)."""
     path = Path(path)
-    if not path.is_file():
-        raise AFTExportError(f"preprocessing file {path} does not exist; check `preprocess`")
-    text = path.read_text()
-    if path.suffix.lower() in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError:
-            raise AFTExportError(f"reading {path} needs PyYAML (pip install pyyaml), or write it as JSON") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise AFTExportError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
-    elif path.suffix.lower() == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise AFTExportError(f"{path} is not valid JSON: {exc}") from None
-    else:
-        raise AFTExportError(f"{path}: preprocessing files are .json, .yaml or .yml")
-    if not isinstance(data, dict):
-        raise AFTExportError(f"{path} must hold a mapping (input_size, mean, std, classes_file), "
-                             f"not a {type(data).__name__}")  # fmt: skip
-    return data
-
-
-def read_classes_file(path: str | Path) -> tuple[str, ...]:
-    """One class name per line; blank lines and ``#`` comments are skipped."""
-    path = Path(path)
-    if not path.is_file():
-        raise AFTExportError(f"class names file {path} does not exist; check `classes`")
-    names = tuple(line.strip() for line in path.read_text().splitlines())
+    text = readers.read_text(path, "class names file", f"{fix}: give a file with one class name per line")
+    names = tuple(line.strip() for line in text.splitlines())
     names = tuple(n for n in names if n and not n.startswith("#"))
     if not names:
-        raise AFTExportError(f"class names file {path} has no names (one per line)")
+        raise AFTExportError(f"class names file {path} has no names; write one name per line")
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise AFTExportError(f"class names file {path}: class names repeat: {dup[:5]}; give each class once")
     return names
 
 
@@ -98,6 +80,40 @@ def _int(value: Any, option: str) -> int:
     return out
 
 
+def file_values(data: dict[str, Any], where: str, base: Path) -> dict[str, Any]:
+    """The preprocessing a file holds, each value checked and named by the file and its key (a
+    key in a file is not an option the user typed): ``input_size`` a whole number of pixels (or
+    ``[C, H, W]``/``[H, W]`` of a square), ``mean`` and ``std`` three finite numbers (a list, or
+    text ``"0.5,0.5,0.5"``; std > 0), ``classes`` a list of names or ``classes_file`` a file of
+    them (relative to ``base``, the file's directory)."""
+    out: dict[str, Any] = {}
+    if "input_size" in data:
+        size = data["input_size"]
+        if isinstance(size, (list, tuple)):
+            sides = readers.wholes(size, where, "input_size", 1, MAX_SIZE)
+            if len(sides) not in (2, 3) or sides[-1] != sides[-2]:
+                raise readers.Malformed(where, "input_size", f"{list(sides)} is not a square [C, H, W] or [H, W] "
+                                                             f"(the exported graph takes square inputs)")  # fmt: skip
+            size = sides[-1]
+        out["input_size"] = readers.whole(size, where, "input_size", 1, MAX_SIZE, "a whole number of pixels")
+    for key in ("mean", "std"):
+        if key in data:
+            value = data[key]
+            if isinstance(value, str):  # "0.485,0.456,0.406", as the options take it
+                try:
+                    value = [float(v) for v in value.split(",")]
+                except ValueError:
+                    pass  # refused below, as it was written
+            out[key] = readers.numbers(value, where, key, 3, positive=key == "std")
+    if "classes" in data:
+        out["classes"] = readers.names(data["classes"], where, "classes")
+    elif "classes_file" in data:
+        name = readers.text(data["classes_file"], where, "classes_file")
+        path = Path(name) if os.path.isabs(name) else base / name
+        out["classes"] = read_classes_file(path, f"correct classes_file in {where}")
+    return out
+
+
 def resolve(file: str | Path | None = None, *, input_size=None, mean=None, std=None, classes=None,
             base: Path | None = None, extra_keys: tuple[str, ...] = (), missing: str | None = None) -> Preprocessing:  # fmt: skip
     """Preprocessing from a file and values; a value overrides the file.
@@ -105,37 +121,30 @@ def resolve(file: str | Path | None = None, *, input_size=None, mean=None, std=N
     ``classes`` is a file of names (a path) or a list of names. ``extra_keys`` are other
     keys the file may hold (a full model spec adds ``model_def``, ``weights``...);
     ``missing``: the error when the input size or normalisation is missing (default: the
-    one for a model trained elsewhere)."""
-    data: dict[str, Any] = {}
-    where = "the options"
+    one for a model trained elsewhere). The file's values are checked by key, and a bad one is
+    said with the file's name and its key; a value given here is checked as the option it is."""
+    from_file: dict[str, Any] = {}
     if file is not None:
         data = read_mapping(file)
+        where = str(file)
         unknown = sorted(set(data) - set(FIELDS) - set(extra_keys))
         if unknown:
-            raise AFTExportError(f"{file} has unknown keys {unknown}; known: {sorted(FIELDS + extra_keys)}")
-        base = Path(file).resolve().parent
-        where = str(file)
-    if "classes" in data and "classes_file" in data:
-        raise AFTExportError(f"{where} gives both classes and classes_file; keep one")
-    size = input_size if input_size is not None else data.get("input_size")
-    mean = mean if mean is not None else data.get("mean")
-    std = std if std is not None else data.get("std")
+            raise AFTExportError(f"{where} has unknown keys {unknown}; known: {sorted(FIELDS + extra_keys)}")
+        if "classes" in data and "classes_file" in data:
+            raise AFTExportError(f"{where} gives both classes and classes_file; keep one")
+        from_file = file_values(data, where, Path(file).resolve().parent)
+    size = _int(input_size, "input_size") if input_size is not None else from_file.get("input_size")
+    mean = _floats(mean, "mean") if mean is not None else from_file.get("mean")
+    std = _floats(std, "std") if std is not None else from_file.get("std")
     absent = [f"`{name}`" for name, v in (("input_size", size), ("mean", mean), ("std", std)) if v is None]
     if absent:
         raise AFTExportError(missing or (
             f"a model trained elsewhere needs its preprocessing: give {', '.join(absent)} (or a `preprocess` "
             f"JSON/YAML file with input_size, mean, std); ImageNet-trained models use {IMAGENET}"))
-    names = None
+    names = from_file.get("classes")
     if classes is not None:
         names = tuple(classes) if isinstance(classes, (list, tuple)) else read_classes_file(classes)
-    elif "classes" in data:
-        if not isinstance(data["classes"], list):
-            raise AFTExportError(f"{where}: classes must be a list of names")
-        names = tuple(str(c) for c in data["classes"])
-    elif "classes_file" in data:
-        path = Path(data["classes_file"])
-        names = read_classes_file(path if path.is_absolute() or base is None else base / path)
-    return Preprocessing(_int(size, "input_size"), _floats(mean, "mean"), _floats(std, "std"), names)
+    return Preprocessing(size, mean, std, names)
 
 
 # ---------------------------------------------------------------- files another tool wrote
@@ -149,13 +158,20 @@ def sidecar_path(artifact: str | Path) -> Path:
     return artifact.with_name(stem + SIDECAR_SUFFIX)
 
 
+# what a caller may give for a file another tool wrote (ForeignPreprocessing.takes), by field
+GIVEN = ("preprocess", "input_size", "mean", "std", "classes")
+
+
 @dataclass(frozen=True)
 class ForeignPreprocessing:
     """How to feed files that carry no preprocessing of their own (an ONNX file another tool
     wrote): a ``preprocess`` file and values, a value overriding the file; without a file, the
     JSON beside each artifact (:func:`sidecar_path`) fills what the values leave out. A file
     with our metadata describes itself and ignores this. ``origin`` names where complete
-    values came from (e.g. the checkpoint a parity run compares against), for messages."""
+    values came from (e.g. the checkpoint a parity run compares against), for messages.
+    ``takes``: the fields of :data:`GIVEN` the caller can give at all (a stage whose options have
+    no preprocessing reads only the JSON beside the file: :data:`BESIDE_ONLY`), so that a message
+    asks for nothing it cannot take."""
 
     preprocess: str | None = None
     input_size: int | None = None
@@ -163,6 +179,7 @@ class ForeignPreprocessing:
     std: tuple[float, ...] | str | None = None
     classes: str | tuple[str, ...] | None = None  # a file of names, or the names
     origin: str = ""
+    takes: tuple[str, ...] = GIVEN
 
     @classmethod
     def of(cls, pre: Preprocessing, origin: str) -> ForeignPreprocessing:
@@ -174,22 +191,41 @@ class ForeignPreprocessing:
         """Every value given: no file needs reading."""
         return None not in (self.input_size, self.mean, self.std, self.classes)
 
-    def for_artifact(self, artifact: str | Path | None, where: str = "") -> tuple[Preprocessing, str]:
+    def missing_message(self, where: str, beside: Path | None, what: str = "") -> str:
+        """The one line for a file with no preprocessing at all: what the file is first (``what``,
+        e.g. "fp32 graph", from :func:`aft_export.onnxio.foreign_kind`), then what to give, among
+        what the caller takes."""
+        values = [f"`{option}`" for option in ("input_size", "mean", "std") if option in self.takes]
+        give = ""
+        if values:
+            give = "give " + (", ".join(values[:-1]) + " and " + values[-1] if len(values) > 1 else values[0])
+            give += " (and `classes`)" if "classes" in self.takes else ""
+        if "preprocess" in self.takes:
+            give = (give + " or " if give else "give ") + "a `preprocess` JSON/YAML file"
+        write = f"write {beside.name} beside it" if beside is not None else ""
+        advice = ", or ".join(part for part in (give, write) if part) or "describe it"
+        said = f": it is another tool's {what}, and it" if what else ", so it"
+        return (f"{where} has no aft-export metadata{said} does not say how to preprocess images; {advice} with "
+                f"input_size, mean, std and classes (docs/parity.md, 'Files other tools wrote')")
+
+    def for_artifact(self, artifact: str | Path | None, where: str = "", what: str = "") -> tuple[Preprocessing, str]:
         """The preprocessing of ``artifact`` (a file without our metadata; None: a graph in
         memory) and where it came from: the values, the ``preprocess`` file, or the JSON beside
-        the artifact. No preprocessing at all is one error that says what to give."""
+        the artifact. No preprocessing at all is one error that says what the file is (``what``)
+        and what to give."""
         where = where or str(artifact or "the graph")
         file = self.preprocess
         beside = sidecar_path(artifact) if artifact is not None else None
-        if file is None and beside is not None and beside.is_file() and not self.complete:
-            file = str(beside)
+        if file is None and beside is not None and not self.complete and (beside.exists() or beside.is_symlink()):
+            file = str(beside)  # a directory or a FIFO there is refused by the reader, not ignored
         given = [name for name in ("input_size", "mean", "std", "classes") if getattr(self, name) is not None]
-        missing = (f"{where} has no aft-export metadata, so it does not say how to preprocess images; give "
-                   f"`input_size`, `mean` and `std` (and `classes`) or a `preprocess` JSON/YAML file"
-                   + (f", or write {beside.name} beside it" if beside is not None else "")
-                   + " with input_size, mean, std and classes (docs/parity.md, 'Files other tools wrote')")
         pre = resolve(file, input_size=self.input_size, mean=self.mean, std=self.std, classes=self.classes,
-                      missing=missing)  # fmt: skip
+                      missing=self.missing_message(where, beside, what))  # fmt: skip
         sources = ([self.origin or "the options (" + ", ".join(f"`{g}`" for g in given) + ")"] if given else []) + (
             [Path(file).name if file == str(beside) else str(file)] if file is not None else [])  # fmt: skip
         return pre, " and ".join(sources)
+
+
+# for a stage whose options have no preprocessing (infer, a Triton repository): only the JSON
+# beside the file describes another tool's file, and a message asks for that alone
+BESIDE_ONLY = ForeignPreprocessing(takes=())

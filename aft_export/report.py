@@ -155,7 +155,7 @@ def _shape(v: dict) -> str:
 
 def _preprocessing_line(p: dict) -> str:
     size = p.get("input_size") or ["?"]
-    return f"{'x'.join(map(str, size))} RGB, mean {p.get('mean')}, std {p.get('std')}"
+    return f"{'x'.join(map(str, size))} RGB, mean {p.get('mean', '?')}, std {p.get('std', '?')}"
 
 
 def _info_onnx(d: dict) -> list[str]:
@@ -170,7 +170,8 @@ def _info_onnx(d: dict) -> list[str]:
              f"nodes        {d['nodes']}: {ops}{', ...' if len(d['op_types']) > 8 else ''}"]  # fmt: skip
     if not d["aft_export"]:
         pre = d["preprocessing"]
-        lines.append("written by   another tool (no aft-export metadata)")
+        lines.append("written by   another tool (no aft-export metadata)"
+                     + (f": {d['written_as']}" if d.get("written_as") else ""))
         if "missing" in pre:
             lines.append(f"preprocess   none given: {pre['missing']}")
         else:
@@ -193,8 +194,8 @@ def _info_onnx(d: dict) -> list[str]:
     return lines
 
 
-def _malformed_line(d: dict) -> list[str]:
-    return [f"metadata     malformed, not shown: {', '.join(d['malformed'])}"] if d.get("malformed") else []
+def _malformed_line(d: dict, label: str = "metadata") -> list[str]:
+    return [f"{label:<12} malformed, not shown: {', '.join(d['malformed'])}"] if d.get("malformed") else []
 
 
 def _info_engine(d: dict) -> list[str]:
@@ -220,7 +221,7 @@ def _info_engine(d: dict) -> list[str]:
                         if d["preprocessing_from"] else ""))  # fmt: skip
         if m.get("classes"):
             lines.append(f"classes      {len(m['classes'])}: {', '.join(m['classes'])}")
-    lines += _malformed_line(d)
+    lines += _malformed_line(d, "manifest")
     lines.append(f"written by   {d['tool']} at {d['created_utc']}")
     return lines
 

@@ -51,6 +51,7 @@ from aft_export.fileio import atomic_directory, atomic_write_bytes, atomic_write
 from aft_export.graph import inline_functions, int8_weight_bits
 from aft_export.onnxio import load_onnx, save_onnx
 from aft_export.options import TritonRepoOptions
+from aft_export.preprocess import BESIDE_ONLY
 from aft_export.tritonspec import (IMAGE, IMAGE_INPUT, ONNX_CONTAINER, ONNX_CONTAINER_SOURCE, TENSOR, TOPK_INDEX,
                                    TOPK_LABEL, TRITON_CONTAINERS_SOURCE, WARMUP_DIR, WARMUP_IMAGE, ServedModel, Tensor,
                                    check_names, closed_flags, config_text, dims_text, containers_for_tensorrt,
@@ -454,7 +455,8 @@ def write_repository(artifacts: list[str], out: str | Path, opts: TritonRepoOpti
     opts = opts or TritonRepoOptions()
     if not artifacts:
         raise AFTExportError("give one or more ONNX files or engines")
-    specs = [describe(a, opts.max_batch, (names or {}).get(str(a))) for a in artifacts]
+    # another tool's ONNX file is described by the JSON beside it: these options take no preprocessing
+    specs = [describe(a, opts.max_batch, (names or {}).get(str(a)), BESIDE_ONLY) for a in artifacts]
     check_artifacts(specs, opts)
     if opts.device == "cpu" and any(s.kind == "engine" for s in specs):
         raise AFTExportError("`device=cpu`: TensorRT engines run on the GPU only; leave it out or give ONNX files")

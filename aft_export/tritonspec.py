@@ -35,8 +35,9 @@ from aft_export.errors import AFTExportError
 from aft_export.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.options import DEFAULT_MAX_BATCH
 from aft_export.preprocess import ForeignPreprocessing
+from aft_export.readers import reason
 from aft_export.runners import ENGINE_SUFFIXES, OUTPUT, onnx_info
-from aft_export.trt import check_manifest
+from aft_export.trt import check_manifest, manifest_problems
 
 IMAGE_INPUT = "image_bytes"
 TOPK_INDEX = "topk_index"
@@ -189,11 +190,14 @@ def _describe_engine(path: Path, max_batch: int | None) -> ServedModel:
     manifest = check_manifest(path, {})  # exists, parses, the engine's sha256 matches; no TensorRT needed
     meta = ArtifactMeta(manifest.get("model", {}), str(path))
     try:
+        bad = [k for k in manifest_problems(manifest) if k in ("input", "model", "precision")]
+        if bad:
+            raise ValueError(f"malformed {', '.join(bad)}")
         lo, hi = manifest["input"]["min"], manifest["input"]["max"]
         classes, size, mean, std = meta.classes, meta.input_size, meta.mean, meta.std
     except (KeyError, TypeError, ValueError) as exc:
         raise AFTExportError(f"the manifest of {path} lacks the engine's input profile or the model's metadata "
-                             f"({exc}); rebuild it with aft-export build") from None  # fmt: skip
+                             f"({reason(exc)}); rebuild it with `aft-export build`") from None  # fmt: skip
     fixed, chosen = _batching(path, (lo[0], hi[0]), max_batch, "its optimisation profile")
     dims = tuple(a if a == b else -1 for a, b in zip(lo[1:], hi[1:]))
     return ServedModel(model_name(path), path, "engine", manifest["input"].get("name", "image"), OUTPUT, dims, fixed,

@@ -59,6 +59,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from aft_export import readers
 from aft_export.version import __version__
 from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.fileio import atomic_write_text, relative_name, sha256_file
@@ -504,12 +505,60 @@ def make_manifest(engine: Path, onnx_path: Path, precision: str, shapes: InputSh
     }  # fmt: skip
 
 
+def _text(v) -> bool:
+    return isinstance(v, str)
+
+
+def _text_or_none(v) -> bool:
+    return v is None or isinstance(v, str)
+
+
+def _texts(v) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _dims(v) -> bool:
+    return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) and x >= -1 for x in v)
+
+
+def _counts(v) -> bool:
+    return isinstance(v, dict) and all(isinstance(x, int) and not isinstance(x, bool) for x in v.values())
+
+
+# what each entry of a manifest holds (make_manifest writes it so); a hand-edited manifest whose entry
+# is of another type has that entry malformed: `info` shows it as such, a command that needs it stops
+MANIFEST_TYPES = {
+    "format": _text, "tool": _text, "created_utc": _text, "library": _text, "library_version": _text_or_none,
+    "tensorrt": _text_or_none, "cuda": _text_or_none, "gpu": _text_or_none, "compute_capability": _text_or_none,
+    "compute_capabilities": _texts, "compute_capabilities_default": _texts,
+    "built_on_gpu": lambda v: isinstance(v, bool), "precision": _text,
+    "input": lambda v: isinstance(v, dict) and _text(v.get("name", "")) and all(_dims(v.get(k)) for k in
+                                                                                 ("min", "opt", "max")),
+    "onnx": _text, "onnx_sha256": _text, "engine_sha256": _text, "build_options": lambda v: isinstance(v, dict),
+    "tensorrt_build": lambda v: isinstance(v, dict), "note": _text,
+    "build_seconds": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "parser_warnings": lambda v: v is None or _texts(v),
+    "network": lambda v: v is None or (isinstance(v, dict) and _counts(v.get("outputs", {}))
+                                       and isinstance(v.get("num_layers", 0), int)),
+    "model": lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()),
+}  # fmt: skip
+# the entries check_manifest decides with, when it checks an engine against this machine
+DECIDING = ("library", "library_version", "tensorrt", "build_options", "compute_capabilities", "compute_capability")
+
+
+def manifest_problems(manifest: dict) -> list[str]:
+    """The entries of ``manifest`` that are not of their type (:data:`MANIFEST_TYPES`)."""
+    return [k for k, ok in MANIFEST_TYPES.items() if k in manifest and not ok(manifest[k])]
+
+
 def rebuild_command(engine: Path, manifest: dict | None = None, library: str | None = None,
                     cc: str | None = None) -> str:
     """The command that rebuilds ``engine`` here: same ONNX file (as the manifest names it), library,
     profile; for TensorRT-RTX the compute capability of the GPU here when the old targets miss it.
-    In a message's words (backquoted, options as ``field=value``: the command line says its flags)."""
-    m = manifest or {}
+    In a message's words (backquoted, options as ``field=value``: the command line says its flags).
+    A malformed entry of the manifest is left out, as if absent."""
+    m = manifest if isinstance(manifest, dict) else {}
+    m = {k: v for k, v in m.items() if k not in manifest_problems(m)}
     library = library or m.get("library", "tensorrt")
     parts = ["aft-export", "build", m.get("onnx") or "MODEL.onnx", f"library={library}"]
     opts = m.get("build_options") or {}
@@ -543,14 +592,22 @@ def check_manifest(engine: str | os.PathLike, env: dict) -> dict:
     if not engine.is_file():
         raise AFTExportError(f"engine {engine} does not exist")
     mpath = manifest_path(engine)
-    if not mpath.is_file():
+    if not (mpath.exists() or mpath.is_symlink()):
         raise AFTExportError(f"engine {engine} has no manifest ({mpath.name}); aft-export cannot tell what it was "
                              f"built with, so it will not load it; {generic}")  # fmt: skip
-    try:
-        manifest = json.loads(mpath.read_text())
-        recorded = manifest["engine_sha256"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise AFTExportError(f"engine manifest {mpath} is unreadable ({exc}); {generic}") from None
+    try:  # a regular file, bounded, UTF-8, JSON
+        manifest = readers.read_document(mpath, "engine manifest", generic, yaml_ok=False)
+    except readers.Malformed as exc:
+        raise AFTExportError(f"engine manifest {mpath} is unreadable ({exc.reason.removeprefix('is ')}); "
+                             f"{generic}") from None  # fmt: skip
+    recorded = manifest.get("engine_sha256") if isinstance(manifest, dict) else None
+    if not isinstance(recorded, str):
+        what = "has no engine_sha256" if isinstance(manifest, dict) else f"holds a {type(manifest).__name__}"
+        raise AFTExportError(f"engine manifest {mpath} is unreadable (it {what}, not a manifest's mapping); {generic}")
+    bad = [k for k in manifest_problems(manifest) if k in DECIDING]
+    if env and bad:  # nothing to decide without an environment (info, a Triton description)
+        raise AFTExportError(f"engine manifest {mpath} has malformed entries ({', '.join(bad)}), so aft-export cannot "
+                             f"tell what the engine needs; {generic}")  # fmt: skip
     if sha256_file(engine) != recorded:
         raise AFTExportError(f"engine {engine} is corrupt or was replaced: its sha256 differs from its manifest; "
                              f"rebuild it here: {rebuild_command(engine, manifest)}")  # fmt: skip

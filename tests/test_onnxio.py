@@ -194,3 +194,38 @@ def test_a_modelopt_style_int8_whose_rest_is_fp16_counts_mostly_fp16():
     onnx.checker.check_model(model, full_check=True)
     counts = compute_precisions(model)
     assert graph_precision(model) == "int8" and counts == {"int8": 1, "fp16": 6}
+
+
+def test_a_graph_already_quantised_is_int8_in_either_form_and_says_which():
+    """Q/DQ pairs (ours, ModelOpt's, ONNX Runtime's QDQ) and integer ops (ONNX Runtime's QOperator
+    and dynamic quantisers) are both int8: parity takes int8's limits, quantize refuses it as such."""
+    from aft_export.onnxio import foreign_kind, graph_precision, quantized_form
+
+    model = _model()
+    assert quantized_form(model) is None and graph_precision(model) == "fp32" and foreign_kind(model) == "fp32 graph"
+    model.graph.node.extend([helper.make_node("DynamicQuantizeLinear", ["image"], ["q", "s", "z"]),
+                             helper.make_node("MatMulInteger", ["q", "q"], ["m"])])  # fmt: skip
+    assert quantized_form(model) == ("QOperator", ["DynamicQuantizeLinear", "MatMulInteger"])
+    assert graph_precision(model) == "int8"
+    assert foreign_kind(model) == "int8 graph, already quantised (QOperator form: DynamicQuantizeLinear, MatMulInteger)"
+    qdq = _model()
+    qdq.graph.node.append(helper.make_node("DequantizeLinear", ["w", "s"], ["d"]))
+    assert quantized_form(qdq) == ("QDQ", ["DequantizeLinear"]) and graph_precision(qdq) == "int8"
+
+
+def test_what_keeps_a_graph_from_being_fed_is_said_before_any_advice():
+    from aft_export.onnxio import image_input_problem, unfeedable
+
+    assert image_input_problem(_model()) is None and unfeedable(_model(), "m.onnx") is None
+    two = _model()
+    two.graph.input.append(helper.make_tensor_value_info("mask", TensorProto.FLOAT, [1]))
+    assert image_input_problem(two) == "takes 2 inputs ('image', 'mask')"
+    message = unfeedable(two, "t.onnx")
+    assert message.startswith("t.onnx has no aft-export metadata: it is another tool's fp32 graph that takes 2 inputs")
+    assert "no preprocessing changes what a graph takes" in message and "`" not in message
+    ids = _model()
+    ids.graph.input[0].CopyFrom(helper.make_tensor_value_info("ids", TensorProto.INT64, ["n", 128]))
+    assert image_input_problem(ids) == "its input 'ids' is int64 of shape [?, 128], not a float (N, C, H, W) image batch"
+    gray = _model()
+    gray.graph.input[0].CopyFrom(helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 1, 28, 28]))
+    assert "takes 1-channel images, not RGB" in image_input_problem(gray)

@@ -441,7 +441,7 @@ def test_bad_input_writes_nothing(onnx_models, tmp_path, cifar10):
     ok = quantize_model(onnx_models["custom"], out, str(few), _opts(tmp_path, allow_fewer=True), **QUIET)
     assert ok.recipe["calibration"]["count"] == 3 and ok.recipe["calibration"]["requested"] == 64
     out.unlink()
-    with pytest.raises(AFTExportError, match="already int8"):
+    with pytest.raises(AFTExportError, match=r"already quantised to int8 \(QDQ form: QuantizeLinear"):
         quantize_model(_int8_file(onnx_models, tmp_path, calib), out, calib, _opts(tmp_path), **QUIET)
     for precision in ("int8", "fp16"):  # fp16 keeps `exclude` in fp32: a misspelt name is refused there too
         with pytest.raises(AFTExportError, match="`exclude` names nodes the graph does not have"):
@@ -471,7 +471,8 @@ def test_model_without_metadata_needs_explicit_preprocessing(onnx_models, tmp_pa
     bare = tmp_path / "bare.onnx"
     onnx.save(model, bare)
     calib = str(cifar10 / "train.tar")
-    with pytest.raises(AFTExportError, match="give `input_size`, `mean`, `std`"):
+    with pytest.raises(AFTExportError, match=r"give `input_size`, `mean` and `std`, or write bare\.preprocess\.json "
+                                             r"beside it"):  # what QuantizeOptions takes, nothing else
         quantize_model(bare, tmp_path / "o.onnx", calib, _opts(tmp_path), **QUIET)
     opts = _opts(tmp_path, input_size=32, mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25), count=16)
     result = quantize_model(bare, tmp_path / "o.onnx", calib, opts, **QUIET)
@@ -491,7 +492,7 @@ def test_cli_quantize(onnx_models, tmp_path, cifar10):
     report = json.loads(res.stdout)
     assert report["precision"] == "int8" and report["recipe"]["calibration_cache"] == "hit"
     bad = runner.invoke(main, ["quantize", str(out), "-o", str(tmp_path / "x.onnx"), "--precision", "fp16"])
-    assert bad.exit_code == 2 and bad.output.startswith("error: ") and "already int8" in bad.output
+    assert bad.exit_code == 2 and bad.output.startswith("error: ") and "already quantised to int8" in bad.output
     assert "Traceback" not in bad.output
     bad = runner.invoke(main, ["quantize", str(onnx_models["custom"]), "-o", str(tmp_path / "y.onnx"),
                                "--precision", "int8", "--calib", str(cifar10 / "train.tar"), "--mean", "1,2"])  # fmt: skip

@@ -68,6 +68,12 @@ CANNOT_SHOW = [  # the command never shows that message
     (("parity",), ("opset", "target", "batch", "verify_images", "simplify", "allow_unsimplified"),
      "its in-memory export (to localise a divergence) takes op form and target from the artifact's metadata, "
      "with verification and onnxsim off"),
+    (("infer", "triton-repo"), ("preprocess", "input_size", "mean", "std", "classes"),
+     "their stages take no preprocessing (predict.classify, tritonrepo.write_repository pass "
+     "preprocess.BESIDE_ONLY): the message about another tool's file asks only for the JSON beside it"),
+    (("quantize",), ("preprocess", "classes"),
+     "quantize reads another tool's file with ForeignPreprocessing(takes=(input_size, mean, std)), what "
+     "QuantizeOptions has: the message asks for those and the JSON beside the file, never a file or classes"),
     (("pipeline",), ("opset", "batch", "warmup", "percentile", "budget", "exclude", "device", "queue_delay_us",
                      "max_batch", "instances", "top_k", "exclude_op_types", "op_types", "keep_fp32"),
      "the pipeline sets these itself: it exports at the default opset with a dynamic batch, quantises with the "
@@ -93,12 +99,9 @@ SHOWN_ELSEWHERE = [  # the command shows it, as the flag of the commands that ha
     (("pipeline",), ("rest_precision",),
      "the pipeline's int8 keeps the rest its target says; a graph whose scales do not fit fp16 stops it, and the "
      "message says which command keeps the rest in fp32"),
-    (("check", "doctor", "infer", "triton-repo"), ("preprocess", "input_size", "mean", "std", "classes"),
+    (("check", "doctor"), ("preprocess", "input_size", "mean", "std", "classes"),
      "an ONNX file another tool wrote, with no NAME.preprocess.json beside it: these commands read only the "
      "file beside it, and the message says so and which commands take the preprocessing as flags"),
-    (("quantize",), ("preprocess", "classes"),
-     "quantize takes another tool's file through --input-size/--mean/--std or the file beside it; the message "
-     "says which commands take a preprocessing file or class names"),
 ]
 
 

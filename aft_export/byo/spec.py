@@ -36,6 +36,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from aft_export import readers
 from aft_export.byo.modeldef import build_model
 from aft_export.byo.preprocess import Preprocessing, read_mapping, resolve
 from aft_export.byo.swap import layer_variants, plan_swap, quiet_stdout
@@ -161,15 +162,19 @@ def read_spec(path: str | os.PathLike) -> UserModel:
     data = read_mapping(path)
     if not data.get("model_def"):
         raise AFTExportError(f"{path} is not a model spec: it has no model_def (MODULE:FACTORY or FILE.py:FACTORY)")
+    where = str(path)
+    # each value checked by its key, named with the file (readers): text where text is meant
+    given = {k: readers.text(data[k], where, k) for k in ("model_def", "weights", "weights_key", "name")
+             if data.get(k) is not None}  # fmt: skip
     base = path.resolve().parent
-    target, _, factory = str(data["model_def"]).rpartition(":")
+    target, _, factory = given["model_def"].rpartition(":")
     if target.endswith(".py") and not Path(target).is_absolute():
         target = str(base / target)
-    weights = data.get("weights")
+    weights = given.get("weights")
     if weights and not Path(weights).is_absolute():
         weights = str(base / weights)
-    return UserModel(f"{target}:{factory}", pre, weights=weights, weights_key=data.get("weights_key"),
-                     name=str(data.get("name") or path.stem), spec=str(path))  # fmt: skip
+    return UserModel(f"{target}:{factory}", pre, weights=weights, weights_key=given.get("weights_key"),
+                     name=given.get("name") or path.stem, spec=str(path))  # fmt: skip
 
 
 def load_user_model(source: UserModel | str | os.PathLike, log=None) -> tuple[nn.Module, UserModelMeta]:

@@ -11,9 +11,11 @@ import json
 from pathlib import Path
 
 from aft_export.calib import CalibrationSet
+from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write_bytes, cache_root, make_dirs
 from aft_export.options import QuantizeOptions
 from aft_export.quantize.placement import QUANTIZED_OP_TYPES, op_types
+from aft_export.readers import parse_json, read_text
 
 # what the cached ranges mean (aft_export.ranges); a change of algorithm changes it, so
 # ranges computed the old way are never read as the new ones
@@ -41,9 +43,9 @@ def cache_path(opts: QuantizeOptions, model_sha: str, cset: CalibrationSet) -> P
 def cached_ranges_ok(path: Path, model, types: tuple[str, ...] = QUANTIZED_OP_TYPES) -> bool:
     """A cache file that parses and names a range for every input of every quantisable
     node; anything else (a truncated or foreign file) is recomputed, not trusted."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+    try:  # bounded, UTF-8, nesting checked (readers): a crafted file is recomputed, never a traceback
+        data = parse_json(read_text(path, "calibration cache file"), str(path))
+    except AFTExportError:
         return False
     ranges = data.get("data") if isinstance(data, dict) else None  # ORT's save_tensors_data layout
     if not isinstance(ranges, dict) or not ranges:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 from aft_export.errors import AFTExportError
 from aft_export.graph import toposort
 from aft_export.options import QUANTIZED_OP_TYPES, QuantizeOptions
+from aft_export.readers import as_typed, compile_pattern
 
 
 def op_types(opts: QuantizeOptions) -> tuple[str, ...]:
@@ -26,10 +26,11 @@ def op_types(opts: QuantizeOptions) -> tuple[str, ...]:
     return tuple(opts.op_types) or QUANTIZED_OP_TYPES
 
 
-def matching(names: list[str], pattern: str) -> list[str]:
-    """The names ``pattern`` matches from their start (Python's ``re.match``, as ModelOpt's
-    ``--nodes_to_exclude`` matches node names)."""
-    compiled = re.compile(pattern)
+def matching(names: list[str], pattern: str, option: str = "exclude_regex") -> list[str]:
+    """The names ``pattern`` matches from their start (as Python's ``re.match``, and ModelOpt's
+    ``--nodes_to_exclude``, match node names), by RE2 (:func:`aft_export.readers.compile_pattern`:
+    compiled once, in time linear in each name's length); ``option``: the option that gave it."""
+    compiled = compile_pattern(pattern, option)
     return [n for n in names if compiled.match(n)]
 
 
@@ -56,7 +57,7 @@ class Selection:
 def keep_fp32_nodes(model, opts: QuantizeOptions) -> dict[str, list[str]]:
     """``keep_fp32`` pattern -> the graph's nodes it matches; a pattern that matches none is an error."""
     names = [n.name for n in model.graph.node]
-    found = {p: matching(names, p) for p in opts.keep_fp32}
+    found = {p: matching(names, p, "keep_fp32") for p in opts.keep_fp32}
     _no_match("keep_fp32", found, names)
     return found
 
@@ -85,7 +86,7 @@ def select(model, opts: QuantizeOptions, core: list[str]) -> Selection:
     if opts.op_types and missing:
         raise AFTExportError(f"`op_types` names {', '.join(missing)}, which no node of the graph is; the graph "
                              f"has {', '.join(sorted(present))}")  # fmt: skip
-    by_regex = {p: matching(names, p) for p in opts.exclude_regex}
+    by_regex = {p: matching(names, p, "exclude_regex") for p in opts.exclude_regex}
     _no_match("exclude_regex", by_regex, names)
     by_op_type = {t: [n.name for n in model.graph.node if n.op_type == t] for t in opts.exclude_op_types}
     for t, found in by_op_type.items():
@@ -101,11 +102,18 @@ def select(model, opts: QuantizeOptions, core: list[str]) -> Selection:
 
 
 def _no_match(option: str, found: dict[str, list[str]], names: list[str]) -> None:
+    """A pattern that matches no node, or every node, is said so: it would keep nothing out, or
+    leave the graph as it was (an empty pattern matches every name)."""
     empty = [p for p, v in found.items() if not v]
     if empty:
-        raise AFTExportError(f"`{option}` pattern {empty[0]!r} matches no node of the graph (matched from the start "
+        raise AFTExportError(f"`{option}` pattern {as_typed(empty[0])} matches no node of the graph (matched from the start "
                              f"of the name, as re.match; names look like {names[0]!r}); correct the pattern or "
                              f"leave it out")  # fmt: skip
+    every = [p for p, v in found.items() if len(set(v)) == len(set(names))]
+    if every:
+        raise AFTExportError(f"`{option}` pattern {as_typed(every[0])} matches every node of the graph ({len(set(names))}), so "
+                             f"the graph would be left as it is; give a pattern that matches only the nodes to keep (from "
+                             f"the start of the name: names look like {names[0]!r})")  # fmt: skip
 
 
 @contextlib.contextmanager

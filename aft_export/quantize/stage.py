@@ -25,10 +25,13 @@ from aft_export.fileio import claim_output, sha256_file
 from aft_export.graph import DOMAIN, aft_core_nodes, inline_functions, name_nodes, node_module, toposort
 from aft_export.options import (CALIB_COUNT, CALIB_SEED, DEFAULT_TARGET, EXPORT_TARGETS, MAX_SEED,
                                 QuantizeOptions, whole)  # fmt: skip
-from aft_export.onnxio import (check_graph, graph_precision, load_onnx, nonfinite_weights, read_metadata, save_onnx,
-                               set_metadata)  # fmt: skip
+from aft_export.onnxio import (ArtifactMeta, check_graph, foreign_kind, graph_precision, load_onnx,
+                               nonfinite_weights, quantized_form, read_metadata, save_onnx, set_metadata,
+                               unfeedable)  # fmt: skip
+from aft_export.preprocess import ForeignPreprocessing
 from aft_export.quantize import cache, calibrators, fp16, placement, runs
 from aft_export.quantize.sensitivity import sensitivity
+from aft_export.readers import Malformed, read_document, shown
 from aft_export.trtcheck import check_model, enforce
 
 # recipe entries that describe this run, not the artifact: in the result, not in the file
@@ -100,14 +103,16 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
                                          "(fp32), or quantise a smaller model"))  # fmt: skip
     current = graph_precision(model)
     if current != "fp32":
+        form = quantized_form(model)
+        what = f"quantised to int8 ({form[0]} form: {', '.join(form[1][:4])})" if form else current
         raise AFTExportError(
-            f"{model_path} is already {current}; quantise the fp32 export instead "
+            f"{model_path} is already {what}; quantise the fp32 export instead "
             f"(precision is decided once, from fp32)"
         )
     _refuse_nonfinite(model, model_path, opts.precision)
     name_nodes(model)
     meta = read_metadata(model)
-    prep = Preprocess.from_metadata(meta, opts.input_size, opts.mean, opts.std, path=str(model_path))
+    prep = _preprocessing(model, meta, model_path, opts, log)
     model, meta, converted = _in_target_form(model, meta, opts.target, model_path)
     target = EXPORT_TARGETS.get(meta.get("export_target", DEFAULT_TARGET), EXPORT_TARGETS[DEFAULT_TARGET])
     if opts.weight_bits is None:  # see QuantizeOptions.weight_bits
@@ -115,6 +120,8 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
     if opts.precision == "int8":
         opts = replace(opts, rest_precision=_rest_precision(opts, target))
     _check_input_size(model, prep, model_path)
+    if not (opts.precision == "int8" and opts.quantize_aft_core):  # (inlining names other nodes: checked then)
+        _check_choices(model, opts)  # names, patterns and op types against the graph, before any image is decoded
     model_sha = sha256_file(model_path)
     seconds: dict[str, float] = {}
 
@@ -224,6 +231,34 @@ def _in_target_form(model, meta: dict, wanted: str | None, path):
     return model, read_metadata(model), source
 
 
+def _preprocessing(model, meta: dict, model_path, opts: QuantizeOptions, log) -> Preprocess:
+    """How calibration images are decoded: from our metadata (``input_size``, ``mean``, ``std``
+    override it); for a file another tool wrote, from those options or the JSON beside it
+    (``NAME.preprocess.json``, as every command reads it), after what the file is."""
+    if ArtifactMeta(meta).ours:
+        return Preprocess.from_metadata(meta, opts.input_size, opts.mean, opts.std, path=str(model_path))
+    problem = unfeedable(model, str(model_path))  # what the file is, before any advice
+    if problem:
+        raise AFTExportError(problem)
+    given = ForeignPreprocessing(input_size=opts.input_size, mean=opts.mean, std=opts.std,
+                                 takes=("input_size", "mean", "std"))  # what QuantizeOptions has
+    pre, origin = given.for_artifact(model_path, str(model_path), foreign_kind(model))
+    log(f"preprocessing: {model_path} has no aft-export metadata; input {pre.size}, mean {list(pre.mean)}, std "
+        f"{list(pre.std)} from {origin}")  # fmt: skip
+    return replace(pre, classes=None)  # calibration needs no class names
+
+
+def _check_choices(model, opts: QuantizeOptions) -> None:
+    """What the options choose by name, pattern or op type refers to the graph (placement's own
+    errors: a pattern matching no node or every node, a name the graph lacks), said before the
+    calibration images are decoded."""
+    if opts.precision == "int8":
+        placement.select(model, opts, aft_core_nodes(model))
+    else:
+        placement.check_exclude(model, opts)
+        placement.keep_fp32_nodes(model, opts)
+
+
 def _check_input_size(model, prep: Preprocess, path) -> None:
     """The graph takes the (N, 3, size, size) images its metadata (or ``input_size``) says:
     calibration images of another size would fail inside ONNX Runtime halfway."""
@@ -268,13 +303,14 @@ def apply_recipe(calib, opts: QuantizeOptions):
     recipe = {}
     if calib is not None and str(calib).endswith(".json"):
         path = Path(calib)
-        if not path.is_file():
-            raise AFTExportError(f"calibration recipe {path} does not exist; give a recipe such as "
-                                 f"calibration/cifar10.json, or the images themselves")  # fmt: skip
-        try:
-            recipe = json.loads(path.read_text())
-        except (ValueError, OSError) as exc:
-            raise AFTExportError(f"calibration recipe {path} is malformed ({str(exc)[:200]}); {RECIPE_HELP}") from None
+        give = "give a recipe such as calibration/cifar10.json, or the images themselves"
+        if not (path.exists() or path.is_symlink()):
+            raise AFTExportError(f"calibration recipe {path} does not exist; {give}")
+        try:  # a regular file (not a directory or a FIFO), bounded, UTF-8, JSON
+            recipe = read_document(path, "calibration recipe", give, yaml_ok=False)
+        except Malformed as exc:
+            why = exc.reason.removeprefix("is ")
+            raise AFTExportError(f"calibration recipe {path} is malformed ({why}); {RECIPE_HELP}") from None
         source = recipe.get("source") if isinstance(recipe, dict) else None
         if not isinstance(source, str) or not source:
             raise AFTExportError(f"calibration recipe {path} is malformed (it needs a 'source' naming the images); "
@@ -282,7 +318,7 @@ def apply_recipe(calib, opts: QuantizeOptions):
         for key, ok, says in (("count", lambda v: whole(v) and v >= 1, "a whole number >= 1"),
                               ("seed", lambda v: whole(v) and 0 <= v <= MAX_SEED, f"from 0 to {MAX_SEED}")):  # fmt: skip
             if key in recipe and not ok(recipe[key]):
-                raise AFTExportError(f"calibration recipe {path}: {key} must be {says}, got {recipe[key]!r}; "
+                raise AFTExportError(f"calibration recipe {path}: {key} must be {says}, got {shown(recipe[key])}; "
                                      f"{RECIPE_HELP}")  # fmt: skip
         calib = source if ":" in source or Path(source).is_absolute() else str(path.parent / source)
     opts = replace(opts, count=opts.count or recipe.get("count", CALIB_COUNT),

@@ -16,6 +16,7 @@ import numpy as np
 
 from aft_export.errors import AFTExportError
 from aft_export.onnxio import ArtifactMeta
+from aft_export.readers import reason
 from aft_export.runners.base import ModelInfo, Runner
 from aft_export.trt import RTX, check_manifest, environment, import_library, library_logger, require_gpu
 
@@ -26,8 +27,8 @@ def _info(manifest: dict, engine: str) -> ModelInfo:
         return ModelInfo(m.classes, m.input_size, m.mean, m.std, source_sha256=m.source_sha256,
                          precision=manifest.get("precision", "fp32"), extra=manifest,
                          preprocessing_from=m.get("preprocessing_from", ""))  # fmt: skip
-    except (KeyError, ValueError) as exc:
-        raise AFTExportError(f"engine manifest of {engine} lacks the model's metadata ({exc}); rebuild it") from None
+    except (KeyError, ValueError) as exc:  # readers.Malformed is a ValueError
+        raise AFTExportError(f"engine manifest of {engine} lacks the model's metadata ({reason(exc)}); rebuild it") from None
 
 
 class TrtRunner(Runner):

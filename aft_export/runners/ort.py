@@ -12,8 +12,9 @@ from pathlib import Path
 from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.fileio import cache_root
 from aft_export.graph import activation_bytes_per_image
-from aft_export.onnxio import ArtifactMeta, graph_precision, load_onnx
+from aft_export.onnxio import ArtifactMeta, foreign_kind, graph_precision, load_onnx, unfeedable
 from aft_export.preprocess import ForeignPreprocessing
+from aft_export.readers import reason
 from aft_export.runners.base import ModelInfo, Runner
 
 PROVIDER_KINDS = ("cpu", "cuda", "tensorrt")
@@ -92,7 +93,7 @@ def info_from_metadata(model, where: str) -> ModelInfo:
         raise AFTExportError(f"{where} has no aft-export metadata (classes, input size, mean/std: {exc} is "
                              f"missing); export it with `aft-export export`") from None  # fmt: skip
     except (ValueError, TypeError) as exc:
-        raise AFTExportError(f"{where} has malformed aft-export metadata ({exc}); export it again with "
+        raise AFTExportError(f"{where} has malformed aft-export metadata ({reason(exc)}); export it again with "
                              f"`aft-export export`") from None  # fmt: skip
     problem = info.problem()
     if problem:
@@ -121,12 +122,18 @@ def onnx_info(model, where: str, path=None, preprocessing: ForeignPreprocessing 
     meta = ArtifactMeta.of(model, where)
     if meta.ours:
         return info_from_metadata(model, where)
-    pre, origin = (preprocessing or ForeignPreprocessing()).for_artifact(path, where)
+    # what the file is, said first: a graph no preprocessing can feed is said so, before any advice
+    foreign = preprocessing or ForeignPreprocessing()
+    problem = unfeedable(model, where)
+    if problem:
+        raise AFTExportError(problem)
+    pre, origin = foreign.for_artifact(path, where, foreign_kind(model))
     channels, width = _graph_io(model)
     if pre.classes is None and width is None:
+        ask = "give `classes`" if "classes" in foreign.takes else "name them in its preprocessing file (classes)"
         raise AFTExportError(f"{where}'s output has no fixed number of classes and its preprocessing ({origin}) names "
-                             f"none; give `classes`")  # fmt: skip
-    classes = pre.class_names(width) if width is not None else list(pre.classes)
+                             f"none; {ask}")  # fmt: skip
+    classes = pre.class_names(width, origin) if width is not None else list(pre.classes)
     info = ModelInfo(classes, (channels or 3, pre.size, pre.size), pre.mean, pre.std,
                      precision=graph_precision(model), extra=meta.values, preprocessing_from=origin)  # fmt: skip
     problem = info.problem()
@@ -172,27 +179,29 @@ def check_signature(session, info: ModelInfo, where: str, metadata: bool = True)
     (N, classes) logits: anything else would be fed wrongly, or fail mid-run. (A stage
     running a graph of its own, with its own ModelInfo, is held to one input only.)"""
     inputs, outputs = session.get_inputs(), session.get_outputs()
-    fix = "export it again with `aft-export export`"
+    fix = graph_fix = "export it again with `aft-export export`"
     says = "its metadata says"
     if info.preprocessing_from:  # a file another tool wrote, described by what the user said
-        fix = "give the preprocessing it was made for (`input_size`, `classes`)"
+        fix = f"correct its preprocessing ({info.preprocessing_from}) to what it was made for"
         says = f"its preprocessing ({info.preprocessing_from}) says"
+        # what no preprocessing changes: the inputs and outputs of the graph
+        graph_fix = "give an image classifier: one float (N, 3, H, W) input, (N, classes) logits out"
     if len(inputs) != 1:
         raise AFTExportError(f"{where} takes {len(inputs)} inputs ({', '.join(i.name for i in inputs)}); an image "
-                             f"classifier takes one, (N, 3, H, W): {fix}")  # fmt: skip
+                             f"classifier takes one, (N, 3, H, W): {graph_fix}")  # fmt: skip
     if not metadata:
         return
     first = inputs[0]
     if first.type != "tensor(float)" or len(first.shape) != 4:
         raise AFTExportError(f"{where} takes {first.type} of shape {first.shape} as input {first.name!r}, not a "
-                             f"float (N, C, H, W) image batch; {fix}")  # fmt: skip
+                             f"float (N, C, H, W) image batch; {graph_fix}")  # fmt: skip
     got = first.shape[1:]
     if any(isinstance(g, int) and g != w for g, w in zip(got, info.input_size)):
         raise AFTExportError(f"{where}'s graph takes {'x'.join(map(str, got))} inputs but {says} "
                              f"input_size {list(info.input_size)}; {fix}")  # fmt: skip
     out = outputs[0].shape if outputs else []
     if len(out) != 2:
-        raise AFTExportError(f"{where} gives output of shape {out}, not (N, classes) logits; {fix}")
+        raise AFTExportError(f"{where} gives output of shape {out}, not (N, classes) logits; {graph_fix}")
     if info.classes and isinstance(out[1], int) and out[1] != len(info.classes):
         raise AFTExportError(f"{where}'s graph gives {out[1]} logits but {says.removesuffix(' says')} names "
                              f"{len(info.classes)} classes; {fix}")  # fmt: skip

@@ -15,6 +15,9 @@ Kinds:
   cost       images whose pixel count is absurd, batches that cannot fit in memory
   usage      click's own errors (unknown command or option, missing argument, bad choice)
   exit       the exit-code table: 3 for "nothing failed but something was not verified"
+  readers    what a user hands us, read defensively (issue 35): preprocessing files and the JSON
+             beside another tool's file, ONNX metadata values, engine manifests, regular
+             expressions; and what another tool's file is, said before any advice
 """
 
 from __future__ import annotations
@@ -400,6 +403,127 @@ NONFINITE = [
          "input.size", ("mdl.py",)),
 ]  # fmt: skip
 
+# ---------------------------------------------------------------- readers: what users hand us (issue 35)
+
+EVAL_PRE = ("eval", f"{D}/theirs.onnx", "--data", f"{D}/imgs", "--preprocess")
+QUANTIZE_ON = ("-o", f"{OUT}/q.onnx", "--calib", f"{D}/calib.npy", *QOPTS)
+REGEX = ("quantize", f"{D}/m.onnx", *QUANTIZE_ON)
+NO_FLAG = r"^(?!.*--{}\b)"  # the line names no such flag (the value came from a file, not from it)
+NOT_ELSEWHERE = r"^(?!.*aft-export [a-z/-]+ --)"  # no other command's flags
+
+
+def _readers() -> list[Case]:
+    R = "readers"
+    pre = [  # --preprocess FILE: each value named by the file and its key, never as a flag
+        ("input_size 1e400", "pre_inf.json", NO_FLAG.format("input-size") + r".*pre_inf\.json: input_size must be"),
+        ("input_size null", "pre_null.json", r"pre_null\.json: input_size must be .*got null"),
+        ("input_size 0", "pre_size0.json", NO_FLAG.format("input-size") + r".*pre_size0\.json: input_size must"),
+        ("std negative", "pre_std.json", NO_FLAG.format("std") + r".*pre_std\.json: std must be .*> 0"),
+        ("nested 5000 deep", "pre_deep.json", r"pre_deep\.json nests lists or mappings more than \d+ deep"),
+        ("classes_file a number", "pre_cfnum.json", r"pre_cfnum\.json: classes_file must be text"),
+        ("classes_file a directory", "pre_cfdir.json",
+         NO_FLAG.format("classes") + r".*names is a directory; correct classes_file in .*pre_cfdir\.json"),
+        ("Latin-1, not UTF-8", "pre_latin1.json", r"pre_latin1\.json is not UTF-8 text \(byte 0xe9"),
+        ("YAML yes/no as class names", "pre_yes.yaml", r"classes must be a list of non-empty names .*quote it"),
+        ("YAML aliases a billion values", "bomb.yaml", r"bomb\.yaml holds more than [\d,]+ values"),
+        ("9 MiB", "pre_huge.json", r"pre_huge\.json is larger than the 8 MiB"),
+    ]
+    cases = [Case(f"eval/--preprocess {what}", R, (*EVAL_PRE, f"{D}/{name}"), 2, expect, ("theirs.onnx", name))
+             for what, name, expect in pre]  # fmt: skip
+    beside = {  # NAME.preprocess.json beside another tool's file, read by every command alike
+        "eval": ("eval", "{f}", "--data", f"{D}/imgs"),
+        "bench": ("bench", "{f}", "--iters", "1", "--warmup", "0", "--batch-size", "1"),
+        "serve": ("serve", "{f}"),
+        "triton-repo": ("triton-repo", "{f}", "-o", f"{OUT}/repo"),
+    }
+    for cmd, argv in beside.items():
+        args = tuple(a.replace("{f}", f"{D}/theirs_latin1.onnx") for a in argv)
+        cases.append(Case(f"{cmd}/NAME.preprocess.json in Latin-1", R, args, 2,
+                          r"theirs_latin1\.preprocess\.json is not UTF-8 text", ("theirs_latin1",)))
+    cases += [
+        Case("info/NAME.preprocess.json in Latin-1", R, ("info", f"{D}/theirs_latin1.onnx"), 0,
+             r"none given: .*theirs_latin1\.preprocess\.json is not UTF-8", ("theirs_latin1",)),
+        Case("eval/NAME.preprocess.json a FIFO", R, ("eval", f"{D}/theirs_fifo.onnx", "--data", f"{D}/imgs"), 2,
+             r"theirs_fifo\.preprocess\.json is a named pipe \(FIFO\), not a regular file", ("theirs_fifo",),
+             base=False),  # read at the base commit: blocks forever
+        Case("eval/NAME.preprocess.json a directory", R, ("eval", f"{D}/theirs_dir.onnx", "--data", f"{D}/imgs"), 2,
+             r"theirs_dir\.preprocess\.json is a directory", ("theirs_dir",)),
+        # metadata values in an ONNX file (ours)
+        Case("quantize/metadata input_size 1e400", R, ("quantize", f"{D}/meta_inf.onnx", *QUANTIZE_ON), 2,
+             r"metadata: input_size must be a list of whole numbers .*got \[3, Infinity", ("meta_inf.onnx",)),
+        Case("info/metadata nested 5000 deep", R, ("info", f"{D}/meta_deep.onnx"), 0, r"malformed, not shown: mean",
+             ("meta_deep.onnx",)),
+        Case("info/quantization recipe nested 5000 deep", R, ("info", f"{D}/meta_deep_recipe.onnx"), 0,
+             r"malformed quantization metadata \(quantization nests", ("meta_deep_recipe.onnx",)),
+        *[Case(f"{cmd}/metadata nested 5000 deep", R, argv, 2, r"malformed aft-export metadata \(mean nests",
+               ("meta_deep.onnx",)) for cmd, argv in [
+            ("infer", ("infer", f"{D}/meta_deep.onnx", f"{D}/imgs/k0/0.png")),
+            ("serve", ("serve", f"{D}/meta_deep.onnx")),
+            ("triton-repo", ("triton-repo", f"{D}/meta_deep.onnx", "-o", f"{OUT}/repo"))]],
+        # engine manifests: info shows the entry as malformed and goes on; a command that needs it stops
+        Case("info/manifest whose model is a list", R, ("info", f"{D}/e_model_list.engine"), 0,
+             r"manifest +malformed, not shown: model", ("e_model_list.engine",)),
+        Case("info/manifest whose network is text", R, ("info", f"{D}/e_network_text.engine"), 0,
+             r"manifest +malformed, not shown: network", ("e_network_text.engine",)),
+        Case("info/manifest nested 5000 deep", R, ("info", f"{D}/e_deep.engine"), 0,
+             r"unreadable \(nests lists or mappings", ("e_deep.engine",)),
+        *[Case(f"{cmd}/manifest whose model is a list", R, argv, 2, r"manifest of .*malformed model",
+               ("e_model_list.engine",)) for cmd, argv in [
+            ("serve", ("serve", f"{D}/e_model_list.engine")),
+            ("triton-repo", ("triton-repo", f"{D}/e_model_list.engine", "-o", f"{OUT}/repo"))]],
+        # patterns: RE2, compiled once at option time, linear-time matching
+        Case("quantize/--exclude-regex a{4294967295}", R, (*REGEX, "--exclude-regex", "a{4294967295}"), 2,
+             r"--exclude-regex pattern 'a\{4294967295\}' repeats 4294967295 times, more than the 1000"),
+        Case("quantize/--exclude-regex (((\\S+)+)+)+!", R, (*REGEX, "--exclude-regex", r"(((\S+)+)+)+!"), 2,
+             r"--exclude-regex pattern .* matches no node", base=False),  # backtracks for hours at the base commit
+        Case("quantize/--exclude-regex ''", R, (*REGEX, "--exclude-regex", ""), 2,
+             r"--exclude-regex pattern '' is empty, and the empty pattern matches every node"),
+        Case("quantize/--keep-fp32 ''", R, (*REGEX, "--keep-fp32", ""), 2, r"--keep-fp32 pattern '' is empty"),
+        Case("quantize/--exclude-regex .*", R, (*REGEX, "--exclude-regex", ".*"), 2,
+             r"--exclude-regex pattern '\.\*' matches every node of the graph"),
+        Case("quantize/--keep-fp32 a lookahead", R, (*REGEX, "--keep-fp32", "(?=blocks)"), 2,
+             r"--keep-fp32 pattern .* is not a regular expression RE2 takes"),
+        Case("quantize/--exclude-regex (", R, (*REGEX, "--exclude-regex", "("), 2,
+             r"--exclude-regex pattern '\(' is not a regular expression RE2 takes \(missing \)"),
+        # what a file is, said first; advice in the running command's own flags
+        *[Case(f"{cmd}/another tool's file, nothing beside it", R, argv, 2,
+               NOT_ELSEWHERE + r".*theirs\.onnx has no aft-export metadata: it is another tool's fp32 graph, .*; "
+                               r"write theirs\.preprocess\.json beside it", ("theirs.onnx",)) for cmd, argv in [
+            ("triton-repo", ("triton-repo", f"{D}/theirs.onnx", "-o", f"{OUT}/repo")),
+            ("infer", ("infer", f"{D}/theirs.onnx", f"{D}/imgs/k0/0.png"))]],
+        Case("quantize/another tool's file, nothing beside it", R, ("quantize", f"{D}/theirs.onnx", *QUANTIZE_ON), 2,
+             NO_FLAG.format("preprocess") + NO_FLAG.format("classes") + NOT_ELSEWHERE
+             + r".*give --input-size, --mean and --std, or write theirs\.preprocess\.json beside it", ("theirs.onnx",)),
+        Case("quantize/another tool's file, NAME.preprocess.json beside it", R,
+             ("quantize", f"{D}/theirs_ok.onnx", *QUANTIZE_ON), 0, r"from theirs_ok\.preprocess\.json",
+             ("theirs_ok",), creates=("out/q.onnx",)),
+        Case("quantize/ONNX Runtime's int8 (QOperator)", R, ("quantize", f"{D}/ortq.onnx", *QUANTIZE_ON), 2,
+             r"ortq\.onnx is already quantised to int8 \(QOperator form: ConvInteger, DynamicQuantizeLinear", ("ortq.onnx",)),
+        Case("quantize/another tool's int8 (QDQ)", R, ("quantize", f"{D}/theirs_qdq.onnx", *QUANTIZE_ON), 2,
+             r"is already quantised to int8 \(QDQ form: QuantizeLinear, DequantizeLinear\)", ("theirs_qdq",)),
+        Case("info/ONNX Runtime's int8 (QOperator)", R, ("info", f"{D}/ortq.onnx"), 0,
+             r"(?s)precision +int8 .*another tool .*: int8 graph, already quantised \(QOperator form", ("ortq.onnx",)),
+        # which row of limits applies: fp32's max_abs 1e-4 fails it (it differs by ~6e-4), int8's passes it;
+        # top-1 is left out, the world's model being random weights whose near ties may flip on another CPU
+        Case("parity/ONNX Runtime's int8 judged with int8's limits", R,
+             ("parity", f"{D}/m.pt", f"{D}/ortq.onnx", "--data", f"{D}/imgs", "--images", "4", "--tolerance",
+              "int8.min_top1_agreement=0"), 0,
+             r"ortq\.onnx +onnxruntime +int8 .*PASS", ("ortq.onnx",)),
+        *[Case(f"{cmd}/another tool's graph of two inputs", R, argv, 2,
+               NO_FLAG.format("input-size") + r".*another tool's fp32 graph that takes 2 inputs .*no preprocessing "
+                                              r"changes what a graph takes", ("theirs_two",)) for cmd, argv in [
+            ("eval", ("eval", f"{D}/theirs_two.onnx", "--data", f"{D}/imgs", "--input-size", "32")),
+            ("quantize", ("quantize", f"{D}/theirs_two.onnx", *QUANTIZE_ON))]],
+        Case("eval/another tool's graph of an int64 input", R, ("eval", f"{D}/theirs_int64.onnx", "--data", f"{D}/imgs"),
+             2, r"its input 'image' is int64 of shape .*, not a float \(N, C, H, W\) image batch", ("theirs_int64",)),
+        *[Case(f"{cmd}/a FIFO as the model", R, argv, 2, r"fifo_model\.onnx is a named pipe \(FIFO\)",
+               ("fifo_model.onnx",)) for cmd, argv in [
+            ("quantize", ("quantize", f"{D}/fifo_model.onnx", *QUANTIZE_ON)),
+            ("info", ("info", f"{D}/fifo_model.onnx"))]],
+    ]  # fmt: skip
+    return cases
+
+
 # ---------------------------------------------------------------- click's own errors
 
 USAGE = [
@@ -454,7 +578,7 @@ EXIT = [
 
 
 def all_cases() -> list[Case]:
-    cases = _nonsense() + _files() + _destroys() + CRASH + NONFINITE + USAGE + EXIT
+    cases = _nonsense() + _files() + _destroys() + CRASH + NONFINITE + USAGE + EXIT + _readers()
     ids = [c.id for c in cases]
     dup = {i for i in ids if ids.count(i) > 1}
     assert not dup, f"duplicate case ids: {sorted(dup)}"

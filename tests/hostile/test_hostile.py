@@ -30,7 +30,7 @@ def test_the_table_is_large_and_covers_every_kind_and_command():
     more than an unknown option (a command added later gets the generic ones of
     tests/hostile/test_exit_table.py)."""
     kinds = {c.kind for c in CASES}
-    assert kinds == {"crash", "files", "destroys", "nonsense", "nonfinite", "cost", "usage", "exit"}
+    assert kinds == {"crash", "files", "destroys", "nonsense", "nonfinite", "cost", "usage", "exit", "readers"}
     assert len(CASES) >= 150
     crafted = {c.command for c in CASES if c.kind != "usage" and c.code == 2}
     assert crafted >= {"info", "train", "export", "quantize", "parity", "bench", "pipeline", "check", "build",

@@ -222,6 +222,109 @@ def _byo(d: Path) -> None:
     )
 
 
+# ------------------------------------------------------------------ issue 35: what users hand us
+
+PRE = {"input_size": SIZE, "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5], "classes": CLASSES}
+DEEP = "[" * 5000 + "]" * 5000  # nested far beyond Python's recursion limit
+NO_CLASSES = {k: v for k, v in PRE.items() if k != "classes"}
+LATIN1 = json.dumps({**PRE, "classes": ["caf\u00e9", *CLASSES[1:]]}, ensure_ascii=False).encode("latin-1")
+
+
+def _theirs(d: Path, name: str = "theirs.onnx", edit=None) -> None:
+    """Another tool's ONNX file: our export with our metadata stripped (and ``edit`` applied)."""
+
+    def strip(model) -> None:
+        model.ClearField("metadata_props")
+        if edit is not None:
+            edit(model)
+
+    _onnx_edit(d, name, strip)
+
+
+def _pre(d: Path, name: str, text: str | bytes | None = None, **values) -> None:
+    """A preprocessing file: ``text`` as written (bytes: as they are), else PRE with ``values``."""
+    data = text if text is not None else json.dumps({**PRE, **values})
+    (d / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+
+
+def _beside(d: Path, stem: str, name: str | None = None, **kw) -> None:
+    """``stem.onnx`` (another tool's) with ``stem.preprocess.json`` beside it (see :func:`_pre`)."""
+    _theirs(d, f"{stem}.onnx")
+    _pre(d, name or f"{stem}.preprocess.json", **kw)
+
+
+def _int64_input(model) -> None:
+    from onnx import TensorProto
+
+    model.graph.input[0].type.tensor_type.elem_type = TensorProto.INT64
+
+
+def _qdq(model) -> None:
+    """A QuantizeLinear/DequantizeLinear pair on the graph's input, as a QDQ quantiser leaves them."""
+    from onnx import TensorProto, helper
+
+    x = model.graph.input[0].name
+    model.graph.initializer.extend([helper.make_tensor("s", TensorProto.FLOAT, [], [0.05]),
+                                    helper.make_tensor("z", TensorProto.INT8, [], [0])])  # fmt: skip
+    for n in model.graph.node:
+        n.input[:] = ["x_dq" if i == x else i for i in n.input]
+    model.graph.node.insert(0, helper.make_node("DequantizeLinear", ["x_q", "s", "z"], ["x_dq"]))
+    model.graph.node.insert(0, helper.make_node("QuantizeLinear", [x, "s", "z"], ["x_q"]))
+
+
+def _ort_dynamic(d: Path) -> None:
+    """ONNX Runtime's dynamic quantiser (QOperator form: DynamicQuantizeLinear, MatMulInteger,
+    ConvInteger) on another tool's fp32 file, with the JSON beside it: its precision is not
+    in Q/DQ pairs."""
+    import contextlib
+    import io
+    import logging
+
+    from onnxruntime.quantization import quantize_dynamic
+
+    _theirs(d, "fp32_theirs.onnx")
+    level = logging.getLogger().level
+    logging.getLogger().setLevel(logging.ERROR)  # its advice to pre-process, at WARNING
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            quantize_dynamic(str(d / "fp32_theirs.onnx"), str(d / "ortq.onnx"))
+    finally:
+        logging.getLogger().setLevel(level)
+    (d / "fp32_theirs.onnx").unlink()
+    _pre(d, "ortq.preprocess.json")
+
+
+def _manifest(d: Path, name: str, text: str | None = None, **entries) -> None:
+    """An engine (bytes that are no engine: nothing here loads it) and its manifest, whose
+    engine_sha256 matches, with ``entries`` replaced (or the manifest's ``text`` as written)."""
+    import hashlib
+
+    engine = d / name
+    engine.write_bytes(b"engine bytes")
+    sha = hashlib.sha256(engine.read_bytes()).hexdigest()
+    model = {"classes": json.dumps(CLASSES), "input_size": json.dumps([3, SIZE, SIZE]), "mean": "[0.5, 0.5, 0.5]",
+             "std": "[0.5, 0.5, 0.5]", "model_name": "aft_simple_test"}  # fmt: skip
+    manifest = {"format": "aft-export.engine.v1", "tool": "aft-export", "created_utc": "2026-01-01T00:00:00Z",
+                "library": "tensorrt", "library_version": "10.3.0", "tensorrt": "10.3.0", "precision": "fp32",
+                "input": {"name": "image", "min": [1, 3, SIZE, SIZE], "opt": [1, 3, SIZE, SIZE],
+                          "max": [8, 3, SIZE, SIZE]}, "onnx": "m.onnx", "engine_sha256": sha,
+                "network": {"outputs": {"fp32": 3}, "num_layers": 3}, "model": model, **entries}  # fmt: skip
+    (d / f"{name}.json").write_text(text.replace("SHA", sha) if text is not None else json.dumps(manifest))
+
+
+def _sparse(path: Path, size: int) -> None:
+    """A file of ``size`` bytes that takes no disk blocks (zeros: its size alone is the test)."""
+    with open(path, "wb") as f:
+        f.truncate(size)
+
+
+def _yaml_bomb(d: Path) -> None:
+    """Nine levels of YAML aliases, each naming the one before ten times: 10^9 values as a walk sees them."""
+    lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 10)]
+    _pre(d, "bomb.yaml", "\n".join(lines) + "\n")
+
+
 SETUPS = {
     "bomb.png": lambda d: _bomb_png(d / "bomb.png"),
     "wide.png": lambda d: _png(d / "wide.png", 100000, 1),
@@ -293,6 +396,39 @@ SETUPS = {
     "b2.onnx": _fixed_batch_onnx,
     "mdl.py": _byo,
     "afile": lambda d: (d / "afile").write_text("x"),
+    # issue 35
+    "theirs.onnx": _theirs,
+    "pre_inf.json": lambda d: _pre(d, "pre_inf.json", '{"input_size": 1e400, "mean": [0.5, 0.5, 0.5], '
+                                                      '"std": [0.5, 0.5, 0.5]}'),
+    "pre_null.json": lambda d: _pre(d, "pre_null.json", input_size=None),
+    "pre_deep.json": lambda d: _pre(d, "pre_deep.json", json.dumps(PRE)[:-1] + ', "classes_file": ' + DEEP + "}"),
+    "pre_cfnum.json": lambda d: _pre(d, "pre_cfnum.json", json.dumps({**NO_CLASSES, "classes_file": 5})),
+    "pre_cfdir.json": lambda d: ((d / "names").mkdir(),
+                                 _pre(d, "pre_cfdir.json", json.dumps({**NO_CLASSES, "classes_file": "names"}))),
+    "pre_latin1.json": lambda d: _pre(d, "pre_latin1.json", LATIN1),
+    "pre_size0.json": lambda d: _pre(d, "pre_size0.json", input_size=0),
+    "pre_std.json": lambda d: _pre(d, "pre_std.json", std=[0.5, -1, 0.5]),
+    "pre_yes.yaml": lambda d: _pre(d, "pre_yes.yaml", "input_size: 32\nmean: [0.5, 0.5, 0.5]\nstd: [0.5, 0.5, 0.5]\n"
+                                                      "classes: [yes, no]\n"),
+    "bomb.yaml": _yaml_bomb,
+    "pre_huge.json": lambda d: _sparse(d / "pre_huge.json", 9 * 2**20),  # over readers.MAX_BYTES
+    "theirs_latin1": lambda d: _beside(d, "theirs_latin1", text=LATIN1),
+    "theirs_fifo": lambda d: (_theirs(d, "theirs_fifo.onnx"), os.mkfifo(d / "theirs_fifo.preprocess.json")),
+    "theirs_dir": lambda d: (_theirs(d, "theirs_dir.onnx"), (d / "theirs_dir.preprocess.json").mkdir()),
+    "theirs_ok": lambda d: _beside(d, "theirs_ok"),
+    "theirs_two": lambda d: (_theirs(d, "theirs_two.onnx", _second_input), _pre(d, "theirs_two.preprocess.json")),
+    "theirs_int64": lambda d: (_theirs(d, "theirs_int64.onnx", _int64_input),
+                               _pre(d, "theirs_int64.preprocess.json")),
+    "theirs_qdq": lambda d: (_theirs(d, "theirs_qdq.onnx", _qdq), _pre(d, "theirs_qdq.preprocess.json")),
+    "ortq.onnx": _ort_dynamic,
+    "meta_inf.onnx": lambda d: _onnx_edit(d, "meta_inf.onnx", lambda m: _set_meta(m, "input_size", "[3, 1e400, 1e400]")),
+    "meta_deep.onnx": lambda d: _onnx_edit(d, "meta_deep.onnx", lambda m: _set_meta(m, "mean", DEEP)),
+    "meta_deep_recipe.onnx": lambda d: _onnx_edit(d, "meta_deep_recipe.onnx",
+                                                  lambda m: _set_meta(m, "quantization", DEEP)),
+    "e_model_list.engine": lambda d: _manifest(d, "e_model_list.engine", model=[1, 2]),
+    "e_network_text.engine": lambda d: _manifest(d, "e_network_text.engine", network="x"),
+    "e_deep.engine": lambda d: _manifest(d, "e_deep.engine", '{"engine_sha256": "SHA", "x": ' + DEEP + "}"),
+    "fifo_model.onnx": lambda d: os.mkfifo(d / "fifo_model.onnx"),
 }
 
 

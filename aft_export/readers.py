@@ -1,0 +1,351 @@
+"""What a user hands us, read defensively: one reader for structured files and values, one
+compiler for patterns.
+
+Every structured file or value aft-export reads from a user goes through here: a preprocessing
+file (``preprocess``, the ``NAME.preprocess.json`` beside another tool's ONNX file, a model
+spec), a class names file, the metadata values of an ONNX file (ours, or another tool's that
+copied our keys), an engine's manifest, a calibration recipe (a file, or the one an int8 file
+records). Before a file is parsed its cost is bounded: its size (:data:`MAX_BYTES`), the
+nesting of its lists and mappings (:data:`MAX_DEPTH`) and the number of values in it
+(:data:`MAX_VALUES`, which YAML aliases could otherwise multiply); it is decoded as UTF-8. Each
+failure is one :class:`~aft_export.errors.AFTExportError` naming the file. The typed getters
+(:func:`whole`, :func:`numbers`, :func:`names`, :func:`text`) check a value's type, finiteness
+and range and name the file and the key, never an option: a key in a file is not a flag the
+user typed, so these messages write keys without backquotes.
+
+Patterns (``exclude_regex``, ``keep_fp32``) are compiled once, by RE2 (the ``google-re2``
+package), whose matching takes time linear in the length of the name whatever the pattern:
+Python's ``re`` backtracks, and ``(((\\S+)+)+)+!`` against a 30-character node name runs until
+it is killed. RE2's syntax is Python's without backreferences and lookaround (docs/quantize.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+from aft_export.errors import AFTExportError
+
+MAX_BYTES = 8 * 2**20  # a structured file (or one value) larger than this is not read
+MAX_DEPTH = 32  # lists and mappings inside each other (ours need 4)
+MAX_VALUES = 1_000_000  # values in one document, every list item and mapping entry counted
+MAX_DIGITS = 100  # digits of one integer (int() of a long digit string takes quadratic time)
+MAX_PATTERN = 1000  # characters of one regular expression
+
+_SPECIAL = ((stat.S_ISFIFO, "named pipe (FIFO)"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
+            (stat.S_ISBLK, "block device"))  # fmt: skip
+
+
+class Malformed(AFTExportError, ValueError):
+    """A file, or a value under a key, that is not what it must be. Also a ValueError, so that a
+    caller that shows a malformed value rather than stopping (``aft-export info``) catches it as
+    one. ``reason``: what was wrong, without the advice (for a caller that gives its own)."""
+
+    def __init__(self, where: str, key: str | None, problem: str, fix: str | None = None) -> None:
+        self.where, self.key = where, key
+        self.reason = f"{key} {problem}" if key else problem
+        fix = fix or (f"correct {key} in {where}" if key else f"correct {where}")
+        super().__init__(f"{where}: {self.reason}; {fix}" if key else f"{where} {problem}; {fix}")
+
+
+def reason(exc: Exception) -> str:
+    """What was wrong, for a caller that wraps the error in its own advice."""
+    return getattr(exc, "reason", None) or str(exc)
+
+
+def shown(value: Any, limit: int = 60, as_json: bool = True) -> str:
+    """A value as a message shows it, as JSON writes it where it can (null, true, Infinity; else
+    its repr), cut to ``limit`` characters."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=repr) if as_json else repr(value)
+    except (ValueError, TypeError, RecursionError):  # a key that is not text, a cycle (YAML aliases)
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def as_typed(text: str, limit: int = 60) -> str:
+    """A pattern as the user typed it, in single quotes (no escapes doubled), cut to ``limit``."""
+    text = text if len(text) <= limit else text[: limit - 3] + "..."
+    return f"'{text}'"
+
+
+# ---------------------------------------------------------------- files
+
+
+def regular_file(path: str | Path, what: str, fix: str = "check the path") -> Path:
+    """``path`` if it is a regular file (through links), else one error: it does not exist, is a
+    directory, or is a FIFO, socket or device (which reading would block on, or never end)."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise AFTExportError(f"{what} {path} does not exist; {fix}") from None
+    except OSError as exc:  # a component is a file, a name too long, a loop of links, no permission
+        raise AFTExportError(f"{what} {path} cannot be read ({exc.strerror or exc}); {fix}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise AFTExportError(f"{what} {path} is a directory; {fix}")
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _SPECIAL if test(st.st_mode)), "special file")
+        raise AFTExportError(f"{what} {path} is a {kind}, not a regular file; {fix}")
+    return path
+
+
+def read_text(path: str | Path, what: str, fix: str = "check the path", limit: int = MAX_BYTES) -> str:
+    """The text of a small file a user gave: a regular file, at most ``limit`` bytes, UTF-8."""
+    path = regular_file(path, what, fix)
+    too_large = (f"{what} {path} is larger than the {limit // 2**20} MiB aft-export reads of such a file; give the "
+                 f"file it should be")  # fmt: skip
+    if path.stat().st_size > limit:  # said before a byte is read
+        raise AFTExportError(too_large)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)  # at most: the file may have grown since
+    except OSError as exc:
+        raise AFTExportError(f"{what} {path} cannot be read ({exc.strerror or exc}); {fix}") from None
+    if len(data) > limit:
+        raise AFTExportError(too_large)
+    return decode(data, f"{what} {path}")
+
+
+def decode(data: bytes, where: str) -> str:
+    """``data`` as UTF-8 (a leading byte-order mark is dropped)."""
+    try:
+        return data.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Malformed(where, None, f"is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})",
+                        "save it as UTF-8") from None  # fmt: skip
+
+
+# ---------------------------------------------------------------- documents
+
+# a JSON string (skipped whole, escapes included) or a bracket: nesting is counted before parsing
+_JSON_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def _json_depth(text: str) -> int:
+    depth = deepest = 0
+    for m in _JSON_TOKENS.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_DEPTH:
+                    break
+        elif c in "]}":
+            depth -= 1
+    return deepest
+
+
+def _parse_int(digits: str) -> int:
+    if len(digits.lstrip("-")) > MAX_DIGITS:
+        raise ValueError(f"an integer of {len(digits)} digits")
+    return int(digits)
+
+
+def parse_json(text: str, where: str, key: str | None = None, fix: str | None = None) -> Any:
+    """A JSON document (a file's text, or one metadata value under ``key``), bounded."""
+    if not isinstance(text, str):
+        raise Malformed(where, key, f"is a {type(text).__name__}, not JSON text", fix)
+    if len(text) > MAX_BYTES:
+        raise Malformed(where, key, f"is {len(text):,} characters, more than the {MAX_BYTES // 2**20} MiB aft-export "
+                                    f"reads", fix)  # fmt: skip
+    if _json_depth(text) > MAX_DEPTH:
+        raise Malformed(where, key, f"nests lists or mappings more than {MAX_DEPTH} deep", fix)
+    try:
+        data = json.loads(text, parse_int=_parse_int)
+    except json.JSONDecodeError as exc:
+        raise Malformed(where, key, f"is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
+                        fix) from None  # fmt: skip
+    except (ValueError, RecursionError) as exc:
+        raise Malformed(where, key, f"is not valid JSON ({str(exc)[:100]})", fix) from None
+    check_shape(data, where, key, fix)
+    return data
+
+
+def parse_yaml(text: str, where: str, fix: str | None = None) -> Any:
+    """A YAML document (safe loading: plain data only), bounded like JSON."""
+    try:
+        import yaml
+    except ImportError:
+        raise AFTExportError(f"reading {where} needs PyYAML (pip install pyyaml), or write it as JSON") from None
+    if len(text) > MAX_BYTES:
+        raise Malformed(where, None, f"is more than the {MAX_BYTES // 2**20} MiB aft-export reads", fix)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise Malformed(where, None, f"is not valid YAML: {str(exc).splitlines()[0][:200]}", fix) from None
+    except RecursionError:
+        raise Malformed(where, None, f"nests lists or mappings more than {MAX_DEPTH} deep", fix) from None
+    except (ValueError, TypeError, OverflowError) as exc:  # a value PyYAML's constructors refuse
+        raise Malformed(where, None, f"is not valid YAML ({str(exc)[:100]})", fix) from None
+    check_shape(data, where, None, fix)
+    return data
+
+
+def check_shape(data: Any, where: str, key: str | None = None, fix: str | None = None) -> None:
+    """Refuse a document nested deeper than :data:`MAX_DEPTH` or holding more than
+    :data:`MAX_VALUES` values (walked without recursion; YAML aliases are counted each time)."""
+    todo, count = [(data, 0)], 0
+    while todo:
+        value, depth = todo.pop()
+        count += 1
+        if count > MAX_VALUES:
+            raise Malformed(where, key, f"holds more than {MAX_VALUES:,} values", fix)
+        if isinstance(value, (dict, list, tuple)):
+            if depth >= MAX_DEPTH:
+                raise Malformed(where, key, f"nests lists or mappings more than {MAX_DEPTH} deep", fix)
+            items = value.values() if isinstance(value, dict) else value
+            todo.extend((v, depth + 1) for v in items)
+
+
+def read_document(path: str | Path, what: str, fix: str = "check the path", yaml_ok: bool = True,
+                  repair: str | None = None) -> Any:  # fmt: skip
+    """A JSON (or, with ``yaml_ok``, YAML: ``.yaml``/``.yml``) file a user gave, read and parsed
+    with every bound above. ``fix``: what to do about a path that is no readable file;
+    ``repair``: about a file that is malformed (default: correct it)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    kinds = (".json", ".yaml", ".yml") if yaml_ok else (".json",)
+    if suffix not in kinds:
+        raise AFTExportError(f"{what} {path}: such files are {', '.join(kinds)}; give one of those")
+    text = read_text(path, what, fix)
+    where = f"{what} {path}"
+    if not text.strip():
+        raise Malformed(where, None, "is empty", repair or f"write it as {'JSON or YAML' if yaml_ok else 'JSON'}")
+    return parse_yaml(text, where, repair) if suffix in (".yaml", ".yml") else parse_json(text, where, None, repair)
+
+
+def read_mapping(path: str | Path, what: str, fix: str = "check the path", yaml_ok: bool = True,
+                 repair: str | None = None) -> dict:  # fmt: skip
+    """A file holding one mapping whose keys are strings."""
+    data = read_document(path, what, fix, yaml_ok, repair)
+    where = f"{what} {path}"
+    if not isinstance(data, dict):
+        raise Malformed(where, None, f"must hold a mapping of keys to values, not a {type(data).__name__}",
+                        repair or "write it as one mapping, {\"key\": value, ...}")  # fmt: skip
+    odd = [k for k in data if not isinstance(k, str)]
+    if odd:
+        raise Malformed(where, None, f"has a key that is not text ({shown(odd[0])})", repair or "quote the key")
+    return data
+
+
+# ---------------------------------------------------------------- typed values (named by file and key)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _finite(value: Any) -> bool:
+    """A number a float holds, finite (a huge integer would overflow float())."""
+    return _number(value) and (abs(value) < 2.0**1023 if isinstance(value, int) else math.isfinite(value))
+
+
+def whole(value: Any, where: str, key: str, lo: int, hi: int, what: str = "a whole number",
+          fix: str | None = None) -> int:  # fmt: skip
+    """A whole number from ``lo`` to ``hi`` (an integral float such as 32.0 counts; not a bool)."""
+    ok = _finite(value) and float(value).is_integer() and lo <= value <= hi
+    if not ok:
+        raise Malformed(where, key, f"must be {what} from {lo} to {hi}, got {shown(value)}", fix)
+    return int(value)
+
+
+def wholes(value: Any, where: str, key: str, lo: int, hi: int, count: int | None = None,
+           fix: str | None = None) -> tuple[int, ...]:  # fmt: skip
+    """A list of whole numbers from ``lo`` to ``hi`` (``count`` of them, where given)."""
+    ok = (isinstance(value, (list, tuple)) and bool(value) and (count is None or len(value) == count)
+          and all(_finite(v) and float(v).is_integer() and lo <= v <= hi for v in value))  # fmt: skip
+    if not ok:
+        size = f"{count} whole numbers" if count else "a list of whole numbers"
+        raise Malformed(where, key, f"must be {size} from {lo} to {hi}, got {shown(value)}", fix)
+    return tuple(int(v) for v in value)
+
+
+def numbers(value: Any, where: str, key: str, count: int | None = None, positive: bool = False,
+            fix: str | None = None) -> tuple[float, ...]:  # fmt: skip
+    """``count`` finite numbers (any number of them, at least one, without ``count``); > 0 with
+    ``positive``."""
+    size = f"{count} numbers" if count else "a list of numbers"
+    if not isinstance(value, (list, tuple)) or not value or (count is not None and len(value) != count):
+        raise Malformed(where, key, f"must be {size}, got {shown(value)}", fix)
+    if not all(_finite(v) and (v > 0 or not positive) for v in value):
+        which = "finite and > 0" if positive else "finite"
+        raise Malformed(where, key, f"must be {size}, each {which}, got {shown(list(value))}", fix)
+    return tuple(float(v) for v in value)
+
+
+def names(value: Any, where: str, key: str, fix: str | None = None) -> tuple[str, ...]:
+    """A non-empty list of distinct, non-empty strings."""
+    if not isinstance(value, (list, tuple)) or not value:
+        raise Malformed(where, key, f"must be a list of names, got {shown(value)}", fix)
+    for i, v in enumerate(value):
+        if not isinstance(v, str) or not v.strip():
+            hint = " (quote it: YAML reads yes, no and numbers as other types)" if not isinstance(v, str) else ""
+            raise Malformed(where, key, f"must be a list of non-empty names (text); item {i + 1} is "
+                                        f"{shown(v)}{hint}", fix)  # fmt: skip
+    seen, dup = set(), []
+    for v in value:
+        (dup.append(v) if v in seen else seen.add(v))
+    if dup:
+        raise Malformed(where, key, f"has names that repeat: {shown(sorted(set(dup))[:5])}", fix)
+    return tuple(value)
+
+
+def text(value: Any, where: str, key: str, fix: str | None = None) -> str:
+    """A non-empty string."""
+    if not isinstance(value, str) or not value.strip():
+        raise Malformed(where, key, f"must be text (a non-empty string), got {shown(value)}", fix)
+    return value
+
+
+# ---------------------------------------------------------------- patterns
+
+
+MAX_REPEAT = 1000  # RE2's largest repetition count, {n} or {n,m}
+_REPEAT = re.compile(r"(?<!\\)\{([0-9]+)(?:,([0-9]*))?\}")
+
+
+@functools.lru_cache(maxsize=512)
+def _re2(pattern: str):
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False  # RE2 would write its own lines to stderr
+    return re2.compile(pattern, options)
+
+
+def compile_pattern(pattern: Any, option: str):
+    """``pattern`` compiled by RE2 (linear-time matching; cached: compiled once whatever asks),
+    for the option ``option`` (its field, named in the error). Refused, as one line: a pattern
+    that is not a string, is empty (it would match every name), longer than
+    :data:`MAX_PATTERN`, or that RE2 does not take (a syntax error, a backreference, a
+    lookaround, a repetition above 1000, a program over RE2's memory bound)."""
+    example = "give a pattern such as 'blocks\\.3\\.' (RE2 syntax: docs/quantize.md)"
+    if not isinstance(pattern, str):
+        raise AFTExportError(f"`{option}` takes regular expressions (text), got {shown(pattern, as_json=False)}; {example}")
+    if not pattern:
+        raise AFTExportError(f"`{option}` pattern '' is empty, and the empty pattern matches every node name; "
+                             f"{example}")  # fmt: skip
+    if len(pattern) > MAX_PATTERN:
+        raise AFTExportError(f"`{option}` pattern {as_typed(pattern, 40)} is {len(pattern):,} characters, more than "
+                             f"the {MAX_PATTERN} a pattern may have; {example}")  # fmt: skip
+    # a count RE2 would not take as one (above 10 digits it reads the braces as text): said as what it is
+    counts = [int(n) for m in _REPEAT.finditer(pattern) for n in m.groups() if n]
+    if any(n > MAX_REPEAT for n in counts):
+        raise AFTExportError(f"`{option}` pattern {as_typed(pattern)} repeats {max(counts)} times, more than the "
+                             f"{MAX_REPEAT} RE2 allows; {example}")  # fmt: skip
+    import re2
+
+    try:
+        return _re2(pattern)
+    except re2.error as exc:
+        why = exc.args[0] if exc.args else ""
+        why = why.decode("utf-8", "replace") if isinstance(why, bytes) else str(why or "RE2 cannot compile it")
+        raise AFTExportError(f"`{option}` pattern {as_typed(pattern)} is not a regular expression RE2 takes ({why}); "
+                             f"{example}") from None  # fmt: skip
