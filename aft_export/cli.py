@@ -358,13 +358,16 @@ class _Command(click.Command):
 RUNS_FILES = {"eval": ("artifacts",), "bench": ("artifacts",), "infer": ("artifact",),
               "parity": ("checkpoint", "artifacts"), "serve": ("artifacts",)}  # fmt: skip
 # the runner choices (--provider, --backend) that run an ONNX file on the CPU; a command without the option: the CPU
-CPU_CHOICES = (None, "cpu", "onnxruntime", "openvino")
+# (OpenVINO computes an int8 file's fp16 rest in fp32, as fast as the portable int8: no note there)
+CPU_CHOICES = (None, "cpu", "onnxruntime")
 
 
 def _cpu_notes(command: click.Command, params: dict) -> None:
     """One note on stderr per file a CPU runner is about to run where a faster file exists or can be
     made for it (the exit status is unchanged: a note, not an error)."""
     if command.name not in RUNS_FILES or any(params.get(k) not in CPU_CHOICES for k in ("provider", "backend")):
+        return
+    if params.get("reference") is not None:  # bench's deploy table times every file on every runtime: it says so
         return
     from aft_export.purpose import cpu_advice
 
@@ -808,19 +811,52 @@ def parity_cmd(checkpoint, artifacts, data, images, overrides, backend, provider
 @click.option("--warmup", type=NONNEGATIVE, default=BenchOptions.warmup, show_default=True)
 @click.option("--iters", type=COUNT, default=BenchOptions.iters, show_default=True)
 @click.option("--threads", type=THREADS, default=0, help="CPU threads (0: the backend's default).")
-@backend_options(BenchOptions)
+@backend_options(BenchOptions, BACKEND_HELP + " With --reference: every runtime here unless --backend is given.")
+@click.option("--reference", type=click.Path(dir_okay=False),
+              help="The checkpoint the files were made from: the deploy table, every file on every runtime here, "
+                   "proven against it (parity, top-1) and timed, the fastest that passes marked per device.")
+@click.option("--data", help="With --reference: labelled images for parity and top-1 [default: the checkpoint's "
+                             "test data, else cifar10:test].")
+@click.option("--images", type=COUNT, default=BenchOptions.images, show_default=True,
+              help="With --reference: labelled images for top-1 (parity: the first 64).")
 @click.option("--profile", is_flag=True, help="Also ONNX Runtime's time per op type for each ONNX file and batch "
               "(its profiler, in a session of its own; fused ops under their own names).")
 @foreign_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def bench_cmd(artifacts, batches, warmup, iters, threads, backend, provider, profile, as_json, **kw) -> None:
+@click.pass_context
+def bench_cmd(ctx, artifacts, batches, warmup, iters, threads, backend, provider, reference, data, images, profile,
+              as_json, **kw) -> None:  # fmt: skip
     """Latency p50/p90/p99 and throughput of checkpoints, ONNX files and engines.
 
-    Exit 0: every artifact timed at every batch size; 3: one was skipped (its runtime or a
-    GPU is missing here, or a fixed-batch graph at another batch size); 2: bad input.
+    With --reference CHECKPOINT: what to deploy where. Every file on every runtime here (PyTorch,
+    ONNX Runtime, OpenVINO; TensorRT and the CUDA providers where a GPU is), each row proven
+    against the checkpoint (parity within its precision's limits, top-1) and timed in interleaved
+    rounds at batch 1 and the largest batch; the fastest row that passes is marked per device.
+
+    Exit 0: every artifact timed at every batch size (with --reference: no row failed parity);
+    1: with --reference, a row failed parity; 3: one was skipped (its runtime or a GPU is missing
+    here, or a fixed-batch graph at another batch size; with --reference, a runtime could not
+    read a file); 2: bad input.
     """
+    from aft_export.report import deploy_lines, format_bench
+
+    if reference is not None:
+        from aft_export.deploy import bench_against
+
+        if profile or _foreign(kw) is not None:
+            raise AFTExportError("`reference` compares our files with their checkpoint: give neither `profile` nor "
+                                 "another tool's preprocessing with it (bench those files without `reference`)")
+        explicit = ctx.get_parameter_source("backend") not in (None, click.core.ParameterSource.DEFAULT)
+        table = bench_against(reference, list(artifacts), data, images=images, batches=tuple(batches),
+                              warmup=warmup, iters=iters, threads=threads,
+                              backend=backend if explicit or provider else None,
+                              log=lambda m: _say(m, err=True))  # fmt: skip
+        _json(table.to_dict()) if as_json else _echo(deploy_lines(table.to_dict(), markdown=False))
+        return _exit(table.verdict)
+    if data is not None:
+        raise AFTExportError("`data` gives the labelled images of the deploy table: give `reference` (the checkpoint "
+                             "the files were made from) with it")
     from aft_export.bench import bench
-    from aft_export.report import format_bench
 
     report = bench(list(artifacts), list(batches), warmup=warmup, iters=iters, threads=threads, backend=backend,
                    providers=provider, profile=profile, preprocessing=_foreign(kw))  # fmt: skip

@@ -428,6 +428,12 @@ class BenchOptions:
     # and, on a GPU, clocks ramping up; 10 keeps both reports' latencies comparable
     warmup: int = 10
     iters: int = 50
+    # with a reference checkpoint: the deploy table (aft_export.deploy), every file on every runtime
+    # here, proven on `images` labelled images of `data` (None: the checkpoint's test data, else
+    # cifar10:test) before it is timed
+    reference: str | None = None
+    data: str | None = None
+    images: int = 1000
 
 
 @dataclass(frozen=True)

@@ -45,9 +45,9 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from aft_export.bench import bench
 from aft_export.build import build_engine, offline_column
 from aft_export.compare import tolerances_with
+from aft_export.deploy import DeployTable, Measured, deploy_table, make_runner, runtimes_here
 from aft_export.data import normalize
 from aft_export.datasets import is_named, load_labelled
 from aft_export.errors import AFTExportError, Verdict
@@ -59,7 +59,7 @@ from aft_export.onnxio import load_onnx
 from aft_export.parity import parity_verdict, run_parity
 from aft_export.purpose import engine_made_for, file_purpose
 from aft_export.quantize import QuantizeOptions, apply_recipe, quantize_model, write_cache_entries
-from aft_export.report import pipeline_plots, report_markdown, summary_rows
+from aft_export.report import deploy_plots, pipeline_plots, report_markdown, summary_rows
 from aft_export.options import (EXPORT_TARGETS, PRECISIONS, TARGETS, BenchOptions, PipelineOptions,
                                 TritonRepoOptions)  # fmt: skip
 from aft_export.resources import default_calibration, default_checkpoint
@@ -90,6 +90,7 @@ class PipelineResult:
     summary: list[dict] = field(default_factory=list)
     unverified: dict[str, str] = field(default_factory=dict)  # artifact -> why it was not (fully) verified
     verdict: Verdict = field(default_factory=Verdict)  # the stages' verdicts, combined
+    deploy: dict = field(default_factory=dict)  # what to deploy where (aft_export.deploy.DeployTable.to_dict)
 
     @property
     def passed(self) -> bool:
@@ -331,8 +332,9 @@ def pipeline_steps(opts: PipelineOptions, library: str | None) -> list[PipelineS
         PipelineStep("runners", ("onnx", "engines"), _runners, "runners", recorded=False),
         PipelineStep("parity", ("onnx", "engines", "runners", "parity set"), _parity, "parity"),
         PipelineStep("eval", ("onnx", "engines", "runners", "decoded"), _eval, "eval"),
-        PipelineStep("bench", ("onnx", "engines", "runners"), _bench, "bench"),
-        PipelineStep("report", ("steps", "onnx", "trt_check", "engines", "parity", "eval", "bench"), _report, "result"),
+        PipelineStep("deploy table", ("onnx", "engines", "runners", "decoded", "parity", "eval"), _deploy, "deploy"),
+        PipelineStep("report", ("steps", "onnx", "trt_check", "engines", "parity", "eval", "deploy"), _report,
+                     "result"),
     ]  # fmt: skip
     return steps
 
@@ -487,32 +489,79 @@ def _eval(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, de
     return Outcome(ev, f"{ev[0]['images']} images from {ctx.opts.data}" + _skipped_note(engines))
 
 
-def _bench(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict) -> Outcome:
+def _deploy(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, decoded, parity: _Parity,
+            ev: list[dict]) -> Outcome:  # fmt: skip
+    """Every file on every runtime here (aft_export.deploy): ONNX Runtime's and PyTorch's parity and
+    top-1 are the parity and eval steps' own, the other runtimes' are measured here, and every row is
+    timed in interleaved rounds (the report's latency columns are ONNX Runtime's and PyTorch's rows)."""
     opts = ctx.opts
-    bn = bench([str(ctx.ckpt)] + [str(a) for a in _runnable(onnx, engines)], list(opts.bench_batches),
-               warmup=BenchOptions.warmup, iters=opts.bench_iters, threads=opts.threads, runners=runners)  # fmt: skip
+    ckpt = str(ctx.ckpt)
+    by_path = {r["artifact"]: r for r in ev}
+    measured = {"torch": Measured(eval={ckpt: by_path[ckpt]}),
+                "onnxruntime": Measured(parity={r["artifact"]: r for r in parity.report["artifacts"]
+                                                if r["artifact"].endswith(".onnx")},
+                                        eval={p: r for p, r in by_path.items() if p.endswith(".onnx")})}  # fmt: skip
+    libraries = {str(e): (engines.records or {}).get(e.name, {}).get("library", "tensorrt") for e in engines.files}
+    for lib in set(libraries.values()):  # the engines' parity and top-1, where they ran
+        measured[lib] = Measured(parity={r["artifact"]: r for r in parity.report["artifacts"] if r["artifact"] in libraries},
+                                 eval={p: r for p, r in by_path.items() if p in libraries})  # fmt: skip
+
+    def make(artifact: str, runtime: str):
+        if runtime in ("onnxruntime", "torch") or (runtime in libraries.values() and artifact in runners):
+            if artifact in runners:
+                return runners[artifact]
+        if artifact in engines.not_run:
+            raise RuntimeMissing(engines.not_run[artifact])
+        return make_runner(artifact, runtime, threads=opts.threads)
+
+    purposes = {str(ctx.work / name): p["for"] for name, p in _purposes(onnx, engines).items()}
+    purposes[ckpt] = "PyTorch"
+    table = deploy_table(runners[ckpt], [str(a) for a in _artifacts(onnx, engines)], decoded,
+                         runtimes=runtimes_here(environment().get("gpu") is not None), make_runner=make,
+                         batches=tuple(opts.bench_batches), warmup=BenchOptions.warmup, iters=opts.bench_iters,
+                         threads=opts.threads, parity_images=opts.parity_images, overrides=list(opts.tolerances),
+                         data_label=opts.data, engine_libraries=libraries, purposes=purposes, log=_QUIET["log"])  # fmt: skip
+    bn = table.bench_report(("torch", "onnxruntime", *sorted(set(libraries.values()))))
     bn["skipped"] += [{"artifact": a, "batch": None, "reason": why} for a, why in engines.not_run.items()]
-    return Outcome(bn, f"batches {list(opts.bench_batches)}, {opts.bench_iters} runs each" + _skipped_note(engines))
+    said = []
+    for device in ("cpu", "gpu"):
+        for by in ("latency", "throughput"):
+            best = table.best(device, by)
+            if best:
+                said.append(f"{device} {by}: {best.artifact} on {best.runtime}")
+    ran = sum(r.status == "ok" for r in table.rows)
+    return Outcome(_Deploy(table, bn), f"{ran} of {len(table.rows)} file/runtime rows ran, batches "
+                   f"{list(opts.bench_batches)}, {opts.bench_iters} runs each; fastest that passes: "
+                   + ("; ".join(said) or "none") + _skipped_note(engines),
+                   "failed" if table.verdict.status == "failed" else "ok")  # fmt: skip
+
+
+class _Deploy(NamedTuple):
+    table: DeployTable
+    bench: dict  # the ONNX Runtime, PyTorch and engine rows in aft_export.bench's form (the summary's latency)
 
 
 def _report(ctx: _Context, steps: list[Step], onnx: list[_Made], trt_check: dict, engines: _Engines,
-            parity: _Parity, ev: list[dict], bn: dict) -> Outcome:  # fmt: skip
+            parity: _Parity, ev: list[dict], deploy: _Deploy) -> Outcome:  # fmt: skip
     """manifest.json, report.md and the plots; the run's result."""
     ckpt, opts, work, (_, meta) = ctx.ckpt, ctx.opts, ctx.work, ctx.loaded
     artifacts = _artifacts(onnx, engines)
     results = {"export": {m.key: m.record for m in onnx if m.kind == "export"},
                "quantize": {m.key: m.record for m in onnx if m.kind == "quantize"}, "trt_check": trt_check,
                **({"engines": engines.records} if engines.records is not None else {}),
-               "parity": parity.report, "eval": ev, "bench": bn, "files": _purposes(onnx, engines)}  # fmt: skip
+               "parity": parity.report, "eval": ev, "bench": deploy.bench, "files": _purposes(onnx, engines),
+               "deploy": deploy.table.to_dict()}  # fmt: skip
     summary = summary_rows(ckpt, artifacts, results)
     (work / "plots").mkdir()
-    for name, svg in pipeline_plots(summary, parity.differences, opts.data, opts.bench_batches).items():
+    for name, svg in {**pipeline_plots(summary, parity.differences, opts.data, opts.bench_batches),
+                      **deploy_plots(results["deploy"])}.items():
         atomic_write_text(work / "plots" / name, svg)
     not_run = {Path(a).name: why for a, why in engines.not_run.items()}
     unverified = run_unverified(not_run, parity.report, onnx)
-    verdict = Verdict.of([f"{name} fails parity" for name in parity.failed],
-                         [f"{name}: {why}" for name, why in unverified.items()])
-    result = PipelineResult(str(ctx.final), steps, summary, unverified, verdict)
+    verdict = Verdict.combine(Verdict.of([f"{name} fails parity" for name in parity.failed],
+                                         [f"{name}: {why}" for name, why in unverified.items()]),
+                              deploy.table.verdict)  # fmt: skip
+    result = PipelineResult(str(ctx.final), steps, summary, unverified, verdict, results["deploy"])
     manifest = {
         "tool": f"aft-export {__version__}", "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "versions": _versions(), "options": {**asdict(opts), "calib": ctx.calib},
@@ -526,7 +575,8 @@ def _report(ctx: _Context, steps: list[Step], onnx: list[_Made], trt_check: dict
     }  # fmt: skip
     atomic_write_text(work / "manifest.json", json.dumps(manifest, indent=2, default=_json_default))
     atomic_write_text(work / "report.md", report_markdown(ckpt, meta, opts, steps, summary, verdict, ctx.final,
-                                                          ctx.calib, not_run, unverified, results.get("engines")))  # fmt: skip
+                                                          ctx.calib, not_run, unverified, results.get("engines"),
+                                                          results["deploy"]))  # fmt: skip
     return Outcome(result, f"{ctx.final}/report.md")
 
 

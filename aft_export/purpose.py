@@ -19,7 +19,7 @@ from aft_export.onnxio import ArtifactMeta, compute_precisions, graph_precision,
 from aft_export.options import DEFAULT_TARGET, EXPORT_TARGETS
 from aft_export.trt import TITLES
 
-SLOW_ON_CPUS = "slow on CPUs: use the portable int8"
+SLOW_ON_CPUS = "slow in ONNX Runtime on CPUs: use the portable int8"
 CPU_INT8 = EXPORT_TARGETS["portable"]  # the target whose int8 is the CPU's (fp32 rest, 7-bit weights)
 
 
@@ -27,7 +27,7 @@ def made_for(target: str | None, precision: str, compute: dict[str, int], weight
     """The runtimes a file is for, in words: from its export target (None or unknown: another tool's
     file, which records none), its precision (``graph_precision``) and its compute nodes per
     precision (``compute_precisions``). A file that computes in fp16 (an fp16 graph, an int8 graph's
-    fp16 rest) is for the runtimes where fp16 is fast, and said to be slow on CPUs. ``weight_bits``:
+    fp16 rest) is for the runtimes where fp16 is fast, and said to be slow in ONNX Runtime on CPUs (OpenVINO computes such a graph's fp16 in fp32, as fast as the portable int8 where it may run it). ``weight_bits``:
     an int8 recipe's; the CPU's int8 asked for with full-range weights (``weight_bits=8``) is wrong
     in OpenVINO on CPUs without VNNI (QuantizeOptions.weight_bits), and says so."""
     fp16 = compute.get("fp16", 0) > 0
@@ -88,7 +88,7 @@ class CpuAdvice:
         """One line, options named by their fields (each command says them in its own flags)."""
         counts = ", ".join(f"{v} {k}" for k, v in self.compute.items())
         head = (f"{Path(self.path).name} is int8 with its rest in fp16 ({counts} compute nodes), made for TensorRT: "
-                f"slow on a CPU")  # fmt: skip
+                f"slow in ONNX Runtime on a CPU")  # fmt: skip
         if self.better:
             return f"{head}; the CPU's int8 beside it, {self.better}, is faster here"
         return (f"{head}; the CPU's int8 is faster here: `aft-export quantize {self.fp32 or 'MODEL.onnx'} "
@@ -96,7 +96,7 @@ class CpuAdvice:
 
 
 def cpu_advice(path) -> CpuAdvice | None:
-    """For an ONNX file about to run on a CPU runner (ONNX Runtime's CPU provider, OpenVINO): the
+    """For an ONNX file about to run on ONNX Runtime's CPU provider (OpenVINO computes the fp16 rest in fp32): the
     advice when it is an int8 graph with fp16 compute (the TensorRT target's int8, or another
     tool's file of that kind such as ModelOpt's), else None. Beside ``NAME.int8.onnx`` it looks for
     ``NAME.portable.int8.onnx`` (the pipeline's name for the CPU int8) and the fp32 ``NAME.onnx``.

@@ -462,14 +462,17 @@ def format_pipeline_result(result, batches) -> list[str]:
     not verified, the verdict."""
     return ["", *summary_table(result.summary, batches), COLUMNS_SAY + ".",
             *[f"for: {r['artifact']}: {r['for']}" for r in result.summary],
+            *(["", "What to deploy where (every file on every runtime here):", *deploy_lines(result.deploy, markdown=False)]
+              if result.deploy else []),
             *[f"not verified: {name}: {why}" for name, why in result.unverified.items()],
             f"\n{PIPELINE_RESULT[result.verdict.status]}: run directory {result.run_dir} (report.md, manifest.json, "
             f"plots/)"]  # fmt: skip
 
 
 def report_markdown(ckpt, meta, opts, steps, summary, verdict, final, calib, not_run=None, unverified=None,
-                    engines=None) -> str:  # fmt: skip
-    """RUN/report.md: the verdict (:class:`aft_export.errors.Verdict`), the summary table, the engines'
+                    engines=None, deploy=None) -> str:  # fmt: skip
+    """RUN/report.md: the verdict (:class:`aft_export.errors.Verdict`), the summary table, what to deploy
+    where (``deploy``: :meth:`aft_export.deploy.DeployTable.to_dict`), what each file is for, the engines'
     networks, every step, the plots."""
     result = {"ok": "PASS", "unverified": "PASS, with artifacts not verified here", "failed": "FAIL"}[verdict.status]
     others = {n: why for n, why in (unverified or {}).items() if n not in (not_run or {})}
@@ -484,6 +487,11 @@ def report_markdown(ckpt, meta, opts, steps, summary, verdict, final, calib, not
         "cosine from the parity check on real images; latency p50 and throughput on this machine. "
         + COLUMNS_SAY[0].upper() + COLUMNS_SAY[1:] + ".", "",
         *summary_table(summary, opts.bench_batches), "",
+        *(["## What to deploy where", "",
+           "Every file on every runtime here: parity against the checkpoint, top-1, latency at batch 1 and "
+           f"images/s at batch {deploy['batch']}, timed in interleaved rounds.", "",
+           *deploy_lines(deploy), "", "![latency per file and runtime](plots/deploy_latency.svg)", "",
+           "![images/s per file and runtime](plots/deploy_throughput.svg)", ""] if deploy else []),
         "## What each file is for", "",
         "The runtimes each file is made for, from its export target and what its compute runs in (compute nodes "
         "counted from the graph: int8 where fed by an int8 DequantizeLinear or a QOperator op, else the type they "
@@ -498,3 +506,77 @@ def report_markdown(ckpt, meta, opts, steps, summary, verdict, final, calib, not
         "Everything above is in `manifest.json` with the tool versions, options and input hashes.", "",
     ]  # fmt: skip
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- what to deploy where
+
+FASTEST_SAYS = {"latency": "fastest at batch 1", "throughput": "most images/s"}
+def _load(values) -> str:
+    return "?" if not values else " ".join(f"{v:.2f}" for v in values)
+
+
+def deploy_lines(table: dict, markdown: bool = True) -> list[str]:
+    """The deploy table (:class:`aft_export.deploy.DeployTable` as a dict): one row per artifact and
+    runtime, the fastest rows marked, what is not available here, the machine and the advice."""
+    b = table["batch"]
+    head = ["file", "runtime", "device", "precision", "for", "MB", "parity", "top-1", "p50 ms b1", f"img/s b{b}",
+            "fastest"]  # fmt: skip
+    rows = []
+    for r in table["rows"]:
+        state = r["parity"] or "-"
+        if r["status"] != "ok":
+            state = f"{r['status']}: {r['reason'].split(';')[0][:70]}"
+        rows.append([r["artifact"], r["runtime"], r["device"], r["precision"] or "-", r.get("purpose") or "-",
+                     f"{r['bytes'] / 1e6:.2f}", state, _fmt(r["top1"], ".2f"), _fmt(r["p50_ms"], ".3f"),
+                     _fmt(r["images_per_s"], ".0f"), " + ".join(FASTEST_SAYS[f] for f in r["fastest"]) or ""])  # fmt: skip
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]
+    else:  # for a terminal: without the long "for" column (said per file elsewhere)
+        keep = [i for i, h in enumerate(head) if h != "for"]
+        head, rows = [head[i] for i in keep], [[row[i] for i in keep] for row in rows]
+        widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(head)]
+        lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip()]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    lines.append("")
+    for device, best in table["recommended"].items():
+        said = []
+        for by in ("latency", "throughput"):
+            pick = best.get(by)
+            if pick:
+                row = next(r for r in table["rows"] if (r["artifact"], r["runtime"]) == (pick["artifact"], pick["runtime"]))
+                figure = f"{row['p50_ms']:.3f} ms" if by == "latency" else f"{row['images_per_s']:.0f} images/s"
+                said.append(f"{FASTEST_SAYS[by]}: {pick['artifact']} on {pick['runtime']} ({figure})")
+        mine = [r for r in table["rows"] if r["device"] == device]
+        idle = not said and mine and all(r["status"] == "skipped" for r in mine)
+        lines.append(f"Deploy on the {device.upper()}: " + ("; ".join(said) if said else
+                     f"nothing ran here ({mine[0]['reason']})" if idle else "no row ran and passed parity here")
+                     + ".")  # fmt: skip
+    missing = {}
+    for runtime, why in table["runtimes"].items():
+        if why != "ok":
+            missing.setdefault(why, []).append(runtime)
+    for why, names in missing.items():
+        lines.append(f"Not run: {', '.join(names)}: {why}.")
+    m = table["machine"]
+    lines.append(f"Machine: {m.get('cpu')}, {m.get('described')}, {m.get('cores')} cores; every runner at "
+                 f"{m.get('threads')} threads; load average {_load(m.get('load_average'))} at the start of the timing, "
+                 f"{_load(m.get('load_average_after'))} at its end.")  # fmt: skip
+    lines.append(f"Parity against {table['reference']} within each precision's limits; top-1 on "
+                 f"{next((r['images'] for r in table['rows'] if r['images']), 0)} images of {table['data']}; the "
+                 f"fastest rows are marked among those that ran and passed.")  # fmt: skip
+    lines.append(table["advice"][0].upper() + table["advice"][1:] + ".")
+    return lines
+
+
+def deploy_plots(table: dict) -> dict[str, str]:
+    """Two bar charts of the deploy table's rows that ran: p50 at batch 1, and images/s at the large batch."""
+    ran = [r for r in table["rows"] if r["status"] == "ok" and r["p50_ms"] is not None]
+    labels = [f"{r['artifact']} / {r['runtime']}" for r in ran]
+    return {
+        "deploy_latency.svg": bars("Latency p50 at batch 1, per file and runtime", labels,
+                                   [r["p50_ms"] for r in ran], " ms", "{:.3f}"),
+        "deploy_throughput.svg": bars(f"Images/s at batch {table['batch']}, per file and runtime", labels,
+                                      [float("nan") if r["images_per_s"] is None else r["images_per_s"] for r in ran],
+                                      "", "{:.0f}"),
+    }  # fmt: skip

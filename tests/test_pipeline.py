@@ -135,7 +135,7 @@ def test_pipeline_writes_a_complete_run_directory(ckpt, tmp_path, cifar10):
     # what each file is for and what its compute runs in, in the summary, the manifest, the report and the output
     rows = {r["artifact"]: r for r in manifest["summary"]}
     files = manifest["results"]["files"]
-    assert rows["model.int8.onnx"]["for"] == "TensorRT 10.3+/11, TensorRT-RTX (slow on CPUs: use the portable int8)"
+    assert rows["model.int8.onnx"]["for"] == "TensorRT 10.3+/11, TensorRT-RTX (slow in ONNX Runtime on CPUs: use the portable int8)"
     assert rows["model.portable.int8.onnx"]["for"] == "CPUs: ONNX Runtime, OpenVINO"
     assert rows[ckpt.name]["for"] == "PyTorch"
     assert files["model.portable.int8.onnx"]["compute"] == rows["model.portable.int8.onnx"]["compute"]

@@ -55,7 +55,7 @@ def classifier(path, rest="fp16", target="tensorrt", source="ab" * 32, int8=True
 def test_each_file_says_the_runtimes_it_is_for():
     int8_fp16_rest, int8_fp32_rest = {"int8": 28, "fp16": 64, "fp32": 97}, {"int8": 28, "fp32": 161}
     assert made_for("tensorrt", "int8", int8_fp16_rest) == \
-        "TensorRT 10.3+/11, TensorRT-RTX (slow on CPUs: use the portable int8)"  # fmt: skip
+        "TensorRT 10.3+/11, TensorRT-RTX (slow in ONNX Runtime on CPUs: use the portable int8)"  # fmt: skip
     assert made_for("portable", "int8", int8_fp32_rest) == "CPUs: ONNX Runtime, OpenVINO"
     assert made_for("portable", "int8", int8_fp32_rest, weight_bits=7) == "CPUs: ONNX Runtime, OpenVINO"
     assert "OpenVINO on CPUs with VNNI only" in made_for("portable", "int8", int8_fp32_rest, weight_bits=8)
@@ -63,11 +63,11 @@ def test_each_file_says_the_runtimes_it_is_for():
     assert made_for("tensorrt", "fp32", {"fp32": 189}).startswith("TensorRT 10.3+/11")
     assert "OpenVINO" in made_for("portable", "fp32", {"fp32": 189})
     assert made_for("tensorrt8", "int8", int8_fp32_rest).startswith("TensorRT 8.5/8.6")
-    assert "slow on CPUs" in made_for("tensorrt", "fp16", {"fp16": 92, "fp32": 97})
-    assert "slow on CPUs" in made_for("portable", "fp16", {"fp16": 92, "fp32": 97})
+    assert "slow in ONNX Runtime on CPUs" in made_for("tensorrt", "fp16", {"fp16": 92, "fp32": 97})
+    assert "slow in ONNX Runtime on CPUs" in made_for("portable", "fp16", {"fp16": 92, "fp32": 97})
     # another tool's file records no target: judged by its compute alone (ModelOpt's int8, rest fp16)
     assert made_for(None, "int8", {"int8": 27, "fp16": 120}).startswith("GPUs: TensorRT 10.3+/11")
-    assert "slow on CPUs" in made_for(None, "int8", {"int8": 27, "fp16": 120})
+    assert "slow in ONNX Runtime on CPUs" in made_for(None, "int8", {"int8": 27, "fp16": 120})
     assert made_for(None, "int8", int8_fp32_rest) == "not recorded (another tool's file)"
 
 
@@ -105,7 +105,7 @@ def test_the_commands_that_run_files_on_a_cpu_say_it_once_per_file_as_a_note(tmp
     assert res.exit_code == 0, res.output
     notes = [line for line in res.stderr.splitlines() if line.startswith("note: ")]
     assert notes == [f"note: m.int8.onnx is int8 with its rest in fp16 (1 int8, 2 fp16 compute nodes), made for "
-                     f"TensorRT: slow on a CPU; the CPU's int8 is faster here: aft-export quantize {tmp_path}/m.onnx "
+                     f"TensorRT: slow in ONNX Runtime on a CPU; the CPU's int8 is faster here: aft-export quantize {tmp_path}/m.onnx "
                      f"--precision int8 --target portable --calib IMAGES --output m.portable.int8.onnx"]  # fmt: skip
     assert json.loads(res.stdout)["rows"]  # the report as ever
     classifier(tmp_path / "m.portable.int8.onnx", rest="fp32", target="portable")

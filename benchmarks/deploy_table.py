@@ -1,0 +1,138 @@
+"""What to deploy where, for the zoo and the 224 configs: the deploy table's rows as ratios to ONNX Runtime fp32.
+
+For each model: the default export (fp32, tensorrt target), its TensorRT int8 (the rest in fp16),
+and the CPU's int8 (``quantize --target portable``: the rest in fp32, 7-bit weights), each on
+every runtime installed here (PyTorch eager for the checkpoint, ONNX Runtime and OpenVINO for the
+ONNX files), through :func:`aft_export.deploy.deploy_table`: parity against the checkpoint, top-1,
+and timing in interleaved rounds at one thread count for every runner, the whole timing done
+``--repeats`` times and the median of each row taken. Prints, per model, every row's ratio to ONNX
+Runtime fp32 (latency at batch 1, images/s at the large batch: above 1 is faster) and the rows the
+table recommends on the CPU, with the machine's instruction sets and load average.
+
+The zoo models (32x32) are timed at batch 1 and 32; the ``*_tiny_224`` configs (seeded random
+weights with non-zero biases, as in bench_imagenet.py) at batch 1 and 8. The goals
+(issue "the right artifact for every runtime"): at 224 and batch 8 the recommended CPU file runs
+at least 1.5x ONNX Runtime fp32; on the zoo at batch 1 and 32 it is never slower than ONNX Runtime
+fp32; every recommended int8 file is faster than its own fp32 on the same runtime.
+
+    python benchmarks/deploy_table.py                                   # zoo + tiny_224, 3 repeats
+    python benchmarks/deploy_table.py --models aft_conv_tiny_224 --repeats 1 --json /tmp/d.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from functools import partial
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+ZOO = ["aft_conv_cifar", "aft_full_cifar", "aft_local_cifar", "aft_simple_cifar"]
+IMAGENET = ["aft_full_tiny_224", "aft_local_tiny_224", "aft_simple_tiny_224", "aft_conv_tiny_224"]
+QUIET = dict(log=lambda *a: None)
+
+
+def _files(name: str, out: Path, calib: str, calib_count: int) -> tuple[Path, list[Path]]:
+    """The checkpoint and the three ONNX files of ``name`` (made once, reused from ``out``)."""
+    from aft_export.export.exporter import ExportOptions, export_checkpoint
+    from aft_export.quantize import QuantizeOptions, quantize_model
+
+    if name in ZOO:
+        ckpt = REPO / "models" / f"{name}.pt"
+    else:
+        from bench_imagenet import _checkpoint
+
+        ckpt = _checkpoint(name, out)
+    fp32 = out / f"{name}.onnx"
+    if not fp32.is_file():
+        export_checkpoint(ckpt, fp32, ExportOptions(verify_images=0), **QUIET)
+    files = [fp32]
+    for suffix, target in ((".int8.onnx", None), (".portable.int8.onnx", "portable")):
+        path = out / f"{name}{suffix}"
+        if not path.is_file():
+            quantize_model(fp32, path, calib, QuantizeOptions(precision="int8", target=target, count=calib_count),
+                           progress=False, **QUIET)  # fmt: skip
+        files.append(path)
+    return ckpt, files
+
+
+def measure(name: str, args) -> dict:
+    from aft_export import deploy
+    from aft_export.datasets import load_labelled
+    from aft_export.runners import TorchRunner
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    ckpt, files = _files(name, out, args.calib, args.calib_count)
+    reference = TorchRunner(str(ckpt), threads=args.threads)
+    size = reference.info.input_size[1]
+    decoded = load_labelled(args.data, size, limit=args.images)
+    batches = (1, 32) if name in ZOO else (1, 8)
+    table = deploy.deploy_table(reference, [str(f) for f in files], decoded, runtimes=deploy.runtimes_here(),
+                                make_runner=partial(deploy.make_runner, threads=args.threads),
+                                batches=batches, iters=args.iters, repeats=args.repeats, threads=args.threads,
+                                data_label=args.data, log=lambda *a: None)  # fmt: skip
+    return table.to_dict()
+
+
+def ratios(table: dict) -> list[dict]:
+    """Each row's latency ratio (ORT fp32 p50 / the row's) and throughput ratio (the row's images/s /
+    ORT fp32's), both above 1 when faster than ONNX Runtime on the fp32 file."""
+    base = next(r for r in table["rows"] if r["runtime"] == "onnxruntime" and r["artifact"].endswith(".onnx")
+                and r["precision"] == "fp32")  # fmt: skip
+    out = []
+    for r in table["rows"]:
+        lat = base["p50_ms"] / r["p50_ms"] if r["p50_ms"] else None
+        thr = r["images_per_s"] / base["images_per_s"] if r["images_per_s"] else None
+        out.append({**r, "latency_x": lat, "throughput_x": thr})
+    return out
+
+
+def print_table(name: str, table: dict) -> None:
+    b = table["batch"]
+    print(f"\n{name} (batch 1 and {b}; ratios to ONNX Runtime fp32, above 1 is faster)")
+    print(f"| file | runtime | prec | parity | top-1 | p50 ms b1 | x b1 | img/s b{b} | x b{b} | marked |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in ratios(table):
+        state = r["parity"] if r["status"] == "ok" else f"{r['status']}: {r['reason'][:60]}"
+        cells = [r["artifact"].removeprefix(name), r["runtime"], r["precision"] or "-", state or "-",
+                 "-" if r["top1"] is None else f"{r['top1']:.2f}",
+                 "-" if r["p50_ms"] is None else f"{r['p50_ms']:.2f}",
+                 "-" if r["latency_x"] is None else f"{r['latency_x']:.2f}x",
+                 "-" if r["images_per_s"] is None else f"{r['images_per_s']:.0f}",
+                 "-" if r["throughput_x"] is None else f"{r['throughput_x']:.2f}x", " + ".join(r["fastest"])]  # fmt: skip
+        print("| " + " | ".join(cells) + " |")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="*", default=ZOO + IMAGENET)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved timings per table (median taken)")
+    parser.add_argument("--iters", type=int, default=30, help="timed runs per row and batch in each timing")
+    parser.add_argument("--images", type=int, default=1000, help="labelled test images for top-1 (parity: 64)")
+    parser.add_argument("--data", default="cifar10:test")
+    parser.add_argument("--calib", default=str(REPO / "calibration" / "cifar10.json"))
+    parser.add_argument("--calib-count", type=int, default=512)
+    parser.add_argument("--out", default=str(REPO / "runs" / "deploy_table"))
+    parser.add_argument("--json", help="also write every table as JSON here")
+    args = parser.parse_args(argv)
+    tables, started = {}, time.time()
+    for name in args.models:
+        tables[name] = measure(name, args)
+        print_table(name, tables[name])
+        m = tables[name]["machine"]
+        print(f"load average {m['load_average']} -> {m['load_average_after']}", flush=True)
+    first = next(iter(tables.values()))["machine"]
+    print(f"\nmachine: {first['cpu']}, {first['cores']} cores, instruction sets {first['instruction_sets']}, "
+          f"{args.threads} threads per runner; {time.time() - started:.0f} s")  # fmt: skip
+    if args.json:
+        Path(args.json).write_text(json.dumps(tables, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
