@@ -13,6 +13,7 @@ from aft_export.onnxio import load_onnx, read_metadata
 from aft_export.pipeline import PipelineOptions, engine_library, run_pipeline
 from aft_export.trt import RTX, environment, installed_libraries
 from tests.export.test_exporter import make_ckpt
+from tests.conftest import need_openvino
 from tests.test_machine_paths import scan_files
 
 # what the engine step does here: TensorRT with a GPU, else TensorRT-RTX (built on the CPU), else nothing
@@ -63,7 +64,8 @@ def test_pipeline_writes_a_complete_run_directory(ckpt, tmp_path, cifar10):
     assert {"model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.portable.int8.onnx", "manifest.json",
             "report.md", "plots"} <= names and "model.portable.fp16.onnx" not in names  # the CPU's int8; no fp16
     assert {p.name for p in (out / "plots").iterdir()} == {"accuracy.svg", "errors.svg", "latency_b1.svg",
-                                                           "latency_b4.svg"}  # fmt: skip
+                                                           "latency_b4.svg", "deploy_latency.svg",
+                                                           "deploy_throughput.svg"}  # fmt: skip
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["passed"] is True and manifest["verdict"]["status"] == ("unverified" if rtx_not_run else "ok")
     assert manifest["options"]["output"] == str(out) and "out" not in manifest["options"]  # the current names
@@ -74,7 +76,7 @@ def test_pipeline_writes_a_complete_run_directory(ckpt, tmp_path, cifar10):
     assert [s["name"] for s in manifest["steps"]] == ["export", "quantize fp16", "quantize int8",
                                                       "quantize int8 portable", "tensorrt check",
                                                       "verification commands", "tensorrt engines", "parity", "eval",
-                                                      "bench", "report"]  # fmt: skip
+                                                      "deploy table", "report"]  # fmt: skip
     trt = steps["tensorrt engines"]  # said plainly, never reported as done
     onnx_files = {n: True for n in ("model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.portable.int8.onnx")}
     if rtx_not_run:
@@ -145,6 +147,33 @@ def test_pipeline_writes_a_complete_run_directory(ckpt, tmp_path, cifar10):
     assert "## What each file is for" in report and "| model.portable.int8.onnx | CPUs: ONNX Runtime, OpenVINO |" \
         in report  # fmt: skip
     assert "for: model.portable.int8.onnx: CPUs: ONNX Runtime, OpenVINO" in res.output
+    # what to deploy where: every file on every runtime here, proven and timed, the fastest that passes marked
+    need_openvino()
+    deploy = manifest["results"]["deploy"]
+    table = {(r["artifact"], r["runtime"]): r for r in deploy["rows"]}
+    assert {f for f, rt in table if rt == "openvino"} == set(onnx_files)  # OpenVINO reads every file we write
+    assert table[(ckpt.name, "torch")]["parity"] == "reference"
+    for (f, rt), row in table.items():
+        if rt in ("onnxruntime", "openvino") and row["status"] == "ok":
+            assert row["parity"] == "pass" and row["top1"] is not None and row["p50_ms"] > 0, row
+            assert set(row["timing"]) == {"1", "4"} and row["images_per_s"] == row["timing"]["4"]["images_per_s"]
+        if rt == "onnxruntime":  # the summary's latency is the deploy table's ONNX Runtime row
+            assert manifest["summary"][[r["artifact"] for r in manifest["summary"]].index(f)]["latency_ms"]["1"] == \
+                round(row["p50_ms"], 3)  # fmt: skip
+    marked = [r for r in deploy["rows"] if r["fastest"]]
+    assert {m for r in marked for m in r["fastest"]} == {"latency", "throughput"}
+    assert all(r["device"] == "cpu" and r["status"] == "ok" and r["parity"] in ("pass", "reference") for r in marked)
+    for by in ("latency", "throughput"):
+        best = next(r for r in marked if by in r["fastest"])
+        assert deploy["recommended"]["cpu"][by] == {"artifact": best["artifact"], "runtime": best["runtime"]}
+    assert deploy["machine"]["instruction_sets"]["arch"] and deploy["machine"]["threads"] >= 1
+    assert deploy["data"] == str(cifar10 / "test.tar") and "rerun" in deploy["advice"]
+    if NO_GPU:
+        assert deploy["runtimes"]["torch-cuda"] == "no GPU here"
+        if rtx_not_run:
+            assert all(table[(e, "tensorrt-rtx")]["status"] == "skipped" for e in engines)
+    assert "## What to deploy where" in report and "Deploy on the CPU: fastest at batch 1:" in report
+    assert "Deploy on the CPU: fastest at batch 1:" in res.output
 
 
 def test_parity_failure_still_reports_and_exits_1(ckpt, tmp_path, cifar10):
@@ -211,7 +240,7 @@ def test_the_run_is_a_list_of_declared_steps():
     names = lambda steps: [s.name for s in steps if s.recorded]  # noqa: E731
     plain = pipeline.pipeline_steps(PipelineOptions(), "tensorrt")
     assert names(plain) == ["export", "quantize fp16", "quantize int8", "quantize int8 portable", "tensorrt check",
-                            "verification commands", "tensorrt engines", "parity", "eval", "bench", "report"]  # fmt: skip
+                            "verification commands", "tensorrt engines", "parity", "eval", "deploy table", "report"]  # fmt: skip
     assert next(s for s in plain if s.name == "tensorrt engines").run is pipeline._engines
     assert next(s for s in pipeline.pipeline_steps(PipelineOptions(), None)
                 if s.name == "tensorrt engines").run is pipeline._no_engines  # fmt: skip

@@ -1,0 +1,150 @@
+"""What to deploy where (aft_export.deploy): the marks, the table on a tiny model, bench --reference."""
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from aft_export import deploy
+from aft_export.cli import main
+from aft_export.data import LabelledImages
+from aft_export.deploy import DeployRow, DeployTable, deploy_table, mark_fastest, runs_on, time_rows
+from aft_export.errors import NotForThisCPU
+from aft_export.export.exporter import ExportOptions, export_checkpoint
+from aft_export.quantize import QuantizeOptions, quantize_model
+from aft_export.report import deploy_lines, deploy_plots
+from aft_export.runners import TorchRunner
+from tests.conftest import need_openvino
+from tests.export.test_exporter import make_ckpt
+
+
+def _row(artifact, runtime, device="cpu", p50=1.0, ips=100.0, parity="pass", status="ok"):
+    return DeployRow(artifact, runtime, device, "fp32", 1, status, "", parity, 50.0, 10, p50, ips)
+
+
+def test_the_fastest_that_passes_is_marked_per_device_class():
+    rows = [_row("a", "onnxruntime", p50=2.0, ips=500), _row("b", "openvino", p50=1.0, ips=400),
+            _row("c", "openvino", p50=0.1, ips=9000, parity="fail"),  # faster, but fails parity: never marked
+            _row("d", "openvino", p50=0.1, ips=9000, status="skipped"),  # not for this CPU: never marked
+            _row("m.pt", "torch", p50=5.0, ips=100, parity="reference"),
+            _row("e", "torch-cuda", "gpu", p50=0.5, ips=20000, parity="reference"),
+            _row("f", "onnxruntime-cuda", "gpu", p50=0.2, ips=10000)]  # fmt: skip
+    mark_fastest(rows)
+    marks = {r.artifact: r.fastest for r in rows}
+    assert marks == {"a": ["throughput"], "b": ["latency"], "c": [], "d": [], "m.pt": [], "e": ["throughput"],
+                     "f": ["latency"]}  # fmt: skip
+    table = DeployTable(rows, {}, {}, 32, "m.pt", "cifar10:test")
+    assert table.best("cpu", "latency").artifact == "b" and table.best("gpu", "throughput").artifact == "e"
+    assert table.to_dict()["recommended"]["gpu"] == {"latency": {"artifact": "f", "runtime": "onnxruntime-cuda"},
+                                                     "throughput": {"artifact": "e", "runtime": "torch-cuda"}}
+    mark_fastest([_row("x", "onnxruntime", parity="fail")])  # nothing offered: nothing marked, no error
+
+
+def test_which_runtime_runs_which_file():
+    assert runs_on("m.pt", "torch") and runs_on("m.pt", "torch-cuda") and not runs_on("m.pt", "openvino")
+    assert runs_on("m.onnx", "openvino") and runs_on("m.onnx", "onnxruntime") and not runs_on("m.onnx", "torch")
+    assert runs_on("m.engine", "tensorrt") and not runs_on("m.rtx.engine", "tensorrt", "tensorrt-rtx")
+    assert runs_on("m.rtx.engine", "tensorrt-rtx", "tensorrt-rtx")
+
+
+class _Echo:
+    """A runner that sleeps a known time per image (the timing's arithmetic, nothing measured of a model)."""
+
+    def __init__(self, ms):
+        self.ms, self.fixed_batch, self.input_name = ms, None, "image"
+        self.info = type("I", (), {"input_size": (3, 4, 4)})()
+
+    def run(self, feeds):
+        import time
+
+        time.sleep(self.ms * len(feeds["image"]) / 1e3)
+        return {"logits": feeds["image"]}
+
+
+def test_interleaved_timing_gives_every_runner_its_runs():
+    out = time_rows({("a", "r"): _Echo(1.0), ("b", "r"): _Echo(3.0)}, batch=2, warmup=1, iters=6, rounds=3)
+    assert out[("a", "r")]["runs"] == out[("b", "r")]["runs"] == 6
+    assert out[("a", "r")]["p50_ms"] < out[("b", "r")]["p50_ms"]  # 2 ms against 6 ms a batch, far apart
+    assert out[("a", "r")]["images_per_s"] > out[("b", "r")]["images_per_s"]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, cifar10):
+    """A tiny AFT-conv checkpoint with CIFAR-10's names, its default export and the CPU int8."""
+    from tests.test_pipeline import CIFAR10
+    from aft_export import load_checkpoint
+    from aft_export.checkpoint import save_checkpoint
+
+    tmp = tmp_path_factory.mktemp("deploy")
+    ckpt = make_ckpt(tmp / "tiny.pt", "aft_conv_test")
+    model, _ = load_checkpoint(ckpt)
+    save_checkpoint(ckpt, model, CIFAR10, model_name="aft_conv_test")
+    fp32 = tmp / "model.onnx"
+    export_checkpoint(ckpt, fp32, ExportOptions(verify_images=0), log=lambda *a: None)
+    cpu = tmp / "model.portable.int8.onnx"
+    quantize_model(fp32, cpu, str(cifar10 / "train.tar"), QuantizeOptions(count=64, target="portable"),
+                   log=lambda *a: None, progress=False)  # fmt: skip
+    return ckpt, fp32, cpu
+
+
+def test_the_table_of_a_tiny_model(files, cifar10):
+    need_openvino()
+    ckpt, fp32, cpu = files
+    ref = TorchRunner(str(ckpt), threads=1)
+    rng = np.random.default_rng(0)
+    decoded = LabelledImages(rng.integers(0, 255, (24, 32, 32, 3), dtype=np.uint8), rng.integers(0, 10, 24),
+                             ref.info.classes, "random")  # fmt: skip
+
+    def make(artifact, runtime):
+        if runtime == "openvino" and artifact == str(cpu):
+            raise NotForThisCPU("not for this CPU: a made-up refusal")  # the runner's own refusal, said as a skip
+        return deploy.make_runner(artifact, runtime, threads=1)
+
+    runtimes = {"torch": "ok", "onnxruntime": "ok", "openvino": "ok", "torch-cuda": "no GPU here"}
+    table = deploy_table(ref, [str(fp32), str(cpu)], decoded, runtimes=runtimes, make_runner=make, batches=(1, 3),
+                         warmup=1, iters=2, threads=1, overrides=["int8.min_top1_agreement=0", "int8.max_abs=100",
+                         "int8.min_cosine=0.01"], data_label="random", log=lambda *a: None)  # fmt: skip
+    rows = {(r.artifact, r.runtime): r for r in table.rows}
+    assert set(rows) == {("tiny.pt", "torch"), ("model.onnx", "onnxruntime"), ("model.portable.int8.onnx",
+                         "onnxruntime"), ("model.onnx", "openvino"), ("model.portable.int8.onnx", "openvino")}  # fmt: skip
+    skipped = rows[("model.portable.int8.onnx", "openvino")]
+    assert (skipped.status, skipped.reason, skipped.p50_ms, skipped.fastest) == (
+        "skipped", "not for this CPU: a made-up refusal", None, [])  # fmt: skip
+    ov = rows[("model.onnx", "openvino")]
+    assert ov.parity == "pass" and ov.images == 24 and ov.precision == "fp32" and set(ov.timing) == {1, 3}
+    assert rows[("tiny.pt", "torch")].parity == "reference" and rows[("tiny.pt", "torch")].top1 is not None
+    assert sum("latency" in r.fastest for r in table.rows) == 1 and table.verdict.ok
+    d = json.loads(json.dumps(table.to_dict()))
+    assert d["data"] == "random" and d["runtimes"]["torch-cuda"] == "no GPU here" and "path" not in d["rows"][0]
+    text = "\n".join(deploy_lines(d, markdown=False))
+    assert "not for this CPU" in text and "Not run: torch-cuda: no GPU here." in text
+    assert "Deploy on the CPU: fastest at batch 1:" in text and "rerun" in text
+    plots = deploy_plots(d)
+    assert set(plots) == {"deploy_latency.svg", "deploy_throughput.svg"} and "model.onnx / openvino" in \
+        plots["deploy_latency.svg"] and "model.portable.int8.onnx / openvino" not in plots["deploy_latency.svg"]  # fmt: skip
+
+
+def test_bench_against_the_checkpoint(files, cifar10):
+    ckpt, fp32, cpu = files
+    args = ["bench", "--reference", str(ckpt), str(fp32), str(cpu), "--backend", "onnxruntime", "--images", "16",
+            "--data", str(cifar10 / "test.tar"), "--batch-size", "1", "--batch-size", "2", "--iters", "2",
+            "--warmup", "0"]  # fmt: skip
+    res = CliRunner().invoke(main, args + ["--json"])
+    # an untrained model's int8 may miss int8's limits on 16 images: the table says so, with exit 1
+    assert res.exit_code in (0, 1), res.output
+    table = json.loads(res.stdout)
+    assert {r["runtime"] for r in table["rows"]} == {"torch", "onnxruntime"}  # --backend: that one, beside PyTorch
+    assert table["runtimes"].keys() == {"torch", "onnxruntime"} and table["data"].endswith("test.tar")
+    assert res.exit_code == (1 if any(r["parity"] == "fail" for r in table["rows"]) else 0)
+    assert "note:" not in res.stderr  # the table answers which file is faster: no note besides it
+
+
+def test_bench_reference_refusals(files, tmp_path):
+    ckpt, fp32, _ = files
+    res = CliRunner().invoke(main, ["bench", str(fp32), "--data", "cifar10:test"])
+    assert res.exit_code == 2 and "--data" in res.output and "--reference" in res.output
+    res = CliRunner().invoke(main, ["bench", str(fp32), "--reference", str(fp32)])
+    assert res.exit_code == 2 and "checkpoint" in res.output
+    res = CliRunner().invoke(main, ["bench", str(fp32), "--reference", str(ckpt), "--profile"])
+    assert res.exit_code == 2 and "--profile" in res.output
