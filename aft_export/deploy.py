@@ -290,6 +290,8 @@ def deploy_table(reference, artifacts: list[str], decoded: LabelledImages, *,
                 row.parity = "" if p is None else p["status"]
                 if p is not None and p["status"] == "skipped":
                     row.status, row.reason = "skipped", p.get("reason", "")
+                elif p is not None and p["status"] == "fail":
+                    row.reason = p["failures"][0]  # the first limit it missed
             e = eval_rows.get(f)
             if e is not None and e.get("status") == "ok":
                 row.top1, row.images = e["top1"], e["images"]

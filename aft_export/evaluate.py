@@ -70,13 +70,13 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
                                  f"evaluate them separately")  # fmt: skip
     images = data if isinstance(data, LabelledImages) else load_labelled(data, size, limit=limit)
     if len(images) == 0:
-        raise AFTExportError(f"{data} holds no labelled images; give an ImageFolder directory (<class>/<image>)")
+        raise AFTExportError(f"{images.source} holds no labelled images; give an ImageFolder directory (<class>/<image>)")
     for artifact, runner in zip(artifacts, runners):
         if runner is not None:
             if images.classes != runner.info.classes:
                 fix = ("name its classes in the data set's order (`classes`, or classes in its preprocessing "
                        "file)" if runner.info.preprocessing_from else "evaluate on a set with the model's classes")
-                raise AFTExportError(f"{data} has classes {images.classes[:5]}... but {artifact} predicts "
+                raise AFTExportError(f"{images.source} has classes {images.classes[:5]}... but {artifact} predicts "
                                      f"{runner.info.classes[:5]}...; {fix}")  # fmt: skip
             runner.check_batch(min(batch_size, 64), "batch_size")
 

@@ -524,6 +524,8 @@ def deploy_lines(table: dict, markdown: bool = True) -> list[str]:
     rows = []
     for r in table["rows"]:
         state = r["parity"] or "-"
+        if r["parity"] == "fail" and r["reason"]:
+            state = f"fail: {r['reason'][:70]}"
         if r["status"] != "ok":
             state = f"{r['status']}: {r['reason'].split(';')[0][:70]}"
         rows.append([r["artifact"], r["runtime"], r["device"], r["precision"] or "-", r.get("purpose") or "-",

@@ -98,8 +98,8 @@ class OpenVinoRunner(Runner):
         problem = cpu_problem(int8_weight_bits(model, base_dir), cpu_features()) if check_cpu else None
         if problem:
             raise NotForThisCPU(f"{where} is not for this CPU: {problem}; run it in ONNX Runtime, or use the "
-                                f"portable int8 (7-bit weights, safe here), which `aft-export pipeline "
-                                f"targets=portable` writes as model.portable.int8.onnx")  # fmt: skip
+                                f"portable int8 (7-bit weights, safe here): `aft-export quantize MODEL.onnx "
+                                f"target=portable` makes it, and the pipeline writes it as model.portable.int8.onnx")  # fmt: skip
         self.threads = threads or (os.cpu_count() or 1)
         self.hint = hint
         self._device = device
