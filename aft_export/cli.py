@@ -895,7 +895,9 @@ def bench_cmd(ctx, artifacts, batches, warmup, iters, threads, backend, provider
 @require_aft_option
 def pipeline_cmd(checkpoint, as_json, **kw) -> None:
     """Export, quantise, check, build engines (TensorRT with a GPU, else TensorRT-RTX on the CPU),
-    check parity, evaluate and benchmark in one run directory. With no CHECKPOINT: the bundled zoo model.
+    check parity, evaluate, and say what to deploy where (every file on every runtime here, proven
+    and timed, the fastest that passes marked) in one run directory. With no CHECKPOINT: the
+    bundled zoo model.
 
     Exit 0: every artifact passed parity; 1: one failed (the run directory still has
     the full report); 3: none failed but one was not verified (an engine not run here for want
