@@ -97,19 +97,24 @@ def _script(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("entry", ZOO, ids=NAMES)
 def test_quantised_zoo_meets_the_floors(entry, tmp_path, cifar10, monkeypatch):
-    """fp16 within 0.2 and int8 with the fp16 rest (the tensorrt target's int8) within 0.3 top-1 points
-    of fp32 on the 10,000 test images (benchmarks/quantize_zoo.py also measures the fp32 rest, the ONNX
-    reference evaluator and the parsed networks; CI runs what the floors need)."""
+    """fp16 within 0.2, and int8 with the fp16 rest (the tensorrt target's int8) and the CPU's int8 (the
+    portable target's: the rest in fp32, 7-bit weights) within 0.3 top-1 points of fp32 on the 10,000 test
+    images (benchmarks/quantize_zoo.py also measures the fp32 rest, the ONNX reference evaluator and the
+    parsed networks; CI runs what the floors need)."""
     monkeypatch.setenv("AFT_CIFAR10_DIR", str(cifar10))
     report = tmp_path / "q.json"
     rc = _script("quantize_zoo").main(["--models", entry["name"], "--out", str(tmp_path), "--json", str(report),
-                                       "--int8-rest", "fp16", "--reference-images", "0", "--no-networks"])  # fmt: skip
+                                       "--int8-rest", "fp16", "--cpu-int8", "--reference-images", "0",
+                                       "--no-networks"])  # fmt: skip
     row = json.loads(report.read_text())["rows"][0]
     assert rc == 0, row
     assert row["fp32"]["top1"] == pytest.approx(entry["top1"], abs=0.1)  # the ONNX export is the model
     int8 = row["int8_fp16_rest"]
     assert int8["drop"] <= 0.3 and int8["nonfinite"] == 0 and int8["recipe"]["rest_precision"] == "fp16"
     assert int8["recipe"]["calibration"]["source"] == "cifar10:train" and "int8_fp32_rest" not in row
+    cpu = row["int8_cpu"]
+    assert cpu["drop"] <= 0.3 and (cpu["recipe"]["rest_precision"], cpu["recipe"]["weight_bits"],
+                                   cpu["recipe"]["converted_from"]) == ("fp32", 7, "tensorrt")  # fmt: skip
 
 
 @pytest.mark.parametrize("name", ["aft_conv_cifar", "aft_full_cifar"])
