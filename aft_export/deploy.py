@@ -41,7 +41,7 @@ GPU_RUNTIMES = ("torch-cuda", "onnxruntime-cuda", "tensorrt", "tensorrt-rtx")
 RUNTIMES = CPU_RUNTIMES + GPU_RUNTIMES
 DEVICE = {**{r: "cpu" for r in CPU_RUNTIMES}, **{r: "gpu" for r in GPU_RUNTIMES}}
 ROUNDS = 5  # interleaved timing rounds: every row timed once per round, in turn
-ADVICE = ("these figures are this machine's: rerun `aft-export bench --reference CHECKPOINT FILES` on the machine "
+ADVICE = ("these figures are this machine's: rerun `aft-export bench FILES reference=CHECKPOINT` on the machine "
           "you deploy to (its CPU's instruction sets, core count and load decide the order)")  # fmt: skip
 
 
@@ -383,7 +383,7 @@ def make_runner(artifact: str, runtime: str, threads: int = 0, preprocessing=Non
 def bench_against(reference: str, artifacts: list[str], data: str | None = None, images: int = 1000,
                   batches: tuple[int, ...] = (1, 32), warmup: int = 10, iters: int = 50, threads: int = 0,
                   backend: str | None = None, parity_images: int = 64, log=print) -> DeployTable:  # fmt: skip
-    """``aft-export bench --reference CHECKPOINT FILES``: the deploy table of ``artifacts``, made from the
+    """``aft-export bench FILES reference=CHECKPOINT``: the deploy table of ``artifacts``, made from the
     checkpoint ``reference``, on every runtime here (``backend``: that one only, beside PyTorch),
     proven on ``images`` labelled images of ``data`` (default: the test data the checkpoint names, else
     ``cifar10:test``) and timed at ``batches``."""

@@ -34,7 +34,7 @@ ORDER = [
     "evaluate", "bench", "build", "nvtools", "train", "predict", "info", "report", "tritonspec", "tritonmodel", "tritonrepo",
     "serve",
     # 6 checks across stages
-    "parity",
+    "parity", "deploy",
     # 7 bring your own model: plugs into the core from above (ModelMeta.prepare, sources.register_reader)
     "byo.modeldef", "byo.preprocess", "byo.swap", "byo.verify", "byo.spec", "byo.export", "byo",
     # 8 the whole job, 9 the command line

@@ -53,7 +53,7 @@ OTHER_COMMAND_LINES = {("serve", "server_args"): "tritonserver's (--http-port, -
 # (commands, fields, why): each command's code reaches a message naming the field, which it
 # has no flag for. Each pair must still be needed (a stale one fails the test).
 CANNOT_SHOW = [  # the command never shows that message
-    (("build", "export", "parity", "pipeline", "quantize"), ("versions",),
+    (("bench", "build", "export", "parity", "pipeline", "quantize"), ("versions",),
      "only check passes TensorRT versions a user typed; the others check the columns of the rules they know"),
     (("check",), BUILD_FIELDS[1:],
      "check --build builds a graph at its own batch (a fixed one) or the default profile, every other option at "
@@ -65,16 +65,16 @@ CANNOT_SHOW = [  # the command never shows that message
                    "compute_capabilities"),
      "the doctor's engines are built by child `aft-export build` commands (whose messages speak build's flags); "
      "in its own process it only writes NVIDIA's scripts for its dynamic-batch exports, with a fixed profile"),
-    (("parity",), ("opset", "target", "batch", "verify_images", "simplify", "allow_unsimplified"),
-     "its in-memory export (to localise a divergence) takes op form and target from the artifact's metadata, "
-     "with verification and onnxsim off"),
+    (("bench", "parity"), ("opset", "target", "batch", "verify_images", "simplify", "allow_unsimplified"),
+     "parity's in-memory export (to localise a divergence; bench --reference runs parity) takes op form and "
+     "target from the artifact's metadata, with verification and onnxsim off"),
     (("infer", "triton-repo"), ("preprocess", "input_size", "mean", "std", "classes"),
      "their stages take no preprocessing (predict.classify, tritonrepo.write_repository pass "
      "preprocess.BESIDE_ONLY): the message about another tool's file asks only for the JSON beside it"),
     (("quantize",), ("preprocess", "classes"),
      "quantize reads another tool's file with ForeignPreprocessing(takes=(input_size, mean, std)), what "
      "QuantizeOptions has: the message asks for those and the JSON beside the file, never a file or classes"),
-    (("pipeline",), ("opset", "batch", "warmup", "percentile", "budget", "exclude", "device", "queue_delay_us",
+    (("pipeline",), ("opset", "batch", "percentile", "budget", "exclude", "device", "queue_delay_us",
                      "max_batch", "instances", "top_k", "exclude_op_types", "op_types", "keep_fp32"),
      "the pipeline sets these itself: it exports at the default opset with a dynamic batch, quantises with the "
      "default method and no exclusions, benches with BenchOptions.warmup, writes the Triton repository with its "
