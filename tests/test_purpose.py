@@ -117,7 +117,8 @@ def test_the_commands_that_run_files_on_a_cpu_say_it_once_per_file_as_a_note(tmp
 
 
 @pytest.mark.parametrize("params, cpu", [({"provider": "cpu"}, True), ({}, True), ({"provider": "cuda"}, False),
-                                         ({"provider": "tensorrt"}, False), ({"backend": "openvino"}, True),
+                                         ({"provider": "tensorrt"}, False), ({"backend": "onnxruntime"}, True),
+                                         ({"backend": "openvino"}, False),  # it computes the fp16 rest in fp32: fast
                                          ({"backend": "onnxruntime", "provider": "cuda"}, False)])
 def test_only_cpu_runners_get_the_note(tmp_path, capsys, params, cpu):
     from aft_export.cli import _cpu_notes

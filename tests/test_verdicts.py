@@ -82,6 +82,7 @@ def test_the_pipeline_combines_the_stages_verdicts_not_its_report(tmp_path, monk
     for name in ("m.pt", "model.onnx", "model.fp16.onnx"):
         (tmp_path / name).write_bytes(b"x")
     monkeypatch.setattr(pipeline, "pipeline_plots", lambda *a: {})
+    monkeypatch.setattr(pipeline, "deploy_plots", lambda *a: {})
     import aft_export.report as report
 
     monkeypatch.setattr(report, "trt_verdict", lambda r: "refused 10.3 (warn)")
@@ -98,19 +99,28 @@ def test_the_pipeline_combines_the_stages_verdicts_not_its_report(tmp_path, monk
     ev = [{"artifact": str(tmp_path / n), "backend": "x", "precision": "fp32", "top1": 50.0, "top5": 90.0,
            "agreement": 100.0, "status": "ok"} for n in ("m.pt", "model.onnx", "model.fp16.onnx")]  # fmt: skip
     parity = pipeline._Parity({"artifacts": [], "verdict": Verdict().to_dict()}, {}, [])
-    bench = {"rows": [], "skipped": []}
+    from aft_export.deploy import DeployTable
+
+    deploy = pipeline._Deploy(DeployTable([], {}, {}, 1, "m.pt", "d"), {"rows": [], "skipped": []})
     outcome = pipeline._report(ctx, [], [made("model.onnx", Verdict()), made("model.fp16.onnx", Verdict())], {},
-                               pipeline._Engines(), parity, ev, bench)  # fmt: skip
+                               pipeline._Engines(), parity, ev, deploy)  # fmt: skip
     assert outcome.value.verdict.ok and outcome.value.summary[1]["trt_check"] == "refused 10.3 (warn)"
     (work / "plots").rmdir()
     unsure = Verdict.of(unverified=["the offline rules of TensorRT 11.4 warn about model.fp16.onnx"])
     outcome = pipeline._report(ctx, [], [made("model.onnx", Verdict()), made("model.fp16.onnx", unsure)], {},
-                               pipeline._Engines(), parity, ev, bench)  # fmt: skip
+                               pipeline._Engines(), parity, ev, deploy)  # fmt: skip
     result = outcome.value
     assert result.verdict == Verdict("unverified", ("model.fp16.onnx: " + unsure.reasons[0],)) and result.passed
     manifest = json.loads((work / "manifest.json").read_text())
     assert manifest["verdict"]["status"] == "unverified" and manifest["unverified"] == {"model.fp16.onnx": unsure.reasons[0]}
     assert "Result: **PASS, with artifacts not verified here**" in (work / "report.md").read_text()
+    # a file that fails parity on another runtime of the deploy table (OpenVINO) fails the run too
+    (work / "plots").rmdir()
+    failing = DeployTable([], {}, {}, 1, "m.pt", "d", Verdict.of(["model.fp16.onnx on openvino fails parity"]))
+    outcome = pipeline._report(ctx, [], [made("model.onnx", Verdict()), made("model.fp16.onnx", Verdict())], {},
+                               pipeline._Engines(), parity, ev, pipeline._Deploy(failing, deploy.bench))  # fmt: skip
+    assert outcome.value.verdict.status == "failed" and not outcome.value.passed
+    assert outcome.value.verdict.reasons == ("model.fp16.onnx on openvino fails parity",)
 
 
 def test_the_command_line_maps_verdicts_and_never_writes_1_or_3_itself():
