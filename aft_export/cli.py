@@ -556,6 +556,11 @@ def backend_options(owner=None, help_text: str = BACKEND_HELP):
     return _apply(options)
 
 
+def _given(ctx: click.Context, name: str) -> bool:
+    """Whether the user typed the option (not its default)."""
+    return ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+
+
 def _exit(verdict: Verdict) -> int:
     """The exit status of a command whose checks concluded ``verdict`` (the exit-code table)."""
     return EXIT_FOR[verdict.status]
@@ -846,16 +851,19 @@ def bench_cmd(ctx, artifacts, batches, warmup, iters, threads, backend, provider
         if profile or _foreign(kw) is not None:
             raise AFTExportError("`reference` compares our files with their checkpoint: give neither `profile` nor "
                                  "another tool's preprocessing with it (bench those files without `reference`)")
-        explicit = ctx.get_parameter_source("backend") not in (None, click.core.ParameterSource.DEFAULT)
+        from aft_export.options import backend_of
+
+        explicit = _given(ctx, "backend") or provider is not None
         table = bench_against(reference, list(artifacts), data, images=images, batches=tuple(batches),
                               warmup=warmup, iters=iters, threads=threads,
-                              backend=backend if explicit or provider else None,
+                              backend=backend_of(backend, provider) if explicit else None,
                               log=lambda m: _say(m, err=True))  # fmt: skip
         _json(table.to_dict()) if as_json else _echo(deploy_lines(table.to_dict(), markdown=False))
         return _exit(table.verdict)
-    if data is not None:
-        raise AFTExportError("`data` gives the labelled images of the deploy table: give `reference` (the checkpoint "
-                             "the files were made from) with it")
+    given = [name for name in ("data", "images") if _given(ctx, name)]
+    if given:
+        raise AFTExportError(f"`{given[0]}` gives the labelled images of the deploy table: give `reference` (the "
+                             f"checkpoint the files were made from) with it")  # fmt: skip
     from aft_export.bench import bench
 
     report = bench(list(artifacts), list(batches), warmup=warmup, iters=iters, threads=threads, backend=backend,

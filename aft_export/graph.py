@@ -377,14 +377,13 @@ PAIR_SAFE_INT8 = 64
 
 
 def int8_weight_bits(model, base_dir: str | None = None) -> int | None:
-    """7 when every int8 constant the graph dequantises (an initializer or a ``Constant`` feeding
-    ``DequantizeLinear``: the weights of a Q/DQ graph, whoever wrote it) is within
+    """7 when every int8 constant the graph dequantises or multiplies (an initializer or a ``Constant``
+    feeding ``DequantizeLinear``, the weights of a Q/DQ graph, or an int8 operand of a QOperator node,
+    :data:`INT8_OPERANDS`; whoever wrote it) is within
     [-:data:`PAIR_SAFE_INT8`, :data:`PAIR_SAFE_INT8`], 8 when one is outside, None when the graph
-    dequantises no int8 constant. Weights in external data are read from ``base_dir``; where they
+    holds no int8 constant there. Weights in external data are read from ``base_dir``; where they
     cannot be read they count as 8 bits (not shown to be safe)."""
-    import numpy as np
     import onnx
-    from onnx import numpy_helper
 
     constants = {t.name: t for t in model.graph.initializer}
     bodies = [model.graph.node, *(f.node for f in model.functions)]
@@ -397,20 +396,34 @@ def int8_weight_bits(model, base_dir: str | None = None) -> int | None:
     ranges = []
     for nodes in bodies:
         for node in nodes:
-            if node.op_type != "DequantizeLinear" or not node.input or node.input[0] not in constants:
-                continue
-            tensor = constants[node.input[0]]
-            if tensor.data_type != onnx.TensorProto.INT8:
-                continue
-            external = tensor.data_location == onnx.TensorProto.EXTERNAL
-            try:
-                if external and not base_dir:
-                    raise OSError("no directory to read external data from")
-                values = numpy_helper.to_array(tensor, base_dir or "")
-            except (OSError, ValueError):  # external data that is not there: not shown to be safe
-                ranges.append(False)
-                continue
-            ranges.append(bool(values.size == 0 or np.abs(values.astype(np.int16)).max() <= PAIR_SAFE_INT8))
+            for i in INT8_OPERANDS.get(node.op_type, ()):
+                if i < len(node.input) and node.input[i] in constants:
+                    tensor = constants[node.input[i]]
+                    if tensor.data_type == onnx.TensorProto.INT8:
+                        ranges.append(_pair_safe(tensor, base_dir))
     if not ranges:
         return None
     return 7 if all(ranges) else 8
+
+
+# the operands that hold int8 weights: Q/DQ graphs dequantise them; QOperator graphs (ONNX Runtime's
+# quantiser in that form) multiply them directly
+INT8_OPERANDS = {"DequantizeLinear": (0,), "QLinearConv": (0, 3), "QLinearMatMul": (0, 3), "ConvInteger": (0, 1),
+                 "MatMulInteger": (0, 1)}  # fmt: skip
+
+
+def _pair_safe(tensor, base_dir: str | None) -> bool:
+    """Whether an int8 constant is within [-PAIR_SAFE_INT8, PAIR_SAFE_INT8] (False where its external
+    data cannot be read: not shown to be safe)."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    external = tensor.data_location == onnx.TensorProto.EXTERNAL
+    try:
+        if external and not base_dir:
+            raise OSError("no directory to read external data from")
+        values = numpy_helper.to_array(tensor, base_dir or "")
+    except (OSError, ValueError):
+        return False
+    return bool(values.size == 0 or np.abs(values.astype(np.int16)).max() <= PAIR_SAFE_INT8)

@@ -428,12 +428,21 @@ class BenchOptions:
     # and, on a GPU, clocks ramping up; 10 keeps both reports' latencies comparable
     warmup: int = 10
     iters: int = 50
+    # the deploy table (aft_export.deploy) times its rows in this many interleaved rounds, each row once a
+    # round in turn, so that a change of load falls on every row alike
+    rounds: int = 5
     # with a reference checkpoint: the deploy table (aft_export.deploy), every file on every runtime
     # here, proven on `images` labelled images of `data` (None: the checkpoint's test data, else
     # cifar10:test) before it is timed
     reference: str | None = None
     data: str | None = None
     images: int = 1000
+
+
+# the deploy table's fastest row, per device class: rows within this fraction of the fastest are a tie
+# (one run's noise: aft_conv_cifar's two int8 files in OpenVINO differ by 0-2% from run to run), and a
+# tie goes to the file made for that device class (the CPU's int8 on a CPU)
+FASTEST_TIE = 0.03
 
 
 @dataclass(frozen=True)

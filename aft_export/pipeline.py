@@ -332,7 +332,8 @@ def pipeline_steps(opts: PipelineOptions, library: str | None) -> list[PipelineS
         PipelineStep("runners", ("onnx", "engines"), _runners, "runners", recorded=False),
         PipelineStep("parity", ("onnx", "engines", "runners", "parity set"), _parity, "parity"),
         PipelineStep("eval", ("onnx", "engines", "runners", "decoded"), _eval, "eval"),
-        PipelineStep("deploy table", ("onnx", "engines", "runners", "decoded", "parity", "eval"), _deploy, "deploy"),
+        PipelineStep("deploy table", ("onnx", "engines", "runners", "decoded", "parity set", "parity", "eval"),
+                     _deploy, "deploy"),
         PipelineStep("report", ("steps", "onnx", "trt_check", "engines", "parity", "eval", "deploy"), _report,
                      "result"),
     ]  # fmt: skip
@@ -489,8 +490,8 @@ def _eval(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, de
     return Outcome(ev, f"{ev[0]['images']} images from {ctx.opts.data}" + _skipped_note(engines))
 
 
-def _deploy(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, decoded, parity: _Parity,
-            ev: list[dict]) -> Outcome:  # fmt: skip
+def _deploy(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, decoded, parity_set,
+            parity: _Parity, ev: list[dict]) -> Outcome:  # fmt: skip
     """Every file on every runtime here (aft_export.deploy): ONNX Runtime's and PyTorch's parity and
     top-1 are the parity and eval steps' own, the other runtimes' are measured here, and every row is
     timed in interleaved rounds (the report's latency columns are ONNX Runtime's and PyTorch's rows)."""
@@ -519,7 +520,10 @@ def _deploy(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, 
     table = deploy_table(runners[ckpt], [str(a) for a in _artifacts(onnx, engines)], decoded,
                          runtimes=runtimes_here(environment().get("gpu") is not None), make_runner=make,
                          batches=tuple(opts.bench_batches), warmup=BenchOptions.warmup, iters=opts.bench_iters,
-                         threads=opts.threads, parity_images=opts.parity_images, overrides=list(opts.tolerances),
+                         threads=opts.threads, parity_set=parity_set, overrides=list(opts.tolerances),
+                         reference_logits=next((m.result.reference_logits for m in onnx if m.kind == "export"
+                                                and m.result.reference_logits is not None), None),
+                         parity_failures="unverified",
                          data_label=opts.data, engine_libraries=libraries, purposes=purposes, log=_QUIET["log"])  # fmt: skip
     bn = table.bench_report(("torch", "onnxruntime", *sorted(set(libraries.values()))))
     bn["skipped"] += [{"artifact": a, "batch": None, "reason": why} for a, why in engines.not_run.items()]

@@ -4,8 +4,9 @@ CPU would run faster than a TensorRT int8 (:func:`cpu_advice`, the note the comm
 files on a CPU print).
 
 The int8 graph made for TensorRT keeps its rest in fp16 (strongly typed TensorRT runs the graph's
-types, and fp16 is fast there); a CPU runtime computes that fp16 slowly, so on a CPU it runs slower
-than the fp32 file. The CPU's int8 is the portable target's: the rest in fp32, 7-bit weights
+types, and fp16 is fast there); ONNX Runtime computes that fp16 slowly on a CPU, so there it runs
+slower than the fp32 file (OpenVINO computes it in fp32, as fast as the CPU's int8, where its 8-bit
+weights may run: a CPU with VNNI). The CPU's int8 is the portable target's: the rest in fp32, 7-bit weights
 (``aft-export quantize model.onnx target=portable``). Both are read from the graph itself
 (:func:`aft_export.onnxio.compute_precisions`), so other tools' files are judged alike.
 """

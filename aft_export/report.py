@@ -510,7 +510,18 @@ def report_markdown(ckpt, meta, opts, steps, summary, verdict, final, calib, not
 
 # ---------------------------------------------------------------- what to deploy where
 
-FASTEST_SAYS = {"latency": "fastest at batch 1", "throughput": "most images/s"}
+def _fastest_says(table: dict) -> dict[str, str]:
+    return {"latency": f"fastest at batch {table.get('latency_batch', 1)}", "throughput": "most images/s"}
+
+
+def _threads(table: dict) -> str:
+    """The threads the rows that ran used: one number where they agree, else each runtime's."""
+    ran = {(r["runtime"], r.get("threads")) for r in table["rows"] if r["status"] == "ok" and r.get("threads")}
+    counts = {t for _, t in ran}
+    if len(counts) == 1:
+        return f"every runner at {counts.pop()} threads"
+    return "threads per runner: " + (", ".join(f"{rt} {t}" for rt, t in sorted(ran)) or str(
+        table["machine"].get("threads")))
 def _load(values) -> str:
     return "?" if not values else " ".join(f"{v:.2f}" for v in values)
 
@@ -518,9 +529,9 @@ def _load(values) -> str:
 def deploy_lines(table: dict, markdown: bool = True) -> list[str]:
     """The deploy table (:class:`aft_export.deploy.DeployTable` as a dict): one row per artifact and
     runtime, the fastest rows marked, what is not available here, the machine and the advice."""
-    b = table["batch"]
-    head = ["file", "runtime", "device", "precision", "for", "MB", "parity", "top-1", "p50 ms b1", f"img/s b{b}",
-            "fastest"]  # fmt: skip
+    b, says = table["batch"], _fastest_says(table)
+    head = ["file", "runtime", "device", "precision", "for", "MB", "parity", "top-1",
+            f"p50 ms b{table.get('latency_batch', 1)}", f"img/s b{b}", "fastest"]  # fmt: skip
     rows = []
     for r in table["rows"]:
         state = r["parity"] or "-"
@@ -530,7 +541,7 @@ def deploy_lines(table: dict, markdown: bool = True) -> list[str]:
             state = f"{r['status']}: {r['reason'].split(';')[0][:70]}"
         rows.append([r["artifact"], r["runtime"], r["device"], r["precision"] or "-", r.get("purpose") or "-",
                      f"{r['bytes'] / 1e6:.2f}", state, _fmt(r["top1"], ".2f"), _fmt(r["p50_ms"], ".3f"),
-                     _fmt(r["images_per_s"], ".0f"), " + ".join(FASTEST_SAYS[f] for f in r["fastest"]) or ""])  # fmt: skip
+                     _fmt(r["images_per_s"], ".0f"), " + ".join(says[f] for f in r["fastest"]) or ""])  # fmt: skip
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]
@@ -548,7 +559,7 @@ def deploy_lines(table: dict, markdown: bool = True) -> list[str]:
             if pick:
                 row = next(r for r in table["rows"] if (r["artifact"], r["runtime"]) == (pick["artifact"], pick["runtime"]))
                 figure = f"{row['p50_ms']:.3f} ms" if by == "latency" else f"{row['images_per_s']:.0f} images/s"
-                said.append(f"{FASTEST_SAYS[by]}: {pick['artifact']} on {pick['runtime']} ({figure})")
+                said.append(f"{says[by]}: {pick['artifact']} on {pick['runtime']} ({figure})")
         mine = [r for r in table["rows"] if r["device"] == device]
         idle = not said and mine and all(r["status"] == "skipped" for r in mine)
         lines.append(f"Deploy on the {device.upper()}: " + ("; ".join(said) if said else
@@ -561,12 +572,13 @@ def deploy_lines(table: dict, markdown: bool = True) -> list[str]:
     for why, names in missing.items():
         lines.append(f"Not run: {', '.join(names)}: {why}.")
     m = table["machine"]
-    lines.append(f"Machine: {m.get('cpu')}, {m.get('described')}, {m.get('cores')} cores; every runner at "
-                 f"{m.get('threads')} threads; load average {_load(m.get('load_average'))} at the start of the timing, "
+    lines.append(f"Machine: {m.get('cpu')}, {m.get('described')}, {m.get('cores')} cores; {_threads(table)}; "
+                 f"load average {_load(m.get('load_average'))} at the start of the timing, "
                  f"{_load(m.get('load_average_after'))} at its end.")  # fmt: skip
     lines.append(f"Parity against {table['reference']} within each precision's limits; top-1 on "
                  f"{next((r['images'] for r in table['rows'] if r['images']), 0)} images of {table['data']}; the "
-                 f"fastest rows are marked among those that ran and passed.")  # fmt: skip
+                 f"fastest rows are marked among those that ran and passed (within {100 * table.get('tie', 0):.0f}% of the "
+                 f"fastest, the file made for that device wins).")  # fmt: skip
     lines.append(table["advice"][0].upper() + table["advice"][1:] + ".")
     return lines
 

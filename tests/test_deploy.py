@@ -14,7 +14,7 @@ from aft_export.errors import NotForThisCPU
 from aft_export.export.exporter import ExportOptions, export_checkpoint
 from aft_export.quantize import QuantizeOptions, quantize_model
 from aft_export.report import deploy_lines, deploy_plots
-from aft_export.runners import TorchRunner
+from aft_export.runners import Runner, TorchRunner
 from tests.conftest import need_openvino
 from tests.export.test_exporter import make_ckpt
 
@@ -39,6 +39,18 @@ def test_the_fastest_that_passes_is_marked_per_device_class():
     assert table.to_dict()["recommended"]["gpu"] == {"latency": {"artifact": "f", "runtime": "onnxruntime-cuda"},
                                                      "throughput": {"artifact": "e", "runtime": "torch-cuda"}}
     mark_fastest([_row("x", "onnxruntime", parity="fail")])  # nothing offered: nothing marked, no error
+
+
+def test_a_near_tie_goes_to_the_file_made_for_the_device():
+    trt = _row("model.int8.onnx", "openvino", p50=1.00, ips=3000)
+    cpu = _row("model.portable.int8.onnx", "openvino", p50=1.02, ips=2950)  # within 3%: a tie
+    slow = _row("model.onnx", "onnxruntime", p50=0.90, ips=1000)  # faster at batch 1 by 10%: not a tie
+    trt.made_for, cpu.made_for = "gpu", "cpu"
+    mark_fastest([trt, cpu, slow])
+    assert (trt.fastest, cpu.fastest, slow.fastest) == ([], ["throughput"], ["latency"])
+    cpu.images_per_s = 2000  # far behind: the faster file wins, whatever it is made for
+    mark_fastest([trt, cpu, slow])
+    assert (trt.fastest, cpu.fastest) == (["throughput"], [])
 
 
 def test_which_runtime_runs_which_file():
@@ -140,6 +152,47 @@ def test_bench_against_the_checkpoint(files, cifar10):
     assert "note:" not in res.stderr  # the table answers which file is faster: no note besides it
 
 
+class _Breaks(Runner):
+    """A runner that a runtime made but that fails to run the file (OpenVINO compiling its THROUGHPUT model on
+    the first large batch, say)."""
+
+    backend, threads = "openvino", 1
+
+    def __init__(self, inner):
+        super().__init__(inner.path, inner.info)
+        self.input_name = inner.input_name
+
+    def run(self, feeds):
+        raise RuntimeError("Exception from src/inference/src/cpp/infer_request.cpp: made up\nsecond line")
+
+
+def test_a_runtime_failing_on_a_file_fails_its_row_not_the_table(files, tmp_path):
+    need_openvino()
+    ckpt, fp32, cpu = files
+    other = tmp_path / "b"
+    other.mkdir()
+    twin = other / "model.onnx"  # the same name as fp32's, in another folder
+    twin.write_bytes(fp32.read_bytes())
+    ref = TorchRunner(str(ckpt), threads=1)
+    rng = np.random.default_rng(0)
+    decoded = LabelledImages(rng.integers(0, 255, (8, 32, 32, 3), dtype=np.uint8), rng.integers(0, 10, 8),
+                             ref.info.classes, "random")  # fmt: skip
+
+    def make(artifact, runtime):
+        runner = deploy.make_runner(artifact, runtime, threads=1)
+        return _Breaks(runner) if runtime == "openvino" and artifact == str(twin) else runner
+
+    table = deploy_table(ref, [str(fp32), str(twin)], decoded, runtimes={"torch": "ok", "openvino": "ok"},
+                         make_runner=make, batches=(2, 4), warmup=0, iters=1, threads=1, log=lambda *a: None)  # fmt: skip
+    rows = {(r.artifact, r.runtime): r for r in table.rows}
+    assert set(rows) == {("tiny.pt", "torch"), (str(fp32), "openvino"), (str(twin), "openvino")}  # names clash
+    broken = rows[(str(twin), "openvino")]
+    assert broken.status == "failed" and "made up" in broken.reason and "\n" not in broken.reason
+    assert rows[(str(fp32), "openvino")].status == "ok" and rows[(str(fp32), "openvino")].p50_ms is not None
+    assert table.latency_batch == 2 and table.verdict.status == "unverified"
+    assert "p50 ms b2" in deploy_lines(table.to_dict())[0]
+
+
 def test_bench_reference_refusals(files, tmp_path):
     ckpt, fp32, _ = files
     res = CliRunner().invoke(main, ["bench", str(fp32), "--data", "cifar10:test"])
@@ -148,3 +201,7 @@ def test_bench_reference_refusals(files, tmp_path):
     assert res.exit_code == 2 and "checkpoint" in res.output
     res = CliRunner().invoke(main, ["bench", str(fp32), "--reference", str(ckpt), "--profile"])
     assert res.exit_code == 2 and "--profile" in res.output
+    res = CliRunner().invoke(main, ["bench", str(fp32), "--images", "10"])
+    assert res.exit_code == 2 and "--images" in res.output and "--reference" in res.output
+    res = CliRunner().invoke(main, ["bench", str(fp32), "--reference", str(ckpt), "--backend", "onnxruntime-tensorrt"])
+    assert res.exit_code == 2 and "--backend onnxruntime-tensorrt" in res.output

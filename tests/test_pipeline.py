@@ -166,7 +166,9 @@ def test_pipeline_writes_a_complete_run_directory(ckpt, tmp_path, cifar10):
     for by in ("latency", "throughput"):
         best = next(r for r in marked if by in r["fastest"])
         assert deploy["recommended"]["cpu"][by] == {"artifact": best["artifact"], "runtime": best["runtime"]}
-    assert deploy["machine"]["instruction_sets"]["arch"] and deploy["machine"]["threads"] >= 1
+    assert deploy["machine"]["instruction_sets"]["arch"] and deploy["machine"]["threads"] == "each runtime's default"
+    assert all(r["threads"] >= 1 for r in deploy["rows"] if r["status"] == "ok")  # each runner's own count
+    assert str(tmp_path) not in json.dumps(deploy["rows"])  # the run's (temporary) paths stay out of the rows
     assert deploy["data"] == str(cifar10 / "test.tar") and "rerun" in deploy["advice"]
     if NO_GPU:
         assert deploy["runtimes"]["torch-cuda"] == "no GPU here"
