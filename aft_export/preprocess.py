@@ -106,7 +106,7 @@ def file_values(data: dict[str, Any], where: str, base: Path) -> dict[str, Any]:
                     pass  # refused below, as it was written
             out[key] = readers.numbers(value, where, key, 3, positive=key == "std")
     if "classes" in data:
-        out["classes"] = readers.names(data["classes"], where, "classes")
+        out["classes"] = readers.names(data["classes"], where, "classes", yaml=Path(where).suffix.lower() in (".yaml", ".yml"))
     elif "classes_file" in data:
         name = readers.text(data["classes_file"], where, "classes_file")
         path = Path(name) if os.path.isabs(name) else base / name

@@ -146,7 +146,7 @@ def test_typed_values_name_the_file_and_the_key_and_no_flag():
         (lambda: readers.numbers([0.5, math.nan, 0.5], "pre.json", "mean", 3), "mean must be 3 numbers, each finite"),
         (lambda: readers.numbers([0.5, 0, 0.5], "pre.json", "std", 3, positive=True), "each finite and > 0"),
         (lambda: readers.numbers([10**400, 1, 1], "pre.json", "std", 3), "each finite"),
-        (lambda: readers.names(["cat", 1], "pre.json", "classes"), "item 2 is 1 (quote it"),
+        (lambda: readers.names(["cat", 1], "pre.yaml", "classes", yaml=True), "item 2 is 1 (quote it: YAML reads"),
         (lambda: readers.names(["cat", "cat"], "pre.json", "classes"), 'names that repeat: ["cat"]'),
         (lambda: readers.text(5, "pre.json", "classes_file"), "classes_file must be text"),
     ]
@@ -154,7 +154,10 @@ def test_typed_values_name_the_file_and_the_key_and_no_flag():
         with pytest.raises(readers.Malformed) as err:
             call()
         message = str(err.value)
-        assert message.startswith("pre.json: ") and said in message and "`" not in message, message
+        assert message.startswith(("pre.json: ", "pre.yaml: ")) and said in message and "`" not in message, message
+    with pytest.raises(readers.Malformed) as err:  # JSON has no unquoted yes: no advice to quote
+        readers.names(["cat", 1], "pre.json", "classes")
+    assert str(err.value).startswith("pre.json: classes must be a list of non-empty names (text); item 2 is 1; ")
     assert readers.whole(32.0, "f", "k", 1, 8192) == 32 and readers.numbers([1, 2.5, 3], "f", "k", 3) == (1, 2.5, 3)
 
 
@@ -199,11 +202,33 @@ def test_patterns_are_re2_compiled_once_and_refused_as_one_line():
     for pattern, said in [("", "is empty, and the empty pattern matches every node name"),
                           ("a{4294967295}", "repeats 4294967295 times, more than the 1000 RE2 allows"),
                           ("a{2,1001}", "repeats 1001 times"), ("(", "missing \\)"), ("(?=x)", "RE2 takes"),
-                          (r"(a)\1", "RE2 takes"), ("x" * 1001, "1,001 characters"), (5, "takes regular expressions")]:  # fmt: skip
+                          (r"(a)\1", "RE2 takes"), ("x" * 1001, "1,001 characters"), (5, "takes regular expressions"),
+                          # Python reads {,5} as 0 to 5 repeats, RE2 as text: refused, not read otherwise
+                          ("a{,5}", r"'a\{,5\}' has a repeat with no lower bound \(\{,5\}\), which Python reads as 0 "
+                                    r"to 5 repeats and RE2 as text; write \{0,5\}"),
+                          ("a{,}", r"no lower bound \(\{,\}\)"),
+                          ("(?x)a b", r"RE2 takes \(invalid perl operator: \(\?x\)"),
+                          ("(?#note)a", r"RE2 takes \(invalid perl operator: \(\?#\)"),
+                          # a newline (or another control character) in what the user typed is written escaped
+                          ("a\nb(", r"pattern 'a\\nb\(' is not a regular expression RE2 takes \(missing \): a\\nb\(\)"),
+                          ("x\u2028(", r"pattern 'x\\u2028\('")]:  # fmt: skip
         with pytest.raises(AFTExportError, match=r"^`keep_fp32` .*" + said) as err:
             readers.compile_pattern(pattern, "keep_fp32")
-        assert "\n" not in str(err.value)
+        assert len(str(err.value).splitlines()) == 1
     assert readers.compile_pattern(r"a\{4294967295}", "keep_fp32").match("a{4294967295}")  # escaped braces are text
+    for text, name in ((r"a\{,5}", "a{,5}"), ("x[{,5}]", "x,"), ("x[]{,5}]", "x]"), ("x[{2000}]", "x2")):
+        assert readers.compile_pattern(text, "keep_fp32").match(name)  # braces escaped or in a class are text
+
+
+def test_every_message_is_one_line_whatever_the_user_wrote(tmp_path):
+    """A file name, a key or a value holding a newline or a line separator is written escaped."""
+    with pytest.raises(readers.Malformed) as err:
+        readers.whole("1\n2", "pre\r.json", "input\u2028size", 1, 8)
+    assert str(err.value).startswith(r"pre\r.json: input\u2028size must be") and len(str(err.value).splitlines()) == 1
+    assert err.value.reason.startswith(r"input\u2028size must be")
+    with pytest.raises(AFTExportError, match=r"pre\\n\.json does not exist") as err:
+        readers.read_text(tmp_path / "pre\n.json", "preprocessing file")
+    assert len(str(err.value).splitlines()) == 1
 
 
 def test_the_options_compile_each_pattern_when_they_are_made():
