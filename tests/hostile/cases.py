@@ -515,7 +515,7 @@ def _readers() -> list[Case]:
             ("eval", ("eval", f"{D}/theirs_two.onnx", "--data", f"{D}/imgs", "--input-size", "32")),
             ("quantize", ("quantize", f"{D}/theirs_two.onnx", *QUANTIZE_ON))]],
         Case("eval/another tool's graph of an int64 input", R, ("eval", f"{D}/theirs_int64.onnx", "--data", f"{D}/imgs"),
-             2, r"its input 'image' is int64 of shape .*, not a float \(N, C, H, W\) image batch", ("theirs_int64",)),
+             2, r"its input 'image' is int64 of shape .*, not a float32 \(N, C, H, W\) image batch", ("theirs_int64",)),
         *[Case(f"{cmd}/a FIFO as the model", R, argv, 2, r"fifo_model\.onnx is a named pipe \(FIFO\)",
                ("fifo_model.onnx",)) for cmd, argv in [
             ("quantize", ("quantize", f"{D}/fifo_model.onnx", *QUANTIZE_ON)),
