@@ -589,8 +589,7 @@ def check_manifest(engine: str | os.PathLike, env: dict) -> dict:
     """
     engine = Path(engine)
     generic = f"rebuild it here: `aft-export build MODEL.onnx output={engine.name}`"
-    if not engine.is_file():
-        raise AFTExportError(f"engine {engine} does not exist")
+    readers.regular_file(engine, "engine")  # a FIFO or a device is said so, not "does not exist"
     mpath = manifest_path(engine)
     if not (mpath.exists() or mpath.is_symlink()):
         raise AFTExportError(f"engine {engine} has no manifest ({mpath.name}); aft-export cannot tell what it was "

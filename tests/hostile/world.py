@@ -429,6 +429,8 @@ SETUPS = {
     "e_network_text.engine": lambda d: _manifest(d, "e_network_text.engine", network="x"),
     "e_deep.engine": lambda d: _manifest(d, "e_deep.engine", '{"engine_sha256": "SHA", "x": ' + DEEP + "}"),
     "fifo_model.onnx": lambda d: os.mkfifo(d / "fifo_model.onnx"),
+    "fifo_model.engine": lambda d: os.mkfifo(d / "fifo_model.engine"),
+    "fifo_model.pt": lambda d: os.mkfifo(d / "fifo_model.pt"),
 }
 
 
