@@ -469,6 +469,12 @@ def _readers() -> list[Case]:
              r"manifest +malformed, not shown: model", ("e_model_list.engine",)),
         Case("info/manifest whose network is text", R, ("info", f"{D}/e_network_text.engine"), 0,
              r"manifest +malformed, not shown: network", ("e_network_text.engine",)),
+        Case("info/manifest whose network.compute is a list", R, ("info", f"{D}/e_compute_list.engine"), 0,
+             r"manifest +malformed, not shown: network", ("e_compute_list.engine",)),
+        # (a command that runs the engine gets that far only with its TensorRT: tests/test_trt.py checks it there)
+        Case("triton-repo/manifest whose input is {\"min\": 5}", R,
+             ("triton-repo", f"{D}/e_input_min5.engine", "-o", f"{OUT}/repo"), 2, r"manifest of .*malformed input",
+             ("e_input_min5.engine",)),
         Case("info/manifest nested 5000 deep", R, ("info", f"{D}/e_deep.engine"), 0,
              r"unreadable \(nests lists or mappings", ("e_deep.engine",)),
         *[Case(f"{cmd}/manifest whose model is a list", R, argv, 2, r"manifest of .*malformed model",
