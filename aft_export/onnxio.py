@@ -143,9 +143,15 @@ class ArtifactMeta:
         return "aft_export.format" in self.values or any(k in self.values for k in self.DESCRIBING)
 
     def __contains__(self, key: str) -> bool:
+        """Whether the key is there, its value text or not (a value that is not text is malformed:
+        :meth:`__getitem__` and :meth:`json` say so)."""
         return key in self.values or key in self.not_text
 
     def __getitem__(self, key: str) -> str:
+        """The text under ``key``: KeyError if absent, :class:`~aft_export.readers.Malformed` if
+        not text, as for every key ``in`` says is there."""
+        if key in self.not_text:
+            raise readers.Malformed(self._where, key, "is not text (a JSON value written as text)", self.fix)
         return self.values[key]
 
     def __setitem__(self, key: str, value: str) -> None:
@@ -163,9 +169,7 @@ class ArtifactMeta:
         if it is not bounded, valid JSON text)."""
         if self.broken:
             raise readers.Malformed(self._where, None, f"is {self.broken}, not a mapping of keys to text", self.fix)
-        if key in self.not_text:
-            raise readers.Malformed(self._where, key, "is not text (a JSON value written as text)", self.fix)
-        return readers.parse_json(self.values[key], self._where, key, self.fix)
+        return readers.parse_json(self[key], self._where, key, self.fix)
 
     @property
     def classes(self) -> list[str]:

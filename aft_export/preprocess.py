@@ -225,12 +225,13 @@ class ForeignPreprocessing:
         where = where or str(artifact or "the graph")
         file = self.preprocess
         beside = sidecar_path(artifact) if artifact is not None else None
-        if file is None and beside is not None and not self.complete and (beside.exists() or beside.is_symlink()):
+        from_beside = (file is None and beside is not None and not self.complete
+                       and (beside.exists() or beside.is_symlink()))  # fmt: skip
+        if from_beside:
             file = str(beside)  # a directory or a FIFO there is refused by the reader, not ignored
         given = [name for name in ("input_size", "mean", "std", "classes") if getattr(self, name) is not None]
         # the JSON beside the file came from no option: a directory or a FIFO there is said as what to remove
-        fix = (f"correct or remove {beside.name} beside {Path(artifact).name}" if file == str(beside) else
-               "check `preprocess`")  # fmt: skip
+        fix = f"correct or remove {beside.name} beside {Path(artifact).name}" if from_beside else "check `preprocess`"
         pre = resolve(file, input_size=self.input_size, mean=self.mean, std=self.std, classes=self.classes,
                       missing=self.missing_message(where, beside, what), fix=fix)  # fmt: skip
         sources = ([self.origin or "the options (" + ", ".join(f"`{g}`" for g in given) + ")"] if given else []) + (
