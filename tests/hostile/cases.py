@@ -475,6 +475,12 @@ def _readers() -> list[Case]:
         Case("triton-repo/manifest whose input is {\"min\": 5}", R,
              ("triton-repo", f"{D}/e_input_min5.engine", "-o", f"{OUT}/repo"), 2, r"manifest of .*malformed input",
              ("e_input_min5.engine",)),
+        # what the engine is for (its deploy row) from a manifest whose library and targets are of the wrong type;
+        # --backend onnxruntime: the engine is not run on any machine, so the outcome is the same on each
+        Case("bench/--reference with a manifest whose library is a list", R,
+             ("bench", f"{D}/m.onnx", f"{D}/e_library_list.engine", "--reference", f"{D}/m.pt", "--backend",
+              "onnxruntime", "--data", f"{D}/imgs", "--images", "4", "--batch-size", "1", "--iters", "1", "--warmup",
+              "0"), 0, r"e_library_list\.engine +tensorrt +gpu .*skipped", ("e_library_list.engine",)),
         Case("info/manifest nested 5000 deep", R, ("info", f"{D}/e_deep.engine"), 0,
              r"unreadable \(nests lists or mappings", ("e_deep.engine",)),
         *[Case(f"{cmd}/manifest whose model is a list", R, argv, 2, r"manifest of .*malformed model",

@@ -430,6 +430,8 @@ SETUPS = {
     "e_compute_list.engine": lambda d: _manifest(d, "e_compute_list.engine",
                                                  network={"outputs": {"fp32": 3}, "num_layers": 3, "compute": [3]}),
     "e_input_min5.engine": lambda d: _manifest(d, "e_input_min5.engine", input={"name": "image", "min": 5}),
+    "e_library_list.engine": lambda d: _manifest(d, "e_library_list.engine", library=["x"],
+                                                 compute_capabilities=[8.6]),
     "e_deep.engine": lambda d: _manifest(d, "e_deep.engine", '{"engine_sha256": "SHA", "x": ' + DEEP + "}"),
     "fifo_model.onnx": lambda d: os.mkfifo(d / "fifo_model.onnx"),
     "fifo_model.engine": lambda d: os.mkfifo(d / "fifo_model.engine"),
