@@ -155,8 +155,8 @@ def fp32_rule_plan(model, where: str = "the model") -> list[str]:
     for pattern in kept if isinstance(kept, dict) else {}:
         try:
             names |= set(matching(every, pattern, "keep_fp32"))
-        except AFTExportError as exc:  # the option's words ("`keep_fp32` pattern ...: give ...") are not this file's
-            why = str(exc).split("; ")[0].removeprefix("`keep_fp32` ")
+        except AFTExportError as exc:  # the option's words (its name, then "pattern ...; give ...") are not this file's
+            why = str(exc).split("; ")[0].split(" ", 1)[-1]
             raise readers.Malformed(f"{where}'s metadata", "quantization", f"records a keep_fp32 pattern this "
                                     f"release cannot use ({why})", "quantise the model again with this release "
                                     "(`aft-export quantize`)") from None  # fmt: skip
