@@ -56,8 +56,8 @@ class Preprocessing:
 
     def __post_init__(self) -> None:
         if not isinstance(self.input_size, int) or isinstance(self.input_size, bool) or not (
-                1 <= self.input_size <= 8192):  # fmt: skip
-            raise AFTExportError(f"`input_size` must be a whole number of pixels from 1 to 8192, got "
+                1 <= self.input_size <= readers.MAX_SIDE):  # fmt: skip
+            raise AFTExportError(f"`input_size` must be a whole number of pixels from 1 to {readers.MAX_SIDE}, got "
                                  f"{self.input_size!r}")  # fmt: skip
         for option in ("mean", "std"):
             value = getattr(self, option)
@@ -97,7 +97,7 @@ class Preprocessing:
         where, fix = f"{path}'s metadata", "export it again with `aft-export export`"
         if size is None and "input_size" in meta:
             dims = readers.wholes(readers.parse_json(meta["input_size"], where, "input_size", fix), where,
-                                  "input_size", 1, 8192, fix=fix)  # fmt: skip
+                                  "input_size", 1, readers.MAX_SIDE, fix=fix)  # fmt: skip
             size = dims[-1]
         if mean is None and "mean" in meta:
             mean = readers.numbers(readers.parse_json(meta["mean"], where, "mean", fix), where, "mean", 3, fix=fix)
@@ -116,9 +116,9 @@ class Preprocessing:
                                  f"give `mean` and `std`") from None  # fmt: skip
         finite = all(math.isfinite(v) for v in mean + std)
         if (len(mean) != 3 or len(std) != 3 or not finite or min(std) <= 0 or not isinstance(size, int)
-                or not 1 <= size <= 8192):  # fmt: skip
+                or not 1 <= size <= readers.MAX_SIDE):  # fmt: skip
             raise AFTExportError(f"bad preprocessing for {path}: input size {size}, mean {mean}, std {std}; give "
-                                 f"`input_size` from 1 to 8192 and three finite numbers each for `mean` and `std` "
+                                 f"`input_size` from 1 to {readers.MAX_SIDE} and three finite numbers each for `mean` and `std` "
                                  f"(std > 0)")  # fmt: skip
         return cls(int(size), mean, std)
 

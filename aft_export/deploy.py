@@ -513,14 +513,17 @@ def _purpose_of(artifact) -> str:
 
 def _manifest(engine) -> dict:
     """The engine's manifest as the one reader reads it ({} where it is missing or malformed: the
-    engine's row then says why it cannot run)."""
+    engine's row then says why it cannot run), without the entries of the wrong type (as `info`
+    leaves them out)."""
     from aft_export.readers import read_mapping
-    from aft_export.trt import manifest_path
+    from aft_export.trt import manifest_path, manifest_problems
 
     try:
-        return read_mapping(manifest_path(engine), "engine manifest", yaml_ok=False)
+        manifest = read_mapping(manifest_path(engine), "engine manifest", yaml_ok=False)
     except AFTExportError:
         return {}
+    bad = manifest_problems(manifest)
+    return {k: v for k, v in manifest.items() if k not in bad}
 
 
 def _engine_library(engine) -> str:

@@ -53,6 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
+from aft_export import readers
 from aft_export.version import __version__
 from aft_export.compare import TOLERANCES
 from aft_export.errors import AFTExportError
@@ -131,11 +132,13 @@ def fp16_layer_plan(model) -> dict:
     return plan
 
 
-def fp32_rule_plan(model) -> list[str]:
+def fp32_rule_plan(model, where: str = "the model") -> list[str]:
     """The nodes of an int8 graph that an fp16 rest keeps in fp32 (the fixed rule,
     :data:`aft_export.quantize.fp16.FP32_RULE`: the AFT core, LayerNorm; and the nodes its
     recipe's ``keep_fp32`` patterns chose), by the names TensorRT gives their layers, for
-    TensorRT 8's per-layer precision flags."""
+    TensorRT 8's per-layer precision flags. ``where`` names the file: a recorded pattern RE2 does
+    not take (a file from a release that compiled them with Python's ``re``) is its recipe
+    malformed, said by the file's ``quantization`` metadata key, not by an option."""
     import onnx
     from onnx import TensorProto
 
@@ -146,10 +149,17 @@ def fp32_rule_plan(model) -> list[str]:
     ops = {t for k in FP32_RULE for t in k.op_types}
     names = set(fp32_nodes(model, aft_core_nodes(model))) | {n.name for n in model.graph.node if n.op_type in ops}
     every = [n.name for n in model.graph.node]
-    meta = ArtifactMeta.of(model)
+    meta = ArtifactMeta.of(model, where)
     recipe = meta.json("quantization") if "quantization" in meta else {}  # bounded and parsed by readers
     kept = recipe.get("keep_fp32") if isinstance(recipe, dict) else None
-    names |= {n for pattern in (kept if isinstance(kept, dict) else {}) for n in matching(every, pattern, "keep_fp32")}
+    for pattern in kept if isinstance(kept, dict) else {}:
+        try:
+            names |= set(matching(every, pattern, "keep_fp32"))
+        except AFTExportError as exc:  # the option's words (its name, then "pattern ...; give ...") are not this file's
+            why = str(exc).split("; ")[0].split(" ", 1)[-1]
+            raise readers.Malformed(f"{where}'s metadata", "quantization", f"records a keep_fp32 pattern this "
+                                    f"release cannot use ({why})", "quantise the model again with this release "
+                                    "(`aft-export quantize`)") from None  # fmt: skip
     types = _value_types(onnx.shape_inference.infer_shapes(model))
     # the layers that compute in float: not constants, not shape arithmetic (a precision on an int layer is refused)
     return [n.name for n in model.graph.node if n.name in names and n.op_type != "Constant"
@@ -273,7 +283,7 @@ def verification_commands(onnx_path, batch: str | None = None, hw: str | None = 
                 "shape": list(shapes.opt)}  # fmt: skip
     compare = ["--atol", f"{atol:g}", "--rtol", "0", "--check-error-stat", "max"]
     fp16_plan = fp16_layer_plan(model) if precision == "fp16" else None
-    rule = fp32_rule_plan(model) if precision == "int8" else None
+    rule = fp32_rule_plan(model, name) if precision == "int8" else None
 
     gens = {g.key: _block(g, name, stem, precision, target, shapes, dynamic, workspace_mb, data_flags, compare,
                           fp16_plan, rule) for g in GENERATIONS}  # fmt: skip

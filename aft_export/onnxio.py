@@ -101,7 +101,6 @@ read_metadata = props  # a model's metadata_props as a dict
 set_metadata = set_props  # replace them (sorted: deterministic files)
 
 
-MAX_SIDE = 8192  # the largest input side or channel count metadata may say (docs/errors.md)
 
 
 class ArtifactMeta:
@@ -144,9 +143,15 @@ class ArtifactMeta:
         return "aft_export.format" in self.values or any(k in self.values for k in self.DESCRIBING)
 
     def __contains__(self, key: str) -> bool:
+        """Whether the key is there, its value text or not (a value that is not text is malformed:
+        :meth:`__getitem__` and :meth:`json` say so)."""
         return key in self.values or key in self.not_text
 
     def __getitem__(self, key: str) -> str:
+        """The text under ``key``: KeyError if absent, :class:`~aft_export.readers.Malformed` if
+        not text, as for every key ``in`` says is there."""
+        if key in self.not_text:
+            raise readers.Malformed(self._where, key, "is not text (a JSON value written as text)", self.fix)
         return self.values[key]
 
     def __setitem__(self, key: str, value: str) -> None:
@@ -164,9 +169,7 @@ class ArtifactMeta:
         if it is not bounded, valid JSON text)."""
         if self.broken:
             raise readers.Malformed(self._where, None, f"is {self.broken}, not a mapping of keys to text", self.fix)
-        if key in self.not_text:
-            raise readers.Malformed(self._where, key, "is not text (a JSON value written as text)", self.fix)
-        return readers.parse_json(self.values[key], self._where, key, self.fix)
+        return readers.parse_json(self[key], self._where, key, self.fix)
 
     @property
     def classes(self) -> list[str]:
@@ -174,7 +177,7 @@ class ArtifactMeta:
 
     @property
     def input_size(self) -> tuple[int, ...]:
-        return readers.wholes(self.json("input_size"), self._where, "input_size", 1, MAX_SIDE, fix=self.fix)
+        return readers.wholes(self.json("input_size"), self._where, "input_size", 1, readers.MAX_SIDE, fix=self.fix)
 
     @property
     def mean(self) -> tuple[float, ...]:
@@ -326,8 +329,9 @@ def foreign_kind(model) -> str:
 
 def image_input_problem(model) -> str | None:
     """What keeps a graph from being an image classifier aft-export can feed (None: nothing): more
-    than one input, or an input that is not a float (N, 3, H, W) image batch. No preprocessing
-    can change either."""
+    than one input, or an input that is not a float32 (N, 3, H, W) image batch. No preprocessing
+    can change either. An input whose rank the graph does not declare is let through (the
+    runtime says what it takes)."""
     from onnx import TensorProto
 
     inits = {t.name for t in model.graph.initializer}
@@ -337,11 +341,12 @@ def image_input_problem(model) -> str | None:
     v = inputs[0]
     t = v.type.tensor_type
     dims = ["?" if not d.HasField("dim_value") else str(d.dim_value) for d in t.shape.dim]
-    shape = f"[{', '.join(dims)}]"
-    if not v.type.HasField("tensor_type") or t.elem_type != TensorProto.FLOAT or len(dims) != 4:
+    ranked = t.HasField("shape")  # no shape at all: a rank not declared
+    shape = f"[{', '.join(dims)}]" if ranked else "unknown rank"
+    if not v.type.HasField("tensor_type") or t.elem_type != TensorProto.FLOAT or (ranked and len(dims) != 4):
         elem = TensorProto.DataType.Name(t.elem_type).lower() if t.elem_type else "an untyped value"
-        return f"its input {v.name!r} is {elem} of shape {shape}, not a float (N, C, H, W) image batch"
-    if dims[1] not in ("?", "3"):
+        return f"its input {v.name!r} is {elem} of shape {shape}, not a float32 (N, C, H, W) image batch"
+    if ranked and dims[1] not in ("?", "3"):
         return f"its input {v.name!r} of shape {shape} takes {dims[1]}-channel images, not RGB (3 channels)"
     return None
 
@@ -353,7 +358,7 @@ def unfeedable(model, where: str) -> str | None:
     if problem is None:
         return None
     return (f"{where} has no aft-export metadata: it is another tool's {foreign_kind(model)} that {problem}, and "
-            f"no preprocessing changes what a graph takes; aft-export feeds image classifiers of one float "
+            f"no preprocessing changes what a graph takes; aft-export feeds image classifiers of one float32 "
             f"(N, 3, H, W) input: give one of those")
 
 

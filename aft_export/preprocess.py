@@ -33,7 +33,6 @@ from aft_export.errors import AFTExportError
 
 FIELDS = ("input_size", "mean", "std", "classes", "classes_file")
 SIDECAR_SUFFIX = ".preprocess.json"
-MAX_SIZE = 8192  # the largest input side (Preprocessing's limit, docs/errors.md)
 
 
 def read_mapping(path: str | Path, fix: str = "check `preprocess`") -> dict[str, Any]:
@@ -83,19 +82,23 @@ def _int(value: Any, option: str) -> int:
 def file_values(data: dict[str, Any], where: str, base: Path) -> dict[str, Any]:
     """The preprocessing a file holds, each value checked and named by the file and its key (a
     key in a file is not an option the user typed): ``input_size`` a whole number of pixels (or
-    ``[C, H, W]``/``[H, W]`` of a square), ``mean`` and ``std`` three finite numbers (a list, or
-    text ``"0.5,0.5,0.5"``; std > 0), ``classes`` a list of names or ``classes_file`` a file of
-    them (relative to ``base``, the file's directory)."""
+    text of its digits, ``"224"``; or the shape of a square, ``[N, C, H, W]``, ``[C, H, W]`` or
+    ``[H, W]``), ``mean`` and ``std`` three finite numbers (a list, or text ``"0.5,0.5,0.5"``;
+    std > 0), ``classes`` a list of names or ``classes_file`` a file of them (relative to
+    ``base``, the file's directory)."""
     out: dict[str, Any] = {}
     if "input_size" in data:
         size = data["input_size"]
         if isinstance(size, (list, tuple)):
-            sides = readers.wholes(size, where, "input_size", 1, MAX_SIZE)
-            if len(sides) not in (2, 3) or sides[-1] != sides[-2]:
-                raise readers.Malformed(where, "input_size", f"{list(sides)} is not a square [C, H, W] or [H, W] "
-                                                             f"(the exported graph takes square inputs)")  # fmt: skip
+            sides = readers.wholes(size, where, "input_size", 1, readers.MAX_SIDE)
+            if len(sides) not in (2, 3, 4) or sides[-1] != sides[-2]:
+                raise readers.Malformed(where, "input_size", f"{list(sides)} is not the shape of a square, [N, C, H, "
+                                                             f"W], [C, H, W] or [H, W] (the exported graph takes "
+                                                             f"square inputs)")  # fmt: skip
             size = sides[-1]
-        out["input_size"] = readers.whole(size, where, "input_size", 1, MAX_SIZE, "a whole number of pixels")
+        elif isinstance(size, str) and size.strip().isascii() and size.strip().isdigit():  # "224", as YAML may quote it
+            size = int(size) if len(size.strip()) <= readers.MAX_DIGITS else size
+        out["input_size"] = readers.whole(size, where, "input_size", 1, readers.MAX_SIDE, "a whole number of pixels")
     for key in ("mean", "std"):
         if key in data:
             value = data[key]
@@ -106,7 +109,8 @@ def file_values(data: dict[str, Any], where: str, base: Path) -> dict[str, Any]:
                     pass  # refused below, as it was written
             out[key] = readers.numbers(value, where, key, 3, positive=key == "std")
     if "classes" in data:
-        out["classes"] = readers.names(data["classes"], where, "classes")
+        yaml = Path(where).suffix.lower() in (".yaml", ".yml")
+        out["classes"] = readers.names(data["classes"], where, "classes", yaml=yaml)
     elif "classes_file" in data:
         name = readers.text(data["classes_file"], where, "classes_file")
         path = Path(name) if os.path.isabs(name) else base / name
@@ -115,17 +119,20 @@ def file_values(data: dict[str, Any], where: str, base: Path) -> dict[str, Any]:
 
 
 def resolve(file: str | Path | None = None, *, input_size=None, mean=None, std=None, classes=None,
-            base: Path | None = None, extra_keys: tuple[str, ...] = (), missing: str | None = None) -> Preprocessing:  # fmt: skip
+            base: Path | None = None, extra_keys: tuple[str, ...] = (), missing: str | None = None,
+            fix: str = "check `preprocess`") -> Preprocessing:  # fmt: skip
     """Preprocessing from a file and values; a value overrides the file.
 
     ``classes`` is a file of names (a path) or a list of names. ``extra_keys`` are other
     keys the file may hold (a full model spec adds ``model_def``, ``weights``...);
     ``missing``: the error when the input size or normalisation is missing (default: the
     one for a model trained elsewhere). The file's values are checked by key, and a bad one is
-    said with the file's name and its key; a value given here is checked as the option it is."""
+    said with the file's name and its key; a value given here is checked as the option it is.
+    ``fix``: what to do about a ``file`` that is no readable file (default: the option that names
+    it; the JSON beside another tool's file is not named by an option)."""
     from_file: dict[str, Any] = {}
     if file is not None:
-        data = read_mapping(file)
+        data = read_mapping(file, fix)
         where = str(file)
         unknown = sorted(set(data) - set(FIELDS) - set(extra_keys))
         if unknown:
@@ -188,8 +195,10 @@ class ForeignPreprocessing:
 
     @property
     def complete(self) -> bool:
-        """Every value given: no file needs reading."""
-        return None not in (self.input_size, self.mean, self.std, self.classes)
+        """Every value the caller needs given (``input_size``, ``mean``, ``std``, and ``classes``
+        where it ``takes`` them): no file needs reading."""
+        needed = ("input_size", "mean", "std") + (("classes",) if "classes" in self.takes else ())
+        return all(getattr(self, name) is not None for name in needed)
 
     def missing_message(self, where: str, beside: Path | None, what: str = "") -> str:
         """The one line for a file with no preprocessing at all: what the file is first (``what``,
@@ -216,11 +225,15 @@ class ForeignPreprocessing:
         where = where or str(artifact or "the graph")
         file = self.preprocess
         beside = sidecar_path(artifact) if artifact is not None else None
-        if file is None and beside is not None and not self.complete and (beside.exists() or beside.is_symlink()):
+        from_beside = (file is None and beside is not None and not self.complete
+                       and (beside.exists() or beside.is_symlink()))  # fmt: skip
+        if from_beside:
             file = str(beside)  # a directory or a FIFO there is refused by the reader, not ignored
         given = [name for name in ("input_size", "mean", "std", "classes") if getattr(self, name) is not None]
+        # the JSON beside the file came from no option: a directory or a FIFO there is said as what to remove
+        fix = f"correct or remove {beside.name} beside {Path(artifact).name}" if from_beside else "check `preprocess`"
         pre = resolve(file, input_size=self.input_size, mean=self.mean, std=self.std, classes=self.classes,
-                      missing=self.missing_message(where, beside, what))  # fmt: skip
+                      missing=self.missing_message(where, beside, what), fix=fix)  # fmt: skip
         sources = ([self.origin or "the options (" + ", ".join(f"`{g}`" for g in given) + ")"] if given else []) + (
             [Path(file).name if file == str(beside) else str(file)] if file is not None else [])  # fmt: skip
         return pre, " and ".join(sources)

@@ -65,11 +65,18 @@ def _weight_bits(meta: ArtifactMeta) -> int | None:
 
 def engine_made_for(record: dict) -> str:
     """What an engine is for, from its manifest (or the pipeline's record of it): its library and
-    version, and the GPUs it targets where the manifest names them (TensorRT-RTX)."""
+    version, and the GPUs it targets where the manifest names them (TensorRT-RTX). A part of a
+    hand-edited manifest that is not what it should be (a library that is not text, targets that
+    are not a list of texts) is said as malformed, not shown; the rest is shown."""
     library = record.get("library") or "tensorrt"
+    title = TITLES.get(library, library) if isinstance(library, str) else "an engine (library malformed, not shown)"
+    version = record.get("library_version") or ""
     cc = record.get("compute_capabilities") or []
-    return (f"{TITLES.get(library, library)} {record.get('library_version') or ''}".rstrip()
-            + (f" on GPUs of compute capability {', '.join(cc)}" if cc else ""))
+    if not isinstance(cc, list) or not all(isinstance(c, str) for c in cc):
+        targets = " (compute capabilities malformed, not shown)"
+    else:
+        targets = f" on GPUs of compute capability {', '.join(cc)}" if cc else ""
+    return f"{title} {version if isinstance(version, str) else ''}".rstrip() + targets
 
 
 @dataclass(frozen=True)

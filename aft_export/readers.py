@@ -36,6 +36,10 @@ MAX_DEPTH = 32  # lists and mappings inside each other (ours need 4)
 MAX_VALUES = 1_000_000  # values in one document, every list item and mapping entry counted
 MAX_DIGITS = 100  # digits of one integer (int() of a long digit string takes quadratic time)
 MAX_PATTERN = 1000  # characters of one regular expression
+# the largest input side (or channel count) a size may say, in pixels (docs/errors.md). Here, not in
+# options (which holds such values), because data and preprocess, on the floor below options, and
+# onnxio read it, and this is the lowest module all three import
+MAX_SIDE = 8192
 
 _SPECIAL = ((stat.S_ISFIFO, "named pipe (FIFO)"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
             (stat.S_ISBLK, "block device"))  # fmt: skip
@@ -47,10 +51,23 @@ class Malformed(AFTExportError, ValueError):
     one. ``reason``: what was wrong, without the advice (for a caller that gives its own)."""
 
     def __init__(self, where: str, key: str | None, problem: str, fix: str | None = None) -> None:
-        self.where, self.key = where, key
-        self.reason = f"{key} {problem}" if key else problem
+        self.reason = one_line(f"{key} {problem}" if key else problem)
         fix = fix or (f"correct {key} in {where}" if key else f"correct {where}")
-        super().__init__(f"{where}: {self.reason}; {fix}" if key else f"{where} {problem}; {fix}")
+        super().__init__(one_line(f"{where}: {key} {problem}; {fix}" if key else f"{where} {problem}; {fix}"))
+
+
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def one_line(text: str) -> str:
+    """``text`` with every character that is not printable (a newline, a carriage return, another
+    control character, a line or paragraph separator) written as its escape, so that a message
+    that quotes what a user wrote stays one line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _ESCAPES.get(c) or (
+        f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}")
+        for c in text)  # fmt: skip
 
 
 def reason(exc: Exception) -> str:
@@ -65,13 +82,14 @@ def shown(value: Any, limit: int = 60, as_json: bool = True) -> str:
         text = json.dumps(value, ensure_ascii=False, default=repr) if as_json else repr(value)
     except (ValueError, TypeError, RecursionError):  # a key that is not text, a cycle (YAML aliases)
         text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return one_line(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
 def as_typed(text: str, limit: int = 60) -> str:
-    """A pattern as the user typed it, in single quotes (no escapes doubled), cut to ``limit``."""
+    """A pattern as the user typed it, in single quotes (no escapes doubled; a control character
+    written as its escape), cut to ``limit``."""
     text = text if len(text) <= limit else text[: limit - 3] + "..."
-    return f"'{text}'"
+    return f"'{one_line(text)}'"
 
 
 # ---------------------------------------------------------------- files
@@ -81,24 +99,25 @@ def regular_file(path: str | Path, what: str, fix: str = "check the path") -> Pa
     """``path`` if it is a regular file (through links), else one error: it does not exist, is a
     directory, or is a FIFO, socket or device (which reading would block on, or never end)."""
     path = Path(path)
+    said = one_line(f"{what} {path}")  # a name may hold a newline
     try:
         st = path.stat()
     except FileNotFoundError:
-        raise AFTExportError(f"{what} {path} does not exist; {fix}") from None
+        raise AFTExportError(f"{said} does not exist; {fix}") from None
     except OSError as exc:  # a component is a file, a name too long, a loop of links, no permission
-        raise AFTExportError(f"{what} {path} cannot be read ({exc.strerror or exc}); {fix}") from None
+        raise AFTExportError(f"{said} cannot be read ({exc.strerror or exc}); {fix}") from None
     if stat.S_ISDIR(st.st_mode):
-        raise AFTExportError(f"{what} {path} is a directory; {fix}")
+        raise AFTExportError(f"{said} is a directory; {fix}")
     if not stat.S_ISREG(st.st_mode):
         kind = next((name for test, name in _SPECIAL if test(st.st_mode)), "special file")
-        raise AFTExportError(f"{what} {path} is a {kind}, not a regular file; {fix}")
+        raise AFTExportError(f"{said} is a {kind}, not a regular file; {fix}")
     return path
 
 
 def read_text(path: str | Path, what: str, fix: str = "check the path", limit: int = MAX_BYTES) -> str:
     """The text of a small file a user gave: a regular file, at most ``limit`` bytes, UTF-8."""
     path = regular_file(path, what, fix)
-    too_large = (f"{what} {path} is larger than the {limit // 2**20} MiB aft-export reads of such a file; give the "
+    too_large = (f"{one_line(f'{what} {path}')} is larger than the {limit // 2**20} MiB aft-export reads of such a file; give the "
                  f"file it should be")  # fmt: skip
     if path.stat().st_size > limit:  # said before a byte is read
         raise AFTExportError(too_large)
@@ -106,7 +125,7 @@ def read_text(path: str | Path, what: str, fix: str = "check the path", limit: i
         with open(path, "rb") as f:
             data = f.read(limit + 1)  # at most: the file may have grown since
     except OSError as exc:
-        raise AFTExportError(f"{what} {path} cannot be read ({exc.strerror or exc}); {fix}") from None
+        raise AFTExportError(one_line(f"{what} {path} cannot be read ({exc.strerror or exc}); {fix}")) from None
     if len(data) > limit:
         raise AFTExportError(too_large)
     return decode(data, f"{what} {path}")
@@ -213,7 +232,7 @@ def read_document(path: str | Path, what: str, fix: str = "check the path", yaml
     suffix = path.suffix.lower()
     kinds = (".json", ".yaml", ".yml") if yaml_ok else (".json",)
     if suffix not in kinds:
-        raise AFTExportError(f"{what} {path}: such files are {', '.join(kinds)}; give one of those")
+        raise AFTExportError(one_line(f"{what} {path}: such files are {', '.join(kinds)}; give one of those"))
     text = read_text(path, what, fix)
     where = f"{what} {path}"
     if not text.strip():
@@ -280,13 +299,15 @@ def numbers(value: Any, where: str, key: str, count: int | None = None, positive
     return tuple(float(v) for v in value)
 
 
-def names(value: Any, where: str, key: str, fix: str | None = None) -> tuple[str, ...]:
-    """A non-empty list of distinct, non-empty strings."""
+def names(value: Any, where: str, key: str, fix: str | None = None, yaml: bool = False) -> tuple[str, ...]:
+    """A non-empty list of distinct, non-empty strings. ``yaml``: the value was read from YAML,
+    which reads an unquoted yes, no or number as another type (the message says to quote it)."""
     if not isinstance(value, (list, tuple)) or not value:
         raise Malformed(where, key, f"must be a list of names, got {shown(value)}", fix)
     for i, v in enumerate(value):
         if not isinstance(v, str) or not v.strip():
-            hint = " (quote it: YAML reads yes, no and numbers as other types)" if not isinstance(v, str) else ""
+            quote = yaml and not isinstance(v, str)
+            hint = " (quote it: YAML reads yes, no and numbers as other types)" if quote else ""
             raise Malformed(where, key, f"must be a list of non-empty names (text); item {i + 1} is "
                                         f"{shown(v)}{hint}", fix)  # fmt: skip
     seen, dup = set(), []
@@ -308,7 +329,31 @@ def text(value: Any, where: str, key: str, fix: str | None = None) -> str:
 
 
 MAX_REPEAT = 1000  # RE2's largest repetition count, {n} or {n,m}
-_REPEAT = re.compile(r"(?<!\\)\{([0-9]+)(?:,([0-9]*))?\}")
+_BRACES = re.compile(r"\{([0-9]*)(,?)([0-9]*)\}")  # {n}, {n,}, {n,m}; {,m} and {,}: Python's, not RE2's
+
+
+def _repeats(pattern: str) -> list[tuple[str, str, str]]:
+    """The brace repeats of ``pattern`` as written, ``(n, ",", m)``: those outside a character
+    class and not escaped (``\\{`` and ``[{]`` are text)."""
+    out, i, klass = [], 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if klass:
+            klass = c != "]"
+        elif c == "[":
+            klass = True
+            i += 1 + (pattern[i + 1 : i + 2] == "^")
+            i += pattern[i : i + 1] == "]"  # a ] first in a class is text
+            continue
+        elif c == "{":
+            m = _BRACES.match(pattern, i)
+            if m and (m.group(1) or m.group(2)):  # {} and {x} are text to both
+                out.append(m.groups())
+        i += 1
+    return out
 
 
 @functools.lru_cache(maxsize=512)
@@ -325,7 +370,8 @@ def compile_pattern(pattern: Any, option: str):
     for the option ``option`` (its field, named in the error). Refused, as one line: a pattern
     that is not a string, is empty (it would match every name), longer than
     :data:`MAX_PATTERN`, or that RE2 does not take (a syntax error, a backreference, a
-    lookaround, a repetition above 1000, a program over RE2's memory bound)."""
+    lookaround, a repetition above 1000, a program over RE2's memory bound), or that Python and RE2
+    read differently (a repeat with no lower bound, ``{,m}``)."""
     example = "give a pattern such as 'blocks\\.3\\.' (RE2 syntax: docs/quantize.md)"
     if not isinstance(pattern, str):
         raise AFTExportError(f"`{option}` takes regular expressions (text), got {shown(pattern, as_json=False)}; {example}")
@@ -335,8 +381,15 @@ def compile_pattern(pattern: Any, option: str):
     if len(pattern) > MAX_PATTERN:
         raise AFTExportError(f"`{option}` pattern {as_typed(pattern, 40)} is {len(pattern):,} characters, more than "
                              f"the {MAX_PATTERN} a pattern may have; {example}")  # fmt: skip
+    repeats = _repeats(pattern)
+    # Python reads {,m} as 0 to m repeats, RE2 as the text "{,m}": refused rather than read otherwise
+    bare = next((hi for lo, _, hi in repeats if not lo), None)
+    if bare is not None:
+        raise AFTExportError(f"`{option}` pattern {as_typed(pattern)} has a repeat with no lower bound ({{,{bare}}}), "
+                             f"which Python reads as 0 to {bare or 'any number of'} repeats and RE2 as text; write "
+                             f"{{0,{bare}}} (or \\{{ for a brace); {example}")  # fmt: skip
     # a count RE2 would not take as one (above 10 digits it reads the braces as text): said as what it is
-    counts = [int(n) for m in _REPEAT.finditer(pattern) for n in m.groups() if n]
+    counts = [int(n) for lo, _, hi in repeats for n in (lo, hi) if n]
     if any(n > MAX_REPEAT for n in counts):
         raise AFTExportError(f"`{option}` pattern {as_typed(pattern)} repeats {max(counts)} times, more than the "
                              f"{MAX_REPEAT} RE2 allows; {example}")  # fmt: skip
@@ -346,6 +399,6 @@ def compile_pattern(pattern: Any, option: str):
         return _re2(pattern)
     except re2.error as exc:
         why = exc.args[0] if exc.args else ""
-        why = why.decode("utf-8", "replace") if isinstance(why, bytes) else str(why or "RE2 cannot compile it")
+        why = one_line(why.decode("utf-8", "replace") if isinstance(why, bytes) else str(why or "RE2 cannot compile it"))
         raise AFTExportError(f"`{option}` pattern {as_typed(pattern)} is not a regular expression RE2 takes ({why}); "
                              f"{example}") from None  # fmt: skip

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, runtime_checkable
 
 from aft_export.errors import AFTExportError
+from aft_export.readers import regular_file
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")  # model spec files (aft_export.byo reads them)
 
@@ -99,8 +100,7 @@ def open_source(source, config: str | None = None) -> ModelSource:
     suffix = Path(source).suffix.lower()
     if suffix in _READERS:
         reader, what = _READERS[suffix]
-        if not Path(source).is_file():
-            raise AFTExportError(f"{what} {source} does not exist; check the path")
+        regular_file(source, what)  # missing, a directory, a FIFO or a device: said as what it is
         return reader(str(source))
     if suffix in SPEC_SUFFIXES:
         raise AFTExportError(f"{source} is a model spec file; its reader is aft_export.byo (import aft_export.byo "

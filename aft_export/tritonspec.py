@@ -35,7 +35,7 @@ from aft_export.errors import AFTExportError
 from aft_export.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.options import DEFAULT_MAX_BATCH
 from aft_export.preprocess import ForeignPreprocessing
-from aft_export.readers import reason
+from aft_export.readers import reason, regular_file
 from aft_export.runners import ENGINE_SUFFIXES, OUTPUT, onnx_info
 from aft_export.trt import check_manifest, manifest_problems
 
@@ -133,9 +133,7 @@ def describe(path: str | Path, max_batch: int | None = None, name: str | None = 
     engine's profile. ``name``: the Triton model name (default :func:`model_name`).
     ``preprocessing``: how an ONNX file another tool wrote is fed (else the JSON beside it,
     :func:`~aft_export.runners.onnx_info`)."""
-    path = Path(path)
-    if not path.is_file():
-        raise AFTExportError(f"artifact {path} does not exist")
+    path = regular_file(path, "artifact")  # a FIFO or a device is said so, not "does not exist"
     suffix = path.suffix.lower()
     if suffix != ".onnx" and suffix not in ENGINE_SUFFIXES:
         raise AFTExportError(f"{path}: Triton serves ONNX files (.onnx) and TensorRT engines "

@@ -521,8 +521,20 @@ def _dims(v) -> bool:
     return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) and x >= -1 for x in v)
 
 
+def _profile(v) -> bool:
+    """The input and its optimisation profile: a name, and min, opt and max shapes of one rank (at least the batch)."""
+    shapes = [v.get(k) for k in ("min", "opt", "max")] if isinstance(v, dict) else []
+    return (bool(shapes) and _text(v.get("name", "")) and all(_dims(s) and s for s in shapes)
+            and len({len(s) for s in shapes}) == 1)  # fmt: skip
+
+
+def _count(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
 def _counts(v) -> bool:
-    return isinstance(v, dict) and all(isinstance(x, int) and not isinstance(x, bool) for x in v.values())
+    """A mapping of names (a precision, a layer kind) to counts."""
+    return isinstance(v, dict) and all(isinstance(k, str) and _count(x) for k, x in v.items())
 
 
 # what each entry of a manifest holds (make_manifest writes it so); a hand-edited manifest whose entry
@@ -532,14 +544,13 @@ MANIFEST_TYPES = {
     "tensorrt": _text_or_none, "cuda": _text_or_none, "gpu": _text_or_none, "compute_capability": _text_or_none,
     "compute_capabilities": _texts, "compute_capabilities_default": _texts,
     "built_on_gpu": lambda v: isinstance(v, bool), "precision": _text,
-    "input": lambda v: isinstance(v, dict) and _text(v.get("name", "")) and all(_dims(v.get(k)) for k in
-                                                                                 ("min", "opt", "max")),
+    "input": _profile,
     "onnx": _text, "onnx_sha256": _text, "engine_sha256": _text, "build_options": lambda v: isinstance(v, dict),
     "tensorrt_build": lambda v: isinstance(v, dict), "note": _text,
     "build_seconds": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
     "parser_warnings": lambda v: v is None or _texts(v),
     "network": lambda v: v is None or (isinstance(v, dict) and _counts(v.get("outputs", {}))
-                                       and isinstance(v.get("num_layers", 0), int)),
+                                       and _counts(v.get("compute", {})) and _count(v.get("num_layers", 0))),
     "model": lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()),
 }  # fmt: skip
 # the entries check_manifest decides with, when it checks an engine against this machine
@@ -589,8 +600,7 @@ def check_manifest(engine: str | os.PathLike, env: dict) -> dict:
     """
     engine = Path(engine)
     generic = f"rebuild it here: `aft-export build MODEL.onnx output={engine.name}`"
-    if not engine.is_file():
-        raise AFTExportError(f"engine {engine} does not exist")
+    readers.regular_file(engine, "engine")  # a FIFO or a device is said so, not "does not exist"
     mpath = manifest_path(engine)
     if not (mpath.exists() or mpath.is_symlink()):
         raise AFTExportError(f"engine {engine} has no manifest ({mpath.name}); aft-export cannot tell what it was "

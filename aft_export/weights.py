@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from aft_export.errors import AFTExportError
+from aft_export.readers import regular_file
 
 # Where training code puts the weights, in the order they are tried. EMA copies are
 # never taken silently over the model (an EMA is often better, but it is a choice).
@@ -59,6 +60,7 @@ def read_weights_file(path: str | Path, what: str = "weights file") -> Any:
         raise AFTExportError(f"{what} {path} does not exist; check the path")
     if path.is_dir():
         raise AFTExportError(f"{what} {path} is a directory, not a file; give the file")
+    regular_file(path, what)  # a FIFO or a device is said so (its size, 0, is not the file's)
     if path.stat().st_size == 0:
         raise AFTExportError(f"{what} {path} is empty (0 bytes); re-save or re-download it")
     if path.suffix == ".safetensors":

@@ -189,6 +189,16 @@ def test_trt8_int8_with_the_fp16_rest_names_its_flags(models):
     meta = next(p for p in model.metadata_props if p.key == "quantization")
     meta.value = json.dumps({**json.loads(meta.value), "keep_fp32": {re.escape(kept) + "$": 1}})
     assert kept not in spec and set(fp32_rule_plan(model)) == spec | {kept}
+    # a pattern an older release recorded (compiled by Python's re) that RE2 does not take: the file's recipe is
+    # malformed, said by its metadata key (the option's name would be turned into another command's flag)
+    for old, said in [("", "pattern '' is empty"), ("(?=x)", "is not a regular expression RE2 takes")]:
+        meta.value = json.dumps({**json.loads(meta.value), "keep_fp32": {old: 1}})
+        with pytest.raises(AFTExportError) as err:
+            fp32_rule_plan(model, "m.int8.onnx")
+        message = str(err.value)
+        assert message.startswith("m.int8.onnx's metadata: quantization records a keep_fp32 pattern this release "
+                                  "cannot use (") and said in message and "`keep_fp32`" not in message, message
+        assert message.endswith("; quantise the model again with this release (`aft-export quantize`)")
 
 
 def test_trt8_fp16_pins_the_graphs_fp32_islands(models):

@@ -71,6 +71,27 @@ def test_each_file_says_the_runtimes_it_is_for():
     assert made_for(None, "int8", int8_fp32_rest) == "not recorded (another tool's file)"
 
 
+def test_what_an_engine_is_for_shows_what_its_manifest_holds_well_formed(tmp_path):
+    """A hand-edited manifest's library or targets of the wrong type are said as malformed, not
+    shown (they raised TypeError in bench --reference); deploy reads the manifest without the
+    entries manifest_problems names."""
+    from aft_export import deploy
+    from aft_export.purpose import engine_made_for
+
+    rtx = {"library": "tensorrt-rtx", "library_version": "1.7", "compute_capabilities": ["8.6", "8.9"]}
+    assert engine_made_for(rtx) == "TensorRT-RTX 1.7 on GPUs of compute capability 8.6, 8.9"
+    assert engine_made_for({**rtx, "compute_capabilities": [8.6]}) == "TensorRT-RTX 1.7 (compute capabilities " \
+                                                                      "malformed, not shown)"  # fmt: skip
+    assert engine_made_for({**rtx, "compute_capabilities": "8.6"}).endswith("(compute capabilities malformed, not shown)")
+    assert engine_made_for({**rtx, "library": ["x"]}).startswith("an engine (library malformed, not shown) 1.7 on GPUs")
+    assert engine_made_for({"library": "tensorrt", "library_version": ["10"]}) == "TensorRT"
+    engine = tmp_path / "m.engine"
+    engine.write_bytes(b"engine bytes")
+    (tmp_path / "m.engine.json").write_text(json.dumps({**rtx, "library": ["x"], "compute_capabilities": [8.6]}))
+    assert deploy._purpose_of(engine) == "TensorRT 1.7"  # both malformed entries left out, as info leaves them
+    assert deploy._engine_library(engine) == "tensorrt"
+
+
 def test_a_tensorrt_int8_on_a_cpu_is_pointed_at_the_cpu_int8(tmp_path):
     trt = classifier(tmp_path / "m.int8.onnx")
     advice = cpu_advice(trt)

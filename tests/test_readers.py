@@ -146,7 +146,7 @@ def test_typed_values_name_the_file_and_the_key_and_no_flag():
         (lambda: readers.numbers([0.5, math.nan, 0.5], "pre.json", "mean", 3), "mean must be 3 numbers, each finite"),
         (lambda: readers.numbers([0.5, 0, 0.5], "pre.json", "std", 3, positive=True), "each finite and > 0"),
         (lambda: readers.numbers([10**400, 1, 1], "pre.json", "std", 3), "each finite"),
-        (lambda: readers.names(["cat", 1], "pre.json", "classes"), "item 2 is 1 (quote it"),
+        (lambda: readers.names(["cat", 1], "pre.yaml", "classes", yaml=True), "item 2 is 1 (quote it: YAML reads"),
         (lambda: readers.names(["cat", "cat"], "pre.json", "classes"), 'names that repeat: ["cat"]'),
         (lambda: readers.text(5, "pre.json", "classes_file"), "classes_file must be text"),
     ]
@@ -154,7 +154,10 @@ def test_typed_values_name_the_file_and_the_key_and_no_flag():
         with pytest.raises(readers.Malformed) as err:
             call()
         message = str(err.value)
-        assert message.startswith("pre.json: ") and said in message and "`" not in message, message
+        assert message.startswith(("pre.json: ", "pre.yaml: ")) and said in message and "`" not in message, message
+    with pytest.raises(readers.Malformed) as err:  # JSON has no unquoted yes: no advice to quote
+        readers.names(["cat", 1], "pre.json", "classes")
+    assert str(err.value).startswith("pre.json: classes must be a list of non-empty names (text); item 2 is 1; ")
     assert readers.whole(32.0, "f", "k", 1, 8192) == 32 and readers.numbers([1, 2.5, 3], "f", "k", 3) == (1, 2.5, 3)
 
 
@@ -172,7 +175,11 @@ def test_a_preprocessing_files_values_are_checked_and_said_by_its_keys(tmp_path)
     pre = {"input_size": 32, "mean": [0.5] * 3, "std": [0.5] * 3}
     (tmp_path / "names").mkdir()
     for extra, said in [({"input_size": 1e300 * 1e300}, "input_size must be a whole number of pixels"),
-                        ({"input_size": [3, 32, 16]}, r"input_size \[3, 32, 16\] is not a square"),
+                        ({"input_size": [3, 32, 16]}, r"input_size \[3, 32, 16\] is not the shape of a square"),
+                        ({"input_size": [1, 1, 3, 32, 32]}, r"input_size \[1, 1, 3, 32, 32\] is not the shape"),
+                        ({"input_size": [32]}, r"input_size \[32\] is not the shape of a square"),
+                        ({"input_size": "32px"}, r"input_size must be a whole number of pixels .*got \"32px\""),
+                        ({"input_size": "9" * 200}, r"input_size must be a whole number of pixels"),
                         ({"classes_file": 5}, "classes_file must be text"),
                         ({"classes_file": "names"}, "names is a directory; correct classes_file in"),
                         ({"classes": "cat"}, "classes must be a list of names")]:  # fmt: skip
@@ -183,6 +190,9 @@ def test_a_preprocessing_files_values_are_checked_and_said_by_its_keys(tmp_path)
         assert "`" not in str(err.value)  # named by the file's key, not as an option
     path.write_text(json.dumps({**pre, "mean": "0.4,0.5,0.6", "classes": ["a", "b"]}))
     assert resolve(path) == Preprocessing(32, (0.4, 0.5, 0.6), (0.5, 0.5, 0.5), ("a", "b"))
+    for size in ([1, 3, 224, 224], [3, 224, 224], [224, 224], "224", 224.0):  # as the previous release read them
+        path.write_text(json.dumps({**pre, "input_size": size}))
+        assert resolve(path).input_size == 224, size
     with pytest.raises(AFTExportError, match="`input_size`"):  # a value given as an option is said as one
         resolve(path, input_size="0")
 
@@ -199,11 +209,33 @@ def test_patterns_are_re2_compiled_once_and_refused_as_one_line():
     for pattern, said in [("", "is empty, and the empty pattern matches every node name"),
                           ("a{4294967295}", "repeats 4294967295 times, more than the 1000 RE2 allows"),
                           ("a{2,1001}", "repeats 1001 times"), ("(", "missing \\)"), ("(?=x)", "RE2 takes"),
-                          (r"(a)\1", "RE2 takes"), ("x" * 1001, "1,001 characters"), (5, "takes regular expressions")]:  # fmt: skip
+                          (r"(a)\1", "RE2 takes"), ("x" * 1001, "1,001 characters"), (5, "takes regular expressions"),
+                          # Python reads {,5} as 0 to 5 repeats, RE2 as text: refused, not read otherwise
+                          ("a{,5}", r"'a\{,5\}' has a repeat with no lower bound \(\{,5\}\), which Python reads as 0 "
+                                    r"to 5 repeats and RE2 as text; write \{0,5\}"),
+                          ("a{,}", r"no lower bound \(\{,\}\)"),
+                          ("(?x)a b", r"RE2 takes \(invalid perl operator: \(\?x\)"),
+                          ("(?#note)a", r"RE2 takes \(invalid perl operator: \(\?#\)"),
+                          # a newline (or another control character) in what the user typed is written escaped
+                          ("a\nb(", r"pattern 'a\\nb\(' is not a regular expression RE2 takes \(missing \): a\\nb\(\)"),
+                          ("x\u2028(", r"pattern 'x\\u2028\('")]:  # fmt: skip
         with pytest.raises(AFTExportError, match=r"^`keep_fp32` .*" + said) as err:
             readers.compile_pattern(pattern, "keep_fp32")
-        assert "\n" not in str(err.value)
+        assert len(str(err.value).splitlines()) == 1
     assert readers.compile_pattern(r"a\{4294967295}", "keep_fp32").match("a{4294967295}")  # escaped braces are text
+    for text, name in ((r"a\{,5}", "a{,5}"), ("x[{,5}]", "x,"), ("x[]{,5}]", "x]"), ("x[{2000}]", "x2")):
+        assert readers.compile_pattern(text, "keep_fp32").match(name)  # braces escaped or in a class are text
+
+
+def test_every_message_is_one_line_whatever_the_user_wrote(tmp_path):
+    """A file name, a key or a value holding a newline or a line separator is written escaped."""
+    with pytest.raises(readers.Malformed) as err:
+        readers.whole("1\n2", "pre\r.json", "input\u2028size", 1, 8)
+    assert str(err.value).startswith(r"pre\r.json: input\u2028size must be") and len(str(err.value).splitlines()) == 1
+    assert err.value.reason.startswith(r"input\u2028size must be")
+    with pytest.raises(AFTExportError, match=r"pre\\n\.json does not exist") as err:
+        readers.read_text(tmp_path / "pre\n.json", "preprocessing file")
+    assert len(str(err.value).splitlines()) == 1
 
 
 def test_the_options_compile_each_pattern_when_they_are_made():
@@ -214,3 +246,44 @@ def test_the_options_compile_each_pattern_when_they_are_made():
     with pytest.raises(AFTExportError, match=r"`keep_fp32` pattern 'a\{4294967295\}' repeats"):
         QuantizeOptions(keep_fp32=("a{4294967295}",))
     assert QuantizeOptions(exclude_regex=(r"blocks\.[0-9]+\.mlp",)).exclude_regex == (r"blocks\.[0-9]+\.mlp",)
+
+
+def test_a_key_metadata_holds_is_read_or_said_malformed():
+    """``in`` and ``[]`` agree: a key that is there gives its text, or, where its value is not text
+    (a hand-edited manifest's model entry), the one-line error that says so; never a KeyError."""
+    meta = ArtifactMeta({"model_name": "m", "classes": 5}, "e.engine")
+    assert "model_name" in meta and meta["model_name"] == "m" and "nope" not in meta
+    assert "classes" in meta
+    with pytest.raises(readers.Malformed, match=r"^e\.engine's metadata: classes is not text"):
+        meta["classes"]
+    with pytest.raises(readers.Malformed, match=r"classes is not text"):
+        meta.classes
+    with pytest.raises(KeyError):
+        meta["nope"]
+
+
+def test_the_json_beside_a_file_is_read_only_where_values_are_missing_and_said_as_that_file(tmp_path):
+    """quantize (which takes no class names) given input_size, mean and std does not read the JSON
+    beside the file, so a bad classes_file there does not stop it; a caller that takes classes
+    still reads it for them. A JSON beside the file that is no readable file is said as that
+    file to correct or remove: no option named it."""
+    from aft_export.preprocess import BESIDE_ONLY, ForeignPreprocessing
+
+    model = tmp_path / "theirs.onnx"
+    beside = tmp_path / "theirs.preprocess.json"
+    beside.write_text(json.dumps({"input_size": 32, "mean": [0.5] * 3, "std": [0.5] * 3, "classes_file": "nope"}))
+    values = dict(input_size=32, mean=(0.5,) * 3, std=(0.5,) * 3)
+    quantize = ForeignPreprocessing(**values, takes=("input_size", "mean", "std"))
+    assert quantize.complete and not BESIDE_ONLY.complete and not ForeignPreprocessing(**values).complete
+    pre, origin = quantize.for_artifact(model)
+    assert pre.input_size == 32 and pre.classes is None and "theirs.preprocess.json" not in origin
+    with pytest.raises(AFTExportError, match=r"nope does not exist; correct classes_file in"):
+        ForeignPreprocessing(**values).for_artifact(model)  # eval takes classes: the file is read for them
+    beside.unlink()
+    beside.mkdir()
+    with pytest.raises(AFTExportError) as err:
+        BESIDE_ONLY.for_artifact(model)
+    assert str(err.value) == (f"preprocessing file {beside} is a directory; correct or remove theirs.preprocess.json "
+                              f"beside theirs.onnx")  # fmt: skip
+    with pytest.raises(AFTExportError, match=r"is a directory; check `preprocess`$"):  # a file the option named
+        ForeignPreprocessing(preprocess=str(beside)).for_artifact(model)

@@ -225,7 +225,7 @@ def test_a_missing_artifact_is_one_line_and_exit_2(tmp_path):
     need_server()
     result = CliRunner().invoke(main, ["serve", str(tmp_path / "nope.onnx")])
     assert result.exit_code == 2
-    assert result.output.strip() == f"error: artifact {tmp_path / 'nope.onnx'} does not exist"
+    assert result.output.strip() == f"error: artifact {tmp_path / 'nope.onnx'} does not exist; check the path"
 
 
 def test_a_missing_serve_extra_is_one_line_and_exit_2(onnx_file, monkeypatch):

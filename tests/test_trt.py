@@ -351,6 +351,42 @@ def _rtx_engine(tmp_path, **manifest):
     return engine
 
 
+MODEL = {"classes": json.dumps(["a", "b"]), "input_size": "[3, 32, 32]", "mean": "[0.5, 0.5, 0.5]",
+         "std": "[0.5, 0.5, 0.5]"}  # fmt: skip
+PROFILE = {"name": "image", "min": [1, 3, 32, 32], "opt": [4, 3, 32, 32], "max": [8, 3, 32, 32]}
+
+
+def test_what_running_an_engine_reads_from_its_manifest_is_checked_first():
+    """The runner reads the input profile (min, max), the precision and the model's metadata; a
+    hand-edited manifest where one of them is malformed is one line, decided without TensorRT or
+    a GPU (check_manifest refuses only what it decides with)."""
+    from aft_export.runners.engine import manifest_info
+
+    good = {"precision": "int8", "input": PROFILE, "model": MODEL}
+    info = manifest_info(good, "m.engine")
+    assert (info.classes, info.input_size, info.precision) == (["a", "b"], (3, 32, 32), "int8")
+    for entry, value in [("input", {"min": 5}), ("input", "x"), ("input", {**PROFILE, "min": []}),
+                         ("input", {**PROFILE, "max": [8, 3, 32]}), ("input", {**PROFILE, "opt": None}),
+                         ("precision", ["fp32"]), ("model", [1, 2])]:  # fmt: skip
+        with pytest.raises(AFTExportError) as err:
+            manifest_info({**good, entry: value}, "m.engine")
+        assert str(err.value) == (f"engine manifest of m.engine has malformed entries ({entry}), so aft-export cannot "
+                                  f"tell what the engine takes; rebuild it with `aft-export build`")  # fmt: skip
+    with pytest.raises(AFTExportError, match=r"^engine manifest of m\.engine has no input profile \(input\)"):
+        manifest_info({"precision": "fp32", "model": MODEL}, "m.engine")
+
+
+def test_a_manifests_network_holds_counts():
+    """info renders network.compute as counts per precision: anything else is malformed, not shown."""
+    from aft_export.trt import manifest_problems
+
+    ok = {"outputs": {"fp32": 3}, "num_layers": 3, "compute": {"int8": 2, "fp32": 1}}
+    assert manifest_problems({"network": ok}) == [] and manifest_problems({"network": None}) == []
+    for bad in ({**ok, "compute": [3]}, {**ok, "compute": "x"}, {**ok, "compute": {"int8": "2"}},
+                {**ok, "compute": {"int8": -1}}, {**ok, "num_layers": True}, {**ok, "outputs": {"fp32": 1.5}}):
+        assert manifest_problems({"network": bad}) == ["network"], bad
+
+
 def test_loading_refuses_an_engine_of_another_library_version_or_gpu(tmp_path):
     engine = _rtx_engine(tmp_path)
     cpu_rtx = {"tensorrt": None, "tensorrt_rtx": "1.7.1.116", "gpu": None, "compute_capability": None}

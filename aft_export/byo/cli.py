@@ -12,6 +12,7 @@ import click
 
 from aft_export.byo.preprocess import read_mapping, resolve
 from aft_export.errors import AFTExportError
+from aft_export.readers import MAX_SIDE
 from aft_export.sources import open_source
 
 # option destination -> flag, for messages
@@ -31,7 +32,7 @@ def user_model_options(command):
                      "state_dict (e.g. model, model_ema) [default: found, and said]."),
         click.option("--preprocess", type=click.Path(dir_okay=False), help="With --model-def: JSON/YAML file with "
                      "input_size, mean, std, classes_file (or a whole model spec with model_def and weights)."),
-        click.option("--input-size", "byo_input_size", type=click.IntRange(1, 8192),
+        click.option("--input-size", "byo_input_size", type=click.IntRange(1, MAX_SIDE),
                      help="With --model-def: square input size."),
         click.option("--mean", "byo_mean", help="With --model-def: r,g,b mean of (x / 255)."),
         click.option("--std", "byo_std", help="With --model-def: r,g,b std."),

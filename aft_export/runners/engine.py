@@ -18,10 +18,23 @@ from aft_export.errors import AFTExportError
 from aft_export.onnxio import ArtifactMeta
 from aft_export.readers import reason
 from aft_export.runners.base import ModelInfo, Runner
-from aft_export.trt import RTX, check_manifest, environment, import_library, library_logger, require_gpu
+from aft_export.trt import (RTX, check_manifest, environment, import_library, library_logger, manifest_problems,
+                            require_gpu)  # fmt: skip
+
+# what running an engine reads from its manifest besides what check_manifest decides with
+READ = ("input", "precision", "model")
 
 
-def _info(manifest: dict, engine: str) -> ModelInfo:
+def manifest_info(manifest: dict, engine: str) -> ModelInfo:
+    """What feeding ``engine`` needs, from its manifest (checked by :func:`~aft_export.trt.check_manifest`):
+    the model's metadata, its precision, and an input profile the runner can read (a name, and
+    min, opt and max shapes of one rank). A manifest without them, or with one of them malformed
+    (a hand-edited manifest), is one line, before TensorRT is loaded."""
+    bad = [k for k in manifest_problems(manifest) if k in READ]
+    if bad or "input" not in manifest:
+        what = f"has malformed entries ({', '.join(bad)})" if bad else "has no input profile (input)"
+        raise AFTExportError(f"engine manifest of {engine} {what}, so aft-export cannot tell what the engine takes; "
+                             f"rebuild it with `aft-export build`")  # fmt: skip
     m = ArtifactMeta(manifest.get("model", {}), engine)
     try:
         return ModelInfo(m.classes, m.input_size, m.mean, m.std, source_sha256=m.source_sha256,
@@ -39,7 +52,7 @@ class TrtRunner(Runner):
 
         env = environment()
         manifest = check_manifest(engine, env)
-        super().__init__(str(engine), _info(manifest, engine))
+        super().__init__(str(engine), manifest_info(manifest, engine))
         library = manifest.get("library", "tensorrt")
         if library == RTX:
             self.backend = RTX

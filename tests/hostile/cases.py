@@ -443,11 +443,15 @@ def _readers() -> list[Case]:
     cases += [
         Case("info/NAME.preprocess.json in Latin-1", R, ("info", f"{D}/theirs_latin1.onnx"), 0,
              r"none given: .*theirs_latin1\.preprocess\.json is not UTF-8", ("theirs_latin1",)),
-        Case("eval/NAME.preprocess.json a FIFO", R, ("eval", f"{D}/theirs_fifo.onnx", "--data", f"{D}/imgs"), 2,
-             r"theirs_fifo\.preprocess\.json is a named pipe \(FIFO\), not a regular file", ("theirs_fifo",),
-             base=False),  # read at the base commit: blocks forever
-        Case("eval/NAME.preprocess.json a directory", R, ("eval", f"{D}/theirs_dir.onnx", "--data", f"{D}/imgs"), 2,
-             r"theirs_dir\.preprocess\.json is a directory", ("theirs_dir",)),
+        # the JSON beside the file came from no flag: the advice is about that file, not about --preprocess
+        *[Case(f"{cmd}/NAME.preprocess.json a {kind}", R, argv, 2,
+               rf"^error: preprocessing file .*/theirs_{stem}\.preprocess\.json {said}; correct or remove "
+               rf"theirs_{stem}\.preprocess\.json beside theirs_{stem}\.onnx$", (f"theirs_{stem}",),
+               base=stem != "fifo")  # a FIFO is read at the base commit: blocks forever
+          for stem, kind, said in [("fifo", "FIFO", r"is a named pipe \(FIFO\), not a regular file"),
+                                   ("dir", "directory", "is a directory")]
+          for cmd, argv in [("eval", ("eval", f"{D}/theirs_{stem}.onnx", "--data", f"{D}/imgs")),
+                            ("triton-repo", ("triton-repo", f"{D}/theirs_{stem}.onnx", "-o", f"{OUT}/repo"))]],
         # metadata values in an ONNX file (ours)
         Case("quantize/metadata input_size 1e400", R, ("quantize", f"{D}/meta_inf.onnx", *QUANTIZE_ON), 2,
              r"metadata: input_size must be a list of whole numbers .*got \[3, Infinity", ("meta_inf.onnx",)),
@@ -465,6 +469,18 @@ def _readers() -> list[Case]:
              r"manifest +malformed, not shown: model", ("e_model_list.engine",)),
         Case("info/manifest whose network is text", R, ("info", f"{D}/e_network_text.engine"), 0,
              r"manifest +malformed, not shown: network", ("e_network_text.engine",)),
+        Case("info/manifest whose network.compute is a list", R, ("info", f"{D}/e_compute_list.engine"), 0,
+             r"manifest +malformed, not shown: network", ("e_compute_list.engine",)),
+        # (a command that runs the engine gets that far only with its TensorRT: tests/test_trt.py checks it there)
+        Case("triton-repo/manifest whose input is {\"min\": 5}", R,
+             ("triton-repo", f"{D}/e_input_min5.engine", "-o", f"{OUT}/repo"), 2, r"manifest of .*malformed input",
+             ("e_input_min5.engine",)),
+        # what the engine is for (its deploy row) from a manifest whose library and targets are of the wrong type;
+        # --backend onnxruntime: the engine is not run on any machine, so the outcome is the same on each
+        Case("bench/--reference with a manifest whose library is a list", R,
+             ("bench", f"{D}/m.onnx", f"{D}/e_library_list.engine", "--reference", f"{D}/m.pt", "--backend",
+              "onnxruntime", "--data", f"{D}/imgs", "--images", "4", "--batch-size", "1", "--iters", "1", "--warmup",
+              "0"), 0, r"e_library_list\.engine +tensorrt +gpu .*skipped", ("e_library_list.engine",)),
         Case("info/manifest nested 5000 deep", R, ("info", f"{D}/e_deep.engine"), 0,
              r"unreadable \(nests lists or mappings", ("e_deep.engine",)),
         *[Case(f"{cmd}/manifest whose model is a list", R, argv, 2, r"manifest of .*malformed model",
@@ -515,11 +531,18 @@ def _readers() -> list[Case]:
             ("eval", ("eval", f"{D}/theirs_two.onnx", "--data", f"{D}/imgs", "--input-size", "32")),
             ("quantize", ("quantize", f"{D}/theirs_two.onnx", *QUANTIZE_ON))]],
         Case("eval/another tool's graph of an int64 input", R, ("eval", f"{D}/theirs_int64.onnx", "--data", f"{D}/imgs"),
-             2, r"its input 'image' is int64 of shape .*, not a float \(N, C, H, W\) image batch", ("theirs_int64",)),
+             2, r"its input 'image' is int64 of shape .*, not a float32 \(N, C, H, W\) image batch", ("theirs_int64",)),
         *[Case(f"{cmd}/a FIFO as the model", R, argv, 2, r"fifo_model\.onnx is a named pipe \(FIFO\)",
                ("fifo_model.onnx",)) for cmd, argv in [
             ("quantize", ("quantize", f"{D}/fifo_model.onnx", *QUANTIZE_ON)),
-            ("info", ("info", f"{D}/fifo_model.onnx"))]],
+            ("info", ("info", f"{D}/fifo_model.onnx")),
+            ("triton-repo", ("triton-repo", f"{D}/fifo_model.onnx", "-o", f"{OUT}/repo"))]],
+        *[Case(f"{cmd}/a FIFO as the {what}", R, argv, 2,
+               rf"^error: {what} .*/fifo_model\.{ext} is a named pipe \(FIFO\), not a regular file; check the path$",
+               (f"fifo_model.{ext}",), base=False) for cmd, what, ext, argv in [  # said "does not exist" there
+            ("bench", "engine", "engine", ("bench", f"{D}/fifo_model.engine", "--iters", "1", "--warmup", "0")),
+            ("triton-repo", "artifact", "engine", ("triton-repo", f"{D}/fifo_model.engine", "-o", f"{OUT}/repo")),
+            ("info", "checkpoint", "pt", ("info", f"{D}/fifo_model.pt"))]],
     ]  # fmt: skip
     return cases
 

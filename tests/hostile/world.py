@@ -427,8 +427,15 @@ SETUPS = {
                                                   lambda m: _set_meta(m, "quantization", DEEP)),
     "e_model_list.engine": lambda d: _manifest(d, "e_model_list.engine", model=[1, 2]),
     "e_network_text.engine": lambda d: _manifest(d, "e_network_text.engine", network="x"),
+    "e_compute_list.engine": lambda d: _manifest(d, "e_compute_list.engine",
+                                                 network={"outputs": {"fp32": 3}, "num_layers": 3, "compute": [3]}),
+    "e_input_min5.engine": lambda d: _manifest(d, "e_input_min5.engine", input={"name": "image", "min": 5}),
+    "e_library_list.engine": lambda d: _manifest(d, "e_library_list.engine", library=["x"],
+                                                 compute_capabilities=[8.6]),
     "e_deep.engine": lambda d: _manifest(d, "e_deep.engine", '{"engine_sha256": "SHA", "x": ' + DEEP + "}"),
     "fifo_model.onnx": lambda d: os.mkfifo(d / "fifo_model.onnx"),
+    "fifo_model.engine": lambda d: os.mkfifo(d / "fifo_model.engine"),
+    "fifo_model.pt": lambda d: os.mkfifo(d / "fifo_model.pt"),
 }
 
 
