@@ -44,6 +44,7 @@ import threading
 import click
 
 from aft_export.byo.cli import USER_MODEL_KEYS, model_source_from, require_aft_option, user_model_options
+from aft_export.readers import MAX_SIDE
 from aft_export.errors import EXIT_BAD_INPUT, EXIT_FOR, EXIT_OK, EXIT_SIGNAL_BASE, EXIT_TABLE, AFTExportError, Verdict
 from aft_export.options import (BACKENDS, CALIB_COUNT, CALIB_SEED, DEFAULT_BACKEND, EXPORT_TARGETS, HW_LEVELS,
                                 LIBRARIES, MAX_SEED, MAX_THREADS, METHODS, OP_FORMS, PRECISIONS, PROVIDER_BACKENDS,
@@ -516,7 +517,7 @@ def foreign_options(command):
     options = [
         click.option("--preprocess", type=click.Path(dir_okay=False), help=f"{who}: JSON/YAML file with input_size, "
                      "mean, std, classes (or classes_file) [default: NAME.preprocess.json beside the file]."),
-        click.option("--input-size", type=click.IntRange(1, 8192), help=f"{who}: square input size."),
+        click.option("--input-size", type=click.IntRange(1, MAX_SIDE), help=f"{who}: square input size."),
         click.option("--mean", help=f"{who}: r,g,b mean of (x / 255)."),
         click.option("--std", help=f"{who}: r,g,b std."),
         click.option("--classes", type=click.Path(dir_okay=False), help=f"{who}: class names, one per line."),
@@ -758,7 +759,7 @@ def _quantize_options():
 @click.option("--cache-dir", type=click.Path(file_okay=False),
               help="Calibration cache [default: ~/.cache/aft-export/calibration].")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the calibration cache.")
-@click.option("--input-size", type=click.IntRange(1, 8192), help="For models without aft-export metadata: square "
+@click.option("--input-size", type=click.IntRange(1, MAX_SIDE), help="For models without aft-export metadata: square "
               "input size.")
 @click.option("--mean", help="For models without metadata: r,g,b mean of (x / 255).")
 @click.option("--std", help="For models without metadata: r,g,b std.")
