@@ -38,6 +38,12 @@ class ExportTarget:
     # TensorRT 10.3+/11 and TensorRT-RTX); fp32 where it does not (TensorRT 8 takes precision from
     # builder flags; the CPU runtimes the portable form is for run fp16 slowly)
     int8_rest: str = "fp32"
+    # int8: the stem (the first MatMul/Gemm/Conv, on the image's channels) kept out of int8 when
+    # QuantizeOptions.stem_fp32 is left out. With 7-bit weights it lost the most: aft_conv_cifar's lowest
+    # per-image cosine with PyTorch over 3,000 test images was 0.976 with the stem in int8 (under int8's
+    # parity limit, 0.98), 0.986 without it (8-bit weights: 0.979); its 3 input channels give int8 little to
+    # speed up
+    int8_stem_fp32: bool = False
     # the runtimes a file of the target is for, as `info` and the pipeline's report say it
     # (aft_export.purpose.made_for): fp32 files; int8 files whose rest is fp32; files that compute in
     # fp16 (an fp16 graph, an int8 graph's fp16 rest), which are for GPUs: CPUs have no fast fp16 kernels
@@ -57,7 +63,8 @@ EXPORT_TARGETS = {t.name: t for t in (  # the forms: aft_export/export/trt8.py, 
                  "(JetPack 5.1/6.0) and newer", fp16_runtimes="TensorRT 8.5/8.6 (JetPack 5.1/6.0) and newer"),
     ExportTarget("portable", "any conforming runtime (ONNX Runtime, OpenVINO, the ONNX reference, "
                  "TensorRT 10.3+; opset 19, IR 9, functions inlined, standard ops only)", 19, (10, 3), 7,
-                 "model.portable", runtimes="any conforming runtime: ONNX Runtime, OpenVINO, TensorRT 10.3+",
+                 "model.portable", int8_stem_fp32=True,
+                 runtimes="any conforming runtime: ONNX Runtime, OpenVINO, TensorRT 10.3+",
                  int8_runtimes="CPUs: ONNX Runtime, OpenVINO", fp16_runtimes="GPUs: TensorRT 10.3+, ONNX Runtime "
                  "(CUDA)"),
 )}  # fmt: skip
@@ -163,6 +170,9 @@ class QuantizeOptions:
     # overflow and give ONNX Runtime's result there. TensorRT has no such limit: its targets
     # keep 8 bits.
     weight_bits: int | None = None
+    # int8: keep the stem (the graph's first MatMul/Gemm/Conv) out of int8; None: the target's
+    # ExportTarget.int8_stem_fp32 (the portable target's 7-bit int8 keeps it)
+    stem_fp32: bool | None = None
     # the export target the file is for (TARGETS); None: the fp32 file's (its export_target metadata). It
     # decides the int8 defaults (ExportTarget.int8_weight_bits, int8_rest); another target than the file's
     # puts the graph in that target's form first, as the exporter does (aft_export/export/forms.py: from

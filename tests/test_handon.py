@@ -64,9 +64,11 @@ def _run(tmp_path, cifar10, name, hand_on: bool):
             _without(mp, "build_engine", ("checked",))
             _without(mp, "run_parity", ("reference_logits",))
         out = tmp_path / name
+        # 64 parity images: on 16, one near-tie flip of the 32-image calibration's int8 is 6%, under int8's
+        # 95% top-1 limit, and a failing file's localisation would check its graphs again
         pipeline.run_pipeline(str(REPO / "models" / "aft_conv_cifar.pt"), PipelineOptions(
             output=str(out), calib=str(cifar10 / "train.tar"), data=str(cifar10 / "test.tar"), calib_images=CALIB_IMAGES,
-            parity_images=16, eval_images=50, bench_batches=(1,), bench_iters=1), log=lambda *a: None)  # fmt: skip
+            parity_images=64, eval_images=80, bench_batches=(1,), bench_iters=1), log=lambda *a: None)  # fmt: skip
     return counts, json.loads((out / "manifest.json").read_text())
 
 

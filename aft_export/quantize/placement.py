@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from aft_export.errors import AFTExportError
@@ -43,6 +43,7 @@ class Selection:
     by_regex: dict[str, list[str]]  # exclude_regex pattern -> the nodes it matched
     by_op_type: dict[str, list[str]]  # exclude_op_types op type -> its nodes
     keep_fp32: dict[str, list[str]]  # keep_fp32 pattern -> the nodes it matched
+    stem: list[str] = field(default_factory=list)  # the stem kept out of int8 (`stem_fp32`)
 
     def fp32_nodes(self) -> list[str]:
         return list(dict.fromkeys(n for names in self.keep_fp32.values() for n in names))
@@ -51,7 +52,8 @@ class Selection:
         """The op types, and each choice given with how many nodes it matched."""
         chosen = {"exclude_regex": self.by_regex, "exclude_op_types": self.by_op_type, "keep_fp32": self.keep_fp32}
         return {"op_types": list(self.op_types),
-                **{k: {p: len(v) for p, v in c.items()} for k, c in chosen.items() if c}}  # fmt: skip
+                **{k: {p: len(v) for p, v in c.items()} for k, c in chosen.items() if c},
+                **({"stem_fp32": list(self.stem)} if self.stem else {})}  # fmt: skip
 
 
 def keep_fp32_nodes(model, opts: QuantizeOptions) -> dict[str, list[str]]:
@@ -75,8 +77,9 @@ def check_exclude(model, opts: QuantizeOptions) -> None:
 
 def select(model, opts: QuantizeOptions, core: list[str]) -> Selection:
     """The nodes an int8 run keeps in floating point: the AFT core (unless
-    ``quantize_aft_core``), ``exclude`` (exact names), ``exclude_regex``, ``exclude_op_types``
-    and ``keep_fp32``. A name, pattern or op type that matches no node of the graph is a user
+    ``quantize_aft_core``), ``exclude`` (exact names), ``exclude_regex``, ``exclude_op_types``,
+    ``keep_fp32`` and, with ``stem_fp32``, the stem (the graph's first node of a quantised op type: the
+    layer on the image's channels). A name, pattern or op type that matches no node of the graph is a user
     error naming its option, as is an op type to quantise that no node has."""
     check_exclude(model, opts)
     names = [n.name for n in model.graph.node]
@@ -98,7 +101,8 @@ def select(model, opts: QuantizeOptions, core: list[str]) -> Selection:
     excluded = ([] if opts.quantize_aft_core else list(core)) + list(opts.exclude)
     for group in (by_regex, by_op_type, keep):
         excluded += [n for found in group.values() for n in found]
-    return Selection(types, list(dict.fromkeys(excluded)), by_regex, by_op_type, keep)
+    stem = [n.name for n in model.graph.node if n.op_type in types][:1] if opts.stem_fp32 else []
+    return Selection(types, list(dict.fromkeys(excluded + stem)), by_regex, by_op_type, keep, stem)
 
 
 def _no_match(option: str, found: dict[str, list[str]], names: list[str]) -> None:

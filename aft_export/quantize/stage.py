@@ -117,6 +117,8 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
     target = EXPORT_TARGETS.get(meta.get("export_target", DEFAULT_TARGET), EXPORT_TARGETS[DEFAULT_TARGET])
     if opts.weight_bits is None:  # see QuantizeOptions.weight_bits
         opts = replace(opts, weight_bits=target.int8_weight_bits)
+    if opts.stem_fp32 is None:  # see ExportTarget.int8_stem_fp32
+        opts = replace(opts, stem_fp32=target.int8_stem_fp32)
     if opts.precision == "int8":
         opts = replace(opts, rest_precision=_rest_precision(opts, target))
     _check_input_size(model, prep, model_path)
