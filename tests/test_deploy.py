@@ -205,3 +205,17 @@ def test_bench_reference_refusals(files, tmp_path):
     assert res.exit_code == 2 and "--images" in res.output and "--reference" in res.output
     res = CliRunner().invoke(main, ["bench", str(fp32), "--reference", str(ckpt), "--backend", "onnxruntime-tensorrt"])
     assert res.exit_code == 2 and "--backend onnxruntime-tensorrt" in res.output
+
+
+def test_a_runtime_not_installed_is_listed_as_such(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "openvino" else real(name, *a))
+    here = deploy.runtimes_here(gpu=False)
+    assert here["openvino"] == "not installed: pip install 'aft-export[openvino]'" and here["torch"] == "ok"
+    table = DeployTable([_row("m.onnx", "onnxruntime")], here, {}, 32, "m.pt", "d")
+    mark_fastest(table.rows)
+    text = "\n".join(deploy_lines(table.to_dict(), markdown=False))
+    assert "Not run: openvino: not installed: pip install 'aft-export[openvino]'." in text
+    assert table.verdict.ok  # a runtime missing here changes no exit status
