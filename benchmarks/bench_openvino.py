@@ -96,6 +96,24 @@ def _time(runner, x) -> float:
     return (time.perf_counter() - t) * 1e3
 
 
+def _interleaved(runners: dict, batch: int, warmup: int, iters: int) -> dict[str, float]:
+    """``KEY_ms``: the median ms per batch of each runner on the same random batch, after ``warmup`` runs
+    each; every iteration times one run of each, alternating which goes first."""
+    import numpy as np
+
+    c, h, w = next(iter(runners.values())).info.input_size
+    x = np.random.default_rng(batch).standard_normal((batch, c, h, w)).astype(np.float32)
+    for _ in range(warmup):
+        for r in runners.values():
+            _time(r, x)
+    times = {k: [] for k in runners}
+    order = list(runners)
+    for i in range(iters):
+        for key in order if i % 2 == 0 else order[::-1]:
+            times[key].append(_time(runners[key], x))
+    return {f"{key}_ms": statistics.median(values) for key, values in times.items()}
+
+
 def compare(path: Path, batch: int, threads: int, warmup: int, iters: int) -> dict:
     """Median ms per batch in ONNX Runtime and OpenVINO, interleaved, and their ratio."""
     import numpy as np
@@ -112,18 +130,7 @@ def compare(path: Path, batch: int, threads: int, warmup: int, iters: int) -> di
             row[key] = f"cannot load: {exc}"
     if len(runners) < 2:
         return row
-    c, h, w = runners["onnxruntime"].info.input_size
-    x = np.random.default_rng(batch).standard_normal((batch, c, h, w)).astype(np.float32)
-    for _ in range(warmup):
-        for r in runners.values():
-            _time(r, x)
-    times = {k: [] for k in runners}
-    order = list(runners)
-    for i in range(iters):
-        for key in order if i % 2 == 0 else order[::-1]:
-            times[key].append(_time(runners[key], x))
-    for key, values in times.items():
-        row[f"{key}_ms"] = statistics.median(values)
+    row.update(_interleaved(runners, batch, warmup, iters))
     row["ort_over_openvino"] = row["onnxruntime_ms"] / row["openvino_ms"]
     return row
 
@@ -141,18 +148,7 @@ def compare_hints(path: Path, batch: int, threads: int, warmup: int, iters: int)
     except AFTExportError as exc:
         return {**row, "error": f"cannot load: {exc}"}
     row["requests"] = runners["throughput"].requests()
-    c, h, w = runners["latency"].info.input_size
-    x = np.random.default_rng(batch).standard_normal((batch, c, h, w)).astype(np.float32)
-    for _ in range(warmup):
-        for r in runners.values():
-            _time(r, x)
-    times = {k: [] for k in runners}
-    order = list(runners)
-    for i in range(iters):
-        for key in order if i % 2 == 0 else order[::-1]:
-            times[key].append(_time(runners[key], x))
-    for key, values in times.items():
-        row[f"{key}_ms"] = statistics.median(values)
+    row.update(_interleaved(runners, batch, warmup, iters))
     row["latency_over_throughput"] = row["latency_ms"] / row["throughput_ms"]
     return row
 

@@ -254,23 +254,13 @@ def test_compute_layers_per_precision_see_through_casts_and_shuffles(rtx, tmp_pa
     """The network's compute layers per precision: constants, shuffles, casts and Q/DQ are not
     counted; a MatMul whose inputs are int8 dequantised, reached through a Cast and a Transpose,
     is int8; the other compute layers count by their output type."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import TensorProto, helper
 
-    w = numpy_helper.from_array(np.arange(-8, 8, dtype=np.int8).reshape(4, 4), "w")
-    inits = [w] + [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("s", 0.05), ("ws", 0.1))]
-    inits += [numpy_helper.from_array(np.array(0, np.int8), n) for n in ("z", "wz")]
-    nodes = [helper.make_node("Relu", ["x"], ["r"]),  # fp32 compute
-             helper.make_node("QuantizeLinear", ["r", "s", "z"], ["q"]),
-             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["dq"]),
-             helper.make_node("Cast", ["dq"], ["dq16"], to=TensorProto.FLOAT16),
-             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wdq"]),
-             helper.make_node("Transpose", ["wdq"], ["wt"], perm=[1, 0]),
-             helper.make_node("Cast", ["wt"], ["w16"], to=TensorProto.FLOAT16),
-             helper.make_node("MatMul", ["dq16", "w16"], ["m"]),  # int8, through the casts and the transpose
-             helper.make_node("Sigmoid", ["m"], ["g"]),  # fp16 compute
-             helper.make_node("Cast", ["g"], ["y"], to=TensorProto.FLOAT)]  # fmt: skip
+    from tests.test_onnxio import cast_chain, qdq_inits
+
+    nodes = [*cast_chain(), helper.make_node("Cast", ["g"], ["y"], to=TensorProto.FLOAT)]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], inits)  # fmt: skip
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], qdq_inits())  # fmt: skip
     path = tmp_path / "casts.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)]), path)
     n = parse(path, RTX).network

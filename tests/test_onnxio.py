@@ -102,7 +102,8 @@ def _graph(nodes, inits, opset=19, functions=(), out_type=TensorProto.FLOAT):
                              functions=list(functions))  # fmt: skip
 
 
-def _qdq_inits():
+def qdq_inits():
+    """The int8 weight ``w``, the scales ``s``/``ws`` and the zero points ``z``/``wz`` of :func:`cast_chain`."""
     import numpy as np
     from onnx import numpy_helper
 
@@ -111,30 +112,37 @@ def _qdq_inits():
     return inits + [numpy_helper.from_array(np.array(0, np.int8), n) for n in ("z", "wz")]
 
 
+def cast_chain() -> list:
+    """x -> Relu (fp32 compute) -> Q/DQ -> Cast fp16, and the int8 weight dequantised -> Transpose -> Cast
+    fp16, into a MatMul (int8, through the casts and the transpose) -> Sigmoid ``g`` (fp16 compute); its
+    initializers are :func:`qdq_inits`. tests/test_build.py has TensorRT-RTX parse it."""
+    return [helper.make_node("Relu", ["x"], ["r"]),
+            helper.make_node("QuantizeLinear", ["r", "s", "z"], ["q"]),
+            helper.make_node("DequantizeLinear", ["q", "s", "z"], ["dq"]),
+            helper.make_node("Cast", ["dq"], ["dq16"], to=TensorProto.FLOAT16),
+            helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wdq"]),
+            helper.make_node("Transpose", ["wdq"], ["wt"], perm=[1, 0]),
+            helper.make_node("Cast", ["wt"], ["w16"], to=TensorProto.FLOAT16),
+            helper.make_node("MatMul", ["dq16", "w16"], ["m"]),
+            helper.make_node("Sigmoid", ["m"], ["g"])]  # fmt: skip
+
+
 def test_compute_nodes_count_int8_through_casts_and_transposes_and_skip_data_movement():
     """The graph tests/test_build.py parses with TensorRT-RTX (compute 1 int8, 1 fp16, 1 fp32 there):
     a MatMul fed by int8 DequantizeLinears through a Cast and a Transpose is int8; Relu (fp32) and
     Sigmoid (fp16) count by their type; Q/DQ, casts, the transpose and shape arithmetic are not compute."""
     from aft_export.onnxio import compute_precisions
 
-    nodes = [helper.make_node("Relu", ["x"], ["r"]),
-             helper.make_node("QuantizeLinear", ["r", "s", "z"], ["q"]),
-             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["dq"]),
-             helper.make_node("Cast", ["dq"], ["dq16"], to=TensorProto.FLOAT16),
-             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wdq"]),
-             helper.make_node("Transpose", ["wdq"], ["wt"], perm=[1, 0]),
-             helper.make_node("Cast", ["wt"], ["w16"], to=TensorProto.FLOAT16),
-             helper.make_node("MatMul", ["dq16", "w16"], ["m"]),
-             helper.make_node("Sigmoid", ["m"], ["g"]),
+    nodes = [*cast_chain(),
              helper.make_node("Shape", ["g"], ["shape"]),  # shape arithmetic: int64, not compute
              helper.make_node("Mul", ["shape", "shape"], ["shape2"]),
              helper.make_node("Reshape", ["g", "shape2"], ["gr"]),
              helper.make_node("Cast", ["gr"], ["y"], to=TensorProto.FLOAT)]  # fmt: skip
-    assert compute_precisions(_graph(nodes, _qdq_inits())) == {"int8": 1, "fp16": 1, "fp32": 1}
+    assert compute_precisions(_graph(nodes, qdq_inits())) == {"int8": 1, "fp16": 1, "fp32": 1}
     # a MatMul with only one int8 input computes in float: its activations are not rounded
     half = [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wdq"]),
             helper.make_node("MatMul", ["x", "wdq"], ["y"])]
-    assert compute_precisions(_graph(half, _qdq_inits())) == {"fp32": 1}
+    assert compute_precisions(_graph(half, qdq_inits())) == {"fp32": 1}
 
 
 def test_compute_nodes_of_qoperator_graphs_and_inside_functions():
@@ -152,7 +160,7 @@ def test_compute_nodes_of_qoperator_graphs_and_inside_functions():
     import numpy as np
     from onnx import numpy_helper
 
-    inits = [t for t in _qdq_inits() if t.name != "w"]
+    inits = [t for t in qdq_inits() if t.name != "w"]
     inits.append(numpy_helper.from_array(np.arange(16, dtype=np.uint8).reshape(4, 4), "w"))  # uint8 for MatMulInteger
     for t in inits:
         if t.name in ("z", "wz"):
