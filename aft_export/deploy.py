@@ -34,7 +34,7 @@ from aft_export.evaluate import evaluate_artifacts
 from aft_export.machine import cpu_features
 from aft_export.options import FASTEST_TIE, BenchOptions, ParityOptions
 from aft_export.parity import run_parity
-from aft_export.runners import CHECKPOINT_SUFFIXES, ENGINE_SUFFIXES
+from aft_export.runners import ENGINE_SUFFIXES
 
 # runtimes by device class, in the order the table lists them
 CPU_RUNTIMES = ("torch", "onnxruntime", "openvino")
@@ -115,15 +115,12 @@ class DeployTable:
 
 
 def kind(artifact: str | Path) -> str:
-    """checkpoint, onnx or engine, by the file's suffix."""
+    """onnx or engine by the file's suffix; anything else is a checkpoint or another model source (a spec
+    file), which runs in PyTorch."""
     suffix = Path(artifact).suffix.lower()
     if suffix == ".onnx":
         return "onnx"
-    if suffix in ENGINE_SUFFIXES:
-        return "engine"
-    if suffix in CHECKPOINT_SUFFIXES:
-        return "checkpoint"
-    return "checkpoint"  # any other model source (a spec file) runs in PyTorch
+    return "engine" if suffix in ENGINE_SUFFIXES else "checkpoint"
 
 
 def runs_on(artifact: str | Path, runtime: str, engine_library: str | None = None) -> bool:
@@ -383,20 +380,21 @@ def _scrub(text: str, path: str, label: str) -> str:
 
 
 def made_for_device(artifact: str) -> str:
-    """The device class a file is made for: ``cpu`` for the portable target (the CPU's files), ``gpu``
-    for the TensorRT targets and engines, "" for a checkpoint or a file that does not say."""
+    """The device class a file is made for (:func:`aft_export.purpose.target_device`: ``cpu`` for the
+    portable target, ``gpu`` for the TensorRT targets and engines), "" for a checkpoint or a file that
+    does not say."""
     k = kind(artifact)
     if k == "engine":
         return "gpu"
     if k != "onnx":
         return ""
     from aft_export.onnxio import ArtifactMeta, load_onnx
+    from aft_export.purpose import target_device
 
     try:
-        target = ArtifactMeta.of(load_onnx(artifact, external_data=False)).get("export_target")
+        return target_device(ArtifactMeta.of(load_onnx(artifact, external_data=False)).get("export_target"))
     except AFTExportError:
         return ""
-    return {"portable": "cpu", "tensorrt": "gpu", "tensorrt8": "gpu"}.get(target or "", "")
 
 
 def _size(path: str) -> int:

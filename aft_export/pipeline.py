@@ -466,9 +466,7 @@ def _runners(ctx: _Context, onnx: list[_Made], engines: _Engines) -> Outcome:
 
 def _parity(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, parity_set) -> Outcome:
     runnable = _runnable(onnx, engines)
-    # PyTorch's logits on the parity images, from the export's verification (the same for every target)
-    reference_logits = next((m.result.reference_logits for m in onnx
-                             if m.kind == "export" and m.result.reference_logits is not None), None)  # fmt: skip
+    reference_logits = _reference_logits(onnx)
     par = run_parity(str(ctx.ckpt), [str(a) for a in runnable], parity_set, images=len(parity_set),
                      overrides=list(ctx.opts.tolerances), reference=runners[str(ctx.ckpt)], keep_differences=True,
                      runners=runners, reference_logits=reference_logits)  # fmt: skip
@@ -490,6 +488,12 @@ def _eval(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, de
     return Outcome(ev, f"{ev[0]['images']} images from {ctx.opts.data}" + _skipped_note(engines))
 
 
+def _reference_logits(onnx: list[_Made]):
+    """PyTorch's logits on the parity images, from the export's verification (the same for every target)."""
+    return next((m.result.reference_logits for m in onnx
+                 if m.kind == "export" and m.result.reference_logits is not None), None)  # fmt: skip
+
+
 def _deploy(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, decoded, parity_set,
             parity: _Parity, ev: list[dict]) -> Outcome:  # fmt: skip
     """Every file on every runtime here (aft_export.deploy): ONNX Runtime's and PyTorch's parity and
@@ -508,9 +512,8 @@ def _deploy(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, 
                                  eval={p: r for p, r in by_path.items() if p in libraries})  # fmt: skip
 
     def make(artifact: str, runtime: str):
-        if runtime in ("onnxruntime", "torch") or (runtime in libraries.values() and artifact in runners):
-            if artifact in runners:
-                return runners[artifact]
+        if artifact in runners and runtime in ("onnxruntime", "torch", *libraries.values()):  # made once already
+            return runners[artifact]
         if artifact in engines.not_run:
             raise RuntimeMissing(engines.not_run[artifact])
         return make_runner(artifact, runtime, threads=opts.threads)
@@ -521,8 +524,7 @@ def _deploy(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, 
                          runtimes=runtimes_here(environment().get("gpu") is not None), make_runner=make,
                          batches=tuple(opts.bench_batches), warmup=BenchOptions.warmup, iters=opts.bench_iters,
                          threads=opts.threads, parity_set=parity_set, overrides=list(opts.tolerances),
-                         reference_logits=next((m.result.reference_logits for m in onnx if m.kind == "export"
-                                                and m.result.reference_logits is not None), None),
+                         reference_logits=_reference_logits(onnx),
                          parity_failures="unverified",
                          data_label=opts.data, engine_libraries=libraries, purposes=purposes, log=_QUIET["log"])  # fmt: skip
     bn = table.bench_report(("torch", "onnxruntime", *sorted(set(libraries.values()))))

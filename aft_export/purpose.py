@@ -28,7 +28,8 @@ def made_for(target: str | None, precision: str, compute: dict[str, int], weight
     """The runtimes a file is for, in words: from its export target (None or unknown: another tool's
     file, which records none), its precision (``graph_precision``) and its compute nodes per
     precision (``compute_precisions``). A file that computes in fp16 (an fp16 graph, an int8 graph's
-    fp16 rest) is for the runtimes where fp16 is fast, and said to be slow in ONNX Runtime on CPUs (OpenVINO computes such a graph's fp16 in fp32, as fast as the portable int8 where it may run it). ``weight_bits``:
+    fp16 rest) is for the runtimes where fp16 is fast, and said to be slow in ONNX Runtime on CPUs
+    (OpenVINO computes such a graph's fp16 in fp32, as fast as the portable int8 where it may run it). ``weight_bits``:
     an int8 recipe's; the CPU's int8 asked for with full-range weights (``weight_bits=8``) is wrong
     in OpenVINO on CPUs without VNNI (QuantizeOptions.weight_bits), and says so."""
     fp16 = compute.get("fp16", 0) > 0
@@ -42,6 +43,14 @@ def made_for(target: str | None, precision: str, compute: dict[str, int], weight
     if precision == "int8" and t is CPU_INT8 and weight_bits == 8:
         return "CPUs: ONNX Runtime; OpenVINO on CPUs with VNNI only (8-bit weights)"
     return t.int8_runtimes if precision == "int8" else t.runtimes
+
+
+def target_device(target: str | None) -> str:
+    """The device class a file of export target ``target`` is made for: ``cpu`` for the portable target
+    (the CPU's int8), ``gpu`` for the TensorRT targets, "" where the file records none."""
+    if target == CPU_INT8.name:
+        return "cpu"
+    return "gpu" if target in EXPORT_TARGETS else ""
 
 
 def file_purpose(model) -> dict:
