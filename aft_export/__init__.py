@@ -11,7 +11,7 @@ from aft_export.errors import AFTExportError
 from aft_export.version import __version__
 
 __all__ = ["AFTExportError", "__version__", "create_model", "get_config", "list_models", "load_checkpoint"]
-_LAZY = {"load_checkpoint": "aft_export.checkpoint", "create_model": "aft_export.models",
+_LAZY = {"load_checkpoint": "aft_export.models.checkpoint", "create_model": "aft_export.models",
          "get_config": "aft_export.models", "list_models": "aft_export.models"}  # fmt: skip
 
 

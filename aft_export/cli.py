@@ -1,5 +1,5 @@
 """The ``aft-export`` command line. Commands are thin: build the options, call the library,
-print what :mod:`aft_export.report` renders.
+print what :mod:`aft_export.workflow.report` renders.
 
 Defaults come from the options dataclasses (or the library function's signature), never
 written twice. Library modules are imported inside the commands so that ``aft-export
@@ -355,7 +355,7 @@ class _Command(click.Command):
 
 
 # the commands that run files, and the parameters naming them: on a CPU runner, a TensorRT int8 (rest
-# fp16) gets a note naming the faster file there (aft_export.purpose.cpu_advice)
+# fp16) gets a note naming the faster file there (aft_export.artifacts.purpose.cpu_advice)
 RUNS_FILES = {"eval": ("artifacts",), "bench": ("artifacts",), "infer": ("artifact",),
               "parity": ("checkpoint", "artifacts"), "serve": ("artifacts",)}  # fmt: skip
 # the runner choices (--provider, --backend) that run an ONNX file on the CPU; a command without the option: the CPU
@@ -370,7 +370,7 @@ def _cpu_notes(command: click.Command, params: dict) -> None:
         return
     if params.get("reference") is not None:  # bench's deploy table times every file on every runtime: it says so
         return
-    from aft_export.purpose import cpu_advice
+    from aft_export.artifacts.purpose import cpu_advice
 
     given = [v for name in RUNS_FILES[command.name] for v in _paths_in(params.get(name)) if v.lower().endswith(".onnx")]
     once: dict[str, str] = {}
@@ -529,7 +529,7 @@ def foreign_options(command):
 
 def _foreign(kw: dict):
     """The ForeignPreprocessing of the foreign_options in ``kw`` (taken out of it); None when none was given."""
-    from aft_export.preprocess import ForeignPreprocessing
+    from aft_export.data.preprocess import ForeignPreprocessing
 
     given = {k: kw.pop(k) for k in FOREIGN_KEYS if k in kw}
     if all(v is None for v in given.values()):
@@ -594,8 +594,8 @@ def info_cmd(artifact: str, config_name: str | None, as_json: bool, **kw) -> Non
     """Print what an artifact is: a checkpoint's config, parameter count, classes and metrics; an
     ONNX file's export target, opset, precision, com.aft layers and quantisation recipe (another
     tool's: its inputs, outputs, opsets, producer); an engine's manifest."""
-    from aft_export.info import describe_artifact
-    from aft_export.report import format_info
+    from aft_export.artifacts.info import describe_artifact
+    from aft_export.workflow.report import format_info
 
     d = describe_artifact(artifact, config=config_name, preprocessing=_foreign(kw))
     _json(d) if as_json else _echo(format_info(d))
@@ -639,7 +639,7 @@ def _apply(options):
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def train_cmd(model_name, data, output, test_data, no_progress, **kw) -> None:
     """Train a classifier; writes the checkpoint atomically after every epoch."""
-    from aft_export.train import train
+    from aft_export.models.training import train
 
     metrics = train(TrainConfig(model=model_name, data=data, output=output, test_data=test_data,
                                 progress=not no_progress, **kw))  # fmt: skip
@@ -683,8 +683,8 @@ def export_cmd(checkpoint, output, config_name, as_json, **kw) -> None:
     Exit 1: the verification failed, or the offline rules of every targeted TensorRT refuse the
     graph; 3: not verified (--images 0), or the rules of a targeted TensorRT version refuse or warn.
     """
-    from aft_export.export.exporter import export_checkpoint
-    from aft_export.report import format_export
+    from aft_export.exporting.exporter import export_checkpoint
+    from aft_export.workflow.report import format_export
 
     byo = {k: kw.pop(k) for k in list(kw) if k in USER_MODEL_KEYS}
     kw["require_aft"] = bool(kw["require_aft"])
@@ -770,8 +770,8 @@ def quantize_cmd(model, output, calib, exclude, cache_dir, no_cache, mean, std, 
     Exit 1: the offline rules of every targeted TensorRT refuse the graph; 3: fp16 values took
     NaN/Inf on the calibration images, or the rules of a targeted TensorRT version refuse or warn.
     """
-    from aft_export.quantize import quantize_model
-    from aft_export.report import format_quantize
+    from aft_export.quantization.stage import quantize_model
+    from aft_export.workflow.report import format_quantize
 
     opts = QuantizeOptions(exclude=tuple(exclude), cache_dir="" if no_cache else cache_dir,
                            mean=_floats3(mean, "--mean"), std=_floats3(std, "--std"), **kw)  # fmt: skip
@@ -798,8 +798,8 @@ def parity_cmd(checkpoint, artifacts, data, images, overrides, backend, provider
     Exit 0: all passed; 1: one failed; 3: none failed but one was skipped (its runtime
     is missing here); 2: bad input (a reference whose outputs are not finite, too).
     """
-    from aft_export.parity import run_parity
-    from aft_export.report import format_parity
+    from aft_export.verify.parity import run_parity
+    from aft_export.workflow.report import format_parity
 
     # with --model-def the reference is the user's own module and every argument is an artifact
     reference, first = model_source_from(checkpoint, byo, role="artifact")
@@ -844,10 +844,10 @@ def bench_cmd(ctx, artifacts, batches, warmup, iters, threads, backend, provider
     here, or a fixed-batch graph at another batch size; with --reference, a runtime could not
     read a file); 2: bad input.
     """
-    from aft_export.report import deploy_lines, format_bench
+    from aft_export.workflow.report import deploy_lines, format_bench
 
     if reference is not None:
-        from aft_export.deploy import bench_against
+        from aft_export.verify.deploy import bench_against
 
         if profile or _foreign(kw) is not None:
             raise AFTExportError("`reference` compares our files with their checkpoint: give neither `profile` nor "
@@ -865,7 +865,7 @@ def bench_cmd(ctx, artifacts, batches, warmup, iters, threads, backend, provider
     if given:
         raise AFTExportError(f"`{given[0]}` gives the labelled images of the deploy table: give `reference` (the "
                              f"checkpoint the files were made from) with it")  # fmt: skip
-    from aft_export.bench import bench
+    from aft_export.verify.bench import bench
 
     report = bench(list(artifacts), list(batches), warmup=warmup, iters=iters, threads=threads, backend=backend,
                    providers=provider, profile=profile, preprocessing=_foreign(kw))  # fmt: skip
@@ -913,8 +913,8 @@ def pipeline_cmd(checkpoint, as_json, **kw) -> None:
     of a GPU, an artifact skipped by parity, fp16 values that took NaN/Inf, or the offline TensorRT
     rules refusing or warning for a targeted version); 2: bad input.
     """
-    from aft_export.pipeline import run_pipeline
-    from aft_export.report import format_pipeline_result
+    from aft_export.workflow.pipeline import run_pipeline
+    from aft_export.workflow.report import format_pipeline_result
 
     source, extra = model_source_from(checkpoint, {k: kw.pop(k) for k in list(kw) if k in USER_MODEL_KEYS},
                                       role="artifact")  # fmt: skip
@@ -956,7 +956,7 @@ def doctor_cmd(model, as_json, **kw) -> None:
     Exit 0: every check passed; 1: one failed (the others still ran); 3: none failed but one
     was skipped (no GPU, TensorRT or trtexec here: not everything was verified); 2: bad input.
     """
-    from aft_export.doctor import run_doctor, summary
+    from aft_export.workflow.doctor import run_doctor, summary
 
     result = run_doctor(model, DoctorOptions(**kw), log=_log(as_json))
     _json(result.to_dict()) if as_json else _echo(summary(result))
@@ -997,8 +997,8 @@ def check_cmd(models, trt_versions, as_json, list_rules, library, offline_only, 
         return EXIT_OK
     if not models:
         raise click.UsageError("give one or more ONNX files to check (or --rules to list the rules)")
-    from aft_export.build import check_verdict
-    from aft_export.report import format_real_check
+    from aft_export.tensorrt.build import check_verdict
+    from aft_export.workflow.report import format_real_check
 
     reports = [check_model(m, list(trt_versions) or None) for m in models]
     real = _real_checks(models, reports, library, also_build, offline_only)
@@ -1016,7 +1016,7 @@ def _real_checks(models, reports, library: str, also_build: bool, offline_only: 
     """Each file through the installed library's parser (None per file where none is installed,
     or with --offline-only; --library naming a missing one is an error)."""
     from aft_export.errors import RuntimeMissing
-    from aft_export.trt import import_library
+    from aft_export.tensorrt.library import import_library
 
     if offline_only:
         return [None] * len(models)
@@ -1026,7 +1026,7 @@ def _real_checks(models, reports, library: str, also_build: bool, offline_only: 
         if library != "auto":
             raise
         return [None] * len(models)
-    from aft_export.build import offline_column, real_check
+    from aft_export.tensorrt.build import offline_column, real_check
     from aft_export.trtcheck import check_model
 
     column = offline_column(name, version)
@@ -1080,7 +1080,7 @@ def build_cmd(model, output, compute_capabilities, **kw) -> None:
     another tool wrote needs its preprocessing (the flags below, or NAME.preprocess.json beside
     it): the manifest records it, so the engine is fed as the file was.
     """
-    from aft_export.build import build_engine
+    from aft_export.tensorrt.build import build_engine
 
     pre = _foreign(kw)
     build_engine(model, output, BuildOptions(compute_capabilities=tuple(compute_capabilities), **kw), log=_say,
@@ -1095,8 +1095,8 @@ def build_cmd(model, output, compute_capabilities, **kw) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def infer_cmd(artifact, images, top_k, backend, provider, as_json) -> None:
     """Top-k classes from a checkpoint, ONNX file or engine for images or folders of images."""
-    from aft_export.predict import classify
-    from aft_export.report import format_predictions
+    from aft_export.serving.predict import classify
+    from aft_export.workflow.report import format_predictions
 
     result = classify(artifact, images, top_k=top_k, backend=backend, providers=provider)
     _json(result) if as_json else _echo(format_predictions(result))
@@ -1117,8 +1117,8 @@ def eval_cmd(artifacts, data, batch_size, limit, backend, provider, as_json, **k
     Exit 0: every artifact evaluated; 3: one was skipped (its runtime or a GPU is missing
     here); 2: bad input (an artifact whose outputs are not finite, too).
     """
-    from aft_export.evaluate import eval_verdict, evaluate_artifacts
-    from aft_export.report import format_eval
+    from aft_export.verify.evaluate import eval_verdict, evaluate_artifacts
+    from aft_export.workflow.report import format_eval
 
     rows = evaluate_artifacts(list(artifacts), data, batch_size=batch_size, limit=limit, backend=backend,
                               providers=provider, preprocessing=_foreign(kw))  # fmt: skip
@@ -1162,7 +1162,7 @@ def serve_cmd(artifacts, **kw) -> int:
     topk_label. Prints one line once every model is ready. SIGINT/SIGTERM stop it: the
     requests in flight are answered, every process it started ends, and the exit status
     is 130/143."""
-    from aft_export.serve import serve
+    from aft_export.serving.server import serve
 
     pre = _foreign(kw)
     served = serve(list(artifacts), ServeOptions(preprocessing=pre, **kw), log=_say)
@@ -1187,7 +1187,7 @@ def triton_repo_cmd(artifacts, output, **kw) -> None:
     """Write a Triton model repository (config.pbtxt per model, onnxruntime_onnx, openvino or
     tensorrt_plan, dynamic batching, warm-up requests, a preprocessing model and ensembles
     for encoded images, a Dockerfile, README.md and client.py) for a Triton container."""
-    from aft_export.tritonrepo import write_repository
+    from aft_export.serving.repository import write_repository
 
     result = write_repository(list(artifacts), output, TritonRepoOptions(**kw))
     _echo([f"wrote {result.path}: " + ", ".join(result.models), f"see {result.path}/README.md to run it"])

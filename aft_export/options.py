@@ -10,10 +10,10 @@ import math
 import re
 from dataclasses import dataclass
 
-from aft_export.compare import EXPORT_MAX_ABS
+from aft_export.verify.compare import EXPORT_MAX_ABS
 from aft_export.errors import AFTExportError
-from aft_export.onnxio import TWO_GB
-from aft_export.preprocess import ForeignPreprocessing
+from aft_export.artifacts.onnxio import TWO_GB
+from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.readers import compile_pattern
 
 # ---------------------------------------------------------------- export
@@ -45,14 +45,14 @@ class ExportTarget:
     # speed up
     int8_stem_fp32: bool = False
     # the runtimes a file of the target is for, as `info` and the pipeline's report say it
-    # (aft_export.purpose.made_for): fp32 files; int8 files whose rest is fp32; files that compute in
+    # (aft_export.artifacts.purpose.made_for): fp32 files; int8 files whose rest is fp32; files that compute in
     # fp16 (an fp16 graph, an int8 graph's fp16 rest), which are for GPUs: CPUs have no fast fp16 kernels
     runtimes: str = ""
     int8_runtimes: str = ""
     fp16_runtimes: str = ""
 
 
-EXPORT_TARGETS = {t.name: t for t in (  # the forms: aft_export/export/trt8.py, aft_export/export/portable.py
+EXPORT_TARGETS = {t.name: t for t in (  # the forms: aft_export/exporting/trt8.py, aft_export/exporting/portable.py
     ExportTarget("tensorrt", "TensorRT 10.3+/11 (opset 18, com.aft functions)", None, (10, 3), 8, "model", "fp16",
                  runtimes="TensorRT 10.3+/11, TensorRT-RTX, ONNX Runtime",
                  int8_runtimes="TensorRT 10.3+/11, TensorRT-RTX, ONNX Runtime",
@@ -144,7 +144,7 @@ PRECISIONS = ("int8", "fp16")  # what quantize makes
 REST_PRECISIONS = ("fp16", "fp32")
 OP_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")  # an ONNX op type's name
 # what int8 quantises when QuantizeOptions.op_types is left out: the projections, the MLP, the
-# patch embedding and the head (aft_export/quantize/placement.py)
+# patch embedding and the head (aft_export/quantization/placement.py)
 QUANTIZED_OP_TYPES = ("MatMul", "Gemm", "Conv")
 # every artifact precision, in the order the pipeline makes them: the export is fp32,
 # the others come from quantize (precision lives in the graph: shared/docs/DEPLOY.md)
@@ -175,7 +175,7 @@ class QuantizeOptions:
     stem_fp32: bool | None = None
     # the export target the file is for (TARGETS); None: the fp32 file's (its export_target metadata). It
     # decides the int8 defaults (ExportTarget.int8_weight_bits, int8_rest); another target than the file's
-    # puts the graph in that target's form first, as the exporter does (aft_export/export/forms.py: from
+    # puts the graph in that target's form first, as the exporter does (aft_export/exporting/forms.py: from
     # the default tensorrt form only)
     target: str | None = None
     exclude: tuple[str, ...] = ()  # node names kept in floating point
@@ -190,7 +190,7 @@ class QuantizeOptions:
     keep_fp32: tuple[str, ...] = ()
     # int8: what the graph computes outside its int8 layers (REST_PRECISIONS); None: the export
     # target's ExportTarget.int8_rest. fp16 keeps what the fixed rule says in fp32
-    # (aft_export/quantize/fp16.py) and the graph's input and output in fp32
+    # (aft_export/quantization/fp16.py) and the graph's input and output in fp32
     rest_precision: str | None = None
     quantize_aft_core: bool = False
     sensitivity: bool = False  # rank nodes; exclude the worst until the budget is met
@@ -242,7 +242,7 @@ class QuantizeOptions:
 # ---------------------------------------------------------------- TensorRT builds
 
 HW_LEVELS = ("none", "ampere+", "same-cc")
-# auto: standard TensorRT where it is installed, else TensorRT-RTX (aft_export.trt.choose_library)
+# auto: standard TensorRT where it is installed, else TensorRT-RTX (aft_export.tensorrt.library.choose_library)
 LIBRARIES = ("auto", "tensorrt", "tensorrt-rtx")
 
 
@@ -260,7 +260,7 @@ class BuildOptions:
     # fp32 parity limit), so it is off unless asked for.
     tf32: bool = False
     library: str = "auto"  # auto | tensorrt | tensorrt-rtx
-    # TensorRT-RTX target GPUs, "X.Y" each; () is the library's own default (aft_export.trt)
+    # TensorRT-RTX target GPUs, "X.Y" each; () is the library's own default (aft_export.tensorrt.library)
     compute_capabilities: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -438,10 +438,10 @@ class BenchOptions:
     # and, on a GPU, clocks ramping up; 10 keeps both reports' latencies comparable
     warmup: int = 10
     iters: int = 50
-    # the deploy table (aft_export.deploy) times its rows in this many interleaved rounds, each row once a
+    # the deploy table (aft_export.verify.deploy) times its rows in this many interleaved rounds, each row once a
     # round in turn, so that a change of load falls on every row alike
     rounds: int = 5
-    # with a reference checkpoint: the deploy table (aft_export.deploy), every file on every runtime
+    # with a reference checkpoint: the deploy table (aft_export.verify.deploy), every file on every runtime
     # here, proven on `images` labelled images of `data` (None: the checkpoint's test data, else
     # cifar10:test) before it is timed
     reference: str | None = None
@@ -457,7 +457,7 @@ FASTEST_TIE = 0.03
 
 @dataclass(frozen=True)
 class DoctorOptions:
-    """``aft-export doctor``: every check in one run directory (aft_export/doctor.py)."""
+    """``aft-export doctor``: every check in one run directory (aft_export/workflow/doctor.py)."""
 
     output: str | None = None  # default: runs/doctor-<model>-<UTC time>
     data: str = "cifar10:test"  # labelled images for the export's verification, parity and eval

@@ -38,7 +38,7 @@ def _checkpoint(name: str, out: Path) -> Path:
     import torch
 
     from aft_export import create_model
-    from aft_export.checkpoint import save_checkpoint
+    from aft_export.models.checkpoint import save_checkpoint
 
     path = out / f"{name}.random-biased.pt"  # seeded; the name changed when biases stopped being zero
     if not path.is_file():
@@ -56,7 +56,7 @@ def _flops(model_path: Path, batch: int) -> dict:
     """MatMul/Gemm/Conv multiply-add FLOPs at ``batch``, total and in int8 (fed by DequantizeLinear)."""
     import onnx
 
-    from aft_export.graph import inline_functions
+    from aft_export.artifacts.graph import inline_functions
 
     # the AFT cores' products are in the com.aft function bodies: count them too
     model = inline_functions(onnx.load(str(model_path)))
@@ -112,7 +112,7 @@ def _ort_integer_nodes(model_path: Path) -> set[str]:
 def _profile(model_path: Path, batch: int, threads: int, runs: int = 10) -> dict[str, float]:
     """Share of node time per op type in ONNX Runtime's profiler (``runs`` runs after one
     warm-up; the runner writes the profile to a temporary directory and removes it)."""
-    from aft_export.bench import bench_runner
+    from aft_export.verify.bench import bench_runner
     from aft_export.runners import OrtRunner
 
     runner = OrtRunner(str(model_path), threads=threads, profile=True)
@@ -123,9 +123,10 @@ def _profile(model_path: Path, batch: int, threads: int, runs: int = 10) -> dict
 def cpu(args) -> dict:
     import torch
 
-    from aft_export.bench import bench_runner
-    from aft_export.export.exporter import ExportOptions, export_checkpoint
-    from aft_export.quantize import QuantizeOptions, quantize_model
+    from aft_export.verify.bench import bench_runner
+    from aft_export.exporting.exporter import ExportOptions, export_checkpoint
+    from aft_export.options import QuantizeOptions
+    from aft_export.quantization.stage import quantize_model
     from aft_export.runners import OrtRunner, TorchRunner
 
     out = Path(args.out)
@@ -255,7 +256,7 @@ def _ort_cuda_available() -> bool:
 
 
 def _ort_runner(name, args):
-    from aft_export.export.exporter import ExportOptions, export_checkpoint
+    from aft_export.exporting.exporter import ExportOptions, export_checkpoint
     from aft_export.runners import OrtRunner
 
     out = Path(args.out)

@@ -38,9 +38,10 @@ def main(argv=None) -> int:
         parser.error(f"--model {args.model}: neither a checkpoint file nor a zoo name ({zoo})")
     name = ckpt.stem
 
-    from aft_export.bench import bench_runner
-    from aft_export.export.exporter import ExportOptions, export_checkpoint
-    from aft_export.quantize import QuantizeOptions, quantize_model
+    from aft_export.verify.bench import bench_runner
+    from aft_export.exporting.exporter import ExportOptions, export_checkpoint
+    from aft_export.options import QuantizeOptions
+    from aft_export.quantization.stage import quantize_model
     from aft_export.runners import OrtRunner
 
     out = Path(args.out)

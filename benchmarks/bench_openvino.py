@@ -45,7 +45,7 @@ def _checkpoint(name: str, root: Path) -> Path:
         return REPO / "models" / f"{name}.pt"
     import torch
 
-    from aft_export.checkpoint import save_checkpoint
+    from aft_export.models.checkpoint import save_checkpoint
     from aft_export.models import create_model
 
     torch.manual_seed(0)
@@ -59,7 +59,7 @@ def _calibration(name: str, size: int, root: Path, data: str | None) -> Path:
     import numpy as np
 
     if data and size == 32:
-        from aft_export.datasets import load_labelled
+        from aft_export.data.datasets import load_labelled
 
         images = load_labelled(data, size, limit=CALIBRATION).images
     else:
@@ -70,8 +70,9 @@ def _calibration(name: str, size: int, root: Path, data: str | None) -> Path:
 
 
 def _files(name: str, root: Path, precisions, data: str | None, log) -> dict[str, Path]:
-    from aft_export.export.exporter import ExportOptions, export_checkpoint
-    from aft_export.quantize import QuantizeOptions, quantize_model
+    from aft_export.exporting.exporter import ExportOptions, export_checkpoint
+    from aft_export.options import QuantizeOptions
+    from aft_export.quantization.stage import quantize_model
 
     ckpt = _checkpoint(name, root)
     fp32 = root / f"{name}.portable.onnx"

@@ -30,8 +30,8 @@ def main(argv=None) -> int:
     parser.add_argument("--json")
     args = parser.parse_args(argv)
 
-    from aft_export.bench import bench_runner
-    from aft_export.export.exporter import ExportOptions, export_checkpoint
+    from aft_export.verify.bench import bench_runner
+    from aft_export.exporting.exporter import ExportOptions, export_checkpoint
     from aft_export.runners import OrtRunner, TorchRunner
 
     out = Path(args.out)

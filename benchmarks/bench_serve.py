@@ -209,11 +209,11 @@ def _bench(args, ckpt: Path, mine: list[int]) -> int:
 
 
 def _measure(args, ckpt: Path, tmp: Path, server_cpus: list[int], client_cpus: list[int], budget: int) -> int:
-    from aft_export.data import iter_tar, load_image, normalize_array
-    from aft_export.datasets import resolve
-    from aft_export.export.exporter import ExportOptions, export_checkpoint
+    from aft_export.data.images import iter_tar, load_image, normalize_array
+    from aft_export.data.datasets import resolve
+    from aft_export.exporting.exporter import ExportOptions, export_checkpoint
     from aft_export.runners import OrtRunner
-    from aft_export.tritonspec import model_name
+    from aft_export.serving.spec import model_name
 
     import tritonclient.http as tc
 

@@ -3,7 +3,7 @@
 For each model: the default export (fp32, tensorrt target), its TensorRT int8 (the rest in fp16),
 and the CPU's int8 (``quantize --target portable``: the rest in fp32, 7-bit weights), each on
 every runtime installed here (PyTorch eager for the checkpoint, ONNX Runtime and OpenVINO for the
-ONNX files), through :func:`aft_export.deploy.deploy_table`: parity against the checkpoint, top-1,
+ONNX files), through :func:`aft_export.verify.deploy.deploy_table`: parity against the checkpoint, top-1,
 and timing in interleaved rounds at one thread count for every runner, the whole timing done
 ``--repeats`` times and the median of each row taken. Prints, per model, every row's ratio to ONNX
 Runtime fp32 (latency at batch 1, images/s at the large batch: above 1 is faster) and the rows the
@@ -42,8 +42,9 @@ UNTRAINED = ["int8.min_top1_agreement=0.9"]
 
 def _files(name: str, out: Path, calib: str, calib_count: int) -> tuple[Path, list[Path]]:
     """The checkpoint and the three ONNX files of ``name`` (made once, reused from ``out``)."""
-    from aft_export.export.exporter import ExportOptions, export_checkpoint
-    from aft_export.quantize import QuantizeOptions, quantize_model
+    from aft_export.exporting.exporter import ExportOptions, export_checkpoint
+    from aft_export.options import QuantizeOptions
+    from aft_export.quantization.stage import quantize_model
 
     if name in ZOO:
         ckpt = REPO / "models" / f"{name}.pt"
@@ -65,9 +66,9 @@ def _files(name: str, out: Path, calib: str, calib_count: int) -> tuple[Path, li
 
 
 def measure(name: str, args) -> dict:
-    from aft_export import deploy
-    from aft_export.data import LabelledImages
-    from aft_export.datasets import load_labelled
+    from aft_export.verify import deploy
+    from aft_export.data.images import LabelledImages
+    from aft_export.data.datasets import load_labelled
     from aft_export.runners import TorchRunner
 
     out = Path(args.out)

@@ -17,7 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from aft_export.export.exporter import ExportOptions, export_checkpoint  # noqa: E402
+from aft_export.exporting.exporter import ExportOptions, export_checkpoint  # noqa: E402
 
 
 def main() -> int:

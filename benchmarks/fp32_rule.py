@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The measurement behind the fixed fp32 rule of fp16 graphs and int8 graphs' fp16 rest
-(``aft_export.quantize.fp16.FP32_RULE``: the AFT core and LayerNorm stay fp32).
+(``aft_export.quantization.fp16.FP32_RULE``: the AFT core and LayerNorm stay fp32).
 
 For each zoo model: export (tensorrt target), inline the ``com.aft`` functions (so the core's
 own nodes can be put in fp16 too), quantise to int8 with the fp32 rest, then write the fp16
@@ -38,7 +38,7 @@ FP16_MIN_NORMAL = 6.1035e-05
 
 def kinds_of(model, core: set[str]) -> dict[str, list]:
     """The graph's nodes by layer kind."""
-    from aft_export.graph import node_module
+    from aft_export.artifacts.graph import node_module
 
     out: dict[str, list] = {}
     for n in model.graph.node:
@@ -52,7 +52,7 @@ def kinds_of(model, core: set[str]) -> dict[str, list]:
 
 def value_stats(model, core: set[str], x: np.ndarray) -> dict:
     """Per layer kind, over the values its nodes produce on ``x`` (fp32, ONNX Runtime)."""
-    from aft_export.graph import with_outputs
+    from aft_export.artifacts.graph import with_outputs
     from aft_export.runners import OrtRunner
 
     kinds = kinds_of(model, core)
@@ -101,7 +101,7 @@ def value_stats(model, core: set[str], x: np.ndarray) -> dict:
 
 
 def _compare(want: np.ndarray, got: np.ndarray) -> dict:
-    from aft_export.compare import agreement
+    from aft_export.verify.compare import agreement
 
     finite = bool(np.isfinite(got).all())
     got = np.nan_to_num(got)
@@ -137,13 +137,14 @@ def main(argv=None) -> int:
 
     import onnx
 
-    from aft_export.data import normalize
-    from aft_export.datasets import load_labelled
-    from aft_export.export.exporter import ExportOptions, export_checkpoint
-    from aft_export.graph import aft_core_nodes, inline_functions, name_nodes
-    from aft_export.onnxio import save_onnx
-    from aft_export.quantize import QuantizeOptions, quantize_model
-    from aft_export.quantize.fp16 import int8_rest_to_fp16
+    from aft_export.data.images import normalize
+    from aft_export.data.datasets import load_labelled
+    from aft_export.exporting.exporter import ExportOptions, export_checkpoint
+    from aft_export.artifacts.graph import aft_core_nodes, inline_functions, name_nodes
+    from aft_export.artifacts.onnxio import save_onnx
+    from aft_export.options import QuantizeOptions
+    from aft_export.quantization.stage import quantize_model
+    from aft_export.quantization.fp16 import int8_rest_to_fp16
     from aft_export.runners import ReferenceRunner
 
     names = args.models or sorted(p.stem for p in (REPO / "models").glob("*.pt"))

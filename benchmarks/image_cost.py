@@ -1,4 +1,4 @@
-"""What decoding one hostile image costs: peak memory of `aft_export.data.load_image`.
+"""What decoding one hostile image costs: peak memory of `aft_export.data.images.load_image`.
 
     python benchmarks/image_cost.py                   # this checkout
     python benchmarks/image_cost.py --commit e2edc49  # the package as it was at a commit (git archive)
@@ -26,7 +26,7 @@ DECODE = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 import numpy, PIL.Image
-from aft_export.data import load_image
+from aft_export.data.images import load_image
 
 def kb(field):
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(field))

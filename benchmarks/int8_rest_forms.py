@@ -4,7 +4,7 @@
 At opset 18 QuantizeLinear takes fp32 only and DequantizeLinear returns its scale's type (fp32),
 so an fp16 rest needs a Cast on each side of every Q/DQ pair; at opset 19 both take fp16 scales,
 and the pairs sit in the fp16 graph as they are. For each zoo model this writes both from the
-same int8 graph (the fixed fp32 rule of ``aft_export.quantize.fp16`` in both), parses and builds
+same int8 graph (the fixed fp32 rule of ``aft_export.quantization.fp16`` in both), parses and builds
 each with TensorRT-RTX on the CPU, and prints: all layers, Cast layers, the type the
 DequantizeLinear layers produce, what feeds the int8 matrix products (a dequantisation directly,
 or through a cast), the compute layers per precision, and the engine's size. aft-export writes
@@ -28,16 +28,16 @@ REPO = Path(__file__).resolve().parents[1]
 def casts_form(qmodel, core: list[str]):
     """The fp16 rest at opset 18: Q/DQ kept fp32, a Cast on each side of every pair (the
     library's conversion, with QuantizeLinear/DequantizeLinear blocked too)."""
-    from aft_export.quantize.fp16 import FP32_KINDS, _convert, fp32_nodes
+    from aft_export.quantization.fp16 import FP32_KINDS, _convert, fp32_nodes
 
     return _convert(qmodel, fp32_nodes(qmodel, core), FP32_KINDS, also_blocked=("QuantizeLinear", "DequantizeLinear"))
 
 
 def network(path: Path) -> dict:
     """The parsed network's layers, casts, DQ output types, what feeds the int8 products, and the build."""
-    from aft_export.build import DTYPES, _build, parse
-    from aft_export.onnxio import load_onnx
-    from aft_export.trt import RTX, BuildOptions, build_plan, input_profile
+    from aft_export.tensorrt.build import DTYPES, _build, parse
+    from aft_export.artifacts.onnxio import load_onnx
+    from aft_export.tensorrt.library import RTX, BuildOptions, build_plan, input_profile
 
     parsed = parse(path, RTX, keep=True)
     trt, builder, net, _, _ = parsed.objects
@@ -76,10 +76,11 @@ def main(argv=None) -> int:
 
     import onnx
 
-    from aft_export.export.exporter import ExportOptions, export_checkpoint
-    from aft_export.graph import aft_core_nodes
-    from aft_export.onnxio import save_onnx
-    from aft_export.quantize import QuantizeOptions, quantize_model
+    from aft_export.exporting.exporter import ExportOptions, export_checkpoint
+    from aft_export.artifacts.graph import aft_core_nodes
+    from aft_export.artifacts.onnxio import save_onnx
+    from aft_export.options import QuantizeOptions
+    from aft_export.quantization.stage import quantize_model
 
     names = args.models or sorted(p.stem for p in (REPO / "models").glob("*.pt"))
     out = Path(args.out)

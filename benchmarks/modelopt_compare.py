@@ -85,13 +85,14 @@ def main(argv=None) -> int:
 
     import numpy as np
 
-    from aft_export.calib import load_calibration
-    from aft_export.checkpoint import load_checkpoint
-    from aft_export.datasets import load_labelled
-    from aft_export.evaluate import evaluate_artifacts
-    from aft_export.export.exporter import ExportOptions, export_checkpoint
-    from aft_export.preprocess import ForeignPreprocessing
-    from aft_export.quantize import QuantizeOptions, quantize_model
+    from aft_export.data.calibration import load_calibration
+    from aft_export.models.checkpoint import load_checkpoint
+    from aft_export.data.datasets import load_labelled
+    from aft_export.verify.evaluate import evaluate_artifacts
+    from aft_export.exporting.exporter import ExportOptions, export_checkpoint
+    from aft_export.data.preprocess import ForeignPreprocessing
+    from aft_export.options import QuantizeOptions
+    from aft_export.quantization.stage import quantize_model
 
     version = subprocess.run([python, "-c", "import modelopt; print(modelopt.__version__)"], capture_output=True,
                              text=True).stdout.strip()  # fmt: skip

@@ -12,7 +12,7 @@ ONNX Runtime on the CPU computes many fp16 nodes in fp32, so the first ``--refer
 test images also go through the ONNX reference evaluator, where an fp16 value is computed as
 fp16: fp32, fp16 and int8 with the fp16 rest, top-1 and agreement with fp32 there. Where
 TensorRT-RTX is installed, each file's parsed network is counted too: compute layers per
-precision (``aft_export.build.network_summary``).
+precision (``aft_export.tensorrt.build.network_summary``).
 
     python benchmarks/quantize_zoo.py                      # all zoo models
     python benchmarks/quantize_zoo.py --models aft_full_cifar --json /tmp/quant.json
@@ -57,9 +57,10 @@ def main(argv=None) -> int:
     parser.add_argument("--json", help="also write the table as JSON here")
     args = parser.parse_args(argv)
 
-    from aft_export.evaluate import evaluate_artifacts
-    from aft_export.export.exporter import ExportOptions, export_checkpoint
-    from aft_export.quantize import QuantizeOptions, quantize_model
+    from aft_export.verify.evaluate import evaluate_artifacts
+    from aft_export.exporting.exporter import ExportOptions, export_checkpoint
+    from aft_export.options import QuantizeOptions
+    from aft_export.quantization.stage import quantize_model
     from aft_export.runners import ReferenceRunner
 
     names = args.models or sorted(p.stem for p in (REPO / "models").glob("*.pt"))
@@ -103,7 +104,7 @@ def main(argv=None) -> int:
             row["reference"] = {k: {"images": r["images"], "top1": r["top1"], "agreement": r["agreement"]}
                                 for k, r in zip(ref_keys, ref)}  # fmt: skip
         if networks:
-            from aft_export.build import parse
+            from aft_export.tensorrt.build import parse
 
             row["networks"] = {k: {"compute": parse(str(f), "tensorrt-rtx").network["compute"]} for k, f in files.items()}
         row["seconds"] = round(time.perf_counter() - t0, 1)

@@ -5,7 +5,7 @@ Every zoo model x target (tensorrt, tensorrt8) x op form (custom, decomposed) x 
 (fp32, fp16, int8, int8 --rest-precision fp32, int8 --per-tensor, int8 --quantize-aft-core), AFT-conv with dynamic
 height/width, every registered 224 config (untrained) and the bring-your-own examples
 (untrained) in fp32, fp16 and int8. Each artifact is exported and quantised through
-aft-export's API, then built with ``aft_export.build.build_engine(library="tensorrt-rtx")``;
+aft-export's API, then built with ``aft_export.tensorrt.build.build_engine(library="tensorrt-rtx")``;
 the table says, per artifact: whether it parsed, parse and build seconds, engine MB, how many
 layers of the parsed network produce int8, fp16 and fp32 tensors, how many MatMul/Conv layers
 take dequantised int8 inputs, and what the engine carries: the weights found in it verbatim
@@ -91,7 +91,7 @@ class Maker:
         self.quiet = dict(log=lambda *a: None)
 
     def fp32_graph(self, r: dict) -> Path:
-        from aft_export.export.exporter import ExportOptions, export_checkpoint
+        from aft_export.exporting.exporter import ExportOptions, export_checkpoint
 
         key = (r["source"], r["target"], r.get("op_form", "custom"), r.get("dynamic_hw", False))
         if key in self.fp32:
@@ -103,7 +103,7 @@ class Maker:
         else:
             ckpt = REPO / "models" / f"{key[0]}.pt"
             if not ckpt.is_file():  # a registry config: untrained, the graph is what is measured
-                from aft_export.checkpoint import save_checkpoint
+                from aft_export.models.checkpoint import save_checkpoint
                 from aft_export.models import create_model
 
                 ckpt = self.root / f"{key[0]}.pt"
@@ -113,7 +113,8 @@ class Maker:
         return out
 
     def make(self, name: str, r: dict) -> Path:
-        from aft_export.quantize import QuantizeOptions, quantize_model
+        from aft_export.options import QuantizeOptions
+        from aft_export.quantization.stage import quantize_model
 
         fp32 = self.fp32_graph(r)
         p = r["precision"]
@@ -198,8 +199,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if importlib.util.find_spec("tensorrt_rtx") is None:
         raise SystemExit("TensorRT-RTX is not installed: pip install -e '.[rtx]'")
-    from aft_export.build import build_engine
-    from aft_export.trt import RTX, BuildOptions
+    from aft_export.tensorrt.build import build_engine
+    from aft_export.tensorrt.library import RTX, BuildOptions
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="rtx-build-") as tmp:

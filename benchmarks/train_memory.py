@@ -5,7 +5,7 @@
 For each batch size, in a fresh process: one warm-up step on one image, then one
 training step (forward, backward, AdamW) on the batch; prints the growth of the
 process's peak resident memory over that step beside the estimate
-`aft_export.train.training_bytes_per_image` gives (every leaf module's output on one
+`aft_export.models.training.training_bytes_per_image` gives (every leaf module's output on one
 image, twice, plus the input), which `train` compares with the memory available before
 it starts. One thread, so that the figures do not depend on the machine's cores.
 """
@@ -21,7 +21,7 @@ STEP = """
 import json, resource, sys
 import torch, torch.nn.functional as F
 from aft_export.models import create_model
-from aft_export.train import training_bytes_per_image
+from aft_export.models.training import training_bytes_per_image
 torch.set_num_threads(1)
 name, batch = sys.argv[1], int(sys.argv[2])
 model = create_model(name).train()

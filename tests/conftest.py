@@ -58,10 +58,10 @@ def foreign(tmp_path_factory, cifar10):
     import torch
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
-    from aft_export.checkpoint import save_checkpoint
-    from aft_export.data import CIFAR10_MEAN, CIFAR10_STD, normalize
-    from aft_export.datasets import CIFAR10_CLASSES, load_labelled
-    from aft_export.export.exporter import ExportOptions, export_checkpoint
+    from aft_export.models.checkpoint import save_checkpoint
+    from aft_export.data.images import CIFAR10_MEAN, CIFAR10_STD, normalize
+    from aft_export.data.datasets import CIFAR10_CLASSES, load_labelled
+    from aft_export.exporting.exporter import ExportOptions, export_checkpoint
     from aft_export.models import create_model
 
     root = tmp_path_factory.mktemp("foreign")
@@ -98,7 +98,7 @@ def foreign(tmp_path_factory, cifar10):
 def served_onnx(tmp_path_factory):
     """The serving tests' artifacts, exported once per session: a tiny AFT-conv as
     ``conv.onnx`` (dynamic batch) and ``conv.b2.onnx`` (a fixed batch of 2)."""
-    from aft_export.export.exporter import ExportOptions, export_checkpoint
+    from aft_export.exporting.exporter import ExportOptions, export_checkpoint
     from tests.export.test_exporter import make_ckpt
 
     root = tmp_path_factory.mktemp("served")

@@ -204,11 +204,11 @@ class Server:
 class TritonBinary(Server):
     """The ``tritonserver`` 2.51 binary of the serve extra on a model repository of our own
     (``aft-export triton-repo``'s), set up as ``aft-export serve`` sets it up (the Python
-    backend with the stub for this interpreter, :func:`aft_export.serve.server_env`). It has
+    backend with the stub for this interpreter, :func:`aft_export.serving.server.server_env`). It has
     the Python backend and ensembles, not the ONNX Runtime or TensorRT backends."""
 
     def __init__(self, repository: Path, workspace: Path) -> None:
-        from aft_export.serve import find_bundle, install_backend, server_env
+        from aft_export.serving.server import find_bundle, install_backend, server_env
 
         super().__init__([], workspace / "tritonserver.log")
         bundle = find_bundle()

@@ -18,27 +18,27 @@ ORDER = [
     # 1 model and data
     "layers.cores", "layers.ops", "layers.aft", "layers",
     "models.classifier", "models.registry", "models",
-    "data", "preprocess", "datasets", "calib", "ranges", "weights",
-    "checkpoint", "sources", "resources",
+    "data", "data.images", "data.preprocess", "data.datasets", "data.calibration", "quantization", "quantization.ranges", "models.weights",
+    "models.checkpoint", "models.sources", "models.resources",
     # 2 ONNX, comparison, TensorRT facts
-    "graph", "onnxio", "compare", "options", "trt", "purpose",
+    "artifacts", "artifacts.graph", "artifacts.onnxio", "verify", "verify.compare", "options", "tensorrt", "tensorrt.library", "artifacts.purpose",
     # 3 runners
     "runners.base", "runners.pytorch", "runners.ort", "runners.openvino", "runners.reference", "runners.engine", "runners",
     # 4 graph work
     "trtcheck.view", "trtcheck.versions", "trtcheck.rules", "trtcheck",
-    "export", "export.functions", "export.rewrite", "export.trt8", "export.portable", "export.forms", "localize",
+    "exporting", "exporting.functions", "exporting.rewrite", "exporting.trt8", "exporting.portable", "exporting.forms", "verify.localize",
     # 5 stages
-    "export.exporter",
-    "quantize.placement", "quantize.runs", "quantize.calibrators", "quantize.cache", "quantize.sensitivity",
-    "quantize.fp16", "quantize.stage", "quantize",
-    "evaluate", "bench", "build", "nvtools", "train", "predict", "info", "report", "tritonspec", "tritonmodel", "tritonrepo",
-    "serve",
+    "exporting.exporter",
+    "quantization.placement", "quantization.runs", "quantization.calibrators", "quantization.cache", "quantization.sensitivity",
+    "quantization.fp16", "quantization.stage",
+    "verify.evaluate", "verify.bench", "tensorrt.build", "tensorrt.nvtools", "models.training", "serving", "serving.predict", "artifacts.info", "workflow", "workflow.report", "serving.spec", "serving.tritonmodel", "serving.repository",
+    "serving.server",
     # 6 checks across stages
-    "parity", "deploy",
+    "verify.parity", "verify.deploy",
     # 7 bring your own model: plugs into the core from above (ModelMeta.prepare, sources.register_reader)
     "byo.modeldef", "byo.preprocess", "byo.swap", "byo.verify", "byo.spec", "byo.export", "byo",
     # 8 the whole job, 9 the command line
-    "pipeline", "doctor", "byo.cli", "cli", "client",
+    "workflow.pipeline", "workflow.doctor", "byo.cli", "cli", "serving.client", "client",
 ]  # fmt: skip
 
 
@@ -89,7 +89,7 @@ def test_no_import_runs_upward_or_in_a_cycle():
 
 
 # the core: what every command runs on; it and everything it imports never import aft_export.byo
-CORE = ("checkpoint", "sources", "runners", "export", "export.exporter", "parity")
+CORE = ("models.checkpoint", "models.sources", "runners", "exporting", "exporting.exporter", "verify.parity")
 
 
 def _reached(start: tuple[str, ...]) -> dict[str, str]:
@@ -122,7 +122,7 @@ def test_the_core_never_imports_the_bring_your_own_code():
     assert bad == [], "\n".join(bad)
 
 
-@pytest.mark.parametrize("module, importers", [("pipeline", {"cli"}), ("cli", set()), ("byo.cli", {"cli"})])
+@pytest.mark.parametrize("module, importers", [("workflow.pipeline", {"cli"}), ("cli", set()), ("byo.cli", {"cli"})])
 def test_no_stage_imports_the_pipeline_or_the_command_line(module, importers):
     modules = _modules()
     found = {name for name, path in modules.items() if name
@@ -134,20 +134,20 @@ def test_the_byo_checker_catches_a_core_import(tmp_path):
     """The rule above can fail: a core module importing the bring-your-own code is found."""
     fake = tmp_path / "checkpoint.py"
     fake.write_text("def f():\n    from aft_export.byo.spec import read_spec\n")
-    assert _byo_imports("checkpoint", fake) == ["aft_export.checkpoint (line 2) imports aft_export.byo.spec"]
+    assert _byo_imports("models.checkpoint", fake) == ["aft_export.models.checkpoint (line 2) imports aft_export.byo.spec"]
 
 
 def test_report_renders_and_imports_no_runner_stage_or_pipeline():
     """report turns results into text and SVG; it needs nothing above the ONNX/comparison floor."""
     modules = _modules()
     below = set(ORDER[: ORDER.index("runners.base")])
-    found = {t for _, t in _imports(modules["report"], set(modules))}
-    assert found <= below, f"aft_export.report imports {sorted(found - below)}"
+    found = {t for _, t in _imports(modules["workflow.report"], set(modules))}
+    assert found <= below, f"aft_export.workflow.report imports {sorted(found - below)}"
 
 
 def test_the_package_init_only_re_exports_the_model_floor():
     targets = {t for _, t in _imports(PACKAGE / "__init__.py", set(_modules()))}
-    assert targets <= {"errors", "version", "checkpoint", "models"}, targets
+    assert targets <= {"errors", "version", "models.checkpoint", "models"}, targets
 
 
 @pytest.mark.parametrize("rule,pattern,allowed", [
@@ -155,13 +155,13 @@ def test_the_package_init_only_re_exports_the_model_floor():
     ("only the runners compile OpenVINO models", r"compile_model\(", {"runners/openvino.py"}),
     ("only the runners create ONNX reference evaluators", r"ReferenceEvaluator\(", {"runners/reference.py"}),
     ("only onnxio loads or saves ONNX files", r"onnx\.(load|save|save_model|load_model)\(",
-     {"onnxio.py", "quantize/placement.py"}),
+     {"artifacts/onnxio.py", "quantization/placement.py"}),
     ("only the PyTorch runner (for its own calls) and training set PyTorch's process-wide thread count",
-     r"set_num_threads\(", {"runners/pytorch.py", "train.py"}),
-    ("only report writes the pipeline's markdown", r"\]\(plots/|\| artifact \|", {"report.py"}),
+     r"set_num_threads\(", {"runners/pytorch.py", "models/training.py"}),
+    ("only report writes the pipeline's markdown", r"\]\(plots/|\| artifact \|", {"workflow/report.py"}),
 ])  # fmt: skip
 def test_one_room_per_concern(rule, pattern, allowed):
-    """quantize/placement.py hands files to ONNX Runtime's quantiser, which reads and writes paths."""
+    """quantization/placement.py hands files to ONNX Runtime's quantiser, which reads and writes paths."""
     found = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if re.search(pattern, p.read_text())}
     assert found <= allowed, f"{rule}: also in {sorted(found - allowed)}"
 
@@ -169,10 +169,10 @@ def test_one_room_per_concern(rule, pattern, allowed):
 def test_the_checker_catches_an_upward_import(tmp_path):
     """The test above can fail: an import from a lower floor of a higher one is reported."""
     fake = tmp_path / "fileio.py"
-    fake.write_text("def f():\n    from aft_export.pipeline import run_pipeline\n")
+    fake.write_text("def f():\n    from aft_export.workflow.pipeline import run_pipeline\n")
     rank = {m: i for i, m in enumerate(ORDER)}
     found = [t for _, t in _imports(fake, set(_modules())) if rank[t] >= rank["fileio"]]
-    assert found == ["pipeline"]
+    assert found == ["workflow.pipeline"]
 
 
 def test_the_wheel_lists_every_package():

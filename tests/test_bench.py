@@ -7,7 +7,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from aft_export.cli import main
-from aft_export.export.exporter import ExportOptions, export_checkpoint
+from aft_export.exporting.exporter import ExportOptions, export_checkpoint
 from tests.export.test_exporter import make_ckpt
 
 

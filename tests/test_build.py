@@ -27,15 +27,16 @@ import onnx
 import pytest
 from click.testing import CliRunner
 
-from aft_export.build import build_engine, offline_column, parse
-from aft_export.checkpoint import load_checkpoint
+from aft_export.tensorrt.build import build_engine, offline_column, parse
+from aft_export.models.checkpoint import load_checkpoint
 from aft_export.cli import main
-from aft_export.datasets import load_labelled
+from aft_export.data.datasets import load_labelled
 from aft_export.errors import AFTExportError, RuntimeMissing
-from aft_export.export.exporter import ExportOptions, export_checkpoint
-from aft_export.quantize import QuantizeOptions, quantize_model
+from aft_export.exporting.exporter import ExportOptions, export_checkpoint
+from aft_export.options import QuantizeOptions
+from aft_export.quantization.stage import quantize_model
 from aft_export.runners import TrtRunner
-from aft_export.trt import RTX, BuildOptions, environment
+from aft_export.tensorrt.library import RTX, BuildOptions, environment
 from aft_export.trtcheck import check_model
 from tests.conftest import REPO, in_ci
 from tests.export.test_exporter import make_ckpt
@@ -170,7 +171,7 @@ def test_no_parser_warns_of_duplicate_node_names(made):
     this one could hide what an earlier test's printed; one process that has parsed nothing before
     reports the first occurrence of every such warning."""
     paths = [str(made.get(kind)) for kind in KINDS]
-    code = ("import json, sys\nfrom aft_export.build import parse\n"
+    code = ("import json, sys\nfrom aft_export.tensorrt.build import parse\n"
             "print(json.dumps({p: parse(p, 'tensorrt-rtx').warnings for p in sys.argv[1:]}))")  # fmt: skip
     run = subprocess.run([sys.executable, "-c", code, *paths], capture_output=True, text=True, check=True)
     warnings = json.loads(run.stdout.strip().splitlines()[-1])

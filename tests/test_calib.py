@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from aft_export.calib import CalibrationReader, Preprocess, load_calibration
-from aft_export.data import normalize
-from aft_export.datasets import load_labelled
+from aft_export.data.calibration import CalibrationReader, Preprocess, load_calibration
+from aft_export.data.images import normalize
+from aft_export.data.datasets import load_labelled
 from aft_export.errors import AFTExportError
 
 PREP = Preprocess(32, (0.5, 0.4, 0.3), (0.2, 0.25, 0.3))

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from aft_export import load_checkpoint
-from aft_export.checkpoint import FORMAT_VERSION, save_checkpoint
+from aft_export.models.checkpoint import FORMAT_VERSION, save_checkpoint
 from aft_export.errors import AFTExportError
 from aft_export.models import create_model
 
@@ -28,10 +28,10 @@ def test_every_source_loads_to_one_model_meta_with_one_preprocessing_type(ckpt, 
     """A checkpoint and a registry config with weights load through one ModelSource to one
     (module, ModelMeta); the preprocessing they carry is the type calibration and a model
     trained elsewhere use too."""
-    from aft_export.calib import Preprocess
-    from aft_export.checkpoint import CheckpointMeta, ModelMeta
-    from aft_export.data import CIFAR10_MEAN, CIFAR10_STD, Preprocessing
-    from aft_export.sources import CheckpointSource, ModelSource, load_model, open_source
+    from aft_export.data.calibration import Preprocess
+    from aft_export.models.checkpoint import CheckpointMeta, ModelMeta
+    from aft_export.data.images import CIFAR10_MEAN, CIFAR10_STD, Preprocessing
+    from aft_export.models.sources import CheckpointSource, ModelSource, load_model, open_source
 
     source = open_source(str(ckpt))
     assert isinstance(source, ModelSource) and source == CheckpointSource(str(ckpt)) and source.inputs == (str(ckpt),)

@@ -6,10 +6,10 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from aft_export.checkpoint import load_checkpoint, save_checkpoint
+from aft_export.models.checkpoint import load_checkpoint, save_checkpoint
 from aft_export.cli import main
-from aft_export.data import normalize
-from aft_export.datasets import load_labelled
+from aft_export.data.images import normalize
+from aft_export.data.datasets import load_labelled
 from aft_export.models import create_model, list_models
 from tests.conftest import REPO, need_openvino
 from tests.test_evaluate import (
@@ -270,7 +270,7 @@ def test_old_flag_names_map_onto_the_new_ones():
 
 
 def test_an_old_flag_works_with_a_note_and_errors_name_it(tmp_path, cifar10):
-    from aft_export.datasets import CIFAR10_CLASSES
+    from aft_export.data.datasets import CIFAR10_CLASSES
 
     ckpt = tmp_path / "m.pt"
     save_checkpoint(ckpt, create_model("aft_simple_test"), list(CIFAR10_CLASSES))

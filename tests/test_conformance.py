@@ -2,8 +2,8 @@
 
 The zoo x every form we write ({custom, decomposed, tensorrt8, portable} x {fp32, fp16, int8})
 against the fp32 PyTorch model, on real CIFAR-10 test images, within the parity tolerances of
-the file's precision (:data:`aft_export.compare.TOLERANCES`, judged by
-:func:`aft_export.compare.judge`): ONNX Runtime and OpenVINO at batch 1, 2 and 8 (OpenVINO's
+the file's precision (:data:`aft_export.verify.compare.TOLERANCES`, judged by
+:func:`aft_export.verify.compare.judge`): ONNX Runtime and OpenVINO at batch 1, 2 and 8 (OpenVINO's
 batch 8 in its THROUGHPUT mode, split over its infer requests), the ONNX reference evaluator
 (the spec's own implementation) at batch 2. OpenVINO reads the custom form (the default
 export) through the runner, which inlines its com.aft functions in memory.
@@ -16,7 +16,7 @@ that changes); on a CPU with VNNI they are held to the tolerance like everything
 differences that docs/runtimes.md shows (``python -m pytest tests/test_conformance.py -s``).
 
 Cost: one torch export per model and op form (tensorrt8 and portable are made from the
-custom export with :func:`aft_export.export.exporter.to_target`, the exporter's own last
+custom export with :func:`aft_export.exporting.exporter.to_target`, the exporter's own last
 step; tests/export/test_portable.py checks it gives the same graph), int8 calibrated on a
 few test images (others than those compared), fp16 without calibration images.
 """
@@ -28,16 +28,17 @@ import json
 import numpy as np
 import pytest
 
-from aft_export.checkpoint import load_checkpoint
-from aft_export.compare import TOLERANCES, judge, metrics
-from aft_export.data import normalize
-from aft_export.datasets import load_labelled
+from aft_export.models.checkpoint import load_checkpoint
+from aft_export.verify.compare import TOLERANCES, judge, metrics
+from aft_export.data.images import normalize
+from aft_export.data.datasets import load_labelled
 from aft_export.errors import NotForThisCPU
-from aft_export.export.exporter import ExportOptions, export_graph, to_target
-from aft_export.graph import int8_weight_bits
+from aft_export.exporting.exporter import ExportOptions, export_graph, to_target
+from aft_export.artifacts.graph import int8_weight_bits
 from aft_export.machine import cpu_features
-from aft_export.onnxio import load_onnx, save_onnx
-from aft_export.quantize import QuantizeOptions, quantize_model
+from aft_export.artifacts.onnxio import load_onnx, save_onnx
+from aft_export.options import QuantizeOptions
+from aft_export.quantization.stage import quantize_model
 from aft_export.runners import OpenVinoRunner, OrtRunner, ReferenceRunner, TorchRunner
 from tests.conftest import REPO, need_openvino
 

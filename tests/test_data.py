@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from aft_export.data import load_image, normalize, normalize_array
-from aft_export.datasets import load_labelled
+from aft_export.data.images import load_image, normalize, normalize_array
+from aft_export.data.datasets import load_labelled
 from aft_export.errors import AFTExportError
 
 
@@ -167,7 +167,7 @@ def test_an_image_claiming_absurdly_many_pixels_is_refused_before_decoding(w, h,
 
 
 def test_the_pixel_bound_grows_with_large_inputs():
-    from aft_export.data import MAX_IMAGE_PIXELS, max_image_pixels
+    from aft_export.data.images import MAX_IMAGE_PIXELS, max_image_pixels
 
     assert max_image_pixels(32) == max_image_pixels(256) == MAX_IMAGE_PIXELS == 64 * 2**20
     assert max_image_pixels(512) == 1024 * 512 * 512

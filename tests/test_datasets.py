@@ -8,8 +8,8 @@ import tarfile
 import numpy as np
 import pytest
 
-from aft_export import datasets
-from aft_export.datasets import load_labelled
+from aft_export.data import datasets
+from aft_export.data.datasets import load_labelled
 from aft_export.errors import AFTExportError
 
 

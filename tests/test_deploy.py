@@ -1,4 +1,4 @@
-"""What to deploy where (aft_export.deploy): the marks, the table on a tiny model, bench --reference."""
+"""What to deploy where (aft_export.verify.deploy): the marks, the table on a tiny model, bench --reference."""
 
 import json
 
@@ -6,14 +6,15 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from aft_export import deploy
+from aft_export.verify import deploy
 from aft_export.cli import main
-from aft_export.data import LabelledImages
-from aft_export.deploy import DeployRow, DeployTable, deploy_table, mark_fastest, runs_on, time_rows
+from aft_export.data.images import LabelledImages
+from aft_export.verify.deploy import DeployRow, DeployTable, deploy_table, mark_fastest, runs_on, time_rows
 from aft_export.errors import NotForThisCPU
-from aft_export.export.exporter import ExportOptions, export_checkpoint
-from aft_export.quantize import QuantizeOptions, quantize_model
-from aft_export.report import deploy_lines, deploy_plots
+from aft_export.exporting.exporter import ExportOptions, export_checkpoint
+from aft_export.options import QuantizeOptions
+from aft_export.quantization.stage import quantize_model
+from aft_export.workflow.report import deploy_lines, deploy_plots
 from aft_export.runners import Runner, TorchRunner
 from tests.conftest import need_openvino
 from tests.export.test_exporter import make_ckpt
@@ -86,7 +87,7 @@ def files(tmp_path_factory, cifar10):
     """A tiny AFT-conv checkpoint with CIFAR-10's names, its default export and the CPU int8."""
     from tests.test_pipeline import CIFAR10
     from aft_export import load_checkpoint
-    from aft_export.checkpoint import save_checkpoint
+    from aft_export.models.checkpoint import save_checkpoint
 
     tmp = tmp_path_factory.mktemp("deploy")
     ckpt = make_ckpt(tmp / "tiny.pt", "aft_conv_test")

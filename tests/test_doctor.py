@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from aft_export.doctor import NAME_WIDTH, Check, DoctorResult, format_check, generation
+from aft_export.workflow.doctor import NAME_WIDTH, Check, DoctorResult, format_check, generation
 from aft_export.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, EXIT_UNVERIFIED
-from aft_export.trt import environment
+from aft_export.tensorrt.library import environment
 
 CHECKS = ["export", "quantize fp16", "quantize int8", "build fp32", "build fp16", "build int8",
           "verification script fp32", "verification script fp16", "verification script int8",
@@ -26,8 +26,8 @@ def _doctor(*args, cwd=None):
 def tiny(tmp_path):
     import torch
 
-    from aft_export.checkpoint import save_checkpoint
-    from aft_export.datasets import CIFAR10_CLASSES
+    from aft_export.models.checkpoint import save_checkpoint
+    from aft_export.data.datasets import CIFAR10_CLASSES
     from aft_export.models import create_model
 
     torch.manual_seed(0)

@@ -12,7 +12,7 @@ import onnx
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from aft_export.evaluate import evaluate_artifacts, evaluate_model
+from aft_export.verify.evaluate import evaluate_artifacts, evaluate_model
 
 CLASSES = [f"c{k}" for k in range(7)]
 LABELS = [0, 1, 2, 3, 4, 5, 6, 0, 1, 2]  # true class of image i

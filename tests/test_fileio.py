@@ -17,7 +17,7 @@ import pytest
 from aft_export.errors import AFTExportError
 from aft_export.fileio import (atomic_directory, atomic_write_bytes, atomic_write_text, check_output_path,
                                claim_output, copy_file, private_directory)  # fmt: skip
-from aft_export.onnxio import load_onnx, save_onnx
+from aft_export.artifacts.onnxio import load_onnx, save_onnx
 from tests.conftest import REPO
 
 HANG = """
@@ -83,7 +83,7 @@ def test_onnx_with_external_data_is_replaced_as_a_pair(tmp_path):
     save_onnx(_graph(1.0), path, threshold=0)
     _kill_midway("""
         import numpy as np
-        import aft_export.onnxio as io
+        import aft_export.artifacts.onnxio as io
         from tests.test_fileio import _graph
         real = io.atomic_write_bytes
         def slow(path, data):
@@ -115,8 +115,9 @@ def test_a_killed_pipeline_leaves_no_run_directory(tmp_path):
 
 
 def test_a_killed_calibration_leaves_no_cache_and_a_corrupt_cache_is_rebuilt(tmp_path, cifar10):
-    from aft_export.export.exporter import ExportOptions, export_checkpoint
-    from aft_export.quantize import QuantizeOptions, quantize_model
+    from aft_export.exporting.exporter import ExportOptions, export_checkpoint
+    from aft_export.options import QuantizeOptions
+    from aft_export.quantization.stage import quantize_model
     from tests.export.test_exporter import make_ckpt
 
     src = tmp_path / "m.onnx"
@@ -126,7 +127,8 @@ def test_a_killed_calibration_leaves_no_cache_and_a_corrupt_cache_is_rebuilt(tmp
     calib = str(cifar10 / "train.tar")
     _kill_midway("""
         import onnxruntime.quantization.calibrate as cal
-        from aft_export.quantize import QuantizeOptions, quantize_model
+        from aft_export.options import QuantizeOptions
+        from aft_export.quantization.stage import quantize_model
         real = cal.save_tensors_data
         def slow(data, path):
             Path(path).write_text('{"half": ')

@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 from aft_export.cli import main
-from aft_export.datasets import CIFAR10_CLASSES
+from aft_export.data.datasets import CIFAR10_CLASSES
 from aft_export.errors import AFTExportError
-from aft_export.preprocess import ForeignPreprocessing, sidecar_path
+from aft_export.data.preprocess import ForeignPreprocessing, sidecar_path
 from aft_export.runners import load_runner
 
 MEAN, STD = [0.4914, 0.4822, 0.4465], [0.2470, 0.2435, 0.2616]
@@ -100,8 +100,8 @@ def _classes_file(root):
 
 
 def test_bench_and_the_triton_description(bare):
-    from aft_export.bench import bench
-    from aft_export.tritonspec import describe
+    from aft_export.verify.bench import bench
+    from aft_export.serving.spec import describe
 
     sidecar(bare)
     report = bench([str(bare)], batches=[2], warmup=0, iters=1)
@@ -119,10 +119,10 @@ def test_build_records_the_preprocessing_in_the_manifest(bare, tmp_path):
     from tests.rtx import need_rtx
 
     need_rtx()
-    from aft_export.build import build_engine
-    from aft_export.info import describe_artifact
+    from aft_export.tensorrt.build import build_engine
+    from aft_export.artifacts.info import describe_artifact
     from aft_export.options import BuildOptions
-    from aft_export.tritonspec import describe
+    from aft_export.serving.spec import describe
 
     sidecar(bare)
     engine = tmp_path / "theirs.rtx.engine"

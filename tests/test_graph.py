@@ -3,7 +3,7 @@ weights a graph dequantises."""
 
 import onnx
 
-from aft_export.graph import PAIR_SAFE_INT8, activation_bytes_per_image, int8_weight_bits
+from aft_export.artifacts.graph import PAIR_SAFE_INT8, activation_bytes_per_image, int8_weight_bits
 from tests.test_quantize import _conv_head
 
 

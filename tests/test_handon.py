@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-import aft_export.build as build
-import aft_export.calib as calib
-import aft_export.export.exporter as exporter
-import aft_export.pipeline as pipeline
-import aft_export.quantize.stage as quantize
+import aft_export.tensorrt.build as build
+import aft_export.data.calibration as calib
+import aft_export.exporting.exporter as exporter
+import aft_export.workflow.pipeline as pipeline
+import aft_export.quantization.stage as quantize
 from aft_export.options import PipelineOptions
 
 REPO = Path(__file__).resolve().parents[1]

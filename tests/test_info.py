@@ -8,9 +8,9 @@ import pytest
 from click.testing import CliRunner
 
 from aft_export.cli import main
-from aft_export.datasets import CIFAR10_CLASSES
+from aft_export.data.datasets import CIFAR10_CLASSES
 from aft_export.errors import AFTExportError
-from aft_export.info import describe_artifact
+from aft_export.artifacts.info import describe_artifact
 
 
 def run(*args):
@@ -21,8 +21,9 @@ def run(*args):
 def ours(foreign, tmp_path_factory):
     """The fixture's checkpoint exported for the default target (com.aft functions) and its
     portable export quantised by aft-export (a recipe with its calibration hash)."""
-    from aft_export.export.exporter import ExportOptions, export_checkpoint
-    from aft_export.quantize import QuantizeOptions, quantize_model
+    from aft_export.exporting.exporter import ExportOptions, export_checkpoint
+    from aft_export.options import QuantizeOptions
+    from aft_export.quantization.stage import quantize_model
 
     root = tmp_path_factory.mktemp("info")
     custom = root / "m.onnx"

@@ -23,11 +23,12 @@ import onnx.inliner
 import pytest
 
 from aft_export.errors import AFTExportError
-from aft_export.export.exporter import ExportOptions, export_checkpoint
-from aft_export.nvtools import (fp16_layer_plan, fp32_rule_plan, verification_commands,
+from aft_export.exporting.exporter import ExportOptions, export_checkpoint
+from aft_export.tensorrt.nvtools import (fp16_layer_plan, fp32_rule_plan, verification_commands,
                                 write_verification_commands)  # fmt: skip
-from aft_export.compare import TOLERANCES
-from aft_export.quantize import QuantizeOptions, quantize_model
+from aft_export.verify.compare import TOLERANCES
+from aft_export.options import QuantizeOptions
+from aft_export.quantization.stage import quantize_model
 from aft_export.runners import OrtRunner
 from tests.export.test_exporter import make_ckpt
 
@@ -161,7 +162,7 @@ def test_trt8_int8_with_the_fp16_rest_names_its_flags(models):
     """TensorRT 8 takes precision from builder flags: the script's trt8_fp16_rest builds the same int8
     layers with --fp16 allowed and the fixed rule's layers (AFT core, LayerNorm) pinned to fp32, the
     precisions the tensorrt target's int8 file carries in its graph."""
-    from aft_export.graph import aft_core_nodes, node_module
+    from aft_export.artifacts.graph import aft_core_nodes, node_module
 
     c = verification_commands(models["trt8_export_int8"])
     r = c["generations"]["trt8"]["fp16_rest"]
@@ -250,7 +251,7 @@ def test_script_is_executable_atomic_and_honours_the_umask(models, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.int8.onnx", "m.int8.verify.sh"]  # no temp left
     text = path.read_text()
     assert subprocess.run(["bash", "-n", str(path)], check=False).returncode == 0
-    assert "--stronglyTyped" in text and "aft_export.compare.TOLERANCES['int8'].max_abs" in text
+    assert "--stronglyTyped" in text and "aft_export.verify.compare.TOLERANCES['int8'].max_abs" in text
     usage = subprocess.run(["bash", str(path)], check=False, capture_output=True, text=True)
     assert usage.returncode == 2 and "trt11|trt10|trt8|rtx|onnxrt" in usage.stderr
     trt8 = subprocess.run(["bash", str(path), "trt8"], check=False, capture_output=True, text=True)

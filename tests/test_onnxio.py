@@ -4,7 +4,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from aft_export.onnxio import ArtifactMeta
+from aft_export.artifacts.onnxio import ArtifactMeta
 
 
 def _model():
@@ -40,7 +40,7 @@ def test_nonfinite_weights_are_found_in_initializers_constants_and_functions():
     import numpy as np
     from onnx import numpy_helper
 
-    from aft_export.onnxio import nonfinite_weights
+    from aft_export.artifacts.onnxio import nonfinite_weights
 
     model = _model()
     model.graph.initializer.extend([numpy_helper.from_array(np.array([1.0, np.nan, np.nan], np.float32), "w"),
@@ -57,7 +57,7 @@ def test_nonfinite_weights_are_found_in_initializers_constants_and_functions():
 def over_limit_onnx(folder):
     """An fp32 graph whose one weight, in an external data file, is just over 2 GiB: the file is
     sparse (no disk used) and nothing here reads it."""
-    from aft_export.onnxio import TWO_GB
+    from aft_export.artifacts.onnxio import TWO_GB
 
     n = TWO_GB // 4 + 1
     w = helper.make_tensor_value_info("w", TensorProto.FLOAT, [n])
@@ -77,7 +77,7 @@ def over_limit_onnx(folder):
 
 def test_a_graph_over_protobufs_limit_is_refused_before_its_weights_are_read(tmp_path):
     from aft_export.errors import AFTExportError
-    from aft_export.onnxio import load_onnx, weight_bytes
+    from aft_export.artifacts.onnxio import load_onnx, weight_bytes
 
     path = over_limit_onnx(tmp_path)
     model = load_onnx(path, external_data=False)  # what build, serve and triton-repo read
@@ -131,7 +131,7 @@ def test_compute_nodes_count_int8_through_casts_and_transposes_and_skip_data_mov
     """The graph tests/test_build.py parses with TensorRT-RTX (compute 1 int8, 1 fp16, 1 fp32 there):
     a MatMul fed by int8 DequantizeLinears through a Cast and a Transpose is int8; Relu (fp32) and
     Sigmoid (fp16) count by their type; Q/DQ, casts, the transpose and shape arithmetic are not compute."""
-    from aft_export.onnxio import compute_precisions
+    from aft_export.artifacts.onnxio import compute_precisions
 
     nodes = [*cast_chain(),
              helper.make_node("Shape", ["g"], ["shape"]),  # shape arithmetic: int64, not compute
@@ -148,7 +148,7 @@ def test_compute_nodes_count_int8_through_casts_and_transposes_and_skip_data_mov
 def test_compute_nodes_of_qoperator_graphs_and_inside_functions():
     """ONNX's QOperator form (MatMulInteger, QLinearMatMul) is int8 by its op; nodes inside a model-local
     function (the com.aft bodies) count where they are called, once per call."""
-    from aft_export.onnxio import compute_precisions
+    from aft_export.artifacts.onnxio import compute_precisions
 
     nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
              helper.make_node("MatMulInteger", ["xq", "w", "xz", "wz"], ["acc"]),
@@ -177,7 +177,7 @@ def test_compute_nodes_of_qoperator_graphs_and_inside_functions():
 def test_a_modelopt_style_int8_whose_rest_is_fp16_counts_mostly_fp16():
     """Another tool's int8 file (ModelOpt's default --high_precision_dtype fp16): the input cast to fp16,
     int8 products, everything else in fp16. Labelled "int8" by graph_precision, its compute is mostly fp16."""
-    from aft_export.onnxio import compute_precisions, graph_precision
+    from aft_export.artifacts.onnxio import compute_precisions, graph_precision
 
     import numpy as np
     from onnx import numpy_helper
@@ -207,7 +207,7 @@ def test_a_modelopt_style_int8_whose_rest_is_fp16_counts_mostly_fp16():
 def test_a_graph_already_quantised_is_int8_in_either_form_and_says_which():
     """Q/DQ pairs (ours, ModelOpt's, ONNX Runtime's QDQ) and integer ops (ONNX Runtime's QOperator
     and dynamic quantisers) are both int8: parity takes int8's limits, quantize refuses it as such."""
-    from aft_export.onnxio import foreign_kind, graph_precision, quantized_form
+    from aft_export.artifacts.onnxio import foreign_kind, graph_precision, quantized_form
 
     model = _model()
     assert quantized_form(model) is None and graph_precision(model) == "fp32" and foreign_kind(model) == "fp32 graph"
@@ -222,7 +222,7 @@ def test_a_graph_already_quantised_is_int8_in_either_form_and_says_which():
 
 
 def test_what_keeps_a_graph_from_being_fed_is_said_before_any_advice():
-    from aft_export.onnxio import image_input_problem, unfeedable
+    from aft_export.artifacts.onnxio import image_input_problem, unfeedable
 
     assert image_input_problem(_model()) is None and unfeedable(_model(), "m.onnx") is None
     two = _model()

@@ -8,15 +8,15 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from aft_export.checkpoint import save_checkpoint
+from aft_export.models.checkpoint import save_checkpoint
 from aft_export.cli import main
 from aft_export.errors import AFTExportError
-from aft_export.evaluate import evaluate_artifact, evaluate_artifacts
-from aft_export.export.exporter import ExportOptions, export_checkpoint
+from aft_export.verify.evaluate import evaluate_artifact, evaluate_artifacts
+from aft_export.exporting.exporter import ExportOptions, export_checkpoint
 from aft_export.models import create_model
-from aft_export.compare import TOLERANCES, judge, metrics, tolerances_with
-from aft_export.parity import run_parity, stress_inputs
-from aft_export.onnxio import graph_precision
+from aft_export.verify.compare import TOLERANCES, judge, metrics, tolerances_with
+from aft_export.verify.parity import run_parity, stress_inputs
+from aft_export.artifacts.onnxio import graph_precision
 from aft_export.runners import OrtRunner, TorchRunner, load_runner
 
 CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
@@ -225,7 +225,7 @@ def test_onnx_without_metadata_is_refused(tmp_path):
 
 
 def test_bench_reports_percentiles_and_threads(pair, tmp_path, cifar10):
-    from aft_export.bench import bench
+    from aft_export.verify.bench import bench
 
     ckpt, onnx_path = pair
     report = bench([str(ckpt), str(onnx_path)], [1, 4], warmup=1, iters=3, threads=1)
@@ -297,7 +297,7 @@ def _break_a_layer(onnx_path, out, index=3):
 
 @pytest.mark.parametrize("with_fp32_onnx", [True, False])
 def test_divergence_is_localised_to_the_node_and_module(pair, tmp_path, cifar10, with_fp32_onnx):
-    from aft_export.graph import node_module
+    from aft_export.artifacts.graph import node_module
 
     ckpt, onnx_path = str(pair[0]), str(pair[1])
     broken = tmp_path / "broken.onnx"

@@ -6,12 +6,12 @@ import pytest
 from click.testing import CliRunner
 
 from aft_export import load_checkpoint
-from aft_export.checkpoint import save_checkpoint
+from aft_export.models.checkpoint import save_checkpoint
 from aft_export.cli import main
 from aft_export.errors import AFTExportError
-from aft_export.onnxio import load_onnx, read_metadata
-from aft_export.pipeline import PipelineOptions, engine_library, run_pipeline
-from aft_export.trt import RTX, environment, installed_libraries
+from aft_export.artifacts.onnxio import load_onnx, read_metadata
+from aft_export.workflow.pipeline import PipelineOptions, engine_library, run_pipeline
+from aft_export.tensorrt.library import RTX, environment, installed_libraries
 from tests.export.test_exporter import make_ckpt
 from tests.conftest import need_openvino
 from tests.test_machine_paths import scan_files
@@ -239,7 +239,7 @@ def test_pipeline_makes_the_tensorrt8_form_too(ckpt, tmp_path, cifar10):
 def test_the_run_is_a_list_of_declared_steps():
     """Which steps a run has is declared up front from its options: an export per target and a
     quantisation per precision of each, the engine step building or skipping, Triton only when asked."""
-    from aft_export import pipeline
+    from aft_export.workflow import pipeline
 
     names = lambda steps: [s.name for s in steps if s.recorded]  # noqa: E731
     plain = pipeline.pipeline_steps(PipelineOptions(), "tensorrt")
@@ -272,7 +272,7 @@ def test_the_run_is_a_list_of_declared_steps():
 
 
 def test_the_step_loop_times_records_and_stops_on_an_error():
-    from aft_export.pipeline import Outcome, PipelineStep, run_steps
+    from aft_export.workflow.pipeline import Outcome, PipelineStep, run_steps
 
     seen, lines = [], []
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 from aft_export.cli import main
-from aft_export.purpose import cpu_advice, made_for
+from aft_export.artifacts.purpose import cpu_advice, made_for
 
 
 def classifier(path, rest="fp16", target="tensorrt", source="ab" * 32, int8=True):
@@ -75,8 +75,8 @@ def test_what_an_engine_is_for_shows_what_its_manifest_holds_well_formed(tmp_pat
     """A hand-edited manifest's library or targets of the wrong type are said as malformed, not
     shown (they raised TypeError in bench --reference); deploy reads the manifest without the
     entries manifest_problems names."""
-    from aft_export import deploy
-    from aft_export.purpose import engine_made_for
+    from aft_export.verify import deploy
+    from aft_export.artifacts.purpose import engine_made_for
 
     rtx = {"library": "tensorrt-rtx", "library_version": "1.7", "compute_capabilities": ["8.6", "8.9"]}
     assert engine_made_for(rtx) == "TensorRT-RTX 1.7 on GPUs of compute capability 8.6, 8.9"

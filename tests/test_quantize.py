@@ -11,11 +11,12 @@ from onnx import TensorProto, numpy_helper
 
 from aft_export.cli import main
 from aft_export.errors import AFTExportError
-from aft_export.export.exporter import ExportOptions, export_checkpoint
-from aft_export.export.functions import DOMAIN
-from aft_export.graph import aft_core_nodes, aft_projection_nodes, node_module
-from aft_export.quantize import QuantizeOptions, quantize_model
-from aft_export.onnxio import graph_precision
+from aft_export.exporting.exporter import ExportOptions, export_checkpoint
+from aft_export.exporting.functions import DOMAIN
+from aft_export.artifacts.graph import aft_core_nodes, aft_projection_nodes, node_module
+from aft_export.options import QuantizeOptions
+from aft_export.quantization.stage import quantize_model
+from aft_export.artifacts.onnxio import graph_precision
 from tests.conftest import REPO
 from tests.export.test_exporter import make_ckpt
 
@@ -92,7 +93,7 @@ def _logits(path, x):
 
 def _calibration_tensors(model, source, count, seed=0):
     """The calibration images a run with these settings uses, preprocessed as the metadata says."""
-    from aft_export.calib import Preprocess, load_calibration
+    from aft_export.data.calibration import Preprocess, load_calibration
 
     meta = {p.key: p.value for p in model.metadata_props}
     return load_calibration(str(source), Preprocess.from_metadata(meta), count, seed, progress=False).tensors
@@ -174,7 +175,7 @@ def calibrations(monkeypatch):
     """Every calibration pass (minmax, and the histogram methods percentile and entropy),
     counted where the ranges are computed from the images, however the code under test
     reaches it."""
-    from aft_export.quantize import calibrators
+    from aft_export.quantization import calibrators
 
     passes = []
 
@@ -385,12 +386,12 @@ def test_entropy_calibration_clips_rare_outliers_that_minmax_and_percentile_keep
 @pytest.mark.parametrize("method, passes", [("minmax", 1), ("percentile", 1), ("entropy", 2)])
 def test_each_method_is_a_calibrator_fed_batch_by_batch_by_a_calibration_reader(tmp_path, monkeypatch, method,
                                                                                 passes):  # fmt: skip
-    """One Calibrator per method of options.METHODS, fed by aft_export.calib.CalibrationReader
+    """One Calibrator per method of options.METHODS, fed by aft_export.data.calibration.CalibrationReader
     (ONNX Runtime's CalibrationDataReader protocol): each pass reads every image once, the
     first alone (its values' size sets the chunk), then at most batch_size at a time."""
-    from aft_export.calib import CalibrationReader
+    from aft_export.data.calibration import CalibrationReader
     from aft_export.options import METHODS
-    from aft_export.quantize.calibrators import CALIBRATORS, Calibrator
+    from aft_export.quantization.calibrators import CALIBRATORS, Calibrator
 
     assert sorted(CALIBRATORS) == sorted(METHODS)
     assert all(issubclass(c, Calibrator) and c.method == m for m, c in CALIBRATORS.items())
@@ -596,7 +597,7 @@ def _aft_block(path, size=8):
     is read by a second layer too, MatMul "side" -> ReduceMean -> Gemm "head"."""
     from onnx import helper
 
-    from aft_export.graph import set_props
+    from aft_export.artifacts.graph import set_props
 
     rng = np.random.default_rng(0)
     d, t = 8, 4
@@ -651,7 +652,7 @@ def test_placement_quantises_projections_keeps_the_core_float_and_lets_ort_fuse_
     core's MatMuls (a constant positive operand times exp(K)-weighted values) stay float.
     ``qkv`` and ``side`` read the same LayerNorm output: each gets its own Q -> DQ, so
     ONNX Runtime fuses both into MatMulIntegerToFloat (a shared Q left them float)."""
-    from aft_export.graph import aft_core_nodes
+    from aft_export.artifacts.graph import aft_core_nodes
 
     src = _aft_block(tmp_path / "b.onnx")
     core = set(aft_core_nodes(onnx.load(src)))
@@ -759,7 +760,7 @@ def test_int8_rest_is_fp16_at_opset_19_with_the_fixed_rule_in_fp32(int8_of, form
     """The tensorrt target's int8: what is not int8 is fp16 (opset 19: fp16 into QuantizeLinear, fp16 out
     of DequantizeLinear through fp16 scales), except the fixed rule's AFT core and LayerNorm, kept fp32
     with no fp16 value between two of their nodes; input and output fp32; the NaN/Inf check ran."""
-    from aft_export.quantize.fp16 import FP32_KINDS
+    from aft_export.quantization.fp16 import FP32_KINDS
     from aft_export.runners import ReferenceRunner
 
     out, result = int8_of(form)
@@ -832,7 +833,7 @@ def test_fp16_round_trips_removed_only_where_the_value_is_fp32():
     round trip: its reader keeps the cast (the graph stays well typed)."""
     from onnx import helper
 
-    from aft_export.quantize.fp16 import to_fp16
+    from aft_export.quantization.fp16 import to_fp16
 
     x, y = (helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 2]) for n in ("x", "y"))
     for source in ("Shape", "Relu"):
@@ -853,7 +854,7 @@ def test_opset_19_upgrade_takes_ops_whose_meaning_is_unchanged():
     an op whose meaning changed (ReduceMean's axes became an input at 18) is refused from opset 17."""
     from onnx import helper
 
-    from aft_export.quantize.fp16 import upgrade_to_opset_19
+    from aft_export.quantization.fp16 import upgrade_to_opset_19
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 2, 2])
@@ -940,7 +941,7 @@ def test_quantize_for_another_target_converts_the_default_export_as_the_exporter
     `target=tensorrt8` the TensorRT 8 form, `weight_bits` overriding its 8 bits. Ranges computed on a
     converted graph are cached apart from the file's own. (tests/export/test_portable.py: the same
     bytes as exporting portable and quantising.)"""
-    from aft_export.onnxio import compute_precisions
+    from aft_export.artifacts.onnxio import compute_precisions
 
     calib, logs = str(cifar10 / "train.tar"), []
     opts = _opts(tmp_path, count=8, target="portable")
@@ -973,7 +974,7 @@ def test_quantize_for_another_target_converts_the_default_export_as_the_exporter
 def test_conversions_that_are_not_made_say_to_export_for_that_target(onnx_models, tmp_path, cifar10):
     """A portable or tensorrt8 file is not converted to another form (nor back), nor a default export of
     another opset than 18: one line, exit 2, nothing written, saying to export with that target."""
-    from aft_export.export.forms import conversion_problem
+    from aft_export.exporting.forms import conversion_problem
 
     for source, target in (("portable", "tensorrt"), ("tensorrt8", "portable"), ("portable", "tensorrt8")):
         model = onnx.load(onnx_models["custom"])
@@ -1002,7 +1003,7 @@ def test_cli_weight_bits_and_target(onnx_models, tmp_path, cifar10):
     recipe = json.loads(res.stdout)["recipe"]
     assert "weight_bits" not in recipe and recipe["converted_from"] == "tensorrt"  # 8 bits: the recipe's default
     assert _weights_max(onnx.load(out)) > 64
-    from aft_export.purpose import file_purpose
+    from aft_export.artifacts.purpose import file_purpose
 
     assert "OpenVINO on CPUs with VNNI only" in file_purpose(onnx.load(out))["for"]  # what info says of it
     res = CliRunner().invoke(main, ["quantize", str(onnx_models["conv_custom"]), "-o", str(out), "--weight-bits", "6",
@@ -1013,8 +1014,8 @@ def test_cli_weight_bits_and_target(onnx_models, tmp_path, cifar10):
 def test_compute_nodes_of_our_int8_files(int8_of):
     """The default int8 (rest fp16): every quantised node counts int8, the rest mostly fp16, the fixed
     fp32 rule's nodes (AFT core, LayerNorm) fp32; TensorRT-RTX's parser finds the same int8 layers."""
-    from aft_export.build import network_summary
-    from aft_export.onnxio import compute_precisions
+    from aft_export.tensorrt.build import network_summary
+    from aft_export.artifacts.onnxio import compute_precisions
     from tests.rtx import need_rtx, parse
 
     path, result = int8_of("custom")

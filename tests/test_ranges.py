@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from aft_export.errors import AFTExportError
-from aft_export.ranges import (AbsHistogram, MinMax, entropy_threshold, expand_levels, fixed_abs_histogram,
+from aft_export.quantization.ranges import (AbsHistogram, MinMax, entropy_threshold, expand_levels, fixed_abs_histogram,
                                kl_divergence)  # fmt: skip
 
 

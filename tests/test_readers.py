@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aft_export import readers
-from aft_export.data import Preprocessing
+from aft_export.data.images import Preprocessing
 from aft_export.errors import AFTExportError
-from aft_export.onnxio import ArtifactMeta
-from aft_export.preprocess import resolve
+from aft_export.artifacts.onnxio import ArtifactMeta
+from aft_export.data.preprocess import resolve
 
 # ---------------------------------------------------------------- generated documents
 
@@ -267,7 +267,7 @@ def test_the_json_beside_a_file_is_read_only_where_values_are_missing_and_said_a
     beside the file, so a bad classes_file there does not stop it; a caller that takes classes
     still reads it for them. A JSON beside the file that is no readable file is said as that
     file to correct or remove: no option named it."""
-    from aft_export.preprocess import BESIDE_ONLY, ForeignPreprocessing
+    from aft_export.data.preprocess import BESIDE_ONLY, ForeignPreprocessing
 
     model = tmp_path / "theirs.onnx"
     beside = tmp_path / "theirs.preprocess.json"

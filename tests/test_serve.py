@@ -26,10 +26,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aft_export.compare import TOLERANCES, judge, metrics
-from aft_export.data import iter_tar, load_image, normalize
+from aft_export.verify.compare import TOLERANCES, judge, metrics
+from aft_export.data.images import iter_tar, load_image, normalize
 from aft_export.runners import OrtRunner
-from aft_export.tritonspec import topk
+from aft_export.serving.spec import topk
 from tests.conftest import REPO
 from tests.servekit import STOP_TIMEOUT, Server, alive, cmdline, listening, need_server
 
@@ -427,7 +427,7 @@ def test_the_client_module_prints_the_top_k_and_its_errors_are_one_line(server, 
         labels = _infer_images(httpclient, client, "conv_image", [f.read_bytes() for f in files]).as_numpy("topk_label")
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "aft_export.client", "--url", server.url, *map(str, args)],
+        return subprocess.run([sys.executable, "-m", "aft_export.serving.client", "--url", server.url, *map(str, args)],
                               capture_output=True, text=True, timeout=60)  # fmt: skip
 
     proc = run("--model", "conv_image", *files)

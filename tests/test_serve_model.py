@@ -12,12 +12,12 @@ import sys
 import numpy as np
 import pytest
 
-from aft_export.data import iter_tar, load_image, normalize
+from aft_export.data.images import iter_tar, load_image, normalize
 from aft_export.options import ServeOptions
 from aft_export.runners import OrtRunner
-from aft_export.serve import model_source, server_args, thread_plan, write_models
-from aft_export.tritonmodel import ENDPOINT_FILE, Endpoint, RequestError, answer
-from aft_export.tritonspec import CLOSED, CLOSED_APIS, IMAGE, TENSOR, ServedModel, describe, topk
+from aft_export.serving.server import model_source, server_args, thread_plan, write_models
+from aft_export.serving.tritonmodel import ENDPOINT_FILE, Endpoint, RequestError, answer
+from aft_export.serving.spec import CLOSED, CLOSED_APIS, IMAGE, TENSOR, ServedModel, describe, topk
 from tests.servekit import need
 
 
@@ -99,7 +99,7 @@ def test_openvino_in_the_stub_answers_as_the_openvino_runner_does(onnx_files):
 
     need_openvino()
     from aft_export.runners import OpenVinoRunner
-    from aft_export.tritonmodel import load
+    from aft_export.serving.tritonmodel import load
 
     ep = Endpoint(describe(onnx_files[0], 8), TENSOR, 5, "openvino", 1, "/nonexistent/status")
     runner = load(ep)
@@ -146,10 +146,10 @@ def test_the_repository_serve_writes_parses_with_tritons_schema(onnx_files, tmp_
 def test_model_source_runs_this_aft_export_and_imports_no_torch():
     tree = ast.parse(model_source())
     imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
-    assert imported == ["aft_export.tritonmodel"]
+    assert imported == ["aft_export.serving.tritonmodel"]
     import subprocess
 
-    code = ("import sys; import aft_export.tritonmodel, aft_export.serve; "
+    code = ("import sys; import aft_export.serving.tritonmodel, aft_export.serving.server; "
             "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr

@@ -23,8 +23,8 @@ import pytest
 from click.testing import CliRunner
 
 from aft_export.cli import main
-from aft_export.data import iter_tar
-from aft_export.serve import python_backend_env
+from aft_export.data.images import iter_tar
+from aft_export.serving.server import python_backend_env
 from tests.conftest import REPO
 from tests.servekit import Server, alive, cmdline, need_server
 
@@ -83,7 +83,7 @@ def test_ready_only_when_every_model_is_the_client_waits_and_sigint_drains(onnx_
     server = Server([onnx_file], tmp_path / "serve.log", "--max-batch", "8", "--drain-seconds", "15")
     photo = tmp_path / "photo.jpg"
     photo.write_bytes(next(raw for _, _, raw in iter_tar(cifar10 / "test.tar")))
-    client = subprocess.Popen([sys.executable, "-m", "aft_export.client", "--model", "conv_image", "--url",
+    client = subprocess.Popen([sys.executable, "-m", "aft_export.serving.client", "--model", "conv_image", "--url",
                                server.url, "--wait", "90", str(photo)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
@@ -246,13 +246,13 @@ def test_the_client_without_a_server_is_one_line_and_exit_2_after_its_wait():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "aft_export.client", "--model", "m_image", "--url",
+    proc = subprocess.run([sys.executable, "-m", "aft_export.serving.client", "--model", "m_image", "--url",
                            f"127.0.0.1:{port}", "--wait", "1", str(REPO / "examples" / "photo.jpg")],
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert proc.returncode == 2 and proc.stdout == "" and time.monotonic() - started < 30
     assert proc.stderr.splitlines() == [f"error: no server answered at 127.0.0.1:{port} within 1 s; start one "
                                         f"(aft-export serve MODEL.onnx) or give its address (--url)"]  # fmt: skip
-    bad = subprocess.run([sys.executable, "-m", "aft_export.client", "photo.jpg"], capture_output=True, text=True,
+    bad = subprocess.run([sys.executable, "-m", "aft_export.serving.client", "photo.jpg"], capture_output=True, text=True,
                          timeout=60)  # fmt: skip
     assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1 and bad.stderr.startswith("error: ")
 

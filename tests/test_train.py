@@ -5,7 +5,7 @@ import torch
 
 from aft_export import load_checkpoint
 from aft_export.errors import AFTExportError
-from aft_export.train import TrainConfig, augment, lr_at, split_indices, train
+from aft_export.models.training import TrainConfig, augment, lr_at, split_indices, train
 from tests.test_machine_paths import machine_paths
 
 
@@ -63,7 +63,7 @@ def test_train_writes_a_loadable_checkpoint(tmp_path, make_cfg):
 
 
 def test_resume_from_epoch_checkpoint_matches_uninterrupted(tmp_path, monkeypatch, make_cfg):
-    import aft_export.train as tr
+    import aft_export.models.training as tr
 
     straight = make_cfg(tmp_path, "a.pt")
     train(straight)

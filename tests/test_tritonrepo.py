@@ -19,15 +19,15 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from aft_export import tritonspec
+from aft_export.serving import spec as tritonspec
 from aft_export.cli import main
-from aft_export.compare import TOLERANCES, judge, metrics
-from aft_export.data import iter_tar, load_image, normalize
+from aft_export.verify.compare import TOLERANCES, judge, metrics
+from aft_export.data.images import iter_tar, load_image, normalize
 from aft_export.errors import AFTExportError
-from aft_export.export.exporter import ExportOptions, export_checkpoint
+from aft_export.exporting.exporter import ExportOptions, export_checkpoint
 from aft_export.options import TritonRepoOptions
 from aft_export.runners import OrtRunner
-from aft_export.tritonrepo import write_repository
+from aft_export.serving.repository import write_repository
 from tests.export.test_exporter import make_ckpt
 from tests.conftest import REPO
 from tests.servekit import ENGINE_PROFILE_MAX, TritonBinary, engine_with_manifest, need, need_server
@@ -124,7 +124,7 @@ def test_the_dockerfile_bakes_pillow_in_and_starts_triton_closed(repo, artifacts
     closed (as aft-export serve). Nothing is installed when a container starts."""
     from importlib.metadata import version
 
-    from aft_export.tritonspec import closed_flags
+    from aft_export.serving.spec import closed_flags
 
     text = (repo / "Dockerfile").read_text()
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
@@ -428,7 +428,7 @@ def test_the_pipelines_repository_names_engines_beside_their_onnx_and_leaves_rtx
     model_trt; a TensorRT-RTX engine is not written (tensorrt_plan cannot load it)."""
     import shutil
 
-    from aft_export.pipeline import _triton_repository
+    from aft_export.workflow.pipeline import _triton_repository
 
     run = tmp_path / "run"
     run.mkdir()

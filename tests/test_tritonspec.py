@@ -8,11 +8,11 @@ import json
 import numpy as np
 import pytest
 
-from aft_export import tritonspec
+from aft_export.serving import spec as tritonspec
 from aft_export.errors import AFTExportError
-from aft_export.export.exporter import ExportOptions, export_checkpoint
+from aft_export.exporting.exporter import ExportOptions, export_checkpoint
 from aft_export.options import DEFAULT_MAX_BATCH, ServeOptions, TritonRepoOptions
-from aft_export.tritonspec import check_names, containers_for_tensorrt, describe, model_name, topk
+from aft_export.serving.spec import check_names, containers_for_tensorrt, describe, model_name, topk
 from tests.export.test_exporter import make_ckpt
 from tests.servekit import engine_with_manifest
 

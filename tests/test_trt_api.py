@@ -1,4 +1,4 @@
-"""Every TensorRT name aft_export/trt.py uses exists in every TensorRT version it supports, or is
+"""Every TensorRT name aft_export/tensorrt/library.py uses exists in every TensorRT version it supports, or is
 guarded by a version check. Static: reads the source (AST) and tests/data/trt_api.json (the API of
 each version, extracted from NVIDIA's bindings wheels by tools/extract_trt_api.py); needs neither
 TensorRT nor the network.
@@ -29,9 +29,9 @@ are assumed to have what both neighbours have.
 TensorRT-RTX (``rtx-1.7``, the ``tensorrt_rtx`` bindings) is one more version, of another library: it
 reports 1.x, so code branches on the library before comparing versions, and the analyser reads
 ``library == RTX`` / ``library != "tensorrt-rtx"`` (a variable named ``library``; ``RTX`` is
-aft_export.trt's name for "tensorrt-rtx") like a version check. A module-level constant named ``RTX_*`` holds TensorRT-RTX names only and is checked against
+aft_export.tensorrt.library's name for "tensorrt-rtx") like a version check. A module-level constant named ``RTX_*`` holds TensorRT-RTX names only and is checked against
 TensorRT-RTX's API only. A module is checked for TensorRT-RTX when it defines ``MIN_RTX`` or defines
-neither ``MIN_TRT`` nor ``MIN_RTX`` (the modules that take the versions from aft_export/trt.py).
+neither ``MIN_TRT`` nor ``MIN_RTX`` (the modules that take the versions from aft_export/tensorrt/library.py).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from pathlib import Path
 import pytest
 
 from aft_export.errors import AFTExportError
-from aft_export.trt import (RTX_TARGETS, BuildOptions, build_plan, compute_capabilities, hardware_level, network_flags,
+from aft_export.tensorrt.library import (RTX_TARGETS, BuildOptions, build_plan, compute_capabilities, hardware_level, network_flags,
                             precision_flags)  # fmt: skip
 from tests.conftest import REPO
 
@@ -588,7 +588,7 @@ def test_the_old_code_is_flagged_at_its_same_cc_lookup():
     assert result["problems"] == [(18, "HardwareCompatibilityLevel.SAME_COMPUTE_CAPABILITY", ["10.3"])]
 
 
-# ---------------------------------------------------------------- aft_export/trt.py
+# ---------------------------------------------------------------- aft_export/tensorrt/library.py
 
 
 @pytest.mark.parametrize("path", TRT_FILES, ids=lambda p: p.name)

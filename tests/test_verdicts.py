@@ -42,11 +42,11 @@ def test_the_offline_rules_verdict_names_what_was_checked():
 
 
 def test_each_stage_s_verdict_from_its_rows():
-    from aft_export.bench import bench_verdict
-    from aft_export.build import check_verdict
-    from aft_export.doctor import Check, DoctorResult
-    from aft_export.evaluate import eval_verdict
-    from aft_export.parity import parity_verdict
+    from aft_export.verify.bench import bench_verdict
+    from aft_export.tensorrt.build import check_verdict
+    from aft_export.workflow.doctor import Check, DoctorResult
+    from aft_export.verify.evaluate import eval_verdict
+    from aft_export.verify.parity import parity_verdict
 
     rows = [{"artifact": "a.onnx", "status": "pass", "failures": []},
             {"artifact": "b.onnx", "status": "fail", "failures": ["real: max_abs 0.2 > 0.1"]},
@@ -75,7 +75,7 @@ def test_the_pipeline_combines_the_stages_verdicts_not_its_report(tmp_path, monk
     """The run's verdict comes from the stages' data: a report cell that reads like a refusal
     changes nothing, and a stage that was not verified makes the run not verified whatever
     the cell says (the step writes the manifest and report from made-up results here)."""
-    from aft_export import pipeline
+    from aft_export.workflow import pipeline
 
     work = tmp_path / "work"
     work.mkdir()
@@ -83,7 +83,7 @@ def test_the_pipeline_combines_the_stages_verdicts_not_its_report(tmp_path, monk
         (tmp_path / name).write_bytes(b"x")
     monkeypatch.setattr(pipeline, "pipeline_plots", lambda *a: {})
     monkeypatch.setattr(pipeline, "deploy_plots", lambda *a: {})
-    import aft_export.report as report
+    import aft_export.workflow.report as report
 
     monkeypatch.setattr(report, "trt_verdict", lambda r: "refused 10.3 (warn)")
     opts = pipeline.PipelineOptions(bench_batches=(1,))
@@ -99,7 +99,7 @@ def test_the_pipeline_combines_the_stages_verdicts_not_its_report(tmp_path, monk
     ev = [{"artifact": str(tmp_path / n), "backend": "x", "precision": "fp32", "top1": 50.0, "top5": 90.0,
            "agreement": 100.0, "status": "ok"} for n in ("m.pt", "model.onnx", "model.fp16.onnx")]  # fmt: skip
     parity = pipeline._Parity({"artifacts": [], "verdict": Verdict().to_dict()}, {}, [])
-    from aft_export.deploy import DeployTable
+    from aft_export.verify.deploy import DeployTable
 
     deploy = pipeline._Deploy(DeployTable([], {}, {}, 1, "m.pt", "d"), {"rows": [], "skipped": []})
     outcome = pipeline._report(ctx, [], [made("model.onnx", Verdict()), made("model.fp16.onnx", Verdict())], {},

@@ -39,8 +39,8 @@ import pytest
 
 from tests.test_architecture import _modules
 
-CLI_FLOOR = {"cli", "byo.cli", "client"}
-OTHER_TOOLS = {"nvtools"}  # writes trtexec/polygraphy command lines (whose flags share names with ours)
+CLI_FLOOR = {"cli", "byo.cli", "client", "serving.client"}
+OTHER_TOOLS = {"tensorrt.nvtools"}  # writes trtexec/polygraphy command lines (whose flags share names with ours)
 HOLE = "\x00{}\x01"  # an f-string's {expression}, numbered, in the text the patterns are matched on
 DYNAMIC = re.compile(r"`\x00(\d+)\x01(?:=[^`]*)?`")
 SPECIAL = {"__init__", "__post_init__", "__call__", "__enter__", "__exit__", "__iter__", "__next__", "__len__"}
@@ -49,7 +49,7 @@ BUILD_FIELDS = ("library", "batch", "hw", "workspace_mb", "dla_core", "version_c
                 "tf32", "timing_cache", "compute_capabilities")  # fmt: skip
 OTHER_PROGRAMS = (r"client\.py --model",)  # their command lines, in what the library writes (the Triton README)
 # functions that write another program's whole command line, whose flags share names with ours
-OTHER_COMMAND_LINES = {("serve", "server_args"): "tritonserver's (--http-port, --grpc-port, --metrics-port)"}
+OTHER_COMMAND_LINES = {("serving.server", "server_args"): "tritonserver's (--http-port, --grpc-port, --metrics-port)"}
 # (commands, fields, why): each command's code reaches a message naming the field, which it
 # has no flag for. Each pair must still be needed (a stale one fails the test).
 CANNOT_SHOW = [  # the command never shows that message
@@ -558,7 +558,7 @@ def test_a_rebuild_command_is_build_s_own_flags():
     from pathlib import Path
 
     from aft_export.cli import in_flags, main
-    from aft_export.trt import rebuild_command
+    from aft_export.tensorrt.library import rebuild_command
 
     m = {"onnx": "model.fp16.onnx", "library": "tensorrt-rtx",
          "build_options": {"batch": "1,8,32", "hw": "16,32,64", "compute_capabilities": ["7.5"]}}  # fmt: skip
@@ -568,11 +568,11 @@ def test_a_rebuild_command_is_build_s_own_flags():
 
 
 PLANTS = {  # a message each check must refuse: (module, the message, the command it misleads, the field)
-    "a typo": ("export.exporter", "give `verify_dat`", "export", "verify_dat"),
-    "another command's option": ("evaluate", "give `tolerances`", "eval", "tolerances"),
-    "a field its stage has, another command's flag": ("trt", "give `hw`", "eval", "hw"),
-    "a command line's unknown option": ("trt", "`aft-export build MODEL.onnx batch_profil=1`", "build", "batch_profil"),
-    "a flag": ("export.exporter", "give --verify-data DIR", None, "--verify-data"),
+    "a typo": ("exporting.exporter", "give `verify_dat`", "export", "verify_dat"),
+    "another command's option": ("verify.evaluate", "give `tolerances`", "eval", "tolerances"),
+    "a field its stage has, another command's flag": ("tensorrt.library", "give `hw`", "eval", "hw"),
+    "a command line's unknown option": ("tensorrt.library", "`aft-export build MODEL.onnx batch_profil=1`", "build", "batch_profil"),
+    "a flag": ("exporting.exporter", "give --verify-data DIR", None, "--verify-data"),
 }
 
 
@@ -582,8 +582,8 @@ def test_a_planted_bad_reference_fails(plant, monkeypatch):
     command's code calls."""
     module, message, command, field = PLANTS[plant]
     sources = dict(_read())
-    target = {"export.exporter": "def export_graph(", "evaluate": "def evaluate_artifacts(",
-              "trt": "def check_manifest("}[module]  # fmt: skip
+    target = {"exporting.exporter": "def export_graph(", "verify.evaluate": "def evaluate_artifacts(",
+              "tensorrt.library": "def check_manifest("}[module]  # fmt: skip
     head, _, tail = sources[module].partition(target)
     body = tail.index('"""', tail.index('"""') + 3) + 3  # after the function's docstring
     sources[module] = head + target + tail[:body] + f"\n    if 0:\n        raise AFTExportError({message!r})" + tail[body:]
@@ -607,7 +607,7 @@ def test_a_planted_bad_reference_fails(plant, monkeypatch):
 
 
 def test_a_signed_figure_says_which_way():
-    from aft_export.report import _versus, summary_table
+    from aft_export.workflow.report import _versus, summary_table
 
     assert [_versus(d) for d in (-0.13, 0.05, 0.0, None)] == ["+0.13 (better)", "-0.05 (worse)", "+0.00", "-"]
     row = {"artifact": "m.int8.onnx", "backend": "onnxruntime", "precision": "int8", "mb": 1.0, "top1": 80.13,
@@ -620,7 +620,7 @@ def test_a_signed_figure_says_which_way():
 def test_the_fp16_recipe_lists_only_the_op_types_the_model_holds():
     from onnx import TensorProto, helper
 
-    from aft_export.quantize.fp16 import to_fp16
+    from aft_export.quantization.fp16 import to_fp16
 
     def graph(*ops):
         nodes = [helper.make_node(op, ["x", "s", "b"] if op == "LayerNormalization" else ["x", "x"], [f"y{i}"],

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from aft_export import load_checkpoint
-from aft_export.evaluate import evaluate_checkpoint
+from aft_export.verify.evaluate import evaluate_checkpoint
 from aft_export.models import count_params
 from tests.conftest import REPO
 
@@ -123,9 +123,10 @@ def test_int8_covers_every_layer_of_the_real_graphs(name, tmp_path, cifar10):
     every MatMul/Gemm/Conv of a Linear or Conv2d module must still compute in int8."""
     import onnx
 
-    from aft_export.export.exporter import ExportOptions, export_checkpoint
-    from aft_export.graph import node_module
-    from aft_export.quantize import QuantizeOptions, quantize_model
+    from aft_export.exporting.exporter import ExportOptions, export_checkpoint
+    from aft_export.artifacts.graph import node_module
+    from aft_export.options import QuantizeOptions
+    from aft_export.quantization.stage import quantize_model
 
     fp32, int8 = tmp_path / "m.onnx", tmp_path / "m.int8.onnx"
     export_checkpoint(ZOO_DIR / f"{name}.pt", fp32, ExportOptions(verify_images=0), log=lambda *a: None)

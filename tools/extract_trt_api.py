@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Extract the Python API of each supported TensorRT version (and TensorRT-RTX) into tests/data/trt_api.json.
 
-Why: ``aft_export/trt.py`` may only use a TensorRT name that every supported version ships,
+Why: ``aft_export/tensorrt/library.py`` may only use a TensorRT name that every supported version ships,
 or guard it by a version check; ``tests/test_trt_api.py`` checks that statically against the
 JSON this script writes. TensorRT cannot be installed here, but NVIDIA publishes the Python
 bindings of each release on PyPI as real wheels (``tensorrt-bindings``,

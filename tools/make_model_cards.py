@@ -3,7 +3,7 @@
 
 Usage: python tools/make_model_cards.py [--data ../shared/data/cifar10/test.tar]
 
-Top-1/top-5 come from `aft-export eval` (aft_export.evaluate.evaluate_checkpoint) on
+Top-1/top-5 come from `aft-export eval` (aft_export.verify.evaluate.evaluate_checkpoint) on
 the given labelled set, run now; training facts come from each checkpoint's
 provenance, written by `aft-export train`. Nothing here is typed in by hand.
 """
@@ -23,8 +23,8 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from aft_export.checkpoint import load_checkpoint  # noqa: E402
-from aft_export.evaluate import evaluate_checkpoint  # noqa: E402
+from aft_export.models.checkpoint import load_checkpoint  # noqa: E402
+from aft_export.verify.evaluate import evaluate_checkpoint  # noqa: E402
 from aft_export.models import count_params  # noqa: E402
 
 

@@ -27,7 +27,7 @@ ZOO = ("aft_conv_cifar", "aft_full_cifar", "aft_local_cifar", "aft_simple_cifar"
 
 def run(eval_limit: int) -> dict:
     from aft_export.options import PipelineOptions
-    from aft_export.pipeline import run_pipeline
+    from aft_export.workflow.pipeline import run_pipeline
 
     out = {"eval_limit": eval_limit, "models": {}}
     with tempfile.TemporaryDirectory() as tmp:

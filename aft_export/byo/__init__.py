@@ -8,14 +8,14 @@
   that every command takes in place of a checkpoint;
 * :mod:`aft_export.byo.export`: :func:`~aft_export.byo.export.export_model`, the Python API.
 
-Weights files in the layouts training code writes are read by :mod:`aft_export.weights`.
+Weights files in the layouts training code writes are read by :mod:`aft_export.models.weights`.
 The core (checkpoint, runners, export, parity) never imports this package: it plugs in
 from above. Importing it registers model spec files (``.yaml``, ``.yml``, ``.json``) as a
-model source (:func:`aft_export.sources.register_reader`); the reader imports
+model source (:func:`aft_export.models.sources.register_reader`); the reader imports
 :mod:`aft_export.byo.spec` (torch) only when a spec is opened.
 """
 
-from aft_export.sources import SPEC_SUFFIXES, register_reader
+from aft_export.models.sources import SPEC_SUFFIXES, register_reader
 
 
 def _read_spec(path: str):

@@ -2,7 +2,7 @@
 
 ``aft_export.cli`` adds them with :func:`user_model_options` and turns a command's
 arguments into the one model source it works on with :func:`model_source_from` (a
-:class:`~aft_export.byo.spec.UserModel` is a :class:`~aft_export.sources.ModelSource`
+:class:`~aft_export.byo.spec.UserModel` is a :class:`~aft_export.models.sources.ModelSource`
 like a checkpoint); everything else happens in the library.
 """
 
@@ -13,7 +13,7 @@ import click
 from aft_export.byo.preprocess import read_mapping, resolve
 from aft_export.errors import AFTExportError
 from aft_export.readers import MAX_SIDE
-from aft_export.sources import open_source
+from aft_export.models.sources import open_source
 
 # option destination -> flag, for messages
 FLAGS = {"weights": "--weights", "weights_key": "--weights-key", "preprocess": "--preprocess",

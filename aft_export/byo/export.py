@@ -2,7 +2,7 @@
 
 The model's AFT layers become one ``com.aft`` node each (public implementations are
 swapped for ours first and the swap verified, :mod:`aft_export.byo.verify`); the rest
-is the exporter's own machinery (:func:`aft_export.export.exporter.export_checkpoint`
+is the exporter's own machinery (:func:`aft_export.exporting.exporter.export_checkpoint`
 given the loaded model): the translation table, the function bodies, metadata, onnxsim,
 ONNX Runtime verification, the TensorRT check and the atomic save.
 
@@ -20,7 +20,7 @@ from torch import nn
 from aft_export.byo.preprocess import Preprocessing
 from aft_export.byo.spec import UserModel, meta_for
 from aft_export.errors import AFTExportError
-from aft_export.export.exporter import ExportOptions, ExportResult, export_checkpoint
+from aft_export.exporting.exporter import ExportOptions, ExportResult, export_checkpoint
 
 # the exporter's report carries what became of each AFT layer and the swap check
 # (ExportResult.layers, .swap_check, .warnings); the name of earlier releases

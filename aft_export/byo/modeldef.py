@@ -3,7 +3,7 @@
 A model definition is ``MODULE:FACTORY`` (``mypkg.models:build``, importable from the
 current directory or the environment) or ``FILE.py:FACTORY`` (a path). The factory is
 called with no arguments and must return a ``torch.nn.Module``; weights are loaded
-afterwards, from a file read without unpickling code (:mod:`aft_export.weights`).
+afterwards, from a file read without unpickling code (:mod:`aft_export.models.weights`).
 
 Importing the user's module runs their code: that is the point of naming it, and the
 reason weights files are never allowed to carry code of their own.

@@ -13,9 +13,9 @@ is the same thing on disk::
     std: [0.2470, 0.2435, 0.2616]
     classes_file: classes.txt
 
-A :class:`UserModel` is a :class:`~aft_export.sources.ModelSource`, and importing
+A :class:`UserModel` is a :class:`~aft_export.models.sources.ModelSource`, and importing
 :mod:`aft_export.byo` registers the spec file suffixes with
-:func:`aft_export.sources.register_reader`, so the PyTorch reference of ``parity``,
+:func:`aft_export.models.sources.register_reader`, so the PyTorch reference of ``parity``,
 ``eval``, ``bench`` and ``pipeline`` is the user's own, unmodified module. Loading a spec
 imports the code it names, as ``model_def`` does: use only specs you wrote or trust,
 as you would a Python file.
@@ -41,9 +41,9 @@ from aft_export.byo.modeldef import build_model
 from aft_export.byo.preprocess import Preprocessing, read_mapping, resolve
 from aft_export.byo.swap import layer_variants, plan_swap, quiet_stdout
 from aft_export.byo.verify import prepare_export
-from aft_export.checkpoint import ModelMeta
+from aft_export.models.checkpoint import ModelMeta
 from aft_export.errors import AFTExportError
-from aft_export.weights import load_weights
+from aft_export.models.weights import load_weights
 
 SPEC_KEYS = ("model_def", "weights", "weights_key", "name")
 
@@ -53,7 +53,7 @@ logger = logging.getLogger("aft_export")
 @dataclass(frozen=True)
 class UserModel:
     """The user's model: how to build it, its weights and its preprocessing. A
-    :class:`~aft_export.sources.ModelSource`."""
+    :class:`~aft_export.models.sources.ModelSource`."""
 
     model_def: str
     preprocessing: Preprocessing

@@ -57,7 +57,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from aft_export.compare import SWAP_MAX_ABS, swap_agreement
+from aft_export.verify.compare import SWAP_MAX_ABS, swap_agreement
 from aft_export.errors import AFTExportError
 from aft_export.layers.aft import AFTConv, AFTFull, AFTLayer, AFTLocal, AFTSimple
 from aft_export.layers.cores import local_band_from_dense, local_bias_mask
@@ -209,7 +209,7 @@ def _layout(module: nn.Module) -> list[tuple[str, str]]:
 
 def _prove(module: nn.Module, ours: nn.Module, calls: list[Call], seed: int = 0) -> dict:
     """``ours`` against ``module`` on the calls the probe recorded and, for a one-tensor
-    call, seeded random tokens of that shape: :func:`~aft_export.compare.swap_agreement`."""
+    call, seeded random tokens of that shape: :func:`~aft_export.verify.compare.swap_agreement`."""
     inputs = [(c.args, c.kwargs) for c in calls[:2]]
     first = calls[0]
     if len(first.args) == 1 and not first.kwargs and isinstance(first.args[0], Tensor):

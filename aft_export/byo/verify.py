@@ -5,7 +5,7 @@
 build the swapped copy, and run both through PyTorch runners on the verification
 images, topped up with seeded random inputs to :data:`~aft_export.options.SWAP_INPUTS`.
 The swapped model must match the original within
-:data:`~aft_export.compare.SWAP_MAX_ABS` wherever the original's logits are finite,
+:data:`~aft_export.verify.compare.SWAP_MAX_ABS` wherever the original's logits are finite,
 and be finite everywhere; otherwise nothing is exported.
 """
 
@@ -16,8 +16,8 @@ import torch
 from torch import Tensor, nn
 
 from aft_export.byo.swap import apply_swap, plan_swap, quiet_stdout
-from aft_export.checkpoint import ModelMeta
-from aft_export.compare import SWAP_MAX_ABS, swap_agreement
+from aft_export.models.checkpoint import ModelMeta
+from aft_export.verify.compare import SWAP_MAX_ABS, swap_agreement
 from aft_export.errors import AFTExportError
 from aft_export.options import SWAP_BATCH, SWAP_INPUTS, ExportOptions
 from aft_export.runners import TorchRunner
@@ -31,7 +31,7 @@ def _outputs(model: nn.Module, x: Tensor, batch: int) -> np.ndarray:
 def verify_swap(original: nn.Module, swapped: nn.Module, inputs: Tensor, atol: float = SWAP_MAX_ABS,
                 batch: int = SWAP_BATCH) -> dict:  # fmt: skip
     """Any module (a whole classifier or one layer) against its swapped copy, per input:
-    :func:`~aft_export.compare.swap_agreement` of their outputs."""
+    :func:`~aft_export.verify.compare.swap_agreement` of their outputs."""
     return swap_agreement(_outputs(original, inputs, batch), _outputs(swapped, inputs, batch), atol)
 
 

@@ -95,7 +95,7 @@ class AFTLocal(AFTLayer):
     leave the grid are held at 0. A 1-D sequence (``grid=None``) is the grid ``(1, T)``.
     Checkpoints written before the banded operator stored a dense ``(T, T)`` ``w``; it
     is converted when loaded (:meth:`upgrade_state`, called by ``load_state_dict`` and by
-    :func:`aft_export.checkpoint.load_checkpoint`), dropping only the entries outside the
+    :func:`aft_export.models.checkpoint.load_checkpoint`), dropping only the entries outside the
     window, which were masked out and never used.
     """
 

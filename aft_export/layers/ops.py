@@ -1,7 +1,7 @@
 """The AFT mixing cores as ``torch.library`` custom ops, one per variant.
 
 ``torch.export`` sees each as a single opaque op, which the ONNX exporter then
-translates to one ``com.aft`` node (see :mod:`aft_export.export.functions`). Eagerly
+translates to one ``com.aft`` node (see :mod:`aft_export.exporting.functions`). Eagerly
 they run the same stable cores as the layers. AFT-conv takes ``Q, K, V`` on the
 token grid, ``(B, H, W, C)``, so the grid size is part of the tensor shapes and can
 stay dynamic.

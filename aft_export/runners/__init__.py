@@ -22,13 +22,13 @@ from pathlib import Path
 
 from aft_export.errors import AFTExportError
 from aft_export.options import BACKENDS, backend_of
-from aft_export.preprocess import ForeignPreprocessing
+from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.runners.base import INPUT, OUTPUT, ModelInfo, Runner
 from aft_export.runners.engine import TrtRunner
 from aft_export.runners.openvino import OpenVinoRunner
 from aft_export.runners.ort import PROVIDER_KINDS, OrtRunner, info_from_metadata, onnx_info, ort_providers
 from aft_export.runners.reference import ReferenceRunner
-from aft_export.sources import SPEC_SUFFIXES, source_suffixes
+from aft_export.models.sources import SPEC_SUFFIXES, source_suffixes
 
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".safetensors")
 ENGINE_SUFFIXES = (".engine", ".plan")

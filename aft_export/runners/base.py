@@ -60,7 +60,7 @@ class ModelInfo:
 
     @classmethod
     def from_meta(cls, meta) -> ModelInfo:
-        """What feeding a loaded model needs, from its :class:`~aft_export.checkpoint.ModelMeta`."""
+        """What feeding a loaded model needs, from its :class:`~aft_export.models.checkpoint.ModelMeta`."""
         return cls(list(meta.classes), tuple(meta.input_size), tuple(meta.mean), tuple(meta.std),
                    source_sha256=meta.sha256)  # fmt: skip
 

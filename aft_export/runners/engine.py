@@ -5,7 +5,7 @@ loads only with TensorRT-RTX, of the release that built it). Either runs on a GP
 none here, loading raises RuntimeMissing and the stages report the engine *skipped, no GPU*.
 Device buffers and the CUDA stream come from PyTorch (no pycuda/cuda-python needed).
 Every TensorRT name used here is checked against each supported version's API by
-tests/test_trt_api.py, like aft_export/trt.py.
+tests/test_trt_api.py, like aft_export/tensorrt/library.py.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from aft_export.errors import AFTExportError
-from aft_export.onnxio import ArtifactMeta
+from aft_export.artifacts.onnxio import ArtifactMeta
 from aft_export.readers import reason
 from aft_export.runners.base import ModelInfo, Runner
-from aft_export.trt import (RTX, check_manifest, environment, import_library, library_logger, manifest_problems,
+from aft_export.tensorrt.library import (RTX, check_manifest, environment, import_library, library_logger, manifest_problems,
                             require_gpu)  # fmt: skip
 
 # what running an engine reads from its manifest besides what check_manifest decides with
@@ -26,7 +26,7 @@ READ = ("input", "precision", "model")
 
 
 def manifest_info(manifest: dict, engine: str) -> ModelInfo:
-    """What feeding ``engine`` needs, from its manifest (checked by :func:`~aft_export.trt.check_manifest`):
+    """What feeding ``engine`` needs, from its manifest (checked by :func:`~aft_export.tensorrt.library.check_manifest`):
     the model's metadata, its precision, and an input profile the runner can read (a name, and
     min, opt and max shapes of one rank). A manifest without them, or with one of them malformed
     (a hand-edited manifest), is one line, before TensorRT is loaded."""

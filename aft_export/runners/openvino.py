@@ -2,7 +2,7 @@
 
 - **Every file we write**: OpenVINO's ONNX front end does not inline model-local functions of
   a custom domain, so the runner inlines the ``com.aft`` functions of the default export in
-  memory first (:func:`aft_export.graph.inline_functions`, the way TensorRT's parser does);
+  memory first (:func:`aft_export.artifacts.graph.inline_functions`, the way TensorRT's parser does);
   the file on disk is not touched.
 - **fp32 means fp32**: the CPU plugin's default inference precision is bf16 on CPUs with bf16
   units (AMX, AVX512-BF16), which would put an fp32 file outside the fp32 parity limit, so
@@ -19,7 +19,7 @@
   such a file is refused before it runs (:class:`~aft_export.errors.NotForThisCPU`, which
   the stages report as skipped), naming the file that is safe there (7-bit weights, the
   portable target's int8). The weights are judged from the graph
-  (:func:`aft_export.graph.int8_weight_bits`), so other tools' files are judged too.
+  (:func:`aft_export.artifacts.graph.int8_weight_bits`), so other tools' files are judged too.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from pathlib import Path
 import numpy as np
 
 from aft_export.errors import AFTExportError, NotForThisCPU, RuntimeMissing
-from aft_export.graph import inline_functions, int8_weight_bits
+from aft_export.artifacts.graph import inline_functions, int8_weight_bits
 from aft_export.machine import CpuFeatures, cpu_features
-from aft_export.onnxio import load_onnx
+from aft_export.artifacts.onnxio import load_onnx
 from aft_export.options import OPENVINO_HINTS, OPENVINO_LATENCY_MAX_BATCH
 from aft_export.runners.base import ModelInfo, Runner
 from aft_export.runners.ort import GraphSignature, check_signature, open_graph

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.fileio import cache_root
-from aft_export.graph import activation_bytes_per_image
-from aft_export.onnxio import ArtifactMeta, foreign_kind, graph_precision, load_onnx, unfeedable
-from aft_export.preprocess import ForeignPreprocessing
+from aft_export.artifacts.graph import activation_bytes_per_image
+from aft_export.artifacts.onnxio import ArtifactMeta, foreign_kind, graph_precision, load_onnx, unfeedable
+from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.readers import reason
 from aft_export.runners.base import ModelInfo, Runner
 
@@ -118,7 +118,7 @@ def _graph_io(model) -> tuple[int | None, int | None]:
 def onnx_info(model, where: str, path=None, preprocessing: ForeignPreprocessing | None = None) -> ModelInfo:
     """What feeding an ONNX file needs: from our metadata where it has them; for a file another
     tool wrote (no such metadata), from ``preprocessing`` or the JSON beside ``path``
-    (:class:`~aft_export.preprocess.ForeignPreprocessing`), its class count from its output."""
+    (:class:`~aft_export.data.preprocess.ForeignPreprocessing`), its class count from its output."""
     meta = ArtifactMeta.of(model, where)
     if meta.ours:
         return info_from_metadata(model, where)

@@ -9,7 +9,7 @@ import torch
 
 from aft_export.errors import RuntimeMissing
 from aft_export.runners.base import OUTPUT, ModelInfo, Runner
-from aft_export.sources import load_model
+from aft_export.models.sources import load_model
 
 
 class TorchRunner(Runner):
@@ -17,7 +17,7 @@ class TorchRunner(Runner):
 
     def __init__(self, path, config: str | None = None, threads: int = 0, device: str = "cpu",
                  loaded=None) -> None:  # fmt: skip
-        """``path``: a checkpoint, or any model source (:mod:`aft_export.sources`);
+        """``path``: a checkpoint, or any model source (:mod:`aft_export.models.sources`);
         ``loaded``: its ``(model, ModelMeta)`` pair already in memory (the pipeline loads
         its model once), instead of loading it again. ``threads``: PyTorch's intra-op thread
         count while this runner runs (0: the count the process has); set for the duration of

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from aft_export.errors import EXIT_FOR, AFTExportError, CheckFailed, Verdict
-from aft_export.onnxio import ArtifactMeta, graph_precision, load_onnx
+from aft_export.artifacts.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.options import DEFAULT_TARGET, EXPORT_TARGETS
 from aft_export.runners import OrtRunner
 from aft_export.trtcheck.rules import RULES, checks_for
@@ -78,7 +78,7 @@ class CheckReport:
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     # check_model's ``also``: each column's report as a check of that column alone makes it
-    # (the build's parser, :func:`aft_export.build.check_for_version`); not in to_dict
+    # (the build's parser, :func:`aft_export.tensorrt.build.check_for_version`); not in to_dict
     columns: dict[str, CheckReport] = field(default_factory=dict, repr=False, compare=False)
 
     @property

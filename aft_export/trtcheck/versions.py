@@ -145,7 +145,7 @@ class Version:
     @property
     def strongly_typed(self) -> bool:
         # aft-export builds 10.x networks with NetworkDefinitionCreationFlag.STRONGLY_TYPED
-        # (aft_export/trt.py); TensorRT 11 networks are always strongly typed (DEPLOY.md).
+        # (aft_export/tensorrt/library.py); TensorRT 11 networks are always strongly typed (DEPLOY.md).
         # 8.x has no strongly typed networks.
         return self.v >= (10, 0)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from aft_export.graph import inline_functions, inlined_origin, node_module
+from aft_export.artifacts.graph import inline_functions, inlined_origin, node_module
 
 # ONNX element type -> the names onnx-tensorrt's operator table uses
 TYPE_NAMES = {1: "FP32", 2: "UINT8", 3: "INT8", 5: "INT16", 6: "INT32", 7: "INT64", 9: "BOOL", 10: "FP16",

@@ -14,8 +14,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from aft_export.data import normalize
-from aft_export.datasets import load_labelled
+from aft_export.data.images import normalize
+from aft_export.data.datasets import load_labelled
 
 MEAN, STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 

@@ -5,7 +5,7 @@ import pytest
 from aft_export.byo.cli import model_source_from, user_model_from
 from aft_export.byo.spec import UserModel
 from aft_export.errors import AFTExportError
-from aft_export.sources import CheckpointSource, ModelSource, open_source
+from aft_export.models.sources import CheckpointSource, ModelSource, open_source
 
 FLAGS = {"model_def": None, "weights": None, "weights_key": None, "preprocess": None, "byo_input_size": None,
          "byo_mean": None, "byo_std": None, "classes": None}  # fmt: skip
@@ -55,7 +55,7 @@ def test_a_preprocess_file_that_is_a_whole_spec_needs_no_model_def_flag(tmp_path
 
 def test_the_pipeline_takes_a_user_model_in_memory_but_needs_a_file_to_name_its_run(tmp_path):
     from aft_export.options import PipelineOptions
-    from aft_export.pipeline import run_pipeline
+    from aft_export.workflow.pipeline import run_pipeline
 
     user, _ = model_source_from(None, {**FLAGS, "model_def": "tests.byo.user_models:own_architecture",
                                        "byo_input_size": 32, "byo_mean": "0,0,0", "byo_std": "1,1,1"})  # fmt: skip

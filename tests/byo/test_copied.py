@@ -13,10 +13,10 @@ from click.testing import CliRunner
 
 from aft_export.byo.swap import find_layers, plan_swap
 from aft_export.cli import main
-from aft_export.data import normalize
-from aft_export.datasets import load_labelled
-from aft_export.export.functions import DOMAIN
-from aft_export.graph import aft_kind
+from aft_export.data.images import normalize
+from aft_export.data.datasets import load_labelled
+from aft_export.exporting.functions import DOMAIN
+from aft_export.artifacts.graph import aft_kind
 from tests.byo import copied_layers
 from tests.byo.user_models import DIM, HIDDEN, MAX_SEQ
 

@@ -14,12 +14,12 @@ from click.testing import CliRunner
 from aft_export.byo.export import export_model
 from aft_export.byo.preprocess import Preprocessing
 from aft_export.cli import main
-from aft_export.data import normalize
-from aft_export.datasets import load_labelled
+from aft_export.data.images import normalize
+from aft_export.data.datasets import load_labelled
 from aft_export.errors import AFTExportError
-from aft_export.export.exporter import ExportOptions, export_checkpoint
-from aft_export.export.functions import DOMAIN
-from aft_export.graph import aft_kind
+from aft_export.exporting.exporter import ExportOptions, export_checkpoint
+from aft_export.exporting.functions import DOMAIN
+from aft_export.artifacts.graph import aft_kind
 from tests.byo import user_models
 from tests.export.test_exporter import make_ckpt
 

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from aft_export.errors import AFTExportError
-from aft_export.weights import load_weights, read_weights_file, select_state_dict, strip_prefixes
+from aft_export.models.weights import load_weights, read_weights_file, select_state_dict, strip_prefixes
 
 
 class Net(nn.Module):
@@ -152,7 +152,7 @@ def test_empty_and_corrupt_files(tmp_path, content, message):
 
 def test_registry_checkpoints_in_deit_layout_load_too(tmp_path):
     """The issue's report: `export ckpt --config NAME` refused {"model": state_dict}."""
-    from aft_export.checkpoint import load_checkpoint
+    from aft_export.models.checkpoint import load_checkpoint
     from aft_export.models import create_model
 
     torch.manual_seed(0)

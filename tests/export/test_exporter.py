@@ -7,15 +7,15 @@ import onnx
 import pytest
 import torch
 
-from aft_export.checkpoint import load_checkpoint, save_checkpoint
-from aft_export.data import normalize
-from aft_export import datasets
-from aft_export.datasets import load_labelled
-from aft_export.export import exporter as export_module
+from aft_export.models.checkpoint import load_checkpoint, save_checkpoint
+from aft_export.data.images import normalize
+from aft_export.data import datasets
+from aft_export.data.datasets import load_labelled
+from aft_export.exporting import exporter as export_module
 from aft_export.errors import AFTExportError
-from aft_export.export.exporter import ExportOptions, check_graph, export_checkpoint, parse_batch
-from aft_export.export.functions import DOMAIN
-from aft_export.graph import aft_kind, node_module
+from aft_export.exporting.exporter import ExportOptions, check_graph, export_checkpoint, parse_batch
+from aft_export.exporting.functions import DOMAIN
+from aft_export.artifacts.graph import aft_kind, node_module
 from aft_export.models import create_model, get_config, list_models
 
 VARIANT_OP = {"full": "AFTFull", "local": "AFTLocal", "simple": "AFTSimple", "conv": "AFTConv"}
@@ -310,8 +310,8 @@ def test_a_model_over_two_gib_is_refused_before_any_work(tmp_path):
 def test_a_checkpoint_over_two_gib_is_refused_before_it_is_loaded(tmp_path):
     """Loading a 2.3 GiB checkpoint takes over a minute (building the model, checking every
     weight is finite): a source that can tell its size is refused before it is loaded."""
-    from aft_export.checkpoint import weight_bytes
-    from aft_export.sources import CheckpointSource
+    from aft_export.models.checkpoint import weight_bytes
+    from aft_export.models.sources import CheckpointSource
 
     path = make_ckpt(tmp_path / "m.pt", "aft_simple_test")
     model, _ = load_checkpoint(path)

@@ -7,8 +7,8 @@ import pytest
 import torch
 from onnx import TensorProto, helper
 
-from aft_export.export.functions import DOMAIN, FUNCTIONS, attach_functions
-from aft_export.graph import MODULE_KEY, aft_kind, set_props
+from aft_export.exporting.functions import DOMAIN, FUNCTIONS, attach_functions
+from aft_export.artifacts.graph import MODULE_KEY, aft_kind, set_props
 from tests.layers.test_aft import conv_bias_matrix, local_bias_matrix, make_qkv, reference, rel_err
 
 

@@ -2,7 +2,7 @@
 we write without a duplicate node name, and finds each layer's internal tensors by name.
 
 TensorRT's parser keys model-local functions by name and names each inlined layer after
-the body's node (aft_export/export/functions.py says why each layer has its own function).
+the body's node (aft_export/exporting/functions.py says why each layer has its own function).
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from __future__ import annotations
 import onnx
 import pytest
 
-from aft_export.checkpoint import save_checkpoint
-from aft_export.export.exporter import ExportOptions, export_checkpoint
-from aft_export.graph import DOMAIN, aft_kind, node_module
+from aft_export.models.checkpoint import save_checkpoint
+from aft_export.exporting.exporter import ExportOptions, export_checkpoint
+from aft_export.artifacts.graph import DOMAIN, aft_kind, node_module
 from aft_export.models import create_model
-from aft_export.quantize import QuantizeOptions, quantize_model
+from aft_export.options import QuantizeOptions
+from aft_export.quantization.stage import quantize_model
 from tests.rtx import DUPLICATE_NAME, need_rtx, parse
 
 VARIANTS = ("full", "local", "simple", "conv")

@@ -10,10 +10,11 @@ import pytest
 from click.testing import CliRunner
 
 from aft_export.cli import main
-from aft_export.compare import TOLERANCES, metrics
-from aft_export.export.exporter import ExportOptions, export_graph, to_target
-from aft_export.checkpoint import load_checkpoint
-from aft_export.quantize import QuantizeOptions, quantize_model
+from aft_export.verify.compare import TOLERANCES, metrics
+from aft_export.exporting.exporter import ExportOptions, export_graph, to_target
+from aft_export.models.checkpoint import load_checkpoint
+from aft_export.options import QuantizeOptions
+from aft_export.quantization.stage import quantize_model
 from aft_export.runners import OpenVinoRunner, OrtRunner, ReferenceRunner
 from tests.conftest import need_openvino
 from tests.export.test_exporter import make_ckpt
@@ -115,9 +116,9 @@ def test_quantize_target_portable_of_the_default_export_is_the_portable_int8(por
     export is the portable export quantised, graph for graph (same ranges, same bytes), only its recipe
     saying where it came from; within int8's parity limits of PyTorch on real images in ONNX Runtime,
     run by the reference evaluator, parsed by TensorRT-RTX."""
-    from aft_export.data import normalize
-    from aft_export.datasets import load_labelled
-    from aft_export.export.exporter import export_checkpoint
+    from aft_export.data.images import normalize
+    from aft_export.data.datasets import load_labelled
+    from aft_export.exporting.exporter import export_checkpoint
     from aft_export.runners import TorchRunner
 
     ckpt, _, paths = portable

@@ -9,10 +9,10 @@ import pytest
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from aft_export.checkpoint import load_checkpoint
-from aft_export.export.exporter import ExportOptions, _torch_export
-from aft_export.export.rewrite import gelu_for_fusion, merge_shared_matmuls, optimize_for_runtime
-from aft_export.graph import AFT_LAYER_TYPES, node_module
+from aft_export.models.checkpoint import load_checkpoint
+from aft_export.exporting.exporter import ExportOptions, _torch_export
+from aft_export.exporting.rewrite import gelu_for_fusion, merge_shared_matmuls, optimize_for_runtime
+from aft_export.artifacts.graph import AFT_LAYER_TYPES, node_module
 from aft_export.runners import ModelInfo, OrtRunner
 from aft_export.trtcheck import check_model
 from tests.export.test_exporter import make_ckpt

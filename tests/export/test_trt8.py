@@ -7,10 +7,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from aft_export.errors import AFTExportError
-from aft_export.export.exporter import ExportOptions, export_checkpoint
-from aft_export.export.trt8 import to_tensorrt8
-from aft_export.graph import node_module
-from aft_export.quantize import QuantizeOptions, quantize_model
+from aft_export.exporting.exporter import ExportOptions, export_checkpoint
+from aft_export.exporting.trt8 import to_tensorrt8
+from aft_export.artifacts.graph import node_module
+from aft_export.options import QuantizeOptions
+from aft_export.quantization.stage import quantize_model
 from tests.export.test_exporter import make_ckpt
 
 QUIET = dict(log=lambda *a: None)

@@ -34,8 +34,8 @@ PIPELINE = ["pipeline", "{d}/m.pt", "--out", "{d}/out/run", "--calib", "{d}/reci
 # (id, argv, where it stops: MODULE:FUNCTION[:N|:after] or None (a timed kill just after start), signal)
 SCENARIOS = [
     ("quantize: starting up", QUANTIZE, None, signal.SIGTERM),
-    ("quantize: decoding calibration images", QUANTIZE, "aft_export.calib:load_image:3", signal.SIGTERM),
-    ("quantize: ranges computed in $TMPDIR", [*QUANTIZE, "--no-cache"], "aft_export.quantize.placement:ort_quantize",
+    ("quantize: decoding calibration images", QUANTIZE, "aft_export.data.calibration:load_image:3", signal.SIGTERM),
+    ("quantize: ranges computed in $TMPDIR", [*QUANTIZE, "--no-cache"], "aft_export.quantization.placement:ort_quantize",
      signal.SIGTERM),
     # with the cache on: the ranges are written to $TMPDIR first (file_mode's first call, inside the atomic
     # write), the output second; the cache gets its entry only after the output is in place
@@ -46,11 +46,11 @@ SCENARIOS = [
     ("quantize: SIGINT in ONNX Runtime's quantiser", QUANTIZE, "onnxruntime.quantization:quantize_static:after",
      signal.SIGINT),
     ("pipeline: starting up", PIPELINE, None, signal.SIGTERM),
-    ("pipeline: exporting", PIPELINE, "aft_export.export.exporter:_simplify", signal.SIGTERM),
-    ("pipeline: quantising", PIPELINE, "aft_export.quantize.placement:ort_quantize", signal.SIGTERM),
-    ("pipeline: parity", PIPELINE, "aft_export.pipeline:run_parity", signal.SIGTERM),
-    ("pipeline: writing the report", PIPELINE, "aft_export.pipeline:report_markdown", signal.SIGTERM),
-    ("pipeline: SIGINT while exporting", PIPELINE, "aft_export.export.exporter:_simplify", signal.SIGINT),
+    ("pipeline: exporting", PIPELINE, "aft_export.exporting.exporter:_simplify", signal.SIGTERM),
+    ("pipeline: quantising", PIPELINE, "aft_export.quantization.placement:ort_quantize", signal.SIGTERM),
+    ("pipeline: parity", PIPELINE, "aft_export.workflow.pipeline:run_parity", signal.SIGTERM),
+    ("pipeline: writing the report", PIPELINE, "aft_export.workflow.pipeline:report_markdown", signal.SIGTERM),
+    ("pipeline: SIGINT while exporting", PIPELINE, "aft_export.exporting.exporter:_simplify", signal.SIGINT),
     ("infer: SIGINT while ONNX Runtime imports", ["infer", "{d}/m.onnx", "{d}/imgs/k0/0.png"], "import:onnxruntime",
      signal.SIGINT),
 ]  # fmt: skip
@@ -167,8 +167,8 @@ def test_a_signal_leaves_nothing_behind(outcomes, name, argv, stop, signum):
 
 
 @pytest.mark.parametrize("argv, stop, what, first_work", [
-    (PIPELINE, "aft_export.export.exporter:_simplify", "out/run", "aft_export.sources.CheckpointSource.load"),
-    (QUANTIZE, "aft_export.calib:load_image:3", "out/q.onnx", "aft_export.quantize.stage.load_onnx"),
+    (PIPELINE, "aft_export.exporting.exporter:_simplify", "out/run", "aft_export.models.sources.CheckpointSource.load"),
+    (QUANTIZE, "aft_export.data.calibration:load_image:3", "out/q.onnx", "aft_export.quantization.stage.load_onnx"),
 ])  # fmt: skip
 def test_a_second_run_to_the_same_output_fails_at_its_start(world, ort_state, tmp_path, monkeypatch, argv, stop, what,
                                                              first_work):  # fmt: skip

@@ -33,8 +33,8 @@ def build_world(root: Path) -> Path:
     """The shared starting files (a few hundred kB; built once per session)."""
     import torch
 
-    from aft_export.checkpoint import save_checkpoint
-    from aft_export.export.exporter import ExportOptions, export_checkpoint
+    from aft_export.models.checkpoint import save_checkpoint
+    from aft_export.exporting.exporter import ExportOptions, export_checkpoint
     from aft_export.models import create_model
 
     root.mkdir(parents=True, exist_ok=True)
@@ -117,7 +117,7 @@ def _nan_initializer(model, value: float = np.nan) -> None:
 def _weights(d: Path, name: str, change) -> None:
     import torch
 
-    from aft_export.checkpoint import load_checkpoint, save_checkpoint
+    from aft_export.models.checkpoint import load_checkpoint, save_checkpoint
 
     model, meta = load_checkpoint(d / "m.pt")
     with torch.no_grad():
@@ -164,7 +164,7 @@ def _short_classes_ckpt(d: Path) -> None:
 def _huge_input_ckpt(d: Path) -> None:
     """A tiny AFT-simple model at 512x512 (4096 tokens): a few kB of weights, but a batch
     of 65536 images needs hundreds of GB."""
-    from aft_export.checkpoint import save_checkpoint
+    from aft_export.models.checkpoint import save_checkpoint
     from aft_export.models import create_model
 
     save_checkpoint(d / "big.pt", create_model("aft_simple_test", img_size=512), CLASSES, model_name="big")
@@ -210,7 +210,7 @@ def _chardev(d: Path) -> None:
 
 
 def _fixed_batch_onnx(d: Path) -> None:
-    from aft_export.export.exporter import ExportOptions, export_checkpoint
+    from aft_export.exporting.exporter import ExportOptions, export_checkpoint
 
     export_checkpoint(d / "m.pt", d / "b2.onnx", ExportOptions(verify_images=0, batch="2", simplify=False),
                       log=lambda *a: None)  # fmt: skip

@@ -10,8 +10,9 @@ from click.testing import CliRunner
 
 from aft_export.cli import main
 from aft_export.errors import AFTExportError
-from aft_export.export.exporter import ExportOptions, export_checkpoint
-from aft_export.quantize import QuantizeOptions, quantize_model
+from aft_export.exporting.exporter import ExportOptions, export_checkpoint
+from aft_export.options import QuantizeOptions
+from aft_export.quantization.stage import quantize_model
 from aft_export.trtcheck import SUPPORTED, check_model
 from tests.export.test_exporter import make_ckpt
 
@@ -129,7 +130,7 @@ def test_versions_without_rules_are_warnings_not_passes(exports):
 
 
 def test_quantize_stops_when_every_version_refuses_and_writes_nothing(exports, tmp_path, cifar10, monkeypatch):
-    from aft_export.quantize import placement
+    from aft_export.quantization import placement
 
     original = placement.ort_quantize
 
@@ -171,7 +172,7 @@ def test_a_version_specific_refusal_warns_and_writes(exports, tmp_path):
 
 
 def test_build_checks_the_installed_version_before_building(exports):
-    from aft_export.build import check_for_version
+    from aft_export.tensorrt.build import check_for_version
 
     assert check_for_version(exports["tensorrt8", "custom"], (8, 5, 2), **QUIET)["status"] == "accepts"
     with pytest.raises(AFTExportError, match="the build stops: TensorRT 8.6 would refuse"):
@@ -182,7 +183,7 @@ def test_a_report_with_also_columns_serves_the_build(exports, monkeypatch):
     """check_model(also=...) reports each column as a check of that column alone does, from the
     same reading of the graph; the build given that report checks nothing itself and says the
     same, a refusal included."""
-    import aft_export.build as build
+    import aft_export.tensorrt.build as build
 
     path = exports["tensorrt", "custom"]
     report = check_model(path, also=("8.6", "rtx-1.7"))

@@ -1,0 +1,161 @@
+"""What an artifact is, read without running it: ``aft-export info``.
+
+Every artifact the project writes or takes: a checkpoint (or any model source), an ONNX file
+(ours: export target, opset, precision, ``com.aft`` layers, the quantisation recipe and its
+calibration set's hash; another tool's: what the file itself says, its inputs, outputs,
+opsets and producer, and the preprocessing it would be fed with, where one is given or lies
+beside it), and an engine with its manifest. Returns plain data; :mod:`aft_export.workflow.report`
+renders it. Reads only: a broken part (an engine without its manifest) is said in the result,
+not raised, so the rest is still shown.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from aft_export.models.checkpoint import describe
+from aft_export.errors import AFTExportError
+from aft_export.fileio import sha256_file
+from aft_export.artifacts.graph import DOMAIN, aft_kind
+from aft_export.artifacts.onnxio import ArtifactMeta, foreign_kind, graph_precision, load_onnx
+from aft_export.data.preprocess import ForeignPreprocessing
+from aft_export.artifacts.purpose import engine_made_for, file_purpose
+from aft_export.readers import reason
+from aft_export.runners import CHECKPOINT_SUFFIXES, ENGINE_SUFFIXES, onnx_info
+from aft_export.runners.ort import GraphSignature
+from aft_export.models.sources import SPEC_SUFFIXES, load_model, source_suffixes
+from aft_export.tensorrt.library import check_manifest, manifest_path, manifest_problems
+
+# our metadata shown as they are (the rest: classes, preprocessing, the recipe, read below)
+OUR_KEYS = ("model_name", "variant", "export_target", "opset", "aft_op_form", "source_checkpoint", "source_sha256",
+            "tool", "torch_version", "dynamic_batch", "dynamic_hw")  # fmt: skip
+# our metadata that say how the model is fed (JSON lists, read by ArtifactMeta's typed properties)
+DESCRIBING = ("classes", "input_size", "mean", "std")
+
+
+def describe_artifact(path, config: str | None = None, preprocessing: ForeignPreprocessing | None = None) -> dict:
+    """What ``path`` is: ``kind`` (checkpoint, onnx or engine) and what that kind can say.
+    ``config``: the registry config of a plain state_dict file; ``preprocessing``: how an ONNX
+    file another tool wrote would be fed (else the JSON beside it)."""
+    path = Path(path)
+    if not path.exists():
+        raise AFTExportError(f"artifact {path} does not exist; check the path")
+    if path.is_dir():
+        raise AFTExportError(f"{path} is a directory; give a checkpoint, an ONNX file or an engine")
+    suffix = path.suffix.lower()
+    if suffix == ".onnx":
+        return describe_onnx(path, preprocessing)
+    if suffix in ENGINE_SUFFIXES:
+        return describe_engine(path)
+    if suffix in CHECKPOINT_SUFFIXES or suffix in SPEC_SUFFIXES or suffix in source_suffixes():
+        return {"kind": "checkpoint", **describe(path, loaded=load_model(str(path), config=config))}
+    raise AFTExportError(f"{path}: unknown artifact type; give a checkpoint (.pt, .pth, .safetensors), a model spec "
+                         f"(.yaml, .yml, .json), an ONNX file (.onnx) or an engine ({', '.join(ENGINE_SUFFIXES)})")  # fmt: skip
+
+
+def described(meta: ArtifactMeta) -> tuple[dict, list[str]]:
+    """The keys of ``meta`` that say how the model is fed (:data:`DESCRIBING`), parsed and checked
+    by their typed properties, and the keys it holds malformed (not JSON, nested too deep, not a
+    list of the right items): said, not raised."""
+    values, malformed = {}, []
+    for key in DESCRIBING:
+        if key not in meta and not meta.broken:
+            continue
+        try:
+            values[key] = list(getattr(meta, key))
+        except (KeyError, ValueError):  # readers.Malformed is a ValueError
+            malformed.append(key)
+    return values, malformed
+
+
+def _values(signature) -> list[dict]:
+    return [{"name": v.name, "type": v.type, "shape": v.shape} for v in signature]
+
+
+def describe_onnx(path: Path, preprocessing: ForeignPreprocessing | None = None) -> dict:
+    model = load_onnx(path, external_data=False)
+    meta = ArtifactMeta.of(model, str(path))
+    sig = GraphSignature(model)
+    opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
+    data_files = sorted({e.value for t in model.graph.initializer for e in t.external_data if e.key == "location"})
+    out = {
+        "kind": "onnx", "path": str(path), "bytes": path.stat().st_size, "sha256": sha256_file(path),
+        "external_data": data_files, "producer": " ".join(p for p in (model.producer_name, model.producer_version) if p),
+        "ir_version": model.ir_version, "opsets": opsets, "nodes": len(model.graph.node),
+        "op_types": dict(Counter(n.op_type for n in model.graph.node).most_common()),
+        "inputs": _values(sig.get_inputs()), "outputs": _values(sig.get_outputs()),
+        "precision": graph_precision(model), "aft_export": meta.ours, **file_purpose(model),
+    }  # fmt: skip
+    if not meta.ours:  # another tool's file: what it is, and how it would be fed, if anyone said
+        out["written_as"] = foreign_kind(model)
+        try:
+            info = onnx_info(model, str(path), path, preprocessing)
+            out["preprocessing"] = {"input_size": list(info.input_size), "mean": list(info.mean),
+                                    "std": list(info.std), "classes": info.classes, "from": info.preprocessing_from}  # fmt: skip
+        except AFTExportError as exc:
+            out["preprocessing"] = {"missing": str(exc)}
+        return out
+    calls = Counter(aft_kind(n) or n.op_type for n in model.graph.node if n.domain == DOMAIN)  # by variant
+    values, malformed = described(meta)
+    out.update({
+        **{k: meta[k] for k in OUR_KEYS if k in meta},
+        "com_aft_layers": dict(sorted(calls.items())), "com_aft_functions": sum(f.domain == DOMAIN for f in model.functions),
+        "preprocessing": {k: values[k] for k in ("input_size", "mean", "std") if k in values},
+        "classes": values.get("classes", []), **({"malformed": malformed} if malformed else {}),
+    })  # fmt: skip
+    if "quantization" in meta:
+        try:
+            recipe = meta.json("quantization")
+        except ValueError as exc:
+            recipe = exc
+        if isinstance(recipe, dict):
+            out["recipe"], out["recipe_summary"] = recipe, recipe_summary(recipe)
+        else:
+            why = reason(recipe) if isinstance(recipe, ValueError) else "not a JSON object"
+            out["recipe_summary"] = {"error": f"malformed quantization metadata ({why})"}
+    return out
+
+
+def describe_engine(path: Path) -> dict:
+    out = {"kind": "engine", "path": str(path), "bytes": path.stat().st_size, "manifest": manifest_path(path).name}
+    try:
+        manifest = check_manifest(path, {})  # exists, parses, the engine's sha256 matches; no TensorRT needed
+    except AFTExportError as exc:
+        return {**out, "manifest_error": str(exc)}
+    # an entry of the wrong type is "malformed, not shown", as if absent; the rest is shown
+    bad = manifest_problems(manifest)
+    manifest = {k: v for k, v in manifest.items() if k not in bad}
+    model = ArtifactMeta(manifest.get("model", {}), str(path))
+    values, malformed = described(model)
+    malformed = bad + [f"model.{k}" for k in malformed]
+    network = manifest.get("network") or {}
+    return {
+        **out, "sha256": manifest.get("engine_sha256"), "library": manifest.get("library", "tensorrt"),
+        "library_version": manifest.get("library_version") or manifest.get("tensorrt"),
+        "precision": manifest.get("precision"), "input": manifest.get("input"),
+        "compute_capabilities": manifest.get("compute_capabilities") or [],
+        "compute_capabilities_default": manifest.get("compute_capabilities_default"),
+        "gpu": manifest.get("gpu"), "built_on_gpu": manifest.get("built_on_gpu"), "created_utc": manifest.get("created_utc"),
+        "tool": manifest.get("tool"), "onnx": manifest.get("onnx"), "onnx_sha256": manifest.get("onnx_sha256"),
+        "build_seconds": manifest.get("build_seconds"), "layer_outputs": network.get("outputs", {}),
+        "num_layers": network.get("num_layers"), "compute": network.get("compute") or {},
+        "for": engine_made_for(manifest),
+        "model_name": model.get("model_name", ""),
+        "source_sha256": model.get("source_sha256", ""), "preprocessing_from": model.get("preprocessing_from", ""),
+        "model": values, "build_options": manifest.get("build_options", {}),
+        **({"malformed": malformed} if malformed else {}),
+    }  # fmt: skip
+
+
+def recipe_summary(recipe: dict) -> dict:
+    """The parts of a quantisation recipe a person reads first (the report shows them)."""
+    calib = recipe.get("calibration") if isinstance(recipe.get("calibration"), dict) else {}
+    return {k: v for k, v in {
+        "precision": recipe.get("precision"), "method": recipe.get("method"), "percentile": recipe.get("percentile"),
+        "calibration": (f"{calib.get('count')} images of {calib.get('source')} (seed {calib.get('seed')}, sha256 "
+                        f"{str(calib.get('sha256'))[:16]}...)") if calib else None,
+        "quantized_nodes": recipe.get("quantized_nodes"), "excluded_modules": recipe.get("excluded_modules"),
+        "fp32_op_types": recipe.get("fp32_op_types"), "tool": recipe.get("tool"),
+    }.items() if v is not None}  # fmt: skip
+

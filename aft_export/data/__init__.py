@@ -1,0 +1,1 @@
+"""Images, data sets, preprocessing and calibration sets."""

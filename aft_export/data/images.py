@@ -1,0 +1,300 @@
+"""Labelled image sets: an ImageFolder directory or a tar of one, decoded to memory.
+
+CIFAR-sized sets fit in memory as uint8 (50,000 x 32 x 32 x 3 is 150 MB), so we
+decode once and do augmentation on batched tensors; no per-image Python work in
+the training loop. The evaluation transform (:func:`load_image`) is the single
+definition of preprocessing: training, evaluation and calibration all use it.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import tarfile
+import warnings
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from aft_export import readers
+from aft_export.errors import AFTExportError
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".ppm", ".tif", ".tiff")
+CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR10_STD = (0.2470, 0.2435, 0.2616)
+IMAGENET = "0.485,0.456,0.406 and 0.229,0.224,0.225"  # mean and std, for messages
+# The cost of an image is bounded before it is decoded: its header says its size, and an
+# image of more pixels than this is refused (64 Mpx, 192 MB decoded: a 50-megapixel camera
+# photo passes; a 69-byte PNG claiming 20000 x 20000 does not), or of more than 1024 times
+# the model's input where that is larger (inputs above 256 x 256). A file larger than
+# MAX_IMAGE_BYTES is refused before it is read. Resizing never builds more than
+# MAX_RESIZE_FACTOR times the model's input (see square_crop).
+MAX_IMAGE_PIXELS = 64 * 2**20
+INPUT_PIXEL_FACTOR = 1024
+MAX_RESIZE_FACTOR = 64
+MAX_IMAGE_BYTES = 256 * 2**20
+# what a damaged or truncated tar raises while it is read
+TAR_ERRORS = (tarfile.TarError, OSError, EOFError, zlib.error)
+
+
+@dataclass(frozen=True)
+class Preprocessing:
+    """How an image becomes a model input, the one preprocessing type: RGB, square
+    ``input_size``, ``(x / 255 - mean) / std``; and, where known, the class names. A model
+    trained elsewhere, or an ONNX file another tool wrote, says it with options or a file
+    (:mod:`aft_export.data.preprocess`), a checkpoint carries it (``ModelMeta.preprocessing``), an
+    ONNX file's metadata holds it (:meth:`from_metadata`); calibration decodes with it."""
+
+    input_size: int
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    classes: tuple[str, ...] | None = None  # None: numbered by output index once the width is known
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.input_size, int) or isinstance(self.input_size, bool) or not (
+                1 <= self.input_size <= readers.MAX_SIDE):  # fmt: skip
+            raise AFTExportError(f"`input_size` must be a whole number of pixels from 1 to {readers.MAX_SIDE}, got "
+                                 f"{self.input_size!r}")  # fmt: skip
+        for option in ("mean", "std"):
+            value = getattr(self, option)
+            if len(value) != 3 or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in value):
+                raise AFTExportError(f"`{option}` takes three numbers (R, G, B of x / 255, finite), got {list(value)!r}; "
+                                     f"e.g. {IMAGENET.split(' and ')[0 if option == 'mean' else 1]}")  # fmt: skip
+        if any(s <= 0 for s in self.std):
+            raise AFTExportError(f"`std` must be positive, got {list(self.std)}; give three numbers > 0")
+        if self.classes is not None:
+            if not self.classes or not all(isinstance(c, str) and c for c in self.classes):
+                raise AFTExportError("class names must be non-empty strings")
+            dup = sorted({c for c in self.classes if self.classes.count(c) > 1})
+            if dup:
+                raise AFTExportError(f"class names repeat: {dup[:5]}")
+
+    def class_names(self, num_classes: int, origin: str = "") -> list[str]:
+        """The names by output index, checked against the model's output width; ``origin``:
+        where the names came from (a preprocessing file), for the message."""
+        if self.classes is None:
+            return [str(i) for i in range(num_classes)]
+        if len(self.classes) != num_classes:
+            fix = (f"give one name per output in {origin}" if origin else
+                   "give one name per output (`classes`: a file, one name per line)")  # fmt: skip
+            raise AFTExportError(f"{len(self.classes)} class names for a model with {num_classes} outputs; {fix}")
+        return list(self.classes)
+
+    @property
+    def size(self) -> int:
+        return self.input_size
+
+    @classmethod
+    def from_metadata(cls, meta: dict[str, str], size: int | None = None, mean=None, std=None,
+                      path: str = "the model") -> Preprocessing:  # fmt: skip
+        """From aft-export ONNX metadata; explicit values override it and stand in for a
+        model exported by another tool. Each metadata value is read by :mod:`aft_export.readers`
+        (bounded, typed) and a malformed one is named by its key."""
+        where, fix = f"{path}'s metadata", "export it again with `aft-export export`"
+        if size is None and "input_size" in meta:
+            dims = readers.wholes(readers.parse_json(meta["input_size"], where, "input_size", fix), where,
+                                  "input_size", 1, readers.MAX_SIDE, fix=fix)  # fmt: skip
+            size = dims[-1]
+        if mean is None and "mean" in meta:
+            mean = readers.numbers(readers.parse_json(meta["mean"], where, "mean", fix), where, "mean", 3, fix=fix)
+        if std is None and "std" in meta:
+            std = readers.numbers(readers.parse_json(meta["std"], where, "std", fix), where, "std", 3, True, fix)
+        missing = [f"`{option}`" for option, v in (("input_size", size), ("mean", mean), ("std", std)) if v is None]
+        if missing:
+            raise AFTExportError(
+                f"{path} does not say how to preprocess images (no aft-export metadata); "
+                f"give {', '.join(missing)}"
+            )
+        try:
+            mean, std = tuple(float(v) for v in mean), tuple(float(v) for v in std)
+        except (TypeError, ValueError):
+            raise AFTExportError(f"{path} has malformed preprocessing metadata (mean {mean!r}, std {std!r}); "
+                                 f"give `mean` and `std`") from None  # fmt: skip
+        finite = all(math.isfinite(v) for v in mean + std)
+        if (len(mean) != 3 or len(std) != 3 or not finite or min(std) <= 0 or not isinstance(size, int)
+                or not 1 <= size <= readers.MAX_SIDE):  # fmt: skip
+            raise AFTExportError(f"bad preprocessing for {path}: input size {size}, mean {mean}, std {std}; give "
+                                 f"`input_size` from 1 to {readers.MAX_SIDE} and three finite numbers each for `mean` and `std` "
+                                 f"(std > 0)")  # fmt: skip
+        return cls(int(size), mean, std)
+
+    def record(self) -> dict:
+        return {"size": self.size, "mean": list(self.mean), "std": list(self.std)}
+
+
+@dataclass
+class LabelledImages:
+    """Decoded images (N, H, W, 3) uint8, labels (N,) int64, class names by index."""
+
+    images: np.ndarray
+    labels: np.ndarray
+    classes: list[str]
+    source: str
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def subset(self, limit: int | None) -> LabelledImages:
+        """A fixed pseudo-random subset of ``limit`` images, in their original order (the
+        same choice :func:`aft_export.data.datasets.load_labelled` makes with ``limit``)."""
+        if limit is None or limit >= len(self):
+            return self
+        keep = subset_indices(len(self), limit)
+        return LabelledImages(self.images[keep], self.labels[keep], self.classes, self.source)
+
+
+def subset_indices(n: int, limit: int) -> np.ndarray:
+    return np.sort(np.random.default_rng(0).permutation(n)[:limit])
+
+
+def max_image_pixels(size: int) -> int:
+    """The most pixels an image may have to be decoded for a model of ``size x size`` input."""
+    return max(MAX_IMAGE_PIXELS, INPUT_PIXEL_FACTOR * size * size)
+
+
+def load_image(data: bytes | str | os.PathLike, size: int, name: str = "") -> np.ndarray:
+    """Decode one image to RGB uint8 (size, size, 3).
+
+    Resize so the shorter side is ``size`` (bicubic), then centre-crop; images that
+    are already ``size x size`` are untouched. Grayscale, palette, RGBA and CMYK are
+    converted to RGB; 16-bit and float images are refused, and so is an image whose
+    pixel count is absurd for the model (:func:`max_image_pixels`), from its header,
+    before it is decoded.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    label = name or str(data)
+    if not isinstance(data, bytes):
+        data = read_image_file(Path(data))
+    try:
+        with warnings.catch_warnings():  # PIL's own bomb warning: the limit below comes first
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            img = Image.open(io.BytesIO(data))
+        w, h = img.size
+        if w * h > max_image_pixels(size):
+            raise AFTExportError(
+                f"image {label} is {w}x{h} ({w * h / 1e6:.0f} Mpx), more pixels than aft-export decodes for a "
+                f"{size}x{size} model ({max_image_pixels(size) / 2**20:.0f} Mpx); resize it first"
+            )
+        img.load()
+    except Image.DecompressionBombError:
+        raise AFTExportError(f"image {label} claims more pixels than aft-export decodes for a {size}x{size} "
+                             f"model ({max_image_pixels(size) / 2**20:.0f} Mpx); resize it first") from None  # fmt: skip
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        why = str(exc).replace("<_io.BytesIO object", "<data").split(" at 0x")[0]
+        raise AFTExportError(f"cannot read image {label} ({why}); replace or remove it") from None
+    if img.mode in ("I", "I;16", "I;16B", "I;16L", "F"):
+        raise AFTExportError(
+            f"image {label} has {img.mode} pixels (16-bit or float); convert it to 8-bit RGB"
+        )
+    if img.mode != "RGB":
+        if img.mode in ("RGBA", "LA", "PA") or (img.mode == "P" and "transparency" in img.info):
+            bg = Image.new("RGB", img.size, (0, 0, 0))
+            bg.paste(img.convert("RGBA"), mask=img.convert("RGBA").getchannel("A"))
+            img = bg
+        else:
+            img = img.convert("RGB")
+    return square_crop(img, size)
+
+
+def square_crop(img, size: int) -> np.ndarray:
+    """Resize an RGB PIL image so the shorter side is ``size`` (bicubic), centre-crop it.
+
+    An image whose resized whole would hold more than MAX_RESIZE_FACTOR times the crop
+    (an aspect ratio above 64: a 1 x 100000 strip would be 32 x 3,200,000) has its crop
+    resampled straight from the source pixels instead (PIL's ``box``: the same filter at
+    the same positions, without the whole; PIL may then run its two passes in the other
+    order, so a pixel can differ by a few levels of rounding)."""
+    from PIL import Image
+
+    if img.size != (size, size):
+        w, h = img.size
+        scale = size / min(w, h)
+        nw, nh = max(size, round(w * scale)), max(size, round(h * scale))
+        left, top = (nw - size) // 2, (nh - size) // 2
+        if nw * nh <= MAX_RESIZE_FACTOR * size * size:
+            img = img.resize((nw, nh), Image.BICUBIC).crop((left, top, left + size, top + size))
+        else:
+            sx, sy = w / nw, h / nh  # source pixels per resized pixel
+            box = (left * sx, top * sy, (left + size) * sx, (top + size) * sy)
+            img = img.resize((size, size), Image.BICUBIC, box=box)
+    return np.asarray(img, dtype=np.uint8)
+
+
+def read_image_file(path: Path) -> bytes:
+    """An image file's bytes, refused before reading when it is larger than MAX_IMAGE_BYTES."""
+    try:
+        if path.stat().st_size > MAX_IMAGE_BYTES:
+            raise AFTExportError(f"image {path} is {path.stat().st_size / 2**20:.0f} MB, more than aft-export reads "
+                                 f"({MAX_IMAGE_BYTES // 2**20} MB); resize it first")  # fmt: skip
+        return path.read_bytes()
+    except OSError as exc:
+        raise AFTExportError(f"cannot read image {path} ({exc.strerror or exc}); check it exists and is a "
+                             f"readable file") from None  # fmt: skip
+
+
+def tar_error(path, exc: BaseException) -> AFTExportError:
+    return AFTExportError(f"cannot read tar {path} ({str(exc) or type(exc).__name__}): it is damaged or truncated; "
+                          f"re-download or re-create it")  # fmt: skip
+
+
+def iter_folder(root: Path) -> Iterator[tuple[str, str, bytes]]:
+    for cls_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        for f in sorted(cls_dir.iterdir()):
+            if f.suffix.lower() in IMAGE_EXTENSIONS and f.is_file():
+                yield cls_dir.name, str(f), read_image_file(f)
+
+
+def iter_tar(path: Path) -> Iterator[tuple[str, str, bytes]]:
+    try:
+        tar = tarfile.open(path)
+    except TAR_ERRORS as exc:
+        raise tar_error(path, exc) from None
+    with tar:
+        try:
+            members = [
+                m for m in tar.getmembers()
+                if m.isfile() and Path(m.name).suffix.lower() in IMAGE_EXTENSIONS
+            ]  # fmt: skip
+        except TAR_ERRORS as exc:
+            raise tar_error(path, exc) from None
+        for m in sorted(members, key=lambda m: m.name):
+            parts = Path(m.name).parts
+            if len(parts) < 2:
+                raise AFTExportError(
+                    f"{path}: {m.name} is not inside a class folder; expected <class>/<image>"
+                )
+            if m.size > MAX_IMAGE_BYTES:
+                raise AFTExportError(f"{path}:{m.name} is {m.size / 2**20:.0f} MB, more than aft-export reads "
+                                     f"({MAX_IMAGE_BYTES // 2**20} MB); resize it first")  # fmt: skip
+            try:
+                fh = tar.extractfile(m)
+                blob = fh.read() if fh is not None else None
+            except TAR_ERRORS as exc:
+                raise tar_error(path, exc) from None
+            if blob is not None:
+                yield parts[-2], f"{path}:{m.name}", blob
+
+
+def normalize(images, mean, std):
+    """uint8 (N, H, W, 3) array or tensor -> float32 NCHW tensor, ``(x / 255 - mean) / std``."""
+    import torch
+
+    x = torch.as_tensor(images).permute(0, 3, 1, 2).contiguous().float().div_(255.0)  # NCHW in memory too
+    m = torch.tensor(mean, dtype=torch.float32).view(1, 3, 1, 1)
+    s = torch.tensor(std, dtype=torch.float32).view(1, 3, 1, 1)
+    return x.sub_(m).div_(s)  # in place: one float copy of the images, not three
+
+
+def normalize_array(images: np.ndarray, mean, std) -> np.ndarray:
+    """:func:`normalize` in NumPy, bit for bit (the same float32 operations in the same
+    order), for processes that must not import torch (a Triton Python backend model)."""
+    x = np.ascontiguousarray(np.asarray(images, dtype=np.uint8).transpose(0, 3, 1, 2)).astype(np.float32)
+    x /= np.float32(255.0)
+    x -= np.asarray(mean, dtype=np.float32).reshape(1, -1, 1, 1)
+    x /= np.asarray(std, dtype=np.float32).reshape(1, -1, 1, 1)
+    return x

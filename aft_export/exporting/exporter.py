@@ -1,0 +1,437 @@
+"""Checkpoint -> ONNX: export, attach the AFT functions, check, simplify, verify, save.
+
+Stages (each timed and reported):
+
+1. ``torch.onnx.export`` (the torch.export-based exporter) with the AFT cores as
+   ``aft::*`` custom ops translated to one ``com.aft`` node each (``op_form="custom"``)
+   or left to the exporter's plain decomposition (``op_form="decomposed"``);
+2. attach the model-local function bodies and the metadata;
+3. ``onnx.checker`` full check and strict shape inference; every value in the
+   graph must get a shape;
+4. ``onnxsim`` (optional, on by default): node counts before and after; the
+   simplified graph must reproduce the original's outputs on real images;
+5. verification: PyTorch vs ONNX Runtime on N real images;
+6. an atomic, deterministic write (same checkpoint and options, same bytes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from aft_export.version import __version__
+from aft_export.models.checkpoint import ModelMeta
+from aft_export.verify.compare import SIMPLIFY_MAX_ABS, max_abs, metrics
+from aft_export.data.images import normalize
+from aft_export.data.datasets import DataNotFound, is_named, load_labelled
+from aft_export.errors import AFTExportError, CheckFailed, Verdict
+from aft_export.exporting.forms import to_target  # noqa: F401 (the API: the exporter's last step)
+from aft_export.exporting.functions import attach_functions, registered_schemas, translation_table
+from aft_export.exporting.rewrite import optimize_for_runtime
+from aft_export.fileio import claim_output, sha256_file
+from aft_export.artifacts.graph import DOMAIN, compact_node_metadata, module_by_output, name_nodes, restore_node_metadata
+from aft_export.layers.aft import AFTLayer
+from aft_export.artifacts.onnxio import check_graph, protobuf_limit_problem, read_metadata, save_onnx, set_metadata
+from aft_export.options import MAX_BATCH, OP_FORMS, TARGET_OPSETS, TARGETS, ExportOptions, parse_batch  # noqa: F401 (the API)
+from aft_export.runners import ModelInfo, OrtRunner, TorchRunner
+from aft_export.models.sources import open_source
+from aft_export.trtcheck import check_model, enforce
+
+
+
+@dataclass
+class ExportResult:
+    path: str
+    sha256: str
+    bytes: int
+    external_data: str | None
+    aft_nodes: int
+    nodes_exported: int
+    nodes_final: int
+    seconds: dict[str, float] = field(default_factory=dict)
+    simplify: dict | None = None
+    parity: dict | None = None
+    trt_check: dict | None = None  # TensorRT compatibility per version (aft_export.trtcheck)
+    rewrites: dict | None = None  # aft_export.exporting.rewrite: places each rewrite changed
+    # what the model's source did first (ModelMeta.prepare; a model trained elsewhere: what
+    # became of each AFT layer, and the swap check), and every warning the export gave
+    layers: list[dict] | None = None
+    swap_check: dict | None = None
+    warnings: list[str] = field(default_factory=list)
+    # not verified: against PyTorch (verify_images=0), or by the rules of a targeted TensorRT
+    # that refuses or warns (when all of them refuse, the export fails instead)
+    verdict: Verdict = field(default_factory=Verdict)
+    # the TensorRT check's whole report (aft_export.trtcheck.CheckReport), for a caller that
+    # hands it on (the pipeline); trt_check above is its summary. Not in to_dict
+    check_report: object = field(default=None, repr=False, compare=False)
+    # PyTorch's logits on the verification images (the reference parity compares with, where
+    # it runs on the same images); not in to_dict
+    reference_logits: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict:
+        handed_on = ("check_report", "reference_logits")
+        plain = asdict(replace(self, **dict.fromkeys(handed_on)))  # asdict would copy what is handed on
+        return {k: v for k, v in plain.items() if k not in handed_on}
+
+
+def _set_custom_ops(model, enabled: bool) -> None:
+    for module in model.modules():
+        if isinstance(module, AFTLayer):
+            module.use_custom_op = enabled
+
+
+def _dynamic_shapes(cfg, batch: int | None, dynamic_hw: bool):
+    dims = {}
+    if batch is None:
+        dims[0] = torch.export.Dim("batch", min=1, max=MAX_BATCH)
+    if dynamic_hw:
+        if cfg.fixed_input_size:
+            raise AFTExportError(
+                f"AFT-{cfg.variant} has a position embedding for {cfg.img_size}x{cfg.img_size} inputs; "
+                f"only AFT-conv models take dynamic height and width"
+            )
+        p = cfg.patch_size
+        dims[2] = p * torch.export.Dim("grid_h", min=1, max=512)
+        dims[3] = p * torch.export.Dim("grid_w", min=1, max=512)
+    return (dims,) if dims else None
+
+
+def _torch_export(model, cfg, opts: ExportOptions):
+    """Run torch.onnx.export and return the ModelProto (nothing written to disk)."""
+    batch = parse_batch(opts.batch)
+    example = torch.randn(batch or 2, cfg.in_chans, cfg.img_size, cfg.img_size,
+                          generator=torch.Generator().manual_seed(0))  # fmt: skip
+    custom = opts.op_form == "custom"
+    _set_custom_ops(model, custom)
+    try:
+        with registered_schemas(), _quiet_exporter():
+            program = torch.onnx.export(
+                model, (example,), dynamo=True, opset_version=opts.opset,
+                custom_translation_table=translation_table() if custom else None,
+                dynamic_shapes=_dynamic_shapes(cfg, batch, opts.dynamic_hw),
+                input_names=["image"], output_names=["logits"], optimize=True, verbose=False,
+            )  # fmt: skip
+    finally:
+        _set_custom_ops(model, False)
+    proto = program.model_proto
+    compact_node_metadata(proto)  # first: each layer's function is named after its module
+    attach_functions(proto)
+    name_nodes(proto)
+    return proto
+
+
+@contextlib.contextmanager
+def _quiet_exporter():
+    """The exporter logs optional-package notes (torchvision) and deprecation warnings
+    that say nothing about the user's model; keep them off the user's terminal."""
+    import logging
+    import warnings
+
+    logger = logging.getLogger("torch.onnx")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def _metadata(meta, opts: ExportOptions) -> dict[str, str]:
+    cfg = meta.config
+    size = [cfg.in_chans, cfg.img_size, cfg.img_size]
+    return {
+        "aft_export.format": "1",
+        "model_name": meta.model_name or "",
+        "variant": f"AFT-{cfg.variant}",
+        "classes": json.dumps(meta.classes),
+        "input_name": "image",
+        "input_size": json.dumps(size),
+        "input_layout": "NCHW",
+        "input_color": "RGB",
+        "preprocess": "resize shorter side to input height (bicubic), centre crop, x / 255, (x - mean) / std",
+        "mean": json.dumps(list(meta.mean)),
+        "std": json.dumps(list(meta.std)),
+        "dynamic_batch": str(parse_batch(opts.batch) is None).lower(),
+        "dynamic_hw": str(bool(opts.dynamic_hw)).lower(),
+        "aft_op_form": opts.op_form,
+        "export_target": opts.target,
+        "source_checkpoint": Path(meta.path).name,
+        "source_sha256": meta.sha256,
+        "config": json.dumps(cfg.to_dict(), sort_keys=True),
+        "tool": f"aft-export {__version__}",
+        "torch_version": str(torch.__version__),
+        "opset": str(TARGET_OPSETS.get(opts.target, opts.opset)),
+    }
+
+
+def _verification_images(meta, opts: ExportOptions) -> tuple[np.ndarray, str]:
+    """N real images in the model's preprocessing, and where they came from: ``verify_data``
+    where given; else the test data the checkpoint names (:func:`recorded_test_data`); else
+    ``cifar10:test``. A named set is found as every command finds it (:mod:`aft_export.data.datasets`:
+    $AFT_CIFAR10_DIR, ../shared beside a checkout, the one-time download)."""
+    recorded = None if opts.verify_data else recorded_test_data(meta)
+    source = opts.verify_data or recorded or "cifar10:test"
+    said = "`verify_data`" if opts.verify_data else ("named by the checkpoint" if recorded else "the default")
+    if not is_named(source) and not Path(source).exists():
+        raise AFTExportError(f"verification data {source} does not exist; check `verify_data` (or give "
+                             f"`verify_images=0` to skip verification)")  # fmt: skip
+    try:
+        data = load_labelled(source, meta.config.img_size, limit=opts.verify_images)
+    except DataNotFound as exc:
+        raise AFTExportError(f"verification needs real images and {source} ({said}) was not found: "
+                             f"{'; '.join(exc.tried)}; set AFT_CIFAR10_DIR to a folder holding test.tar, give "
+                             f"`verify_data` (a folder or tar of images), or `verify_images=0` to skip "
+                             f"verification") from None  # fmt: skip
+    return normalize(data.images, meta.mean, meta.std).numpy(), str(source)
+
+
+def recorded_test_data(meta) -> str | None:
+    """The labelled data a checkpoint names (its test set first, then its training data), where it
+    can be had here: a data set by name (``cifar10:test``), a path relative to the checkpoint
+    (as ``aft-export train`` records one), or an absolute path (older checkpoints) that exists."""
+    prov = meta.provenance or {}
+    recorded_in = [prov.get("metrics"), prov.get("train_config")]  # a checkpoint's provenance is free-form
+    candidates = [d.get("test_data") for d in recorded_in if isinstance(d, dict)] + [prov.get("data")]
+    for recorded in (c for c in candidates if isinstance(c, str) and c):
+        if is_named(recorded):
+            return str(recorded)
+        path = Path(recorded) if Path(recorded).is_absolute() else Path(meta.path or ".").parent / recorded
+        if path.exists():
+            return str(path)
+    return None
+
+
+def _check_finite_outputs(model, cfg, images: np.ndarray | None) -> None:
+    """Refuse a model whose logits are not finite, before anything is exported: on a few
+    of the verification images, or without them (``verify_images=0``) on a zero image
+    and a seeded random one; a NaN or infinite weight shows here too."""
+    if images is not None and len(images):
+        probe = torch.from_numpy(np.ascontiguousarray(images[:8]))
+    else:
+        shape = (cfg.in_chans, cfg.img_size, cfg.img_size)
+        probe = torch.stack([torch.zeros(shape), torch.randn(shape, generator=torch.Generator().manual_seed(0))])
+    with torch.inference_mode():
+        out = model(probe)
+    bad = int((~torch.isfinite(out).reshape(len(probe), -1).all(dim=1)).sum())
+    if bad:
+        raise AFTExportError(f"the model gives NaN or infinite logits on {bad} of {len(probe)} probe images (its "
+                             f"weights are damaged or it overflows); nothing was exported: fix or retrain the model")
+
+
+def refuse_over_protobuf_limit(model=None, source=None) -> None:
+    """An ONNX graph is one protobuf message, at most 2 GiB, and torch.onnx, onnx.checker and
+    onnxsim all hold the whole graph in memory: a model with more weights would fail there after
+    minutes and many GB of memory. Refused first, from the tensors' sizes (no weight is read):
+    of a loaded ``model``, or of a model ``source`` before it is loaded, where the source can tell
+    (a checkpoint can; loading one of 2 GiB takes a minute)."""
+    if model is not None:
+        tensors = itertools.chain(model.parameters(), model.buffers())  # each shared tensor once
+        nbytes, what = sum(t.numel() * t.element_size() for t in tensors), "the model"
+    else:
+        sized = getattr(source, "weight_bytes", None)
+        nbytes, what = (sized() if sized else None), str(getattr(source, "path", "the model"))
+    problem = protobuf_limit_problem(nbytes, what) if nbytes is not None else None
+    if problem:
+        raise AFTExportError(f"{problem}; nothing was exported: aft-export exports models up to 2 GiB of weights "
+                             f"(docs/export.md), so export a smaller configuration")  # fmt: skip
+
+
+@dataclass
+class GraphExport:
+    """An exported graph in memory, before anything is written."""
+
+    model: object  # onnx.ModelProto
+    nodes_exported: int
+    seconds: dict[str, float] = field(default_factory=dict)
+    simplify: dict | None = None
+    parity: dict | None = None
+    trt_check: dict | None = None
+    rewrites: dict | None = None
+    prepared: dict = field(default_factory=dict)  # the report of meta.prepare
+    check_report: object = None  # the TensorRT check's CheckReport
+    reference_logits: np.ndarray | None = None  # PyTorch's logits on the verification images
+
+
+def export_graph(model, meta: ModelMeta, opts: ExportOptions, images: np.ndarray | None = None,
+                 source: str | None = None, log=print, name: str = "the export",
+                 also_check: tuple[str, ...] = ()) -> GraphExport:  # fmt: skip
+    """Export a model in memory: torch.onnx, the com.aft functions, checks, onnxsim, the
+    target's form, the TensorRT check and, given ``images``, verification against
+    PyTorch. Writes nothing; raises AFTExportError when a check fails. ``also_check``: TensorRT
+    columns the check also reports on (``check_model``'s ``also``). Where the model's
+    source set ``meta.prepare`` it runs first (a model trained elsewhere has its public
+    AFT layers swapped for ours there, and the swap verified)."""
+    cfg = meta.config
+    refuse_over_protobuf_limit(model)
+    seconds: dict[str, float] = {}
+    prepared: dict = {}
+    if meta.prepare is not None:  # the source's own step, before anything is exported
+        t = time.perf_counter()
+        model, prepared = meta.prepare(model, meta, images, opts, log)
+        seconds["swap"] = time.perf_counter() - t
+    if opts.dynamic_hw and cfg.fixed_input_size:
+        _dynamic_shapes(cfg, None, True)  # raises the clear error
+    _check_finite_outputs(model, cfg, images)
+    batch = parse_batch(opts.batch)
+    if batch is not None:  # the example input, and every verification run, hold a whole fixed batch
+        TorchRunner(meta.path or "the model", loaded=(model, meta)).check_batch(batch, "batch")
+    t = time.perf_counter()
+    proto = _torch_export(model, cfg, opts)
+    set_metadata(proto, _metadata(meta, opts))
+    seconds["export"] = time.perf_counter() - t
+    result = GraphExport(proto, len(proto.graph.node), seconds, prepared=prepared)
+
+    t = time.perf_counter()
+    check_graph(proto)
+    seconds["check"] = time.perf_counter() - t
+    info = ModelInfo.from_meta(meta)
+    if opts.simplify:
+        t = time.perf_counter()
+        props, modules = read_metadata(proto), module_by_output(proto)
+        proto, result.simplify = _simplify(proto, images, opts, info)
+        set_metadata(proto, props)
+        restore_node_metadata(proto, modules)  # onnxsim drops node metadata
+        name_nodes(proto)
+        seconds["simplify"] = time.perf_counter() - t
+    t = time.perf_counter()
+    result.rewrites = optimize_for_runtime(proto)
+    check_graph(proto)
+    seconds["rewrite"] = time.perf_counter() - t
+    if opts.target != "tensorrt":
+        t = time.perf_counter()
+        proto = to_target(proto, opts.target)
+        seconds[opts.target] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    report = check_model(proto, also=also_check)
+    report.path = name
+    for column in report.columns.values():
+        column.path = name
+    enforce(report, log, what="the export")  # stops when every targeted TensorRT would refuse it
+    result.trt_check = {"status": report.status, "findings": len(report.findings)}
+    result.check_report = report
+    seconds["trt_check"] = time.perf_counter() - t
+
+    if images is not None:
+        t = time.perf_counter()
+        got = OrtRunner(proto, info=info).logits(images)
+        with torch.inference_mode():
+            want = torch.cat([model(torch.from_numpy(images[i : i + 256])) for i in range(0, len(images), 256)])
+        want = want.numpy()
+        if meta.prepare is None:  # the model as given (a prepared one was swapped: not the caller's reference)
+            result.reference_logits = want
+        m = metrics(want, got)
+        parity = {k: m[k] for k in ("images", "max_abs", "mean_abs", "cosine_min", "top1_agreement")}
+        parity["data"] = source
+        parity["passed"] = bool(parity["max_abs"] <= opts.verify_atol and parity["top1_agreement"] == 1.0)
+        result.parity = parity
+        seconds["verify"] = time.perf_counter() - t
+        if not parity["passed"]:
+            raise CheckFailed(
+                f"verification failed: ONNX Runtime differs from PyTorch by up to {parity['max_abs']:.3g} "
+                f"(limit {opts.verify_atol:g}) with {100 * parity['top1_agreement']:.1f}% top-1 agreement on "
+                f"{parity['images']} images; nothing was written to {name}"
+            )
+    result.model = proto
+    return result
+
+
+def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, config: str | None = None,
+                      log=print, loaded=None, verification=None, also_check: tuple[str, ...] = ()) -> ExportResult:  # fmt: skip
+    """Export a model to ONNX, check, simplify and verify it, then write it atomically.
+    ``checkpoint``: a checkpoint path or any model source (:mod:`aft_export.models.sources`;
+    None when ``loaded`` is an in-memory model); ``loaded``: the ``(model, meta)`` pair if
+    the caller has already loaded it; ``verification``: ``(preprocessed images, where they
+    came from)`` if it has them; ``also_check``: TensorRT columns the check also reports on
+    (the result's ``check_report`` holds the whole report, to hand on)."""
+    opts = options or ExportOptions()
+    model_source = open_source(checkpoint, config) if checkpoint is not None else None
+    warnings: list[str] = []
+
+    def logged(*args):
+        if args and str(args[0]).startswith("warning: "):
+            warnings.append(str(args[0])[len("warning: "):])
+        log(*args)
+
+    inputs = list(model_source.inputs) if model_source is not None else []
+    with claim_output(out, inputs=[*inputs, opts.verify_data]) as out:
+        if loaded is None:
+            refuse_over_protobuf_limit(source=model_source)  # before a minute of loading
+        model, meta = loaded if loaded is not None else model_source.load(log)
+        refuse_over_protobuf_limit(model)  # before the verification images are decoded
+        images, source = (None, None)
+        if opts.verify_images:
+            images, source = verification if verification is not None else _verification_images(meta, opts)
+        graph = export_graph(model, meta, opts, images, source, log=logged, name=str(out), also_check=also_check)
+        t = time.perf_counter()
+        external = save_onnx(graph.model, out, opts.external_data_threshold)
+        graph.seconds["save"] = time.perf_counter() - t
+    proto = graph.model
+    return ExportResult(
+        path=str(out), sha256=sha256_file(out), bytes=out.stat().st_size,
+        external_data=external, aft_nodes=sum(n.domain == DOMAIN for n in proto.graph.node),
+        nodes_exported=graph.nodes_exported, nodes_final=len(proto.graph.node),
+        seconds={k: round(v, 3) for k, v in graph.seconds.items()}, simplify=graph.simplify, parity=graph.parity,
+        trt_check=graph.trt_check, rewrites=graph.rewrites, layers=graph.prepared.get("layers"),
+        swap_check=graph.prepared.get("swap_check"), warnings=warnings, check_report=graph.check_report,
+        reference_logits=graph.reference_logits, verdict=export_verdict(graph),
+    )  # fmt: skip
+
+
+def export_verdict(graph: GraphExport) -> Verdict:
+    """Not verified when nothing was compared with PyTorch, or when the offline rules of a
+    targeted TensorRT version refuse (the others accept: it is still an export) or warn."""
+    return Verdict.combine(
+        Verdict.of(unverified=[] if graph.parity is not None else
+                   ["nothing was compared with PyTorch (`verify_images=0`)"]),
+        graph.check_report.verdict.at_most_unverified() if graph.check_report is not None else Verdict())
+
+
+# onnxsim would fuse a Linear's MatMul + Add (a trained, non-zero bias) into Reshape ->
+# Gemm -> Reshape. ONNX Runtime runs an int8 Gemm with a float bias in float (its QDQ
+# Gemm fusion needs an INT32 bias DequantizeLinear, which TensorRT refuses), while it
+# fuses DQ -> MatMul -> Add into one integer kernel; TensorRT fuses either form.
+KEEP_MATMUL_ADD = ("fuse_matmul_add_bias_into_gemm", "fuse_matmul_add_bias_into_gemm_batched")
+
+
+def _simplify(proto, images, opts: ExportOptions, info: ModelInfo):
+    """onnxsim, checked against the unsimplified graph on the verification images."""
+    before = len(proto.graph.node)
+    try:
+        import onnxsim
+    except ImportError:
+        if opts.allow_unsimplified:
+            return proto, {"applied": False, "reason": "onnxsim is not installed"}
+        raise AFTExportError(
+            "simplification needs onnxsim: pip install onnxsim (or give `simplify=False`)"
+        ) from None
+    try:
+        simplified, ok = onnxsim.simplify(proto, skipped_optimizers=list(KEEP_MATMUL_ADD))
+        if not ok:
+            raise RuntimeError("onnxsim's own check failed")
+        check_graph(simplified)
+        if images is not None:
+            diff = max_abs(OrtRunner(proto, info=info).logits(images), OrtRunner(simplified, info=info).logits(images))
+            if diff > SIMPLIFY_MAX_ABS:
+                raise RuntimeError(f"simplified graph changes outputs by up to {diff:.3g} (limit {SIMPLIFY_MAX_ABS:g})")
+        else:
+            diff = None
+    except Exception as exc:  # onnxsim raises many types; any failure stops here
+        if opts.allow_unsimplified:
+            return proto, {"applied": False, "reason": str(exc).splitlines()[0][:200]}
+        raise AFTExportError(
+            f"onnxsim failed: {str(exc).splitlines()[0][:200]}; rerun with `allow_unsimplified` "
+            f"to keep the unsimplified graph, or `simplify=False`"
+        ) from None
+    return simplified, {"applied": True, "nodes_before": before, "nodes_after": len(simplified.graph.node),
+                        "max_abs_vs_unsimplified": diff}  # fmt: skip

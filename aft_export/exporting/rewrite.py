@@ -1,0 +1,171 @@
+"""Graph rewrites that let ONNX Runtime run an exported graph faster, in standard ONNX ops.
+
+Each rewrite keeps the computation (the same products and sums, reordered or batched
+differently) and the module metadata of the nodes it touches:
+
+* :func:`gelu_for_fusion`: torch exports ``GELU`` as ``Mul(0.5, 1 + erf(x / sqrt 2))``
+  then ``Mul(x, .)``; ONNX Runtime's ``GeluFusion`` (onnxruntime/core/optimizer/
+  gelu_fusion.cc) only matches ``Mul(x, 1 + erf(x / sqrt 2))`` then ``Mul(., 0.5)`` (or
+  ``0.5 * x`` first), so the exported chain ran as five element-wise ops. The rewrite
+  swaps the two Muls' operands: the product is the same up to the order of a
+  multiplication by 0.5, which is exact in floating point. ONNX Runtime then runs one
+  fused ``Gelu`` (and ``BiasGelu`` after a bias add); the file keeps standard ops.
+* :func:`merge_shared_matmuls`: the AFT core's numerator ``ew @ (eK * V)`` and
+  denominator ``ew @ eK`` read the same left operand; one MatMul on the two right
+  operands concatenated along the channel axis, then a Split, packs ``ew`` once and
+  runs one larger product. In the custom op form the com.aft bodies already compute it
+  so (:mod:`aft_export.exporting.functions`); this pass does the same in the decomposed
+  form, for MatMuls owned by an AFT module whose right operands are computed (never
+  weights: the projections stay separate nodes for quantisation to choose from).
+
+Both are good for TensorRT too (standard ops it parses; fewer, larger products), so
+they are applied for every export target.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aft_export.artifacts.graph import AFT_LAYER_TYPES, node_module, props, set_props
+
+
+def _constants(model) -> dict[str, np.ndarray]:
+    from onnx import numpy_helper
+
+    values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            values[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+        elif node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value_float":
+            values[node.output[0]] = np.array(node.attribute[0].f, np.float32)
+    return values
+
+
+def _consumers(model) -> dict[str, list]:
+    found: dict[str, list] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            found.setdefault(name, []).append(node)
+    return found
+
+
+def _scalar(values: dict, name: str, want: float, rtol: float = 1e-4) -> bool:
+    v = values.get(name)
+    return v is not None and v.size == 1 and bool(np.isclose(float(np.ravel(v)[0]), want, rtol=rtol, atol=0))
+
+
+def _other(node, name: str) -> str | None:
+    """The other input of a binary node, given one of its inputs."""
+    if len(node.input) != 2:
+        return None
+    a, b = node.input
+    return b if a == name else (a if b == name else None)
+
+
+def gelu_for_fusion(model) -> int:
+    """Reorder every exported erf-GELU so ONNX Runtime fuses it (see the module docstring).
+    Returns the number of GELUs rewritten; edits ``model`` in place."""
+    values = _constants(model)
+    consumers = _consumers(model)
+    outputs = {o.name for o in model.graph.output}
+    producer = {o: n for n in model.graph.node for o in n.output}
+    count = 0
+
+    def only_consumer(name: str, op_type: str):
+        users = consumers.get(name, [])
+        if len(users) != 1 or users[0].op_type != op_type or name in outputs:
+            return None
+        return users[0]
+
+    for erf in [n for n in model.graph.node if n.op_type == "Erf"]:
+        scale = producer.get(erf.input[0])
+        if scale is None or scale.op_type not in ("Div", "Mul") or len(scale.input) != 2:
+            continue
+        x = scale.input[0]
+        if not (_scalar(values, scale.input[1], np.sqrt(2.0)) if scale.op_type == "Div"
+                else _scalar(values, scale.input[1], 1 / np.sqrt(2.0))):  # fmt: skip
+            continue
+        add = only_consumer(erf.output[0], "Add")
+        if add is None or not _scalar(values, _other(add, erf.output[0]) or "", 1.0):
+            continue
+        half = only_consumer(add.output[0], "Mul")  # torch: Mul(0.5, 1 + erf)
+        if half is None:
+            continue
+        half_const = _other(half, add.output[0])
+        if half_const is None or not _scalar(values, half_const, 0.5):
+            continue
+        last = only_consumer(half.output[0], "Mul")  # torch: Mul(x, .)
+        if last is None or _other(last, half.output[0]) != x:
+            continue
+        # ORT's pattern 2: Mul(x, 1 + erf) then Mul(., 0.5); the values keep their names
+        half.input[:] = [x, add.output[0]]
+        last.input[:] = [half.output[0], half_const]
+        count += 1
+    return count
+
+
+def _shape(model, name: str, inferred) -> list | None:
+    for v in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
+        if v.name == name and v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape"):
+            return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                    for d in v.type.tensor_type.shape.dim]  # fmt: skip
+    return None
+
+
+def merge_shared_matmuls(model) -> int:
+    """In AFT modules, fuse pairs of MatMuls that share the left operand and whose right
+    operands are computed tensors of one shape: ``MatMul(a, Concat(b1, b2, axis=-1))``
+    then ``Split`` into the two original outputs. Returns the number of pairs merged;
+    edits ``model`` in place."""
+    import onnx
+    from onnx import helper
+
+    inits = {t.name for t in model.graph.initializer}
+    consts = set(_constants(model))
+    nodes = list(model.graph.node)
+    groups: dict[tuple, list[int]] = {}
+    for i, node in enumerate(nodes):
+        mod = node_module(node)
+        if node.op_type != "MatMul" or node.domain not in ("", "ai.onnx") or mod is None:
+            continue
+        if mod[1] not in AFT_LAYER_TYPES or node.input[1] in inits or node.input[1] in consts:
+            continue
+        groups.setdefault((node.input[0], mod[0]), []).append(i)
+    pairs = [g for g in groups.values() if len(g) == 2]
+    if not pairs:
+        return 0
+    inferred = onnx.shape_inference.infer_shapes(model)
+    replace: dict[int, list] = {}  # node index -> the nodes that stand in its place
+    for i, j in pairs:
+        first, second = nodes[i], nodes[j]
+        s1, s2 = _shape(model, first.input[1], inferred), _shape(model, second.input[1], inferred)
+        if not s1 or s1 != s2 or not isinstance(s1[-1], int) or s1[-1] < 1 or len(s1) < 2:
+            continue
+        base = first.name or first.output[0]
+        cat, prod, sizes = f"{base}/merged_rhs", f"{base}/merged", f"{base}/split_sizes"
+        new = [
+            helper.make_node("Concat", [first.input[1], second.input[1]], [cat], name=f"{base}/concat", axis=-1),
+            helper.make_node("MatMul", [first.input[0], cat], [prod], name=f"{base}/matmul"),
+            helper.make_node("Constant", [], [sizes], name=sizes,
+                             value=helper.make_tensor(sizes, onnx.TensorProto.INT64, [2], [s1[-1], s1[-1]])),
+            helper.make_node("Split", [prod, sizes], [first.output[0], second.output[0]], name=f"{base}/split",
+                             axis=-1),
+        ]  # fmt: skip
+        for n in new:
+            set_props(n, props(first))
+        # both right operands exist by the later of the two MatMuls: the merged nodes go there
+        replace[i], replace[j] = [], new
+    out = []
+    for i, node in enumerate(nodes):
+        for n in replace.get(i, [node]):
+            copy = type(n)()
+            copy.CopyFrom(n)
+            out.append(copy)
+    del model.graph.node[:]
+    model.graph.node.extend(out)
+    return len(replace) // 2
+
+
+def optimize_for_runtime(model) -> dict[str, int]:
+    """Every rewrite above, in place; how many places each changed."""
+    return {"gelu_reordered": gelu_for_fusion(model), "matmuls_merged": merge_shared_matmuls(model)}

@@ -1,0 +1,59 @@
+"""Classify images with any artifact: the top-k classes and their probabilities."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from aft_export.data.images import IMAGE_EXTENSIONS, load_image, normalize
+from aft_export.errors import AFTExportError
+from aft_export.data.preprocess import BESIDE_ONLY
+from aft_export.runners import load_runner
+
+
+def find_images(items) -> list[Path]:
+    """Image files named directly, or found (recursively, sorted) in named folders."""
+    files = []
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            files += sorted(f for f in p.rglob("*") if f.suffix.lower() in IMAGE_EXTENSIONS and f.is_file())
+        elif p.is_file():
+            files.append(p)
+        elif p.exists():
+            raise AFTExportError(f"image {p} is not a regular file; give image files or folders of them")
+        else:
+            raise AFTExportError(f"image {p} does not exist; check the path")
+    if not files:
+        raise AFTExportError(f"no images found in {', '.join(map(str, items))}; give image files "
+                             f"({', '.join(IMAGE_EXTENSIONS)}) or folders of them")  # fmt: skip
+    return files
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    z = logits - logits.max(1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(1, keepdims=True)
+
+
+def classify(artifact, images, top_k: int = 5, backend: str | None = None, providers: str | None = None) -> dict:
+    """The ``top_k`` classes of each image (files or folders), with the artifact's own
+    preprocessing (checkpoint fields, ONNX metadata or engine manifest); ``backend``: where an
+    ONNX file runs (:data:`~aft_export.options.BACKENDS`; ``providers``, the old word, for one
+    release)."""
+    if top_k < 1:
+        raise AFTExportError(f"`top_k` must be >= 1, got {top_k}; e.g. `top_k=5`")
+    # another tool's ONNX file is described by the JSON beside it (this function takes no preprocessing)
+    runner = load_runner(str(artifact), backend, providers=providers, preprocessing=BESIDE_ONLY)
+    info = runner.info
+    files = find_images(images)
+    x = normalize(np.stack([load_image(str(f), info.input_size[1]) for f in files]), info.mean, info.std).numpy()
+    probs = softmax(runner.finite_logits(x))
+    k = min(top_k, len(info.classes))
+    results = []
+    for f, p in zip(files, probs):
+        order = np.argsort(-p)[:k]
+        results.append({"image": str(f), "top": [{"class": info.classes[i], "index": int(i),
+                                                   "probability": round(float(p[i]), 5)} for i in order]})  # fmt: skip
+    return {"artifact": str(artifact), "backend": runner.backend, "precision": info.precision, "results": results}

@@ -1,0 +1,1 @@
+"""TensorRT and TensorRT-RTX: the libraries, engine builds and manifests, NVIDIA's tools."""

@@ -1,0 +1,103 @@
+"""Latency and throughput per backend, precision and batch size.
+
+Timings are percentiles over many runs after a warm-up; the thread count is recorded
+with them. These are measurements for a report, never assertions in a test.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+
+import numpy as np
+
+from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
+from aft_export.options import BACKENDS, BenchOptions, backend_of, check_threads
+from aft_export.data.preprocess import ForeignPreprocessing
+from aft_export.runners import OrtRunner, load_runner
+
+
+def bench_runner(runner, batch: int, warmup: int = BenchOptions.warmup, iters: int = BenchOptions.iters,
+                 seed: int = 0) -> dict:  # fmt: skip
+    runner.check_batch(batch, "batches")  # refused with an estimate, before the kernel kills the run
+    c, h, w = runner.info.input_size
+    x = np.random.default_rng(seed).standard_normal((batch, c, h, w)).astype(np.float32)
+    feeds = {runner.input_name: x}
+    for _ in range(warmup):
+        runner.run(feeds)
+    times = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        runner.run(feeds)
+        times.append(time.perf_counter() - t)
+    ms = np.array(times) * 1e3
+    return {
+        "artifact": runner.path,
+        "backend": runner.backend,
+        "precision": runner.info.precision,
+        "batch": batch,
+        "threads": runner.threads,
+        "warmup": warmup,
+        "iters": iters,
+        "p50_ms": float(np.percentile(ms, 50)),
+        "p90_ms": float(np.percentile(ms, 90)),
+        "p99_ms": float(np.percentile(ms, 99)),
+        "images_per_s": float(batch * iters / (ms.sum() / 1e3)),
+    }
+
+
+def bench(artifacts: list[str], batches=BenchOptions.batches, warmup: int = BenchOptions.warmup,
+          iters: int = BenchOptions.iters, threads: int = 0, backend: str | None = BenchOptions.backend,
+          runners: dict | None = None, profile: bool = False,
+          preprocessing: ForeignPreprocessing | None = None, providers: str | None = None) -> dict:  # fmt: skip
+    """Latency and throughput of each artifact at each batch size. ``runners``: runners
+    already made, by artifact path; ``preprocessing``: the input size of an ONNX file another
+    tool wrote (or the JSON beside it). ``profile``: also ONNX Runtime's time per op type for
+    each ONNX file at each batch size (``iters`` runs after one warm-up, in a profiling
+    session of its own, so the timings above are not slowed by the profiler). ``backend``: where
+    ONNX files run (:data:`~aft_export.options.BACKENDS`; ``providers``, the old word, for one
+    release)."""
+    if warmup < 0 or iters < 1 or not batches or min(batches) < 1:
+        raise AFTExportError(f"bench needs `iters` >= 1, `warmup` >= 0 and `batches` of sizes >= 1 (got `iters={iters}`, "
+                             f"`warmup={warmup}`, batches {list(batches)})")  # fmt: skip
+    check_threads(threads)
+    backend = backend_of(backend, providers)
+    rows, skipped, profiles = [], [], []
+    for artifact in artifacts:
+        try:
+            runner = (runners or {}).get(str(artifact)) or load_runner(artifact, backend, threads=threads,
+                                                                       preprocessing=preprocessing)  # fmt: skip
+        except RuntimeMissing as exc:  # skipped with the reason, never timed as something else
+            skipped.append({"artifact": artifact, "batch": None, "reason": str(exc)})
+            continue
+        for batch in batches:
+            if runner.fixed_batch is not None and batch != runner.fixed_batch:
+                skipped.append({"artifact": artifact, "batch": batch,
+                                "reason": f"graph has a fixed batch of {runner.fixed_batch}"})  # fmt: skip
+                continue
+            rows.append(bench_runner(runner, batch, warmup, iters))
+            if profile:
+                profiles.append(_profile(artifact, runner, batch, iters, backend, threads, preprocessing))
+    result = {"machine": platform.machine(), "processor": platform.processor(), "rows": rows, "skipped": skipped,
+              "verdict": bench_verdict(skipped).to_dict()}  # fmt: skip
+    if profile:
+        result["profiles"] = profiles
+    return result
+
+
+def bench_verdict(skipped: list[dict]) -> Verdict:
+    """ok when every artifact was timed at every batch size; else not verified, saying what was
+    skipped and why (a runtime or GPU missing here, a fixed-batch graph at another batch size)."""
+    return Verdict.of(unverified=[f"{s['artifact']}" + (f" at batch {s['batch']}" if s["batch"] else "")
+                                  + f" not timed: {s['reason']}" for s in skipped])  # fmt: skip
+
+
+def _profile(artifact, runner, batch: int, iters: int, backend: str, threads: int, preprocessing=None) -> dict:
+    """ONNX Runtime's time per op type for one artifact at one batch size."""
+    entry = {"artifact": str(artifact), "batch": batch, "runs": iters}
+    if not isinstance(runner, OrtRunner):
+        return {**entry, "ops": [], "reason": f"profiles come from ONNX Runtime; {runner.backend} has none here"}
+    prof = OrtRunner(str(artifact), BACKENDS[backend].provider, threads=threads, profile=True,
+                     preprocessing=preprocessing)  # fmt: skip
+    bench_runner(prof, batch, warmup=1, iters=iters)
+    return {**entry, "ops": prof.op_profile(skip_runs=1)}

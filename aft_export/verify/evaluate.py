@@ -1,0 +1,135 @@
+"""Accuracy of a model on a labelled image set."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+
+from aft_export.data.images import LabelledImages, normalize
+from aft_export.data.datasets import load_labelled
+from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
+from aft_export.options import EvalOptions
+from aft_export.data.preprocess import ForeignPreprocessing
+from aft_export.runners import load_runner
+
+
+@torch.no_grad()
+def evaluate_model(model, images: np.ndarray, labels: np.ndarray, mean, std,
+                   batch_size: int = EvalOptions.batch_size):
+    """Top-1 and top-5 accuracy (in %) of a torch model on uint8 (N, H, W, 3) images."""
+    model.eval()
+    top1 = top5 = 0
+    for i in range(0, len(labels), batch_size):
+        x = normalize(images[i : i + batch_size], mean, std)
+        y = torch.as_tensor(labels[i : i + batch_size])
+        logits = model(x)
+        pred = logits.topk(min(5, logits.shape[1]), dim=1).indices
+        top1 += (pred[:, 0] == y).sum().item()
+        top5 += (pred == y[:, None]).any(dim=1).sum().item()
+    n = max(len(labels), 1)
+    return 100.0 * top1 / n, 100.0 * top5 / n
+
+
+def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size, limit: int | None = None,
+                       backend: str | None = EvalOptions.backend, runners: dict | None = None,
+                       workers: int = 1, preprocessing: ForeignPreprocessing | None = None,
+                       providers: str | None = None) -> list[dict]:  # fmt: skip
+    """Top-1/top-5 of checkpoints or ONNX files on one labelled set, decoded once, and each
+    artifact's top-1 agreement with the first one (the reference, usually fp32).
+
+    Preprocessing comes from each artifact itself (checkpoint fields or ONNX metadata); an
+    ONNX file another tool wrote takes ``preprocessing``, or the JSON beside it.
+    ``data``: a source, or images already decoded (:class:`~aft_export.data.images.LabelledImages`);
+    ``runners``: runners already made, by artifact path (the pipeline makes each once);
+    ``workers``: artifacts evaluated at the same time (give runners of one thread each:
+    a small model runs more images per CPU second on one thread than on two); ``backend``: where
+    ONNX files run (:data:`~aft_export.options.BACKENDS`; ``providers``, the old word, for one release).
+    """
+    runners_given = runners or {}
+    if not artifacts:
+        raise AFTExportError("nothing to evaluate; give one or more checkpoints or ONNX files")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise AFTExportError(f"`batch_size` must be >= 1, got {batch_size!r}; e.g. `batch_size={EvalOptions.batch_size}`")
+    runners, skipped = [], {}
+    for i, a in enumerate(artifacts):
+        try:
+            runners.append(runners_given.get(str(a)) or load_runner(str(a), backend, preprocessing=preprocessing,
+                                                                    providers=providers))  # fmt: skip
+        except RuntimeMissing as exc:  # reported as skipped with the reason, never as evaluated
+            if i == 0:
+                raise AFTExportError(f"the first artifact is the reference and cannot be skipped: {exc}") from None
+            skipped[str(a)] = str(exc)
+            runners.append(None)
+    size = runners[0].info.input_size[1]
+    for a, r in zip(artifacts, runners):
+        if r is not None and r.info.input_size[1] != size:
+            raise AFTExportError(f"{a} takes {r.info.input_size[1]}px images, {artifacts[0]} takes {size}px; "
+                                 f"evaluate them separately")  # fmt: skip
+    images = data if isinstance(data, LabelledImages) else load_labelled(data, size, limit=limit)
+    if len(images) == 0:
+        raise AFTExportError(f"{images.source} holds no labelled images; give an ImageFolder directory (<class>/<image>)")
+    for artifact, runner in zip(artifacts, runners):
+        if runner is not None:
+            if images.classes != runner.info.classes:
+                fix = ("name its classes in the data set's order (`classes`, or classes in its preprocessing "
+                       "file)" if runner.info.preprocessing_from else "evaluate on a set with the model's classes")
+                raise AFTExportError(f"{images.source} has classes {images.classes[:5]}... but {artifact} predicts "
+                                     f"{runner.info.classes[:5]}...; {fix}")  # fmt: skip
+            runner.check_batch(min(batch_size, 64), "batch_size")
+
+    def predict(runner):
+        """Top-5 class indices of every image, and the seconds it took."""
+        t0, preds = time.perf_counter(), []
+        for i in range(0, len(images), batch_size):
+            x = normalize(images.images[i : i + batch_size], runner.info.mean, runner.info.std).numpy()
+            preds.append(np.argsort(-runner.finite_logits(x, batch_size=min(batch_size, 64)), axis=1)[:, :5])
+        return np.concatenate(preds), time.perf_counter() - t0
+
+    live = [r for r in runners if r is not None]
+    if workers > 1 and len(live) > 1:
+        with ThreadPoolExecutor(max_workers=workers) as pool:  # the runners release the GIL while they run
+            done = dict(zip(map(id, live), pool.map(predict, live)))
+    else:
+        done = {id(r): predict(r) for r in live}
+    rows, first_pred = [], None
+    for artifact, runner in zip(artifacts, runners):
+        if runner is None:
+            rows.append({"artifact": str(artifact), "status": "skipped", "reason": skipped[str(artifact)]})
+            continue
+        info = runner.info
+        pred, seconds = done[id(runner)]
+        y = images.labels[: len(pred)]
+        first_pred = pred if first_pred is None else first_pred
+        n = len(pred)
+        rows.append({
+            "artifact": str(artifact), "backend": runner.backend, "precision": info.precision,
+            "data": str(data), "images": n,
+            "top1": round(100.0 * float((pred[:, 0] == y).mean()), 2),
+            "top5": round(100.0 * float((pred == y[:, None]).any(axis=1).mean()), 2),
+            "agreement": round(100.0 * float((pred[:, 0] == first_pred[:n, 0]).mean()), 2), "status": "ok",
+            "seconds": round(seconds, 2),
+            **({"preprocessing": info.preprocessing_from} if info.preprocessing_from else {}),
+        })  # fmt: skip
+    return rows
+
+
+def eval_verdict(rows: list[dict]) -> Verdict:
+    """ok when every artifact was evaluated; not verified when one was skipped (its runtime or a
+    GPU is missing here), with why."""
+    return Verdict.of(unverified=[f"{r['artifact']} not evaluated: {r['reason']}" for r in rows
+                                  if r.get("status") == "skipped"])  # fmt: skip
+
+
+def evaluate_artifact(artifact, data: str, batch_size: int = EvalOptions.batch_size, limit: int | None = None,
+                      backend: str | None = EvalOptions.backend, providers: str | None = None) -> dict:  # fmt: skip
+    """Top-1/top-5 of one checkpoint or ONNX file (see :func:`evaluate_artifacts`)."""
+    return evaluate_artifacts([artifact], data, batch_size, limit, backend, providers=providers)[0]
+
+
+def evaluate_checkpoint(path, data: str, batch_size: int = EvalOptions.batch_size,
+                        limit: int | None = None) -> dict:
+    """Top-1/top-5 of a checkpoint (see :func:`evaluate_artifact`)."""
+    return evaluate_artifact(path, data, batch_size=batch_size, limit=limit)

@@ -1,0 +1,162 @@
+"""Parity: every artifact against the fp32 PyTorch reference, with tolerances per precision.
+
+The limits live in :mod:`aft_export.verify.compare` (one row per precision, overridable). Real
+images are compared, plus stress inputs: scaled-up images (large activations) and
+constant images. A failing ONNX artifact is localised (:mod:`aft_export.verify.localize`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from aft_export.verify.compare import judge, metrics, tolerances_with
+from aft_export.data.images import LabelledImages, Preprocessing, normalize
+from aft_export.data.datasets import load_labelled
+from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
+from aft_export.exporting.exporter import ExportOptions, export_graph
+from aft_export.verify.localize import localize
+from aft_export.options import ParityOptions, backend_of
+from aft_export.data.preprocess import ForeignPreprocessing
+from aft_export.runners import OrtRunner, TorchRunner, load_runner
+
+
+def stress_inputs(images: np.ndarray, mean, std) -> dict[str, np.ndarray]:
+    """Scaled-up real images, and constant black, white and mid-grey images (NCHW, normalised)."""
+    n = min(8, len(images))
+    _, c, h, w = images.shape
+    m = np.asarray(mean, np.float32).reshape(1, c, 1, 1)
+    s = np.asarray(std, np.float32).reshape(1, c, 1, 1)
+    consts = np.stack([np.full((c, h, w), v, np.float32) for v in (0.0, 1.0, 0.5)])
+    return {"scaled_x4": images[:n] * 4.0, "constant": (consts - m) / s}
+
+
+def check_compatible(reference, runner) -> None:
+    """Refuse artifacts made from another model, or with other classes or input shapes."""
+    ref, art = reference.info, runner.info
+    if art.source_sha256 and ref.source_sha256 and art.source_sha256 != ref.source_sha256:
+        raise AFTExportError(
+            f"{runner.path} was exported from another checkpoint (sha256 {art.source_sha256[:12]}..., "
+            f"reference {ref.source_sha256[:12]}...); compare artifacts of the same model"
+        )
+    if len(art.classes) != len(ref.classes) or art.classes != ref.classes:
+        raise AFTExportError(f"{runner.path} has {len(art.classes)} classes, the reference {len(ref.classes)}")
+    if tuple(art.input_size) != tuple(ref.input_size):
+        raise AFTExportError(f"{runner.path} takes input {art.input_size}, the reference {ref.input_size}")
+
+
+def _divergence(reference_runner, artifact, artifacts, runner, images, backend) -> dict:
+    """Localise a failing ONNX artifact against an fp32 graph of the same model: an fp32
+    ONNX among the artifacts if one was exported with the same options, else an export of
+    the checkpoint made in memory with the options recorded in the artifact's metadata
+    (a checker writes no files)."""
+    meta = runner.info.extra
+    reference = None
+    for other in artifacts:
+        if other == artifact or not str(other).endswith(".onnx"):
+            continue
+        try:
+            cand = OrtRunner(str(other))
+        except AFTExportError:
+            continue
+        same = all(cand.info.extra.get(k) == meta.get(k) for k in ("source_sha256", "aft_op_form", "opset",
+                                                                    "export_target"))  # fmt: skip
+        if cand.info.precision == "fp32" and same:
+            reference = str(other)
+            break
+    try:
+        if reference is None:
+            opts = ExportOptions(op_form=meta.get("aft_op_form", "custom"), target=meta.get("export_target", "tensorrt"),
+                                 verify_images=0, simplify=False)  # fmt: skip
+            reference_graph = export_graph(reference_runner.model, reference_runner.meta, opts).model
+            label = "an fp32 export of the checkpoint, in memory"
+        else:
+            reference_graph, label = reference, reference
+        return {"reference": label, **localize(reference_graph, artifact, images, runner.info.precision,
+                                               backend=backend)}  # fmt: skip
+    except AFTExportError as exc:
+        return {"error": str(exc)}
+
+
+def run_parity(checkpoint: str, artifacts: list[str], data, images: int = ParityOptions.images, overrides: list[str] | None = None,
+               backend: str | None = ParityOptions.backend, reference: TorchRunner | None = None,
+               keep_differences: bool = False, runners: dict | None = None,
+               reference_logits: np.ndarray | None = None, providers: str | None = None) -> dict:  # fmt: skip
+    """Compare every artifact with the fp32 PyTorch model; returns the JSON-able report.
+
+    ``data``: a source (directory, tar, ``cifar10:test``) or images already decoded
+    (:class:`~aft_export.data.images.LabelledImages`); ``reference``: the checkpoint's runner
+    if it is already loaded. ``keep_differences`` adds, under ``"differences"``, each
+    artifact's |logit - reference| on the real images (for plots; not JSON); ``runners``:
+    runners already made, by artifact path; ``reference_logits``: the reference's logits on
+    the real images, if the caller has them (the export's verification ran PyTorch on the
+    same images: :attr:`~aft_export.exporting.exporter.ExportResult.reference_logits`); ``backend``:
+    where the ONNX artifacts run (:data:`~aft_export.options.BACKENDS`; ``providers``, the old
+    word, for one release)."""
+    tols = tolerances_with(overrides)
+    backend = backend_of(backend, providers)
+    if not artifacts:
+        raise AFTExportError(f"nothing to compare with {checkpoint}; give one or more artifacts (ONNX files or "
+                             f"engines)")  # fmt: skip
+    if not isinstance(images, int) or images < 1:
+        raise AFTExportError(f"`images` must be >= 1, got {images!r}; e.g. `images={ParityOptions.images}`")
+    reference = reference or TorchRunner(checkpoint)
+    info = reference.info
+    decoded = data if isinstance(data, LabelledImages) else load_labelled(data, info.input_size[1], limit=images)
+    x = normalize(decoded.images[:images], info.mean, info.std).numpy()
+    sets = {"real": x, **stress_inputs(x, info.mean, info.std)}
+    # the reference must itself be finite on the real images: a NaN reference turns every check off
+    handed = reference_logits is not None and reference_logits.shape == (len(x), len(info.classes))
+    want = {name: reference.finite_logits(arr) if name == "real" else reference.logits(arr)
+            for name, arr in sets.items() if not (handed and name == "real")}  # fmt: skip
+    if handed:
+        if not np.isfinite(reference_logits).all():
+            raise AFTExportError(f"{reference.name} gives NaN or infinite logits on the real images; a reference made "
+                                 f"of them would mean nothing: re-export or retrain it")  # fmt: skip
+        want = {"real": reference_logits, **want}
+
+    # an ONNX file another tool wrote (no metadata of ours) is fed as the reference is: the
+    # checkpoint's preprocessing serves both
+    theirs = ForeignPreprocessing.of(Preprocessing(info.input_size[-1], tuple(info.mean), tuple(info.std),
+                                                   tuple(info.classes)), f"the reference {reference.name}")  # fmt: skip
+    rows, differences = [], {}
+    for artifact in artifacts:
+        try:
+            runner = (runners or {}).get(str(artifact)) or load_runner(artifact, backend, preprocessing=theirs)
+        except RuntimeMissing as exc:  # reported as skipped, never as passed
+            rows.append({"artifact": str(artifact), "status": "skipped", "reason": str(exc), "passed": None})
+            continue
+        check_compatible(reference, runner)
+        prec = runner.info.precision
+        tol = tols[prec]
+        row = {"artifact": str(artifact), "backend": runner.backend, "precision": prec,
+               "tolerance": dataclasses.asdict(tol), "inputs": {}, "failures": []}  # fmt: skip
+        if runner.info.preprocessing_from:  # another tool's file: fed as the reference says
+            row["preprocessing"] = runner.info.preprocessing_from
+        for name, arr in sets.items():
+            got = runner.logits(arr)
+            if name == "real" and keep_differences:
+                differences[str(artifact)] = np.abs(got - want[name]).ravel()
+            m = metrics(want[name], got)
+            fails = judge(m, tol, stress=name != "real")
+            row["inputs"][name] = {**m, "passed": not fails}
+            row["failures"] += [f"{name}: {f}" for f in fails]
+        row["passed"] = not row["failures"]
+        row["status"] = "pass" if row["passed"] else "fail"
+        if not row["passed"] and str(artifact).endswith(".onnx"):
+            row["divergence"] = _divergence(reference, artifact, artifacts, runner, x, backend)
+        rows.append(row)
+    report = {"reference": str(checkpoint), "data": decoded.source, "images": len(x), "artifacts": rows,
+              "passed": all(r["passed"] is True for r in rows),
+              "skipped": sum(r["status"] == "skipped" for r in rows), "verdict": parity_verdict(rows).to_dict()}  # fmt: skip
+    if keep_differences:
+        report["differences"] = differences
+    return report
+
+
+def parity_verdict(rows: list[dict]) -> Verdict:
+    """failed when an artifact fails its limits; not verified when one was skipped (its runtime
+    is missing here: never a pass); else ok."""
+    return Verdict.of([f"{r['artifact']} fails parity: {r['failures'][0]}" for r in rows if r["status"] == "fail"],
+                      [f"{r['artifact']} skipped by parity: {r['reason']}" for r in rows if r["status"] == "skipped"])

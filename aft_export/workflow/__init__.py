@@ -1,0 +1,1 @@
+"""The whole job: the pipeline, the doctor and the report people read."""

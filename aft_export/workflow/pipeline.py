@@ -1,0 +1,658 @@
+"""The whole job in one call: export, simplify, quantise, check, engines, parity, eval, bench.
+
+Writes a run directory::
+
+    RUN/model.onnx, model.fp16.onnx, model.int8.onnx   the artifacts (model.trt8.* for ``targets``
+                          tensorrt8, model.portable.* for portable: options.EXPORT_TARGETS)
+    RUN/model*.engine + .json   TensorRT engines where TensorRT and a GPU exist, else TensorRT-RTX
+                          engines (model*.rtx.engine) where it is installed: built ahead of time on
+                          the CPU, and reported *built, not run* when no GPU is here
+    RUN/<artifact>.verify.sh  trtexec/polygraphy command lines to check each with NVIDIA's tools
+    RUN/manifest.json     tool versions, options, input hashes, every step and result
+    RUN/report.md         the summary table and the plots, for people
+    RUN/triton/           with ``triton_repo``: a Triton model repository of the artifacts
+    RUN/plots/*.svg       error histograms, accuracy and latency per artifact
+
+Data moves once: the checkpoint is loaded once, the labelled set decoded once, each
+artifact's runner made once and shared by parity, eval and bench, and the plots use
+the differences parity measured. Stages hand on what they already hold: the calibration
+set is decoded once for every quantisation (and the fp32 logits on it computed once per
+fp32 file), each artifact is checked by the offline TensorRT check once, when it is made
+(the report also covers the engine library's column, so the check step and the build
+reuse it), and parity compares with PyTorch's logits from the export's verification. The
+directory is built under a temporary name and renamed when complete; a run that stops on bad input leaves nothing behind. A parity
+failure is a result, not an error: the run completes, the report says which artifact
+failed, and the exit code is 1. An engine that cannot run here (no GPU) stays out of the
+side-by-side parity, eval and bench runs and is reported *skipped, no GPU*, never passed; the
+run then exits 3 (nothing failed, something was not verified).
+
+The run is a list of declared steps (:func:`pipeline_steps`: each a name, the earlier
+results it takes, a run function and the result it produces), run in order by one loop
+(:func:`run_steps`) that times and records them; :mod:`aft_export.workflow.report` renders what
+people read. Thread counts go to the runners, which hold them for their own calls only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+
+from aft_export.tensorrt.build import build_engine, offline_column
+from aft_export.verify.compare import tolerances_with
+from aft_export.verify.deploy import DeployTable, Measured, deploy_table, make_runner, runtimes_here
+from aft_export.data.images import normalize
+from aft_export.data.datasets import is_named, load_labelled
+from aft_export.errors import AFTExportError, Verdict
+from aft_export.verify.evaluate import evaluate_artifacts
+from aft_export.exporting.exporter import ExportOptions, export_checkpoint, refuse_over_protobuf_limit
+from aft_export.fileio import atomic_directory, atomic_write_text, claim_output, sha256_file
+from aft_export.tensorrt.nvtools import write_verification_commands
+from aft_export.artifacts.onnxio import load_onnx
+from aft_export.verify.parity import parity_verdict, run_parity
+from aft_export.artifacts.purpose import engine_made_for, file_purpose
+from aft_export.options import QuantizeOptions
+from aft_export.quantization.cache import write_cache_entries
+from aft_export.quantization.stage import apply_recipe, quantize_model
+from aft_export.workflow.report import deploy_plots, pipeline_plots, report_markdown, summary_rows
+from aft_export.options import (EXPORT_TARGETS, PRECISIONS, TARGETS, BenchOptions, PipelineOptions,
+                                TritonRepoOptions)  # fmt: skip
+from aft_export.models.resources import default_calibration, default_checkpoint
+from aft_export.errors import RuntimeMissing
+from aft_export.runners import OrtRunner, TorchRunner, TrtRunner
+from aft_export.models.sources import CheckpointSource, open_source
+from aft_export.tensorrt.library import (INSTALL_HINT, RTX, RTX_INSTALL_HINT, BuildOptions, engine_name, environment, import_library,
+                             installed_libraries)  # fmt: skip
+from aft_export.trtcheck import check_model
+from aft_export.trtcheck.versions import parse_version
+from aft_export.serving.repository import write_repository
+from aft_export.serving.spec import is_rtx_engine, model_name
+from aft_export.version import __version__
+
+
+@dataclass
+class Step:
+    name: str
+    status: str = "ok"  # ok | skipped | failed
+    seconds: float = 0.0
+    detail: str = ""
+
+
+@dataclass
+class PipelineResult:
+    run_dir: str
+    steps: list[Step] = field(default_factory=list)
+    summary: list[dict] = field(default_factory=list)
+    unverified: dict[str, str] = field(default_factory=dict)  # artifact -> why it was not (fully) verified
+    verdict: Verdict = field(default_factory=Verdict)  # the stages' verdicts, combined
+    deploy: dict = field(default_factory=dict)  # what to deploy where (aft_export.verify.deploy.DeployTable.to_dict)
+
+    @property
+    def passed(self) -> bool:
+        """No artifact failed parity (the verdict is ok or not verified)."""
+        return self.verdict.status != "failed"
+
+
+def _versions() -> dict:
+    out = {"aft-export": __version__, "python": platform.python_version(), "platform": platform.platform()}
+    for name in ("torch", "onnx", "onnxruntime", "onnxsim", "onnxscript", "numpy", "tensorrt"):
+        try:
+            from importlib.metadata import version
+
+            out[name] = version(name if name != "onnxruntime" else _ort_dist())
+        except Exception:  # noqa: BLE001 - not installed
+            out[name] = None
+    out["tensorrt_rtx"] = environment()["tensorrt_rtx"]
+    return out
+
+
+def _ort_dist() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in ("onnxruntime", "onnxruntime-gpu"):
+        try:
+            version(dist)
+            return dist
+        except PackageNotFoundError:
+            continue
+    return "onnxruntime"
+
+
+def _environment() -> dict:
+    return {**environment(), "cpu_count": os.cpu_count(), "machine": platform.machine()}
+
+
+def engine_library(installed, gpu: bool) -> tuple[str | None, str]:
+    """The library the engine step builds with, or None and why not (one line). Standard TensorRT
+    where it is installed and a GPU is visible (it builds on the GPU the engine is for); else
+    TensorRT-RTX where it is installed (it builds ahead of time on the CPU, for RTX GPUs)."""
+    if "tensorrt" in installed and gpu:
+        return "tensorrt", ""
+    if RTX in installed:
+        return RTX, ""
+    if "tensorrt" in installed:
+        return None, (f"TensorRT is installed but no CUDA GPU is visible, and TensorRT-RTX (which builds on a CPU) "
+                      f"is not ({RTX_INSTALL_HINT}); no engines built")  # fmt: skip
+    return None, (f"neither TensorRT nor TensorRT-RTX is installed here (TensorRT: {INSTALL_HINT}; TensorRT-RTX: "
+                  f"{RTX_INSTALL_HINT}); no engines built")  # fmt: skip
+
+
+def _build_column(library: str | None) -> str | None:
+    """The offline check's column for the parser the engine step will build with (None: no
+    engines, or a library the check has no column for, which the build then reports)."""
+    if library is None:
+        return None
+    try:
+        return offline_column(library, import_library(library)[2])
+    except AFTExportError:
+        return None
+
+
+def tensorrt_status() -> str | None:
+    """None when an engine can be built here; otherwise why not, in one line."""
+    return engine_library(installed_libraries(), environment().get("gpu") is not None)[1] or None
+
+
+def run_pipeline(checkpoint=None, options: PipelineOptions | None = None, log=print) -> PipelineResult:
+    """Run every stage on ``checkpoint`` (default: the bundled zoo model), a checkpoint path
+    or any model source (:mod:`aft_export.models.sources`); see the module doc."""
+    opts = options or PipelineOptions()
+    source = open_source(checkpoint if checkpoint else default_checkpoint())
+    ckpt = Path(source.path)  # the file that stands for the model: names, sizes, the reference's key
+    if not ckpt.is_file() and not isinstance(source, CheckpointSource):  # a model_def MODULE:FACTORY, no weights
+        raise AFTExportError(f"the pipeline names its run and reference after a file: {source} has none; give "
+                             f"`weights` (or a model spec file)")  # fmt: skip
+    if not ckpt.is_file():
+        raise AFTExportError(f"checkpoint {ckpt} does not exist" + ("; check the path" if checkpoint else
+                             "; pass one: aft-export pipeline CKPT"))  # fmt: skip
+    for p in opts.precisions:
+        if p not in PRECISIONS:
+            raise AFTExportError(f"unknown precision {p!r}; choose {' and/or '.join(sorted(PRECISIONS))}")
+    if not opts.targets or any(t not in TARGETS for t in opts.targets):
+        raise AFTExportError(f"export targets {list(opts.targets)}: choose from {list(TARGETS)}")
+    tolerances_with(list(opts.tolerances))  # bad overrides fail before any work
+    calib_source, _ = apply_recipe(opts.calib or str(default_calibration()), QuantizeOptions())  # a bad recipe too
+    if not is_named(calib_source) and not Path(calib_source).exists():
+        raise AFTExportError(f"calibration source {calib_source} does not exist; give `calib`: the images, or a "
+                             f"recipe such as calibration/cifar10.json")  # fmt: skip
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    final = Path(opts.output) if opts.output else Path("runs") / f"{ckpt.stem}-{stamp}"
+    # claimed before any work: never an input, and one run at a time (the second fails here)
+    with claim_output(final, inputs=[*source.inputs, opts.calib, opts.data], directory=True):
+        refuse_over_protobuf_limit(source=source)  # before a minute of loading, where the source can tell
+        loaded = source.load(log)  # once, for every stage; fails early on a bad model
+        refuse_over_protobuf_limit(loaded[0])  # before any data is decoded
+        cache_writes: list = []  # calibration ranges enter the cache once the run is complete
+        with atomic_directory(final) as work:
+            result = _run(ckpt, loaded, opts, work, final, log, cache_writes)
+        write_cache_entries(cache_writes)
+        return result
+
+
+class Outcome(NamedTuple):
+    """What a step gives back: the value kept under its ``produces`` name, and its line in
+    the manifest and report (``detail``; ``status`` ok, skipped or failed)."""
+
+    value: Any
+    detail: str = ""
+    status: str = "ok"
+
+
+@dataclass(frozen=True)
+class PipelineStep:
+    """One step: ``run(ctx, *inputs)`` is given the run's fixed context (:class:`_Context`)
+    and the earlier results named by ``inputs``, in that order; its outcome's value is kept
+    as ``produces``. A step that is not ``recorded`` (gathering what earlier steps made,
+    making the runners) is neither logged nor listed in the manifest's steps."""
+
+    name: str
+    inputs: tuple[str, ...]
+    run: Callable[..., Outcome]
+    produces: str
+    recorded: bool = True
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every step may use, fixed for the run."""
+
+    ckpt: Path
+    loaded: tuple
+    opts: PipelineOptions
+    work: Path
+    final: Path
+    calib: str
+    cache_writes: list
+    library: str | None  # the engine step's library; None: no engines, for the reason why_not
+    why_not: str
+    also: tuple  # the offline check's column for that library's parser, checked with each artifact
+
+
+class _Made(NamedTuple):
+    """An ONNX file an export or quantise step wrote: its record in the manifest, the
+    TensorRT check report made of it, the stage's result (to hand on), the fp32 file it is of."""
+
+    kind: str  # export | quantize
+    key: str  # its key in the manifest's results: the target (export) or the file's name
+    path: Path
+    record: dict
+    report: object
+    result: Any
+    fp32: Path
+    purpose: dict | None = None  # what it is for and its compute per precision (aft_export.artifacts.purpose.file_purpose)
+
+
+@dataclass
+class _Engines:
+    files: list[Path] = field(default_factory=list)
+    records: dict | None = None  # the manifest's results["engines"]; None: no engine step ran
+    runners: dict = field(default_factory=dict)
+    not_run: dict[str, str] = field(default_factory=dict)  # engine -> why it was not run here
+
+
+class _Parity(NamedTuple):
+    report: dict
+    differences: dict
+    failed: list[str]
+
+
+def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cache_writes: list) -> PipelineResult:
+    info = TorchRunner(str(ckpt), loaded=loaded).info
+    decoded = load_labelled(opts.data, info.input_size[1], limit=opts.eval_images)  # the one decode
+    parity_set = decoded.subset(opts.parity_images)
+    x = normalize(parity_set.images, info.mean, info.std).numpy()
+    library, why_not = engine_library(installed_libraries(), environment().get("gpu") is not None)
+    column = _build_column(library)
+    ctx = _Context(ckpt, loaded, opts, work, final, opts.calib or str(default_calibration()), cache_writes, library,
+                   why_not, (column,) if column else ())  # fmt: skip
+    given = {"decoded": decoded, "parity set": parity_set, "parity inputs": x}
+    return run_steps(pipeline_steps(opts, library), ctx, given, log)["result"]
+
+
+def run_steps(steps: list[PipelineStep], ctx, given: dict, log) -> dict:
+    """Run ``steps`` in order, each on the results named by its inputs (``given`` and what
+    earlier steps produced; ``steps``: the records of the recorded ones, as the manifest
+    lists them). Each recorded step is logged and timed; its record is in the list from
+    its start (so the report step lists itself, at 0.0s). A step that raises stops the
+    run: the error goes to the caller as it is (an AFTExportError exits with its
+    ``exit_code``, a signal with 128 + its number; aft_export.errors). A check that fails
+    is a step's result (status ``failed``), not an error: the run goes on to the report."""
+    records: list[Step] = []
+    results = {**given, "steps": records}
+    for step in steps:
+        record = Step(step.name) if step.recorded else None
+        if record:
+            records.append(record)
+            log(f"[{len(records)}] {step.name} ...")
+        started = time.perf_counter()
+        outcome = step.run(ctx, *(results[name] for name in step.inputs))
+        results[step.produces] = outcome.value
+        if record:
+            record.seconds = round(time.perf_counter() - started, 2)
+            record.status, record.detail = outcome.status, outcome.detail
+            log(f"    {record.status} in {record.seconds:.1f}s" + (f": {record.detail}" if record.detail else ""))
+    return results
+
+
+def pipeline_steps(opts: PipelineOptions, library: str | None) -> list[PipelineStep]:
+    """The run as a list: an export per target and a quantisation per precision of it, the
+    TensorRT check, NVIDIA's commands, the engines (where a library can build them), the
+    Triton repository (with the option), then parity, eval, bench and the report."""
+    steps: list[PipelineStep] = []
+    made: list[str] = []
+    previous = None  # the last quantisation: its calibration set, and its fp32 logits for the same file
+    for target in opts.targets:
+        label = "" if target == "tensorrt" else f" {target}"
+        exported = f"export{label}"
+        steps.append(PipelineStep(exported, ("parity inputs", "decoded"), partial(_export, target=target), exported))
+        made.append(exported)
+        for precision in opts.precisions:
+            name = f"quantize {precision}{label}"
+            steps.append(PipelineStep(name, (exported, *([previous] if previous else [])),
+                                      partial(_quantize, precision=precision), name))  # fmt: skip
+            made.append(name)
+            previous = name
+        if target == CPU_INT8_FROM and cpu_int8_too(opts):
+            name = f"quantize int8 {CPU_INT8}"  # the name a portable target's int8 step has: the same file
+            steps.append(PipelineStep(name, (exported, previous), partial(_quantize, precision="int8",
+                                                                          target=CPU_INT8), name))  # fmt: skip
+            made.append(name)
+            previous = name
+    steps += [
+        PipelineStep("onnx files", tuple(made), _onnx_files, "onnx", recorded=False),
+        PipelineStep("tensorrt check", ("onnx",), _trt_check, "trt_check"),
+        PipelineStep("verification commands", ("onnx", "parity inputs"), _verification_commands, "verification"),
+        PipelineStep("tensorrt engines", ("onnx",), _engines if library else _no_engines, "engines"),
+        *([PipelineStep("triton repository", ("onnx", "engines"), _triton, "triton")] if opts.triton_repo else []),
+        PipelineStep("runners", ("onnx", "engines"), _runners, "runners", recorded=False),
+        PipelineStep("parity", ("onnx", "engines", "runners", "parity set"), _parity, "parity"),
+        PipelineStep("eval", ("onnx", "engines", "runners", "decoded"), _eval, "eval"),
+        PipelineStep("deploy table", ("onnx", "engines", "runners", "decoded", "parity set", "parity", "eval"),
+                     _deploy, "deploy"),
+        PipelineStep("report", ("steps", "onnx", "trt_check", "engines", "parity", "eval", "deploy"), _report,
+                     "result"),
+    ]  # fmt: skip
+    return steps
+
+
+_QUIET = dict(log=lambda *a: None)
+# the CPU's int8 (the portable target's: rest fp32, 7-bit weights), made beside the TensorRT int8
+# (rest fp16, slow on CPUs) from the default export; never a portable fp16 (no fast fp16 on a CPU)
+CPU_INT8, CPU_INT8_FROM = "portable", "tensorrt"
+
+
+def cpu_int8_too(opts: PipelineOptions) -> bool:
+    """Whether the run also writes the CPU's int8, ``model.portable.int8.onnx``, quantised from
+    ``model.onnx`` with ``target=portable``: where int8 is made for the tensorrt target, whose int8
+    keeps its rest in fp16 for TensorRT, and the portable target (whose int8 it is) is not run."""
+    return "int8" in opts.precisions and CPU_INT8_FROM in opts.targets and CPU_INT8 not in opts.targets
+
+
+def _build_batch(opts: PipelineOptions) -> str:
+    return f"1,{max(opts.bench_batches)},{max(max(opts.bench_batches), 64)}"
+
+
+def _export(ctx: _Context, x, decoded, *, target: str) -> Outcome:
+    fp32 = ctx.work / f"{EXPORT_TARGETS[target].stem}.onnx"
+    exp = export_checkpoint(None, fp32, ExportOptions(op_form=ctx.opts.op_form, target=target, verify_images=len(x),
+                                                      require_aft=ctx.opts.require_aft),
+                            loaded=ctx.loaded, verification=(x, decoded.source), also_check=ctx.also, **_QUIET)  # fmt: skip
+    return Outcome(_Made("export", target, fp32, exp.to_dict(), exp.check_report, exp, fp32, _purpose(fp32)),
+                   f"{exp.nodes_final} nodes ({exp.aft_nodes} com.aft), onnxsim {exp.simplify['nodes_before']}->"
+                   f"{exp.simplify['nodes_after']}, verify max abs {exp.parity['max_abs']:.2e}")  # fmt: skip
+
+
+def _quantize(ctx: _Context, exported: _Made, previous: _Made | None = None, *, precision: str,
+              target: str | None = None) -> Outcome:  # fmt: skip
+    """A quantisation of ``exported``; ``target``: for another export target than the file's (the
+    CPU int8 of the default export), named after that target's files."""
+    stem = EXPORT_TARGETS[target].stem if target else exported.path.name.removesuffix(".onnx")
+    path = exported.path.with_name(f"{stem}.{precision}.onnx")
+    calibration = previous.result.calibration if previous else None
+    fp32_logits = previous.result.fp32_logits if previous and previous.fp32 == exported.path else None
+    q = quantize_model(exported.path, path, ctx.calib, QuantizeOptions(precision=precision, count=ctx.opts.calib_images,
+                                                                       target=target),
+                       progress=False, cache_writes=ctx.cache_writes, calibration=calibration,
+                       fp32_logits=fp32_logits, also_check=ctx.also, **_QUIET)  # fmt: skip
+    a = q.agreement or {}
+    return Outcome(_Made("quantize", path.name, path, q.to_dict(), q.check_report, q, exported.path, _purpose(path)),
+                   f"top-1 agreement with fp32 on {a.get('images', 0)} calibration images "
+                   f"{a.get('top1_agreement', float('nan')):.2f}%"
+                   + (f"; {len(q.nonfinite)} fp16 values took NaN/Inf" if q.nonfinite else ""))  # fmt: skip
+
+
+def _onnx_files(ctx: _Context, *made: _Made) -> Outcome:
+    return Outcome(list(made))
+
+
+def _trt_check(ctx: _Context, onnx: list[_Made]) -> Outcome:
+    # the reports export and quantise made of what they wrote (the same graphs, in memory)
+    reports = [m.report or check_model(m.path) for m in onnx]
+    checks = {m.path.name: r.to_dict() for m, r in zip(onnx, reports)}
+    verdict = Verdict.combine(*(r.verdict for r in reports))
+    versions = sorted({v for r in checks.values() for v in r["checked"]}, key=parse_version)
+    return Outcome(checks, "; ".join(verdict.reasons) if not verdict.ok else
+                   f"every artifact passes the offline rules of the TensorRT versions it is for ({', '.join(versions)}; "
+                   f"no TensorRT ran)")  # fmt: skip
+
+
+def _verification_commands(ctx: _Context, onnx: list[_Made], x) -> Outcome:
+    inputs = ctx.work / "verify_inputs.npy"
+    np.save(inputs, x)  # the parity images, for polygraphy's real-data comparison
+    for m in onnx:
+        write_verification_commands(m.path, batch=_build_batch(ctx.opts), inputs=inputs)
+    return Outcome(inputs, f"{len(onnx)} scripts (<artifact>.verify.sh: trtexec and polygraphy per TensorRT generation)")
+
+
+def _no_engines(ctx: _Context, onnx: list[_Made]) -> Outcome:
+    return Outcome(_Engines(), ctx.why_not, "skipped")
+
+
+def _engines(ctx: _Context, onnx: list[_Made]) -> Outcome:
+    out = _Engines(records={})
+    for m in onnx:
+        built = build_engine(m.path, engine_name(m.path, ctx.library),
+                             BuildOptions(batch=_build_batch(ctx.opts), library=ctx.library), checked=m.report,
+                             **_QUIET)  # fmt: skip
+        engine = Path(built.engine)
+        out.records[engine.name] = {k: built.manifest[k] for k in ("library", "library_version", "precision",
+                                                                    "compute_capabilities", "build_seconds", "network")}
+        out.files.append(engine)
+    for engine in out.files:  # made once here; one that cannot run here stays out of the side-by-side runs
+        try:
+            out.runners[str(engine)] = TrtRunner(str(engine), threads=ctx.opts.threads)
+        except RuntimeMissing as exc:
+            why = str(exc)
+            out.not_run[str(engine)] = f"skipped, {why}" if why.startswith("no GPU") else f"skipped: {why}"
+        except AFTExportError as exc:  # e.g. a TensorRT-RTX engine on a GPU it does not target (Hopper)
+            out.not_run[str(engine)] = f"skipped, not for this GPU: {exc}"
+    title = "TensorRT-RTX" if ctx.library == RTX else "TensorRT"
+    detail = f"{len(out.files)} {title} engines built"
+    if out.not_run:
+        detail += ", not run: " + ("no GPU here" if all("no GPU" in r for r in out.not_run.values())
+                                   else "; ".join(sorted(set(out.not_run.values()))))  # fmt: skip
+    return Outcome(out, detail)
+
+
+def _artifacts(onnx: list[_Made], engines: _Engines) -> list[Path]:
+    return [m.path for m in onnx] + engines.files
+
+
+def _runnable(onnx: list[_Made], engines: _Engines) -> list[Path]:
+    return [a for a in _artifacts(onnx, engines) if str(a) not in engines.not_run]
+
+
+def _skipped_note(engines: _Engines) -> str:
+    return f"; {len(engines.not_run)} engines skipped, no GPU" if engines.not_run else ""
+
+
+def _triton(ctx: _Context, onnx: list[_Made], engines: _Engines) -> Outcome:
+    repo = _triton_repository(_artifacts(onnx, engines), ctx.work)
+    return Outcome(repo, f"{ctx.final / 'triton'}: " + ", ".join(repo.models))
+
+
+def _runners(ctx: _Context, onnx: list[_Made], engines: _Engines) -> Outcome:
+    """Every runner once, shared by parity, eval and bench."""
+    runners = {str(m.path): OrtRunner(str(m.path), threads=ctx.opts.threads) for m in onnx}
+    runners[str(ctx.ckpt)] = TorchRunner(str(ctx.ckpt), threads=ctx.opts.threads, loaded=ctx.loaded)
+    runners.update(engines.runners)
+    return Outcome(runners)
+
+
+def _parity(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, parity_set) -> Outcome:
+    runnable = _runnable(onnx, engines)
+    reference_logits = _reference_logits(onnx)
+    par = run_parity(str(ctx.ckpt), [str(a) for a in runnable], parity_set, images=len(parity_set),
+                     overrides=list(ctx.opts.tolerances), reference=runners[str(ctx.ckpt)], keep_differences=True,
+                     runners=runners, reference_logits=reference_logits)  # fmt: skip
+    not_run = engines.not_run
+    par["artifacts"] += [{"artifact": a, "status": "skipped", "reason": why, "passed": None} for a, why in not_run.items()]
+    par["skipped"] += len(not_run)
+    par["passed"] = par["passed"] and not not_run
+    par["verdict"] = parity_verdict(par["artifacts"]).to_dict()
+    diffs = {Path(a).name: d for a, d in par.pop("differences").items()}
+    failed = [Path(r["artifact"]).name for r in par["artifacts"] if r["status"] == "fail"]
+    return Outcome(_Parity(par, diffs, failed),
+                   ("FAILED: " + ", ".join(failed)) if failed else f"all {len(runnable)} artifacts run within tolerance"
+                   + _skipped_note(engines), "failed" if failed else "ok")  # fmt: skip
+
+
+def _eval(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, decoded) -> Outcome:
+    ev = _evaluate(ctx.ckpt, _runnable(onnx, engines), decoded, runners, ctx.opts)
+    ev += [{"artifact": a, "status": "skipped", "reason": why} for a, why in engines.not_run.items()]
+    return Outcome(ev, f"{ev[0]['images']} images from {ctx.opts.data}" + _skipped_note(engines))
+
+
+def _reference_logits(onnx: list[_Made]):
+    """PyTorch's logits on the parity images, from the export's verification (the same for every target)."""
+    return next((m.result.reference_logits for m in onnx
+                 if m.kind == "export" and m.result.reference_logits is not None), None)  # fmt: skip
+
+
+def _deploy(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, decoded, parity_set,
+            parity: _Parity, ev: list[dict]) -> Outcome:  # fmt: skip
+    """Every file on every runtime here (aft_export.verify.deploy): ONNX Runtime's and PyTorch's parity and
+    top-1 are the parity and eval steps' own, the other runtimes' are measured here, and every row is
+    timed in interleaved rounds (the report's latency columns are ONNX Runtime's and PyTorch's rows)."""
+    opts = ctx.opts
+    ckpt = str(ctx.ckpt)
+    by_path = {r["artifact"]: r for r in ev}
+    measured = {"torch": Measured(eval={ckpt: by_path[ckpt]}),
+                "onnxruntime": Measured(parity={r["artifact"]: r for r in parity.report["artifacts"]
+                                                if r["artifact"].endswith(".onnx")},
+                                        eval={p: r for p, r in by_path.items() if p.endswith(".onnx")})}  # fmt: skip
+    libraries = {str(e): (engines.records or {}).get(e.name, {}).get("library", "tensorrt") for e in engines.files}
+    for lib in set(libraries.values()):  # the engines' parity and top-1, where they ran
+        measured[lib] = Measured(parity={r["artifact"]: r for r in parity.report["artifacts"] if r["artifact"] in libraries},
+                                 eval={p: r for p, r in by_path.items() if p in libraries})  # fmt: skip
+
+    def make(artifact: str, runtime: str):
+        if artifact in runners and runtime in ("onnxruntime", "torch", *libraries.values()):  # made once already
+            return runners[artifact]
+        if artifact in engines.not_run:
+            raise RuntimeMissing(engines.not_run[artifact])
+        return make_runner(artifact, runtime, threads=opts.threads)
+
+    purposes = {str(ctx.work / name): p["for"] for name, p in _purposes(onnx, engines).items()}
+    purposes[ckpt] = "PyTorch"
+    table = deploy_table(runners[ckpt], [str(a) for a in _artifacts(onnx, engines)], decoded,
+                         runtimes=runtimes_here(environment().get("gpu") is not None), make_runner=make,
+                         batches=tuple(opts.bench_batches), warmup=BenchOptions.warmup, iters=opts.bench_iters,
+                         threads=opts.threads, parity_set=parity_set, overrides=list(opts.tolerances),
+                         reference_logits=_reference_logits(onnx),
+                         parity_failures="unverified",
+                         data_label=opts.data, engine_libraries=libraries, purposes=purposes, log=_QUIET["log"])  # fmt: skip
+    bn = table.bench_report(("torch", "onnxruntime", *sorted(set(libraries.values()))))
+    bn["skipped"] += [{"artifact": a, "batch": None, "reason": why} for a, why in engines.not_run.items()]
+    said = []
+    for device in ("cpu", "gpu"):
+        for by in ("latency", "throughput"):
+            best = table.best(device, by)
+            if best:
+                said.append(f"{device} {by}: {best.artifact} on {best.runtime}")
+    ran = sum(r.status == "ok" for r in table.rows)
+    return Outcome(_Deploy(table, bn), f"{ran} of {len(table.rows)} file/runtime rows ran, batches "
+                   f"{list(opts.bench_batches)}, {opts.bench_iters} runs each; fastest that passes: "
+                   + ("; ".join(said) or "none") + _skipped_note(engines),
+                   "failed" if table.verdict.status == "failed" else "ok")  # fmt: skip
+
+
+class _Deploy(NamedTuple):
+    table: DeployTable
+    bench: dict  # the ONNX Runtime, PyTorch and engine rows in aft_export.verify.bench's form (the summary's latency)
+
+
+def _report(ctx: _Context, steps: list[Step], onnx: list[_Made], trt_check: dict, engines: _Engines,
+            parity: _Parity, ev: list[dict], deploy: _Deploy) -> Outcome:  # fmt: skip
+    """manifest.json, report.md and the plots; the run's result."""
+    ckpt, opts, work, (_, meta) = ctx.ckpt, ctx.opts, ctx.work, ctx.loaded
+    artifacts = _artifacts(onnx, engines)
+    results = {"export": {m.key: m.record for m in onnx if m.kind == "export"},
+               "quantize": {m.key: m.record for m in onnx if m.kind == "quantize"}, "trt_check": trt_check,
+               **({"engines": engines.records} if engines.records is not None else {}),
+               "parity": parity.report, "eval": ev, "bench": deploy.bench, "files": _purposes(onnx, engines),
+               "deploy": deploy.table.to_dict()}  # fmt: skip
+    summary = summary_rows(ckpt, artifacts, results)
+    (work / "plots").mkdir()
+    for name, svg in {**pipeline_plots(summary, parity.differences, opts.data, opts.bench_batches),
+                      **deploy_plots(results["deploy"])}.items():
+        atomic_write_text(work / "plots" / name, svg)
+    not_run = {Path(a).name: why for a, why in engines.not_run.items()}
+    unverified = run_unverified(not_run, parity.report, onnx)
+    verdict = Verdict.combine(Verdict.of([f"{name} fails parity" for name in parity.failed],
+                                         [f"{name}: {why}" for name, why in unverified.items()]),
+                              deploy.table.verdict)  # fmt: skip
+    result = PipelineResult(str(ctx.final), steps, summary, unverified, verdict, results["deploy"])
+    manifest = {
+        "tool": f"aft-export {__version__}", "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "versions": _versions(), "options": {**asdict(opts), "calib": ctx.calib},
+        "inputs": {"checkpoint": str(ckpt), "checkpoint_sha256": meta.sha256, "model": meta.model_name,
+                   "data": opts.data, "calibration": next((q["recipe"]["calibration"] for q in
+                                                          results["quantize"].values()), None)},
+        "artifacts": {a.name: {"sha256": sha256_file(a), "bytes": a.stat().st_size} for a in artifacts},
+        "environment": _environment(),
+        "steps": [asdict(x) for x in steps], "summary": summary, "passed": result.passed,
+        "unverified": unverified, "verdict": verdict.to_dict(), "results": results,
+    }  # fmt: skip
+    atomic_write_text(work / "manifest.json", json.dumps(manifest, indent=2, default=_json_default))
+    atomic_write_text(work / "report.md", report_markdown(ckpt, meta, opts, steps, summary, verdict, ctx.final,
+                                                          ctx.calib, not_run, unverified, results.get("engines"),
+                                                          results["deploy"]))  # fmt: skip
+    return Outcome(result, f"{ctx.final}/report.md")
+
+
+def _purpose(path: Path) -> dict:
+    """What the ONNX file just written is for, and its compute nodes per precision (from its graph)."""
+    return file_purpose(load_onnx(path, external_data=False))
+
+
+def _purposes(onnx: list[_Made], engines: _Engines) -> dict[str, dict]:
+    """What each file is for and what its compute runs in, by name: an ONNX file's as its step
+    found them, an engine's compute layers from its parsed network."""
+    out = {m.path.name: m.purpose for m in onnx if m.purpose is not None}
+    for name, record in (engines.records or {}).items():
+        out[name] = {"for": engine_made_for(record), "compute": (record.get("network") or {}).get("compute") or {}}
+    return out
+
+
+def run_unverified(not_run: dict[str, str], parity: dict, onnx: list[_Made]) -> dict[str, str]:
+    """What the run did not (fully) verify, by artifact, and why: an engine not run here, an
+    artifact parity skipped, and each stage's own verdict (the offline rules of a targeted
+    TensorRT that refuse or warn, fp16 values that took NaN/Inf)."""
+    unverified = dict(not_run)
+    for r in parity["artifacts"]:
+        if r["status"] == "skipped":
+            unverified.setdefault(Path(r["artifact"]).name, "skipped by parity")
+    for m in onnx:
+        if not m.result.verdict.ok:
+            unverified.setdefault(m.path.name, "; ".join(m.result.verdict.reasons))
+    return unverified
+
+
+def _triton_repository(artifacts: list[Path], work: Path):
+    """RUN/triton: the run's ONNX files (onnxruntime_onnx) and standard TensorRT engines
+    (tensorrt_plan, named NAME_trt beside the ONNX file they were built from); TensorRT-RTX
+    engines are left out (Triton's tensorrt_plan backend does not load them)."""
+    served, names = [], {}
+    for a in artifacts:
+        if a.suffix == ".onnx":
+            served.append(a)
+            continue
+        manifest = Path(str(a) + ".json")
+        if is_rtx_engine(a, json.loads(manifest.read_text()) if manifest.is_file() else {}):
+            continue
+        served.append(a)
+        names[str(a)] = model_name(a) + "_trt"
+    return write_repository([str(a) for a in served], work / "triton", TritonRepoOptions(), names=names)
+
+
+def _evaluate(ckpt, artifacts, decoded, runners: dict, opts: PipelineOptions) -> list[dict]:
+    """Top-1/top-5 of the checkpoint and every artifact. With the default thread count on
+    a CPU of several cores, the artifacts run side by side on one thread each: these
+    small models run about 1.4x more images per CPU second on one thread than on two
+    (aft_conv_cifar, 2 cores); an explicit ``threads`` keeps them one after the other."""
+    paths = [str(ckpt)] + [str(a) for a in artifacts]
+    cores = os.cpu_count() or 1
+    onnx_only = all(Path(p).suffix == ".onnx" for p in paths[1:])
+    if opts.threads or cores < 2 or not onnx_only:
+        return evaluate_artifacts(paths, decoded, runners=runners)
+    per = max(1, cores // min(cores, len(paths)))
+    single = {p: OrtRunner(p, threads=per) for p in paths[1:]}
+    reference = runners[str(ckpt)]  # the same model in memory, at the same thread count as the others
+    single[str(ckpt)] = TorchRunner(str(ckpt), threads=per, loaded=(reference.model, reference.meta))
+    return evaluate_artifacts(paths, decoded, runners=single, workers=min(cores, len(paths)))
+
+
+def _json_default(obj):
+    if isinstance(obj, (np.floating, np.integer)):
+        return obj.item()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON-serialisable: {type(obj).__name__}")

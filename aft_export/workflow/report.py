@@ -1,0 +1,596 @@
+"""Results for people: the text tables the commands print, SVG charts (bars and
+histograms), and the pipeline's report: its summary rows, plots and ``report.md``. The
+library computes; this only renders (it imports no stage)."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import numpy as np
+
+from aft_export.tensorrt.library import TITLES
+
+WIDTH, ROW, LEFT, RIGHT = 640, 26, 190, 90
+COLOURS = ["#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377", "#bbbbbb"]
+
+
+def _svg(height: int, body: list[str], title: str) -> str:
+    return "\n".join([
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+        f'font-family="sans-serif" font-size="12">',
+        f'<text x="10" y="18" font-size="14" font-weight="bold">{html.escape(title)}</text>',
+        *body, "</svg>", ""])  # fmt: skip
+
+
+def bars(title: str, labels: list[str], values: list[float], unit: str = "", fmt: str = "{:.2f}") -> str:
+    """Horizontal bars, one per label, scaled to the largest value."""
+    top = max([v for v in values if np.isfinite(v)] + [1e-30])
+    body = []
+    for i, (label, value) in enumerate(zip(labels, values)):
+        y = 30 + i * ROW
+        w = 0 if not np.isfinite(value) else (WIDTH - LEFT - RIGHT) * value / top
+        body.append(f'<text x="{LEFT - 6}" y="{y + 15}" text-anchor="end">{html.escape(label)}</text>')
+        body.append(f'<rect x="{LEFT}" y="{y + 3}" width="{w:.1f}" height="{ROW - 8}" '
+                    f'fill="{COLOURS[i % len(COLOURS)]}"/>')  # fmt: skip
+        body.append(f'<text x="{LEFT + w + 4:.1f}" y="{y + 15}">{fmt.format(value)}{html.escape(unit)}</text>')
+    return _svg(40 + len(labels) * ROW, body, title)
+
+
+def log_histograms(title: str, series: dict[str, np.ndarray], bins: int = 24) -> str:
+    """Histograms of positive values (absolute errors) on a shared log10 axis, one row each."""
+    finite = [np.asarray(v, np.float64) for v in series.values()]
+    pos = np.concatenate([v[(v > 0) & np.isfinite(v)] for v in finite] + [np.array([1e-12, 1.0])])
+    lo, hi = np.floor(np.log10(pos.min())), np.ceil(np.log10(pos.max()))
+    edges = np.linspace(lo, hi, bins + 1)
+    plot_w, row_h = WIDTH - LEFT - 20, 60
+    body = []
+    for i, (label, values) in enumerate(series.items()):
+        v = np.asarray(values, np.float64)
+        v = v[(v > 0) & np.isfinite(v)]
+        counts, _ = np.histogram(np.log10(v), edges) if len(v) else (np.zeros(bins), None)
+        y0 = 30 + i * (row_h + 10)
+        body.append(f'<text x="{LEFT - 6}" y="{y0 + row_h / 2 + 4}" text-anchor="end">{html.escape(label)}</text>')
+        peak = max(counts.max(), 1)
+        for j, c in enumerate(counts):
+            h = row_h * c / peak
+            body.append(f'<rect x="{LEFT + j * plot_w / bins:.1f}" y="{y0 + row_h - h:.1f}" '
+                        f'width="{plot_w / bins - 1:.1f}" height="{h:.1f}" fill="{COLOURS[i % len(COLOURS)]}"/>')  # fmt: skip
+    y_axis = 30 + len(series) * (row_h + 10)
+    for k in range(int(lo), int(hi) + 1):
+        x = LEFT + (k - lo) / (hi - lo) * plot_w
+        body.append(f'<text x="{x:.1f}" y="{y_axis + 12}" text-anchor="middle">1e{k}</text>')
+    body.append(f'<text x="{LEFT + plot_w / 2}" y="{y_axis + 28}" text-anchor="middle">'
+                f'|logit difference| vs PyTorch fp32 (log scale)</text>')  # fmt: skip
+    return _svg(y_axis + 40, body, title)
+
+
+def _fmt(v, spec):
+    return "-" if v is None else format(v, spec)
+
+
+def _versus(drop) -> str:
+    """A top-1 drop as the change it is: the artifact's top-1 minus the checkpoint's, and which way."""
+    if drop is None:
+        return "-"
+    change = 0.0 - drop  # not -0.0
+    return f"{change:+.2f}" + (" (better)" if change > 0 else " (worse)" if change < 0 else "")
+
+
+def _compute_cell(compute: dict | None) -> str:
+    """int8/fp16/fp32 compute nodes (an engine: layers), or - where nothing was counted."""
+    if not compute:
+        return "-"
+    return "/".join(str(compute.get(k, 0)) for k in ("int8", "fp16", "fp32")) + "".join(
+        f" +{v} {k}" for k, v in compute.items() if k not in ("int8", "fp16", "fp32"))  # fmt: skip
+
+
+def summary_table(summary: list[dict], batches) -> list[str]:
+    head = ("| artifact | backend | prec | compute int8/fp16/fp32 | MB | top-1 | top-1 vs torch | agree | max abs | "
+            "cos min | parity | TRT rules | " + " | ".join(f"p50 ms b{b}" for b in batches) + " | "
+            + " | ".join(f"img/s b{b}" for b in batches) + " |")  # fmt: skip
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in summary:
+        lines.append(
+            f"| {r['artifact']} | {r['backend']} | {r['precision']} | {_compute_cell(r.get('compute'))} | "
+            f"{r['mb']:.2f} | {_fmt(r['top1'], '.2f')} | "
+            f"{_versus(r['top1_drop'])} | {_fmt(r['agreement'], '.2f')} | {_fmt(r['max_abs'], '.2e')} | "
+            f"{_fmt(r['cosine_min'], '.6f')} | {r['parity']} | {r.get('trt_check', '-')} | "
+            + " | ".join(_fmt(r["latency_ms"].get(b), ".3f") for b in batches) + " | "
+            + " | ".join(_fmt(r["images_per_s"].get(b), ".0f") for b in batches) + " |")  # fmt: skip
+    return lines
+
+
+def compute_layers(network: dict) -> str:
+    """One cell: a parsed network's compute layers per precision (``build.network_summary``)."""
+    return compute_nodes(network.get("compute") or {})
+
+
+def compute_nodes(compute: dict) -> str:
+    """Compute nodes (or layers) per precision: ``28 int8, 64 fp16, 97 fp32`` (and any other precision)."""
+    return ", ".join(f"{compute.get(k, 0)} {k}" for k in ("int8", "fp16", "fp32")) + "".join(
+        f", {v} {k}" for k, v in compute.items() if k not in ("int8", "fp16", "fp32"))  # fmt: skip
+
+
+def network_table(engines: dict) -> list[str]:
+    """The engines' parsed networks: compute layers per precision, and all layers."""
+    if not engines:
+        return []
+    lines = ["## TensorRT networks", "",
+             "Compute layers of each engine's parsed network by the precision they compute in (constants, "
+             "shuffles, casts and Q/DQ not counted; int8: matrix products and convolutions whose inputs are "
+             "int8 dequantised, seen through shuffles and casts).", "",
+             "| engine | library | precision | int8 | fp16 | fp32 | all layers |", "|---|---|---|---|---|---|---|"]
+    for name, e in engines.items():
+        c = (e.get("network") or {}).get("compute") or {}
+        lines.append(f"| {name} | {e.get('library', '-')} {e.get('library_version', '')} | {e.get('precision', '-')} | "
+                     + " | ".join(str(c.get(k, 0)) for k in ("int8", "fp16", "fp32"))
+                     + f" | {(e.get('network') or {}).get('num_layers', '-')} |")  # fmt: skip
+    return lines + [""]
+
+
+def format_info(d: dict) -> list[str]:
+    """``aft-export info``: what :func:`aft_export.artifacts.info.describe_artifact` read, by kind."""
+    kind = d.get("kind", "checkpoint")
+    if kind == "onnx":
+        return _info_onnx(d)
+    if kind == "engine":
+        return _info_engine(d)
+    c, h, w = d["input_size"]
+    metrics = d["metrics"]
+    lines = [f"checkpoint   {d['path']}", f"sha256       {d['sha256']}",
+             f"model        {d['model_name'] or '(unnamed)'}  AFT-{d['config']['variant']}",
+             f"params       {d['params']:,}", f"input        {c}x{h}x{w} RGB, mean {d['mean']}, std {d['std']}",
+             "config       " + ", ".join(f"{k}={v}" for k, v in d["config"].items()),
+             f"classes      {len(d['classes'])}: {', '.join(d['classes'])}",
+             "metrics      " + (", ".join(f"{k}={v}" for k, v in metrics.items()) if metrics else "(none recorded)")]
+    if d["training"]:
+        lines.append("training     " + ", ".join(f"{k}={v}" for k, v in d["training"].items()))
+    return lines
+
+
+def _shape(v: dict) -> str:
+    return f"{v['name']} {v['type']} [{', '.join('?' if s is None else str(s) for s in v['shape'])}]"
+
+
+def _preprocessing_line(p: dict) -> str:
+    size = p.get("input_size") or ["?"]
+    return f"{'x'.join(map(str, size))} RGB, mean {p.get('mean', '?')}, std {p.get('std', '?')}"
+
+
+def _info_onnx(d: dict) -> list[str]:
+    opsets = ", ".join(f"{k} {v}" for k, v in d["opsets"].items())
+    ops = ", ".join(f"{k} {v}" for k, v in list(d["op_types"].items())[:8])
+    lines = [f"onnx         {d['path']} ({d['bytes'] / 1e6:.2f} MB" + (f", weights in {', '.join(d['external_data'])}"
+                                                                       if d["external_data"] else "") + ")",
+             f"sha256       {d['sha256']}", f"producer     {d['producer'] or '(not named)'}, IR {d['ir_version']}",
+             f"opsets       {opsets}", f"precision    {d['precision']} (from the graph)",
+             f"compute      {compute_nodes(d['compute'])} nodes (from the graph)", f"for          {d['for']}",
+             *[f"input        {_shape(v)}" for v in d["inputs"]], *[f"output       {_shape(v)}" for v in d["outputs"]],
+             f"nodes        {d['nodes']}: {ops}{', ...' if len(d['op_types']) > 8 else ''}"]  # fmt: skip
+    if not d["aft_export"]:
+        pre = d["preprocessing"]
+        lines.append("written by   another tool (no aft-export metadata)"
+                     + (f": {d['written_as']}" if d.get("written_as") else ""))
+        if "missing" in pre:
+            lines.append(f"preprocess   none given: {pre['missing']}")
+        else:
+            lines += [f"preprocess   {_preprocessing_line(pre)} (from {pre['from']})",
+                      f"classes      {len(pre['classes'])}: {', '.join(pre['classes'])}"]  # fmt: skip
+        return lines
+    layers = d["com_aft_layers"]
+    lines += [f"model        {d.get('model_name') or '(unnamed)'}  {d.get('variant', '')}".rstrip(),
+              f"target       {d.get('export_target', '?')} (opset {d.get('opset', '?')}), op form {d.get('aft_op_form', '?')}",
+              "com.aft      " + (", ".join(f"{k} x{v}" for k, v in layers.items()) + f" ({d['com_aft_functions']} "
+                                 f"function bodies)" if layers else "none (plain ONNX ops)"),
+              f"source       {d.get('source_checkpoint', '?')} (sha256 {d.get('source_sha256', '?')[:16]}...)",
+              f"preprocess   {_preprocessing_line(d['preprocessing'])}",
+              f"classes      {len(d['classes'])}: {', '.join(d['classes'])}", *_malformed_line(d)]  # fmt: skip
+    recipe = d.get("recipe_summary")
+    if recipe:
+        lines.append("recipe       " + ", ".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}"
+                                                for k, v in recipe.items()))  # fmt: skip
+    lines.append(f"written by   {d.get('tool', 'aft-export')}")
+    return lines
+
+
+def _malformed_line(d: dict, label: str = "metadata") -> list[str]:
+    return [f"{label:<12} malformed, not shown: {', '.join(d['malformed'])}"] if d.get("malformed") else []
+
+
+def _info_engine(d: dict) -> list[str]:
+    lines = [f"engine       {d['path']} ({d['bytes'] / 1e6:.2f} MB)"]
+    if "manifest_error" in d:
+        return lines + [f"manifest     {d['manifest']}: {d['manifest_error']}"]
+    inp = d["input"] or {}
+    targets = ", ".join(d["compute_capabilities"]) or ", ".join(d.get("compute_capabilities_default") or []) or "?"
+    outputs = ", ".join(f"{v} {k}" for k, v in d["layer_outputs"].items())
+    lines += [f"sha256       {d['sha256']} (matches {d['manifest']})",
+              f"library      {d['library']} {d['library_version']}, {d['precision']}, built "
+              + (f"on {d['gpu']}" if d["built_on_gpu"] else "ahead of time on a CPU") + f" in {d['build_seconds']} s",
+              f"runs on      compute capability {targets}", f"for          {d['for']}",
+              f"input        {inp.get('name')} min {inp.get('min')} opt {inp.get('opt')} max {inp.get('max')}",
+              f"from         {d['onnx']} (sha256 {str(d['onnx_sha256'])[:16]}...)",
+              f"network      {d['num_layers']} layers; layers producing {outputs or '?'}",
+              *([f"compute      {compute_nodes(d['compute'])} layers (TensorRT's parsed network)"]
+                if d.get("compute") else [])]  # fmt: skip
+    m = d["model"]
+    if m:
+        lines.append(f"preprocess   {_preprocessing_line(m)}"
+                     + (f" (from {d['preprocessing_from']}: the ONNX file had no aft-export metadata)"
+                        if d["preprocessing_from"] else ""))  # fmt: skip
+        if m.get("classes"):
+            lines.append(f"classes      {len(m['classes'])}: {', '.join(m['classes'])}")
+    lines += _malformed_line(d, "manifest")
+    lines.append(f"written by   {d['tool']} at {d['created_utc']}")
+    return lines
+
+
+def format_export(r: dict) -> list[str]:
+    lines = [f"wrote {r['path']} ({r['bytes'] / 1e6:.2f} MB, sha256 {r['sha256'][:16]}...)",
+             f"nodes: {r['nodes_exported']} exported, {r['nodes_final']} final, {r['aft_nodes']} com.aft nodes"]
+    if r["simplify"]:
+        s = r["simplify"]
+        lines.append(f"onnxsim: {s['nodes_before']} -> {s['nodes_after']} nodes" if s["applied"]
+                     else f"onnxsim: not applied ({s['reason']})")  # fmt: skip
+    if r["parity"]:
+        p = r["parity"]
+        lines.append(f"verify: {p['images']} images from {p['data']}: max abs {p['max_abs']:.3g}, "
+                     f"mean abs {p['mean_abs']:.3g}, min cosine {p['cosine_min']:.6f}, "
+                     f"top-1 agreement {100 * p['top1_agreement']:.1f}%")  # fmt: skip
+    if r["trt_check"]:
+        lines.append("offline TensorRT rules: " + ", ".join(f"{v} {RULES_SAY.get(s, s)}" for v, s in
+                                                            r["trt_check"]["status"].items())
+                     + f" (no TensorRT ran; `aft-export check {r['path']}`)")  # fmt: skip
+    lines.append("time: " + ", ".join(f"{k} {v:.2f}s" for k, v in r["seconds"].items()))
+    return lines + _verdict_lines(r.get("verdict"))
+
+
+# the offline rules' status of a version (aft_export.trtcheck), as a report says it
+RULES_SAY = {"accepts": "pass", "refuses": "REFUSE", "warnings": "warn", "not targeted": "n/a"}
+
+
+def _verdict_lines(verdict: dict | None) -> list[str]:
+    """A stage's verdict (:class:`aft_export.errors.Verdict` as a dict), where it is not ok."""
+    if not verdict or verdict["status"] == "ok":
+        return []
+    head = "FAILED" if verdict["status"] == "failed" else "not verified"
+    return [f"result: {head}: " + "; ".join(verdict["reasons"])]
+
+
+def format_quantize(r: dict) -> list[str]:
+    recipe = r["recipe"]
+    lines = [f"wrote {r['path']} ({r['precision']}, sha256 {r['sha256'][:16]}...)"]
+    if r["precision"] == "int8":
+        lines.append(f"int8: {recipe['quantized_nodes']} nodes quantised, {len(recipe['excluded_nodes'])} kept in "
+                     f"float ({', '.join(recipe['excluded_modules']) or 'none'})")  # fmt: skip
+        for key, what in (("exclude_regex", "pattern"), ("exclude_op_types", "op type"), ("keep_fp32", "fp32 pattern")):
+            lines += [f"  {what} {k!r}: {v} nodes" for k, v in recipe.get(key, {}).items()]
+    rest = recipe.get("rest_precision")
+    if rest == "fp16" or r["precision"] == "fp16":
+        head = "rest fp16" if rest == "fp16" else "fp16"
+        lines.append(f"{head}: fp32 kept for {', '.join(recipe['fp32_rule'])} ({len(recipe['fp32_nodes'])} nodes by "
+                     f"name, op types {', '.join(recipe['fp32_op_types'])}); input and output fp32"
+                     + (f"; opset {recipe['opset']}, {recipe['scales']} scales" if rest == "fp16" else ""))  # fmt: skip
+        lines += [f"fp16 NaN/Inf: {b['count']} values in {b['value']} (node {b['node']}, module {b['module'] or '?'})"
+                  for b in r["nonfinite"]]  # fmt: skip
+        if not r["nonfinite"] and r["agreement"]:
+            lines.append(f"{head}: no NaN or Inf in any fp16 value on the calibration images")
+    elif rest == "fp32":
+        lines.append("rest fp32: what is not int8 computes in fp32")
+    if r["agreement"]:
+        a = r["agreement"]
+        lines.append(f"vs fp32 on {a['images']} calibration images: top-1 agreement {a['top1_agreement']:.2f}%, "
+                     f"max abs {a['max_abs']:.3g}")  # fmt: skip
+    lines.append("time: " + ", ".join(f"{k} {v:.2f}s" for k, v in r["seconds"].items()))
+    return lines + _verdict_lines(r.get("verdict"))
+
+
+def format_parity(report: dict) -> list[str]:
+    lines = [f"reference {report['reference']} (torch fp32), {report['images']} images from {report['data']}",
+             f"{'artifact':32s} {'backend':12s} {'prec':5s} {'max abs':>9s} {'mean abs':>9s} {'max rel':>9s} "
+             f"{'cos min':>9s} {'SQNR dB':>8s} {'top1':>7s} {'top5':>6s} {'NaN':>4s}  result"]  # fmt: skip
+    for row in report["artifacts"]:
+        if row["status"] == "skipped":
+            lines.append(f"{row['artifact'][-32:]:32s} SKIPPED: {row['reason']}")
+            continue
+        m = row["inputs"]["real"]
+        lines.append(f"{row['artifact'][-32:]:32s} {row['backend']:12s} {row['precision']:5s} {m['max_abs']:9.2e} "
+                     f"{m['mean_abs']:9.2e} {m['max_rel']:9.2e} {m['cosine_min']:9.6f} {m['sqnr_db']:8.1f} "
+                     f"{100 * m['top1_agreement']:6.1f}% {100 * m['top5_overlap']:5.1f}% {m['nonfinite']:4d}  "
+                     + ("pass" if row["passed"] else "FAIL: " + "; ".join(row["failures"])))  # fmt: skip
+        div = row.get("divergence")
+        if div and div.get("first"):
+            f = div["first"]
+            lines.append(f"    diverges first at node {f['node']} ({f['op_type']}) from module "
+                         f"{f['module'] or '(root)'} [{f['module_type']}]: relative error {f['rel']:.3g} > "
+                         f"{div['limit_rel']:g} ({div['compared']} values compared with {div['reference']})")  # fmt: skip
+        elif div and div.get("error"):
+            lines.append(f"    could not localise the divergence: {div['error']}")
+        elif div and div.get("worst"):
+            w = div["worst"][0]
+            lines.append(f"    no intermediate value leaves {div['limit_rel']:g} relative error "
+                         f"({div['compared']} compared); the largest, {w['rel']:.3g}, is at node {w['node']} "
+                         f"({w['op_type']}) from module {w['module'] or '(root)'} [{w['module_type']}]")  # fmt: skip
+    return lines + _preprocessing_notes(report["artifacts"])
+
+
+def format_bench(report: dict) -> list[str]:
+    lines = [f"{'artifact':32s} {'backend':12s} {'prec':5s} {'batch':>5s} {'thr':>3s} {'p50 ms':>8s} "
+             f"{'p90 ms':>8s} {'p99 ms':>8s} {'img/s':>9s}"]  # fmt: skip
+    for r in report["rows"]:
+        lines.append(f"{r['artifact'][-32:]:32s} {r['backend']:12s} {r['precision']:5s} {r['batch']:5d} "
+                     f"{r['threads']:3d} {r['p50_ms']:8.2f} {r['p90_ms']:8.2f} {r['p99_ms']:8.2f} "
+                     f"{r['images_per_s']:9.1f}")  # fmt: skip
+    for s in report["skipped"]:
+        lines.append(f"{s['artifact'][-32:]:32s} {'batch ' + str(s['batch']) if s['batch'] else 'all batches'}: "
+                     f"skipped ({s['reason']})")  # fmt: skip
+    for p in report.get("profiles", []):
+        lines += ["", f"{p['artifact']}, batch {p['batch']}: ONNX Runtime profile over {p['runs']} runs"]
+        if not p["ops"]:
+            lines.append(f"  no profile: {p.get('reason', 'no node events recorded')}")
+            continue
+        lines.append(f"  {'op type':28s} {'share':>6s} {'ms/run':>8s} {'nodes':>5s}")
+        for op in p["ops"]:
+            lines.append(f"  {op['op_type'][:28]:28s} {100 * op['share']:5.1f}% {op['ms'] / p['runs']:8.2f} "
+                         f"{op['nodes']:5d}")  # fmt: skip
+    return lines
+
+
+def format_eval(rows: list[dict]) -> list[str]:
+    lines = [f"{'artifact':40s} {'backend':12s} {'prec':5s} {'images':>6s} {'top1':>6s} {'top5':>6s} {'agree':>6s}"]
+    for r in rows:
+        if r["status"] == "skipped":
+            lines.append(f"{r['artifact']:40s} SKIPPED: {r['reason']}")
+        else:
+            lines.append(f"{r['artifact']:40s} {r['backend']:12s} {r['precision']:5s} {r['images']:6d} "
+                         f"{r['top1']:6.2f} {r['top5']:6.2f} {r['agreement']:6.2f}")  # fmt: skip
+    return lines + _preprocessing_notes(rows)
+
+
+def _preprocessing_notes(rows: list[dict]) -> list[str]:
+    """Where the preprocessing of each file another tool wrote came from."""
+    return [f"{r['artifact']}: no aft-export metadata; preprocessing from {r['preprocessing']}"
+            for r in rows if r.get("preprocessing")]  # fmt: skip
+
+
+def format_real_check(x: dict | None) -> list[str]:
+    """``check``'s lines for the installed library (:func:`aft_export.tensorrt.build.real_check`): what its
+    ONNX parser (and, asked for, its builder) made of the file, beside the offline rules."""
+    if not x:
+        return []
+    title = f"{TITLES.get(x['library'], x['library'])} {x['version']}"
+    warned = "warnings not captured" if x["warnings"] is None else f"{len(x['warnings'])} warnings"
+    lines = [f"parser, {title}: {'parses it' if x['parses'] else 'REFUSES it'} ({len(x['errors'])} errors, {warned})"]
+    if x.get("network"):
+        lines.append(f"parsed network, {title}: {x['network']['num_layers']} layers; compute layers "
+                     f"{compute_layers(x['network'])}")  # fmt: skip
+    if x["builds"] is not None:
+        lines.append(f"builder, {title}: " + (f"builds it ({x['engine_bytes'] / 1e6:.2f} MB engine, in memory)"
+                                              if x["builds"] else "FAILS"))  # fmt: skip
+    lines += [f"  - {e}" for e in x["errors"][:10]]
+    lines.append(f"offline rules (column {x['column']}) vs the parser: "
+                 + ("agree" if x["agrees"] else f"DISAGREE ({x['disagreement']})"))
+    return lines
+
+
+def format_predictions(result: dict) -> list[str]:
+    return [f"{r['image']}: " + ", ".join(f"{t['class']} {100 * t['probability']:.1f}%" for t in r["top"])
+            for r in result["results"]]  # fmt: skip
+
+
+def trt_verdict(report: dict | None) -> str:
+    """One cell: the TensorRT versions whose offline rules the artifact is checked against, or
+    those whose rules refuse it."""
+    if report is None:
+        return "-"
+    refused = [v for v, st in report["status"].items() if st == "refuses"]
+    if refused:
+        return "REFUSED " + ",".join(refused)
+    first = report["checked"][0] if report["checked"] else "?"
+    return f"pass {first}+" + (" (warnings)" if report["verdict"]["status"] != "ok" else "")
+
+
+def summary_rows(ckpt: Path, artifacts: list[Path], results: dict) -> list[dict]:
+    """The pipeline's summary: one row per model file (the checkpoint first), from the
+    run's results (its manifest's ``results``)."""
+    by_eval = {Path(r["artifact"]).name: r for r in results["eval"]}
+    by_parity = {Path(r["artifact"]).name: r for r in results["parity"]["artifacts"]}
+    bench_rows = results["bench"]["rows"]
+    files = results.get("files", {})  # what each file is for, and its compute per precision
+    rows = []
+    torch_top1 = by_eval[ckpt.name]["top1"]
+    for path in [ckpt] + list(artifacts):
+        name = path.name
+        ev = by_eval[name]
+        made = files.get(name, {"for": "PyTorch", "compute": {}} if path == ckpt else {})
+        purpose = {"for": made.get("for", "-"), "compute": made.get("compute") or {}}
+        if ev.get("status") == "skipped":  # built, not run: no metric is made up for it
+            m = results.get("engines", {}).get(name, {})
+            rows.append({"artifact": name, "backend": m.get("library", "tensorrt"), "precision": m.get("precision", "?"),
+                         **purpose,
+                         "mb": round(path.stat().st_size / 1e6, 2), "top1": None, "top5": None, "top1_drop": None,
+                         "agreement": None, "max_abs": None, "cosine_min": None,
+                         "parity": "skipped, no GPU" if "no GPU" in ev["reason"] else "skipped", "trt_check": "-",
+                         "latency_ms": {}, "images_per_s": {}})  # fmt: skip
+            continue
+        lat = {r["batch"]: r for r in bench_rows if Path(r["artifact"]).name == name}
+        par = by_parity.get(name)
+        real = par["inputs"]["real"] if par and par.get("inputs") else {}
+        rows.append({
+            "artifact": name, "backend": ev["backend"], "precision": ev["precision"], **purpose,
+            "mb": round(path.stat().st_size / 1e6, 2), "top1": ev["top1"], "top5": ev["top5"],
+            "top1_drop": round(torch_top1 - ev["top1"], 2), "agreement": ev["agreement"],
+            "max_abs": real.get("max_abs"), "cosine_min": real.get("cosine_min"),
+            "parity": "reference" if par is None else par["status"],
+            "trt_check": trt_verdict(results.get("trt_check", {}).get(name)),
+            "latency_ms": {b: round(r["p50_ms"], 3) for b, r in lat.items()},
+            "images_per_s": {b: round(r["images_per_s"], 1) for b, r in lat.items()},
+        })  # fmt: skip
+    return rows
+
+
+def pipeline_plots(summary: list[dict], differences: dict, data: str, batches) -> dict[str, str]:
+    """The report's plots, file name -> SVG text: top-1, latency per batch size, and the
+    logit errors parity measured."""
+    labels = [f"{r['artifact']} ({r['precision']})" for r in summary]
+    plots = {"accuracy.svg": bars(f"Top-1 on {data}", labels,
+                                  [float("nan") if r["top1"] is None else r["top1"] for r in summary], "%")}
+    for b in batches:
+        latency = [r["latency_ms"].get(b, float("nan")) for r in summary]
+        plots[f"latency_b{b}.svg"] = bars(f"Latency p50, batch {b}", labels, latency, " ms", "{:.3f}")
+    plots["errors.svg"] = log_histograms("Logit error vs PyTorch fp32", differences)
+    return plots
+
+
+PIPELINE_RESULT = {"ok": "PASS", "unverified": "PASS, NOT ALL VERIFIED", "failed": "FAIL"}
+COLUMNS_SAY = ("compute: the file's compute nodes by the precision they compute in, counted from its graph (an "
+               "engine: its parsed network's layers); top-1 vs torch: the artifact's top-1 minus the PyTorch "
+               "checkpoint's (positive: better); agree: its top-1 agreement with the checkpoint's predictions; TRT "
+               "rules: the offline rules of the TensorRT versions the file is made for (no TensorRT ran)")  # fmt: skip
+
+
+def purpose_table(summary: list[dict]) -> list[str]:
+    """What each file is for (the runtimes) and what its compute runs in."""
+    return ["| file | for | compute nodes (engines: layers) |", "|---|---|---|",
+            *[f"| {r['artifact']} | {r['for']} | {compute_nodes(r['compute']) if r['compute'] else '-'} |"
+              for r in summary]]  # fmt: skip
+
+
+def format_pipeline_result(result, batches) -> list[str]:
+    """What ``aft-export pipeline`` prints at the end: the summary, what each file is for, what was
+    not verified, the verdict."""
+    return ["", *summary_table(result.summary, batches), COLUMNS_SAY + ".",
+            *[f"for: {r['artifact']}: {r['for']}" for r in result.summary],
+            *(["", "What to deploy where (every file on every runtime here):", *deploy_lines(result.deploy, markdown=False)]
+              if result.deploy else []),
+            *[f"not verified: {name}: {why}" for name, why in result.unverified.items()],
+            f"\n{PIPELINE_RESULT[result.verdict.status]}: run directory {result.run_dir} (report.md, manifest.json, "
+            f"plots/)"]  # fmt: skip
+
+
+def report_markdown(ckpt, meta, opts, steps, summary, verdict, final, calib, not_run=None, unverified=None,
+                    engines=None, deploy=None) -> str:  # fmt: skip
+    """RUN/report.md: the verdict (:class:`aft_export.errors.Verdict`), the summary table, what to deploy
+    where (``deploy``: :meth:`aft_export.verify.deploy.DeployTable.to_dict`), what each file is for, the engines'
+    networks, every step, the plots."""
+    result = {"ok": "PASS", "unverified": "PASS, with artifacts not verified here", "failed": "FAIL"}[verdict.status]
+    others = {n: why for n, why in (unverified or {}).items() if n not in (not_run or {})}
+    lines = [
+        f"# aft-export pipeline: {meta.model_name}", "",
+        f"Checkpoint `{ckpt}` (sha256 `{meta.sha256[:16]}...`), data `{opts.data}`, calibration "
+        f"`{Path(calib).name}`. Result: **{result}**.", "",
+        *([f"Built, not run ({len(not_run)}): " + ", ".join(f"`{n}`" for n in not_run) + ". "
+           + next(iter(not_run.values())).split(": ", 1)[-1], ""] if not_run else []),
+        *([f"Not verified: `{n}`: {why}." for n, why in others.items()] + [""] if others else []),
+        "Top-1 and agreement (with the PyTorch checkpoint's predictions) on the evaluation set; max abs and "
+        "cosine from the parity check on real images; latency p50 and throughput on this machine. "
+        + COLUMNS_SAY[0].upper() + COLUMNS_SAY[1:] + ".", "",
+        *summary_table(summary, opts.bench_batches), "",
+        *(["## What to deploy where", "",
+           "Every file on every runtime here: parity against the checkpoint, top-1, latency at batch 1 and "
+           f"images/s at batch {deploy['batch']}, timed in interleaved rounds.", "",
+           *deploy_lines(deploy), "", "![latency per file and runtime](plots/deploy_latency.svg)", "",
+           "![images/s per file and runtime](plots/deploy_throughput.svg)", ""] if deploy else []),
+        "## What each file is for", "",
+        "The runtimes each file is made for, from its export target and what its compute runs in (compute nodes "
+        "counted from the graph: int8 where fed by an int8 DequantizeLinear or a QOperator op, else the type they "
+        "compute in; data movement, casts and Q/DQ not counted).", "",
+        *purpose_table(summary), "",
+        *network_table(engines or {}),
+        "## Steps", "",
+        *[f"- **{s.name}**: {s.status} ({s.seconds:.1f}s){': ' + s.detail if s.detail else ''}" for s in steps],
+        "", "## Plots", "",
+        "![accuracy](plots/accuracy.svg)", "", "![errors](plots/errors.svg)", "",
+        *[f"![latency batch {b}](plots/latency_b{b}.svg)" for b in opts.bench_batches], "",
+        "Everything above is in `manifest.json` with the tool versions, options and input hashes.", "",
+    ]  # fmt: skip
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- what to deploy where
+
+def _fastest_says(table: dict) -> dict[str, str]:
+    return {"latency": f"fastest at batch {table.get('latency_batch', 1)}", "throughput": "most images/s"}
+
+
+def _threads(table: dict) -> str:
+    """The threads the rows that ran used: one number where they agree, else each runtime's."""
+    ran = {(r["runtime"], r.get("threads")) for r in table["rows"] if r["status"] == "ok" and r.get("threads")}
+    counts = {t for _, t in ran}
+    if len(counts) == 1:
+        return f"every runner at {counts.pop()} threads"
+    return "threads per runner: " + (", ".join(f"{rt} {t}" for rt, t in sorted(ran)) or str(
+        table["machine"].get("threads")))
+def _load(values) -> str:
+    return "?" if not values else " ".join(f"{v:.2f}" for v in values)
+
+
+def deploy_lines(table: dict, markdown: bool = True) -> list[str]:
+    """The deploy table (:class:`aft_export.verify.deploy.DeployTable` as a dict): one row per artifact and
+    runtime, the fastest rows marked, what is not available here, the machine and the advice."""
+    b, says = table["batch"], _fastest_says(table)
+    head = ["file", "runtime", "device", "precision", "for", "MB", "parity", "top-1",
+            f"p50 ms b{table.get('latency_batch', 1)}", f"img/s b{b}", "fastest"]  # fmt: skip
+    rows = []
+    for r in table["rows"]:
+        state = r["parity"] or "-"
+        if r["parity"] == "fail" and r["reason"]:
+            state = f"fail: {r['reason'][:70]}"
+        if r["status"] != "ok":
+            state = f"{r['status']}: {r['reason'].split(';')[0][:70]}"
+        rows.append([r["artifact"], r["runtime"], r["device"], r["precision"] or "-", r.get("purpose") or "-",
+                     f"{r['bytes'] / 1e6:.2f}", state, _fmt(r["top1"], ".2f"), _fmt(r["p50_ms"], ".3f"),
+                     _fmt(r["images_per_s"], ".0f"), " + ".join(says[f] for f in r["fastest"]) or ""])  # fmt: skip
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]
+    else:  # for a terminal: without the long "for" column (said per file elsewhere)
+        keep = [i for i, h in enumerate(head) if h != "for"]
+        head, rows = [head[i] for i in keep], [[row[i] for i in keep] for row in rows]
+        widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(head)]
+        lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip()]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    lines.append("")
+    for device, best in table["recommended"].items():
+        said = []
+        for by in ("latency", "throughput"):
+            pick = best.get(by)
+            if pick:
+                row = next(r for r in table["rows"] if (r["artifact"], r["runtime"]) == (pick["artifact"], pick["runtime"]))
+                figure = f"{row['p50_ms']:.3f} ms" if by == "latency" else f"{row['images_per_s']:.0f} images/s"
+                said.append(f"{says[by]}: {pick['artifact']} on {pick['runtime']} ({figure})")
+        mine = [r for r in table["rows"] if r["device"] == device]
+        idle = not said and mine and all(r["status"] == "skipped" for r in mine)
+        lines.append(f"Deploy on the {device.upper()}: " + ("; ".join(said) if said else
+                     f"nothing ran here ({mine[0]['reason']})" if idle else "no row ran and passed parity here")
+                     + ".")  # fmt: skip
+    missing = {}
+    for runtime, why in table["runtimes"].items():
+        if why != "ok":
+            missing.setdefault(why, []).append(runtime)
+    for why, names in missing.items():
+        lines.append(f"Not run: {', '.join(names)}: {why}.")
+    m = table["machine"]
+    lines.append(f"Machine: {m.get('cpu')}, {m.get('described')}, {m.get('cores')} cores; {_threads(table)}; "
+                 f"load average {_load(m.get('load_average'))} at the start of the timing, "
+                 f"{_load(m.get('load_average_after'))} at its end.")  # fmt: skip
+    lines.append(f"Parity against {table['reference']} within each precision's limits; top-1 on "
+                 f"{next((r['images'] for r in table['rows'] if r['images']), 0)} images of {table['data']}; the "
+                 f"fastest rows are marked among those that ran and passed (within {100 * table.get('tie', 0):.0f}% of the "
+                 f"fastest, the file made for that device wins).")  # fmt: skip
+    lines.append(table["advice"][0].upper() + table["advice"][1:] + ".")
+    return lines
+
+
+def deploy_plots(table: dict) -> dict[str, str]:
+    """Two bar charts of the deploy table's rows that ran: p50 at batch 1, and images/s at the large batch."""
+    ran = [r for r in table["rows"] if r["status"] == "ok" and r["p50_ms"] is not None]
+    labels = [f"{r['artifact']} / {r['runtime']}" for r in ran]
+    return {
+        "deploy_latency.svg": bars("Latency p50 at batch 1, per file and runtime", labels,
+                                   [r["p50_ms"] for r in ran], " ms", "{:.3f}"),
+        "deploy_throughput.svg": bars(f"Images/s at batch {table['batch']}, per file and runtime", labels,
+                                      [float("nan") if r["images_per_s"] is None else r["images_per_s"] for r in ran],
+                                      "", "{:.0f}"),
+    }  # fmt: skip
