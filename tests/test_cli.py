@@ -238,7 +238,7 @@ def _command(name):
 def test_renamed_flags_are_the_new_names_and_hidden_from_help():
     import re
 
-    from aft_export.cli import WORDS
+    from aft_export.cli.words import WORDS
 
     for name, renamed in ((n, w.renamed) for n, w in WORDS.items()):
         opts = {o for p in _command(name).params for o in getattr(p, "opts", ())}
@@ -252,7 +252,7 @@ def test_renamed_flags_are_the_new_names_and_hidden_from_help():
 def test_old_flag_names_map_onto_the_new_ones():
     """Each old name, spelt `--old V` or `--old=V`, becomes the new one; a value that
     looks like an old flag stays a value; nothing after `--` is touched."""
-    from aft_export.cli import WORDS, _rename_args, _renamed_used
+    from aft_export.cli.words import WORDS, rename_args as _rename_args, renamed_used as _renamed_used
 
     for name, renamed in ((n, w.renamed) for n, w in WORDS.items()):
         for old, new in renamed.items():

@@ -142,7 +142,7 @@ def test_the_commands_that_run_files_on_a_cpu_say_it_once_per_file_as_a_note(tmp
                                          ({"backend": "openvino"}, False),  # it computes the fp16 rest in fp32: fast
                                          ({"backend": "onnxruntime", "provider": "cuda"}, False)])
 def test_only_cpu_runners_get_the_note(tmp_path, capsys, params, cpu):
-    from aft_export.cli import _cpu_notes
+    from aft_export.cli.base import cpu_notes as _cpu_notes
 
     trt = classifier(tmp_path / "m.int8.onnx")
     _cpu_notes(main.commands["eval"], {"artifacts": (str(trt),), **params})

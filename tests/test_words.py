@@ -4,7 +4,7 @@ Below the command line (floor 9: ``cli``, ``byo.cli``, ``client``) a message nam
 option by its field in backquotes, `verify_data` or `verify_images=0`, and another
 command's options as a whole command line in backquotes, `aft-export export
 target=tensorrt8`; the command that runs turns them into its own flags through its one
-table (:func:`aft_export.cli.option_table`). These tests read the source, so they cover
+table (:func:`aft_export.cli.words.option_table`). These tests read the source, so they cover
 every message, raised or not:
 
 - no module below the command line names one of our flags (``nvtools`` writes
@@ -39,7 +39,8 @@ import pytest
 
 from tests.test_architecture import _modules
 
-CLI_FLOOR = {"cli", "byo.cli", "client", "serving.client"}
+CLI_FLOOR = {"cli", "cli.__main__", "cli.words", "cli.signals", "cli.params", "cli.base", "cli.byo", "cli.models",
+             "cli.export", "cli.checks", "cli.tensorrt", "cli.serving", "cli.workflow", "client", "serving.client"}
 OTHER_TOOLS = {"tensorrt.nvtools"}  # writes trtexec/polygraphy command lines (whose flags share names with ours)
 HOLE = "\x00{}\x01"  # an f-string's {expression}, numbered, in the text the patterns are matched on
 DYNAMIC = re.compile(r"`\x00(\d+)\x01(?:=[^`]*)?`")
@@ -109,7 +110,8 @@ SHOWN_ELSEWHERE = [  # the command shows it, as the flag of the commands that ha
 
 
 def _cli():
-    from aft_export.cli import COMMAND_LINE, OPTION_WORD, main, option_table
+    from aft_export.cli import main
+    from aft_export.cli.words import COMMAND_LINE, OPTION_WORD, option_table
 
     return main, option_table, OPTION_WORD, COMMAND_LINE
 
@@ -374,11 +376,11 @@ def _resolve(module: str, name: str, depth: int = 0) -> list[str]:
 
 
 def reach(command: str) -> frozenset[str]:
-    """The units ``command``'s code can reach, from its function in ``cli``."""
+    """The units ``command``'s code can reach, from its function in the command line."""
     units, _, _, by_name, closure = _graph()
     main = _cli()[0]
-    callback = main.commands[command].callback.__name__
-    todo, seen = [f"cli:{callback}"], set()
+    callback = main.commands[command].callback
+    todo, seen = [f"{callback.__module__.removeprefix('aft_export.')}:{callback.__name__}"], set()
     while todo:
         unit = todo.pop()
         if unit in seen or unit not in units:
@@ -444,7 +446,8 @@ def test_every_option_a_command_can_show_is_one_of_its_flags():
 def test_an_option_shown_elsewhere_is_a_flag_of_some_command():
     """Every option a message names is a flag of at least one command, and where the running
     command has none, the message says which commands have it."""
-    from aft_export.cli import in_flags, main
+    from aft_export.cli import main
+    from aft_export.cli.words import in_flags
 
     fields = {r["field"] for r in references() if r["command"] is None}
     tables = [_cli()[1](c) for c in main.commands.values()]
@@ -466,7 +469,7 @@ def test_every_command_line_in_a_message_names_options_of_that_command():
 
 
 def _our_flags() -> set[str]:
-    from aft_export.cli import WORDS
+    from aft_export.cli.words import WORDS
 
     main = _cli()[0]
     flags = {o for c in main.commands.values() for p in c.params
@@ -538,7 +541,8 @@ def test_the_table_puts_every_kind_of_reference_in_flags():
     """`field`, `field=value`, a flag's other name, a value of its own, a repeated option, and
     another command's line: each in the running command's flags (or left as written when it
     has none)."""
-    from aft_export.cli import in_flags, main
+    from aft_export.cli import main
+    from aft_export.cli.words import in_flags
 
     export, quantize, pipeline = (main.commands[c] for c in ("export", "quantize", "pipeline"))
     assert in_flags("give `verify_data` (or `verify_images=0`)", export) == "give --data (or --images 0)"
@@ -557,7 +561,8 @@ def test_a_rebuild_command_is_build_s_own_flags():
     """The engine's rebuild line is put together at run time: every option on it is one of build's."""
     from pathlib import Path
 
-    from aft_export.cli import in_flags, main
+    from aft_export.cli import main
+    from aft_export.cli.words import in_flags
     from aft_export.tensorrt.library import rebuild_command
 
     m = {"onnx": "model.fp16.onnx", "library": "tensorrt-rtx",

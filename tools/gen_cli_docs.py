@@ -3,7 +3,7 @@
 
 Every command's help as ``aft-export CMD --help`` prints it (at a fixed width, so that the
 file does not depend on the terminal), and the table of renamed flags from
-``aft_export.cli.WORDS`` (each command's table). Nothing is typed in by hand; tests/test_cli_docs.py fails when
+``aft_export.cli.words.WORDS`` (each command's table). Nothing is typed in by hand; tests/test_cli_docs.py fails when
 the checked-in file differs from what this writes.
 
     python tools/gen_cli_docs.py            # rewrite docs/cli.md
@@ -36,7 +36,8 @@ def render() -> str:
     """docs/cli.md as this checkout's commands describe themselves."""
     import click
 
-    from aft_export.cli import RENAMED_UNTIL, WORDS, main
+    from aft_export.cli import main
+    from aft_export.cli.words import RENAMED_UNTIL, WORDS
     from aft_export.options import PROVIDER_BACKENDS
 
     root = click.Context(main, info_name="aft-export", terminal_width=WIDTH, max_content_width=WIDTH)

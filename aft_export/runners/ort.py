@@ -14,10 +14,11 @@ from aft_export.fileio import cache_root
 from aft_export.artifacts.graph import activation_bytes_per_image
 from aft_export.artifacts.onnxio import ArtifactMeta, foreign_kind, graph_precision, load_onnx, unfeedable
 from aft_export.data.preprocess import ForeignPreprocessing
+from aft_export.options import PROVIDER_BACKENDS
 from aft_export.readers import reason
 from aft_export.runners.base import ModelInfo, Runner
 
-PROVIDER_KINDS = ("cpu", "cuda", "tensorrt")
+PROVIDER_KINDS = tuple(PROVIDER_BACKENDS)  # cpu, cuda, tensorrt: the providers a backend names
 # wheels that all install the one package directory ``onnxruntime``
 ORT_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-directml", "onnxruntime-openvino",
                      "onnxruntime-qnn")  # fmt: skip

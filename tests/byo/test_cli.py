@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from aft_export.byo.cli import model_source_from, user_model_from
+from aft_export.cli.byo import model_source_from, user_model_from
 from aft_export.byo.spec import UserModel
 from aft_export.errors import AFTExportError
 from aft_export.models.sources import CheckpointSource, ModelSource, open_source

@@ -12,8 +12,8 @@ import click
 
 from aft_export.byo.preprocess import read_mapping, resolve
 from aft_export.errors import AFTExportError
-from aft_export.readers import MAX_SIDE
 from aft_export.models.sources import open_source
+from aft_export.readers import MAX_SIDE
 
 # option destination -> flag, for messages
 FLAGS = {"weights": "--weights", "weights_key": "--weights-key", "preprocess": "--preprocess",

@@ -1,0 +1,250 @@
+"""The ``aft-export`` command line. Commands are thin: build the options, call the library,
+print what :mod:`aft_export.workflow.report` renders.
+
+Defaults come from the options dataclasses (or the library function's signature), never
+written twice. Library modules are imported inside the commands so that ``aft-export
+--help`` starts without loading torch.
+
+One error path for every command, decided here (:class:`_Group` and :class:`_Command`):
+
+- every user error, ours (:class:`AFTExportError`) or click's (a bad option value, an
+  unknown command, a missing argument, a directory where a file is wanted), is one line
+  on stderr, ``error: <what was wrong>; <what to do>``, and the error's exit status (2:
+  bad input); anything else is a bug and keeps its traceback;
+- a command returns its exit status (:data:`aft_export.errors.EXIT_TABLE`, printed in
+  every command's ``--help``): 0 ok, 1 a check failed, 2 bad input, 3 nothing failed but
+  something was not verified;
+- SIGINT and SIGTERM raise :class:`Interrupted` in the main thread, so every ``finally``
+  and every atomic write's clean-up runs; the exit status is 128 + the signal (130,
+  143). A second signal exits at once;
+- before a command starts, each of its outputs (a parameter named ``output``) is checked
+  against every path it reads and locked for the run (:func:`aft_export.fileio.claim_output`):
+  no command overwrites its own input, and a second run writing the same output fails at its
+  start;
+- a command's exit status 1 or 3 is its checks' verdict (:class:`aft_export.errors.Verdict`,
+  mapped by :func:`_exit`), never read from rendered text;
+- every line of the library's it prints (an error, a log line, a rendered report) is put in
+  that command's flags (:func:`in_flags`, through the command's :func:`option_table`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+
+import click
+
+from aft_export.cli import words
+from aft_export.cli.params import InPlace
+from aft_export.cli.signals import Interrupted, close_progress_bars, library_log, signalled, signals_handled
+from aft_export.cli.words import as_typed, in_flags, rename_args, renamed_used, running
+from aft_export.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_FOR,
+    EXIT_OK,
+    EXIT_SIGNAL_BASE,
+    EXIT_TABLE,
+    AFTExportError,
+    Verdict,
+)
+from aft_export.version import __version__
+
+OUTPUT_PARAMS = ("output",)  # parameters that name what a command writes
+
+
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
+    close_progress_bars()
+    click.echo(f"error: {' '.join(as_typed(in_flags(message)).split())}", err=True)
+    return code
+
+
+def _click_message(exc: click.ClickException) -> str:
+    """click's error as our one line: what was wrong; where to look."""
+    text = " ".join(exc.format_message().split()).rstrip(".")
+    text = text[:1].lower() + text[1:]
+    ctx = getattr(exc, "ctx", None)
+    return f"{text}; see '{ctx.command_path if ctx else 'aft-export'} --help'"
+
+
+def _interrupted_message(signum: int) -> str:
+    name = signal.Signals(signum).name
+    return f"stopped by {name}; nothing it was writing was left behind: run the command again to finish"
+
+
+def _epilog_table(formatter) -> None:
+    with formatter.section("Exit status"):
+        formatter.write_dl(EXIT_TABLE)
+
+
+class _Command(click.Command):
+    """Every aft-export command: the exit-code table in its ``--help``, and its outputs
+    claimed (checked against its inputs, locked) before it starts."""
+
+    def format_epilog(self, ctx, formatter) -> None:
+        super().format_epilog(ctx, formatter)
+        _epilog_table(formatter)
+
+    def parse_args(self, ctx, args):
+        running.append(self)  # from here on, library messages are put in this command's flags
+        return super().parse_args(ctx, rename_args(self, list(args)))
+
+    def invoke(self, ctx):
+        with contextlib.ExitStack() as stack:
+            for out, directory, inputs in _outputs(self, ctx.params):
+                stack.enter_context(_claim(out, inputs, directory))
+            cpu_notes(self, ctx.params)
+            return super().invoke(ctx)
+
+
+# the commands that run files, and the parameters naming them: on a CPU runner, a TensorRT int8 (rest
+# fp16) gets a note naming the faster file there (aft_export.artifacts.purpose.cpu_advice)
+RUNS_FILES = {"eval": ("artifacts",), "bench": ("artifacts",), "infer": ("artifact",),
+              "parity": ("checkpoint", "artifacts"), "serve": ("artifacts",)}  # fmt: skip
+# the runner choices (--provider, --backend) that run an ONNX file on the CPU; a command without the option: the CPU
+# (OpenVINO computes an int8 file's fp16 rest in fp32, as fast as the portable int8: no note there)
+CPU_CHOICES = (None, "cpu", "onnxruntime")
+
+
+def cpu_notes(command: click.Command, params: dict) -> None:
+    """One note on stderr per file a CPU runner is about to run where a faster file exists or can be
+    made for it (the exit status is unchanged: a note, not an error)."""
+    if command.name not in RUNS_FILES or any(params.get(k) not in CPU_CHOICES for k in ("provider", "backend")):
+        return
+    if params.get("reference") is not None:  # bench's deploy table times every file on every runtime: it says so
+        return
+    from aft_export.artifacts.purpose import cpu_advice
+
+    given = [v for name in RUNS_FILES[command.name] for v in _paths_in(params.get(name)) if v.lower().endswith(".onnx")]
+    once: dict[str, str] = {}
+    for path in given:
+        once.setdefault(os.path.realpath(path), path)  # each file once, as first typed
+    for path in once.values():
+        advice = cpu_advice(path)
+        if advice is not None:
+            say(f"note: {advice.text}", err=True)
+
+
+def _claim(out, inputs, directory):
+    from aft_export.fileio import claim_output
+
+    return claim_output(out, inputs, directory)
+
+
+def _paths_in(value) -> list[str]:
+    """The strings of a parameter value that name something on disk (a ``FILE.py:FACTORY``
+    names its file)."""
+    values = value if isinstance(value, (tuple, list)) else (value,)
+    found = []
+    for v in values:
+        if not isinstance(v, str) or not v:
+            continue
+        if os.path.lexists(v):
+            found.append(v)
+        elif ":" in v and os.path.isfile(v.rpartition(":")[0]):
+            found.append(v.rpartition(":")[0])
+    return found
+
+
+def _outputs(command: click.Command, params: dict):
+    """(output, is a directory, the paths the command reads) for each output parameter."""
+    by_name = {p.name: p for p in command.params}
+    inputs = [p for name, value in params.items() if name not in OUTPUT_PARAMS
+              and not isinstance(getattr(by_name.get(name), "type", None), InPlace) for p in _paths_in(value)]
+    for name in OUTPUT_PARAMS:
+        value = params.get(name)
+        if isinstance(value, str) and value:
+            kind = getattr(by_name.get(name), "type", None)
+            if isinstance(kind, click.Path) and kind.file_okay != kind.dir_okay:
+                directory = kind.dir_okay  # the parameter says (click has checked what exists)
+            else:  # a plain string, or either: what is there says
+                directory = os.path.isdir(value)
+            yield value, directory, inputs
+
+
+class _Group(click.Group):
+    command_class = _Command
+
+    def format_epilog(self, ctx, formatter) -> None:
+        super().format_epilog(ctx, formatter)
+        _epilog_table(formatter)
+
+    def invoke(self, ctx):
+        from aft_export.runners.ort import ort_conflict
+
+        conflict = ort_conflict()
+        if conflict:
+            click.echo(f"warning: {conflict}", err=True)
+        return super().invoke(ctx)
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """Run a command; every outcome becomes an exit status here (see the module doc)."""
+        renamed_used.clear()
+        running.clear()
+        with signals_handled(), library_log():
+            try:
+                rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+                code = rv if isinstance(rv, int) else EXIT_OK
+            except click.exceptions.NoArgsIsHelpError as exc:  # `aft-export` alone: the help
+                click.echo(exc.ctx.get_help())
+                code = EXIT_OK
+            except click.ClickException as exc:
+                code = _fail(_click_message(exc), EXIT_BAD_INPUT)
+            except Interrupted as exc:
+                code = _fail(_interrupted_message(exc.signum), EXIT_SIGNAL_BASE + exc.signum)
+            except (click.exceptions.Abort, KeyboardInterrupt):  # SIGINT outside our handler's reach
+                code = _fail(_interrupted_message(signal.SIGINT), EXIT_SIGNAL_BASE + signal.SIGINT)
+            except AFTExportError as exc:
+                if signalled:  # an interrupt a library turned into an error (an import it caught)
+                    code = _fail(_interrupted_message(signalled[0]), EXIT_SIGNAL_BASE + signalled[0])
+                else:
+                    code = _fail(str(exc), exc.exit_code)
+            except Exception:
+                if not signalled:
+                    raise  # a bug: its traceback, so that it can be reported
+                code = _fail(_interrupted_message(signalled[0]), EXIT_SIGNAL_BASE + signalled[0])
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+def say(text="", err: bool = False) -> None:
+    """Print a line of the library's (a log line, a rendered report) in this command's flags."""
+    click.echo(in_flags(str(text)), err=err)
+
+
+def echo(lines: list[str]) -> None:
+    say("\n".join(lines))
+
+
+def log_for(as_json: bool):
+    return (lambda *a: say(*a, err=True)) if as_json else say
+
+
+def print_json(data) -> None:
+    click.echo(json.dumps(data, indent=2))
+
+
+def was_given(ctx: click.Context, name: str) -> bool:
+    """Whether the user typed the option (not its default)."""
+    return ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+
+
+def exit_status(verdict: Verdict) -> int:
+    """The exit status of a command whose checks concluded ``verdict`` (the exit-code table)."""
+    return EXIT_FOR[verdict.status]
+
+
+@click.group(cls=_Group)
+@click.version_option(__version__, prog_name="aft-export")
+def main() -> None:
+    """Export Attention Free Transformer classifiers to ONNX and TensorRT, verified.
+
+    A user error is one line on stderr, `error: <what was wrong>; <what to do>`, with exit
+    status 2; no command writes over its own inputs (docs/errors.md).
+    """
+
+
+words.ROOT[:] = [main]

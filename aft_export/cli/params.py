@@ -1,0 +1,125 @@
+"""The values every command parses, checked where they are parsed, and the option groups
+several commands share (another tool's preprocessing, the backend); defaults read from the
+options dataclasses (:func:`default`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+
+import click
+
+from aft_export.cli.words import RENAMED_UNTIL
+from aft_export.errors import AFTExportError
+from aft_export.options import BACKENDS, DEFAULT_BACKEND, MAX_SEED, MAX_THREADS, PROVIDER_BACKENDS
+from aft_export.readers import MAX_SIDE
+
+BACKEND_LIST = ", ".join(f"{b.name} ({b.summary})" for b in BACKENDS.values())
+BACKEND_HELP = (f"Where .onnx artifacts run: {BACKEND_LIST}. A GPU backend also runs checkpoints in PyTorch on "
+                f"the GPU; engines run in TensorRT.")  # fmt: skip
+PROVIDERS = click.Choice(list(PROVIDER_BACKENDS))  # the old --provider, an alias of --backend for one release
+
+
+class Finite(click.FloatRange):
+    """A float in a range that refuses NaN and infinity (click's FloatRange accepts both)."""
+
+    name = "number"
+
+    def convert(self, value, param, ctx):
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return rv
+
+
+COUNT = click.IntRange(min=1)  # images, iterations, epochs
+NONNEGATIVE = click.IntRange(min=0)
+BATCH = click.IntRange(min=1)  # the upper bound is the memory a batch needs, estimated by each command
+THREADS = click.IntRange(0, MAX_THREADS)  # 0: the backend's default
+SEED = click.IntRange(0, MAX_SEED)
+PORT = click.IntRange(1, 65535)
+
+
+def default(owner, name: str):
+    """The default of a dataclass field or of a function's keyword parameter."""
+    if dataclasses.is_dataclass(owner):
+        return next(f.default for f in dataclasses.fields(owner) if f.name == name)
+    return inspect.signature(owner).parameters[name].default
+
+
+def apply_options(options):
+    def wrap(fn):
+        for opt in reversed(options):
+            fn = opt(fn)
+        return fn
+
+    return wrap
+
+
+def floats3(value: str | None, name: str):
+    if value is None:
+        return None
+    try:
+        parts = tuple(float(v) for v in value.split(","))
+    except ValueError:
+        parts = ()
+    if len(parts) != 3 or not all(math.isfinite(v) for v in parts):
+        raise AFTExportError(f"{name} takes three comma-separated numbers (finite), e.g. 0.485,0.456,0.406; "
+                             f"got {value!r}")  # fmt: skip
+    return parts
+
+
+class InPlace(click.Path):
+    """A file a command continues and rewrites in place by design (``train --resume``):
+    the one input an output may be."""
+
+
+FOREIGN_KEYS = ("preprocess", "input_size", "mean", "std", "classes")  # the parameters foreign_options adds
+
+
+def foreign_options(command):
+    """``--preprocess``, ``--input-size``, ``--mean``, ``--std``, ``--classes``: how to feed an ONNX
+    file another tool wrote (ModelOpt, ONNX Runtime's quantiser), which carries none of our metadata."""
+    who = "For an ONNX file another tool wrote (no aft-export metadata)"
+    options = [
+        click.option("--preprocess", type=click.Path(dir_okay=False), help=f"{who}: JSON/YAML file with input_size, "
+                     "mean, std, classes (or classes_file) [default: NAME.preprocess.json beside the file]."),
+        click.option("--input-size", type=click.IntRange(1, MAX_SIDE), help=f"{who}: square input size."),
+        click.option("--mean", help=f"{who}: r,g,b mean of (x / 255)."),
+        click.option("--std", help=f"{who}: r,g,b std."),
+        click.option("--classes", type=click.Path(dir_okay=False), help=f"{who}: class names, one per line."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def foreign_from(kw: dict):
+    """The ForeignPreprocessing of the foreign_options in ``kw`` (taken out of it); None when none was given."""
+    from aft_export.data.preprocess import ForeignPreprocessing
+
+    given = {k: kw.pop(k) for k in FOREIGN_KEYS if k in kw}
+    if all(v is None for v in given.values()):
+        return None
+    return ForeignPreprocessing(**given)
+
+
+def _provider_alias(ctx, param, value):
+    """``--provider`` (cpu, cuda, tensorrt), the old name of ``--backend``: still read, with a note."""
+    if value is not None:
+        click.echo(f"warning: {ctx.command.name} --provider {value} is now --backend {PROVIDER_BACKENDS[value]}; the "
+                   f"old name goes in aft-export {RENAMED_UNTIL}", err=True)  # fmt: skip
+    return value
+
+
+def backend_options(owner=None, help_text: str = BACKEND_HELP):
+    """``--backend`` (the runners' own names, :data:`aft_export.options.BACKENDS`; its default ``owner``'s,
+    else DEFAULT_BACKEND) and, hidden, the old ``--provider cpu|cuda|tensorrt`` it replaces (the library
+    reads both: ``backend``, ``providers``)."""
+    first = default(owner, "backend") if owner is not None else DEFAULT_BACKEND
+    options = [click.option("--backend", type=click.Choice(list(BACKENDS)), default=first,
+                            show_default=True, help=help_text),
+               click.option("--provider", type=PROVIDERS, hidden=True, callback=_provider_alias,
+                            help="The old name of --backend (cpu, cuda, tensorrt).")]  # fmt: skip
+    return apply_options(options)
