@@ -438,7 +438,7 @@ def test_every_option_a_command_can_show_is_one_of_its_flags():
             else:
                 bad.append(f"{command}: aft_export.{r['module']} line {r['line']}: `{r['field']}`")
     assert bad == [], ("messages name options these commands have no flag for (add the flag to the command's "
-                       "table, WORDS in aft_export/cli.py; reword the message; or say why in CANNOT_SHOW or "
+                       "table, WORDS in aft_export/cli/words.py; reword the message; or say why in CANNOT_SHOW or "
                        "SHOWN_ELSEWHERE):\n" + "\n".join(sorted(set(bad))))  # fmt: skip
     assert sorted(listed - used) == [], "entries no longer needed"
 
