@@ -3,6 +3,7 @@ imports made inside functions; and every module has a place."""
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,17 @@ ORDER = [
     "cli.models", "cli.export", "cli.checks", "cli.tensorrt", "cli.serving", "cli.workflow", "cli", "cli.__main__",
     "serving.client", "client",
 ]  # fmt: skip
+
+
+# where each floor begins in ORDER (the floor of a module: the last start at or before it)
+FLOOR_STARTS = {"errors": 0, "layers.cores": 1, "artifacts": 2, "runners.base": 3, "trtcheck.view": 4,
+                "exporting.exporter": 5, "verify.parity": 6, "byo.modeldef": 7, "workflow.pipeline": 8,
+                "cli.words": 9}  # fmt: skip
+
+
+def floor_of(module: str) -> int:
+    index = ORDER.index(module)
+    return max(f for start, f in FLOOR_STARTS.items() if ORDER.index(start) <= index)
 
 
 def _modules() -> dict[str, Path]:
@@ -185,3 +197,56 @@ def test_the_wheel_lists_every_package():
     on_disk = {"aft_export" + ("." + m if m else "") for m in _modules()
                if (PACKAGE / m.replace(".", "/") / "__init__.py").is_file()} | {"aft_export"}
     assert on_disk <= listed, f"pyproject.toml does not ship {sorted(on_disk - listed)}"
+
+
+def _architecture_table() -> dict[str, set[int]]:
+    """ARCHITECTURE.md's folder table: folder (``""``: the root) -> the floors it names."""
+    rows = {}
+    for line in (REPO / "ARCHITECTURE.md").read_text().splitlines():
+        m = re.match(r"\| (`(\w+)/`|\(root\)) \| ([\d, ]+) \|", line)
+        if m:
+            rows[m.group(2) or ""] = {int(f) for f in m.group(3).split(",")}
+    return rows
+
+
+def _folder_floors() -> dict[str, set[int]]:
+    found: dict[str, set[int]] = {}
+    for module in _modules():
+        if not module:
+            continue
+        folder = module.split(".")[0] if (PACKAGE / module.split(".")[0]).is_dir() else ""
+        if module == folder:  # a folder's __init__: its floor is checked below
+            continue
+        found.setdefault(folder, set()).add(floor_of(module))
+    return found
+
+
+def test_architecture_md_the_floors_and_the_folders_agree():
+    """One row per folder in ARCHITECTURE.md, naming exactly the floors its modules sit on (ORDER)."""
+    table, folders = _architecture_table(), _folder_floors()
+    assert len(table) > 5
+    assert sorted(table) == sorted(folders), "ARCHITECTURE.md's folder table lists other folders than the package has"
+    wrong = {f: (sorted(table[f]), sorted(folders[f])) for f in folders if table[f] != folders[f]}
+    assert not wrong, f"folder: (ARCHITECTURE.md's floors, ORDER's floors): {wrong}"
+
+
+def test_a_folders_init_imports_nothing_above_its_lowest_floor():
+    floors = _folder_floors()
+    modules = _modules()
+    bad = []
+    for folder in floors:
+        if not folder:
+            continue
+        lowest = min(floors[folder])
+        for line, target in _imports(modules[folder], set(modules)):
+            if target and floor_of(target) > lowest:
+                bad.append(f"aft_export/{folder}/__init__.py line {line} imports {target} (floor {floor_of(target)})")
+    assert bad == [], "\n".join(bad)
+
+
+def test_the_table_check_catches_a_wrong_row(monkeypatch, tmp_path):
+    """The agreement test can fail: a row naming a floor its folder does not have is found."""
+    text = (REPO / "ARCHITECTURE.md").read_text().replace("| `layers/` | 1 |", "| `layers/` | 1, 3 |")
+    (tmp_path / "ARCHITECTURE.md").write_text(text)
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert _architecture_table()["layers"] == {1, 3} != _folder_floors()["layers"]

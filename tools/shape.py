@@ -1,0 +1,84 @@
+"""The package's shape, counted: modules in the package root, the longest command-line module,
+the modules over the length limit, and the floors' upward imports and import cycles.
+
+    python tools/shape.py          # prints the counts; exit 1 when a limit is passed
+
+The limits are issue 34's: about 12 modules in the root, no command-line module over 300 lines,
+no module over 600 (a table of one idea is exempt: TABLES), 0 upward imports, 0 cycles. The
+floors are tests/test_architecture.py's ORDER.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.test_architecture import ORDER, PACKAGE, _imports, _modules  # noqa: E402
+
+ROOT_MODULES, CLI_LINES, MODULE_LINES = 12, 300, 600
+TABLES = {"trtcheck/rules.py": "the rules of every TensorRT parser and builder version, one entry each"}
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def main() -> int:
+    modules = _modules()
+    root = sorted(p.name for p in PACKAGE.glob("*.py"))
+    cli = {str(p.relative_to(PACKAGE)): _lines(p) for p in sorted((PACKAGE / "cli").glob("*.py"))}
+    long = {str(p.relative_to(PACKAGE)): _lines(p) for p in sorted(PACKAGE.rglob("*.py")) if _lines(p) > MODULE_LINES}
+    rank = {m: i for i, m in enumerate(ORDER)}
+    graph = {name: {t for _, t in _imports(path, set(modules)) if t and t != name} for name, path in modules.items()}
+    upward = [(n, t) for n, ts in graph.items() if n for t in ts if rank.get(t, -1) >= rank.get(n, -1)]
+    cycles = _cycles({n: ts for n, ts in graph.items() if n})
+    worst_cli = max(cli.items(), key=lambda kv: kv[1])
+    print(f"modules in the package root: {len(root)} (limit about {ROOT_MODULES}): {', '.join(root)}")
+    print(f"longest command-line module: {worst_cli[0]} {worst_cli[1]} lines (limit {CLI_LINES}; {len(cli)} modules)")
+    print(f"modules over {MODULE_LINES} lines: {len(long)}" + "".join(
+        f"\n  {p}: {n}" + (f" (a table: {TABLES[p]})" if p in TABLES else "") for p, n in long.items()))
+    print(f"upward imports: {len(upward)}" + "".join(f"\n  aft_export.{n} imports aft_export.{t}" for n, t in upward))
+    print(f"import cycles: {len(cycles)}" + "".join(f"\n  {' <-> '.join(c)}" for c in cycles))
+    over = (len(root) > ROOT_MODULES or worst_cli[1] > CLI_LINES or any(p not in TABLES for p in long)
+            or upward or cycles)  # fmt: skip
+    return 1 if over else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
