@@ -250,3 +250,27 @@ def test_the_table_check_catches_a_wrong_row(monkeypatch, tmp_path):
     (tmp_path / "ARCHITECTURE.md").write_text(text)
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
     assert _architecture_table()["layers"] == {1, 3} != _folder_floors()["layers"]
+
+
+def test_the_old_module_paths_read_the_new_modules():
+    """Each moved module's old path (an alias for one release) gives the new module's names, with a
+    DeprecationWarning; every move names a module that exists."""
+    import importlib
+    import warnings
+
+    import aft_export
+
+    assert not set(aft_export.MOVED) & set(aft_export.MOVED_WITHOUT_ALIAS)
+    for new in (*aft_export.MOVED.values(), *aft_export.MOVED_WITHOUT_ALIAS.values()):
+        assert new in ORDER, new
+    for old, new in aft_export.MOVED.items():
+        with pytest.warns(DeprecationWarning, match=f"aft_export.{old} is now aft_export.{new}"):
+            module = importlib.import_module(f"aft_export.{old}")
+        real = importlib.import_module(f"aft_export.{new}")
+        public = [n for n in vars(real) if not n.startswith("_")]
+        assert public and all(getattr(module, n) is getattr(real, n) for n in public)
+        assert real.__spec__.name == f"aft_export.{new}"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module("aft_export.no_such_module")

@@ -32,6 +32,21 @@ def _help(command, name: str, parent=None) -> str:
     return command.get_help(ctx).rstrip() + "\n"
 
 
+def _moved() -> list[str]:
+    """The modules that moved into folders, and whether the old path still imports."""
+    from aft_export import MOVED, MOVED_WITHOUT_ALIAS
+    from aft_export.cli.words import RENAMED_UNTIL
+
+    out = ["", "## Moved modules", "",
+           "The package's modules moved into folders by concern (ARCHITECTURE.md). For Python code that",
+           f"imported them: the old paths marked *alias* still import, with a DeprecationWarning, until {RENAMED_UNTIL};",
+           "the others are the names of the API's functions (`aft_export.export`, ...) or a folder's now.",
+           "", "| old module | new module | old path |", "|---|---|---|"]  # fmt: skip
+    rows = {**{o: (n, "alias") for o, n in MOVED.items()}, **{o: (n, "gone") for o, n in MOVED_WITHOUT_ALIAS.items()}}
+    out += [f"| `aft_export.{o}` | `aft_export.{n}` | {kind} |" for o, (n, kind) in sorted(rows.items())]
+    return out
+
+
 def render() -> str:
     """docs/cli.md as this checkout's commands describe themselves."""
     import click
@@ -77,6 +92,7 @@ def render() -> str:
                 "--backend " + ", ".join(PROVIDER_BACKENDS.values()))
     for command in sorted(renamed):
         out += [f"| `{command}` | `{old}` | `{new}` |" for old, new in renamed[command].items()]
+    out += _moved()
     out += ["", "## aft-export", "", "```text", _help(main, "aft-export").rstrip(), "```"]
     for name in names:
         out += ["", f"## aft-export {name}", "", "```text",
