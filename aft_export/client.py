@@ -3,4 +3,4 @@
 from aft_export.serving.client import main
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(prog="python -m aft_export.client"))

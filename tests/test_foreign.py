@@ -138,3 +138,44 @@ def test_build_records_the_preprocessing_in_the_manifest(bare, tmp_path):
     d = describe_artifact(engine)
     assert d["kind"] == "engine" and d["preprocessing_from"] == "theirs.preprocess.json"
     assert d["model"]["classes"] == CIFAR10_CLASSES and d["precision"] == "int8"
+
+
+def test_a_node_without_module_metadata_takes_the_references_module_never_the_root(foreign, tmp_path):
+    """Another tool's file whose nodes carry no ``aft.module`` (a tool that drops node metadata):
+    the localisation names each node's module from the reference's node producing the same
+    value (what the same graph with our node metadata still in it, ``copied``, says), not the
+    root; a module neither names is unknown (None), and the report says so rather than
+    ``(root) []``."""
+    import onnx
+
+    from aft_export.artifacts.graph import node_module
+    from aft_export.data.images import CIFAR10_MEAN, CIFAR10_STD, normalize
+    from aft_export.data.datasets import load_labelled
+    from aft_export.verify.localize import localize
+    from aft_export.workflow.report import format_parity
+
+    model = onnx.load(str(foreign["theirs"]))
+    for node in model.graph.node:
+        del node.metadata_props[:]
+    x = normalize(load_labelled(foreign["data"], 32, limit=4).images, CIFAR10_MEAN, CIFAR10_STD).numpy()
+    found = localize(str(foreign["ours"]), model, x, "int8", limit=0.0)
+    truth = {o: node_module(n) for n in onnx.load(str(foreign["copied"])).graph.node for o in n.output}
+    assert found["compared"] > 10 and found["first"] is not None
+    assert all((r["module"], r["module_type"]) == truth[r["value"]] for r in found["nodes"])
+    assert any(r["module"].startswith("blocks.0.") for r in found["nodes"])
+    real = dict.fromkeys(("max_abs", "mean_abs", "max_rel", "cosine_min", "sqnr_db", "top1_agreement",
+                          "top5_overlap", "nonfinite"), 0)  # fmt: skip
+    row = {"artifact": "theirs.onnx", "status": "fail", "backend": "onnxruntime", "precision": "int8",
+           "passed": False, "failures": ["x"], "inputs": {"real": real}, "divergence": {"reference": "ours", **found}}
+    first = found["first"]
+    line = format_parity({"reference": "m.pt", "images": 4, "data": "d", "artifacts": [row]})[3]
+    assert f"from module {first['module']} [{first['module_type']}]: relative error" in line, line
+
+    reference = onnx.load(str(foreign["ours"]))  # neither graph names its modules
+    for node in reference.graph.node:
+        del node.metadata_props[:]
+    unknown = localize(reference, model, x, "int8", limit=0.0)
+    assert {(r["module"], r["module_type"]) for r in unknown["nodes"]} == {(None, None)}
+    row["divergence"] = {"reference": "ours", **unknown}
+    line = format_parity({"reference": "m.pt", "images": 4, "data": "d", "artifacts": [row]})[3]
+    assert "from an unknown module (neither the node nor the reference names one)" in line and "(root)" not in line

@@ -106,3 +106,30 @@ def test_malformed_metadata_is_said_not_raised(tmp_path):
     onnx.save(model, path)
     res = run("info", path)
     assert res.exit_code == 0 and "malformed quantization metadata (not a JSON object)" in res.output, res.output
+
+
+def test_an_option_the_artifact_cannot_take_is_a_user_error(foreign, tmp_path):
+    """`config` is for a plain state_dict, the preprocessing options for another tool's ONNX file:
+    given for an artifact they do not fit (an ONNX file; an engine; a checkpoint; our ONNX file,
+    whose metadata says how it is fed), each is one line naming the option, exit 2, not ignored."""
+    from aft_export.data.preprocess import ForeignPreprocessing
+
+    engine = tmp_path / "x.engine"
+    engine.write_bytes(b"\0" * 16)
+    for path in (foreign["ours"], foreign["theirs"], engine):
+        with pytest.raises(AFTExportError, match=r"^`config` names the architecture of a plain state_dict .*; leave "):
+            describe_artifact(path, config="aft_conv_test")
+    mean = ForeignPreprocessing(mean="0.5,0.5,0.5")
+    for path, what in ((foreign["ours"], "an aft-export ONNX file"), (engine, "an engine"),
+                       (foreign["ckpt"], "a checkpoint or model spec")):  # fmt: skip
+        with pytest.raises(AFTExportError, match=rf"^`mean` says how to feed an ONNX file another tool wrote, and "
+                                                 rf".*{path.name} is {what}.*; leave it out$"):  # fmt: skip
+            describe_artifact(path, preprocessing=mean)
+    assert describe_artifact(foreign["theirs"], preprocessing=mean)["kind"] == "onnx"  # where they fit, they are read
+    assert describe_artifact(foreign["ours"], preprocessing=ForeignPreprocessing())["kind"] == "onnx"  # none given
+    for args, flags in (([foreign["ours"], "--config", "aft_conv_test"], "--config"),
+                        ([foreign["ours"], "--input-size", 32, "--std", "1,1,1"], "--input-size and --std"),
+                        ([foreign["ckpt"], "--classes", tmp_path / "c.txt"], "--classes")):  # fmt: skip
+        res = run("info", *args)
+        assert res.exit_code == 2 and len(res.output.splitlines()) == 1, res.output
+        assert res.output.startswith(f"error: {flags} ") and "leave " in res.output and "`" not in res.output

@@ -257,6 +257,19 @@ def test_the_client_without_a_server_is_one_line_and_exit_2_after_its_wait():
     assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1 and bad.stderr.startswith("error: ")
 
 
+def test_the_client_help_names_how_it_was_run_and_says_its_whole_description():
+    """--help of ``python -m aft_export.client`` (the root shim) shows that command in its usage and
+    the docstring's first sentence whole, not cut at its first line break; the copy a Triton
+    repository holds, run as a script, keeps argparse's own name for it."""
+    sentence = ("Top-k classes of images from an aft-export model served by Triton (aft-export serve, or a "
+                "container running the repository aft-export triton-repo writes): encoded images to NAME_image.")
+    for module in ("aft_export.client", "aft_export.serving.client"):
+        proc = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and proc.stdout.startswith(f"usage: python -m {module} "), proc
+        assert sentence in " ".join(proc.stdout.split()), proc.stdout
+        assert "(aft-export serve prints them)" in " ".join(proc.stdout.split())
+
+
 def test_python_backend_env_puts_this_interpreters_libpython_first(monkeypatch, tmp_path):
     libdir, soname = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME")
     if not os.path.isfile(os.path.join(libdir, soname)):

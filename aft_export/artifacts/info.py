@@ -19,7 +19,7 @@ from aft_export.errors import AFTExportError
 from aft_export.fileio import sha256_file
 from aft_export.artifacts.graph import DOMAIN, aft_kind
 from aft_export.artifacts.onnxio import ArtifactMeta, foreign_kind, graph_precision, load_onnx
-from aft_export.data.preprocess import ForeignPreprocessing
+from aft_export.data.preprocess import GIVEN, ForeignPreprocessing
 from aft_export.artifacts.purpose import engine_made_for, file_purpose
 from aft_export.readers import reason
 from aft_export.runners import CHECKPOINT_SUFFIXES, ENGINE_SUFFIXES, onnx_info
@@ -37,7 +37,9 @@ DESCRIBING = ("classes", "input_size", "mean", "std")
 def describe_artifact(path, config: str | None = None, preprocessing: ForeignPreprocessing | None = None) -> dict:
     """What ``path`` is: ``kind`` (checkpoint, onnx or engine) and what that kind can say.
     ``config``: the registry config of a plain state_dict file; ``preprocessing``: how an ONNX
-    file another tool wrote would be fed (else the JSON beside it)."""
+    file another tool wrote would be fed (else the JSON beside it). An option the artifact
+    cannot take (``config`` for an ONNX file, ``preprocessing`` for a file that says how it is
+    fed) is a user error, not ignored."""
     path = Path(path)
     if not path.exists():
         raise AFTExportError(f"artifact {path} does not exist; check the path")
@@ -45,13 +47,31 @@ def describe_artifact(path, config: str | None = None, preprocessing: ForeignPre
         raise AFTExportError(f"{path} is a directory; give a checkpoint, an ONNX file or an engine")
     suffix = path.suffix.lower()
     if suffix == ".onnx":
+        _refuse_config(config, path, "an ONNX file")
         return describe_onnx(path, preprocessing)
     if suffix in ENGINE_SUFFIXES:
+        _refuse_config(config, path, "an engine")
+        _refuse_preprocessing(preprocessing, path, "an engine, whose manifest says how it is fed")
         return describe_engine(path)
     if suffix in CHECKPOINT_SUFFIXES or suffix in SPEC_SUFFIXES or suffix in source_suffixes():
+        _refuse_preprocessing(preprocessing, path, "a checkpoint or model spec, not an ONNX file")
         return {"kind": "checkpoint", **describe(path, loaded=load_model(str(path), config=config))}
     raise AFTExportError(f"{path}: unknown artifact type; give a checkpoint (.pt, .pth, .safetensors), a model spec "
                          f"(.yaml, .yml, .json), an ONNX file (.onnx) or an engine ({', '.join(ENGINE_SUFFIXES)})")  # fmt: skip
+
+
+def _refuse_config(config: str | None, path: Path, what: str) -> None:
+    if config is not None:
+        raise AFTExportError(f"`config` names the architecture of a plain state_dict checkpoint, and {path} is "
+                             f"{what}, which needs none; leave `config` out")  # fmt: skip
+
+
+def _refuse_preprocessing(preprocessing: ForeignPreprocessing | None, path: Path, what: str) -> None:
+    given = [name for name in GIVEN if preprocessing is not None and getattr(preprocessing, name) is not None]
+    if given:
+        words = ", ".join(f"`{name}`" for name in given[:-1]) + (" and " if len(given) > 1 else "") + f"`{given[-1]}`"
+        raise AFTExportError(f"{words} {'says' if len(given) == 1 else 'say'} how to feed an ONNX file another tool "
+                             f"wrote, and {path} is {what}; leave {'it' if len(given) == 1 else 'them'} out")  # fmt: skip
 
 
 def described(meta: ArtifactMeta) -> tuple[dict, list[str]]:
@@ -76,6 +96,8 @@ def _values(signature) -> list[dict]:
 def describe_onnx(path: Path, preprocessing: ForeignPreprocessing | None = None) -> dict:
     model = load_onnx(path, external_data=False)
     meta = ArtifactMeta.of(model, str(path))
+    if meta.ours:
+        _refuse_preprocessing(preprocessing, path, "an aft-export ONNX file, whose metadata says how it is fed")
     sig = GraphSignature(model)
     opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
     data_files = sorted({e.value for t in model.graph.initializer for e in t.external_data if e.key == "location"})

@@ -100,10 +100,12 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_BAD_INPUT)
 
 
-def main(argv=None) -> int:
-    parser = _Parser(description=__doc__.splitlines()[0])
-    parser.add_argument("images", nargs="+")
-    parser.add_argument("--model", required=True, help="NAME_image")
+def main(argv=None, prog: str | None = None) -> int:
+    # the whole docstring: its first sentence spans two lines, and the rest says how to call it
+    parser = _Parser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("images", nargs="+", help="image files (JPEG, PNG, ...), one answer line each")
+    parser.add_argument("--model", required=True,
+                        help="the served model: NAME_image for encoded images (aft-export serve prints them)")
     parser.add_argument("--url", default="localhost:8000", help="the server's HTTP address (default localhost:8000)")
     parser.add_argument("--wait", type=float, default=60.0,
                         help="seconds to wait for the server and the model to be ready (default 60)")
@@ -123,5 +125,5 @@ def main(argv=None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # python -m aft_export.serving.client, or python client.py (no module spec)
+    sys.exit(main(prog=f"python -m {__spec__.name}" if __spec__ else None))

@@ -6,7 +6,10 @@ shared value exposed as an output, on the same images, and each value is compare
 with its fp32 counterpart in the artifact's execution order. The first one whose
 relative error (max abs difference over the reference's max abs) exceeds the
 precision's limit (:data:`aft_export.verify.compare.INTERMEDIATE_REL`) is where the divergence
-starts; the exporter's node metadata names the PyTorch module it came from. The
+starts; the exporter's node metadata names the PyTorch module it came from. A node without
+that metadata (another tool's file, or one rewritten by a tool that drops it) takes the
+module of the reference's node that produces the same value (the reference is always our
+export, which carries it); a module known from neither is None, never ``""`` (the root). The
 artifact runs on the backend it failed on; the fp32 reference in ONNX Runtime on the CPU.
 """
 
@@ -16,7 +19,7 @@ import numpy as np
 
 from aft_export.verify.compare import INTERMEDIATE_REL, relative_error
 from aft_export.errors import AFTExportError
-from aft_export.artifacts.graph import node_module, with_outputs
+from aft_export.artifacts.graph import module_by_output, node_module, with_outputs
 from aft_export.artifacts.onnxio import load_onnx
 from aft_export.runners import ModelInfo, OrtRunner, onnx_runner
 
@@ -35,6 +38,7 @@ def localize(reference, artifact, images: np.ndarray, precision: str, limit: flo
     art = artifact if isinstance(artifact, onnx.ModelProto) else load_onnx(artifact, whole=whole)
     limit = INTERMEDIATE_REL.get(precision, 1e-4) if limit is None else limit
     ref_values = {o for n in ref.graph.node for o in n.output}
+    ref_modules = module_by_output(ref)
     order = [(n, o) for n in art.graph.node if n.op_type not in SKIP_OPS for o in n.output if o in ref_values]
     if not order:
         raise AFTExportError("the artifact shares no intermediate values with the reference graph")
@@ -54,9 +58,9 @@ def localize(reference, artifact, images: np.ndarray, precision: str, limit: flo
             continue
         finite = np.isfinite(a64)
         rel = relative_error(r64, a64)
-        mod = node_module(node)
+        mod = node_module(node) or ref_modules.get(value)
         rows.append({"node": node.name, "op_type": node.op_type, "value": value,
-                     "module": mod[0] if mod else "", "module_type": mod[1] if mod else "",
+                     "module": mod[0] if mod else None, "module_type": mod[1] if mod else None,
                      "max_abs": float(np.abs(np.where(finite, a64, 0.0) - r64).max()) if r64.size else 0.0,
                      "rel": rel, "nonfinite": int((~finite).sum()),
                      "diverged": bool(rel > limit or (~finite).any())})  # fmt: skip

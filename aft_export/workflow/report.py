@@ -302,17 +302,34 @@ def format_parity(report: dict) -> list[str]:
         div = row.get("divergence")
         if div and div.get("first"):
             f = div["first"]
-            lines.append(f"    diverges first at node {f['node']} ({f['op_type']}) from module "
-                         f"{f['module'] or '(root)'} [{f['module_type']}]: relative error {f['rel']:.3g} > "
-                         f"{div['limit_rel']:g} ({div['compared']} values compared with {div['reference']})")  # fmt: skip
+            why = (f"relative error {_beyond(f['rel'], div['limit_rel'])} > {div['limit_rel']:g}"
+                   if f["rel"] > div["limit_rel"] else f"{f['nonfinite']} values not finite")
+            lines.append(f"    diverges first at node {f['node']} ({f['op_type']}) from {_module(f)}: {why} "
+                         f"({div['compared']} values compared with {div['reference']})")  # fmt: skip
         elif div and div.get("error"):
             lines.append(f"    could not localise the divergence: {div['error']}")
         elif div and div.get("worst"):
             w = div["worst"][0]
             lines.append(f"    no intermediate value leaves {div['limit_rel']:g} relative error "
                          f"({div['compared']} compared); the largest, {w['rel']:.3g}, is at node {w['node']} "
-                         f"({w['op_type']}) from module {w['module'] or '(root)'} [{w['module_type']}]")  # fmt: skip
+                         f"({w['op_type']}) from {_module(w)}")  # fmt: skip
     return lines + _preprocessing_notes(report["artifacts"])
+
+
+def _module(row: dict) -> str:
+    """The PyTorch module of a localised node: ``""`` is the classifier itself, None unknown."""
+    if row["module"] is None:
+        return "an unknown module (neither the node nor the reference names one)"
+    return f"module {row['module'] or '(root)'} [{row['module_type']}]"
+
+
+def _beyond(value: float, limit: float) -> str:
+    """``value`` (above ``limit``) with the digits that show it above: 0.250001 > 0.25, not 0.25 > 0.25."""
+    for digits in range(3, 17):
+        text = f"{value:.{digits}g}"
+        if float(text) > limit:
+            return text
+    return repr(value)
 
 
 def format_bench(report: dict) -> list[str]:
