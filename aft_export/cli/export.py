@@ -128,7 +128,7 @@ def _quantize_options():
                           "does not fuse those MatMuls, so slower on CPU; not advised)."),
         click.option("--sensitivity", is_flag=True, help="int8: rank nodes, keep the worst in float until --budget."),
         click.option("--budget", type=Finite(0, 100), default=default(Q, "budget"), show_default=True,
-                     help="Sensitivity: allowed %% top-1 disagreement with fp32 on the calibration images."),
+                     help="Sensitivity: allowed % top-1 disagreement with fp32 on the calibration images."),
         click.option("--allow-fewer", is_flag=True, help="Use fewer calibration images if the source has fewer."),
     ]  # fmt: skip
 
