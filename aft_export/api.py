@@ -8,12 +8,12 @@
 
 Each function takes what its command takes (a checkpoint path, a user's ``nn.Module`` with its
 preprocessing, an ONNX file, artifact paths) and its keyword arguments are the command's flags
-(``--eval-images`` is ``eval_images``; a repeatable flag is plural: ``--precision`` is
+(the flag eval-images is ``eval_images``; a repeatable flag is plural: precision is
 ``precisions``), but for the flags that only choose how a result is shown (:data:`NO_KEYWORD`).
 Where a keyword names an options field of another name, :data:`KEYWORD_FIELDS` says which
 (tests/test_api.py holds every command to this). Each returns a typed result with the paths
 written, the figures, ``verdict`` (the one :class:`~aft_export.errors.Verdict`), ``passed``, and
-``to_dict()``: exactly what the command prints with ``--json``. A user error raises
+``to_dict()``: exactly what the command prints as JSON. A user error raises
 :class:`~aft_export.errors.AFTExportError` (one line, naming options by keyword). The library's
 progress lines go to the ``aft_export`` logger (warnings show; ``logging.basicConfig(level=
 logging.INFO)`` shows the rest).
@@ -42,7 +42,7 @@ COMMANDS = {"export": "export", "quantize": "quantize", "check": "check", "build
             "evaluate": "eval", "bench": "bench", "infer": "infer", "pipeline": "pipeline", "serve": "serve",
             "triton_repo": "triton-repo", "train": "train", "info": "info", "doctor": "doctor"}  # fmt: skip
 # flags with no keyword: they choose how the command line shows a result, which a result does not need
-NO_KEYWORD = {"json": "to_dict() is what --json prints", "no_progress": "train's progress bar (on stderr)"}
+NO_KEYWORD = {"json": "to_dict() is what the command prints as JSON", "no_progress": "train's progress bar (on stderr)"}
 # a repeatable flag's keyword is its name in the plural (+s, y -> ies), but for these: verbs, whose
 # keyword is the verb (exclude=("a", "b")), and a word with no plural of its own
 KEPT_SINGULAR = ("exclude", "exclude_regex", "keep_fp32")

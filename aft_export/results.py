@@ -1,7 +1,7 @@
 """The typed results of the Python API (:mod:`aft_export.api`) for the stages that hand back
 their report as plain data: each holds the paths, the figures and ``verdict`` (the one
 :class:`~aft_export.errors.Verdict`), says ``passed``, and ``to_dict()`` is exactly what the
-command's ``--json`` prints (tests/test_api.py compares them).
+command prints as JSON (tests/test_api.py compares them).
 
 The stages with a typed result of their own return it through the API as it is
 (:class:`~aft_export.exporting.exporter.ExportResult`, :class:`~aft_export.tensorrt.build.BuildResult`,
@@ -90,7 +90,7 @@ class BenchResult(_Passed):
 @dataclass
 class EvalResult(_Passed):
     """``evaluate``: top-1/top-5 of each artifact and its top-1 agreement with the first, one row
-    each. ``to_dict()`` is the rows, a list, as ``eval --json`` prints them."""
+    each. ``to_dict()`` is the rows, a list, as ``eval`` prints them as JSON."""
 
     rows: list[dict]
     verdict: Verdict
@@ -145,7 +145,7 @@ class CheckResult(_Passed):
     """``check``: the offline TensorRT rules' report of each file (``reports``), the installed
     parser's result where there is one (``real``, None per file where not), and their verdict.
     With ``rules``: the rules themselves (``rules``), nothing checked. ``to_dict()`` is what
-    ``check --json`` prints: one file's report, a list of several, or the list of rules."""
+    ``check`` prints as JSON: one file's report, a list of several, or the list of rules."""
 
     reports: list[Any]
     real: list[dict | None]

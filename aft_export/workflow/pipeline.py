@@ -100,7 +100,7 @@ class PipelineResult:
         return self.verdict.status != "failed"
 
     def to_dict(self) -> dict:
-        """What `aft-export pipeline --json` prints (the whole report is RUN/report.json)."""
+        """What `aft-export pipeline` prints as JSON (the whole report is RUN/report.json)."""
         return {"run_dir": self.run_dir, "passed": self.passed, "unverified": self.unverified,
                 "verdict": self.verdict.to_dict(), "summary": self.summary}
 
