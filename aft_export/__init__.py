@@ -3,8 +3,10 @@
 The package is built in floors, each importing only from the floors below it; see
 ARCHITECTURE.md (tests/test_architecture.py keeps it so).
 
-The model floor's API is re-exported here and loaded on first use, so that importing a
-light module (the command line, to print its help or an error) does not load torch.
+The Python API (:mod:`aft_export.api`: ``export``, ``quantize``, ``parity``, ... one function per
+command) and the model floor's ``load_checkpoint``, ``create_model`` and ``list_models`` are
+re-exported here and loaded on first use, so that importing a light module (the command line, to
+print its help or an error) does not load torch.
 
 Modules moved into folders in 0.1.x keep their old paths for one release (:data:`MOVED`):
 ``import aft_export.trt`` still works, with a DeprecationWarning, and reads the new module.
@@ -19,9 +21,13 @@ import warnings
 from aft_export.errors import AFTExportError
 from aft_export.version import __version__
 
-__all__ = ["AFTExportError", "__version__", "create_model", "get_config", "list_models", "load_checkpoint"]
+# the Python API (aft_export/api.py): one function per command, each loaded on first use
+API = ("export", "quantize", "check", "build", "parity", "evaluate", "bench", "infer", "pipeline", "serve",
+       "triton_repo", "train", "info", "doctor")  # fmt: skip
+__all__ = ["AFTExportError", "__version__", *API, "create_model", "get_config", "list_models", "load_checkpoint"]
 _LAZY = {"load_checkpoint": "aft_export.models.checkpoint", "create_model": "aft_export.models",
-         "get_config": "aft_export.models", "list_models": "aft_export.models"}  # fmt: skip
+         "get_config": "aft_export.models", "list_models": "aft_export.models",
+         **dict.fromkeys(API, "aft_export.api")}  # fmt: skip
 
 # old module path -> new one, until the release that drops them (aft_export.cli.words.RENAMED_UNTIL).
 # The old paths that are the names of the API's functions (export, quantize, build, bench, parity,

@@ -377,7 +377,7 @@ def test_the_repository_answers_in_a_real_triton(live, artifacts, cifar10, tmp_p
     proc = subprocess.run([sys.executable, str(repo / "client.py"), "--model", "full_image", "--url", server.url,
                            *map(str, files)], capture_output=True, text=True, timeout=60)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert (repo / "client.py").read_text() == (Path(__file__).parents[1] / "aft_export" / "client.py").read_text()
+    assert (repo / "client.py").read_text() == (Path(__file__).parents[1] / "aft_export" / "serving" / "client.py").read_text()
     lines = proc.stdout.splitlines()
     assert len(lines) == 2 and lines[0].startswith(f"{files[0]}: {info.classes[int(np.argmax(expected[0]))]} ")
 

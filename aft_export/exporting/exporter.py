@@ -75,6 +75,11 @@ class ExportResult:
     # it runs on the same images); not in to_dict
     reference_logits: np.ndarray | None = field(default=None, repr=False, compare=False)
 
+    @property
+    def passed(self) -> bool:
+        """Nothing failed (the verdict is ok or not verified)."""
+        return self.verdict.status != "failed"
+
     def to_dict(self) -> dict:
         handed_on = ("check_report", "reference_logits")
         plain = asdict(replace(self, **dict.fromkeys(handed_on)))  # asdict would copy what is handed on

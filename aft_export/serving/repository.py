@@ -42,11 +42,11 @@ from __future__ import annotations
 
 import inspect
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from aft_export.data import images as data
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Verdict
 from aft_export.fileio import atomic_directory, atomic_write_bytes, atomic_write_text, copy_file, make_dirs
 from aft_export.artifacts.graph import inline_functions, int8_weight_bits
 from aft_export.artifacts.onnxio import load_onnx, save_onnx
@@ -67,6 +67,15 @@ PILLOW = "pillow"
 class RepoResult:
     path: str
     models: list[str]
+    verdict: Verdict = field(default_factory=Verdict)  # writing it checks nothing that can fail
+
+    @property
+    def passed(self) -> bool:
+        """Nothing failed (the verdict is ok or not verified)."""
+        return self.verdict.status != "failed"
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "verdict": self.verdict.to_dict()}
 
 
 def model_dirs(spec: ServedModel) -> dict[str, str]:

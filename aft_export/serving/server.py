@@ -344,6 +344,8 @@ class _Stop:
 
     signals: list[int] = field(default_factory=list)
     event: threading.Event = field(default_factory=threading.Event)
+    ready: threading.Event = field(default_factory=threading.Event)  # set once every model is ready
+    served: Served | None = None  # what serve() serves, once it knows
 
     def __call__(self, signum, _frame) -> None:
         self.signals.append(signum)
@@ -378,11 +380,13 @@ def _shutdown(proc: subprocess.Popen, stop: _Stop, bound: float, log, starting: 
         time.sleep(0.05)
 
 
-def serve(artifacts: list[str], opts: ServeOptions | None = None, log=print) -> Served:
+def serve(artifacts: list[str], opts: ServeOptions | None = None, log=print, stop: _Stop | None = None) -> Served:
     """Serve ``artifacts`` until SIGINT or SIGTERM (main thread only); returns once
     every process it started has ended, with the signal that stopped it. Raises
     :class:`AFTExportError` for bad input, before anything listens (an artifact the runner
-    cannot load: once the server has reported it, with nothing left running)."""
+    cannot load: once the server has reported it, with nothing left running). ``stop``: a
+    :class:`_Stop` the caller sets instead of a signal (the Python API's handle, which runs this
+    in a thread of its own: then no signal handler is installed)."""
     opts = opts or ServeOptions()
     if not artifacts:
         raise AFTExportError("give one or more ONNX files or engines to serve")
@@ -396,9 +400,11 @@ def serve(artifacts: list[str], opts: ServeOptions | None = None, log=print) -> 
     host = _bracketed(opts.host)
     served = Served(specs, f"http://{host}:{opts.http_port}", f"{host}:{opts.grpc_port}",
                     f"http://{host}:{opts.metrics_port}/metrics", plan)  # fmt: skip
-    stop = _Stop()
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    shm_prefix = f"aft-export-serve-{os.getpid()}-"
+    handed = stop is not None
+    stop = stop if handed else _Stop()
+    stop.served = served
+    previous = {} if handed else {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    shm_prefix = f"aft-export-serve-{os.getpid()}-{id(stop):x}-"  # one per server, also in one process
     try:
         log(f"threads: {plan.describe()} (`instances`, `threads`); queue delay {opts.queue_delay_us} us "
             f"(`queue_delay_us`)")  # fmt: skip
@@ -447,6 +453,7 @@ def _run(bundle: Bundle, specs, opts: ServeOptions, served: Served, work: Path, 
             f"ready (Ctrl+C or SIGTERM stops)")  # fmt: skip
         sys.stdout.flush()
         ready = True
+        stop.ready.set()
         while not stop.event.wait(0.2):
             if proc.poll() is not None:
                 raise RuntimeError(f"tritonserver stopped by itself (exit status {proc.returncode}); its log is above")

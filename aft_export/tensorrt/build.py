@@ -50,6 +50,16 @@ class BuildResult:
     engine: str
     manifest: dict
     parser_warnings: list = field(default_factory=list)
+    # a build that fails raises; one that returns built the engine (running it is parity's check)
+    verdict: Verdict = field(default_factory=Verdict)
+
+    @property
+    def passed(self) -> bool:
+        """Nothing failed (the verdict is ok or not verified)."""
+        return self.verdict.status != "failed"
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "verdict": self.verdict.to_dict()}
 
 
 def offline_column(library: str, version: tuple[int, ...]) -> str:

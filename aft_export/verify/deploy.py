@@ -88,6 +88,11 @@ class DeployTable:
     verdict: Verdict = field(default_factory=Verdict)
     latency_batch: int = 1  # the batch of the latency column
 
+    @property
+    def passed(self) -> bool:
+        """Nothing failed (the verdict is ok or not verified)."""
+        return self.verdict.status != "failed"
+
     def best(self, device: str, by: str) -> DeployRow | None:
         """The row marked fastest on ``device`` by ``by`` (latency or throughput), if any."""
         return next((r for r in self.rows if r.device == device and by in r.fastest), None)

@@ -90,6 +90,11 @@ class DoctorResult:
     def exit_code(self) -> int:
         return EXIT_FOR[self.verdict.status]
 
+    @property
+    def passed(self) -> bool:
+        """Nothing failed (the verdict is ok or not verified)."""
+        return self.verdict.status != "failed"
+
     def to_dict(self) -> dict:
         return {"format": FORMAT, "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "run_dir": self.run_dir, "environment": self.environment,

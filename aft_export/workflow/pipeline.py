@@ -99,6 +99,11 @@ class PipelineResult:
         """No artifact failed parity (the verdict is ok or not verified)."""
         return self.verdict.status != "failed"
 
+    def to_dict(self) -> dict:
+        """What `aft-export pipeline` prints as JSON (the whole report is RUN/report.json)."""
+        return {"run_dir": self.run_dir, "passed": self.passed, "unverified": self.unverified,
+                "verdict": self.verdict.to_dict(), "summary": self.summary}
+
 
 def _versions() -> dict:
     out = {"aft-export": __version__, "python": platform.python_version(), "platform": platform.platform()}

@@ -1,0 +1,517 @@
+"""The Python API: one plain function per command, importable from ``aft_export``.
+
+    import aft_export
+
+    aft_export.export("models/aft_conv_cifar.pt", "model.onnx")
+    aft_export.quantize("model.onnx", "model.int8.onnx", calib="calibration/cifar10.json")
+    aft_export.parity("models/aft_conv_cifar.pt", ["model.onnx", "model.int8.onnx"], data="cifar10:test")
+
+Each function takes what its command takes (a checkpoint path, a user's ``nn.Module`` with its
+preprocessing, an ONNX file, artifact paths) and its keyword arguments are the command's flags
+(the flag eval-images is ``eval_images``; a repeatable flag is plural: precision is
+``precisions``), but for the flags that only choose how a result is shown (:data:`NO_KEYWORD`).
+Where a keyword names an options field of another name, :data:`KEYWORD_FIELDS` says which
+(tests/test_api.py holds every command to this). Each returns a typed result with the paths
+written, the figures, ``verdict`` (the one :class:`~aft_export.errors.Verdict`), ``passed``, and
+``to_dict()``: exactly what the command prints as JSON. A user error raises
+:class:`~aft_export.errors.AFTExportError` (one line, naming options by keyword). The library's
+progress lines go to the ``aft_export`` logger (warnings show; ``logging.basicConfig(level=
+logging.INFO)`` shows the rest).
+
+Defaults are the options dataclasses' (:mod:`aft_export.options`), read from there. Stages are
+imported inside the functions: importing this module loads no torch.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+
+from aft_export.errors import AFTExportError
+from aft_export.options import (DEFAULT_BACKEND, BenchOptions, BuildOptions, DoctorOptions, EvalOptions,
+                                ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions,
+                                TrainConfig, TritonRepoOptions)  # fmt: skip
+
+__all__ = ["bench", "build", "check", "doctor", "evaluate", "export", "info", "infer", "parity", "pipeline",
+           "quantize", "serve", "train", "triton_repo"]  # fmt: skip
+
+# the command each function is (the command line's name where it differs: tests/test_api.py)
+COMMANDS = {"export": "export", "quantize": "quantize", "check": "check", "build": "build", "parity": "parity",
+            "evaluate": "eval", "bench": "bench", "infer": "infer", "pipeline": "pipeline", "serve": "serve",
+            "triton_repo": "triton-repo", "train": "train", "info": "info", "doctor": "doctor"}  # fmt: skip
+# flags with no keyword: they choose how the command line shows a result, which a result does not need
+NO_KEYWORD = {"json": "to_dict() is what the command prints as JSON", "no_progress": "train's progress bar (on stderr)"}
+# a repeatable flag's keyword is its name in the plural (+s, y -> ies), but for these: verbs, whose
+# keyword is the verb (exclude=("a", "b")), and a word with no plural of its own
+KEPT_SINGULAR = ("exclude", "exclude_regex", "keep_fp32")
+PLURALS = {"trt": "trt_versions"}
+# keyword -> the options field (or stage parameter) it fills, where the names differ, per function
+KEYWORD_FIELDS = {
+    "export": {"batch_dim": "ExportOptions.batch", "images": "ExportOptions.verify_images",
+               "data": "ExportOptions.verify_data"},
+    "quantize": {"images": "QuantizeOptions.count", "quantize_op_types": "QuantizeOptions.op_types",
+                 "no_cache": 'QuantizeOptions.cache_dir=""'},
+    "build": {"batch_profile": "BuildOptions.batch", "hw_profile": "BuildOptions.hw"},
+    "check": {"trt_versions": "trtcheck.check_model(versions)", "build": "tensorrt.build.real_check(build)"},
+    "parity": {"tolerances": "verify.parity.run_parity(overrides)"},
+    "evaluate": {"images": "verify.evaluate.evaluate_artifacts(limit)"},
+    "bench": {"batch_sizes": "BenchOptions.batches"},
+    "pipeline": {"bench_batch_sizes": "PipelineOptions.bench_batches"},
+}  # fmt: skip
+
+logger = logging.getLogger("aft_export")
+READY_BOUND = 120.0  # seconds serve() waits for Triton and every model to be ready
+
+
+def _log(*args) -> None:
+    """A stage's progress line to the ``aft_export`` logger (a ``warning:`` line as a warning)."""
+    text = " ".join(str(a) for a in args)
+    (logger.warning if text.startswith("warning: ") else logger.info)(text)
+
+
+def _paths(value, what: str = "", required: bool = True) -> list[str]:
+    """One path or several, as a list of strings (none: an error naming ``what``, where ``required``)."""
+    if value is None or isinstance(value, (str, bytes)) or hasattr(value, "__fspath__"):
+        value = [] if value is None else [value]
+    paths = [str(v) for v in value]
+    if not paths and required:
+        raise AFTExportError(f"give one or more {what}")
+    return paths
+
+
+def _three(value, option: str):
+    """r,g,b as a string or three numbers -> a tuple of floats (None stays None)."""
+    if value is None:
+        return None
+    parts = value.split(",") if isinstance(value, str) else value
+    try:
+        out = tuple(float(v) for v in parts)
+    except (TypeError, ValueError):
+        out = ()
+    if len(out) != 3:
+        raise AFTExportError(f"`{option}` takes three numbers, e.g. 0.485,0.456,0.406; got {value!r}")
+    return out
+
+
+def _foreign(preprocess, input_size, mean, std, classes):
+    """How an ONNX file another tool wrote is fed, or None where nothing was given."""
+    if all(v is None for v in (preprocess, input_size, mean, std, classes)):
+        return None
+    from aft_export.data.preprocess import ForeignPreprocessing
+
+    return ForeignPreprocessing(preprocess, input_size, mean, std, classes)
+
+
+def _is_module(value) -> bool:
+    if isinstance(value, (str, bytes)) or hasattr(value, "__fspath__") or value is None:
+        return False
+    from torch import nn
+
+    return isinstance(value, nn.Module)
+
+
+def _preprocessing(preprocess, input_size, mean, std, classes):
+    from aft_export.byo.preprocess import resolve
+
+    return resolve(preprocess, input_size=input_size, mean=mean, std=std, classes=classes)
+
+
+def _module(model, preprocess, input_size, mean, std, classes):
+    """A user's in-memory classifier: its UserModel and the (model, ModelMeta) pair the stages run."""
+    from aft_export.byo.spec import UserModel, meta_for
+
+    pre = _preprocessing(preprocess, input_size, mean, std, classes)
+    model.eval()
+    user = UserModel(f"{type(model).__module__}.{type(model).__qualname__}", pre, name=type(model).__name__)
+    return user, (model, meta_for(model, user, _log))
+
+
+def _user_model(model_def, weights, weights_key, preprocess, input_size, mean, std, classes):
+    """The UserModel of ``model_def`` (or of a whole model spec given as ``preprocess``), or None."""
+    from aft_export.byo.preprocess import read_mapping, resolve
+    from aft_export.byo.spec import SPEC_KEYS, UserModel, read_spec
+
+    spec = read_spec(preprocess) if preprocess and not model_def and "model_def" in read_mapping(preprocess) else None
+    if not model_def and spec is None:
+        given = [name for name, v in (("weights", weights), ("weights_key", weights_key), ("preprocess", preprocess),
+                                      ("input_size", input_size), ("mean", mean), ("std", std), ("classes", classes))
+                 if v is not None]  # fmt: skip
+        if given:
+            raise AFTExportError(f"{', '.join(f'`{g}`' for g in given)} describe a model trained elsewhere; give "
+                                 f"`model_def` too (or pass the nn.Module itself)")  # fmt: skip
+        return None
+    pre = resolve(preprocess, input_size=input_size, mean=mean, std=std, classes=classes, extra_keys=SPEC_KEYS)
+    return UserModel(model_def or spec.model_def, pre, weights=weights or (spec.weights if spec else None),
+                     weights_key=weights_key or (spec.weights_key if spec else None))  # fmt: skip
+
+
+def _checked_flags(command: str, given: dict, message: str) -> None:
+    bad = [k for k, v in given.items() if v not in (None, False, ())]
+    if bad:
+        raise AFTExportError(message.format(option=f"`{bad[0]}`", command=command))
+
+
+# ---------------------------------------------------------------- make
+
+
+def export(checkpoint=None, output=None, *, config: str | None = None, opset: int = ExportOptions.opset,
+           batch_dim: str = ExportOptions.batch, dynamic_hw: bool = ExportOptions.dynamic_hw,
+           op_form: str = ExportOptions.op_form, target: str = ExportOptions.target,
+           simplify: bool = ExportOptions.simplify, allow_unsimplified: bool = ExportOptions.allow_unsimplified,
+           images: int = ExportOptions.verify_images, data: str | None = ExportOptions.verify_data,
+           model_def: str | None = None, weights: str | None = None, weights_key: str | None = None,
+           preprocess: str | None = None, input_size: int | None = None, mean=None, std=None, classes=None,
+           require_aft: bool = ExportOptions.require_aft):  # fmt: skip
+    """``aft-export export``: a checkpoint (or ``model_def``, or an ``nn.Module`` with ``input_size``,
+    ``mean``, ``std`` and ``classes``) to ONNX at ``output``, simplified and verified against PyTorch
+    on ``images`` real images. Returns :class:`~aft_export.exporting.exporter.ExportResult`."""
+    from aft_export.exporting.exporter import export_checkpoint
+
+    if output is None:
+        raise AFTExportError("give `output`, the ONNX file to write")
+    opts = ExportOptions(opset=opset, batch=str(batch_dim), dynamic_hw=dynamic_hw, op_form=op_form, target=target,
+                         simplify=simplify, allow_unsimplified=allow_unsimplified, verify_images=images,
+                         verify_data=None if data is None else str(data), require_aft=bool(require_aft))  # fmt: skip
+    if _is_module(checkpoint):
+        from aft_export.byo.export import export_model
+
+        _checked_flags("export", {"model_def": model_def, "weights": weights, "weights_key": weights_key,
+                                  "config": config},
+                       "{option} names a model to load; an nn.Module is already loaded: leave it out")  # fmt: skip
+        pre = _preprocessing(preprocess, input_size, mean, std, classes)
+        return export_model(checkpoint, str(output), pre, opts, log=_log)
+    user = _user_model(model_def, weights, weights_key, preprocess, input_size, mean, std, classes)
+    if user is not None:
+        if checkpoint is not None:  # export(W.pt, model_def=...): the positional file is the weights
+            if weights:
+                raise AFTExportError(f"give the weights once: {checkpoint} or `weights={weights}`")
+            from dataclasses import replace
+
+            user = replace(user, weights=str(checkpoint))
+        return export_checkpoint(user, str(output), opts, log=_log)
+    if checkpoint is None:
+        raise AFTExportError("give a checkpoint to export, an nn.Module, or `model_def` and `weights` for a model "
+                             "trained elsewhere")  # fmt: skip
+    return export_checkpoint(str(checkpoint), str(output), opts, config, log=_log)
+
+
+def quantize(model, output, *, precision: str = QuantizeOptions.precision, calib: str | None = None,
+             method: str = QuantizeOptions.method, percentile: float = QuantizeOptions.percentile,
+             images: int | None = QuantizeOptions.count, batch_size: int = QuantizeOptions.batch_size,
+             seed: int | None = QuantizeOptions.seed, per_channel: bool = QuantizeOptions.per_channel,
+             exclude: Sequence[str] = (), exclude_regex: Sequence[str] = (), exclude_op_types: Sequence[str] = (),
+             quantize_op_types: Sequence[str] = (), keep_fp32: Sequence[str] = (), target: str | None = None,
+             weight_bits: int | None = None, rest_precision: str | None = None,
+             quantize_aft_core: bool = False, sensitivity: bool = False, budget: float = QuantizeOptions.budget,
+             allow_fewer: bool = False, cache_dir: str | None = None, no_cache: bool = False,
+             input_size: int | None = None, mean=None, std=None):  # fmt: skip
+    """``aft-export quantize``: an int8 (Q/DQ, calibrated on ``calib``) or fp16 graph from the fp32
+    ONNX file ``model``, at ``output``. Returns :class:`~aft_export.results.Quantized`."""
+    from aft_export.quantization.stage import quantize_model
+    from aft_export.results import Quantized
+
+    opts = QuantizeOptions(precision=precision, method=method, percentile=percentile, count=images,
+                           batch_size=batch_size, seed=seed, per_channel=per_channel, exclude=tuple(exclude),
+                           exclude_regex=tuple(exclude_regex), exclude_op_types=tuple(exclude_op_types),
+                           op_types=tuple(quantize_op_types), keep_fp32=tuple(keep_fp32), target=target,
+                           weight_bits=None if weight_bits is None else int(weight_bits),
+                           rest_precision=rest_precision, quantize_aft_core=quantize_aft_core,
+                           sensitivity=sensitivity, budget=budget, allow_fewer=allow_fewer,
+                           cache_dir="" if no_cache else cache_dir, input_size=input_size,
+                           mean=_three(mean, "mean"), std=_three(std, "std"))  # fmt: skip
+    return Quantized.of(quantize_model(str(model), str(output), None if calib is None else str(calib), opts,
+                                       log=_log))  # fmt: skip
+
+
+def build(model, output=None, *, batch_profile: str | None = BuildOptions.batch,
+          hw_profile: str | None = BuildOptions.hw, workspace_mb: int = BuildOptions.workspace_mb,
+          timing_cache: str | None = None, dla_core: int | None = None, version_compatible: bool = False,
+          tf32: bool = False, hardware_compatibility: str = BuildOptions.hardware_compatibility,
+          library: str = BuildOptions.library, compute_capabilities: Sequence[str] = (),
+          preprocess: str | None = None, input_size: int | None = None, mean=None, std=None, classes=None):  # fmt: skip
+    """``aft-export build``: a TensorRT or TensorRT-RTX engine and its manifest from the ONNX file
+    ``model``. Returns :class:`~aft_export.tensorrt.build.BuildResult`."""
+    from aft_export.tensorrt.build import build_engine
+
+    opts = BuildOptions(batch=batch_profile, hw=hw_profile, workspace_mb=workspace_mb, timing_cache=timing_cache,
+                        dla_core=dla_core, version_compatible=version_compatible, tf32=tf32,
+                        hardware_compatibility=hardware_compatibility, library=library,
+                        compute_capabilities=tuple(compute_capabilities))  # fmt: skip
+    return build_engine(str(model), None if output is None else str(output), opts, log=_log,
+                        preprocessing=_foreign(preprocess, input_size, mean, std, classes))  # fmt: skip
+
+
+def train(*, model: str, data: str, output: str, test_data: str | None = None, epochs: int = TrainConfig.epochs,
+          batch_size: int = TrainConfig.batch_size, lr: float = TrainConfig.lr,
+          weight_decay: float = TrainConfig.weight_decay, warmup_epochs: float = TrainConfig.warmup_epochs,
+          label_smoothing: float = TrainConfig.label_smoothing, val_fraction: float = TrainConfig.val_fraction,
+          seed: int = TrainConfig.seed, threads: int = TrainConfig.threads, images: int | None = None,
+          resume: str | None = None):  # fmt: skip
+    """``aft-export train``: a classifier of registry config ``model`` trained on ``data``, written
+    to ``output`` after every epoch. Returns :class:`~aft_export.results.TrainResult`."""
+    from aft_export.models.training import train as run
+    from aft_export.results import TrainResult
+
+    cfg = TrainConfig(model=model, data=str(data), output=str(output), test_data=test_data, epochs=epochs,
+                      batch_size=batch_size, lr=lr, weight_decay=weight_decay, warmup_epochs=warmup_epochs,
+                      label_smoothing=label_smoothing, val_fraction=val_fraction, seed=seed, threads=threads,
+                      images=images, resume=resume)  # fmt: skip
+    return TrainResult(str(output), run(cfg))
+
+
+def triton_repo(artifacts, output, *, max_batch: int | None = None, instances: int = TritonRepoOptions.instances,
+                top_k: int = TritonRepoOptions.top_k, queue_delay_us: int = TritonRepoOptions.queue_delay_us,
+                device: str = TritonRepoOptions.device, backend: str = TritonRepoOptions.backend,
+                threads: int = TritonRepoOptions.threads):  # fmt: skip
+    """``aft-export triton-repo``: a Triton model repository for the artifacts at ``output``.
+    Returns :class:`~aft_export.serving.repository.RepoResult`."""
+    from aft_export.serving.repository import write_repository
+
+    opts = TritonRepoOptions(max_batch=max_batch, instances=instances, top_k=top_k, queue_delay_us=queue_delay_us,
+                             device=device, backend=backend, threads=threads)  # fmt: skip
+    return write_repository(_paths(artifacts, "ONNX files or engines"), str(output), opts)
+
+
+# ---------------------------------------------------------------- check and measure
+
+
+def check(models=(), *, trt_versions: Sequence[str] = (), rules: bool = False, library: str = "auto",
+          offline_only: bool = False, build: bool = False, strict: bool = False):  # fmt: skip
+    """``aft-export check``: ONNX files against the offline rules of TensorRT's parser and builder,
+    one column per version; where TensorRT or TensorRT-RTX is installed, also its own parser (and
+    with ``build`` its builder). ``rules``: the rules themselves. Returns
+    :class:`~aft_export.results.CheckResult`."""
+    from aft_export.results import CheckResult
+    from aft_export.trtcheck import check_model, rules_table
+
+    versions = list(trt_versions) or None
+    if rules:
+        return CheckResult([], [], [], rules=rules_table(versions))
+    models = _paths(models, "ONNX files to check (or `rules` to list the rules)")
+    from aft_export.tensorrt.build import check_verdict
+
+    reports = [check_model(m, versions) for m in models]
+    real = _real_checks(models, reports, library, build, offline_only)
+    return CheckResult(reports, real, [check_verdict(r, x, strict) for r, x in zip(reports, real)])
+
+
+def _real_checks(models, reports, library: str, also_build: bool, offline_only: bool) -> list:
+    """Each file through the installed library's parser (None per file where none is installed,
+    or with ``offline_only``; ``library`` naming a missing one is an error)."""
+    from aft_export.errors import RuntimeMissing
+    from aft_export.tensorrt.library import import_library
+
+    if offline_only:
+        return [None] * len(models)
+    try:
+        _, name, version = import_library(library)
+    except RuntimeMissing:
+        if library != "auto":
+            raise
+        return [None] * len(models)
+    from aft_export.tensorrt.build import offline_column, real_check
+    from aft_export.trtcheck import check_model
+
+    column = offline_column(name, version)
+    out = []
+    for model, report in zip(models, reports):
+        status = report.status.get(column)
+        if status in (None, "not targeted"):
+            status = check_model(model, [column]).status[column]
+        out.append(real_check(model, status, column, name, also_build))
+    return out
+
+
+def parity(checkpoint, artifacts=(), *, data, images: int = ParityOptions.images, tolerances: Sequence[str] = (),
+           backend: str = ParityOptions.backend, model_def: str | None = None, weights: str | None = None,
+           weights_key: str | None = None, preprocess: str | None = None, input_size: int | None = None,
+           mean=None, std=None, classes=None):  # fmt: skip
+    """``aft-export parity``: each artifact against the fp32 PyTorch model (a checkpoint, an
+    ``nn.Module`` with its preprocessing, or ``model_def``) on ``images`` images of ``data`` and
+    stress inputs. Returns :class:`~aft_export.results.ParityResult`."""
+    from aft_export.results import ParityResult
+    from aft_export.verify.parity import run_parity
+
+    artifacts = _paths(artifacts, required=False)
+    common = dict(images=images, overrides=list(tolerances), backend=backend)
+    if _is_module(checkpoint):
+        from aft_export.runners import TorchRunner
+
+        user, loaded = _module(checkpoint, preprocess, input_size, mean, std, classes)
+        reference = TorchRunner(user.name, loaded=loaded)
+        return ParityResult.of(run_parity(user.name, artifacts, str(data), reference=reference, **common))
+    user = _user_model(model_def, weights, weights_key, preprocess, input_size, mean, std, classes)
+    if user is not None:  # the reference is the user's module, and every positional path is an artifact
+        artifacts = ([str(checkpoint)] if checkpoint is not None else []) + artifacts
+        return ParityResult.of(run_parity(user, artifacts, str(data), **common))
+    from aft_export.models.sources import open_source
+
+    return ParityResult.of(run_parity(open_source(str(checkpoint)), artifacts, str(data), **common))
+
+
+def evaluate(artifacts, *, data, batch_size: int = EvalOptions.batch_size, images: int | None = None,
+             backend: str = EvalOptions.backend, preprocess: str | None = None, input_size: int | None = None,
+             mean=None, std=None, classes=None):  # fmt: skip
+    """``aft-export eval``: top-1/top-5 of each checkpoint, ONNX file or engine on the labelled
+    ``data`` (the first ``images``; None: all), and each one's top-1 agreement with the first.
+    Returns :class:`~aft_export.results.EvalResult`."""
+    from aft_export.results import EvalResult
+    from aft_export.verify.evaluate import eval_verdict, evaluate_artifacts
+
+    rows = evaluate_artifacts(_paths(artifacts, "checkpoints or ONNX files to evaluate"), str(data),
+                              batch_size=batch_size, limit=images, backend=backend,
+                              preprocessing=_foreign(preprocess, input_size, mean, std, classes))  # fmt: skip
+    return EvalResult(rows, eval_verdict(rows))
+
+
+def bench(artifacts, *, batch_sizes: Sequence[int] = BenchOptions.batches, warmup: int = BenchOptions.warmup,
+          iters: int = BenchOptions.iters, threads: int = 0, backend: str | None = None,
+          reference: str | None = None, data: str | None = None, images: int | None = None, profile: bool = False,
+          preprocess: str | None = None, input_size: int | None = None, mean=None, std=None, classes=None):  # fmt: skip
+    """``aft-export bench``: latency and throughput of each artifact at each batch size (``backend``
+    None: onnxruntime). With ``reference``, the checkpoint the files were made from: the deploy
+    table, every file on every runtime here (or ``backend``'s), proven against it on ``images``
+    labelled images of ``data`` and timed. Returns :class:`~aft_export.results.BenchResult`, or with
+    ``reference`` :class:`~aft_export.verify.deploy.DeployTable`."""
+    artifacts = _paths(artifacts, "checkpoints, ONNX files or engines to time")
+    pre = _foreign(preprocess, input_size, mean, std, classes)
+    if reference is not None:
+        from aft_export.verify.deploy import bench_against
+
+        if profile or pre is not None:
+            raise AFTExportError("`reference` compares our files with their checkpoint: give neither `profile` nor "
+                                 "another tool's preprocessing with it (bench those files without `reference`)")
+        return bench_against(str(reference), artifacts, data, images=BenchOptions.images if images is None else images,
+                             batches=tuple(batch_sizes), warmup=warmup, iters=iters, threads=threads,
+                             backend=backend, log=_log)  # fmt: skip
+    given = [name for name, v in (("data", data), ("images", images)) if v is not None]
+    if given:
+        raise AFTExportError(f"`{given[0]}` gives the labelled images of the deploy table: give `reference` (the "
+                             f"checkpoint the files were made from) with it")  # fmt: skip
+    from aft_export.results import BenchResult
+    from aft_export.verify.bench import bench as run
+
+    return BenchResult.of(run(artifacts, list(batch_sizes), warmup=warmup, iters=iters, threads=threads,
+                              backend=backend or DEFAULT_BACKEND, profile=profile, preprocessing=pre))  # fmt: skip
+
+
+def infer(artifact, images, *, top_k: int = 5, backend: str = DEFAULT_BACKEND):
+    """``aft-export infer``: the ``top_k`` classes of each image (files or folders) from a
+    checkpoint, ONNX file or engine. Returns :class:`~aft_export.results.InferResult`."""
+    from aft_export.results import InferResult
+    from aft_export.serving.predict import classify
+
+    out = classify(str(artifact), _paths(images, "images or folders of images"), top_k=top_k, backend=backend)
+    return InferResult(out["artifact"], out["backend"], out["precision"], out["results"])
+
+
+def info(artifact, *, config: str | None = None, preprocess: str | None = None, input_size: int | None = None,
+         mean=None, std=None, classes=None):  # fmt: skip
+    """``aft-export info``: what an artifact is (a checkpoint's config and metrics, an ONNX file's
+    target, precision and recipe, an engine's manifest). Returns :class:`~aft_export.results.InfoResult`."""
+    from aft_export.artifacts.info import describe_artifact
+    from aft_export.results import InfoResult
+
+    d = describe_artifact(str(artifact), config=config, preprocessing=_foreign(preprocess, input_size, mean, std,
+                                                                                classes))  # fmt: skip
+    kind = d.pop("kind")
+    return InfoResult(kind, d)
+
+
+# ---------------------------------------------------------------- the whole job
+
+
+def pipeline(checkpoint=None, *, output: str | None = None, calib: str | None = None,
+             data: str = PipelineOptions.data, precisions: Sequence[str] = PipelineOptions.precisions,
+             op_form: str = PipelineOptions.op_form, targets: Sequence[str] = PipelineOptions.targets,
+             calib_images: int | None = None, parity_images: int = PipelineOptions.parity_images,
+             eval_images: int | None = None, bench_batch_sizes: Sequence[int] = PipelineOptions.bench_batches,
+             bench_iters: int = PipelineOptions.bench_iters, threads: int = PipelineOptions.threads,
+             tolerances: Sequence[str] = (), triton_repo: bool = False, model_def: str | None = None,
+             weights: str | None = None, weights_key: str | None = None, preprocess: str | None = None,
+             input_size: int | None = None, mean=None, std=None, classes=None,
+             require_aft: bool = PipelineOptions.require_aft):  # fmt: skip
+    """``aft-export pipeline``: export, quantise, check, build engines, parity, eval and the deploy
+    table in one run directory (``output``; default runs/<model>-<UTC time>), for a checkpoint
+    (None: the bundled zoo model) or ``model_def``. Returns
+    :class:`~aft_export.workflow.pipeline.PipelineResult`."""
+    from aft_export.workflow.pipeline import run_pipeline
+
+    if _is_module(checkpoint):
+        raise AFTExportError("the pipeline names its run and its reference after a file: save the module's weights "
+                             "and give `model_def` and `weights` (or a checkpoint)")  # fmt: skip
+    user = _user_model(model_def, weights, weights_key, preprocess, input_size, mean, std, classes)
+    if user is not None and checkpoint is not None:
+        raise AFTExportError(f"give either a checkpoint ({checkpoint}) or `model_def`, not both")
+    if user is None and checkpoint is not None:
+        from aft_export.models.sources import open_source
+
+        user = open_source(str(checkpoint))
+    opts = PipelineOptions(output=output, calib=calib, data=str(data), precisions=tuple(dict.fromkeys(precisions)),
+                           op_form=op_form, targets=tuple(dict.fromkeys(targets)), calib_images=calib_images,
+                           eval_images=eval_images, parity_images=parity_images,
+                           bench_batches=tuple(dict.fromkeys(bench_batch_sizes)), bench_iters=bench_iters,
+                           threads=threads, tolerances=tuple(dict.fromkeys(tolerances)),
+                           triton_repo=bool(triton_repo), require_aft=bool(require_aft))  # fmt: skip
+    return run_pipeline(user, opts, log=_log)
+
+
+def doctor(model: str = "aft_conv_cifar", *, output: str | None = None, data: str = DoctorOptions.data,
+           calib: str | None = None, calib_images: int | None = None,
+           parity_images: int = DoctorOptions.parity_images, eval_images: int | None = None,
+           bench_iters: int = DoctorOptions.bench_iters, timeout: float = DoctorOptions.timeout):  # fmt: skip
+    """``aft-export doctor``: every check for a GPU or Jetson machine, each as a child command, in
+    one run directory with doctor.json. Returns :class:`~aft_export.workflow.doctor.DoctorResult`."""
+    from aft_export.workflow.doctor import run_doctor
+
+    opts = DoctorOptions(output=output, data=data, calib=calib, calib_images=calib_images,
+                         parity_images=parity_images, eval_images=eval_images, bench_iters=bench_iters,
+                         timeout=timeout)  # fmt: skip
+    return run_doctor(str(model), opts, log=_log)
+
+
+def serve(artifacts, *, host: str = ServeOptions.host, http_port: int = ServeOptions.http_port,
+          grpc_port: int = ServeOptions.grpc_port, metrics_port: int = ServeOptions.metrics_port,
+          max_batch: int | None = None, instances: int = ServeOptions.instances, top_k: int = ServeOptions.top_k,
+          queue_delay_us: int = ServeOptions.queue_delay_us, backend: str = ServeOptions.backend,
+          threads: int = ServeOptions.threads, drain_seconds: int = ServeOptions.drain_seconds,
+          preprocess: str | None = None, input_size: int | None = None, mean=None, std=None, classes=None):  # fmt: skip
+    """``aft-export serve``, without blocking: NVIDIA Triton serving the artifacts (on 127.0.0.1
+    unless ``host`` says otherwise), returned once every model is ready (at most
+    :data:`READY_BOUND` seconds) as a :class:`~aft_export.results.Server`, a context manager whose
+    ``stop()`` stops it::
+
+        with aft_export.serve(["model.onnx"], http_port=8000) as server:
+            ...  # requests to server.http
+    """
+    from aft_export.results import Server
+    from aft_export.serving.server import _Stop
+    from aft_export.serving.server import serve as run
+
+    opts = ServeOptions(host=host, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port,
+                        max_batch=max_batch, instances=instances, top_k=top_k, queue_delay_us=queue_delay_us,
+                        backend=backend, threads=threads, drain_seconds=drain_seconds,
+                        preprocessing=_foreign(preprocess, input_size, mean, std, classes))  # fmt: skip
+    paths = _paths(artifacts, "ONNX files or engines to serve")
+    stop, outcome = _Stop(), {}
+
+    def serving() -> None:
+        try:
+            run(paths, opts, log=_log, stop=stop)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=serving, name="aft-export serve", daemon=True)
+    thread.start()
+    handle = Server(thread, stop, outcome)
+    deadline = time.monotonic() + READY_BOUND
+    while not stop.ready.wait(0.1):
+        if not thread.is_alive():
+            raise outcome.get("error") or AFTExportError("the server stopped while starting; see the log above")
+        if time.monotonic() > deadline:
+            handle.stop()
+            raise AFTExportError(f"Triton was not ready after {READY_BOUND:.0f} s; nothing is left running: try "
+                                 f"fewer `instances`, or see the log above")  # fmt: skip
+    return handle
