@@ -36,7 +36,7 @@ ORDER = [
     # 6 checks across stages
     "verify.parity", "verify.deploy",
     # 7 bring your own model: plugs into the core from above (ModelMeta.prepare, sources.register_reader)
-    "byo.modeldef", "byo.preprocess", "byo.swap", "byo.verify", "byo.spec", "byo.export", "byo",
+    "byo.modeldef", "byo.preprocess", "byo.public", "byo.swap", "byo.verify", "byo.spec", "byo.export", "byo",
     # 8 the whole job, 9 the command line
     "workflow.pipeline", "workflow.doctor", "byo.cli", "cli", "serving.client", "client",
 ]  # fmt: skip

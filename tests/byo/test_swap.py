@@ -329,7 +329,7 @@ def test_layer_variants_by_class_before_any_probe():
 def test_every_public_layer_is_one_entry_that_maps_or_refuses():
     """One entry per public layer: a builder, or a refusal for every layer of its class;
     what it becomes is one of ours; its package is named; a second entry for it is refused."""
-    from aft_export.byo.swap import PUBLIC_LAYERS, PublicLayer, register
+    from aft_export.byo.public import PUBLIC_LAYERS, PublicLayer, register
 
     assert {(e.module, e.name) for e in PUBLIC_LAYERS.values()} == set(PUBLIC_LAYERS)
     for entry in PUBLIC_LAYERS.values():
