@@ -11,18 +11,19 @@ import pytest
 from click.testing import CliRunner
 
 from aft_export.cli import main
+from aft_export.environment import has_gpu
 from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.exporting.exporter import ExportOptions, export_checkpoint
 from aft_export.tensorrt.build import build_engine
 from aft_export.runners import TrtRunner
 from aft_export.tensorrt.library import (RTX, BuildOptions, Profile, build_plan, check_engine_name, check_manifest,
-                            check_trt_version, choose_library, compute_capabilities, engine_name, environment,
+                            check_trt_version, choose_library, compute_capabilities, engine_name,
                             input_profile, make_manifest, manifest_path, network_flags, precision_flags,
                             rebuild_command, rtx_runs_on, version_compatible_runs)  # fmt: skip
 from tests.export.test_exporter import make_ckpt
 
 HAS_TRT = importlib.util.find_spec("tensorrt") is not None
-HAS_GPU = environment()["gpu"] is not None
+HAS_GPU = has_gpu()
 MISSING = [what for what, ok in (("TensorRT is not installed", HAS_TRT), ("no CUDA GPU is visible", HAS_GPU)) if not ok]
 needs_trt_and_gpu = pytest.mark.skipif(bool(MISSING), reason="; ".join(MISSING) + " here")
 QUIET = dict(log=lambda *a: None)

@@ -52,7 +52,6 @@ mismatched or corrupt engine (another library, version or GPU) with the command 
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import json
 import os
 import time
@@ -61,6 +60,7 @@ from pathlib import Path
 
 from aft_export import readers
 from aft_export.version import __version__
+from aft_export.environment import TENSORRT_MODULES, tensorrt_libraries
 from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.fileio import atomic_write_text, relative_name, sha256_file
 from aft_export.artifacts.onnxio import ArtifactMeta
@@ -72,7 +72,6 @@ MAX_TRT_MAJOR = 11
 MIN_RTX = (1, 7)
 MAX_RTX_MAJOR = 1
 RTX = "tensorrt-rtx"
-MODULES = {"tensorrt": "tensorrt", RTX: "tensorrt_rtx"}  # library -> Python module
 TITLES = {"tensorrt": "TensorRT", RTX: "TensorRT-RTX"}
 INSTALL_HINT = ("x86-64 with an NVIDIA GPU: pip install 'tensorrt>=10.3'; Jetson: use the TensorRT that "
                 "JetPack installs (python3 -c 'import tensorrt')")  # fmt: skip
@@ -209,10 +208,10 @@ def choose_library(requested: str, installed) -> str:
     """The library a build or a check uses: ``requested`` (auto, tensorrt, tensorrt-rtx) among the
     ``installed`` ones. auto takes standard TensorRT where it is installed (it builds for the GPU
     here, and is the path for Hopper and Jetson), else TensorRT-RTX. RuntimeMissing when none fits."""
-    if requested not in ("auto", *MODULES):
+    if requested not in ("auto", *TENSORRT_MODULES):
         raise AFTExportError(f"unknown TensorRT library {requested!r}; choose auto, tensorrt or {RTX}")
     if requested == "auto":
-        for library in MODULES:
+        for library in TENSORRT_MODULES:
             if library in installed:
                 return library
         raise RuntimeMissing(f"neither TensorRT nor TensorRT-RTX is installed here (TensorRT: {INSTALL_HINT}; "
@@ -223,16 +222,11 @@ def choose_library(requested: str, installed) -> str:
     return requested
 
 
-def installed_libraries() -> set[str]:
-    """The TensorRT libraries importable here (found, not imported)."""
-    return {library for library, module in MODULES.items() if importlib.util.find_spec(module) is not None}
-
-
 def import_library(library: str = "auto"):
     """``(module, library, version)``: the TensorRT module chosen by :func:`choose_library`
     (``tensorrt`` or ``tensorrt_rtx``), its library name and its checked version tuple."""
-    name = choose_library(library, installed_libraries())
-    module = importlib.import_module(MODULES[name])
+    name = choose_library(library, tensorrt_libraries())
+    module = importlib.import_module(TENSORRT_MODULES[name])
     return module, name, check_trt_version(module.__version__, name)
 
 
@@ -398,28 +392,6 @@ def version_compatible_runs(built: tuple[int, ...], here: tuple[int, ...]) -> bo
 def import_tensorrt():
     """``tensorrt`` or RuntimeMissing with the install steps."""
     return import_library("tensorrt")[0]
-
-
-def environment() -> dict:
-    """What an engine built here would be tied to. No TensorRT (or TensorRT-RTX) or GPU: those fields None."""
-    env = {"tensorrt": None, "tensorrt_rtx": None, "cuda": None, "gpu": None, "compute_capability": None}
-    for key, library in (("tensorrt", "tensorrt"), ("tensorrt_rtx", RTX)):
-        if library in installed_libraries():
-            try:
-                env[key] = importlib.import_module(MODULES[library]).__version__
-            except ImportError:  # found but broken: reads as missing
-                pass
-    try:
-        import torch
-
-        env["cuda"] = torch.version.cuda
-        if torch.cuda.is_available():
-            env["gpu"] = torch.cuda.get_device_name(0)
-            major, minor = torch.cuda.get_device_capability(0)
-            env["compute_capability"] = f"{major}.{minor}"
-    except Exception:  # noqa: BLE001 - a broken CUDA install reads as "no GPU"
-        pass
-    return env
 
 
 _LOGGERS: dict[str, object] = {}  # one per library and process: TensorRT keeps the first logger it is given

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import time
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -50,6 +49,7 @@ from aft_export.verify.compare import tolerances_with
 from aft_export.verify.deploy import DeployTable, Measured, deploy_table, make_runner, runtimes_here
 from aft_export.data.images import normalize
 from aft_export.data.datasets import is_named, load_labelled
+from aft_export.environment import distributions, has_gpu, ort_distributions, platform_facts, tensorrt_environment, tensorrt_libraries
 from aft_export.errors import AFTExportError, Verdict
 from aft_export.verify.evaluate import evaluate_artifacts
 from aft_export.exporting.exporter import ExportOptions, export_checkpoint, refuse_over_protobuf_limit
@@ -68,8 +68,7 @@ from aft_export.models.resources import default_calibration, default_checkpoint
 from aft_export.errors import RuntimeMissing
 from aft_export.runners import OrtRunner, TorchRunner, TrtRunner
 from aft_export.models.sources import CheckpointSource, open_source
-from aft_export.tensorrt.library import (INSTALL_HINT, RTX, RTX_INSTALL_HINT, BuildOptions, engine_name, environment, import_library,
-                             installed_libraries)  # fmt: skip
+from aft_export.tensorrt.library import (INSTALL_HINT, RTX, RTX_INSTALL_HINT, BuildOptions, engine_name, import_library)  # fmt: skip
 from aft_export.trtcheck import check_model
 from aft_export.trtcheck.versions import parse_version
 from aft_export.serving.repository import write_repository
@@ -101,32 +100,21 @@ class PipelineResult:
 
 
 def _versions() -> dict:
-    out = {"aft-export": __version__, "python": platform.python_version(), "platform": platform.platform()}
+    """The versions the manifest records (None: not installed); ``onnxruntime``: whichever of its
+    wheels is installed (:data:`aft_export.environment.ORT_DISTRIBUTIONS`)."""
+    facts = platform_facts()
+    found = distributions(("torch", "onnx", "onnxsim", "onnxscript", "numpy", "tensorrt"))
+    ort = ort_distributions()
+    out = {"aft-export": __version__, "python": facts["python"], "platform": facts["platform"]}
     for name in ("torch", "onnx", "onnxruntime", "onnxsim", "onnxscript", "numpy", "tensorrt"):
-        try:
-            from importlib.metadata import version
-
-            out[name] = version(name if name != "onnxruntime" else _ort_dist())
-        except Exception:  # noqa: BLE001 - not installed
-            out[name] = None
-    out["tensorrt_rtx"] = environment()["tensorrt_rtx"]
+        out[name] = next(iter(ort.values()), None) if name == "onnxruntime" else found.get(name)
+    out["tensorrt_rtx"] = tensorrt_environment()["tensorrt_rtx"]
     return out
 
 
-def _ort_dist() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    for dist in ("onnxruntime", "onnxruntime-gpu"):
-        try:
-            version(dist)
-            return dist
-        except PackageNotFoundError:
-            continue
-    return "onnxruntime"
-
-
 def _environment() -> dict:
-    return {**environment(), "cpu_count": os.cpu_count(), "machine": platform.machine()}
+    facts = platform_facts()
+    return {**tensorrt_environment(), "cpu_count": facts["cpu_count"], "machine": facts["machine"]}
 
 
 def engine_library(installed, gpu: bool) -> tuple[str | None, str]:
@@ -153,11 +141,6 @@ def _build_column(library: str | None) -> str | None:
         return offline_column(library, import_library(library)[2])
     except AFTExportError:
         return None
-
-
-def tensorrt_status() -> str | None:
-    """None when an engine can be built here; otherwise why not, in one line."""
-    return engine_library(installed_libraries(), environment().get("gpu") is not None)[1] or None
 
 
 def run_pipeline(checkpoint=None, options: PipelineOptions | None = None, log=print) -> PipelineResult:
@@ -268,7 +251,7 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cach
     decoded = load_labelled(opts.data, info.input_size[1], limit=opts.eval_images)  # the one decode
     parity_set = decoded.subset(opts.parity_images)
     x = normalize(parity_set.images, info.mean, info.std).numpy()
-    library, why_not = engine_library(installed_libraries(), environment().get("gpu") is not None)
+    library, why_not = engine_library(tensorrt_libraries(), has_gpu())
     column = _build_column(library)
     ctx = _Context(ckpt, loaded, opts, work, final, opts.calib or str(default_calibration()), cache_writes, library,
                    why_not, (column,) if column else ())  # fmt: skip
@@ -523,7 +506,7 @@ def _deploy(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, 
     purposes = {str(ctx.work / name): p["for"] for name, p in _purposes(onnx, engines).items()}
     purposes[ckpt] = "PyTorch"
     table = deploy_table(runners[ckpt], [str(a) for a in _artifacts(onnx, engines)], decoded,
-                         runtimes=runtimes_here(environment().get("gpu") is not None), make_runner=make,
+                         runtimes=runtimes_here(has_gpu()), make_runner=make,
                          batches=tuple(opts.bench_batches), warmup=BenchOptions.warmup, iters=opts.bench_iters,
                          threads=opts.threads, parity_set=parity_set, overrides=list(opts.tolerances),
                          reference_logits=_reference_logits(onnx),
