@@ -118,7 +118,7 @@ class Artifacts:
 def _export_example(stem: str, out: Path) -> None:
     """An examples/byo model (untrained: the graph is what is tested), exported as a user would."""
     from aft_export.byo.export import export_model
-    from aft_export.byo.preprocess import Preprocessing
+    from aft_export.data.images import Preprocessing
     from tests.byo.publicpkgs import need
 
     for package in {"aft_pytorch_cifar": ["aft_pytorch"], "comvex_cifar": ["einops", "comvex"]}.get(stem, []):

@@ -93,10 +93,10 @@ def _logits(path, x):
 
 def _calibration_tensors(model, source, count, seed=0):
     """The calibration images a run with these settings uses, preprocessed as the metadata says."""
-    from aft_export.data.calibration import Preprocess, load_calibration
+    from aft_export.data.calibration import Preprocessing, load_calibration
 
     meta = {p.key: p.value for p in model.metadata_props}
-    return load_calibration(str(source), Preprocess.from_metadata(meta), count, seed, progress=False).tensors
+    return load_calibration(str(source), Preprocessing.from_metadata(meta), count, seed, progress=False).tensors
 
 
 def _sha256(tensors):

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from aft_export.version import __version__
-from aft_export.data.calibration import CalibrationSet, Preprocess, load_calibration
+from aft_export.data.calibration import CalibrationSet, load_calibration
+from aft_export.data.images import Preprocessing
 from aft_export.verify.compare import agreement as _agreement
 from aft_export.data.datasets import data_label
 from aft_export.errors import AFTExportError, Verdict
@@ -222,12 +223,12 @@ def _in_target_form(model, meta: dict, wanted: str | None, path):
     return model, read_metadata(model), source
 
 
-def _preprocessing(model, meta: dict, model_path, opts: QuantizeOptions, log) -> Preprocess:
+def _preprocessing(model, meta: dict, model_path, opts: QuantizeOptions, log) -> Preprocessing:
     """How calibration images are decoded: from our metadata (``input_size``, ``mean``, ``std``
     override it); for a file another tool wrote, from those options or the JSON beside it
     (``NAME.preprocess.json``, as every command reads it), after what the file is."""
     if ArtifactMeta(meta).ours:
-        return Preprocess.from_metadata(meta, opts.input_size, opts.mean, opts.std, path=str(model_path))
+        return Preprocessing.from_metadata(meta, opts.input_size, opts.mean, opts.std, path=str(model_path))
     problem = unfeedable(model, str(model_path))  # what the file is, before any advice
     if problem:
         raise AFTExportError(problem)
@@ -239,7 +240,7 @@ def _preprocessing(model, meta: dict, model_path, opts: QuantizeOptions, log) ->
     return replace(pre, classes=None)  # calibration needs no class names
 
 
-def _check_input_size(model, prep: Preprocess, path) -> None:
+def _check_input_size(model, prep: Preprocessing, path) -> None:
     """The graph takes the (N, 3, size, size) images its metadata (or ``input_size``) says:
     calibration images of another size would fail inside ONNX Runtime halfway."""
     inits = {t.name for t in model.graph.initializer}
@@ -358,7 +359,7 @@ class Int8:
         return opts.rest_precision == "fp16"
 
     def quantize(self, model, cset: CalibrationSet, opts: QuantizeOptions, core: list[str], model_sha: str,
-                 prep: Preprocess, log) -> tuple[object, dict, dict]:  # fmt: skip
+                 prep: Preprocessing, log) -> tuple[object, dict, dict]:  # fmt: skip
         """The quantised graph, its recipe, and what the run hands on (``cache``: the ranges to
         cache once the output is written; ``sensitivity``)."""
         chosen = placement.select(model, opts, core)
@@ -426,7 +427,7 @@ class Fp16:
         return True
 
     def quantize(self, model, cset: CalibrationSet | None, opts: QuantizeOptions, core: list[str], model_sha: str,
-                 prep: Preprocess, log) -> tuple[object, dict, dict]:  # fmt: skip
+                 prep: Preprocessing, log) -> tuple[object, dict, dict]:  # fmt: skip
         placement.check_exclude(model, opts)
         kept = placement.keep_fp32_nodes(model, opts)
         qmodel, recipe = fp16.to_fp16(model, core, list(opts.exclude) + [n for v in kept.values() for n in v])
