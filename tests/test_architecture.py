@@ -21,7 +21,7 @@ ORDER = [
     "data", "data.images", "data.preprocess", "data.datasets", "data.calibration", "quantization", "quantization.ranges", "models.weights",
     "models.checkpoint", "models.sources", "models.resources",
     # 2 ONNX, comparison, TensorRT facts
-    "artifacts", "artifacts.graph", "artifacts.onnxio", "verify", "verify.compare", "options", "tensorrt", "tensorrt.library", "artifacts.purpose",
+    "artifacts", "artifacts.graph", "artifacts.onnxio", "verify", "verify.compare", "options", "tensorrt", "tensorrt.library", "tensorrt.manifest", "artifacts.purpose",
     # 3 runners
     "runners.base", "runners.pytorch", "runners.ort", "runners.openvino", "runners.reference", "runners.engine", "runners",
     # 4 graph work
@@ -38,7 +38,7 @@ ORDER = [
     # 7 bring your own model: plugs into the core from above (ModelMeta.prepare, sources.register_reader)
     "byo.modeldef", "byo.preprocess", "byo.public", "byo.swap", "byo.verify", "byo.spec", "byo.export", "byo",
     # 8 the whole job, 9 the command line
-    "workflow.pipeline", "workflow.doctor", "byo.cli", "cli", "serving.client", "client",
+    "workflow.steps", "workflow.pipeline", "workflow.doctor", "byo.cli", "cli", "serving.client", "client",
 ]  # fmt: skip
 
 

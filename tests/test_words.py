@@ -558,7 +558,7 @@ def test_a_rebuild_command_is_build_s_own_flags():
     from pathlib import Path
 
     from aft_export.cli import in_flags, main
-    from aft_export.tensorrt.library import rebuild_command
+    from aft_export.tensorrt.manifest import rebuild_command
 
     m = {"onnx": "model.fp16.onnx", "library": "tensorrt-rtx",
          "build_options": {"batch": "1,8,32", "hw": "16,32,64", "compute_capabilities": ["7.5"]}}  # fmt: skip

@@ -30,8 +30,8 @@ from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.environment import tensorrt_environment
 from aft_export.runners import onnx_info
 from aft_export.tensorrt.library import (RTX, TITLES, BuildOptions, build_plan, check_engine_name, engine_name,
-                                        import_library, input_profile, library_logger, make_manifest, manifest_path, require_gpu,
-                            save_json_atomic)  # fmt: skip
+                                         import_library, input_profile, library_logger, require_gpu)  # fmt: skip
+from aft_export.tensorrt.manifest import make_manifest, manifest_path, save_json_atomic
 from aft_export.trtcheck import check_model, enforce
 from aft_export.trtcheck.versions import EDITIONS, parse_version
 
