@@ -113,7 +113,7 @@ def _is_module(value) -> bool:
 
 
 def _preprocessing(preprocess, input_size, mean, std, classes):
-    from aft_export.byo.preprocess import resolve
+    from aft_export.data.preprocess import resolve
 
     return resolve(preprocess, input_size=input_size, mean=mean, std=std, classes=classes)
 
@@ -130,7 +130,7 @@ def _module(model, preprocess, input_size, mean, std, classes):
 
 def _user_model(model_def, weights, weights_key, preprocess, input_size, mean, std, classes):
     """The UserModel of ``model_def`` (or of a whole model spec given as ``preprocess``), or None."""
-    from aft_export.byo.preprocess import read_mapping, resolve
+    from aft_export.data.preprocess import read_mapping, resolve
     from aft_export.byo.spec import SPEC_KEYS, UserModel, read_spec
 
     spec = read_spec(preprocess) if preprocess and not model_def and "model_def" in read_mapping(preprocess) else None
@@ -324,7 +324,7 @@ def _real_checks(models, reports, library: str, also_build: bool, offline_only: 
     return out
 
 
-def parity(checkpoint, artifacts=(), *, data, images: int = ParityOptions.images, tolerances: Sequence[str] = (),
+def parity(checkpoint, artifacts=(), *, data=None, images: int = ParityOptions.images, tolerances: Sequence[str] = (),
            backend: str = ParityOptions.backend, model_def: str | None = None, weights: str | None = None,
            weights_key: str | None = None, preprocess: str | None = None, input_size: int | None = None,
            mean=None, std=None, classes=None):  # fmt: skip

@@ -15,14 +15,14 @@ PACKAGE = REPO / "aft_export"
 # the modules in the order they may import one another: each only from those before it
 ORDER = [
     # 0 ground
-    "errors", "version", "fileio", "readers", "machine",
+    "errors", "version", "fileio", "readers", "machine", "environment",
     # 1 model and data
     "layers.cores", "layers.ops", "layers.aft", "layers",
     "models.classifier", "models.registry", "models",
     "data", "data.images", "data.preprocess", "data.datasets", "data.calibration", "quantization", "quantization.ranges", "models.weights",
     "models.checkpoint", "models.sources", "models.resources",
     # 2 ONNX, comparison, TensorRT facts
-    "artifacts", "artifacts.graph", "artifacts.onnxio", "verify", "verify.compare", "options", "tensorrt", "tensorrt.library", "artifacts.purpose",
+    "artifacts", "artifacts.graph", "artifacts.onnxio", "verify", "verify.compare", "options", "tensorrt", "tensorrt.library", "tensorrt.manifest", "artifacts.purpose",
     # 3 runners
     "runners.base", "runners.pytorch", "runners.ort", "runners.openvino", "runners.reference", "runners.engine", "runners",
     # 4 graph work
@@ -37,9 +37,9 @@ ORDER = [
     # 6 checks across stages
     "verify.parity", "verify.deploy",
     # 7 bring your own model: plugs into the core from above (ModelMeta.prepare, sources.register_reader)
-    "byo.modeldef", "byo.preprocess", "byo.swap", "byo.verify", "byo.spec", "byo.export", "byo",
+    "byo.modeldef", "byo.public", "byo.swap", "byo.verify", "byo.spec", "byo.export", "byo",
     # 8 the whole job; 9 the Python API (one function per command, its results); 10 the command line
-    "workflow.pipeline", "workflow.doctor", "results", "api",
+    "workflow.steps", "workflow.pipeline", "workflow.doctor", "results", "api",
     "cli.words", "cli.signals", "cli.params", "cli.base", "cli.byo",
     "cli.models", "cli.export", "cli.checks", "cli.tensorrt", "cli.serving", "cli.workflow", "cli", "cli.__main__",
     "serving.client", "client",
@@ -48,7 +48,7 @@ ORDER = [
 
 # where each floor begins in ORDER (the floor of a module: the last start at or before it)
 FLOOR_STARTS = {"errors": 0, "layers.cores": 1, "artifacts": 2, "runners.base": 3, "trtcheck.view": 4,
-                "exporting.exporter": 5, "verify.parity": 6, "byo.modeldef": 7, "workflow.pipeline": 8,
+                "exporting.exporter": 5, "verify.parity": 6, "byo.modeldef": 7, "workflow.steps": 8,
                 "results": 9, "cli.words": 10}  # fmt: skip
 
 

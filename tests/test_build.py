@@ -36,7 +36,8 @@ from aft_export.exporting.exporter import ExportOptions, export_checkpoint
 from aft_export.options import QuantizeOptions
 from aft_export.quantization.stage import quantize_model
 from aft_export.runners import TrtRunner
-from aft_export.tensorrt.library import RTX, BuildOptions, environment
+from aft_export.environment import has_gpu
+from aft_export.tensorrt.library import RTX, BuildOptions
 from aft_export.trtcheck import check_model
 from tests.conftest import REPO, in_ci
 from tests.export.test_exporter import make_ckpt
@@ -117,7 +118,7 @@ class Artifacts:
 def _export_example(stem: str, out: Path) -> None:
     """An examples/byo model (untrained: the graph is what is tested), exported as a user would."""
     from aft_export.byo.export import export_model
-    from aft_export.byo.preprocess import Preprocessing
+    from aft_export.data.images import Preprocessing
     from tests.byo.publicpkgs import need
 
     for package in {"aft_pytorch_cifar": ["aft_pytorch"], "comvex_cifar": ["einops", "comvex"]}.get(stem, []):
@@ -143,7 +144,7 @@ def test_every_artifact_kind_parses_and_builds(made, kind):
     engine, m = Path(result.engine), result.manifest
     assert engine.name.endswith(".rtx.engine") and engine.stat().st_size > 0  # zero parser errors, or it raised
     assert m["library"] == RTX and m["library_version"] and m["compute_capabilities"] == []
-    assert m["built_on_gpu"] is (environment()["gpu"] is not None) and "not the engine's kernels" in m["note"]
+    assert m["built_on_gpu"] is has_gpu() and "not the engine's kernels" in m["note"]
     precision = kind.rsplit(".", 1)[1]
     assert m["precision"] == precision
     out = m["network"]["outputs"]
@@ -225,7 +226,7 @@ def test_check_reports_the_real_parser_beside_the_rules(made, rtx, tmp_path):
 
 def test_an_engine_built_here_is_never_reported_as_run(made, cifar10):
     """The runner refuses it without a GPU, and parity says skipped (exit 3), never passed."""
-    if environment()["gpu"] is not None:
+    if has_gpu():
         pytest.skip("a GPU is visible here: this checks the no-GPU path")
     onnx_path = made.get("zoo/aft_simple_cifar.tensorrt.fp16")
     engine = Path(str(onnx_path).replace(".onnx", ".rtx.engine"))

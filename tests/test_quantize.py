@@ -93,10 +93,10 @@ def _logits(path, x):
 
 def _calibration_tensors(model, source, count, seed=0):
     """The calibration images a run with these settings uses, preprocessed as the metadata says."""
-    from aft_export.data.calibration import Preprocess, load_calibration
+    from aft_export.data.calibration import Preprocessing, load_calibration
 
     meta = {p.key: p.value for p in model.metadata_props}
-    return load_calibration(str(source), Preprocess.from_metadata(meta), count, seed, progress=False).tensors
+    return load_calibration(str(source), Preprocessing.from_metadata(meta), count, seed, progress=False).tensors
 
 
 def _sha256(tensors):
@@ -1023,3 +1023,25 @@ def test_compute_nodes_of_our_int8_files(int8_of):
     assert counts["int8"] == result.recipe["quantized_nodes"] and counts["fp16"] > 0 and counts["fp32"] > 0
     parsed = parse(onnx.load(path))
     assert parsed.ok and network_summary(need_rtx(), parsed.network)["compute"]["int8"] == counts["int8"]
+
+
+def test_the_precision_is_chosen_once_as_one_strategy_per_precision():
+    """int8 or fp16 is one strategy picked by name where the stage starts; nothing else in the
+    stage asks the precision string (a new precision is one class, not five branches)."""
+    import inspect
+    import re
+
+    from aft_export.options import PRECISIONS
+    from aft_export.quantization import stage
+
+    assert tuple(stage.PRECISION_STRATEGIES) == PRECISIONS
+    assert all(how.name == name for name, how in stage.PRECISION_STRATEGIES.items())
+    int8, fp16 = stage.PRECISION_STRATEGIES["int8"], stage.PRECISION_STRATEGIES["fp16"]
+    assert fp16.computes_fp16(QuantizeOptions(precision="fp16"))
+    assert [int8.computes_fp16(QuantizeOptions(rest_precision=r)) for r in ("fp16", "fp32")] == [True, False]
+    with pytest.raises(AFTExportError, match="int8 needs calibration images"):
+        int8.without_calibration()
+    fp16.without_calibration()  # optional: no agreement to measure
+    source = inspect.getsource(stage)  # (rest_precision is another option, the int8 strategy's)
+    assert len(re.findall(r"\bopts\.precision\b", source)) == 1
+    assert not re.search(r"(?<!rest_)precision [!=]= \"", source)

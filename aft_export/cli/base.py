@@ -172,7 +172,7 @@ class _Group(click.Group):
         _epilog_table(formatter)
 
     def invoke(self, ctx):
-        from aft_export.runners.ort import ort_conflict
+        from aft_export.environment import ort_conflict
 
         conflict = ort_conflict()
         if conflict:

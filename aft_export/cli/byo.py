@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from aft_export.byo.preprocess import read_mapping, resolve
+from aft_export.data.preprocess import read_mapping, resolve
 from aft_export.errors import AFTExportError
 from aft_export.models.sources import open_source
 from aft_export.readers import MAX_SIDE

@@ -29,7 +29,8 @@ from aft_export.options import (
 @click.option("--output", "-o", type=click.Path(file_okay=False),
               help="Run directory [default: runs/<model>-<UTC time>].")
 @click.option("--calib", help="Calibration images or recipe [default: calibration/cifar10.json].")
-@click.option("--data", help=f"Labelled images for parity and eval [default: {PipelineOptions.data}].")
+@click.option("--data", help="Labelled images for parity and eval [default: the checkpoint's test data, else "
+                             "cifar10:test].")
 @click.option("--precision", "precisions", multiple=True, type=click.Choice(sorted(PRECISIONS)),
               help=f"Reduced precisions to build [default: {' and '.join(PipelineOptions.precisions)}].")
 @click.option("--op-form", type=click.Choice(OP_FORMS), help=f"[default: {PipelineOptions.op_form}]")

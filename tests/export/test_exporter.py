@@ -280,7 +280,8 @@ def test_verification_uses_the_data_the_checkpoint_names(tmp_path, monkeypatch):
     meta = load_checkpoint(tmp_path / "m.pt")[1]
     images, source = export_module._verification_images(meta, ExportOptions(verify_images=4))
     assert images.shape == (4, 3, 32, 32) and source == str(tmp_path / "imgs")
-    recorded = export_module.recorded_test_data
+    from aft_export.data.datasets import recorded_test_data as recorded
+
     for prov, found in [({"data": "cifar10:train", "metrics": {"test_data": "cifar10:test"}}, "cifar10:test"),
                         ({"data": str(tmp_path / "imgs")}, str(tmp_path / "imgs")),
                         ({"data": "/nowhere/train.tar", "train_config": {"test_data": "missing"}}, None), ({}, None)]:
