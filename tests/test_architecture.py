@@ -32,7 +32,7 @@ ORDER = [
     "exporting.exporter",
     "quantization.placement", "quantization.runs", "quantization.calibrators", "quantization.cache", "quantization.sensitivity",
     "quantization.fp16", "quantization.stage",
-    "verify.evaluate", "verify.bench", "tensorrt.build", "tensorrt.nvtools", "models.training", "serving", "serving.predict", "artifacts.info", "workflow", "workflow.report", "serving.spec", "serving.tritonmodel", "serving.repository",
+    "verify.evaluate", "verify.bench", "tensorrt.build", "tensorrt.nvtools", "models.training", "serving", "serving.predict", "artifacts.info", "workflow", "workflow.plots", "workflow.report", "serving.spec", "serving.tritonmodel", "serving.repository",
     "serving.server",
     # 6 checks across stages
     "verify.parity", "verify.deploy",
@@ -154,11 +154,12 @@ def test_the_byo_checker_catches_a_core_import(tmp_path):
 
 
 def test_report_renders_and_imports_no_runner_stage_or_pipeline():
-    """report turns results into text and SVG; it needs nothing above the ONNX/comparison floor."""
+    """report and plots turn results into text and SVG; they need nothing above the ONNX/comparison floor."""
     modules = _modules()
     below = set(ORDER[: ORDER.index("runners.base")])
-    found = {t for _, t in _imports(modules["workflow.report"], set(modules))}
-    assert found <= below, f"aft_export.workflow.report imports {sorted(found - below)}"
+    for name in ("workflow.report", "workflow.plots"):
+        found = {t for _, t in _imports(modules[name], set(modules))}
+        assert found <= below, f"aft_export.{name} imports {sorted(found - below)}"
 
 
 def test_the_package_init_only_re_exports_the_model_floor():
@@ -275,3 +276,14 @@ def test_the_old_module_paths_read_the_new_modules():
         warnings.simplefilter("error")
         with pytest.raises(ModuleNotFoundError):
             importlib.import_module("aft_export.no_such_module")
+
+
+def test_the_package_keeps_its_shape():
+    """tools/shape.py's limits: about 12 modules in the root, no command-line module over 300 lines,
+    none over 600 but the tables it names, no upward import, no cycle."""
+    sys.path.insert(0, str(REPO / "tools"))
+    try:
+        import shape
+    finally:
+        sys.path.remove(str(REPO / "tools"))
+    assert shape.main() == 0

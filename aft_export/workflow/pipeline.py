@@ -60,7 +60,8 @@ from aft_export.artifacts.purpose import engine_made_for, file_purpose
 from aft_export.options import QuantizeOptions
 from aft_export.quantization.cache import write_cache_entries
 from aft_export.quantization.stage import apply_recipe, quantize_model
-from aft_export.workflow.report import deploy_plots, pipeline_plots, report_markdown, summary_rows
+from aft_export.workflow.plots import deploy_plots, pipeline_plots
+from aft_export.workflow.report import report_markdown, summary_rows
 from aft_export.options import (EXPORT_TARGETS, PRECISIONS, TARGETS, BenchOptions, PipelineOptions,
                                 TritonRepoOptions)  # fmt: skip
 from aft_export.models.resources import default_calibration, default_checkpoint
