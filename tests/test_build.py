@@ -68,8 +68,8 @@ class Artifacts:
     """Every kind of artifact, made on first use and kept for the module: each fp32 export once,
     its quantisations from it."""
 
-    def __init__(self, root: Path, cifar10: Path):
-        self.root, self.cifar10, self.made = root, cifar10, {}
+    def __init__(self, root: Path, cifar10: Path, zoo_onnx):
+        self.root, self.cifar10, self.made, self.zoo_onnx = root, cifar10, {}, zoo_onnx
         images = load_labelled(str(cifar10 / "test.tar"), 32, limit=CALIBRATION_IMAGES).images
         self.calib = root / "calib.npy"  # uint8 (N, H, W, 3): preprocessed by each model's own metadata
         np.save(self.calib, images)
@@ -93,14 +93,11 @@ class Artifacts:
             model, target = stem.split(".")
             if precision != "fp32":
                 return self._quantize(self.get(f"zoo/{model}.{target}.fp32"), out, precision)
-            export_checkpoint(REPO / "models" / f"{model}.pt", out, ExportOptions(target=target, verify_images=0),
-                              **QUIET)  # fmt: skip
+            self.zoo_onnx.export(model, out, target=target)  # the session's (tests/conftest.py), verification off
         elif group == "variant":
-            conv = REPO / "models" / "aft_conv_cifar.pt"
-            if stem == "decomposed":
-                export_checkpoint(conv, out, ExportOptions(op_form="decomposed", verify_images=0), **QUIET)
-            elif stem == "dynamic_hw":
-                export_checkpoint(conv, out, ExportOptions(dynamic_hw=True, verify_images=0), **QUIET)
+            if stem in ("decomposed", "dynamic_hw"):
+                self.zoo_onnx.export("aft_conv_cifar", out, **{"decomposed": {"op_form": "decomposed"},
+                                                              "dynamic_hw": {"dynamic_hw": True}}[stem])  # fmt: skip
             else:
                 opts = {"quantize_aft_core": {"quantize_aft_core": True}, "per_tensor": {"per_channel": False}}[stem]
                 return self._quantize(self.get("zoo/aft_conv_cifar.tensorrt.fp32"), out, "int8", **opts)
@@ -130,8 +127,8 @@ def _export_example(stem: str, out: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def made(tmp_path_factory, cifar10, rtx):
-    return Artifacts(tmp_path_factory.mktemp("rtx"), cifar10)
+def made(tmp_path_factory, cifar10, rtx, zoo_onnx):
+    return Artifacts(tmp_path_factory.mktemp("rtx"), cifar10, zoo_onnx)
 
 
 @pytest.mark.parametrize("kind", KINDS)
