@@ -339,9 +339,11 @@ _SLOW = [pytest.param(n, marks=pytest.mark.slow) for n in list_models() if n.end
 
 @pytest.mark.parametrize("op_form", ["custom", "decomposed"])
 @pytest.mark.parametrize("name", _FAST + _SLOW)
-def test_every_registered_config_exports_and_verifies(name, op_form, tmp_path, cifar10):
-    ckpt = make_ckpt(tmp_path / "m.pt", name)
-    res = export_checkpoint(ckpt, tmp_path / "m.onnx", ExportOptions(
+def test_every_registered_config_exports_and_verifies(name, op_form, tmp_path, cifar10, tiny_onnx):
+    """(The checkpoint is make_ckpt's, made once per session; the export runs here, and the
+    session keeps its file for the modules that read the same export: test_build's 224 configs.)"""
+    ckpt = tiny_onnx.ckpt(tmp_path / "m.pt", name)
+    res = tiny_onnx.export_verified(ckpt, tmp_path / "m.onnx", ExportOptions(
         op_form=op_form, verify_images=8, verify_data=str(cifar10 / "test.tar")))  # fmt: skip
     cfg = get_config(name)
     assert res.aft_nodes == (cfg.depth if op_form == "custom" else 0)
