@@ -11,30 +11,27 @@ from onnx import TensorProto, numpy_helper
 
 from aft_export.cli import main
 from aft_export.errors import AFTExportError
-from aft_export.exporting.exporter import ExportOptions, export_checkpoint
 from aft_export.exporting.functions import DOMAIN
 from aft_export.artifacts.graph import aft_core_nodes, aft_projection_nodes, node_module
 from aft_export.options import QuantizeOptions
 from aft_export.quantization.stage import quantize_model
 from aft_export.artifacts.onnxio import graph_precision
 from tests.conftest import REPO
-from tests.export.test_exporter import make_ckpt
 
 QUIET = dict(log=lambda *a: None)
 
 
 @pytest.fixture(scope="module")
-def onnx_models(tmp_path_factory, cifar10):
-    """fp32 exports of tiny models: AFT-full in the custom form, AFT-conv decomposed."""
+def onnx_models(tmp_path_factory, tiny_onnx):
+    """fp32 exports of tiny models: AFT-full in the custom form, AFT-conv decomposed (the session's,
+    tests/conftest.py ``tiny_onnx``; these very exports are verified against PyTorch on real images
+    in tests/export/test_exporter.py, which is where the exporter is tested)."""
     d = tmp_path_factory.mktemp("q")
     out = {}
     for key, name, form in (("custom", "aft_full_test", "custom"), ("decomposed", "aft_conv_test", "decomposed"),
                             ("conv_custom", "aft_conv_test", "custom")):  # fmt: skip
-        ckpt = make_ckpt(d / f"{name}.pt", name)
-        path = d / f"{name}_{form}.onnx"
-        export_checkpoint(ckpt, path, ExportOptions(op_form=form, verify_data=str(cifar10 / "test.tar"),
-                                                    verify_images=16), **QUIET)  # fmt: skip
-        out[key] = path
+        ckpt = tiny_onnx.ckpt(d / f"{name.split('_')[1]}.pt", name)
+        out[key] = tiny_onnx.export(ckpt, d / f"{name}_{form}.onnx", op_form=form)
     return out
 
 

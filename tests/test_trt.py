@@ -13,7 +13,6 @@ from click.testing import CliRunner
 from aft_export.cli import main
 from aft_export.environment import has_gpu
 from aft_export.errors import AFTExportError, RuntimeMissing
-from aft_export.exporting.exporter import ExportOptions, export_checkpoint
 from aft_export.tensorrt.build import build_engine
 from aft_export.runners import TrtRunner
 from aft_export.tensorrt.library import (RTX, BuildOptions, Profile, build_plan, check_engine_name, check_trt_version,
@@ -21,7 +20,6 @@ from aft_export.tensorrt.library import (RTX, BuildOptions, Profile, build_plan,
                                          network_flags, precision_flags, rtx_runs_on,
                                          version_compatible_runs)  # fmt: skip
 from aft_export.tensorrt.manifest import check_manifest, make_manifest, manifest_path, rebuild_command
-from tests.export.test_exporter import make_ckpt
 
 HAS_TRT = importlib.util.find_spec("tensorrt") is not None
 HAS_GPU = has_gpu()
@@ -31,14 +29,15 @@ QUIET = dict(log=lambda *a: None)
 
 
 @pytest.fixture(scope="module")
-def graphs(tmp_path_factory):
+def graphs(tmp_path_factory, tiny_onnx):
+    """The session's tiny exports (tests/conftest.py ``tiny_onnx``), shared with other modules."""
     d = tmp_path_factory.mktemp("trt")
     out = {}
     for key, name, kw in (("dynamic", "aft_full_test", {}), ("fixed", "aft_full_test", {"batch": "4"}),
                           ("hw", "aft_conv_test", {"dynamic_hw": True})):  # fmt: skip
-        ckpt = make_ckpt(d / f"{key}.pt", name)
+        ckpt = tiny_onnx.ckpt(d / f"{name.split('_')[1]}.pt", name)
         out[key] = d / f"{key}.onnx"
-        export_checkpoint(ckpt, out[key], ExportOptions(verify_images=0, **kw), **QUIET)
+        tiny_onnx.export(ckpt, out[key], **kw)
     return out
 
 
