@@ -9,7 +9,7 @@ name a TensorRT member (``"BuilderFlag.FP16"``, resolved at run time). Objects a
 assignments with the return types of the bindings' signatures (``builder.create_network()`` is an
 ``INetworkDefinition``); parameters, which carry no type, are typed by their name (PARAM_TYPES).
 
-Guards the analyser understands (the convention trt.py follows):
+Guards the analyser understands (the convention tensorrt/library.py follows):
 - ``if version >= (10, 9):`` and ``<``, ``<=``, ``>``, ``==``, ``!=`` against a tuple of ints, combined
   with ``and``/``or``/``not``, on a variable named ``version`` or ``trt_version`` (the tuple from
   ``check_trt_version``); the ``else`` branch gets the other versions. An unrelated condition keeps
@@ -80,9 +80,10 @@ TYPE_ALIASES = {"nvonnxparser::IParserError": "ParserError"}
 VERSION_NAMES = {"version", "trt_version"}
 RESOLVERS = {"_trt_attr"}  # resolves "BuilderFlag.FP16" at run time; the literals are checked where written
 ENUM_VALUE_ATTRS = {"name", "value"}  # what pybind11 gives every enum value
-TRT_PY = REPO / "aft_export" / "trt.py"
+TRT_PY = REPO / "aft_export" / "tensorrt" / "library.py"
 # every module that calls TensorRT: the version choices and manifest, the build, the runner
-TRT_FILES = [TRT_PY, REPO / "aft_export" / "build.py", REPO / "aft_export" / "runners" / "engine.py"]
+TRT_FILES = [TRT_PY, REPO / "aft_export" / "tensorrt" / "build.py", REPO / "aft_export" / "tensorrt" / "manifest.py",
+             REPO / "aft_export" / "runners" / "engine.py"]
 
 
 def api_for(key: str) -> dict:

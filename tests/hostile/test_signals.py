@@ -34,7 +34,7 @@ PIPELINE = ["pipeline", "{d}/m.pt", "--out", "{d}/out/run", "--calib", "{d}/reci
 # (id, argv, where it stops: MODULE:FUNCTION[:N|:after] or None (a timed kill just after start), signal)
 SCENARIOS = [
     ("quantize: starting up", QUANTIZE, None, signal.SIGTERM),
-    ("quantize: decoding calibration images", QUANTIZE, "aft_export.data.calibration:load_image:3", signal.SIGTERM),
+    ("quantize: decoding calibration images", QUANTIZE, "aft_export.data.images:load_image:3", signal.SIGTERM),
     ("quantize: ranges computed in $TMPDIR", [*QUANTIZE, "--no-cache"], "aft_export.quantization.placement:ort_quantize",
      signal.SIGTERM),
     # with the cache on: the ranges are written to $TMPDIR first (file_mode's first call, inside the atomic
@@ -168,7 +168,7 @@ def test_a_signal_leaves_nothing_behind(outcomes, name, argv, stop, signum):
 
 @pytest.mark.parametrize("argv, stop, what, first_work", [
     (PIPELINE, "aft_export.exporting.exporter:_simplify", "out/run", "aft_export.models.sources.CheckpointSource.load"),
-    (QUANTIZE, "aft_export.data.calibration:load_image:3", "out/q.onnx", "aft_export.quantization.stage.load_onnx"),
+    (QUANTIZE, "aft_export.data.images:load_image:3", "out/q.onnx", "aft_export.quantization.stage.load_onnx"),
 ])  # fmt: skip
 def test_a_second_run_to_the_same_output_fails_at_its_start(world, ort_state, tmp_path, monkeypatch, argv, stop, what,
                                                              first_work):  # fmt: skip
