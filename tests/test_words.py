@@ -41,6 +41,7 @@ from tests.test_architecture import _modules
 
 CLI_FLOOR = {"cli", "cli.__main__", "cli.words", "cli.signals", "cli.params", "cli.base", "cli.byo", "cli.models",
              "cli.export", "cli.checks", "cli.tensorrt", "cli.serving", "cli.workflow", "client", "serving.client"}
+DISPATCHERS = CLI_FLOOR | {"api"}  # they import every stage: an attribute there is one of what its names import
 OTHER_TOOLS = {"tensorrt.nvtools"}  # writes trtexec/polygraphy command lines (whose flags share names with ours)
 HOLE = "\x00{}\x01"  # an f-string's {expression}, numbered, in the text the patterns are matched on
 DYNAMIC = re.compile(r"`\x00(\d+)\x01(?:=[^`]*)?`")
@@ -83,6 +84,12 @@ CANNOT_SHOW = [  # the command never shows that message
     (("quantize",), ("opset",),
      "quantize puts only an opset-18 default export in another target's form (export.forms.conversion_problem "
      "refuses any other opset first), so the portable form's opset message never reaches it"),
+    (("check",), ("output",),
+     "api.check's keyword `build` (check --build: the installed builder, in memory) is no call of api.build, which "
+     "names the engine file: the test reads the name as the function"),
+    (("parity",), ("dynamic_hw", "require_aft"),
+     "api.parity exports an nn.Module in memory only for a Python caller (api._module); the command line passes "
+     "paths and --model-def, whose parity export takes neither"),
     (("pipeline",), ("backend", "provider"),
      "the pipeline runs its ONNX files in the default backend and writes the Triton repository with it: no other "
      "backend is named there"),
@@ -393,9 +400,9 @@ def reach(command: str) -> frozenset[str]:
         named = [u for name in names for u in _resolve(module, name)]
         todo += named
         # x.attr: a function or method of that name in what the module imports (the command
-        # line imports every stage: there, in what the names it uses import)
-        scope = closure[module] if module not in CLI_FLOOR else set().union(
-            *(closure[u.split(":")[0]] for u in named if u.split(":")[0] not in CLI_FLOOR))
+        # line and the API import every stage: there, in what the names it uses import)
+        scope = closure[module] if module not in DISPATCHERS else set().union(
+            *(closure[u.split(":")[0]] for u in named if u.split(":")[0] not in DISPATCHERS))
         for attr in attrs:
             todo += [u for u in by_name.get(attr, ()) if u.split(":")[0] in scope]
     return frozenset(seen)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from aft_export.cli.base import echo, exit_status, log_for, main, print_json
-from aft_export.cli.byo import USER_MODEL_KEYS, model_source_from, require_aft_option, user_model_options
+from aft_export.cli.base import echo, exit_status, main, print_json
+from aft_export.cli.byo import USER_MODEL_KEYS, require_aft_option, user_model_options
 from aft_export.cli.params import (
     BATCH,
     COUNT,
@@ -14,7 +14,7 @@ from aft_export.cli.params import (
     Finite,
     apply_options,
     default,
-    floats3,
+    given,
 )
 from aft_export.errors import AFTExportError
 from aft_export.options import (
@@ -37,7 +37,7 @@ def _export_options():
     E = ExportOptions
     return [
         click.option("--opset", default=default(E, "opset"), show_default=True, help="ONNX opset (18 or newer)."),
-        click.option("--batch-dim", "batch", default=default(E, "batch"), show_default=True,
+        click.option("--batch-dim", default=default(E, "batch"), show_default=True,
                      help="The graph's batch dimension: 'dynamic' or a fixed batch size."),
         click.option("--dynamic-hw", is_flag=True, help="AFT-conv only: dynamic height and width."),
         click.option("--op-form", type=click.Choice(OP_FORMS), default=default(E, "op_form"), show_default=True,
@@ -46,10 +46,10 @@ def _export_options():
                      help="; ".join(f"{t.name}: {t.summary}" for t in EXPORT_TARGETS.values()) + "."),
         click.option("--simplify/--no-simplify", default=default(E, "simplify"), show_default=True, help="Run onnxsim."),
         click.option("--allow-unsimplified", is_flag=True, help="Keep the unsimplified graph if onnxsim fails."),
-        click.option("--images", "verify_images", type=NONNEGATIVE, default=default(E, "verify_images"),
+        click.option("--images", type=NONNEGATIVE, default=default(E, "verify_images"),
                      show_default=True,
                      help="Real images to verify the export on (0: skip; the exit status is then 3, not verified)."),
-        click.option("--data", "verify_data", type=click.Path(),
+        click.option("--data", type=click.Path(),
                      help="Images to verify on: ImageFolder directory or tar [default: a zoo checkpoint's test set]."),
     ]  # fmt: skip
 
@@ -57,28 +57,25 @@ def _export_options():
 @main.command("export")
 @click.argument("checkpoint", required=False, type=click.Path(dir_okay=False))
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="ONNX file to write.")
-@click.option("--config", "config_name", help="Registry config name, for plain state_dict files.")
+@click.option("--config", help="Registry config name, for plain state_dict files.")
 @apply_options(_export_options())
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @user_model_options
 @require_aft_option
-def export_cmd(checkpoint, output, config_name, as_json, **kw) -> None:
+def export_cmd(checkpoint, output, as_json, **kw) -> None:
     """Export a checkpoint (or, with --model-def, a model trained elsewhere) to ONNX, simplify
     it and verify it against PyTorch.
 
     Exit 1: the verification failed, or the offline rules of every targeted TensorRT refuse the
     graph; 3: not verified (--images 0), or the rules of a targeted TensorRT version refuse or warn.
     """
-    from aft_export.exporting.exporter import export_checkpoint
+    from aft_export.api import export
     from aft_export.workflow.report import format_export
 
-    byo = {k: kw.pop(k) for k in list(kw) if k in USER_MODEL_KEYS}
-    kw["require_aft"] = bool(kw["require_aft"])
-    # `export W.pt --model-def ...`: with --model-def the positional file is the weights
-    source, _ = model_source_from(checkpoint, byo, config_name, role="weights")
-    if source is None:
+    if checkpoint is None and all(kw[k] is None for k in USER_MODEL_KEYS):
         raise AFTExportError("give a CHECKPOINT to export, or --model-def and --weights for a model trained elsewhere")
-    result = export_checkpoint(source, output, ExportOptions(**kw), log=log_for(as_json))
+    # `export W.pt --model-def ...`: with --model-def the positional file is the weights
+    result = export(checkpoint, output, **given(kw))
     print_json(result.to_dict()) if as_json else echo(format_export(result.to_dict()))
     return exit_status(result.verdict)
 
@@ -90,7 +87,7 @@ def _quantize_options():
                      help="int8 range calibration."),
         click.option("--percentile", type=Finite(0, 100, min_open=True), default=default(Q, "percentile"),
                      show_default=True, help="For --method percentile."),
-        click.option("--images", "count", type=COUNT,
+        click.option("--images", type=COUNT,
                      help=f"Calibration images to sample [default: the recipe's, else {CALIB_COUNT}]."),
         click.option("--batch-size", type=BATCH, default=default(Q, "batch_size"), show_default=True,
                      help="Calibration batch size."),
@@ -105,7 +102,7 @@ def _quantize_options():
                           "re.match and ModelOpt's --nodes_to_exclude) out of int8 (repeatable)."),
         click.option("--exclude-op-type", "exclude_op_types", multiple=True, metavar="OP",
                      help="int8: keep every node of this op type out of int8 (repeatable)."),
-        click.option("--quantize-op-type", "op_types", multiple=True, metavar="OP",
+        click.option("--quantize-op-type", "quantize_op_types", multiple=True, metavar="OP",
                      help=f"int8: an op type to quantise (repeatable) [default: {', '.join(QUANTIZED_OP_TYPES)}]."),
         click.option("--keep-fp32", multiple=True, metavar="REGEX",
                      help="Keep the nodes whose names this regular expression matches in fp32: out of int8 and "
@@ -150,17 +147,15 @@ def _quantize_options():
 @click.option("--mean", help="For models without metadata: r,g,b mean of (x / 255).")
 @click.option("--std", help="For models without metadata: r,g,b std.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def quantize_cmd(model, output, calib, exclude, cache_dir, no_cache, mean, std, as_json, **kw) -> None:
+def quantize_cmd(model, output, as_json, **kw) -> None:
     """Write an int8 (Q/DQ) or fp16 graph from an fp32 ONNX export, calibrated on real images.
 
     Exit 1: the offline rules of every targeted TensorRT refuse the graph; 3: fp16 values took
     NaN/Inf on the calibration images, or the rules of a targeted TensorRT version refuse or warn.
     """
-    from aft_export.quantization.stage import quantize_model
+    from aft_export.api import quantize
     from aft_export.workflow.report import format_quantize
 
-    opts = QuantizeOptions(exclude=tuple(exclude), cache_dir="" if no_cache else cache_dir,
-                           mean=floats3(mean, "--mean"), std=floats3(std, "--std"), **kw)  # fmt: skip
-    result = quantize_model(model, output, calib, opts, log=log_for(as_json))
+    result = quantize(model, output, **given(kw))
     print_json(result.to_dict()) if as_json else echo(format_quantize(result.to_dict()))
     return exit_status(result.verdict)

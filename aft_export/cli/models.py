@@ -6,7 +6,7 @@ import json
 
 import click
 
-from aft_export.cli.base import echo, main, print_json
+from aft_export.cli.base import echo, exit_status, main, print_json
 from aft_export.cli.params import (
     BATCH,
     COUNT,
@@ -16,10 +16,9 @@ from aft_export.cli.params import (
     InPlace,
     apply_options,
     default,
-    foreign_from,
     foreign_options,
+    given,
 )
-from aft_export.errors import EXIT_OK
 from aft_export.options import (
     TrainConfig,
 )
@@ -28,25 +27,26 @@ from aft_export.options import (
 @main.command("models")
 def models_cmd() -> None:
     """List the registered model configs."""
-    from aft_export.models import describe_models
+    from aft_export.api import describe_models
 
     echo(describe_models())
 
 
 @main.command("info")
 @click.argument("artifact", type=click.Path(dir_okay=False))
-@click.option("--config", "config_name", help="Registry config name, for plain state_dict files.")
+@click.option("--config", help="Registry config name, for plain state_dict files.")
 @foreign_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-def info_cmd(artifact: str, config_name: str | None, as_json: bool, **kw) -> None:
+def info_cmd(artifact: str, as_json: bool, **kw) -> None:
     """Print what an artifact is: a checkpoint's config, parameter count, classes and metrics; an
     ONNX file's export target, opset, precision, com.aft layers and quantisation recipe (another
     tool's: its inputs, outputs, opsets, producer); an engine's manifest."""
-    from aft_export.artifacts.info import describe_artifact
+    from aft_export.api import info
     from aft_export.workflow.report import format_info
 
-    d = describe_artifact(artifact, config=config_name, preprocessing=foreign_from(kw))
-    print_json(d) if as_json else echo(format_info(d))
+    result = info(artifact, **kw)
+    print_json(result.to_dict()) if as_json else echo(format_info(result.to_dict()))
+    return exit_status(result.verdict)
 
 
 def _train_options():
@@ -75,12 +75,12 @@ def _train_options():
 @click.option("--images", type=COUNT, help="Train on the first N images only (smoke tests).")
 @click.option("--resume", type=InPlace(dir_okay=False),
               help="Continue from an epoch checkpoint (it may be --output itself: the run goes on in place).")
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
-def train_cmd(model_name, data, output, test_data, no_progress, **kw) -> None:
+@click.option("--progress/--no-progress", default=default(TrainConfig, "progress"), show_default=True,
+              help="A progress bar on stderr.")
+def train_cmd(model_name, **kw) -> None:
     """Train a classifier; writes the checkpoint atomically after every epoch."""
-    from aft_export.models.training import train
+    from aft_export.api import train
 
-    metrics = train(TrainConfig(model=model_name, data=data, output=output, test_data=test_data,
-                                progress=not no_progress, **kw))  # fmt: skip
-    click.echo(json.dumps(metrics))
-    return EXIT_OK
+    result = train(model=model_name, **given(kw))
+    click.echo(json.dumps(result.to_dict()))
+    return exit_status(result.verdict)

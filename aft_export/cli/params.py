@@ -11,8 +11,7 @@ import math
 import click
 
 from aft_export.cli.words import RENAMED_UNTIL
-from aft_export.errors import AFTExportError
-from aft_export.options import BACKENDS, DEFAULT_BACKEND, MAX_SEED, MAX_THREADS, PROVIDER_BACKENDS
+from aft_export.options import BACKENDS, DEFAULT_BACKEND, MAX_SEED, MAX_THREADS, PROVIDER_BACKENDS, backend_of
 from aft_export.readers import MAX_SIDE
 
 BACKEND_LIST = ", ".join(f"{b.name} ({b.summary})" for b in BACKENDS.values())
@@ -57,25 +56,15 @@ def apply_options(options):
     return wrap
 
 
-def floats3(value: str | None, name: str):
-    if value is None:
-        return None
-    try:
-        parts = tuple(float(v) for v in value.split(","))
-    except ValueError:
-        parts = ()
-    if len(parts) != 3 or not all(math.isfinite(v) for v in parts):
-        raise AFTExportError(f"{name} takes three comma-separated numbers (finite), e.g. 0.485,0.456,0.406; "
-                             f"got {value!r}")  # fmt: skip
-    return parts
+def given(kw: dict) -> dict:
+    """The options the command hands to its API function: all but those left unset (None, or no
+    value of a repeatable one), which take the function's own defaults."""
+    return {k: v for k, v in kw.items() if v is not None and v != ()}
 
 
 class InPlace(click.Path):
     """A file a command continues and rewrites in place by design (``train --resume``):
     the one input an output may be."""
-
-
-FOREIGN_KEYS = ("preprocess", "input_size", "mean", "std", "classes")  # the parameters foreign_options adds
 
 
 def foreign_options(command):
@@ -95,22 +84,17 @@ def foreign_options(command):
     return command
 
 
-def foreign_from(kw: dict):
-    """The ForeignPreprocessing of the foreign_options in ``kw`` (taken out of it); None when none was given."""
-    from aft_export.data.preprocess import ForeignPreprocessing
-
-    given = {k: kw.pop(k) for k in FOREIGN_KEYS if k in kw}
-    if all(v is None for v in given.values()):
-        return None
-    return ForeignPreprocessing(**given)
-
-
 def _provider_alias(ctx, param, value):
     """``--provider`` (cpu, cuda, tensorrt), the old name of ``--backend``: still read, with a note."""
     if value is not None:
         click.echo(f"warning: {ctx.command.name} --provider {value} is now --backend {PROVIDER_BACKENDS[value]}; the "
                    f"old name goes in aft-export {RENAMED_UNTIL}", err=True)  # fmt: skip
     return value
+
+
+def backend_from(backend: str | None, provider: str | None) -> str | None:
+    """The backend ``--backend`` and the old ``--provider`` name together (an error where they name two)."""
+    return backend if provider is None else backend_of(backend, provider)
 
 
 def backend_options(owner=None, help_text: str = BACKEND_HELP):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from aft_export.cli.base import echo, main, print_json, say
+from aft_export.cli.base import echo, exit_status, main, print_json
 from aft_export.cli.params import (
     BACKEND_LIST,
     BATCH,
@@ -13,10 +13,11 @@ from aft_export.cli.params import (
     PORT,
     THREADS,
     apply_options,
+    backend_from,
     backend_options,
     default,
-    foreign_from,
     foreign_options,
+    given,
 )
 from aft_export.errors import EXIT_OK, EXIT_SIGNAL_BASE
 from aft_export.options import (
@@ -33,13 +34,14 @@ from aft_export.options import (
 @click.option("--top-k", type=COUNT, default=5, show_default=True)
 @backend_options()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def infer_cmd(artifact, images, top_k, backend, provider, as_json) -> None:
+def infer_cmd(artifact, images, backend, provider, as_json, **kw) -> None:
     """Top-k classes from a checkpoint, ONNX file or engine for images or folders of images."""
-    from aft_export.serving.predict import classify
+    from aft_export.api import infer
     from aft_export.workflow.report import format_predictions
 
-    result = classify(artifact, images, top_k=top_k, backend=backend, providers=provider)
-    print_json(result) if as_json else echo(format_predictions(result))
+    result = infer(artifact, images, backend=backend_from(backend, provider), **kw)
+    print_json(result.to_dict()) if as_json else echo(format_predictions(result.to_dict()))
+    return exit_status(result.verdict)
 
 
 def _triton_options(owner):
@@ -71,17 +73,16 @@ def _triton_options(owner):
 @click.option("--drain-seconds", type=click.IntRange(0, 3600), default=default(ServeOptions, "drain_seconds"),
               show_default=True, help="On SIGINT/SIGTERM, how long Triton waits for the requests in flight.")
 @foreign_options
-def serve_cmd(artifacts, **kw) -> int:
+def serve_cmd(artifacts, backend, provider, **kw) -> int:
     """Serve ONNX files or engines with NVIDIA Triton (the tritonserver of the serve extra;
     the models run in its Python backend): per artifact NAME, model NAME takes normalised
     FP32 [3,H,W] images and NAME_image encoded ones (BYTES); both return logits, topk_index,
     topk_label. Prints one line once every model is ready. SIGINT/SIGTERM stop it: the
     requests in flight are answered, every process it started ends, and the exit status
     is 130/143."""
-    from aft_export.serving.server import serve
+    from aft_export.api import serve_until_stopped
 
-    pre = foreign_from(kw)
-    served = serve(list(artifacts), ServeOptions(preprocessing=pre, **kw), log=say)
+    served = serve_until_stopped(artifacts, backend=backend_from(backend, provider), **given(kw))
     return EXIT_SIGNAL_BASE + served.signal if served.signal else EXIT_OK
 
 
@@ -103,7 +104,7 @@ def triton_repo_cmd(artifacts, output, **kw) -> None:
     """Write a Triton model repository (config.pbtxt per model, onnxruntime_onnx, openvino or
     tensorrt_plan, dynamic batching, warm-up requests, a preprocessing model and ensembles
     for encoded images, a Dockerfile, README.md and client.py) for a Triton container."""
-    from aft_export.serving.repository import write_repository
+    from aft_export.api import triton_repo
 
-    result = write_repository(list(artifacts), output, TritonRepoOptions(**kw))
+    result = triton_repo(artifacts, output, **given(kw))
     echo([f"wrote {result.path}: " + ", ".join(result.models), f"see {result.path}/README.md to run it"])

@@ -34,16 +34,21 @@ class Words:
 
 WORDS = {
     "train": Words(renamed={"--out": "--output", "--limit": "--images"}),
-    "export": Words(renamed={"--batch": "--batch-dim", "--verify-images": "--images", "--verify-data": "--data"}),
-    "quantize": Words({'cache_dir=""': "--no-cache"}, renamed={"--count": "--images"}),
-    "eval": Words(renamed={"--limit": "--images"}),
-    "bench": Words(renamed={"--batch": "--batch-size"}),
-    "build": Words(renamed={"--batch": "--batch-profile", "--hw": "--hw-profile"}),
+    "export": Words({"batch": "--batch-dim", "verify_images": "--images", "verify_data": "--data"},
+                    renamed={"--batch": "--batch-dim", "--verify-images": "--images", "--verify-data": "--data"}),
+    "quantize": Words({'cache_dir=""': "--no-cache", "count": "--images", "op_types": "--quantize-op-type"},
+                      renamed={"--count": "--images"}),
+    "parity": Words({"overrides": "--tolerance"}),
+    "eval": Words({"limit": "--images"}, renamed={"--limit": "--images"}),
+    "bench": Words({"batches": "--batch-size"}, renamed={"--batch": "--batch-size"}),
+    "build": Words({"batch": "--batch-profile", "hw": "--hw-profile"},
+                   renamed={"--batch": "--batch-profile", "--hw": "--hw-profile"}),
     "check": Words({"versions": "--trt"}),
     # the stages the pipeline runs, in its own flags: the export verifies on the parity images,
     # quantisation samples --calib-images, bench times --bench-batch-size
     "pipeline": Words({"verify_images": "--parity-images", "verify_data": "--data", "images": "--parity-images",
-                       "count": "--calib-images", "batches": "--bench-batch-size", "iters": "--bench-iters"},
+                       "count": "--calib-images", "batches": "--bench-batch-size", "iters": "--bench-iters",
+                       "bench_batches": "--bench-batch-size"},
                       renamed={"--out": "--output", "--eval-limit": "--eval-images", "--batch": "--bench-batch-size",
                                "--iters": "--bench-iters"}),
 }  # fmt: skip

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import click
 
-from aft_export.cli.base import echo, exit_status, log_for, main, print_json
-from aft_export.cli.byo import USER_MODEL_KEYS, model_source_from, require_aft_option, user_model_options
+from aft_export.cli.base import echo, exit_status, main, print_json
+from aft_export.cli.byo import require_aft_option, user_model_options
 from aft_export.cli.params import (
     BATCH,
     COUNT,
     THREADS,
     Finite,
     default,
+    given,
 )
-from aft_export.errors import AFTExportError
 from aft_export.options import (
     EXPORT_TARGETS,
     OP_FORMS,
@@ -42,7 +42,7 @@ from aft_export.options import (
               help=f"Real images parity compares [default: {PipelineOptions.parity_images}].")
 @click.option("--eval-images", type=COUNT,
               help="Evaluate a fixed subset of N images [default: all].")
-@click.option("--bench-batch-size", "bench_batches", multiple=True, type=BATCH,
+@click.option("--bench-batch-size", "bench_batch_sizes", multiple=True, type=BATCH,
               help=f"Bench batch sizes [default: {' and '.join(map(str, PipelineOptions.bench_batches))}].")
 @click.option("--bench-iters", type=COUNT,
               help=f"Bench runs per batch size [default: {PipelineOptions.bench_iters}].")
@@ -64,21 +64,12 @@ def pipeline_cmd(checkpoint, as_json, **kw) -> None:
     of a GPU, an artifact skipped by parity, fp16 values that took NaN/Inf, or the offline TensorRT
     rules refusing or warning for a targeted version); 2: bad input.
     """
-    from aft_export.workflow.pipeline import run_pipeline
+    from aft_export.api import pipeline
     from aft_export.workflow.report import format_pipeline_result
 
-    source, extra = model_source_from(checkpoint, {k: kw.pop(k) for k in list(kw) if k in USER_MODEL_KEYS},
-                                      role="artifact")  # fmt: skip
-    if extra is not None:
-        raise AFTExportError(f"give either CHECKPOINT ({checkpoint}) or --model-def, not both")
-    given = {k: tuple(dict.fromkeys(v)) if isinstance(v, tuple) else v for k, v in kw.items() if v not in (None, ())}
-    opts = PipelineOptions(**given)
-    result = run_pipeline(source, opts, log=log_for(as_json))  # None: the bundled zoo model
-    if as_json:
-        print_json({"run_dir": result.run_dir, "passed": result.passed, "unverified": result.unverified,
-               "verdict": result.verdict.to_dict(), "summary": result.summary})
-    else:
-        echo(format_pipeline_result(result, opts.bench_batches))
+    result = pipeline(checkpoint, **given(kw))  # None: the bundled zoo model
+    batches = tuple(dict.fromkeys(kw["bench_batch_sizes"])) or PipelineOptions.bench_batches
+    print_json(result.to_dict()) if as_json else echo(format_pipeline_result(result, batches))
     return exit_status(result.verdict)
 
 
@@ -107,8 +98,8 @@ def doctor_cmd(model, as_json, **kw) -> None:
     Exit 0: every check passed; 1: one failed (the others still ran); 3: none failed but one
     was skipped (no GPU, TensorRT or trtexec here: not everything was verified); 2: bad input.
     """
-    from aft_export.workflow.doctor import run_doctor, summary
+    from aft_export.api import doctor
 
-    result = run_doctor(model, DoctorOptions(**kw), log=log_for(as_json))
-    print_json(result.to_dict()) if as_json else echo(summary(result))
+    result = doctor(model, **given(kw))
+    print_json(result.to_dict()) if as_json else echo(result.lines())
     return exit_status(result.verdict)
