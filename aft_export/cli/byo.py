@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import click
 
+from aft_export.cli.params import bound
 from aft_export.readers import MAX_SIDE
 
 # the parameters user_model_options adds
@@ -34,10 +35,10 @@ def user_model_options(command):
     return command
 
 
-def require_aft_option(command):
-    """``--require-aft`` (export, pipeline): a layer that looks like AFT but does not compute it,
-    or a model with no AFT layer, is an error instead of plain ops with a warning."""
-    return click.option("--require-aft", is_flag=True, default=None,
-                        help="Fail (exit 2) unless every AFT-like layer exports as a com.aft node: a layer with "
-                             "the parameters of a known AFT layer that does not compute it, or a model with no "
-                             "AFT layer, is an error instead of plain ONNX ops with a warning.")(command)  # fmt: skip
+def require_aft_option(owner):
+    """``--require-aft`` (export, pipeline: ``owner``'s field): a layer that looks like AFT but does not
+    compute it, or a model with no AFT layer, is an error instead of plain ops with a warning."""
+    return bound(owner, "require_aft", "--require-aft", is_flag=True,
+                 help="Fail (exit 2) unless every AFT-like layer exports as a com.aft node: a layer with the "
+                      "parameters of a known AFT layer that does not compute it, or a model with no AFT layer, is "
+                      "an error instead of plain ONNX ops with a warning.")  # fmt: skip

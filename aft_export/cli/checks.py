@@ -14,6 +14,7 @@ from aft_export.cli.params import (
     THREADS,
     backend_from,
     backend_options,
+    bound,
     foreign_options,
     given,
 )
@@ -28,7 +29,7 @@ from aft_export.options import (
 @click.argument("checkpoint", type=click.Path(dir_okay=False))
 @click.argument("artifacts", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--data", required=True, type=click.Path(), help="Images: ImageFolder directory or tar.")
-@click.option("--images", type=COUNT, default=ParityOptions.images, show_default=True, help="Number of real images.")
+@bound(ParityOptions, "images", "--images", type=COUNT, help="Number of real images.")
 @click.option("--tolerance", "tolerances", multiple=True, metavar="PREC.FIELD=VALUE",
               help="Override a limit, e.g. fp16.max_abs=0.1 (repeatable).")
 @backend_options(ParityOptions)
@@ -52,19 +53,19 @@ def parity_cmd(checkpoint, artifacts, backend, provider, as_json, **kw) -> None:
 
 @main.command("bench")
 @click.argument("artifacts", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--batch-size", "batch_sizes", multiple=True, type=BATCH, default=BenchOptions.batches,
-              show_default=True, help="Batch size to time (repeatable).")
-@click.option("--warmup", type=NONNEGATIVE, default=BenchOptions.warmup, show_default=True)
-@click.option("--iters", type=COUNT, default=BenchOptions.iters, show_default=True)
+@bound(BenchOptions, "batches", "--batch-size", "batch_sizes", multiple=True, type=BATCH,
+       help="Batch size to time (repeatable).")
+@bound(BenchOptions, "warmup", "--warmup", type=NONNEGATIVE)
+@bound(BenchOptions, "iters", "--iters", type=COUNT)
 @click.option("--threads", type=THREADS, default=0, help="CPU threads (0: the backend's default).")
 @backend_options(BenchOptions, BACKEND_HELP + " With --reference: every runtime here unless --backend is given.")
-@click.option("--reference", type=click.Path(dir_okay=False),
-              help="The checkpoint the files were made from: the deploy table, every file on every runtime here, "
-                   "proven against it (parity, top-1) and timed, the fastest that passes marked per device.")
-@click.option("--data", help="With --reference: labelled images for parity and top-1 [default: the checkpoint's "
-                             "test data, else cifar10:test].")
-@click.option("--images", type=COUNT, default=BenchOptions.images, show_default=True,
-              help="With --reference: labelled images for top-1 (parity: the first 64).")
+@bound(BenchOptions, "reference", "--reference", type=click.Path(dir_okay=False),
+       help="The checkpoint the files were made from: the deploy table, every file on every runtime here, proven "
+            "against it (parity, top-1) and timed, the fastest that passes marked per device.")
+@bound(BenchOptions, "data", "--data", help="With --reference: labelled images for parity and top-1 [default: the "
+                                            "checkpoint's test data, else cifar10:test].")
+@bound(BenchOptions, "images", "--images", type=COUNT,
+       help="With --reference: labelled images for top-1 (parity: the first 64).")
 @click.option("--profile", is_flag=True, help="Also ONNX Runtime's time per op type for each ONNX file and batch "
               "(its profiler, in a session of its own; fused ops under their own names).")
 @foreign_options
@@ -88,7 +89,8 @@ def bench_cmd(ctx, artifacts, backend, provider, reference, data, images, as_jso
 
     explicit = was_given(ctx, "backend") or provider is not None  # with --reference: else every runtime here
     result = bench(artifacts, backend=backend_from(backend, provider) if explicit or reference is None else None,
-                   reference=reference, data=data, images=images if was_given(ctx, "images") else None, **given(kw))  # fmt: skip
+                   reference=reference, data=data, images=images if was_given(ctx, "images") else None,
+                   **given(kw))  # fmt: skip
     if as_json:
         print_json(result.to_dict())
     else:
@@ -99,7 +101,7 @@ def bench_cmd(ctx, artifacts, backend, provider, reference, data, images, as_jso
 @main.command("eval")
 @click.argument("artifacts", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--data", required=True, type=click.Path(), help="Labelled ImageFolder directory or tar.")
-@click.option("--batch-size", type=BATCH, default=EvalOptions.batch_size, show_default=True)
+@bound(EvalOptions, "batch_size", "--batch-size", type=BATCH)
 @click.option("--images", type=COUNT, help="Evaluate a fixed subset of N images [default: all].")
 @backend_options(EvalOptions)
 @foreign_options

@@ -15,7 +15,7 @@ from aft_export.cli.params import (
     Finite,
     InPlace,
     apply_options,
-    default,
+    bound,
     foreign_options,
     given,
 )
@@ -52,31 +52,30 @@ def info_cmd(artifact: str, as_json: bool, **kw) -> None:
 def _train_options():
     T = TrainConfig
     return [
-        click.option("--epochs", type=COUNT, default=default(T, "epochs"), show_default=True),
-        click.option("--batch-size", type=BATCH, default=default(T, "batch_size"), show_default=True),
-        click.option("--lr", type=Finite(min=0, min_open=True), default=default(T, "lr"), show_default=True),
-        click.option("--weight-decay", type=Finite(min=0), default=default(T, "weight_decay"), show_default=True),
-        click.option("--warmup-epochs", type=Finite(min=0), default=default(T, "warmup_epochs"), show_default=True),
-        click.option("--label-smoothing", type=Finite(0, 1, max_open=True), default=default(T, "label_smoothing"),
-                     show_default=True),
-        click.option("--val-fraction", type=Finite(0, 1, max_open=True), default=default(T, "val_fraction"),
-                     show_default=True, help="Held-out validation share."),
-        click.option("--seed", type=SEED, default=default(T, "seed"), show_default=True),
-        click.option("--threads", type=THREADS, default=default(T, "threads"), help="Torch CPU threads (0: default)."),
+        bound(T, "epochs", "--epochs", type=COUNT),
+        bound(T, "batch_size", "--batch-size", type=BATCH),
+        bound(T, "lr", "--lr", type=Finite(min=0, min_open=True)),
+        bound(T, "weight_decay", "--weight-decay", type=Finite(min=0)),
+        bound(T, "warmup_epochs", "--warmup-epochs", type=Finite(min=0)),
+        bound(T, "label_smoothing", "--label-smoothing", type=Finite(0, 1, max_open=True)),
+        bound(T, "val_fraction", "--val-fraction", type=Finite(0, 1, max_open=True), help="Held-out validation share."),
+        bound(T, "seed", "--seed", type=SEED),
+        bound(T, "threads", "--threads", type=THREADS, show_default=False, help="Torch CPU threads (0: default)."),
     ]  # fmt: skip
 
 
 @main.command("train")
-@click.option("--model", "model_name", required=True, help="Registry config name (`aft-export models`).")
-@click.option("--data", required=True, type=click.Path(), help="ImageFolder directory or tar.")
-@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="Checkpoint to write.")
-@click.option("--test-data", type=click.Path(), help="Labelled test set evaluated at the end.")
+@bound(TrainConfig, "model", "--model", "model_name", required=True,
+       help="Registry config name (`aft-export models`).")
+@bound(TrainConfig, "data", "--data", required=True, type=click.Path(), help="ImageFolder directory or tar.")
+@bound(TrainConfig, "output", "--output", "-o", required=True, type=click.Path(dir_okay=False),
+       help="Checkpoint to write.")
+@bound(TrainConfig, "test_data", "--test-data", type=click.Path(), help="Labelled test set evaluated at the end.")
 @apply_options(_train_options())
-@click.option("--images", type=COUNT, help="Train on the first N images only (smoke tests).")
-@click.option("--resume", type=InPlace(dir_okay=False),
-              help="Continue from an epoch checkpoint (it may be --output itself: the run goes on in place).")
-@click.option("--progress/--no-progress", default=default(TrainConfig, "progress"), show_default=True,
-              help="A progress bar on stderr.")
+@bound(TrainConfig, "images", "--images", type=COUNT, help="Train on the first N images only (smoke tests).")
+@bound(TrainConfig, "resume", "--resume", type=InPlace(dir_okay=False),
+       help="Continue from an epoch checkpoint (it may be --output itself: the run goes on in place).")
+@bound(TrainConfig, "progress", "--progress/--no-progress", help="A progress bar on stderr.")
 def train_cmd(model_name, **kw) -> None:
     """Train a classifier; writes the checkpoint atomically after every epoch."""
     from aft_export.api import train

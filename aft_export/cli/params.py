@@ -1,12 +1,13 @@
 """The values every command parses, checked where they are parsed, and the option groups
 several commands share (another tool's preprocessing, the backend); defaults read from the
-options dataclasses (:func:`default`)."""
+options dataclasses (:func:`bound`)."""
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
+import types
+import typing
 
 import click
 
@@ -40,11 +41,64 @@ SEED = click.IntRange(0, MAX_SEED)
 PORT = click.IntRange(1, 65535)
 
 
-def default(owner, name: str):
-    """The default of a dataclass field or of a function's keyword parameter."""
-    if dataclasses.is_dataclass(owner):
-        return next(f.default for f in dataclasses.fields(owner) if f.name == name)
-    return inspect.signature(owner).parameters[name].default
+def _field_type(owner, name: str) -> tuple[type, bool]:
+    """The type a dataclass field holds (None aside), and whether it is a tuple of that type."""
+    hint = typing.get_type_hints(owner)[name]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        rest = [a for a in typing.get_args(hint) if a is not type(None)]
+        hint = rest[0] if len(rest) == 1 else hint
+    if typing.get_origin(hint) is tuple:
+        return typing.get_args(hint)[0], True
+    return hint, False
+
+
+def _parsed_type(param: click.Option) -> type | None:
+    """The Python type a click option parses its value into (None: none of ours)."""
+    kind = param.type
+    if param.is_flag or isinstance(kind, click.types.BoolParamType):
+        return bool
+    if isinstance(kind, click.types.IntParamType):
+        return int
+    if isinstance(kind, click.types.FloatParamType):
+        return float
+    if isinstance(kind, click.Choice):
+        return {type(c) for c in kind.choices}.pop() if len({type(c) for c in kind.choices}) == 1 else None
+    if isinstance(kind, (click.types.StringParamType, click.Path)):
+        return str
+    return None
+
+
+def bound(owner, name: str, *decls: str, convert: type | None = None, show_default: bool = True, **attrs):
+    """A click option that fills the field ``name`` of the options dataclass ``owner``: its default
+    is the field's (shown in --help unless ``show_default=False``, where the help says it itself; a
+    ``required`` option has none), and its click type must parse what the field holds (int, float,
+    str, a flag for bool, a repeatable option for a tuple; ``convert``: the type the parsed value is
+    turned into, for a choice of strings that fills an int). The option keeps ``(owner, name)`` as
+    ``bound`` (tests/test_cli_options.py holds every command's options to their fields)."""
+    field = next((f for f in dataclasses.fields(owner) if f.name == name), None)
+    if field is None:
+        raise TypeError(f"{owner.__name__} has no field {name!r} for {decls}")
+    if "default" in attrs:
+        raise TypeError(f"{decls}: the default of a bound option is {owner.__name__}.{name}'s")
+    if not attrs.get("required"):
+        attrs["default"] = None if field.default is dataclasses.MISSING else field.default
+        attrs["show_default"] = show_default
+    if convert is not None:
+        attrs["callback"] = lambda ctx, param, value: value if value is None else convert(value)
+
+    def decorate(command):
+        command = click.option(*decls, **attrs)(command)
+        param = command.__click_params__[-1]
+        want, many = _field_type(owner, name)
+        got = convert or _parsed_type(param)
+        if got is not want or bool(param.multiple) != many:
+            raise TypeError(f"{'/'.join(param.opts)} parses {'several ' if param.multiple else ''}"
+                            f"{getattr(got, '__name__', got)}: it cannot fill {owner.__name__}.{name}, "
+                            f"{typing.get_type_hints(owner)[name]}")  # fmt: skip
+        param.bound = (owner, name)
+        return command
+
+    return decorate
 
 
 def apply_options(options):
@@ -101,9 +155,9 @@ def backend_options(owner=None, help_text: str = BACKEND_HELP):
     """``--backend`` (the runners' own names, :data:`aft_export.options.BACKENDS`; its default ``owner``'s,
     else DEFAULT_BACKEND) and, hidden, the old ``--provider cpu|cuda|tensorrt`` it replaces (the library
     reads both: ``backend``, ``providers``)."""
-    first = default(owner, "backend") if owner is not None else DEFAULT_BACKEND
-    options = [click.option("--backend", type=click.Choice(list(BACKENDS)), default=first,
-                            show_default=True, help=help_text),
+    choice = click.Choice(list(BACKENDS))
+    options = [bound(owner, "backend", "--backend", type=choice, help=help_text) if owner is not None else
+               click.option("--backend", type=choice, default=DEFAULT_BACKEND, show_default=True, help=help_text),
                click.option("--provider", type=PROVIDERS, hidden=True, callback=_provider_alias,
                             help="The old name of --backend (cpu, cuda, tensorrt).")]  # fmt: skip
     return apply_options(options)

@@ -9,7 +9,7 @@ from aft_export.cli.params import (
     COUNT,
     NONNEGATIVE,
     apply_options,
-    default,
+    bound,
     foreign_options,
     given,
 )
@@ -58,28 +58,27 @@ def check_cmd(models, as_json, **kw) -> None:
 def _build_options():
     B = BuildOptions
     return [
-        click.option("--batch-profile", default=default(B, "batch"), show_default=True,
-                     help="The engine's batch sizes MIN,OPT,MAX (or one number)."),
-        click.option("--hw-profile", help="AFT-conv exported with --dynamic-hw: height/width MIN,OPT,MAX."),
-        click.option("--workspace-mb", type=COUNT, default=default(B, "workspace_mb"), show_default=True,
-                     help="Builder workspace limit."),
-        click.option("--timing-cache", type=click.Path(dir_okay=False),
-                     help="Timing cache file: loaded if present, saved after."),
-        click.option("--dla-core", type=NONNEGATIVE, help="Jetson: build for this DLA core, with GPU fallback."),
-        click.option("--version-compatible", is_flag=True,
-                     help="Engine loadable by later TensorRT of the same major, and 10.x engines by 11.x (8.6 by "
-                          "10.x); needs TensorRT 8.6+."),
-        click.option("--tf32", is_flag=True, help="Allow TF32 for fp32 math (Ampere+: faster, ~1e-3 relative error)."),
-        click.option("--hardware-compatibility", type=click.Choice(sorted(HW_LEVELS)),
-                     default=default(B, "hardware_compatibility"), show_default=True,
-                     help="Engine loadable on other GPUs of that level."),
-        click.option("--library", type=click.Choice(LIBRARIES), default=default(B, "library"), show_default=True,
-                     help="tensorrt: standard TensorRT (builds on the GPU it is for; Hopper, Jetson); tensorrt-rtx: "
-                          "TensorRT for RTX (builds ahead of time on any CPU, runs on RTX GPUs); auto: TensorRT "
-                          "where installed, else TensorRT-RTX."),
-        click.option("--compute-capability", "compute_capabilities", multiple=True, metavar="X.Y",
-                     help="TensorRT-RTX: target GPU (repeatable; 7.5, 8.0, 8.6, 8.9, 12.0, 12.1) [default: the "
-                          "library's, 8.6 and later]."),
+        bound(B, "batch", "--batch-profile", help="The engine's batch sizes MIN,OPT,MAX (or one number)."),
+        bound(B, "hw", "--hw-profile", help="AFT-conv exported with --dynamic-hw: height/width MIN,OPT,MAX."),
+        bound(B, "workspace_mb", "--workspace-mb", type=COUNT, help="Builder workspace limit."),
+        bound(B, "timing_cache", "--timing-cache", type=click.Path(dir_okay=False),
+              help="Timing cache file: loaded if present, saved after."),
+        bound(B, "dla_core", "--dla-core", type=NONNEGATIVE,
+              help="Jetson: build for this DLA core, with GPU fallback."),
+        bound(B, "version_compatible", "--version-compatible", is_flag=True,
+              help="Engine loadable by later TensorRT of the same major, and 10.x engines by 11.x (8.6 by "
+                   "10.x); needs TensorRT 8.6+."),
+        bound(B, "tf32", "--tf32", is_flag=True,
+              help="Allow TF32 for fp32 math (Ampere+: faster, ~1e-3 relative error)."),
+        bound(B, "hardware_compatibility", "--hardware-compatibility", type=click.Choice(sorted(HW_LEVELS)),
+              help="Engine loadable on other GPUs of that level."),
+        bound(B, "library", "--library", type=click.Choice(LIBRARIES),
+              help="tensorrt: standard TensorRT (builds on the GPU it is for; Hopper, Jetson); tensorrt-rtx: "
+                   "TensorRT for RTX (builds ahead of time on any CPU, runs on RTX GPUs); auto: TensorRT where "
+                   "installed, else TensorRT-RTX."),
+        bound(B, "compute_capabilities", "--compute-capability", "compute_capabilities", multiple=True, metavar="X.Y",
+              help="TensorRT-RTX: target GPU (repeatable; 7.5, 8.0, 8.6, 8.9, 12.0, 12.1) [default: the "
+                   "library's, 8.6 and later]."),
     ]  # fmt: skip
 
 
