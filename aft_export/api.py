@@ -117,7 +117,7 @@ def _is_module(value) -> bool:
 
 
 def _preprocessing(preprocess, input_size, mean, std, classes):
-    from aft_export.byo.preprocess import resolve
+    from aft_export.data.preprocess import resolve
 
     return resolve(preprocess, input_size=input_size, mean=mean, std=std, classes=classes)
 
@@ -134,7 +134,7 @@ def _module(model, preprocess, input_size, mean, std, classes):
 
 def _user_model(model_def, weights, weights_key, preprocess, input_size, mean, std, classes):
     """The UserModel of ``model_def`` (or of a whole model spec given as ``preprocess``), or None."""
-    from aft_export.byo.preprocess import read_mapping, resolve
+    from aft_export.data.preprocess import read_mapping, resolve
     from aft_export.byo.spec import SPEC_KEYS, UserModel, read_spec
 
     spec = read_spec(preprocess) if preprocess and not model_def and "model_def" in read_mapping(preprocess) else None
@@ -329,7 +329,7 @@ def _real_checks(models, reports, library: str, also_build: bool, offline_only: 
     return out
 
 
-def parity(checkpoint, artifacts=(), *, data, images: int = ParityOptions.images, tolerances: Sequence[str] = (),
+def parity(checkpoint, artifacts=(), *, data=None, images: int = ParityOptions.images, tolerances: Sequence[str] = (),
            backend: str = ParityOptions.backend, model_def: str | None = None, weights: str | None = None,
            weights_key: str | None = None, preprocess: str | None = None, input_size: int | None = None,
            mean=None, std=None, classes=None):  # fmt: skip
@@ -340,20 +340,21 @@ def parity(checkpoint, artifacts=(), *, data, images: int = ParityOptions.images
     from aft_export.verify.parity import run_parity
 
     artifacts = _paths(artifacts, required=False)
+    data = None if data is None else str(data)  # None: the checkpoint's test data, else cifar10:test
     common = dict(images=images, overrides=list(tolerances), backend=backend)
     if _is_module(checkpoint):
         from aft_export.runners import TorchRunner
 
         user, loaded = _module(checkpoint, preprocess, input_size, mean, std, classes)
         reference = TorchRunner(user.name, loaded=loaded)
-        return ParityResult.of(run_parity(user.name, artifacts, str(data), reference=reference, **common))
+        return ParityResult.of(run_parity(user.name, artifacts, data, reference=reference, **common))
     user = _user_model(model_def, weights, weights_key, preprocess, input_size, mean, std, classes)
     if user is not None:  # the reference is the user's module, and every positional path is an artifact
         artifacts = ([str(checkpoint)] if checkpoint is not None else []) + artifacts
-        return ParityResult.of(run_parity(user, artifacts, str(data), **common))
+        return ParityResult.of(run_parity(user, artifacts, data, **common))
     from aft_export.models.sources import open_source
 
-    return ParityResult.of(run_parity(open_source(str(checkpoint)), artifacts, str(data), **common))
+    return ParityResult.of(run_parity(open_source(str(checkpoint)), artifacts, data, **common))
 
 
 def evaluate(artifacts, *, data, batch_size: int = EvalOptions.batch_size, images: int | None = None,
@@ -429,7 +430,7 @@ def info(artifact, *, config: str | None = None, preprocess: str | None = None, 
 
 
 def pipeline(checkpoint=None, *, output: str | None = None, calib: str | None = None,
-             data: str = PipelineOptions.data, precisions: Sequence[str] = PipelineOptions.precisions,
+             data: str | None = PipelineOptions.data, precisions: Sequence[str] = PipelineOptions.precisions,
              op_form: str = PipelineOptions.op_form, targets: Sequence[str] = PipelineOptions.targets,
              calib_images: int | None = None, parity_images: int = PipelineOptions.parity_images,
              eval_images: int | None = None, bench_batch_sizes: Sequence[int] = PipelineOptions.bench_batches,
@@ -454,7 +455,7 @@ def pipeline(checkpoint=None, *, output: str | None = None, calib: str | None = 
         from aft_export.models.sources import open_source
 
         user = open_source(str(checkpoint))
-    opts = PipelineOptions(output=output, calib=calib, data=str(data), precisions=tuple(dict.fromkeys(precisions)),
+    opts = PipelineOptions(output=output, calib=calib, data=None if data is None else str(data), precisions=tuple(dict.fromkeys(precisions)),
                            op_form=op_form, targets=tuple(dict.fromkeys(targets)), calib_images=calib_images,
                            eval_images=eval_images, parity_images=parity_images,
                            bench_batches=tuple(dict.fromkeys(bench_batch_sizes)), bench_iters=bench_iters,
@@ -547,13 +548,6 @@ def describe_models() -> list[str]:
     from aft_export.models import describe_models as lines
 
     return lines()
-
-
-def runtime_conflict() -> str | None:
-    """Two ONNX Runtime wheels installed over one another, in a sentence (None: none)."""
-    from aft_export.runners.ort import ort_conflict
-
-    return ort_conflict()
 
 
 def cpu_advice(path: str) -> str | None:

@@ -35,10 +35,6 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def _kind(mode: int) -> str:
     for test, name in ((stat.S_ISREG, "regular file"), (stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "fifo"),
                        (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),

@@ -298,7 +298,7 @@ def check_threads(threads) -> None:
 class PipelineOptions:
     output: str | None = None  # default: runs/<checkpoint stem>-<UTC time>
     calib: str | None = None  # default: the bundled calibration/cifar10.json
-    data: str = "cifar10:test"
+    data: str | None = None  # None: the test data the checkpoint names, else cifar10:test (datasets.verification_data)
     precisions: tuple[str, ...] = ("fp16", "int8")
     op_form: str = "custom"
     # export targets: tensorrt (TensorRT 10.3+/11) -> model*.onnx; tensorrt8 (8.5+) -> model.trt8*.onnx;

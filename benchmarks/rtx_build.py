@@ -156,7 +156,7 @@ def _weight_only(int8: Path, out: Path) -> None:
 
 def _export_example(stem: str, out: Path, opts) -> None:
     from aft_export.byo.export import export_model
-    from aft_export.byo.preprocess import Preprocessing
+    from aft_export.data.images import Preprocessing
 
     spec = importlib.util.spec_from_file_location(f"byo_{stem}", REPO / "examples" / "byo" / f"{stem}.py")
     module = importlib.util.module_from_spec(spec)

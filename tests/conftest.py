@@ -1,4 +1,5 @@
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -94,16 +95,118 @@ def foreign(tmp_path_factory, cifar10):
     return {"ckpt": ckpt, "ours": ours, "copied": copied, "theirs": theirs, "data": data}
 
 
+class TinyExports:
+    """Tiny untrained models (``tests.export.test_exporter.make_ckpt``: seeded) and their ONNX
+    exports with verification off, each made once per session and copied to where a test asks
+    for it (many modules read the same ones). A copy holds what the test's own ``make_ckpt`` and
+    ``export_checkpoint`` would have written there: the checkpoint's file name is part of the key
+    (an export records it as ``source_checkpoint``), an export of one checkpoint file is the same
+    bytes whatever its own name, and the only thing that differs between two makings of a
+    checkpoint, the temporary name inside its zip (so its sha256), differs between any two runs."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.made: dict[tuple, Path] = {}
+        self.sources: dict[Path, tuple[str, str]] = {}  # a checkpoint handed out -> (its file name, model)
+
+    def _get(self, key: tuple, filename: str, make) -> Path:
+        if key not in self.made:
+            d = self.root / str(len(self.made))
+            d.mkdir()
+            self.made[key] = make(d / filename)
+        return self.made[key]
+
+    def ckpt(self, path: Path, name: str) -> Path:
+        """``make_ckpt(path, name)``."""
+        from tests.export.test_exporter import make_ckpt
+
+        src = self._get(("ckpt", path.name, name), path.name, lambda p: make_ckpt(p, name))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, path)
+        self.sources[Path(path)] = (path.name, name)
+        return path
+
+    def _key(self, ckpt: Path, opts) -> tuple:
+        """An export's key: its checkpoint and its options less the verification's, which
+        change nothing in the file written."""
+        import dataclasses
+
+        from aft_export.exporting.exporter import ExportOptions
+
+        plain = dataclasses.replace(opts, verify_images=0, verify_data=None, verify_atol=ExportOptions.verify_atol)
+        return ("onnx", *self.sources[Path(ckpt)], repr(plain))
+
+    def export(self, ckpt: Path, out: Path, **options) -> Path:
+        """``export_checkpoint(ckpt, out, ExportOptions(verify_images=0, **options))`` of a
+        checkpoint from :meth:`ckpt`."""
+        from aft_export.exporting.exporter import ExportOptions, export_checkpoint
+
+        filename, name = self.sources[Path(ckpt)]
+        opts = ExportOptions(verify_images=0, **options)
+        src_ckpt = self._get(("ckpt", filename, name), filename, None)
+
+        def make(p: Path) -> Path:
+            export_checkpoint(src_ckpt, p, opts, log=lambda *a: None)
+            return p
+
+        src = self._get(self._key(ckpt, opts), "model.onnx", make)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, out)
+        return out
+
+    def export_verified(self, ckpt: Path, out: Path, options):
+        """``export_checkpoint(ckpt, out, options)``, run here whatever the cache holds (the
+        exporter and its verification are what the caller tests); its file is kept for a later
+        :meth:`export` of the same checkpoint and options. Returns the ExportResult."""
+        from aft_export.exporting.exporter import export_checkpoint
+
+        result = export_checkpoint(ckpt, out, options)
+        self._get(self._key(ckpt, options), "model.onnx", lambda p: Path(shutil.copyfile(out, p)))
+        return result
+
+
 @pytest.fixture(scope="session")
-def served_onnx(tmp_path_factory):
+def tiny_onnx(tmp_path_factory) -> TinyExports:
+    return TinyExports(tmp_path_factory.mktemp("tiny"))
+
+
+class ZooExports:
+    """The zoo's checkpoints (models/*.pt) exported with verification off, each model and set of
+    options once per session (test_conformance, test_build and test_zoo read the same exports),
+    copied to where a test asks for it: the bytes ``export_checkpoint`` writes there (an export's
+    bytes do not depend on its own file name)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.made: dict[tuple[str, str], Path] = {}
+
+    def export(self, model: str, out: Path, **options) -> Path:
+        """``export_checkpoint(models/<model>.pt, out, ExportOptions(verify_images=0, **options))``."""
+        from aft_export.exporting.exporter import ExportOptions, export_checkpoint
+
+        opts = ExportOptions(verify_images=0, **options)
+        key = (model, repr(opts))
+        if key not in self.made:
+            path = self.root / f"{len(self.made)}.{model}.onnx"
+            export_checkpoint(REPO / "models" / f"{model}.pt", path, opts, log=lambda *a: None)
+            self.made[key] = path
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.made[key], out)
+        return out
+
+
+@pytest.fixture(scope="session")
+def zoo_onnx(tmp_path_factory) -> ZooExports:
+    return ZooExports(tmp_path_factory.mktemp("zoo-onnx"))
+
+
+@pytest.fixture(scope="session")
+def served_onnx(tmp_path_factory, tiny_onnx):
     """The serving tests' artifacts, exported once per session: a tiny AFT-conv as
     ``conv.onnx`` (dynamic batch) and ``conv.b2.onnx`` (a fixed batch of 2)."""
-    from aft_export.exporting.exporter import ExportOptions, export_checkpoint
-    from tests.export.test_exporter import make_ckpt
-
     root = tmp_path_factory.mktemp("served")
-    ckpt = make_ckpt(root / "conv.pt", "aft_conv_test")
+    ckpt = tiny_onnx.ckpt(root / "conv.pt", "aft_conv_test")
     dynamic, fixed = root / "conv.onnx", root / "conv.b2.onnx"
-    export_checkpoint(ckpt, dynamic, ExportOptions(verify_images=0), log=lambda *a: None)
-    export_checkpoint(ckpt, fixed, ExportOptions(verify_images=0, batch="2"), log=lambda *a: None)
+    tiny_onnx.export(ckpt, dynamic)
+    tiny_onnx.export(ckpt, fixed, batch="2")
     return dynamic, fixed

@@ -7,18 +7,16 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from aft_export.cli import main
-from aft_export.exporting.exporter import ExportOptions, export_checkpoint
-from tests.export.test_exporter import make_ckpt
 
 
 def _profile_dirs() -> set:
     return set(Path(tempfile.gettempdir()).glob("aft-ort-profile-*"))
 
 
-def test_bench_profile_shares_by_op_type(tmp_path):
-    ckpt = make_ckpt(tmp_path / "full.pt", "aft_full_test")
+def test_bench_profile_shares_by_op_type(tmp_path, tiny_onnx):
+    ckpt = tiny_onnx.ckpt(tmp_path / "full.pt", "aft_full_test")
     onnx_path = tmp_path / "full.onnx"
-    export_checkpoint(ckpt, onnx_path, ExportOptions(verify_images=0))
+    tiny_onnx.export(ckpt, onnx_path)
     before = _profile_dirs()
     res = CliRunner().invoke(main, ["bench", str(onnx_path), str(ckpt), "--batch-size", "2", "--iters", "3",
                                     "--warmup", "1", "--threads", "1", "--profile", "--json"])  # fmt: skip

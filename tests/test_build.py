@@ -32,14 +32,14 @@ from aft_export.models.checkpoint import load_checkpoint
 from aft_export.cli import main
 from aft_export.data.datasets import load_labelled
 from aft_export.errors import AFTExportError, RuntimeMissing
-from aft_export.exporting.exporter import ExportOptions, export_checkpoint
+from aft_export.exporting.exporter import ExportOptions
 from aft_export.options import QuantizeOptions
 from aft_export.quantization.stage import quantize_model
 from aft_export.runners import TrtRunner
-from aft_export.tensorrt.library import RTX, BuildOptions, environment
+from aft_export.environment import has_gpu
+from aft_export.tensorrt.library import RTX, BuildOptions
 from aft_export.trtcheck import check_model
 from tests.conftest import REPO, in_ci
-from tests.export.test_exporter import make_ckpt
 
 QUIET = dict(log=lambda *a: None)
 ZOO = ["aft_conv_cifar", "aft_full_cifar", "aft_local_cifar", "aft_simple_cifar"]
@@ -68,8 +68,8 @@ class Artifacts:
     """Every kind of artifact, made on first use and kept for the module: each fp32 export once,
     its quantisations from it."""
 
-    def __init__(self, root: Path, cifar10: Path):
-        self.root, self.cifar10, self.made = root, cifar10, {}
+    def __init__(self, root: Path, cifar10: Path, zoo_onnx, tiny_onnx):
+        self.root, self.cifar10, self.made, self.zoo_onnx, self.tiny_onnx = root, cifar10, {}, zoo_onnx, tiny_onnx
         images = load_labelled(str(cifar10 / "test.tar"), 32, limit=CALIBRATION_IMAGES).images
         self.calib = root / "calib.npy"  # uint8 (N, H, W, 3): preprocessed by each model's own metadata
         np.save(self.calib, images)
@@ -93,22 +93,20 @@ class Artifacts:
             model, target = stem.split(".")
             if precision != "fp32":
                 return self._quantize(self.get(f"zoo/{model}.{target}.fp32"), out, precision)
-            export_checkpoint(REPO / "models" / f"{model}.pt", out, ExportOptions(target=target, verify_images=0),
-                              **QUIET)  # fmt: skip
+            self.zoo_onnx.export(model, out, target=target)  # the session's (tests/conftest.py), verification off
         elif group == "variant":
-            conv = REPO / "models" / "aft_conv_cifar.pt"
-            if stem == "decomposed":
-                export_checkpoint(conv, out, ExportOptions(op_form="decomposed", verify_images=0), **QUIET)
-            elif stem == "dynamic_hw":
-                export_checkpoint(conv, out, ExportOptions(dynamic_hw=True, verify_images=0), **QUIET)
+            if stem in ("decomposed", "dynamic_hw"):
+                self.zoo_onnx.export("aft_conv_cifar", out, **{"decomposed": {"op_form": "decomposed"},
+                                                              "dynamic_hw": {"dynamic_hw": True}}[stem])  # fmt: skip
             else:
                 opts = {"quantize_aft_core": {"quantize_aft_core": True}, "per_tensor": {"per_channel": False}}[stem]
                 return self._quantize(self.get("zoo/aft_conv_cifar.tensorrt.fp32"), out, "int8", **opts)
         elif group == "imagenet":
             if precision != "fp32":
                 return self._quantize(self.get(f"imagenet/{stem}.fp32"), out, precision)
-            ckpt = make_ckpt(self.root / f"{stem}.pt", stem)  # untrained: the graph is what is tested
-            export_checkpoint(ckpt, out, ExportOptions(verify_images=0), **QUIET)
+            # untrained: the graph is what is tested (make_ckpt and export_checkpoint, once per session:
+            # tests/export/test_exporter.py exports and verifies the same checkpoint)
+            self.tiny_onnx.export(self.tiny_onnx.ckpt(self.root / stem / "m.pt", stem), out)
         else:
             _export_example(stem, out)
         return out
@@ -117,7 +115,7 @@ class Artifacts:
 def _export_example(stem: str, out: Path) -> None:
     """An examples/byo model (untrained: the graph is what is tested), exported as a user would."""
     from aft_export.byo.export import export_model
-    from aft_export.byo.preprocess import Preprocessing
+    from aft_export.data.images import Preprocessing
     from tests.byo.publicpkgs import need
 
     for package in {"aft_pytorch_cifar": ["aft_pytorch"], "comvex_cifar": ["einops", "comvex"]}.get(stem, []):
@@ -130,8 +128,8 @@ def _export_example(stem: str, out: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def made(tmp_path_factory, cifar10, rtx):
-    return Artifacts(tmp_path_factory.mktemp("rtx"), cifar10)
+def made(tmp_path_factory, cifar10, rtx, zoo_onnx, tiny_onnx):
+    return Artifacts(tmp_path_factory.mktemp("rtx"), cifar10, zoo_onnx, tiny_onnx)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -143,7 +141,7 @@ def test_every_artifact_kind_parses_and_builds(made, kind):
     engine, m = Path(result.engine), result.manifest
     assert engine.name.endswith(".rtx.engine") and engine.stat().st_size > 0  # zero parser errors, or it raised
     assert m["library"] == RTX and m["library_version"] and m["compute_capabilities"] == []
-    assert m["built_on_gpu"] is (environment()["gpu"] is not None) and "not the engine's kernels" in m["note"]
+    assert m["built_on_gpu"] is has_gpu() and "not the engine's kernels" in m["note"]
     precision = kind.rsplit(".", 1)[1]
     assert m["precision"] == precision
     out = m["network"]["outputs"]
@@ -225,7 +223,7 @@ def test_check_reports_the_real_parser_beside_the_rules(made, rtx, tmp_path):
 
 def test_an_engine_built_here_is_never_reported_as_run(made, cifar10):
     """The runner refuses it without a GPU, and parity says skipped (exit 3), never passed."""
-    if environment()["gpu"] is not None:
+    if has_gpu():
         pytest.skip("a GPU is visible here: this checks the no-GPU path")
     onnx_path = made.get("zoo/aft_simple_cifar.tensorrt.fp16")
     engine = Path(str(onnx_path).replace(".onnx", ".rtx.engine"))

@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from aft_export.data.calibration import CalibrationReader, Preprocess, load_calibration
+from aft_export.data.calibration import CalibrationReader, load_calibration
+from aft_export.data.images import Preprocessing
 from aft_export.data.images import normalize
 from aft_export.data.datasets import load_labelled
 from aft_export.errors import AFTExportError
 
-PREP = Preprocess(32, (0.5, 0.4, 0.3), (0.2, 0.25, 0.3))
+PREP = Preprocessing(32, (0.5, 0.4, 0.3), (0.2, 0.25, 0.3))
 
 
 def _image(path, size=(40, 36), mode="RGB", seed=0):
@@ -134,9 +135,9 @@ def test_reader_is_rewindable():
 
 def test_preprocess_from_metadata():
     meta = {"input_size": "[3, 32, 32]", "mean": "[0.1, 0.2, 0.3]", "std": "[0.5, 0.5, 0.5]"}
-    assert Preprocess.from_metadata(meta) == Preprocess(32, (0.1, 0.2, 0.3), (0.5, 0.5, 0.5))
+    assert Preprocessing.from_metadata(meta) == Preprocessing(32, (0.1, 0.2, 0.3), (0.5, 0.5, 0.5))
     with pytest.raises(AFTExportError, match="give `input_size`, `mean`, `std`"):
-        Preprocess.from_metadata({}, path="m.onnx")
-    assert Preprocess.from_metadata({}, 64, (0, 0, 0), (1, 1, 1)).size == 64
+        Preprocessing.from_metadata({}, path="m.onnx")
+    assert Preprocessing.from_metadata({}, 64, (0, 0, 0), (1, 1, 1)).size == 64
     with pytest.raises(AFTExportError, match="std > 0"):
-        Preprocess.from_metadata({}, 64, (0, 0, 0), (1, 0, 1))
+        Preprocessing.from_metadata({}, 64, (0, 0, 0), (1, 0, 1))

@@ -28,7 +28,6 @@ def test_every_source_loads_to_one_model_meta_with_one_preprocessing_type(ckpt, 
     """A checkpoint and a registry config with weights load through one ModelSource to one
     (module, ModelMeta); the preprocessing they carry is the type calibration and a model
     trained elsewhere use too."""
-    from aft_export.data.calibration import Preprocess
     from aft_export.models.checkpoint import CheckpointMeta, ModelMeta
     from aft_export.data.images import CIFAR10_MEAN, CIFAR10_STD, Preprocessing
     from aft_export.models.sources import CheckpointSource, ModelSource, load_model, open_source
@@ -38,7 +37,10 @@ def test_every_source_loads_to_one_model_meta_with_one_preprocessing_type(ckpt, 
     model, meta = load_model(source)
     assert isinstance(meta, ModelMeta) and CheckpointMeta is ModelMeta and meta.prepare is None
     assert meta.preprocessing == Preprocessing(32, CIFAR10_MEAN, CIFAR10_STD, tuple(CLASSES))
-    assert Preprocess is Preprocessing and meta.preprocessing.size == 32
+    import aft_export.data.calibration as calibration
+
+    assert calibration.CalibrationSet.__annotations__["preprocess"] == "Preprocessing"  # one name, documented
+    assert not hasattr(calibration, "Preprocess") and meta.preprocessing.size == 32
     plain = tmp_path / "plain.pt"
     torch.save(model.state_dict(), plain)
     _, plain_meta = load_model(str(plain), config="aft_conv_test")

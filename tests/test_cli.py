@@ -217,14 +217,14 @@ def test_eval_refuses_a_set_with_other_classes(ckpt, tmp_path, cifar10):
 
 def test_two_onnxruntime_wheels_are_reported(monkeypatch):
     """onnxruntime and onnxruntime-gpu write one package directory: the CLI says so."""
-    import aft_export.runners.ort as ort_mod
+    import aft_export.environment as environment
 
-    monkeypatch.setattr(ort_mod, "ort_distributions", lambda: {"onnxruntime": "1.32.0", "onnxruntime-gpu": "1.31.1"})
+    monkeypatch.setattr(environment, "ort_distributions", lambda: {"onnxruntime": "1.32.0", "onnxruntime-gpu": "1.31.1"})
     res = CliRunner().invoke(main, ["check", "missing.onnx"])
     assert res.exit_code == 2
     assert "warning: onnxruntime 1.32.0, onnxruntime-gpu 1.31.1 are all installed" in res.output
     assert "pip uninstall -y onnxruntime onnxruntime-gpu" in res.output
-    monkeypatch.setattr(ort_mod, "ort_distributions", lambda: {"onnxruntime": "1.32.0"})
+    monkeypatch.setattr(environment, "ort_distributions", lambda: {"onnxruntime": "1.32.0"})
     assert "warning" not in CliRunner().invoke(main, ["check", "missing.onnx"]).output
 
 

@@ -15,7 +15,8 @@ that changes); on a CPU with VNNI they are held to the tolerance like everything
 ``test_every_comparison_ran`` asserts the count and prints the table of largest absolute
 differences that docs/runtimes.md shows (``python -m pytest tests/test_conformance.py -s``).
 
-Cost: one torch export per model and op form (tensorrt8 and portable are made from the
+Cost: one torch export per model and op form, made once per session (tests/conftest.py
+``zoo_onnx``, shared with test_build and test_zoo; tensorrt8 and portable are made from the
 custom export with :func:`aft_export.exporting.exporter.to_target`, the exporter's own last
 step; tests/export/test_portable.py checks it gives the same graph), int8 calibrated on a
 few test images (others than those compared), fp16 without calibration images.
@@ -33,7 +34,7 @@ from aft_export.verify.compare import TOLERANCES, judge, metrics
 from aft_export.data.images import normalize
 from aft_export.data.datasets import load_labelled
 from aft_export.errors import NotForThisCPU
-from aft_export.exporting.exporter import ExportOptions, export_graph, to_target
+from aft_export.exporting.exporter import to_target
 from aft_export.artifacts.graph import int8_weight_bits
 from aft_export.machine import cpu_features
 from aft_export.artifacts.onnxio import load_onnx, save_onnx
@@ -69,8 +70,8 @@ RESULTS: dict[tuple, float] = {}  # (model, form, precision, runtime, batch) -> 
 class Zoo:
     """Every form of every zoo model, made on first use and kept for the module."""
 
-    def __init__(self, root, cifar10):
-        self.root = root
+    def __init__(self, root, cifar10, exports):
+        self.root, self.exports = root, exports
         tar = str(cifar10 / "test.tar")
         data = load_labelled(tar, 32, limit=FIRST + CALIBRATION).images
         seen = {image.tobytes() for image in data}  # a larger subset holds the smaller one
@@ -92,20 +93,20 @@ class Zoo:
             info = torch_runner.info
             x = normalize(self.images, info.mean, info.std).numpy()
             self.reference[model] = (x, torch_runner.finite_logits(x))
-            self._export(model, loaded)
+            self._export(model)
         return self.reference[model]
 
-    def _export(self, model: str, loaded) -> None:
-        graphs = {}
+    def _export(self, model: str) -> None:
+        """The session's exports of the checkpoint (tests/conftest.py ``zoo_onnx``: the bytes
+        ``export_checkpoint`` writes), the other targets made from the custom one."""
         for op_form in ("custom", "decomposed"):
-            graphs[op_form] = export_graph(*loaded, ExportOptions(op_form=op_form, verify_images=0),
-                                           log=lambda *a: None).model  # fmt: skip
-        graphs["tensorrt8"] = to_target(graphs["custom"], "tensorrt8")
-        graphs["portable"] = to_target(graphs["custom"], "portable")
-        for form, graph in graphs.items():
-            path = self.root / f"{model}.{form}.fp32.onnx"
-            save_onnx(graph, path)
-            self.files[model, form, "fp32"] = str(path)
+            path = self.exports.export(model, self.root / f"{model}.{op_form}.fp32.onnx", op_form=op_form)
+            self.files[model, op_form, "fp32"] = str(path)
+        custom = load_onnx(self.files[model, "custom", "fp32"])
+        for target in ("tensorrt8", "portable"):
+            path = self.root / f"{model}.{target}.fp32.onnx"
+            save_onnx(to_target(custom, target), path)
+            self.files[model, target, "fp32"] = str(path)
 
     def file(self, model: str, form: str, precision: str) -> str:
         self.logits(model)
@@ -121,8 +122,8 @@ class Zoo:
 
 
 @pytest.fixture(scope="module")
-def zoo(tmp_path_factory, cifar10):
-    return Zoo(tmp_path_factory.mktemp("conformance"), cifar10)
+def zoo(tmp_path_factory, cifar10, zoo_onnx):
+    return Zoo(tmp_path_factory.mktemp("conformance"), cifar10, zoo_onnx)
 
 
 def _runner(runtime: str, path: str, check_cpu: bool = True):

@@ -124,3 +124,22 @@ def test_artifacts_name_data_by_name_or_relative_to_themselves(tmp_path, cifar10
     monkeypatch.chdir(tmp_path)
     assert label("data/x.tar", "models") == "../data/x.tar"  # relative to the artifact, not to here
     assert label(str(tmp_path / "data"), "/") == "data"  # nothing shared but the root: the name alone
+
+
+def test_one_rule_for_the_data_a_command_verifies_with(tmp_path):
+    """Given data wins; else the test data the checkpoint names (its test set before its training
+    data, a path relative to the checkpoint where it exists); else cifar10:test. A named set stays
+    its name, never the path it resolves to."""
+    from types import SimpleNamespace
+
+    (tmp_path / "imgs").mkdir()
+    meta = SimpleNamespace(path=str(tmp_path / "m.pt"),
+                           provenance={"data": "cifar10:train", "metrics": {"test_data": "imgs"}})  # fmt: skip
+    rule = datasets.verification_data
+    assert rule("given.tar", meta) == ("given.tar", "given")
+    assert rule(None, meta) == (str(tmp_path / "imgs"), "checkpoint")
+    meta.provenance = {"data": "cifar10:train", "metrics": {"test_data": "missing"}}
+    assert rule(None, meta) == ("cifar10:train", "checkpoint")
+    meta.provenance = {"train_config": {"test_data": "/nowhere/test.tar"}}
+    assert rule(None, meta) == (datasets.DEFAULT_DATA, "default") == ("cifar10:test", "default")
+    assert rule(None) == rule("", None) == ("cifar10:test", "default")

@@ -14,7 +14,8 @@ from aft_export.errors import NotForThisCPU
 from aft_export.exporting.exporter import ExportOptions, export_checkpoint
 from aft_export.options import QuantizeOptions
 from aft_export.quantization.stage import quantize_model
-from aft_export.workflow.report import deploy_lines, deploy_plots
+from aft_export.workflow.plots import deploy_plots
+from aft_export.workflow.report import deploy_lines
 from aft_export.runners import Runner, TorchRunner
 from tests.conftest import need_openvino
 from tests.export.test_exporter import make_ckpt

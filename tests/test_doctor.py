@@ -9,7 +9,7 @@ import pytest
 
 from aft_export.workflow.doctor import NAME_WIDTH, Check, DoctorResult, format_check, generation
 from aft_export.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, EXIT_UNVERIFIED
-from aft_export.tensorrt.library import environment
+from aft_export.environment import tensorrt_environment
 
 CHECKS = ["export", "quantize fp16", "quantize int8", "build fp32", "build fp16", "build int8",
           "verification script fp32", "verification script fp16", "verification script int8",
@@ -67,7 +67,7 @@ def test_doctor_runs_every_check_and_reports_them_all(tmp_path, tiny, cifar10):
     assert (out / "tiny.verify.sh").is_file() and report["verification_scripts"] == ["tiny.verify.sh"]
     env = report["environment"]
     assert env["python"] and env["packages"]["onnx"] and "driver" in env and "compute_capability" in env
-    here = environment()
+    here = tensorrt_environment()
     if here["gpu"] is None:
         assert all(checks[n]["status"] == "skipped" and "no CUDA GPU" in checks[n]["detail"]
                    for n in ("parity CUDA", "eval CUDA", "bench CUDA"))  # fmt: skip

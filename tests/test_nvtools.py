@@ -23,30 +23,29 @@ import onnx.inliner
 import pytest
 
 from aft_export.errors import AFTExportError
-from aft_export.exporting.exporter import ExportOptions, export_checkpoint
 from aft_export.tensorrt.nvtools import (fp16_layer_plan, fp32_rule_plan, verification_commands,
                                 write_verification_commands)  # fmt: skip
 from aft_export.verify.compare import TOLERANCES
 from aft_export.options import QuantizeOptions
 from aft_export.quantization.stage import quantize_model
 from aft_export.runners import OrtRunner
-from tests.export.test_exporter import make_ckpt
 
 QUIET = dict(log=lambda *a: None)
 PRECISION_FLAGS = ("--fp16", "--int8", "--best", "--precisionConstraints", "--layerPrecisions", "--layerOutputTypes")
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory, cifar10):
+def models(tmp_path_factory, cifar10, tiny_onnx):
     """Tiny exports: AFT-full with dynamic and fixed batch, fp16 and int8 of it, AFT-conv
     with dynamic H/W, and the fp16/int8 graphs relabelled for the tensorrt8 target
     (functions inlined, ``export_target=tensorrt8``) as that exporter will write them."""
     d = tmp_path_factory.mktemp("nv")
-    full, conv = make_ckpt(d / "full.pt", "aft_full_test"), make_ckpt(d / "conv.pt", "aft_conv_test")
+    full = tiny_onnx.ckpt(d / "full.pt", "aft_full_test")
+    conv = tiny_onnx.ckpt(d / "conv.pt", "aft_conv_test")
     out = {"fp32": d / "full.onnx", "b4": d / "full_b4.onnx", "hw": d / "conv_hw.onnx"}
-    export_checkpoint(full, out["fp32"], ExportOptions(verify_images=0), **QUIET)
-    export_checkpoint(full, out["b4"], ExportOptions(verify_images=0, batch="4"), **QUIET)
-    export_checkpoint(conv, out["hw"], ExportOptions(verify_images=0, dynamic_hw=True), **QUIET)
+    tiny_onnx.export(full, out["fp32"])
+    tiny_onnx.export(full, out["b4"], batch="4")
+    tiny_onnx.export(conv, out["hw"], dynamic_hw=True)
     for p in ("fp16", "int8", "int8_fp32"):  # int8: the rest in fp16 (the tensorrt target's); int8_fp32 in fp32
         out[p] = d / f"full.{p}.onnx"
         quantize_model(out["fp32"], out[p], str(cifar10 / "train.tar"),
@@ -61,7 +60,7 @@ def models(tmp_path_factory, cifar10):
         onnx.save(m, out[f"{p}_trt8"])
     # and an int8 file of the real tensorrt8 export (its inlined core and decomposed LayerNorm keep their modules)
     out["trt8_export"] = d / "full.trt8.onnx"
-    export_checkpoint(full, out["trt8_export"], ExportOptions(verify_images=0, target="tensorrt8"), **QUIET)
+    tiny_onnx.export(full, out["trt8_export"], target="tensorrt8")
     out["trt8_export_int8"] = d / "full.trt8.int8.onnx"
     quantize_model(out["trt8_export"], out["trt8_export_int8"], str(cifar10 / "train.tar"),
                    QuantizeOptions(count=16, cache_dir=""), progress=False, **QUIET)  # fmt: skip

@@ -1,6 +1,5 @@
 import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import onnx

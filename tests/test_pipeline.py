@@ -11,14 +11,15 @@ from aft_export.cli import main
 from aft_export.errors import AFTExportError
 from aft_export.artifacts.onnxio import load_onnx, read_metadata
 from aft_export.workflow.pipeline import PipelineOptions, engine_library, run_pipeline
-from aft_export.tensorrt.library import RTX, environment, installed_libraries
+from aft_export.environment import has_gpu, tensorrt_libraries
+from aft_export.tensorrt.library import RTX
 from tests.export.test_exporter import make_ckpt
 from tests.conftest import need_openvino
 from tests.test_machine_paths import scan_files
 
 # what the engine step does here: TensorRT with a GPU, else TensorRT-RTX (built on the CPU), else nothing
-ENGINES, _ = engine_library(installed_libraries(), environment()["gpu"] is not None)
-NO_GPU = environment()["gpu"] is None
+ENGINES, _ = engine_library(tensorrt_libraries(), has_gpu())
+NO_GPU = not has_gpu()
 
 FAST = ["--calib-images", "128", "--eval-images", "64", "--parity-images", "16", "--bench-batch-size", "1",
         "--bench-batch-size", "4", "--bench-iters", "2"]  # fmt: skip

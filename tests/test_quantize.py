@@ -11,30 +11,27 @@ from onnx import TensorProto, numpy_helper
 
 from aft_export.cli import main
 from aft_export.errors import AFTExportError
-from aft_export.exporting.exporter import ExportOptions, export_checkpoint
 from aft_export.exporting.functions import DOMAIN
 from aft_export.artifacts.graph import aft_core_nodes, aft_projection_nodes, node_module
 from aft_export.options import QuantizeOptions
 from aft_export.quantization.stage import quantize_model
 from aft_export.artifacts.onnxio import graph_precision
 from tests.conftest import REPO
-from tests.export.test_exporter import make_ckpt
 
 QUIET = dict(log=lambda *a: None)
 
 
 @pytest.fixture(scope="module")
-def onnx_models(tmp_path_factory, cifar10):
-    """fp32 exports of tiny models: AFT-full in the custom form, AFT-conv decomposed."""
+def onnx_models(tmp_path_factory, tiny_onnx):
+    """fp32 exports of tiny models: AFT-full in the custom form, AFT-conv decomposed (the session's,
+    tests/conftest.py ``tiny_onnx``; these very exports are verified against PyTorch on real images
+    in tests/export/test_exporter.py, which is where the exporter is tested)."""
     d = tmp_path_factory.mktemp("q")
     out = {}
     for key, name, form in (("custom", "aft_full_test", "custom"), ("decomposed", "aft_conv_test", "decomposed"),
                             ("conv_custom", "aft_conv_test", "custom")):  # fmt: skip
-        ckpt = make_ckpt(d / f"{name}.pt", name)
-        path = d / f"{name}_{form}.onnx"
-        export_checkpoint(ckpt, path, ExportOptions(op_form=form, verify_data=str(cifar10 / "test.tar"),
-                                                    verify_images=16), **QUIET)  # fmt: skip
-        out[key] = path
+        ckpt = tiny_onnx.ckpt(d / f"{name.split('_')[1]}.pt", name)
+        out[key] = tiny_onnx.export(ckpt, d / f"{name}_{form}.onnx", op_form=form)
     return out
 
 
@@ -93,10 +90,10 @@ def _logits(path, x):
 
 def _calibration_tensors(model, source, count, seed=0):
     """The calibration images a run with these settings uses, preprocessed as the metadata says."""
-    from aft_export.data.calibration import Preprocess, load_calibration
+    from aft_export.data.calibration import Preprocessing, load_calibration
 
     meta = {p.key: p.value for p in model.metadata_props}
-    return load_calibration(str(source), Preprocess.from_metadata(meta), count, seed, progress=False).tensors
+    return load_calibration(str(source), Preprocessing.from_metadata(meta), count, seed, progress=False).tensors
 
 
 def _sha256(tensors):
@@ -1023,3 +1020,25 @@ def test_compute_nodes_of_our_int8_files(int8_of):
     assert counts["int8"] == result.recipe["quantized_nodes"] and counts["fp16"] > 0 and counts["fp32"] > 0
     parsed = parse(onnx.load(path))
     assert parsed.ok and network_summary(need_rtx(), parsed.network)["compute"]["int8"] == counts["int8"]
+
+
+def test_the_precision_is_chosen_once_as_one_strategy_per_precision():
+    """int8 or fp16 is one strategy picked by name where the stage starts; nothing else in the
+    stage asks the precision string (a new precision is one class, not five branches)."""
+    import inspect
+    import re
+
+    from aft_export.options import PRECISIONS
+    from aft_export.quantization import stage
+
+    assert tuple(stage.PRECISION_STRATEGIES) == PRECISIONS
+    assert all(how.name == name for name, how in stage.PRECISION_STRATEGIES.items())
+    int8, fp16 = stage.PRECISION_STRATEGIES["int8"], stage.PRECISION_STRATEGIES["fp16"]
+    assert fp16.computes_fp16(QuantizeOptions(precision="fp16"))
+    assert [int8.computes_fp16(QuantizeOptions(rest_precision=r)) for r in ("fp16", "fp32")] == [True, False]
+    with pytest.raises(AFTExportError, match="int8 needs calibration images"):
+        int8.without_calibration()
+    fp16.without_calibration()  # optional: no agreement to measure
+    source = inspect.getsource(stage)  # (rest_precision is another option, the int8 strategy's)
+    assert len(re.findall(r"\bopts\.precision\b", source)) == 1
+    assert not re.search(r"(?<!rest_)precision [!=]= \"", source)

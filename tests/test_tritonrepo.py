@@ -24,24 +24,20 @@ from aft_export.cli import main
 from aft_export.verify.compare import TOLERANCES, judge, metrics
 from aft_export.data.images import iter_tar, load_image, normalize
 from aft_export.errors import AFTExportError
-from aft_export.exporting.exporter import ExportOptions, export_checkpoint
 from aft_export.options import TritonRepoOptions
 from aft_export.runners import OrtRunner
 from aft_export.serving.repository import write_repository
-from tests.export.test_exporter import make_ckpt
 from tests.conftest import REPO
 from tests.servekit import ENGINE_PROFILE_MAX, TritonBinary, engine_with_manifest, need, need_server
 
-QUIET = dict(log=lambda *a: None)
-
 
 @pytest.fixture(scope="module")
-def artifacts(tmp_path_factory):
+def artifacts(tmp_path_factory, tiny_onnx):
     root = tmp_path_factory.mktemp("repo-artifacts")
-    ckpt = make_ckpt(root / "full.pt", "aft_full_test")
+    ckpt = tiny_onnx.ckpt(root / "full.pt", "aft_full_test")
     dynamic, fixed = root / "full.onnx", root / "full.b2.onnx"
-    export_checkpoint(ckpt, dynamic, ExportOptions(verify_images=0), **QUIET)
-    export_checkpoint(ckpt, fixed, ExportOptions(verify_images=0, batch="2"), **QUIET)
+    tiny_onnx.export(ckpt, dynamic)
+    tiny_onnx.export(ckpt, fixed, batch="2")
     return {"dynamic": dynamic, "fixed": fixed, "engine": engine_with_manifest(root, dynamic, "full.int8.engine")}
 
 

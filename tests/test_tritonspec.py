@@ -10,23 +10,19 @@ import pytest
 
 from aft_export.serving import spec as tritonspec
 from aft_export.errors import AFTExportError
-from aft_export.exporting.exporter import ExportOptions, export_checkpoint
 from aft_export.options import DEFAULT_MAX_BATCH, ServeOptions, TritonRepoOptions
 from aft_export.serving.spec import check_names, containers_for_tensorrt, describe, model_name, topk
-from tests.export.test_exporter import make_ckpt
 from tests.servekit import engine_with_manifest
-
-QUIET = dict(log=lambda *a: None)
 
 
 @pytest.fixture(scope="module")
-def onnx_files(tmp_path_factory):
+def onnx_files(tmp_path_factory, tiny_onnx):
     root = tmp_path_factory.mktemp("spec")
-    ckpt = make_ckpt(root / "conv.pt", "aft_conv_test")
+    ckpt = tiny_onnx.ckpt(root / "conv.pt", "aft_conv_test")
     out = {"dynamic": root / "conv.onnx", "fixed": root / "conv.b4.onnx", "hw": root / "conv.hw.onnx"}
-    export_checkpoint(ckpt, out["dynamic"], ExportOptions(verify_images=0), **QUIET)
-    export_checkpoint(ckpt, out["fixed"], ExportOptions(verify_images=0, batch="4"), **QUIET)
-    export_checkpoint(ckpt, out["hw"], ExportOptions(verify_images=0, dynamic_hw=True), **QUIET)
+    tiny_onnx.export(ckpt, out["dynamic"])
+    tiny_onnx.export(ckpt, out["fixed"], batch="4")
+    tiny_onnx.export(ckpt, out["hw"], dynamic_hw=True)
     return out
 
 

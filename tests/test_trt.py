@@ -11,32 +11,33 @@ import pytest
 from click.testing import CliRunner
 
 from aft_export.cli import main
+from aft_export.environment import has_gpu
 from aft_export.errors import AFTExportError, RuntimeMissing
-from aft_export.exporting.exporter import ExportOptions, export_checkpoint
 from aft_export.tensorrt.build import build_engine
 from aft_export.runners import TrtRunner
-from aft_export.tensorrt.library import (RTX, BuildOptions, Profile, build_plan, check_engine_name, check_manifest,
-                            check_trt_version, choose_library, compute_capabilities, engine_name, environment,
-                            input_profile, make_manifest, manifest_path, network_flags, precision_flags,
-                            rebuild_command, rtx_runs_on, version_compatible_runs)  # fmt: skip
-from tests.export.test_exporter import make_ckpt
+from aft_export.tensorrt.library import (RTX, BuildOptions, Profile, build_plan, check_engine_name, check_trt_version,
+                                         choose_library, compute_capabilities, engine_name, input_profile,
+                                         network_flags, precision_flags, rtx_runs_on,
+                                         version_compatible_runs)  # fmt: skip
+from aft_export.tensorrt.manifest import check_manifest, make_manifest, manifest_path, rebuild_command
 
 HAS_TRT = importlib.util.find_spec("tensorrt") is not None
-HAS_GPU = environment()["gpu"] is not None
+HAS_GPU = has_gpu()
 MISSING = [what for what, ok in (("TensorRT is not installed", HAS_TRT), ("no CUDA GPU is visible", HAS_GPU)) if not ok]
 needs_trt_and_gpu = pytest.mark.skipif(bool(MISSING), reason="; ".join(MISSING) + " here")
 QUIET = dict(log=lambda *a: None)
 
 
 @pytest.fixture(scope="module")
-def graphs(tmp_path_factory):
+def graphs(tmp_path_factory, tiny_onnx):
+    """The session's tiny exports (tests/conftest.py ``tiny_onnx``), shared with other modules."""
     d = tmp_path_factory.mktemp("trt")
     out = {}
     for key, name, kw in (("dynamic", "aft_full_test", {}), ("fixed", "aft_full_test", {"batch": "4"}),
                           ("hw", "aft_conv_test", {"dynamic_hw": True})):  # fmt: skip
-        ckpt = make_ckpt(d / f"{key}.pt", name)
+        ckpt = tiny_onnx.ckpt(d / f"{name.split('_')[1]}.pt", name)
         out[key] = d / f"{key}.onnx"
-        export_checkpoint(ckpt, out[key], ExportOptions(verify_images=0, **kw), **QUIET)
+        tiny_onnx.export(ckpt, out[key], **kw)
     return out
 
 
@@ -378,7 +379,7 @@ def test_what_running_an_engine_reads_from_its_manifest_is_checked_first():
 
 def test_a_manifests_network_holds_counts():
     """info renders network.compute as counts per precision: anything else is malformed, not shown."""
-    from aft_export.tensorrt.library import manifest_problems
+    from aft_export.tensorrt.manifest import manifest_problems
 
     ok = {"outputs": {"fp32": 3}, "num_layers": 3, "compute": {"int8": 2, "fp32": 1}}
     assert manifest_problems({"network": ok}) == [] and manifest_problems({"network": None}) == []

@@ -88,27 +88,27 @@ def test_the_pipeline_combines_the_stages_verdicts_not_its_report(tmp_path, monk
     monkeypatch.setattr(report, "trt_verdict", lambda r: "refused 10.3 (warn)")
     opts = pipeline.PipelineOptions(bench_batches=(1,))
     meta = SimpleNamespace(sha256="0" * 64, model_name="m")
-    ctx = pipeline._Context(tmp_path / "m.pt", (None, meta), opts, work, tmp_path / "run", "calib.json", [], None, "",
+    ctx = pipeline.Context(tmp_path / "m.pt", (None, meta), opts, work, tmp_path / "run", "calib.json", [], None, "",
                             ())  # fmt: skip
 
     def made(name, verdict):
         path = tmp_path / name
-        return pipeline._Made("quantize", name, path, {"recipe": {"calibration": None}}, None,
+        return pipeline.Made("quantize", name, path, {"recipe": {"calibration": None}}, None,
                               SimpleNamespace(verdict=verdict), path)  # fmt: skip
 
     ev = [{"artifact": str(tmp_path / n), "backend": "x", "precision": "fp32", "top1": 50.0, "top5": 90.0,
            "agreement": 100.0, "status": "ok"} for n in ("m.pt", "model.onnx", "model.fp16.onnx")]  # fmt: skip
-    parity = pipeline._Parity({"artifacts": [], "verdict": Verdict().to_dict()}, {}, [])
+    parity = pipeline.ParityRun({"artifacts": [], "verdict": Verdict().to_dict()}, {}, [])
     from aft_export.verify.deploy import DeployTable
 
-    deploy = pipeline._Deploy(DeployTable([], {}, {}, 1, "m.pt", "d"), {"rows": [], "skipped": []})
+    deploy = pipeline.DeployRun(DeployTable([], {}, {}, 1, "m.pt", "d"), {"rows": [], "skipped": []})
     outcome = pipeline._report(ctx, [], [made("model.onnx", Verdict()), made("model.fp16.onnx", Verdict())], {},
-                               pipeline._Engines(), parity, ev, deploy)  # fmt: skip
+                               pipeline.Engines(), parity, ev, deploy)  # fmt: skip
     assert outcome.value.verdict.ok and outcome.value.summary[1]["trt_check"] == "refused 10.3 (warn)"
     (work / "plots").rmdir()
     unsure = Verdict.of(unverified=["the offline rules of TensorRT 11.4 warn about model.fp16.onnx"])
     outcome = pipeline._report(ctx, [], [made("model.onnx", Verdict()), made("model.fp16.onnx", unsure)], {},
-                               pipeline._Engines(), parity, ev, deploy)  # fmt: skip
+                               pipeline.Engines(), parity, ev, deploy)  # fmt: skip
     result = outcome.value
     assert result.verdict == Verdict("unverified", ("model.fp16.onnx: " + unsure.reasons[0],)) and result.passed
     manifest = json.loads((work / "manifest.json").read_text())
@@ -120,7 +120,7 @@ def test_the_pipeline_combines_the_stages_verdicts_not_its_report(tmp_path, monk
     failing = DeployTable([], {}, {}, 1, "m.pt", "d", Verdict.of(unverified=["model.fp16.onnx on openvino fails "
                                                                             "parity: real: max_abs"]))  # fmt: skip
     outcome = pipeline._report(ctx, [], [made("model.onnx", Verdict()), made("model.fp16.onnx", Verdict())], {},
-                               pipeline._Engines(), parity, ev, pipeline._Deploy(failing, deploy.bench))  # fmt: skip
+                               pipeline.Engines(), parity, ev, pipeline.DeployRun(failing, deploy.bench))  # fmt: skip
     assert outcome.value.verdict.status == "unverified" and outcome.value.passed
     assert outcome.value.verdict.reasons == ("model.fp16.onnx on openvino fails parity: real: max_abs",)
 

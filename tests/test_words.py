@@ -570,7 +570,7 @@ def test_a_rebuild_command_is_build_s_own_flags():
 
     from aft_export.cli import main
     from aft_export.cli.words import in_flags
-    from aft_export.tensorrt.library import rebuild_command
+    from aft_export.tensorrt.manifest import rebuild_command
 
     m = {"onnx": "model.fp16.onnx", "library": "tensorrt-rtx",
          "build_options": {"batch": "1,8,32", "hw": "16,32,64", "compute_capabilities": ["7.5"]}}  # fmt: skip
@@ -582,8 +582,8 @@ def test_a_rebuild_command_is_build_s_own_flags():
 PLANTS = {  # a message each check must refuse: (module, the message, the command it misleads, the field)
     "a typo": ("exporting.exporter", "give `verify_dat`", "export", "verify_dat"),
     "another command's option": ("verify.evaluate", "give `tolerances`", "eval", "tolerances"),
-    "a field its stage has, another command's flag": ("tensorrt.library", "give `hw`", "eval", "hw"),
-    "a command line's unknown option": ("tensorrt.library", "`aft-export build MODEL.onnx batch_profil=1`", "build", "batch_profil"),
+    "a field its stage has, another command's flag": ("tensorrt.manifest", "give `hw`", "eval", "hw"),
+    "a command line's unknown option": ("tensorrt.manifest", "`aft-export build MODEL.onnx batch_profil=1`", "build", "batch_profil"),
     "a flag": ("exporting.exporter", "give --verify-data DIR", None, "--verify-data"),
 }
 
@@ -595,7 +595,7 @@ def test_a_planted_bad_reference_fails(plant, monkeypatch):
     module, message, command, field = PLANTS[plant]
     sources = dict(_read())
     target = {"exporting.exporter": "def export_graph(", "verify.evaluate": "def evaluate_artifacts(",
-              "tensorrt.library": "def check_manifest("}[module]  # fmt: skip
+              "tensorrt.manifest": "def check_manifest("}[module]  # fmt: skip
     head, _, tail = sources[module].partition(target)
     body = tail.index('"""', tail.index('"""') + 3) + 3  # after the function's docstring
     sources[module] = head + target + tail[:body] + f"\n    if 0:\n        raise AFTExportError({message!r})" + tail[body:]

@@ -118,18 +118,17 @@ def test_quantised_zoo_meets_the_floors(entry, tmp_path, cifar10, monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["aft_conv_cifar", "aft_full_cifar"])
-def test_int8_covers_every_layer_of_the_real_graphs(name, tmp_path, cifar10):
+def test_int8_covers_every_layer_of_the_real_graphs(name, tmp_path, cifar10, zoo_onnx):
     """On the zoo's graphs onnxsim rewrites AFT-conv's q/k/v linears into Reshape+Gemm;
     every MatMul/Gemm/Conv of a Linear or Conv2d module must still compute in int8."""
     import onnx
 
-    from aft_export.exporting.exporter import ExportOptions, export_checkpoint
     from aft_export.artifacts.graph import node_module
     from aft_export.options import QuantizeOptions
     from aft_export.quantization.stage import quantize_model
 
     fp32, int8 = tmp_path / "m.onnx", tmp_path / "m.int8.onnx"
-    export_checkpoint(ZOO_DIR / f"{name}.pt", fp32, ExportOptions(verify_images=0), log=lambda *a: None)
+    zoo_onnx.export(name, fp32)  # export_checkpoint's, verification off, made once per session (tests/conftest.py)
     quantize_model(fp32, int8, str(cifar10 / "train.tar"), QuantizeOptions(count=16, cache_dir=""),
                    log=lambda *a: None)  # fmt: skip
     model = onnx.load(int8)

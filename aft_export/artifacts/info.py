@@ -25,7 +25,7 @@ from aft_export.readers import reason
 from aft_export.runners import CHECKPOINT_SUFFIXES, ENGINE_SUFFIXES, onnx_info
 from aft_export.runners.ort import GraphSignature
 from aft_export.models.sources import SPEC_SUFFIXES, load_model, source_suffixes
-from aft_export.tensorrt.library import check_manifest, manifest_path, manifest_problems
+from aft_export.tensorrt.manifest import check_manifest, manifest_path, manifest_problems
 
 # our metadata shown as they are (the rest: classes, preprocessing, the recipe, read below)
 OUR_KEYS = ("model_name", "variant", "export_target", "opset", "aft_op_form", "source_checkpoint", "source_sha256",

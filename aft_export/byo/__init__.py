@@ -1,7 +1,8 @@
 """Bring your own model: AFT classifiers trained with other code export too.
 
 * :mod:`aft_export.byo.modeldef`: ``model_def`` ``MODULE:FACTORY`` or ``FILE.py:FACTORY``;
-* :mod:`aft_export.byo.preprocess`: input size, mean/std and class names from flags or a file;
+* :mod:`aft_export.data.preprocess` (the reader, on the model-and-data floor): input size,
+  mean/std and class names from flags or a file;
 * :mod:`aft_export.byo.swap`: find AFT layers (ours, aft-pytorch, comvex, labml-nn), map the
   public ones to ours, refuse by name what cannot be mapped, verify the swap;
 * :mod:`aft_export.byo.spec`: the user's model as one value (or a JSON/YAML spec file)

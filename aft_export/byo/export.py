@@ -7,7 +7,7 @@ given the loaded model): the translation table, the function bodies, metadata, o
 ONNX Runtime verification, the TensorRT check and the atomic save.
 
     from aft_export.byo.export import export_model
-    from aft_export.byo.preprocess import Preprocessing
+    from aft_export.data.images import Preprocessing
 
     pre = Preprocessing(input_size=32, mean=(0.49, 0.48, 0.45), std=(0.25, 0.24, 0.26))
     result = export_model(my_model, "model.onnx", pre)
@@ -17,15 +17,10 @@ from __future__ import annotations
 
 from torch import nn
 
-from aft_export.byo.preprocess import Preprocessing
+from aft_export.data.images import Preprocessing
 from aft_export.byo.spec import UserModel, meta_for
 from aft_export.errors import AFTExportError
 from aft_export.exporting.exporter import ExportOptions, ExportResult, export_checkpoint
-
-# the exporter's report carries what became of each AFT layer and the swap check
-# (ExportResult.layers, .swap_check, .warnings); the name of earlier releases
-ByoExportResult = ExportResult
-
 
 def export_model(model: nn.Module, out, preprocessing: Preprocessing, options: ExportOptions | None = None, *,
                  name: str = "", log=print) -> ExportResult:  # fmt: skip
@@ -45,10 +40,3 @@ def export_model(model: nn.Module, out, preprocessing: Preprocessing, options: E
     user = UserModel(f"{type(model).__module__}.{type(model).__qualname__}", preprocessing, name=label)
     meta = meta_for(model, user, log)  # the same checks and metadata as for a model_def
     return export_checkpoint(None, out, options, log=log, loaded=(model, meta))
-
-
-def export_user_model(user: UserModel, out, options: ExportOptions | None = None, log=print) -> ExportResult:
-    """The export of a model_def with its weights: build, load, swap, export. ``out``
-    is claimed first: never the weights, the spec or the model's code (the command line adds
-    every other file it was given: the preprocessing and class names files)."""
-    return export_checkpoint(user, out, options, log=log)

@@ -38,7 +38,8 @@ from torch import nn
 
 from aft_export import readers
 from aft_export.byo.modeldef import build_model
-from aft_export.byo.preprocess import Preprocessing, read_mapping, resolve
+from aft_export.data.images import Preprocessing
+from aft_export.data.preprocess import read_mapping, resolve
 from aft_export.byo.swap import layer_variants, plan_swap, quiet_stdout
 from aft_export.byo.verify import prepare_export
 from aft_export.models.checkpoint import ModelMeta
@@ -141,9 +142,6 @@ class ForeignConfig:
                 "variant": self.variant, **self.swap}  # fmt: skip
 
 
-UserModelMeta = ModelMeta  # one metadata type for every source; the name of earlier releases
-
-
 def state_sha256(model: nn.Module) -> str:
     """A digest of the weights (names, dtypes, shapes, bytes): the same model gives the
     same digest however its file was laid out."""
@@ -175,8 +173,3 @@ def read_spec(path: str | os.PathLike) -> UserModel:
         weights = str(base / weights)
     return UserModel(f"{target}:{factory}", pre, weights=weights, weights_key=given.get("weights_key"),
                      name=given.get("name") or path.stem, spec=str(path))  # fmt: skip
-
-
-def load_user_model(source: UserModel | str | os.PathLike, log=None) -> tuple[nn.Module, UserModelMeta]:
-    user = source if isinstance(source, UserModel) else read_spec(source)
-    return user.load(log)

@@ -19,7 +19,8 @@ code has other layers; this module
 3. **probes** the model once on an example batch to learn what each layer sees
    (sequence length, token grid, masks), since a public layer's parameters say only
    its maximum sequence length;
-4. **builds** our layer for each public one, mapping the weights (``hidden_dim != dim``,
+4. **builds** our layer for each public one (its entry in :data:`aft_export.byo.public.PUBLIC_LAYERS`,
+   which also holds its refusal), mapping the weights (``hidden_dim != dim``,
    bias layouts, head layouts, ``T < max_seqlen``), and installs it in a copy of the
    model, in an adapter where their calling convention differs from ours;
 5. the swapped copy is then **verified** against the original
@@ -57,14 +58,10 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from aft_export.verify.compare import SWAP_MAX_ABS, swap_agreement
+from aft_export.byo.public import AFT_PYTORCH, COMVEX, LABML, PUBLIC_LAYERS, Call, PublicLayer, public_class
 from aft_export.errors import AFTExportError
 from aft_export.layers.aft import AFTConv, AFTFull, AFTLayer, AFTLocal, AFTSimple
-from aft_export.layers.cores import local_band_from_dense, local_bias_mask
-
-AFT_PYTORCH = "aft_pytorch.aft_pytorch"
-COMVEX = "comvex.aft.model"
-LABML = "labml_nn.transformers.aft"
+from aft_export.verify.compare import SWAP_MAX_ABS, swap_agreement
 
 
 @dataclass
@@ -76,14 +73,6 @@ class LayerReport:
     action: str  # "ours" (kept), "mapped" (swapped for ours), "unused" (never called), "look-alike" (kept as it is)
     to: str = ""  # our layer, e.g. "AFTFull(dim=24, hidden=16, T=16)"
     reason: str = ""
-
-
-@dataclass
-class Call:
-    """What a layer was called with during the probe."""
-
-    args: tuple
-    kwargs: dict
 
 
 @dataclass
@@ -107,54 +96,6 @@ class SwapPlan:
 
 
 # ----------------------------------------------------------------------------
-# Adapters: their calling convention around our layer
-# ----------------------------------------------------------------------------
-
-
-class GridArgs(nn.Module):
-    """comvex ``AFTConv`` is called as ``layer(x, H, W)``; ours takes ``grid=(H, W)``."""
-
-    def __init__(self, aft: AFTConv) -> None:
-        super().__init__()
-        self.aft = aft
-
-    def forward(self, x: Tensor, H: int, W: int) -> Tensor:  # their argument names
-        return self.aft(x, (H, W))
-
-
-class SequenceFirst(nn.Module):
-    """labml-nn ``AFTLocal`` takes keyword ``query, key, value`` of shape (T, B, d) and a
-    mask; the swap checked that the three are one tensor and the mask is all True."""
-
-    def __init__(self, aft: AFTLocal) -> None:
-        super().__init__()
-        self.aft = aft
-
-    def forward(self, *, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None) -> Tensor:
-        return self.aft(query.transpose(0, 1)).transpose(0, 1)  # (T, B, d) -> (B, T, d) -> back
-
-
-# ----------------------------------------------------------------------------
-# Recognising layers
-# ----------------------------------------------------------------------------
-
-
-def _public_class(module: nn.Module) -> tuple[str, str, type] | None:
-    """(package module, class name, that class) of the public AFT class ``module`` is, or
-    derives from."""
-    for cls in type(module).__mro__:
-        key = (cls.__module__, cls.__qualname__)
-        if key in _KNOWN:
-            return key[0], key[1], cls
-    return None
-
-
-def _source(mod: str, name: str) -> str:
-    package = {AFT_PYTORCH: "aft-pytorch", COMVEX: "comvex", LABML: "labml-nn"}[mod]
-    return f"{package} {name}"
-
-
-# ----------------------------------------------------------------------------
 # Recognising layers by their parameters (then proving them by what they compute)
 # ----------------------------------------------------------------------------
 
@@ -167,15 +108,15 @@ def _is_square(x) -> bool:
     return isinstance(x, Tensor) and x.dim() == 2 and x.shape[0] == x.shape[1]
 
 
-def _layout(module: nn.Module) -> list[tuple[str, str]]:
-    """The public layers whose parameter layout ``module`` has, as (package module, class),
+def _layout(module: nn.Module) -> list[PublicLayer]:
+    """The public layers whose parameter layout ``module`` has, as registry entries,
     most specific first; [] if none. A layout is the names and shapes of the projections
     (q, k, v ``d -> h``, output ``h -> d``) and of the position bias: aft-pytorch's square
     ``wbias`` (full and local; local where a window ``s`` is set too) or none (simple);
     comvex's rank-r ``u`` and ``v`` (``AFTGeneral``, full); labml-nn's square ``pos_bias``
     and ``local_mask`` with a ``local_window_size`` (``AFTLocal``). Ours and the public
     classes recognised by class are not asked."""
-    if isinstance(module, AFTLayer) or _public_class(module) is not None:
+    if isinstance(module, AFTLayer) or public_class(module) is not None:
         return []
     for mod, projections in _PROJECTIONS.items():
         linears = [getattr(module, n, None) for n in projections]
@@ -193,17 +134,18 @@ def _layout(module: nn.Module) -> list[tuple[str, str]]:
         if mod == AFT_PYTORCH and extra == {"wbias"} and _is_square(params["wbias"]):
             window = getattr(module, "s", None)
             local = isinstance(window, int) and not isinstance(window, bool) and window >= 1
-            return [(mod, "AFTLocal"), (mod, "AFTFull")] if local else [(mod, "AFTFull")]
+            return [PUBLIC_LAYERS[mod, "AFTLocal"], PUBLIC_LAYERS[mod, "AFTFull"]] if local else \
+                [PUBLIC_LAYERS[mod, "AFTFull"]]  # fmt: skip
         if mod == AFT_PYTORCH and not extra:
-            return [(mod, "AFTSimple")]
+            return [PUBLIC_LAYERS[mod, "AFTSimple"]]
         if mod == COMVEX and extra == {"u", "v"} and params["u"].dim() == 2 and \
                 params["u"].shape == params["v"].shape:  # fmt: skip
-            return [(mod, "AFTGeneral")]
+            return [PUBLIC_LAYERS[mod, "AFTGeneral"]]
         window = getattr(module, "local_window_size", None)
         if mod == LABML and extra == {"pos_bias", "local_mask"} and _is_square(params["pos_bias"]) and \
                 params["local_mask"].shape == params["pos_bias"].shape and isinstance(window, int) and \
                 not isinstance(window, bool) and window >= 1:  # fmt: skip
-            return [(mod, "AFTLocal")]
+            return [PUBLIC_LAYERS[mod, "AFTLocal"]]
     return []
 
 
@@ -227,149 +169,6 @@ def _prove(module: nn.Module, ours: nn.Module, calls: list[Call], seed: int = 0)
     except Exception as exc:  # noqa: BLE001 - their layer takes or returns something ours does not
         first_line = (str(exc).strip().splitlines() or [""])[0]
         return {"passed": False, "max_abs": float("inf"), "error": f"{type(exc).__name__}: {first_line}"}
-
-
-def _comvex_mode(module: nn.Module) -> str:
-    if not getattr(module, "use_position_bias", True):
-        return "simple"
-    return "local" if getattr(module, "position_bias_mask", None) is not None else "full"
-
-
-def _static_refusal(module: nn.Module, mod: str, name: str) -> str:
-    """Why a public layer cannot become our operator, judged from the layer alone ("" if it can)."""
-    if mod == AFT_PYTORCH and name == "AFTConv":
-        return "aft-pytorch's AFTConv is a stub with no parameters whose forward raises NotImplementedError"
-    if mod == COMVEX:
-        act = getattr(module, "query_act_fnc", None)
-        if act is not None and type(act) is not nn.Sigmoid:
-            return f"its query activation is {type(act).__name__}, not AFT's sigmoid"
-        if name == "AFTGeneral":
-            mode = _comvex_mode(module)
-            if mode == "local":
-                return ("comvex's AFTLocal calls Tensor.mask_fill_, which does not exist, so the layer cannot run "
-                        "in PyTorch and there is no trained behaviour to reproduce")  # fmt: skip
-            if mode == "simple":
-                return ("comvex's AFTSimple (use_position_bias=False) computes sigmoid(Q) * softmax_t(K) * V with no "
-                        "sum over positions; that is not AFT-simple, so no com.aft node computes it")  # fmt: skip
-        if name == "AFTConv":
-            ks = module.w.shape[-1]
-            if ks % 2 == 0:
-                return f"its kernel size {ks} is even; AFT-conv needs an odd kernel (padding k//2 keeps the grid)"
-            if _comvex_conv_kernel(module).abs().max().item() != 0.0:
-                return ("comvex's AFTConv convolves K * V and K (not exp(K) * V and exp(K)) in its windowed term, "
-                        "so with a non-zero kernel exp(w) - 1 it is not AFT-conv; only its initial state (kernel "
-                        "zero) maps")  # fmt: skip
-    return ""
-
-
-def _comvex_conv_kernel(module: nn.Module) -> Tensor:
-    """``exp(w) - 1`` per head as comvex computes it in eval mode (one BatchNorm shared
-    by every head, with its running statistics)."""
-    bn = module.w_norm
-    with torch.no_grad():
-        w = torch.nn.functional.batch_norm(module.w, bn.running_mean, bn.running_var, bn.weight, bn.bias,
-                                           training=False, eps=bn.eps)  # fmt: skip
-        return torch.exp(w)[:, 0] - 1.0  # (heads, k, k)
-
-
-# ----------------------------------------------------------------------------
-# Building our layers from theirs
-# ----------------------------------------------------------------------------
-
-
-def _linear(src: nn.Linear) -> nn.Linear:
-    out = nn.Linear(src.in_features, src.out_features, bias=src.bias is not None)
-    with torch.no_grad():
-        out.weight.copy_(src.weight)
-        if src.bias is not None:
-            out.bias.copy_(src.bias)
-    return out
-
-
-def _with_projections(layer: AFTLayer, q: nn.Linear, k: nn.Linear, v: nn.Linear, out: nn.Linear) -> AFTLayer:
-    """Our layer with their four projections (any hidden width, with or without biases)."""
-    layer.to_q, layer.to_k, layer.to_v, layer.proj = _linear(q), _linear(k), _linear(v), _linear(out)
-    layer.dim = q.in_features
-    return layer.eval()
-
-
-def _seq_len(call: Call, path: str, source: str, seq_first: bool = False) -> int:
-    x = call.kwargs.get("query") if seq_first else (call.args[0] if call.args else None)
-    if not isinstance(x, Tensor) or x.dim() != 3:
-        shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-        raise AFTExportError(f"AFT layer {path} ({source}) is called with input {shape}; the exporter maps "
-                             f"layers that take (B, T, d) tokens")  # fmt: skip
-    return int(x.shape[0] if seq_first else x.shape[1])
-
-
-def _build(module: nn.Module, mod: str, name: str, path: str, call: Call) -> tuple[nn.Module, str]:
-    """Our layer (or an adapter around it) for one public layer, and its description."""
-    source = _source(mod, name)
-    if mod == AFT_PYTORCH:  # their class, or a module with its parameter layout (dims from the Linears)
-        t = _seq_len(call, path, source)
-        dim, hidden = module.to_q.in_features, module.to_q.out_features
-        if name == "AFTSimple":
-            ours = _with_projections(AFTSimple(dim), module.to_q, module.to_k, module.to_v, module.project)
-            return ours, f"AFTSimple(dim={dim}, hidden={hidden}, T={t})"
-        if t > module.wbias.shape[0]:
-            raise AFTExportError(f"AFT layer {path} ({source}) is called with {t} tokens; its wbias holds "
-                                 f"{module.wbias.shape[0]}")  # fmt: skip
-        if name == "AFTFull":
-            ours = _with_projections(AFTFull(dim, t), module.to_q, module.to_k, module.to_v, module.project)
-            with torch.no_grad():
-                ours.w.copy_(module.wbias[:t, :t])
-            return ours, f"AFTFull(dim={dim}, hidden={hidden}, T={t}, dense bias)"
-        # AFTLocal: its forward rebuilds wbias with zeros outside |t - t'| < s; ours masks the same window
-        ours = _with_projections(AFTLocal(dim, t, window=int(module.s)), module.to_q, module.to_k,
-                                 module.to_v, module.project)  # fmt: skip
-        with torch.no_grad():  # the dense bias's window, as our banded (T, 1, 2s - 1) bias
-            ours.w.copy_(local_band_from_dense(module.wbias[:t, :t], ours.grid, ours.window))
-        return ours, f"AFTLocal(dim={dim}, hidden={hidden}, T={t}, window={module.s})"
-    if mod == COMVEX and name == "AFTGeneral":  # full: the only mode that passes _static_refusal
-        t = _seq_len(call, path, source)
-        rank = module.u.shape[1]
-        dim, hidden = module.Q.in_features, module.Q.out_features
-        ours = _with_projections(AFTFull(dim, t, rank=rank), module.Q, module.K, module.V, module.out_linear)
-        with torch.no_grad():
-            ours.u.copy_(module.u[:t])
-            ours.v.copy_(module.v[:t])
-        return ours, f"AFTFull(dim={dim}, hidden={hidden}, T={t}, rank={rank})"
-    if mod == COMVEX and name == "AFTConv":  # kernel zero: passes _static_refusal
-        heads, ks = module.heads, module.w.shape[-1]
-        dim, hidden = module.Q.in_features, module.Q.out_features
-        conv = AFTConv(hidden, heads, ks)
-        with torch.no_grad():  # kernel() = gamma * (...) + beta = 0, as comvex's exp(w) - 1 = 0
-            conv.raw_kernel.copy_(module.w[:, 0])
-            conv.gamma.zero_()
-            conv.beta.zero_()
-        ours = _with_projections(conv, module.Q, module.K, module.V, module.out_linear)
-        return GridArgs(ours), f"AFTConv(dim={dim}, hidden={hidden}, heads={heads}, kernel={ks}, kernel zero)"
-    if mod == LABML:
-        t = _seq_len(call, path, source, seq_first=True)
-        q, k, v, mask = (call.kwargs.get(n) for n in ("query", "key", "value", "mask"))
-        if not (k is q and v is q) and not (torch.equal(q, k) and torch.equal(q, v)):
-            raise AFTExportError(f"AFT layer {path} ({source}) is called with different query, key and value "
-                                 f"tensors; the exporter maps self-mixing layers only")  # fmt: skip
-        if mask is None or not bool(mask.all()):
-            causal = mask is not None and mask.shape[0] == mask.shape[1] and bool(
-                (mask[..., 0] == torch.ones(t, t, dtype=torch.bool).tril()).all())
-            what = "a causal mask (position t sees t' <= t only)" if causal else "a mask that hides positions"
-            raise AFTExportError(f"AFT layer {path} ({source}) is called with {what}, as in a text model; it maps "
-                                 f"to com.aft only where called with an all-True mask (bidirectional)")  # fmt: skip
-        s = int(module.local_window_size)
-        if not torch.equal(module.local_mask[:t, :t].bool(), local_bias_mask(t, s, None)):
-            raise AFTExportError(f"AFT layer {path} ({source}) has a local_mask that is not the window "
-                                 f"|t - t'| < {s}; it cannot become AFT-local")  # fmt: skip
-        d = module.query.in_features
-        ours = _with_projections(AFTLocal(d, t, window=s), module.query, module.key, module.value, module.output)
-        with torch.no_grad():
-            ours.w.copy_(local_band_from_dense(module.pos_bias[:t, :t], ours.grid, ours.window))
-        return SequenceFirst(ours), f"AFTLocal(dim={d}, T={t}, window={s}, sequence-first)"
-    raise AssertionError(f"no builder for {mod}.{name}")  # pragma: no cover - _KNOWN and _build agree
-
-
-_KNOWN = {(AFT_PYTORCH, "AFTFull"), (AFT_PYTORCH, "AFTSimple"), (AFT_PYTORCH, "AFTLocal"), (AFT_PYTORCH, "AFTConv"),
-          (COMVEX, "AFTGeneral"), (COMVEX, "AFTConv"), (LABML, "AFTLocal")}  # fmt: skip
 
 
 def _our_desc(module: AFTLayer, call: Call | None) -> str:
@@ -430,9 +229,9 @@ def _probe(model: nn.Module, layers: dict[str, nn.Module], example: Tensor) -> d
 
 
 def _describe_module(module: nn.Module) -> str:
-    pub = _public_class(module)
+    pub = public_class(module)
     if pub:
-        return _source(pub[0], pub[1])
+        return pub[0].source
     if isinstance(module, AFTLayer):
         return f"aft-export {type(module).__name__}"
     cls = type(module)
@@ -451,7 +250,7 @@ def find_layers(model: nn.Module) -> dict[str, nn.Module]:
     for path, module in model.named_modules():
         if any(path.startswith(p + ".") for p in found):
             continue
-        if isinstance(module, AFTLayer) or _public_class(module) is not None or _layout(module):
+        if isinstance(module, AFTLayer) or public_class(module) is not None or _layout(module):
             found[path] = module
     return found
 
@@ -460,16 +259,15 @@ def layer_variants(model: nn.Module) -> list[str]:
     """The AFT variants of the layers in ``model``, by class alone (before any probe)."""
     found = set()
     for module in find_layers(model).values():
-        pub = _public_class(module)
+        pub = public_class(module)
         if pub is None and not isinstance(module, AFTLayer):
             continue  # recognised by its parameters only: its variant is known once it is proven
         if pub is None:
             base = next((c for c in type(module).__mro__ if c in (AFTFull, AFTLocal, AFTSimple, AFTConv)), None)
             name = base.__name__ if base else ""
-        elif pub[0] == COMVEX and pub[1] == "AFTGeneral":
-            name = "AFT" + _comvex_mode(module).capitalize()
         else:
-            name = pub[1]
+            entry = pub[0]
+            name = entry.variant(module) if entry.variant else entry.ours
         if name in ("AFTFull", "AFTLocal", "AFTSimple", "AFTConv"):
             found.add(name[3:].lower())
     return sorted(found)
@@ -482,20 +280,20 @@ def plan_swap(model: nn.Module, example: Tensor) -> SwapPlan:
     plan = SwapPlan()
     refusals = []
     for path, module in layers.items():
-        pub = _public_class(module)
+        pub = public_class(module)
         if pub is None:
             continue
-        mod, name, cls = pub
-        why = _static_refusal(module, mod, name)
+        entry, cls = pub
+        why = entry.refusal(module)
         if not why and type(module) is not cls and type(module).forward is not cls.forward:
-            why = f"{type(module).__name__} subclasses {_source(mod, name)} and overrides forward"
+            why = f"{type(module).__name__} subclasses {entry.source} and overrides forward"
         if why:
-            refusals.append(f"{path or '(root)'} ({_source(mod, name)}): {why}")
+            refusals.append(f"{path or '(root)'} ({entry.source}): {why}")
     if refusals:
         raise AFTExportError("cannot export these AFT layers as com.aft: " + "; ".join(refusals))
     calls = _probe(model, layers, example)
     for path, module in layers.items():
-        pub = _public_class(module)
+        pub = public_class(module)
         source = _describe_module(module)
         seen = calls[path]
         if not seen:
@@ -512,8 +310,7 @@ def plan_swap(model: nn.Module, example: Tensor) -> SwapPlan:
         if len(shapes) > 1:
             raise AFTExportError(f"AFT layer {path} ({source}) is called with inputs of shapes {sorted(shapes)}; "
                                  f"one com.aft node per layer needs one token count")  # fmt: skip
-        mod, name, _ = pub
-        replacement, desc = _build(module, mod, name, path, seen[0])
+        replacement, desc = pub[0].build(module, f"AFT layer {path} ({source})", seen[0])
         plan.replacements[path] = replacement
         plan.layers.append(LayerReport(path, source, "mapped", desc.split(" as ")[0]))
     return plan
@@ -526,37 +323,32 @@ def _by_layout(plan: SwapPlan, path: str, module: nn.Module, source: str, seen: 
     calls; the first that agrees is mapped, else the module is a look-alike, kept as it is."""
     candidates = _layout(module)
     if several:
-        plan.layers.append(LayerReport(path, source, "look-alike", _source(*candidates[-1]),
+        plan.layers.append(LayerReport(path, source, "look-alike", candidates[-1].source,
                                        reason="it is called with several token counts; one com.aft node per "
                                               "layer needs one"))  # fmt: skip
         return
     tried = []
-    for mod, name in candidates:
+    for entry in candidates:
         try:
-            replacement, desc = _build(module, mod, name, path, seen[0])
+            replacement, desc = entry.build(module, f"AFT layer {path} ({entry.source})", seen[0])
         except AFTExportError as exc:
-            tried.append((mod, name, {"passed": False, "max_abs": float("inf"), "error": str(exc)}))
+            tried.append((entry, {"passed": False, "max_abs": float("inf"), "error": str(exc)}))
             continue
         proof = _prove(module, replacement, seen)
         if proof["passed"]:
             plan.replacements[path] = replacement
-            proven = (f"{source} (the parameters of {_source(mod, name)}, proven on {proof['inputs']} "
+            proven = (f"{source} (the parameters of {entry.source}, proven on {proof['inputs']} "
                       f"inputs: max abs {proof['max_abs']:.2g})")
             plan.layers.append(LayerReport(path, proven, "mapped", desc.split(" as ")[0]))
             return
-        tried.append((mod, name, proof))
-    mod, name, proof = min(tried, key=lambda item: item[2]["max_abs"])
-    ours = _our_name(mod, name)
+        tried.append((entry, proof))
+    entry, proof = min(tried, key=lambda item: item[1]["max_abs"])
+    ours = entry.ours
     why = proof.get("error") or (f"max abs difference {proof['max_abs']:.3g} from our {ours} on "
                                  f"{proof['inputs']} probe inputs (limit {proof['atol']:g})"
                                  + (f", {proof['swapped_nonfinite_values']} non-finite values"
                                     if proof["swapped_nonfinite_values"] else ""))  # fmt: skip
-    plan.layers.append(LayerReport(path, source, "look-alike", _source(mod, name), reason=why))
-
-
-def _our_name(mod: str, name: str) -> str:
-    """Our layer a public one becomes (comvex's AFTGeneral is AFT-full in the one mode that maps)."""
-    return "AFTFull" if (mod, name) == (COMVEX, "AFTGeneral") else name
+    plan.layers.append(LayerReport(path, source, "look-alike", entry.source, reason=why))
 
 
 def apply_swap(model: nn.Module, plan: SwapPlan) -> nn.Module:

@@ -1,7 +1,7 @@
 """The layer swap of a model trained elsewhere, verified before anything is exported.
 
 :func:`prepare_export` is what the exporter does first for a
-:class:`~aft_export.byo.spec.UserModelMeta`: plan the swap (:mod:`aft_export.byo.swap`),
+:class:`~aft_export.models.checkpoint.ModelMeta`: plan the swap (:mod:`aft_export.byo.swap`),
 build the swapped copy, and run both through PyTorch runners on the verification
 images, topped up with seeded random inputs to :data:`~aft_export.options.SWAP_INPUTS`.
 The swapped model must match the original within

@@ -209,9 +209,9 @@ class _Group(click.Group):
         _epilog_table(formatter)
 
     def invoke(self, ctx):
-        from aft_export.api import runtime_conflict
+        from aft_export.environment import ort_conflict
 
-        conflict = runtime_conflict()
+        conflict = ort_conflict()
         if conflict:
             click.echo(f"warning: {conflict}", err=True)
         return super().invoke(ctx)

@@ -28,7 +28,8 @@ from aft_export.options import (
 @main.command("parity")
 @click.argument("checkpoint", type=click.Path(dir_okay=False))
 @click.argument("artifacts", nargs=-1, type=click.Path(dir_okay=False))
-@click.option("--data", required=True, type=click.Path(), help="Images: ImageFolder directory or tar.")
+@click.option("--data", type=click.Path(), help="Images: ImageFolder directory or tar [default: the checkpoint's test "
+              "data, else cifar10:test].")
 @bound(ParityOptions, "images", "--images", type=COUNT, help="Number of real images.")
 @click.option("--tolerance", "tolerances", multiple=True, metavar="PREC.FIELD=VALUE",
               help="Override a limit, e.g. fp16.max_abs=0.1 (repeatable).")

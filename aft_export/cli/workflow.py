@@ -32,7 +32,8 @@ P = PipelineOptions
 @bound(P, "output", "--output", "-o", type=click.Path(file_okay=False),
        help="Run directory [default: runs/<model>-<UTC time>].")
 @bound(P, "calib", "--calib", help="Calibration images or recipe [default: calibration/cifar10.json].")
-@bound(P, "data", "--data", show_default=False, help=f"Labelled images for parity and eval [default: {P.data}].")
+@bound(P, "data", "--data", help="Labelled images for parity and eval [default: the checkpoint's test data, else "
+                                 "cifar10:test].")
 @bound(P, "precisions", "--precision", "precisions", multiple=True, type=click.Choice(sorted(PRECISIONS)),
        show_default=False, help=f"Reduced precisions to build [default: {' and '.join(P.precisions)}].")
 @bound(P, "op_form", "--op-form", type=click.Choice(OP_FORMS), show_default=False, help=f"[default: {P.op_form}]")

@@ -27,12 +27,10 @@ from pathlib import Path
 import numpy as np
 
 from aft_export.data import datasets
-from aft_export.data.images import (IMAGE_EXTENSIONS, MAX_IMAGE_BYTES, TAR_ERRORS, Preprocessing, load_image, normalize,
-                              read_image_file, square_crop, tar_error)  # fmt: skip
+from aft_export.data.images import (IMAGE_EXTENSIONS, MAX_IMAGE_BYTES, TAR_ERRORS, Preprocessing, decode_normalized,
+                                    normalize, read_image_file, square_crop, tar_error)  # fmt: skip
 from aft_export.errors import AFTExportError
 
-
-Preprocess = Preprocessing  # the one preprocessing type (aft_export.data.images); the name of earlier releases
 
 
 @dataclass
@@ -41,7 +39,7 @@ class CalibrationSet:
     source: str
     requested: int
     seed: int
-    preprocess: Preprocess
+    preprocess: Preprocessing
 
     def __len__(self) -> int:
         return len(self.tensors)
@@ -111,17 +109,15 @@ def _check_count(have: int, count: int, source: str, allow_fewer: bool) -> int:
     return min(have, count)
 
 
-def _decode(items, prep: Preprocess, progress: bool) -> np.ndarray:
+def _decode(items, prep: Preprocessing, progress: bool) -> np.ndarray:
     """items: (label, loader) pairs; loader() -> bytes or path. Returns float32 NCHW."""
     from tqdm import tqdm
 
-    images = [load_image(loader(), prep.size, name=label)
-              for label, loader in tqdm(items, desc="calibration images", disable=not progress,
-                                        file=sys.stderr, mininterval=1.0)]  # fmt: skip
-    return normalize(np.stack(images), prep.mean, prep.std).numpy()
+    shown = tqdm(items, desc="calibration images", disable=not progress, file=sys.stderr, mininterval=1.0)
+    return decode_normalized(((label, loader()) for label, loader in shown), prep.size, prep.mean, prep.std)
 
 
-def _from_array(arr: np.ndarray, path: str, prep: Preprocess) -> np.ndarray:
+def _from_array(arr: np.ndarray, path: str, prep: Preprocessing) -> np.ndarray:
     if arr.dtype == np.uint8 and arr.ndim == 4 and arr.shape[-1] == 3:
         if arr.shape[1:3] != (prep.size, prep.size):
             from PIL import Image
@@ -143,7 +139,7 @@ def _from_array(arr: np.ndarray, path: str, prep: Preprocess) -> np.ndarray:
     )
 
 
-def load_calibration(source: str | os.PathLike, prep: Preprocess, count: int = 512, seed: int = 0,
+def load_calibration(source: str | os.PathLike, prep: Preprocessing, count: int = 512, seed: int = 0,
                      allow_fewer: bool = False, progress: bool = True) -> CalibrationSet:  # fmt: skip
     """Sample ``count`` images from ``source`` with ``seed`` and preprocess them."""
     if count < 1:

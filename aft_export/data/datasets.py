@@ -134,6 +134,41 @@ def data_label(source: str | os.PathLike, beside: str | os.PathLike) -> str:
     return (named_set_at(text) if os.path.exists(text) else None) or relative_name(text, beside)
 
 
+# the labelled data a command verifies with where none is given and the checkpoint names none
+DEFAULT_DATA = "cifar10:test"
+
+
+def recorded_test_data(meta) -> str | None:
+    """The labelled data a checkpoint names (its test set first, then its training data), where it
+    can be had here: a data set by name (``cifar10:test``), a path relative to the checkpoint
+    (as ``aft-export train`` records one), or an absolute path (older checkpoints) that exists.
+    ``meta``: the checkpoint's :class:`~aft_export.models.checkpoint.CheckpointMeta` (its
+    ``provenance`` and ``path``)."""
+    prov = getattr(meta, "provenance", None) or {}
+    recorded_in = [prov.get("metrics"), prov.get("train_config")]  # a checkpoint's provenance is free-form
+    candidates = [d.get("test_data") for d in recorded_in if isinstance(d, dict)] + [prov.get("data")]
+    for recorded in (c for c in candidates if isinstance(c, str) and c):
+        if is_named(recorded):
+            return str(recorded)
+        beside = Path(getattr(meta, "path", None) or ".").parent
+        path = Path(recorded) if Path(recorded).is_absolute() else beside / recorded
+        if path.exists():
+            return str(path)
+    return None
+
+
+def verification_data(given: str | os.PathLike | None, meta=None) -> tuple[str, str]:
+    """The one rule for which labelled data a command verifies with (export's verification,
+    parity, eval, the pipeline, bench's deploy table): ``given`` where given; else the test data
+    the checkpoint ``meta`` names (:func:`recorded_test_data`); else :data:`DEFAULT_DATA`.
+    Returns the source and where it came from: ``given``, ``checkpoint`` or ``default``. A named
+    set stays its name (artifacts record it so: :func:`data_label`)."""
+    if given is not None and str(given) != "":
+        return str(given), "given"
+    recorded = recorded_test_data(meta) if meta is not None else None
+    return (recorded, "checkpoint") if recorded else (DEFAULT_DATA, "default")
+
+
 def _tried(split: str, download: str) -> list[str]:
     env = os.environ.get("AFT_CIFAR10_DIR")
     tried = [] if env else ["$AFT_CIFAR10_DIR is unset"]

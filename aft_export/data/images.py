@@ -290,6 +290,15 @@ def normalize(images, mean, std):
     return x.sub_(m).div_(s)  # in place: one float copy of the images, not three
 
 
+def decode_normalized(items, size: int, mean, std) -> np.ndarray:
+    """The float32 (N, 3, size, size) batch a model is fed, from encoded images: each decoded as
+    every command decodes one (:func:`load_image`), then ``(x / 255 - mean) / std``
+    (:func:`normalize_array`, bit for bit :func:`normalize`; no torch, so a Triton Python
+    backend model can call it). ``items``: ``(name, image)`` pairs, ``image`` bytes or a path,
+    ``name`` what an error calls it ("" for the path itself)."""
+    return normalize_array(np.stack([load_image(data, size, name=name) for name, data in items]), mean, std)
+
+
 def normalize_array(images: np.ndarray, mean, std) -> np.ndarray:
     """:func:`normalize` in NumPy, bit for bit (the same float32 operations in the same
     order), for processes that must not import torch (a Triton Python backend model)."""

@@ -15,8 +15,7 @@ An ONNX file from another tool may also have that file beside it, as JSON, named
 runs such a file reads it there. Nothing is guessed: a missing input size or normalisation
 is an error that names the option to give.
 
-This module is the reader for both (the bring-your-own model code re-exports it from
-:mod:`aft_export.byo.preprocess`); it lives on the model-and-data floor so the runners,
+This module is the reader for both (the bring-your-own model code reads it too); it lives on the model-and-data floor so the runners,
 which feed such files, can read it.
 """
 

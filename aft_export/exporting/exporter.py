@@ -30,7 +30,7 @@ from aft_export.version import __version__
 from aft_export.models.checkpoint import ModelMeta
 from aft_export.verify.compare import SIMPLIFY_MAX_ABS, max_abs, metrics
 from aft_export.data.images import normalize
-from aft_export.data.datasets import DataNotFound, is_named, load_labelled
+from aft_export.data.datasets import DataNotFound, is_named, load_labelled, verification_data
 from aft_export.errors import AFTExportError, CheckFailed, Verdict
 from aft_export.exporting.forms import to_target  # noqa: F401 (the API: the exporter's last step)
 from aft_export.exporting.functions import attach_functions, registered_schemas, translation_table
@@ -181,12 +181,12 @@ def _metadata(meta, opts: ExportOptions) -> dict[str, str]:
 
 def _verification_images(meta, opts: ExportOptions) -> tuple[np.ndarray, str]:
     """N real images in the model's preprocessing, and where they came from: ``verify_data``
-    where given; else the test data the checkpoint names (:func:`recorded_test_data`); else
-    ``cifar10:test``. A named set is found as every command finds it (:mod:`aft_export.data.datasets`:
-    $AFT_CIFAR10_DIR, ../shared beside a checkout, the one-time download)."""
-    recorded = None if opts.verify_data else recorded_test_data(meta)
-    source = opts.verify_data or recorded or "cifar10:test"
-    said = "`verify_data`" if opts.verify_data else ("named by the checkpoint" if recorded else "the default")
+    where given; else the test data the checkpoint names; else ``cifar10:test``
+    (:func:`~aft_export.data.datasets.verification_data`, every command's rule). A named set is
+    found as every command finds it (:mod:`aft_export.data.datasets`: $AFT_CIFAR10_DIR, ../shared
+    beside a checkout, the one-time download)."""
+    source, origin = verification_data(opts.verify_data, meta)
+    said = {"given": "`verify_data`", "checkpoint": "named by the checkpoint", "default": "the default"}[origin]
     if not is_named(source) and not Path(source).exists():
         raise AFTExportError(f"verification data {source} does not exist; check `verify_data` (or give "
                              f"`verify_images=0` to skip verification)")  # fmt: skip
@@ -198,22 +198,6 @@ def _verification_images(meta, opts: ExportOptions) -> tuple[np.ndarray, str]:
                              f"`verify_data` (a folder or tar of images), or `verify_images=0` to skip "
                              f"verification") from None  # fmt: skip
     return normalize(data.images, meta.mean, meta.std).numpy(), str(source)
-
-
-def recorded_test_data(meta) -> str | None:
-    """The labelled data a checkpoint names (its test set first, then its training data), where it
-    can be had here: a data set by name (``cifar10:test``), a path relative to the checkpoint
-    (as ``aft-export train`` records one), or an absolute path (older checkpoints) that exists."""
-    prov = meta.provenance or {}
-    recorded_in = [prov.get("metrics"), prov.get("train_config")]  # a checkpoint's provenance is free-form
-    candidates = [d.get("test_data") for d in recorded_in if isinstance(d, dict)] + [prov.get("data")]
-    for recorded in (c for c in candidates if isinstance(c, str) and c):
-        if is_named(recorded):
-            return str(recorded)
-        path = Path(recorded) if Path(recorded).is_absolute() else Path(meta.path or ".").parent / recorded
-        if path.exists():
-            return str(path)
-    return None
 
 
 def _check_finite_outputs(model, cfg, images: np.ndarray | None) -> None:

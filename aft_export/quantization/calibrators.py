@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from aft_export.data.calibration import CalibrationReader, Preprocess
+from aft_export.data.calibration import CalibrationReader
+from aft_export.data.images import Preprocessing
 from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write
 from aft_export.artifacts.graph import with_outputs
@@ -88,7 +89,7 @@ class Calibrator:
 
     method = ""  # its name in options.METHODS
 
-    def __init__(self, model, names: list[str], opts: QuantizeOptions, prep: Preprocess) -> None:
+    def __init__(self, model, names: list[str], opts: QuantizeOptions, prep: Preprocessing) -> None:
         self.model, self.names, self.opts, self.prep = model, names, opts, prep
 
     def ranges(self, feed: CalibrationReader) -> dict[str, tuple[float, float]]:
@@ -175,7 +176,7 @@ CALIBRATORS: dict[str, type[Calibrator]] = {
     c.method: c for c in (MinMaxCalibrator, EntropyCalibrator, PercentileCalibrator)}  # fmt: skip
 
 
-def calibrate(model, tensors: np.ndarray, opts: QuantizeOptions, prep: Preprocess, ranges: Path) -> None:
+def calibrate(model, tensors: np.ndarray, opts: QuantizeOptions, prep: Preprocessing, ranges: Path) -> None:
     """Compute activation ranges on the calibration images with ``opts.method``'s
     calibrator, fed ``opts.batch_size`` images at a time at the most, and save them to
     ``ranges`` in ONNX Runtime's calibration-cache format."""

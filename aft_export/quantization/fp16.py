@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from aft_export.data.calibration import Preprocess
+from aft_export.data.images import Preprocessing
 from aft_export.errors import AFTExportError
 from aft_export.artifacts.graph import AFT_LAYER_TYPES, aft_kind, node_module, toposort, with_outputs
 from aft_export.quantization import runs
@@ -239,7 +239,7 @@ def _scale_error(before, after) -> float:
     return float(f"{worst:.3g}")
 
 
-def nonfinite(model, prep: Preprocess, tensors: np.ndarray, batch: int = 64) -> list[dict]:
+def nonfinite(model, prep: Preprocessing, tensors: np.ndarray, batch: int = 64) -> list[dict]:
     """Every fp16 value (and the output) that took NaN/Inf on the calibration images,
     with how often. The values are graph outputs of the probe, so ONNX Runtime must
     materialise each in fp16 (on the CPU it otherwise computes fp16 chains in fp32 and

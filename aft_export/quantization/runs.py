@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from aft_export.data.calibration import CalibrationReader, Preprocess
+from aft_export.data.calibration import CalibrationReader
+from aft_export.data.images import Preprocessing
 from aft_export.runners import ModelInfo, OrtRunner
 
 # what one calibration run may hand back: the images of a batch are run in chunks whose
@@ -21,12 +22,12 @@ CALIBRATION_FETCH_BYTES = 256 << 20
 RUN_BYTES = 256 << 20
 
 
-def runner(model, prep: Preprocess, optimize: bool = True) -> OrtRunner:
+def runner(model, prep: Preprocessing, optimize: bool = True) -> OrtRunner:
     """The graph in ONNX Runtime, fed preprocessed calibration tensors."""
     return OrtRunner(model, info=ModelInfo([], (3, prep.size, prep.size), prep.mean, prep.std), optimize=optimize)
 
 
-def logits(model, prep: Preprocess, tensors: np.ndarray) -> np.ndarray:
+def logits(model, prep: Preprocessing, tensors: np.ndarray) -> np.ndarray:
     """Logits in batches of up to 128 images, fewer where the graph's estimated working
     memory per image (Runner.memory_estimate) would take a run past RUN_BYTES."""
     run = runner(model, prep)

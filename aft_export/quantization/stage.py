@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from aft_export.version import __version__
-from aft_export.data.calibration import CalibrationSet, Preprocess, load_calibration
+from aft_export.data.calibration import CalibrationSet, load_calibration
+from aft_export.data.images import Preprocessing
 from aft_export.verify.compare import agreement as _agreement
 from aft_export.data.datasets import data_label
 from aft_export.errors import AFTExportError, Verdict
@@ -109,7 +110,8 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
             f"{model_path} is already {what}; quantise the fp32 export instead "
             f"(precision is decided once, from fp32)"
         )
-    _refuse_nonfinite(model, model_path, opts.precision)
+    how = PRECISION_STRATEGIES[opts.precision]  # the one place the precision is asked
+    _refuse_nonfinite(model, model_path, how.name)
     name_nodes(model)
     meta = read_metadata(model)
     prep = _preprocessing(model, meta, model_path, opts, log)
@@ -119,18 +121,15 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
         opts = replace(opts, weight_bits=target.int8_weight_bits)
     if opts.stem_fp32 is None:  # see ExportTarget.int8_stem_fp32
         opts = replace(opts, stem_fp32=target.int8_stem_fp32)
-    if opts.precision == "int8":
-        opts = replace(opts, rest_precision=_rest_precision(opts, target))
+    opts = how.settle(opts, target)
     _check_input_size(model, prep, model_path)
-    if not (opts.precision == "int8" and opts.quantize_aft_core):  # (inlining names other nodes: checked then)
-        _check_choices(model, opts)  # names, patterns and op types against the graph, before any image is decoded
+    how.check_choices(model, opts)  # names, patterns and op types against the graph, before any image is decoded
     model_sha = sha256_file(model_path)
     seconds: dict[str, float] = {}
 
     cset = None
     if calib is None:
-        if opts.precision == "int8":
-            raise AFTExportError("int8 needs calibration images: give `calib` (a folder, tar, .npy/.npz or cifar10:train)")
+        how.without_calibration()
     elif calibration is not None and (calibration.source, calibration.requested, calibration.seed,
                                       calibration.preprocess) == (str(calib), opts.count, opts.seed, prep):  # fmt: skip
         cset = calibration  # decoded by an earlier quantisation: the same sample, the same preprocessing
@@ -143,32 +142,23 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
     if cset is not calibration or converted:
         fp32_logits = None  # logits on another set than this one, or of the graph before its conversion
 
-    if opts.precision == "int8" and opts.quantize_aft_core and any(n.domain == DOMAIN for n in model.graph.node):
-        # the core's MatMuls are inside the com.aft functions, where no quantiser reaches
-        model = inline_functions(model)
-        name_nodes(model)
-        fp32_logits = None  # the inlined graph's own logits are the reference here
+    inlined = how.graph(model, opts)
+    if inlined is not model:
+        model, fp32_logits = inlined, None  # the inlined graph's own logits are the reference here
     core = aft_core_nodes(model)
-    recipe: dict = {"precision": opts.precision, "tool": f"aft-export {__version__}",
+    recipe: dict = {"precision": how.name, "tool": f"aft-export {__version__}",
                     "source_onnx_sha256": model_sha, **({"converted_from": converted} if converted else {}),
                     "calibration": _calibration_record(cset, out)}  # fmt: skip
-    result_extra: dict = {}
     t = time.perf_counter()
-    if opts.precision == "int8":
-        # the ranges cache is keyed by the file's sha256: a graph converted from it is another graph
-        graph_key = model_sha if not converted else f"{model_sha}:{target.name}"
-        qmodel, recipe_int8, result_extra = _int8(model, cset, opts, core, graph_key, prep, log)
-        recipe.update(recipe_int8)
-    else:
-        placement.check_exclude(model, opts)
-        kept = placement.keep_fp32_nodes(model, opts)
-        qmodel, recipe_fp16 = fp16.to_fp16(model, core, list(opts.exclude) + [n for v in kept.values() for n in v])
-        recipe.update(recipe_fp16, **({"keep_fp32": {p: len(v) for p, v in kept.items()}} if kept else {}))
+    # the ranges cache is keyed by the file's sha256: a graph converted from it is another graph
+    graph_key = model_sha if not converted else f"{model_sha}:{target.name}"
+    qmodel, made, result_extra = how.quantize(model, cset, opts, core, graph_key, prep, log)
+    recipe.update(made)
     seconds["quantize"] = time.perf_counter() - t
 
     placement.restore_functions_and_metadata(qmodel, model)
     props = dict(meta)
-    props["precision"] = opts.precision
+    props["precision"] = how.name
     if "opset" in recipe:  # an fp16 rest is written at opset 19
         props["opset"] = str(recipe["opset"])
     # the recipe, less how this run got its ranges (computed, or read from the cache): the same
@@ -179,7 +169,7 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
     try:
         check_graph(qmodel)
     except Exception as exc:  # noqa: BLE001 - the checker's errors
-        raise AFTExportError(f"the {opts.precision} graph is not valid ONNX ({exc}); nothing was written") from None
+        raise AFTExportError(f"the {how.name} graph is not valid ONNX ({exc}); nothing was written") from None
 
     agreement, nonfinite = None, []
     if cset is not None:
@@ -187,7 +177,7 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
         if fp32_logits is None:
             fp32_logits = runs.logits(model, prep, cset.tensors)
         agreement = _agreement(fp32_logits, runs.logits(qmodel, prep, cset.tensors))
-        if opts.precision == "fp16" or opts.rest_precision == "fp16":
+        if how.computes_fp16(opts):
             nonfinite = fp16.nonfinite(qmodel, prep, cset.tensors)
         seconds["check"] = time.perf_counter() - t
 
@@ -195,12 +185,12 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
     report.path = str(out)
     for column in report.columns.values():
         column.path = str(out)
-    enforce(report, log, what=f"the {opts.precision} quantisation")
+    enforce(report, log, what=f"the {how.name} quantisation")
     save_onnx(qmodel, out)
     if "cache" in result_extra:
         cache_writes.append(result_extra.pop("cache"))
     return QuantizeResult(
-        path=str(out), precision=opts.precision, sha256=sha256_file(out),
+        path=str(out), precision=how.name, sha256=sha256_file(out),
         recipe=recipe, seconds={k: round(v, 3) for k, v in seconds.items()}, agreement=agreement,
         nonfinite=nonfinite, sensitivity=result_extra.get("sensitivity", []),
         trt_check={"status": report.status, "findings": len(report.findings)},
@@ -233,12 +223,12 @@ def _in_target_form(model, meta: dict, wanted: str | None, path):
     return model, read_metadata(model), source
 
 
-def _preprocessing(model, meta: dict, model_path, opts: QuantizeOptions, log) -> Preprocess:
+def _preprocessing(model, meta: dict, model_path, opts: QuantizeOptions, log) -> Preprocessing:
     """How calibration images are decoded: from our metadata (``input_size``, ``mean``, ``std``
     override it); for a file another tool wrote, from those options or the JSON beside it
     (``NAME.preprocess.json``, as every command reads it), after what the file is."""
     if ArtifactMeta(meta).ours:
-        return Preprocess.from_metadata(meta, opts.input_size, opts.mean, opts.std, path=str(model_path))
+        return Preprocessing.from_metadata(meta, opts.input_size, opts.mean, opts.std, path=str(model_path))
     problem = unfeedable(model, str(model_path))  # what the file is, before any advice
     if problem:
         raise AFTExportError(problem)
@@ -250,18 +240,7 @@ def _preprocessing(model, meta: dict, model_path, opts: QuantizeOptions, log) ->
     return replace(pre, classes=None)  # calibration needs no class names
 
 
-def _check_choices(model, opts: QuantizeOptions) -> None:
-    """What the options choose by name, pattern or op type refers to the graph (placement's own
-    errors: a pattern matching no node or every node, a name the graph lacks), said before the
-    calibration images are decoded."""
-    if opts.precision == "int8":
-        placement.select(model, opts, aft_core_nodes(model))
-    else:
-        placement.check_exclude(model, opts)
-        placement.keep_fp32_nodes(model, opts)
-
-
-def _check_input_size(model, prep: Preprocess, path) -> None:
+def _check_input_size(model, prep: Preprocessing, path) -> None:
     """The graph takes the (N, 3, size, size) images its metadata (or ``input_size``) says:
     calibration images of another size would fail inside ONNX Runtime halfway."""
     inits = {t.name for t in model.graph.initializer}
@@ -344,46 +323,116 @@ def _rest_precision(opts: QuantizeOptions, target) -> str:
     return rest
 
 
-def _int8(model, cset: CalibrationSet, opts: QuantizeOptions, core: list[str], model_sha: str, prep: Preprocess,
-          log):  # fmt: skip
-    chosen = placement.select(model, opts, core)
-    exclude = chosen.exclude
-    types = chosen.op_types
-    entry = cache.cache_path(opts, model_sha, cset)
-    cached = entry is not None and entry.is_file() and cache.cached_ranges_ok(entry, model, types)
-    if entry is not None and entry.is_file() and not cached:
-        log(f"calibration: the cache file {entry} is unreadable or incomplete; recomputing it")
-    extra: dict = {}
-    # fresh ranges go to $TMPDIR; the cache gets them only once the output is written
-    # (quantize_model), so a run stopped anywhere leaves the cache as it was
-    with tempfile.TemporaryDirectory(prefix="aft-ranges-") as tmp:
-        ranges = entry if cached else Path(tmp) / "ranges.json"
-        if not cached:
-            calibrators.calibrate(model, cset.tensors, opts, prep, ranges)
-        log(f"calibration: {len(cset)} images, {opts.method}, "
-            + (f"ranges reused from the cache {entry}" if cached else
-               "ranges computed" + (f" and cached in {entry}" if entry else "")))  # fmt: skip
-        qmodel = placement.ort_quantize(model, opts, exclude, ranges)
-        if opts.sensitivity:
-            qmodel, exclude, extra["sensitivity"] = sensitivity(model, qmodel, cset, opts, exclude, ranges, prep,
-                                                                log)  # fmt: skip
-        if entry is not None and not cached:
-            extra["cache"] = (entry, ranges.read_bytes())
-    by_name = {n.name: n for n in model.graph.node}
-    recipe = {
-        "method": opts.method, "percentile": opts.percentile if opts.method == "percentile" else None,
-        "count": len(cset), "seed": opts.seed, "batch_size": opts.batch_size,
-        "per_channel": opts.per_channel, "symmetric": True, "activation_type": "int8",
-        "weight_type": "int8", **({"weight_bits": 7} if opts.weight_bits == 7 else {}), "bias": "float",
-        **chosen.record(),
-        "excluded_nodes": exclude,
-        "excluded_modules": sorted({node_module(by_name[n])[0] for n in exclude
-                                    if n in by_name and node_module(by_name[n])}),
-        "quantized_nodes": len(placement.quantized_nodes(qmodel, types)),
-        "rest_precision": opts.rest_precision,
-        "calibration_cache": "hit" if cached else ("written" if entry else "off"),
-    }  # fmt: skip
-    if opts.rest_precision == "fp16":
-        qmodel, rest = fp16.int8_rest_to_fp16(qmodel, core, chosen.fp32_nodes())
-        recipe.update(rest)
-    return qmodel, recipe, extra
+# ----------------------------------------------------------------------------
+# The two precisions, chosen once: what differs between an int8 and an fp16 run
+# ----------------------------------------------------------------------------
+
+
+class Int8:
+    """Q/DQ int8 from calibrated activation ranges; the rest in ``rest_precision``."""
+
+    name = "int8"
+
+    def settle(self, opts: QuantizeOptions, target) -> QuantizeOptions:
+        """The options with what the export target decides filled in."""
+        return replace(opts, rest_precision=_rest_precision(opts, target))
+
+    def check_choices(self, model, opts: QuantizeOptions) -> None:
+        """Names, patterns and op types chosen against the graph, before any image is decoded
+        (with ``quantize_aft_core``, inlining names other nodes: checked then)."""
+        if not opts.quantize_aft_core:
+            placement.select(model, opts, aft_core_nodes(model))
+
+    def without_calibration(self) -> None:
+        raise AFTExportError("int8 needs calibration images: give `calib` (a folder, tar, .npy/.npz or cifar10:train)")
+
+    def graph(self, model, opts: QuantizeOptions):
+        """The graph to quantise: with ``quantize_aft_core``, the com.aft functions inlined (the
+        core's MatMuls are inside them, where no quantiser reaches); else ``model`` itself."""
+        if not (opts.quantize_aft_core and any(n.domain == DOMAIN for n in model.graph.node)):
+            return model
+        model = inline_functions(model)
+        name_nodes(model)
+        return model
+
+    def computes_fp16(self, opts: QuantizeOptions) -> bool:
+        return opts.rest_precision == "fp16"
+
+    def quantize(self, model, cset: CalibrationSet, opts: QuantizeOptions, core: list[str], model_sha: str,
+                 prep: Preprocessing, log) -> tuple[object, dict, dict]:  # fmt: skip
+        """The quantised graph, its recipe, and what the run hands on (``cache``: the ranges to
+        cache once the output is written; ``sensitivity``)."""
+        chosen = placement.select(model, opts, core)
+        exclude = chosen.exclude
+        types = chosen.op_types
+        entry = cache.cache_path(opts, model_sha, cset)
+        cached = entry is not None and entry.is_file() and cache.cached_ranges_ok(entry, model, types)
+        if entry is not None and entry.is_file() and not cached:
+            log(f"calibration: the cache file {entry} is unreadable or incomplete; recomputing it")
+        extra: dict = {}
+        # fresh ranges go to $TMPDIR; the cache gets them only once the output is written
+        # (quantize_model), so a run stopped anywhere leaves the cache as it was
+        with tempfile.TemporaryDirectory(prefix="aft-ranges-") as tmp:
+            ranges = entry if cached else Path(tmp) / "ranges.json"
+            if not cached:
+                calibrators.calibrate(model, cset.tensors, opts, prep, ranges)
+            log(f"calibration: {len(cset)} images, {opts.method}, "
+                + (f"ranges reused from the cache {entry}" if cached else
+                   "ranges computed" + (f" and cached in {entry}" if entry else "")))  # fmt: skip
+            qmodel = placement.ort_quantize(model, opts, exclude, ranges)
+            if opts.sensitivity:
+                qmodel, exclude, extra["sensitivity"] = sensitivity(model, qmodel, cset, opts, exclude, ranges, prep,
+                                                                    log)  # fmt: skip
+            if entry is not None and not cached:
+                extra["cache"] = (entry, ranges.read_bytes())
+        by_name = {n.name: n for n in model.graph.node}
+        recipe = {
+            "method": opts.method, "percentile": opts.percentile if opts.method == "percentile" else None,
+            "count": len(cset), "seed": opts.seed, "batch_size": opts.batch_size,
+            "per_channel": opts.per_channel, "symmetric": True, "activation_type": "int8",
+            "weight_type": "int8", **({"weight_bits": 7} if opts.weight_bits == 7 else {}), "bias": "float",
+            **chosen.record(),
+            "excluded_nodes": exclude,
+            "excluded_modules": sorted({node_module(by_name[n])[0] for n in exclude
+                                        if n in by_name and node_module(by_name[n])}),
+            "quantized_nodes": len(placement.quantized_nodes(qmodel, types)),
+            "rest_precision": opts.rest_precision,
+            "calibration_cache": "hit" if cached else ("written" if entry else "off"),
+        }  # fmt: skip
+        if opts.rest_precision == "fp16":
+            qmodel, rest = fp16.int8_rest_to_fp16(qmodel, core, chosen.fp32_nodes())
+            recipe.update(rest)
+        return qmodel, recipe, extra
+
+
+class Fp16:
+    """Every float tensor in fp16 but the AFT core, ``exclude`` and ``keep_fp32``; no calibration."""
+
+    name = "fp16"
+
+    def settle(self, opts: QuantizeOptions, target) -> QuantizeOptions:
+        return opts
+
+    def check_choices(self, model, opts: QuantizeOptions) -> None:
+        placement.check_exclude(model, opts)
+        placement.keep_fp32_nodes(model, opts)
+
+    def without_calibration(self) -> None:
+        """Calibration images are optional: without them there is no agreement to measure."""
+
+    def graph(self, model, opts: QuantizeOptions):
+        return model
+
+    def computes_fp16(self, opts: QuantizeOptions) -> bool:
+        return True
+
+    def quantize(self, model, cset: CalibrationSet | None, opts: QuantizeOptions, core: list[str], model_sha: str,
+                 prep: Preprocessing, log) -> tuple[object, dict, dict]:  # fmt: skip
+        placement.check_exclude(model, opts)
+        kept = placement.keep_fp32_nodes(model, opts)
+        qmodel, recipe = fp16.to_fp16(model, core, list(opts.exclude) + [n for v in kept.values() for n in v])
+        return qmodel, {**recipe, **({"keep_fp32": {p: len(v) for p, v in kept.items()}} if kept else {})}, {}
+
+
+# one strategy per precision quantize makes (options.PRECISIONS)
+PRECISION_STRATEGIES = {s.name: s for s in (Int8(), Fp16())}

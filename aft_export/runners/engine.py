@@ -18,15 +18,16 @@ from aft_export.errors import AFTExportError
 from aft_export.artifacts.onnxio import ArtifactMeta
 from aft_export.readers import reason
 from aft_export.runners.base import ModelInfo, Runner
-from aft_export.tensorrt.library import (RTX, check_manifest, environment, import_library, library_logger, manifest_problems,
-                            require_gpu)  # fmt: skip
+from aft_export.environment import tensorrt_environment
+from aft_export.tensorrt.library import RTX, import_library, library_logger, require_gpu
+from aft_export.tensorrt.manifest import check_manifest, manifest_problems
 
 # what running an engine reads from its manifest besides what check_manifest decides with
 READ = ("input", "precision", "model")
 
 
 def manifest_info(manifest: dict, engine: str) -> ModelInfo:
-    """What feeding ``engine`` needs, from its manifest (checked by :func:`~aft_export.tensorrt.library.check_manifest`):
+    """What feeding ``engine`` needs, from its manifest (checked by :func:`~aft_export.tensorrt.manifest.check_manifest`):
     the model's metadata, its precision, and an input profile the runner can read (a name, and
     min, opt and max shapes of one rank). A manifest without them, or with one of them malformed
     (a hand-edited manifest), is one line, before TensorRT is loaded."""
@@ -50,7 +51,7 @@ class TrtRunner(Runner):
     def __init__(self, engine: str, threads: int = 0) -> None:
         import torch
 
-        env = environment()
+        env = tensorrt_environment()
         manifest = check_manifest(engine, env)
         super().__init__(str(engine), manifest_info(manifest, engine))
         library = manifest.get("library", "tensorrt")

@@ -19,35 +19,6 @@ from aft_export.readers import reason
 from aft_export.runners.base import ModelInfo, Runner
 
 PROVIDER_KINDS = tuple(PROVIDER_BACKENDS)  # cpu, cuda, tensorrt: the providers a backend names
-# wheels that all install the one package directory ``onnxruntime``
-ORT_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-directml", "onnxruntime-openvino",
-                     "onnxruntime-qnn")  # fmt: skip
-
-
-def ort_distributions() -> dict[str, str]:
-    """The ONNX Runtime distributions installed here, with their versions."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    found = {}
-    for name in ORT_DISTRIBUTIONS:
-        try:
-            found[name] = version(name)
-        except PackageNotFoundError:
-            continue
-    return found
-
-
-def ort_conflict() -> str | None:
-    """One line when two ONNX Runtime wheels share the ``onnxruntime`` directory (which
-    one's files ended up there is an accident of install order), else None."""
-    found = ort_distributions()
-    if len(found) < 2:
-        return None
-    names = ", ".join(f"{k} {v}" for k, v in found.items())
-    return (f"{names} are all installed and write one package directory, so which one runs is undefined; keep "
-            f"one: pip uninstall -y {' '.join(found)} && pip install 'aft-export[cpu]' (or [gpu])")
-
-
 def import_onnxruntime():
     try:
         import onnxruntime

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aft_export.data.images import IMAGE_EXTENSIONS, load_image, normalize
+from aft_export.data.images import IMAGE_EXTENSIONS, decode_normalized
 from aft_export.errors import AFTExportError
 from aft_export.data.preprocess import BESIDE_ONLY
 from aft_export.runners import load_runner
@@ -48,7 +48,7 @@ def classify(artifact, images, top_k: int = 5, backend: str | None = None, provi
     runner = load_runner(str(artifact), backend, providers=providers, preprocessing=BESIDE_ONLY)
     info = runner.info
     files = find_images(images)
-    x = normalize(np.stack([load_image(str(f), info.input_size[1]) for f in files]), info.mean, info.std).numpy()
+    x = decode_normalized((("", str(f)) for f in files), info.input_size[1], info.mean, info.std)
     probs = softmax(runner.finite_logits(x))
     k = min(top_k, len(info.classes))
     results = []

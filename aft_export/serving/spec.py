@@ -37,7 +37,7 @@ from aft_export.options import DEFAULT_MAX_BATCH
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.readers import reason, regular_file
 from aft_export.runners import ENGINE_SUFFIXES, OUTPUT, onnx_info
-from aft_export.tensorrt.library import check_manifest, manifest_problems
+from aft_export.tensorrt.manifest import check_manifest, manifest_problems
 
 IMAGE_INPUT = "image_bytes"
 TOPK_INDEX = "topk_index"

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aft_export.data.images import load_image, normalize_array
+from aft_export.data.images import decode_normalized
 from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write_text
 from aft_export.runners import load_runner
@@ -88,8 +88,8 @@ def decode(spec: ServedModel, encoded: np.ndarray) -> np.ndarray:
     """One request's encoded images -> the normalised float32 (n, C, H, W) batch, exactly as
     ``eval`` makes it (:func:`~aft_export.data.images.load_image`, then ``(x / 255 - mean) / std``)."""
     flat = encoded.reshape(-1)
-    images = [load_image(bytes(b), spec.input_size[1], name=f"{i} of this request") for i, b in enumerate(flat)]
-    return normalize_array(np.stack(images), spec.mean, spec.std)
+    return decode_normalized(((f"{i} of this request", bytes(b)) for i, b in enumerate(flat)), spec.input_size[1],
+                             spec.mean, spec.std)  # fmt: skip
 
 
 def prepare(endpoint: Endpoint, array: np.ndarray) -> np.ndarray:

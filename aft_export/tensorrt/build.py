@@ -27,10 +27,11 @@ from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
 from aft_export.fileio import atomic_write, check_output_path
 from aft_export.artifacts.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.data.preprocess import ForeignPreprocessing
+from aft_export.environment import tensorrt_environment
 from aft_export.runners import onnx_info
-from aft_export.tensorrt.library import (RTX, TITLES, BuildOptions, build_plan, check_engine_name, engine_name, environment,
-                            import_library, input_profile, library_logger, make_manifest, manifest_path, require_gpu,
-                            save_json_atomic)  # fmt: skip
+from aft_export.tensorrt.library import (RTX, TITLES, BuildOptions, build_plan, check_engine_name, engine_name,
+                                         import_library, input_profile, library_logger, require_gpu)  # fmt: skip
+from aft_export.tensorrt.manifest import make_manifest, manifest_path, save_json_atomic
 from aft_export.trtcheck import check_model, enforce
 from aft_export.trtcheck.versions import EDITIONS, parse_version
 
@@ -309,7 +310,7 @@ def build_engine(onnx_path, out=None, options: BuildOptions | None = None, log=p
     check_engine_name(out, library)
     plan = build_plan(version, precision, opts, library)  # library- and version-dependent option errors first
     checked = check_for_version(onnx_path, version, log, library, checked)  # what this parser would refuse
-    env = environment()
+    env = tensorrt_environment()
     if library != RTX:
         require_gpu(env)  # TensorRT-RTX builds ahead of time, on the CPU
 

@@ -41,28 +41,17 @@ the code that calls TensorRT branches on ``library == RTX`` before any version c
 (RTX reports 1.x), which ``tests/test_trt_api.py`` reads like the version checks, against the
 API of the ``tensorrt_rtx`` bindings too.
 
-Every engine gets a manifest beside it (``model.engine.json``; never bytes glued in
-front of the engine, which breaks other tools): TensorRT and CUDA versions, GPU name
-and compute capability, precision, the TensorRT flags used, profiles, ONNX and engine
-sha256, build options and time; the library, and for TensorRT-RTX the target compute
-capabilities as the builder config reports them. Loading checks it first and refuses a
-mismatched or corrupt engine (another library, version or GPU) with the command that rebuilds it.
+Every engine gets a manifest beside it: :mod:`aft_export.tensorrt.manifest`.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
-import json
-import os
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
-from aft_export import readers
-from aft_export.version import __version__
+from aft_export.environment import TENSORRT_MODULES, tensorrt_libraries
 from aft_export.errors import AFTExportError, RuntimeMissing
-from aft_export.fileio import atomic_write_text, relative_name, sha256_file
 from aft_export.artifacts.onnxio import ArtifactMeta
 from aft_export.options import BuildOptions
 
@@ -72,7 +61,6 @@ MAX_TRT_MAJOR = 11
 MIN_RTX = (1, 7)
 MAX_RTX_MAJOR = 1
 RTX = "tensorrt-rtx"
-MODULES = {"tensorrt": "tensorrt", RTX: "tensorrt_rtx"}  # library -> Python module
 TITLES = {"tensorrt": "TensorRT", RTX: "TensorRT-RTX"}
 INSTALL_HINT = ("x86-64 with an NVIDIA GPU: pip install 'tensorrt>=10.3'; Jetson: use the TensorRT that "
                 "JetPack installs (python3 -c 'import tensorrt')")  # fmt: skip
@@ -170,7 +158,7 @@ def input_profile(model, opts: BuildOptions) -> InputShapes:
 # ---------------------------------------------------------------- environment, versions
 
 
-def _version_tuple(text: str) -> tuple[int, ...]:
+def version_tuple(text: str) -> tuple[int, ...]:
     out = []
     for part in str(text).split("."):
         digits = "".join(ch for ch in part if ch.isdigit())
@@ -186,7 +174,7 @@ def _dotted(version: tuple[int, ...]) -> str:
 
 def check_trt_version(version: str, library: str = "tensorrt") -> tuple[int, ...]:
     """``version`` as a tuple of ints; AFTExportError for a TensorRT (or TensorRT-RTX) aft-export does not support."""
-    v = _version_tuple(version)
+    v = version_tuple(version)
     if library == RTX:
         if v[:2] < MIN_RTX or v[0] > MAX_RTX_MAJOR:
             raise AFTExportError(f"TensorRT-RTX {version} is not supported: aft-export's use of its API is checked "
@@ -209,10 +197,10 @@ def choose_library(requested: str, installed) -> str:
     """The library a build or a check uses: ``requested`` (auto, tensorrt, tensorrt-rtx) among the
     ``installed`` ones. auto takes standard TensorRT where it is installed (it builds for the GPU
     here, and is the path for Hopper and Jetson), else TensorRT-RTX. RuntimeMissing when none fits."""
-    if requested not in ("auto", *MODULES):
+    if requested not in ("auto", *TENSORRT_MODULES):
         raise AFTExportError(f"unknown TensorRT library {requested!r}; choose auto, tensorrt or {RTX}")
     if requested == "auto":
-        for library in MODULES:
+        for library in TENSORRT_MODULES:
             if library in installed:
                 return library
         raise RuntimeMissing(f"neither TensorRT nor TensorRT-RTX is installed here (TensorRT: {INSTALL_HINT}; "
@@ -223,16 +211,11 @@ def choose_library(requested: str, installed) -> str:
     return requested
 
 
-def installed_libraries() -> set[str]:
-    """The TensorRT libraries importable here (found, not imported)."""
-    return {library for library, module in MODULES.items() if importlib.util.find_spec(module) is not None}
-
-
 def import_library(library: str = "auto"):
     """``(module, library, version)``: the TensorRT module chosen by :func:`choose_library`
     (``tensorrt`` or ``tensorrt_rtx``), its library name and its checked version tuple."""
-    name = choose_library(library, installed_libraries())
-    module = importlib.import_module(MODULES[name])
+    name = choose_library(library, tensorrt_libraries())
+    module = importlib.import_module(TENSORRT_MODULES[name])
     return module, name, check_trt_version(module.__version__, name)
 
 
@@ -330,7 +313,7 @@ def rtx_runs_on(targets, cc: str) -> bool:
     RTX GPUs, and Turing 7.5 must be asked for)."""
     if targets:
         return cc in targets
-    return cc in RTX_DEFAULT_TARGETS or _version_tuple(cc) > _version_tuple(RTX_DEFAULT_TARGETS[-1])
+    return cc in RTX_DEFAULT_TARGETS or version_tuple(cc) > version_tuple(RTX_DEFAULT_TARGETS[-1])
 
 
 @dataclass(frozen=True)
@@ -400,28 +383,6 @@ def import_tensorrt():
     return import_library("tensorrt")[0]
 
 
-def environment() -> dict:
-    """What an engine built here would be tied to. No TensorRT (or TensorRT-RTX) or GPU: those fields None."""
-    env = {"tensorrt": None, "tensorrt_rtx": None, "cuda": None, "gpu": None, "compute_capability": None}
-    for key, library in (("tensorrt", "tensorrt"), ("tensorrt_rtx", RTX)):
-        if library in installed_libraries():
-            try:
-                env[key] = importlib.import_module(MODULES[library]).__version__
-            except ImportError:  # found but broken: reads as missing
-                pass
-    try:
-        import torch
-
-        env["cuda"] = torch.version.cuda
-        if torch.cuda.is_available():
-            env["gpu"] = torch.cuda.get_device_name(0)
-            major, minor = torch.cuda.get_device_capability(0)
-            env["compute_capability"] = f"{major}.{minor}"
-    except Exception:  # noqa: BLE001 - a broken CUDA install reads as "no GPU"
-        pass
-    return env
-
-
 _LOGGERS: dict[str, object] = {}  # one per library and process: TensorRT keeps the first logger it is given
 
 
@@ -460,216 +421,3 @@ def require_gpu(env: dict, library: str = "tensorrt") -> None:
                                  "(torch.cuda.is_available() is False)")  # fmt: skip
         raise RuntimeMissing("no GPU: no CUDA GPU is visible here (torch.cuda.is_available() is False); "
                              "TensorRT engines are built and run on the GPU they are for")  # fmt: skip
-
-
-# ---------------------------------------------------------------- manifest
-
-
-def manifest_path(engine: str | os.PathLike) -> Path:
-    return Path(str(engine) + ".json")
-
-
-RTX_NOTE = ("TensorRT-RTX builds ahead of time and compiles kernels just in time on the GPU it runs on: "
-            "'network' is the parsed network definition (layer types, output types, which matrix products and "
-            "convolutions take dequantised int8), not the engine's kernels, which no CPU can show")  # fmt: skip
-
-
-def make_manifest(engine: Path, onnx_path: Path, precision: str, shapes: InputShapes, opts: BuildOptions,
-                  env: dict, seconds: float, source_meta: dict, trt_build: dict, library: str = "tensorrt",
-                  library_version: str | None = None, targets: list[str] | None = None,
-                  network: dict | None = None, parser_warnings: list[str] | None = None) -> dict:  # fmt: skip
-    """The manifest written beside an engine. ``targets``: the compute capabilities the engine is for
-    (TensorRT-RTX: as the builder config reports them, [] for the library's default; standard
-    TensorRT: the GPU it was built on)."""
-    rtx = library == RTX
-    version = library_version or env.get("tensorrt_rtx" if rtx else "tensorrt")
-    build_options = asdict(opts)
-    if opts.timing_cache:  # the manifest travels with the engine: the cache named relative to it
-        build_options["timing_cache"] = relative_name(opts.timing_cache, engine.parent)
-    return {
-        "format": "aft-export.engine.v1", "tool": f"aft-export {__version__}",
-        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "library": library, "library_version": version, "tensorrt": None if rtx else version,
-        "cuda": env["cuda"], "gpu": env["gpu"],
-        "compute_capability": None if rtx else env["compute_capability"],
-        "compute_capabilities": list(targets if targets is not None else
-                                     ([env["compute_capability"]] if env.get("compute_capability") else [])),
-        **({"compute_capabilities_default": list(RTX_DEFAULT_TARGETS) + ["later RTX"]} if rtx and not targets else {}),
-        "built_on_gpu": env["gpu"] is not None, "precision": precision,
-        "input": {"name": shapes.name, "min": list(shapes.min), "opt": list(shapes.opt), "max": list(shapes.max)},
-        "onnx": onnx_path.name, "onnx_sha256": sha256_file(onnx_path), "engine_sha256": sha256_file(engine),
-        "build_options": build_options, "tensorrt_build": trt_build, "build_seconds": round(seconds, 2),
-        "parser_warnings": parser_warnings, "network": network, **({"note": RTX_NOTE} if rtx else {}),
-        "model": {k: source_meta[k] for k in ("model_name", "classes", "input_size", "mean", "std", "source_sha256",
-                                              "preprocessing_from") if k in source_meta},
-    }  # fmt: skip
-
-
-def _text(v) -> bool:
-    return isinstance(v, str)
-
-
-def _text_or_none(v) -> bool:
-    return v is None or isinstance(v, str)
-
-
-def _texts(v) -> bool:
-    return isinstance(v, list) and all(isinstance(x, str) for x in v)
-
-
-def _dims(v) -> bool:
-    return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) and x >= -1 for x in v)
-
-
-def _profile(v) -> bool:
-    """The input and its optimisation profile: a name, and min, opt and max shapes of one rank (at least the batch)."""
-    shapes = [v.get(k) for k in ("min", "opt", "max")] if isinstance(v, dict) else []
-    return (bool(shapes) and _text(v.get("name", "")) and all(_dims(s) and s for s in shapes)
-            and len({len(s) for s in shapes}) == 1)  # fmt: skip
-
-
-def _count(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
-
-
-def _counts(v) -> bool:
-    """A mapping of names (a precision, a layer kind) to counts."""
-    return isinstance(v, dict) and all(isinstance(k, str) and _count(x) for k, x in v.items())
-
-
-# what each entry of a manifest holds (make_manifest writes it so); a hand-edited manifest whose entry
-# is of another type has that entry malformed: `info` shows it as such, a command that needs it stops
-MANIFEST_TYPES = {
-    "format": _text, "tool": _text, "created_utc": _text, "library": _text, "library_version": _text_or_none,
-    "tensorrt": _text_or_none, "cuda": _text_or_none, "gpu": _text_or_none, "compute_capability": _text_or_none,
-    "compute_capabilities": _texts, "compute_capabilities_default": _texts,
-    "built_on_gpu": lambda v: isinstance(v, bool), "precision": _text,
-    "input": _profile,
-    "onnx": _text, "onnx_sha256": _text, "engine_sha256": _text, "build_options": lambda v: isinstance(v, dict),
-    "tensorrt_build": lambda v: isinstance(v, dict), "note": _text,
-    "build_seconds": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    "parser_warnings": lambda v: v is None or _texts(v),
-    "network": lambda v: v is None or (isinstance(v, dict) and _counts(v.get("outputs", {}))
-                                       and _counts(v.get("compute", {})) and _count(v.get("num_layers", 0))),
-    "model": lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()),
-}  # fmt: skip
-# the entries check_manifest decides with, when it checks an engine against this machine
-DECIDING = ("library", "library_version", "tensorrt", "build_options", "compute_capabilities", "compute_capability")
-
-
-def manifest_problems(manifest: dict) -> list[str]:
-    """The entries of ``manifest`` that are not of their type (:data:`MANIFEST_TYPES`)."""
-    return [k for k, ok in MANIFEST_TYPES.items() if k in manifest and not ok(manifest[k])]
-
-
-def rebuild_command(engine: Path, manifest: dict | None = None, library: str | None = None,
-                    cc: str | None = None) -> str:
-    """The command that rebuilds ``engine`` here: same ONNX file (as the manifest names it), library,
-    profile; for TensorRT-RTX the compute capability of the GPU here when the old targets miss it.
-    In a message's words (backquoted, options as ``field=value``: the command line says its flags).
-    A malformed entry of the manifest is left out, as if absent."""
-    m = manifest if isinstance(manifest, dict) else {}
-    m = {k: v for k, v in m.items() if k not in manifest_problems(m)}
-    library = library or m.get("library", "tensorrt")
-    parts = ["aft-export", "build", m.get("onnx") or "MODEL.onnx", f"library={library}"]
-    opts = m.get("build_options") or {}
-    if opts.get("batch"):
-        parts.append(f"batch={opts['batch']}")
-    if opts.get("hw"):
-        parts.append(f"hw={opts['hw']}")
-    if library == RTX:
-        parts += [f"compute_capabilities={c}" for c in ([cc] if cc else opts.get("compute_capabilities") or [])]
-    name = engine.name
-    if library == RTX and not name.endswith(".rtx.engine"):
-        name = name.removesuffix(".engine") + ".rtx.engine"
-    elif library != RTX and name.endswith(".rtx.engine"):
-        name = name.removesuffix(".rtx.engine") + ".engine"
-    return "`" + " ".join([*parts, f"output={name}"]) + "`"
-
-
-def check_manifest(engine: str | os.PathLike, env: dict) -> dict:
-    """Read the manifest beside ``engine`` and refuse an engine that cannot run here.
-
-    Checks, without TensorRT: the manifest exists and parses, the engine's sha256
-    matches (a truncated or corrupt engine is caught here), then against ``env``:
-    the library it was built with (a TensorRT-RTX engine loads only with TensorRT-RTX, a
-    standard one only with standard TensorRT), the version (TensorRT-RTX: exactly the one
-    that built it; TensorRT: the same, unless built version-compatible, see
-    :func:`version_compatible_runs`) and the GPU's compute capability (TensorRT-RTX: the
-    targets, :func:`rtx_runs_on`; TensorRT: the GPU built on, unless hardware-compatible).
-    """
-    engine = Path(engine)
-    generic = f"rebuild it here: `aft-export build MODEL.onnx output={engine.name}`"
-    readers.regular_file(engine, "engine")  # a FIFO or a device is said so, not "does not exist"
-    mpath = manifest_path(engine)
-    if not (mpath.exists() or mpath.is_symlink()):
-        raise AFTExportError(f"engine {engine} has no manifest ({mpath.name}); aft-export cannot tell what it was "
-                             f"built with, so it will not load it; {generic}")  # fmt: skip
-    try:  # a regular file, bounded, UTF-8, JSON
-        manifest = readers.read_document(mpath, "engine manifest", generic, yaml_ok=False)
-    except readers.Malformed as exc:
-        raise AFTExportError(f"engine manifest {mpath} is unreadable ({exc.reason.removeprefix('is ')}); "
-                             f"{generic}") from None  # fmt: skip
-    recorded = manifest.get("engine_sha256") if isinstance(manifest, dict) else None
-    if not isinstance(recorded, str):
-        what = "has no engine_sha256" if isinstance(manifest, dict) else f"holds a {type(manifest).__name__}"
-        raise AFTExportError(f"engine manifest {mpath} is unreadable (it {what}, not a manifest's mapping); {generic}")
-    bad = [k for k in manifest_problems(manifest) if k in DECIDING]
-    if env and bad:  # nothing to decide without an environment (info, a Triton description)
-        raise AFTExportError(f"engine manifest {mpath} has malformed entries ({', '.join(bad)}), so aft-export cannot "
-                             f"tell what the engine needs; {generic}")  # fmt: skip
-    if sha256_file(engine) != recorded:
-        raise AFTExportError(f"engine {engine} is corrupt or was replaced: its sha256 differs from its manifest; "
-                             f"rebuild it here: {rebuild_command(engine, manifest)}")  # fmt: skip
-    library = manifest.get("library", "tensorrt")
-    built = manifest.get("library_version") or manifest.get("tensorrt")
-    opts = manifest.get("build_options", {})
-    cc = env.get("compute_capability")
-    if library == RTX:
-        here, other = env.get("tensorrt_rtx"), env.get("tensorrt")
-        if here is None and other is not None:
-            raise RuntimeMissing(f"engine {engine} was built with TensorRT-RTX {built} and loads only with it; this "
-                                 f"machine has TensorRT {other} and no TensorRT-RTX ({RTX_INSTALL_HINT}); or "
-                                 f"rebuild it for TensorRT: {rebuild_command(engine, manifest, 'tensorrt')}")  # fmt: skip
-        if here is not None and here != built:
-            raise AFTExportError(f"engine {engine} was built with TensorRT-RTX {built}, this machine has {here}: "
-                                 f"TensorRT-RTX engines load only with the release that built them; rebuild it "
-                                 f"here: {rebuild_command(engine, manifest)}")  # fmt: skip
-        targets = manifest.get("compute_capabilities") or []
-        if cc is not None and not rtx_runs_on(targets, cc):
-            which = ", ".join(targets) if targets else "the default (8.6, 8.9, 12.0, 12.1 and later RTX)"
-            fix = (f"rebuild it here: {rebuild_command(engine, manifest, cc=cc)}" if cc in RTX_TARGETS else
-                   f"{cc} is not a TensorRT-RTX target: build for standard TensorRT: "
-                   f"{rebuild_command(engine, manifest, 'tensorrt')}")  # fmt: skip
-            raise AFTExportError(f"engine {engine} was built by TensorRT-RTX for compute capability {which}, this "
-                                 f"GPU is {cc} ({env.get('gpu')}); {fix}")  # fmt: skip
-        return manifest
-    rebuild = f"rebuild it here: {rebuild_command(engine, manifest)}"
-    here = env.get("tensorrt")
-    if here is None and env.get("tensorrt_rtx") is not None:
-        raise RuntimeMissing(f"engine {engine} was built with TensorRT {built} and loads only with standard "
-                             f"TensorRT; this machine has TensorRT-RTX {env['tensorrt_rtx']} and no TensorRT "
-                             f"({INSTALL_HINT}); or rebuild it for TensorRT-RTX: "
-                             f"{rebuild_command(engine, manifest, RTX)}")  # fmt: skip
-    if here is not None and built != here:
-        b, now = _version_tuple(built or "0"), _version_tuple(here)
-        if not opts.get("version_compatible"):
-            raise AFTExportError(f"engine {engine} was built with TensorRT {built}, this machine has "
-                                 f"{here}; {rebuild} (or build with `aft-export build version_compatible=true`)")  # fmt: skip
-        if not version_compatible_runs(b, now):
-            raise AFTExportError(f"engine {engine} was built with TensorRT {built}, this machine "
-                                 f"has {here}: a version-compatible engine runs only on the same or a later "
-                                 f"TensorRT of its major, or built with 10.x on 11.x, or with 8.6 on 10.x; "
-                                 f"{rebuild}")  # fmt: skip
-    if cc is not None and manifest.get("compute_capability") not in (None, cc):
-        level = opts.get("hardware_compatibility", "none")
-        ampere_ok = level == "ampere+" and _version_tuple(cc) >= (8, 0)
-        if not ampere_ok:
-            raise AFTExportError(f"engine {engine} was built for compute capability {manifest['compute_capability']} "
-                                 f"({manifest.get('gpu')}), this GPU is {cc} ({env.get('gpu')}); {rebuild} "
-                                 f"(or build with `aft-export build hardware_compatibility=ampere+`)")  # fmt: skip
-    return manifest
-
-
-def save_json_atomic(path: Path, data: dict) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2))

@@ -469,8 +469,7 @@ def bench_against(reference: str, artifacts: list[str], data: str | None = None,
     that cannot run here makes the table not verified), proven on ``images`` labelled images of
     ``data`` (default: the test data the checkpoint names, else ``cifar10:test``) and timed at
     ``batches``."""
-    from aft_export.data.datasets import load_labelled
-    from aft_export.exporting.exporter import recorded_test_data
+    from aft_export.data.datasets import load_labelled, verification_data
     from aft_export.runners import TorchRunner
 
     check_reference(reference)
@@ -480,7 +479,7 @@ def bench_against(reference: str, artifacts: list[str], data: str | None = None,
     if not isinstance(images, int) or images < 1:
         raise AFTExportError(f"`images` must be a whole number >= 1, got {images!r}")
     ref = TorchRunner(str(reference), threads=threads)
-    source = data or recorded_test_data(ref.meta) or "cifar10:test"
+    source, _ = verification_data(data, ref.meta)
     decoded = load_labelled(source, ref.info.input_size[1], limit=images)
     runtimes = runtimes_here()
     if backend is not None:
@@ -519,7 +518,7 @@ def _manifest(engine) -> dict:
     engine's row then says why it cannot run), without the entries of the wrong type (as `info`
     leaves them out)."""
     from aft_export.readers import read_mapping
-    from aft_export.tensorrt.library import manifest_path, manifest_problems
+    from aft_export.tensorrt.manifest import manifest_path, manifest_problems
 
     try:
         manifest = read_mapping(manifest_path(engine), "engine manifest", yaml_ok=False)

@@ -13,7 +13,7 @@ import numpy as np
 
 from aft_export.verify.compare import judge, metrics, tolerances_with
 from aft_export.data.images import LabelledImages, Preprocessing, normalize
-from aft_export.data.datasets import load_labelled
+from aft_export.data.datasets import load_labelled, verification_data
 from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
 from aft_export.exporting.exporter import ExportOptions, export_graph
 from aft_export.verify.localize import localize
@@ -79,14 +79,15 @@ def _divergence(reference_runner, artifact, artifacts, runner, images, backend) 
         return {"error": str(exc)}
 
 
-def run_parity(checkpoint: str, artifacts: list[str], data, images: int = ParityOptions.images, overrides: list[str] | None = None,
+def run_parity(checkpoint: str, artifacts: list[str], data=None, images: int = ParityOptions.images, overrides: list[str] | None = None,
                backend: str | None = ParityOptions.backend, reference: TorchRunner | None = None,
                keep_differences: bool = False, runners: dict | None = None,
                reference_logits: np.ndarray | None = None, providers: str | None = None) -> dict:  # fmt: skip
     """Compare every artifact with the fp32 PyTorch model; returns the JSON-able report.
 
     ``data``: a source (directory, tar, ``cifar10:test``) or images already decoded
-    (:class:`~aft_export.data.images.LabelledImages`); ``reference``: the checkpoint's runner
+    (:class:`~aft_export.data.images.LabelledImages`); None: the test data the checkpoint names,
+    else ``cifar10:test`` (:func:`~aft_export.data.datasets.verification_data`); ``reference``: the checkpoint's runner
     if it is already loaded. ``keep_differences`` adds, under ``"differences"``, each
     artifact's |logit - reference| on the real images (for plots; not JSON); ``runners``:
     runners already made, by artifact path; ``reference_logits``: the reference's logits on
@@ -103,7 +104,9 @@ def run_parity(checkpoint: str, artifacts: list[str], data, images: int = Parity
         raise AFTExportError(f"`images` must be >= 1, got {images!r}; e.g. `images={ParityOptions.images}`")
     reference = reference or TorchRunner(checkpoint)
     info = reference.info
-    decoded = data if isinstance(data, LabelledImages) else load_labelled(data, info.input_size[1], limit=images)
+    if not isinstance(data, LabelledImages):
+        data = load_labelled(verification_data(data, reference.meta)[0], info.input_size[1], limit=images)
+    decoded = data
     x = normalize(decoded.images[:images], info.mean, info.std).numpy()
     sets = {"real": x, **stress_inputs(x, info.mean, info.std)}
     # the reference must itself be finite on the real images: a NaN reference turns every check off

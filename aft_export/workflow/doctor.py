@@ -24,10 +24,8 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -35,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from collections.abc import Callable
 from pathlib import Path
 
+from aft_export.environment import JETPACK_TRTEXEC, distributions, nvidia_tools, platform_facts, tensorrt_environment
 from aft_export.errors import EXIT_CHECK_FAILED, EXIT_FOR, EXIT_OK, AFTExportError, Verdict
 from aft_export.fileio import atomic_directory, atomic_write_text, claim_output
 from aft_export.options import ARTIFACT_PRECISIONS, DoctorOptions
@@ -48,7 +47,6 @@ PACKAGES = ("aft-export", "torch", "numpy", "onnx", "onnxruntime", "onnxruntime-
 TAIL_LINES = 40
 BUILD_PROFILE = "1,32,64"  # the engines' batch profile MIN,OPT,MAX
 CUDA_BATCHES = (1, 32, 256)
-JETPACK_TRTEXEC = Path("/usr/src/tensorrt/bin/trtexec")  # where JetPack puts it, off PATH
 NAME_WIDTH = 24  # the longest check name, "verification script fp16"
 
 
@@ -110,34 +108,17 @@ class DoctorResult:
 
 
 def environment() -> dict:
-    """Python, platform, TensorRT/CUDA/GPU (:func:`aft_export.tensorrt.library.environment`), the NVIDIA
-    driver, the versions of the packages that matter, and NVIDIA's tools."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    env = {"python": platform.python_version(), "platform": platform.platform(), "machine": platform.machine()}
+    """Python, platform, TensorRT/CUDA/GPU, the NVIDIA driver, the versions of the packages that
+    matter, and NVIDIA's tools (:mod:`aft_export.environment`)."""
+    facts = platform_facts()
+    env = {k: facts[k] for k in ("python", "platform", "machine")}
     try:
-        from aft_export.tensorrt.library import environment as trt_environment
-
-        env.update(trt_environment())
+        env.update(tensorrt_environment())
     except Exception as exc:  # noqa: BLE001 - a broken TensorRT/CUDA install is what this reports
         env["environment_error"] = f"{type(exc).__name__}: {exc}"
-    env["driver"] = None
-    if shutil.which("nvidia-smi"):
-        try:
-            r = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                               check=False, capture_output=True, text=True, timeout=60)  # fmt: skip
-            env["driver"] = r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else None
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-    packages = {}
-    for name in PACKAGES:
-        try:
-            packages[name] = version(name)
-        except PackageNotFoundError:
-            continue
-    env["packages"] = packages
-    env["trtexec"] = shutil.which("trtexec") or (str(JETPACK_TRTEXEC) if JETPACK_TRTEXEC.is_file() else None)
-    env["polygraphy"] = shutil.which("polygraphy")
+    tools = nvidia_tools()
+    env.update(driver=tools["driver"], packages=distributions(PACKAGES), trtexec=tools["trtexec"],
+               polygraphy=tools["polygraphy"])  # fmt: skip
     return env
 
 

@@ -36,20 +36,19 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
 from aft_export.tensorrt.build import build_engine, offline_column
 from aft_export.verify.compare import tolerances_with
-from aft_export.verify.deploy import DeployTable, Measured, deploy_table, make_runner, runtimes_here
+from aft_export.verify.deploy import Measured, deploy_table, make_runner, runtimes_here
 from aft_export.data.images import normalize
-from aft_export.data.datasets import is_named, load_labelled
+from aft_export.data.datasets import is_named, load_labelled, verification_data
+from aft_export.environment import distributions, has_gpu, ort_distributions, platform_facts, tensorrt_environment, tensorrt_libraries
 from aft_export.errors import AFTExportError, Verdict
 from aft_export.verify.evaluate import evaluate_artifacts
 from aft_export.exporting.exporter import ExportOptions, export_checkpoint, refuse_over_protobuf_limit
@@ -61,77 +60,40 @@ from aft_export.artifacts.purpose import engine_made_for, file_purpose
 from aft_export.options import QuantizeOptions
 from aft_export.quantization.cache import write_cache_entries
 from aft_export.quantization.stage import apply_recipe, quantize_model
-from aft_export.workflow.report import deploy_plots, pipeline_plots, report_markdown, summary_rows
+from aft_export.workflow.plots import deploy_plots, pipeline_plots
+from aft_export.workflow.report import report_markdown, summary_rows
 from aft_export.options import (EXPORT_TARGETS, PRECISIONS, TARGETS, BenchOptions, PipelineOptions,
                                 TritonRepoOptions)  # fmt: skip
 from aft_export.models.resources import default_calibration, default_checkpoint
 from aft_export.errors import RuntimeMissing
 from aft_export.runners import OrtRunner, TorchRunner, TrtRunner
 from aft_export.models.sources import CheckpointSource, open_source
-from aft_export.tensorrt.library import (INSTALL_HINT, RTX, RTX_INSTALL_HINT, BuildOptions, engine_name, environment, import_library,
-                             installed_libraries)  # fmt: skip
+from aft_export.tensorrt.library import (INSTALL_HINT, RTX, RTX_INSTALL_HINT, BuildOptions, engine_name, import_library)  # fmt: skip
 from aft_export.trtcheck import check_model
 from aft_export.trtcheck.versions import parse_version
 from aft_export.serving.repository import write_repository
 from aft_export.serving.spec import is_rtx_engine, model_name
 from aft_export.version import __version__
-
-
-@dataclass
-class Step:
-    name: str
-    status: str = "ok"  # ok | skipped | failed
-    seconds: float = 0.0
-    detail: str = ""
-
-
-@dataclass
-class PipelineResult:
-    run_dir: str
-    steps: list[Step] = field(default_factory=list)
-    summary: list[dict] = field(default_factory=list)
-    unverified: dict[str, str] = field(default_factory=dict)  # artifact -> why it was not (fully) verified
-    verdict: Verdict = field(default_factory=Verdict)  # the stages' verdicts, combined
-    deploy: dict = field(default_factory=dict)  # what to deploy where (aft_export.verify.deploy.DeployTable.to_dict)
-
-    @property
-    def passed(self) -> bool:
-        """No artifact failed parity (the verdict is ok or not verified)."""
-        return self.verdict.status != "failed"
-
-    def to_dict(self) -> dict:
-        """What `aft-export pipeline` prints as JSON (the whole report is RUN/report.json)."""
-        return {"run_dir": self.run_dir, "passed": self.passed, "unverified": self.unverified,
-                "verdict": self.verdict.to_dict(), "summary": self.summary}
+from aft_export.workflow.steps import (Context, DeployRun, Engines, Made, Outcome, ParityRun, PipelineResult,
+                                       PipelineStep, Step, run_steps)  # fmt: skip
 
 
 def _versions() -> dict:
-    out = {"aft-export": __version__, "python": platform.python_version(), "platform": platform.platform()}
+    """The versions the manifest records (None: not installed); ``onnxruntime``: whichever of its
+    wheels is installed (:data:`aft_export.environment.ORT_DISTRIBUTIONS`)."""
+    facts = platform_facts()
+    found = distributions(("torch", "onnx", "onnxsim", "onnxscript", "numpy", "tensorrt"))
+    ort = ort_distributions()
+    out = {"aft-export": __version__, "python": facts["python"], "platform": facts["platform"]}
     for name in ("torch", "onnx", "onnxruntime", "onnxsim", "onnxscript", "numpy", "tensorrt"):
-        try:
-            from importlib.metadata import version
-
-            out[name] = version(name if name != "onnxruntime" else _ort_dist())
-        except Exception:  # noqa: BLE001 - not installed
-            out[name] = None
-    out["tensorrt_rtx"] = environment()["tensorrt_rtx"]
+        out[name] = next(iter(ort.values()), None) if name == "onnxruntime" else found.get(name)
+    out["tensorrt_rtx"] = tensorrt_environment()["tensorrt_rtx"]
     return out
 
 
-def _ort_dist() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    for dist in ("onnxruntime", "onnxruntime-gpu"):
-        try:
-            version(dist)
-            return dist
-        except PackageNotFoundError:
-            continue
-    return "onnxruntime"
-
-
 def _environment() -> dict:
-    return {**environment(), "cpu_count": os.cpu_count(), "machine": platform.machine()}
+    facts = platform_facts()
+    return {**tensorrt_environment(), "cpu_count": facts["cpu_count"], "machine": facts["machine"]}
 
 
 def engine_library(installed, gpu: bool) -> tuple[str | None, str]:
@@ -158,11 +120,6 @@ def _build_column(library: str | None) -> str | None:
         return offline_column(library, import_library(library)[2])
     except AFTExportError:
         return None
-
-
-def tensorrt_status() -> str | None:
-    """None when an engine can be built here; otherwise why not, in one line."""
-    return engine_library(installed_libraries(), environment().get("gpu") is not None)[1] or None
 
 
 def run_pipeline(checkpoint=None, options: PipelineOptions | None = None, log=print) -> PipelineResult:
@@ -201,109 +158,18 @@ def run_pipeline(checkpoint=None, options: PipelineOptions | None = None, log=pr
         return result
 
 
-class Outcome(NamedTuple):
-    """What a step gives back: the value kept under its ``produces`` name, and its line in
-    the manifest and report (``detail``; ``status`` ok, skipped or failed)."""
-
-    value: Any
-    detail: str = ""
-    status: str = "ok"
-
-
-@dataclass(frozen=True)
-class PipelineStep:
-    """One step: ``run(ctx, *inputs)`` is given the run's fixed context (:class:`_Context`)
-    and the earlier results named by ``inputs``, in that order; its outcome's value is kept
-    as ``produces``. A step that is not ``recorded`` (gathering what earlier steps made,
-    making the runners) is neither logged nor listed in the manifest's steps."""
-
-    name: str
-    inputs: tuple[str, ...]
-    run: Callable[..., Outcome]
-    produces: str
-    recorded: bool = True
-
-
-@dataclass(frozen=True)
-class _Context:
-    """What every step may use, fixed for the run."""
-
-    ckpt: Path
-    loaded: tuple
-    opts: PipelineOptions
-    work: Path
-    final: Path
-    calib: str
-    cache_writes: list
-    library: str | None  # the engine step's library; None: no engines, for the reason why_not
-    why_not: str
-    also: tuple  # the offline check's column for that library's parser, checked with each artifact
-
-
-class _Made(NamedTuple):
-    """An ONNX file an export or quantise step wrote: its record in the manifest, the
-    TensorRT check report made of it, the stage's result (to hand on), the fp32 file it is of."""
-
-    kind: str  # export | quantize
-    key: str  # its key in the manifest's results: the target (export) or the file's name
-    path: Path
-    record: dict
-    report: object
-    result: Any
-    fp32: Path
-    purpose: dict | None = None  # what it is for and its compute per precision (aft_export.artifacts.purpose.file_purpose)
-
-
-@dataclass
-class _Engines:
-    files: list[Path] = field(default_factory=list)
-    records: dict | None = None  # the manifest's results["engines"]; None: no engine step ran
-    runners: dict = field(default_factory=dict)
-    not_run: dict[str, str] = field(default_factory=dict)  # engine -> why it was not run here
-
-
-class _Parity(NamedTuple):
-    report: dict
-    differences: dict
-    failed: list[str]
-
-
 def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cache_writes: list) -> PipelineResult:
     info = TorchRunner(str(ckpt), loaded=loaded).info
+    opts = replace(opts, data=verification_data(opts.data, loaded[1])[0])  # every stage reads this one source
     decoded = load_labelled(opts.data, info.input_size[1], limit=opts.eval_images)  # the one decode
     parity_set = decoded.subset(opts.parity_images)
     x = normalize(parity_set.images, info.mean, info.std).numpy()
-    library, why_not = engine_library(installed_libraries(), environment().get("gpu") is not None)
+    library, why_not = engine_library(tensorrt_libraries(), has_gpu())
     column = _build_column(library)
-    ctx = _Context(ckpt, loaded, opts, work, final, opts.calib or str(default_calibration()), cache_writes, library,
+    ctx = Context(ckpt, loaded, opts, work, final, opts.calib or str(default_calibration()), cache_writes, library,
                    why_not, (column,) if column else ())  # fmt: skip
     given = {"decoded": decoded, "parity set": parity_set, "parity inputs": x}
     return run_steps(pipeline_steps(opts, library), ctx, given, log)["result"]
-
-
-def run_steps(steps: list[PipelineStep], ctx, given: dict, log) -> dict:
-    """Run ``steps`` in order, each on the results named by its inputs (``given`` and what
-    earlier steps produced; ``steps``: the records of the recorded ones, as the manifest
-    lists them). Each recorded step is logged and timed; its record is in the list from
-    its start (so the report step lists itself, at 0.0s). A step that raises stops the
-    run: the error goes to the caller as it is (an AFTExportError exits with its
-    ``exit_code``, a signal with 128 + its number; aft_export.errors). A check that fails
-    is a step's result (status ``failed``), not an error: the run goes on to the report."""
-    records: list[Step] = []
-    results = {**given, "steps": records}
-    for step in steps:
-        record = Step(step.name) if step.recorded else None
-        if record:
-            records.append(record)
-            log(f"[{len(records)}] {step.name} ...")
-        started = time.perf_counter()
-        outcome = step.run(ctx, *(results[name] for name in step.inputs))
-        results[step.produces] = outcome.value
-        if record:
-            record.seconds = round(time.perf_counter() - started, 2)
-            record.status, record.detail = outcome.status, outcome.detail
-            log(f"    {record.status} in {record.seconds:.1f}s" + (f": {record.detail}" if record.detail else ""))
-    return results
 
 
 def pipeline_steps(opts: PipelineOptions, library: str | None) -> list[PipelineStep]:
@@ -364,17 +230,17 @@ def _build_batch(opts: PipelineOptions) -> str:
     return f"1,{max(opts.bench_batches)},{max(max(opts.bench_batches), 64)}"
 
 
-def _export(ctx: _Context, x, decoded, *, target: str) -> Outcome:
+def _export(ctx: Context, x, decoded, *, target: str) -> Outcome:
     fp32 = ctx.work / f"{EXPORT_TARGETS[target].stem}.onnx"
     exp = export_checkpoint(None, fp32, ExportOptions(op_form=ctx.opts.op_form, target=target, verify_images=len(x),
                                                       require_aft=ctx.opts.require_aft),
                             loaded=ctx.loaded, verification=(x, decoded.source), also_check=ctx.also, **_QUIET)  # fmt: skip
-    return Outcome(_Made("export", target, fp32, exp.to_dict(), exp.check_report, exp, fp32, _purpose(fp32)),
+    return Outcome(Made("export", target, fp32, exp.to_dict(), exp.check_report, exp, fp32, _purpose(fp32)),
                    f"{exp.nodes_final} nodes ({exp.aft_nodes} com.aft), onnxsim {exp.simplify['nodes_before']}->"
                    f"{exp.simplify['nodes_after']}, verify max abs {exp.parity['max_abs']:.2e}")  # fmt: skip
 
 
-def _quantize(ctx: _Context, exported: _Made, previous: _Made | None = None, *, precision: str,
+def _quantize(ctx: Context, exported: Made, previous: Made | None = None, *, precision: str,
               target: str | None = None) -> Outcome:  # fmt: skip
     """A quantisation of ``exported``; ``target``: for another export target than the file's (the
     CPU int8 of the default export), named after that target's files."""
@@ -387,17 +253,17 @@ def _quantize(ctx: _Context, exported: _Made, previous: _Made | None = None, *, 
                        progress=False, cache_writes=ctx.cache_writes, calibration=calibration,
                        fp32_logits=fp32_logits, also_check=ctx.also, **_QUIET)  # fmt: skip
     a = q.agreement or {}
-    return Outcome(_Made("quantize", path.name, path, q.to_dict(), q.check_report, q, exported.path, _purpose(path)),
+    return Outcome(Made("quantize", path.name, path, q.to_dict(), q.check_report, q, exported.path, _purpose(path)),
                    f"top-1 agreement with fp32 on {a.get('images', 0)} calibration images "
                    f"{a.get('top1_agreement', float('nan')):.2f}%"
                    + (f"; {len(q.nonfinite)} fp16 values took NaN/Inf" if q.nonfinite else ""))  # fmt: skip
 
 
-def _onnx_files(ctx: _Context, *made: _Made) -> Outcome:
+def _onnx_files(ctx: Context, *made: Made) -> Outcome:
     return Outcome(list(made))
 
 
-def _trt_check(ctx: _Context, onnx: list[_Made]) -> Outcome:
+def _trt_check(ctx: Context, onnx: list[Made]) -> Outcome:
     # the reports export and quantise made of what they wrote (the same graphs, in memory)
     reports = [m.report or check_model(m.path) for m in onnx]
     checks = {m.path.name: r.to_dict() for m, r in zip(onnx, reports)}
@@ -408,7 +274,7 @@ def _trt_check(ctx: _Context, onnx: list[_Made]) -> Outcome:
                    f"no TensorRT ran)")  # fmt: skip
 
 
-def _verification_commands(ctx: _Context, onnx: list[_Made], x) -> Outcome:
+def _verification_commands(ctx: Context, onnx: list[Made], x) -> Outcome:
     inputs = ctx.work / "verify_inputs.npy"
     np.save(inputs, x)  # the parity images, for polygraphy's real-data comparison
     for m in onnx:
@@ -416,12 +282,12 @@ def _verification_commands(ctx: _Context, onnx: list[_Made], x) -> Outcome:
     return Outcome(inputs, f"{len(onnx)} scripts (<artifact>.verify.sh: trtexec and polygraphy per TensorRT generation)")
 
 
-def _no_engines(ctx: _Context, onnx: list[_Made]) -> Outcome:
-    return Outcome(_Engines(), ctx.why_not, "skipped")
+def _no_engines(ctx: Context, onnx: list[Made]) -> Outcome:
+    return Outcome(Engines(), ctx.why_not, "skipped")
 
 
-def _engines(ctx: _Context, onnx: list[_Made]) -> Outcome:
-    out = _Engines(records={})
+def _engines(ctx: Context, onnx: list[Made]) -> Outcome:
+    out = Engines(records={})
     for m in onnx:
         built = build_engine(m.path, engine_name(m.path, ctx.library),
                              BuildOptions(batch=_build_batch(ctx.opts), library=ctx.library), checked=m.report,
@@ -446,24 +312,24 @@ def _engines(ctx: _Context, onnx: list[_Made]) -> Outcome:
     return Outcome(out, detail)
 
 
-def _artifacts(onnx: list[_Made], engines: _Engines) -> list[Path]:
+def _artifacts(onnx: list[Made], engines: Engines) -> list[Path]:
     return [m.path for m in onnx] + engines.files
 
 
-def _runnable(onnx: list[_Made], engines: _Engines) -> list[Path]:
+def _runnable(onnx: list[Made], engines: Engines) -> list[Path]:
     return [a for a in _artifacts(onnx, engines) if str(a) not in engines.not_run]
 
 
-def _skipped_note(engines: _Engines) -> str:
+def _skipped_note(engines: Engines) -> str:
     return f"; {len(engines.not_run)} engines skipped, no GPU" if engines.not_run else ""
 
 
-def _triton(ctx: _Context, onnx: list[_Made], engines: _Engines) -> Outcome:
+def _triton(ctx: Context, onnx: list[Made], engines: Engines) -> Outcome:
     repo = _triton_repository(_artifacts(onnx, engines), ctx.work)
     return Outcome(repo, f"{ctx.final / 'triton'}: " + ", ".join(repo.models))
 
 
-def _runners(ctx: _Context, onnx: list[_Made], engines: _Engines) -> Outcome:
+def _runners(ctx: Context, onnx: list[Made], engines: Engines) -> Outcome:
     """Every runner once, shared by parity, eval and bench."""
     runners = {str(m.path): OrtRunner(str(m.path), threads=ctx.opts.threads) for m in onnx}
     runners[str(ctx.ckpt)] = TorchRunner(str(ctx.ckpt), threads=ctx.opts.threads, loaded=ctx.loaded)
@@ -471,7 +337,7 @@ def _runners(ctx: _Context, onnx: list[_Made], engines: _Engines) -> Outcome:
     return Outcome(runners)
 
 
-def _parity(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, parity_set) -> Outcome:
+def _parity(ctx: Context, onnx: list[Made], engines: Engines, runners: dict, parity_set) -> Outcome:
     runnable = _runnable(onnx, engines)
     reference_logits = _reference_logits(onnx)
     par = run_parity(str(ctx.ckpt), [str(a) for a in runnable], parity_set, images=len(parity_set),
@@ -484,25 +350,25 @@ def _parity(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, 
     par["verdict"] = parity_verdict(par["artifacts"]).to_dict()
     diffs = {Path(a).name: d for a, d in par.pop("differences").items()}
     failed = [Path(r["artifact"]).name for r in par["artifacts"] if r["status"] == "fail"]
-    return Outcome(_Parity(par, diffs, failed),
+    return Outcome(ParityRun(par, diffs, failed),
                    ("FAILED: " + ", ".join(failed)) if failed else f"all {len(runnable)} artifacts run within tolerance"
                    + _skipped_note(engines), "failed" if failed else "ok")  # fmt: skip
 
 
-def _eval(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, decoded) -> Outcome:
+def _eval(ctx: Context, onnx: list[Made], engines: Engines, runners: dict, decoded) -> Outcome:
     ev = _evaluate(ctx.ckpt, _runnable(onnx, engines), decoded, runners, ctx.opts)
     ev += [{"artifact": a, "status": "skipped", "reason": why} for a, why in engines.not_run.items()]
     return Outcome(ev, f"{ev[0]['images']} images from {ctx.opts.data}" + _skipped_note(engines))
 
 
-def _reference_logits(onnx: list[_Made]):
+def _reference_logits(onnx: list[Made]):
     """PyTorch's logits on the parity images, from the export's verification (the same for every target)."""
     return next((m.result.reference_logits for m in onnx
                  if m.kind == "export" and m.result.reference_logits is not None), None)  # fmt: skip
 
 
-def _deploy(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, decoded, parity_set,
-            parity: _Parity, ev: list[dict]) -> Outcome:  # fmt: skip
+def _deploy(ctx: Context, onnx: list[Made], engines: Engines, runners: dict, decoded, parity_set,
+            parity: ParityRun, ev: list[dict]) -> Outcome:  # fmt: skip
     """Every file on every runtime here (aft_export.verify.deploy): ONNX Runtime's and PyTorch's parity and
     top-1 are the parity and eval steps' own, the other runtimes' are measured here, and every row is
     timed in interleaved rounds (the report's latency columns are ONNX Runtime's and PyTorch's rows)."""
@@ -528,7 +394,7 @@ def _deploy(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, 
     purposes = {str(ctx.work / name): p["for"] for name, p in _purposes(onnx, engines).items()}
     purposes[ckpt] = "PyTorch"
     table = deploy_table(runners[ckpt], [str(a) for a in _artifacts(onnx, engines)], decoded,
-                         runtimes=runtimes_here(environment().get("gpu") is not None), make_runner=make,
+                         runtimes=runtimes_here(has_gpu()), make_runner=make,
                          batches=tuple(opts.bench_batches), warmup=BenchOptions.warmup, iters=opts.bench_iters,
                          threads=opts.threads, parity_set=parity_set, overrides=list(opts.tolerances),
                          reference_logits=_reference_logits(onnx),
@@ -543,19 +409,14 @@ def _deploy(ctx: _Context, onnx: list[_Made], engines: _Engines, runners: dict, 
             if best:
                 said.append(f"{device} {by}: {best.artifact} on {best.runtime}")
     ran = sum(r.status == "ok" for r in table.rows)
-    return Outcome(_Deploy(table, bn), f"{ran} of {len(table.rows)} file/runtime rows ran, batches "
+    return Outcome(DeployRun(table, bn), f"{ran} of {len(table.rows)} file/runtime rows ran, batches "
                    f"{list(opts.bench_batches)}, {opts.bench_iters} runs each; fastest that passes: "
                    + ("; ".join(said) or "none") + _skipped_note(engines),
                    "failed" if table.verdict.status == "failed" else "ok")  # fmt: skip
 
 
-class _Deploy(NamedTuple):
-    table: DeployTable
-    bench: dict  # the ONNX Runtime, PyTorch and engine rows in aft_export.verify.bench's form (the summary's latency)
-
-
-def _report(ctx: _Context, steps: list[Step], onnx: list[_Made], trt_check: dict, engines: _Engines,
-            parity: _Parity, ev: list[dict], deploy: _Deploy) -> Outcome:  # fmt: skip
+def _report(ctx: Context, steps: list[Step], onnx: list[Made], trt_check: dict, engines: Engines,
+            parity: ParityRun, ev: list[dict], deploy: DeployRun) -> Outcome:  # fmt: skip
     """manifest.json, report.md and the plots; the run's result."""
     ckpt, opts, work, (_, meta) = ctx.ckpt, ctx.opts, ctx.work, ctx.loaded
     artifacts = _artifacts(onnx, engines)
@@ -598,7 +459,7 @@ def _purpose(path: Path) -> dict:
     return file_purpose(load_onnx(path, external_data=False))
 
 
-def _purposes(onnx: list[_Made], engines: _Engines) -> dict[str, dict]:
+def _purposes(onnx: list[Made], engines: Engines) -> dict[str, dict]:
     """What each file is for and what its compute runs in, by name: an ONNX file's as its step
     found them, an engine's compute layers from its parsed network."""
     out = {m.path.name: m.purpose for m in onnx if m.purpose is not None}
@@ -607,7 +468,7 @@ def _purposes(onnx: list[_Made], engines: _Engines) -> dict[str, dict]:
     return out
 
 
-def run_unverified(not_run: dict[str, str], parity: dict, onnx: list[_Made]) -> dict[str, str]:
+def run_unverified(not_run: dict[str, str], parity: dict, onnx: list[Made]) -> dict[str, str]:
     """What the run did not (fully) verify, by artifact, and why: an engine not run here, an
     artifact parity skipped, and each stage's own verdict (the offline rules of a targeted
     TensorRT that refuse or warn, fp16 values that took NaN/Inf)."""

@@ -12,7 +12,7 @@ import torch
 from click.testing import CliRunner
 
 from aft_export.byo.export import export_model
-from aft_export.byo.preprocess import Preprocessing
+from aft_export.data.images import Preprocessing
 from aft_export.cli import main
 from aft_export.data.images import normalize
 from aft_export.data.datasets import load_labelled

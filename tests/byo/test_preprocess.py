@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from aft_export.byo.preprocess import Preprocessing, resolve
+from aft_export.data.images import Preprocessing
+from aft_export.data.preprocess import resolve
 from aft_export.errors import AFTExportError
 from tests.byo.publicpkgs import need
 

@@ -322,3 +322,37 @@ def test_layer_variants_by_class_before_any_probe():
     assert layer_variants(user_models.aft_pytorch_classifier()) == ["full", "local", "simple"]
     assert layer_variants(user_models.comvex_classifier()) == ["full"]
     assert layer_variants(user_models.plain_cnn()) == []
+
+
+# ---------------------------------------------------------------- the registry
+
+def test_every_public_layer_is_one_entry_that_maps_or_refuses():
+    """One entry per public layer: a builder, or a refusal for every layer of its class;
+    what it becomes is one of ours; its package is named; a second entry for it is refused."""
+    from aft_export.byo.public import PUBLIC_LAYERS, PublicLayer, register
+
+    assert {(e.module, e.name) for e in PUBLIC_LAYERS.values()} == set(PUBLIC_LAYERS)
+    for entry in PUBLIC_LAYERS.values():
+        assert entry.ours in ("AFTFull", "AFTLocal", "AFTSimple", "AFTConv")
+        assert entry.source.split()[0] in ("aft-pytorch", "comvex", "labml-nn")
+        if entry.build is None:
+            assert entry.refusal(nn.Module())  # refused whatever its state
+    first = next(iter(PUBLIC_LAYERS.values()))
+    with pytest.raises(ValueError, match="registered twice"):
+        register(first)
+    with pytest.raises(ValueError, match="no package"):
+        register(PublicLayer("elsewhere.aft", "AFTFull", "AFTFull", first.build))
+    assert len(PUBLIC_LAYERS) == 7
+
+
+def test_a_subclass_of_a_public_layer_finds_its_entry():
+    """By class through the MRO: a user's subclass that keeps forward maps as its base."""
+    apt = need("aft_pytorch")
+
+    class Mine(apt.AFTSimple):
+        pass
+
+    torch.manual_seed(0)
+    layer = Mine(MAX_SEQ, DIM, HIDDEN).eval()
+    plan = plan_swap(layer, tokens())
+    assert [(r.source, r.action) for r in plan.layers] == [("aft-pytorch AFTSimple", "mapped")]

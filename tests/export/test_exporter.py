@@ -39,19 +39,21 @@ def make_ckpt(path, name, seed=0):
 
 
 @pytest.fixture(scope="module")
-def ckpts(tmp_path_factory):
+def ckpts(tmp_path_factory, tiny_onnx):
+    """make_ckpt's test models (the session's: tests/conftest.py ``tiny_onnx``)."""
     root = tmp_path_factory.mktemp("ckpts")
-    return {v: make_ckpt(root / f"{v}.pt", f"aft_{v}_test") for v in VARIANT_OP}
+    return {v: tiny_onnx.ckpt(root / f"{v}.pt", f"aft_{v}_test") for v in VARIANT_OP}
 
 
 @pytest.fixture(scope="module")
-def exported(ckpts, tmp_path_factory, cifar10):
-    """Each test model exported once (custom form, dynamic batch)."""
+def exported(ckpts, tmp_path_factory, cifar10, tiny_onnx):
+    """Each test model exported once (custom form, dynamic batch), verified here; the session
+    keeps the files for the modules that read the same exports."""
     root = tmp_path_factory.mktemp("onnx")
     out = {}
     for v, ckpt in ckpts.items():
         path = root / f"{v}.onnx"
-        res = export_checkpoint(ckpt, path, ExportOptions(verify_data=str(cifar10 / "test.tar")))
+        res = tiny_onnx.export_verified(ckpt, path, ExportOptions(verify_data=str(cifar10 / "test.tar")))
         out[v] = (path, res)
     return out
 
@@ -118,10 +120,10 @@ def test_metadata_is_enough_to_preprocess(exported, ckpts, cifar10):
     assert np.array_equal(x, normalize(data.images, ck.mean, ck.std).numpy())
 
 
-def test_decomposed_form_has_no_custom_nodes(ckpts, tmp_path, cifar10):
+def test_decomposed_form_has_no_custom_nodes(ckpts, tmp_path, cifar10, tiny_onnx):
     path = tmp_path / "d.onnx"
-    res = export_checkpoint(ckpts["conv"], path, ExportOptions(op_form="decomposed", verify_images=16,
-                                                               verify_data=str(cifar10 / "test.tar")))  # fmt: skip
+    res = tiny_onnx.export_verified(ckpts["conv"], path, ExportOptions(op_form="decomposed", verify_images=16,
+                                                                       verify_data=str(cifar10 / "test.tar")))  # fmt: skip
     model = onnx.load(path)
     assert res.aft_nodes == 0 and not any(n.domain == DOMAIN for n in model.graph.node)
     assert not model.functions and res.parity["passed"]
@@ -280,7 +282,8 @@ def test_verification_uses_the_data_the_checkpoint_names(tmp_path, monkeypatch):
     meta = load_checkpoint(tmp_path / "m.pt")[1]
     images, source = export_module._verification_images(meta, ExportOptions(verify_images=4))
     assert images.shape == (4, 3, 32, 32) and source == str(tmp_path / "imgs")
-    recorded = export_module.recorded_test_data
+    from aft_export.data.datasets import recorded_test_data as recorded
+
     for prov, found in [({"data": "cifar10:train", "metrics": {"test_data": "cifar10:test"}}, "cifar10:test"),
                         ({"data": str(tmp_path / "imgs")}, str(tmp_path / "imgs")),
                         ({"data": "/nowhere/train.tar", "train_config": {"test_data": "missing"}}, None), ({}, None)]:
@@ -339,9 +342,11 @@ _SLOW = [pytest.param(n, marks=pytest.mark.slow) for n in list_models() if n.end
 
 @pytest.mark.parametrize("op_form", ["custom", "decomposed"])
 @pytest.mark.parametrize("name", _FAST + _SLOW)
-def test_every_registered_config_exports_and_verifies(name, op_form, tmp_path, cifar10):
-    ckpt = make_ckpt(tmp_path / "m.pt", name)
-    res = export_checkpoint(ckpt, tmp_path / "m.onnx", ExportOptions(
+def test_every_registered_config_exports_and_verifies(name, op_form, tmp_path, cifar10, tiny_onnx):
+    """(The checkpoint is make_ckpt's, made once per session; the export runs here, and the
+    session keeps its file for the modules that read the same export: test_build's 224 configs.)"""
+    ckpt = tiny_onnx.ckpt(tmp_path / "m.pt", name)
+    res = tiny_onnx.export_verified(ckpt, tmp_path / "m.onnx", ExportOptions(
         op_form=op_form, verify_images=8, verify_data=str(cifar10 / "test.tar")))  # fmt: skip
     cfg = get_config(name)
     assert res.aft_nodes == (cfg.depth if op_form == "custom" else 0)

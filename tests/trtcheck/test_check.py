@@ -10,26 +10,24 @@ from click.testing import CliRunner
 
 from aft_export.cli import main
 from aft_export.errors import AFTExportError
-from aft_export.exporting.exporter import ExportOptions, export_checkpoint
 from aft_export.options import QuantizeOptions
 from aft_export.quantization.stage import quantize_model
 from aft_export.trtcheck import SUPPORTED, check_model
-from tests.export.test_exporter import make_ckpt
 
 QUIET = dict(log=lambda *a: None)
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory):
+def exports(tmp_path_factory, tiny_onnx):
     """aft_conv_test in both targets and both op forms, fp32 (verification off: the
     exporter's own tests verify numerics)."""
     d = tmp_path_factory.mktemp("check")
-    ckpt = make_ckpt(d / "conv.pt", "aft_conv_test")
+    ckpt = tiny_onnx.ckpt(d / "conv.pt", "aft_conv_test")
     out = {}
     for target in ("tensorrt", "tensorrt8"):
         for form in ("custom", "decomposed"):
             path = d / f"conv.{target}.{form}.onnx"
-            export_checkpoint(ckpt, path, ExportOptions(op_form=form, target=target, verify_images=0), **QUIET)
+            tiny_onnx.export(ckpt, path, op_form=form, target=target)
             out[target, form] = path
     return out
 
