@@ -51,8 +51,6 @@ KEPT_SINGULAR = ("exclude", "exclude_regex", "keep_fp32")
 PLURALS = {"trt": "trt_versions"}
 # keyword -> the options field (or stage parameter) it fills, where the names differ, per function
 KEYWORD_FIELDS = {
-    "export": {"batch_dim": "ExportOptions.batch", "images": "ExportOptions.verify_images",
-               "data": "ExportOptions.verify_data"},
     "quantize": {"images": "QuantizeOptions.count", "quantize_op_types": "QuantizeOptions.op_types",
                  "no_cache": 'QuantizeOptions.cache_dir=""'},
     "build": {"batch_profile": "BuildOptions.batch", "hw_profile": "BuildOptions.hw"},
@@ -161,10 +159,10 @@ def _checked_flags(command: str, given: dict, message: str) -> None:
 
 
 def export(checkpoint=None, output=None, *, config: str | None = None, opset: int = ExportOptions.opset,
-           batch_dim: str = ExportOptions.batch, dynamic_hw: bool = ExportOptions.dynamic_hw,
+           batch_dim: str = ExportOptions.batch_dim, dynamic_hw: bool = ExportOptions.dynamic_hw,
            op_form: str = ExportOptions.op_form, target: str = ExportOptions.target,
            simplify: bool = ExportOptions.simplify, allow_unsimplified: bool = ExportOptions.allow_unsimplified,
-           images: int = ExportOptions.verify_images, data: str | None = ExportOptions.verify_data,
+           images: int = ExportOptions.images, data: str | None = ExportOptions.data,
            model_def: str | None = None, weights: str | None = None, weights_key: str | None = None,
            preprocess: str | None = None, input_size: int | None = None, mean=None, std=None, classes=None,
            require_aft: bool = ExportOptions.require_aft):  # fmt: skip
@@ -175,9 +173,9 @@ def export(checkpoint=None, output=None, *, config: str | None = None, opset: in
 
     if output is None:
         raise AFTExportError("give `output`, the ONNX file to write")
-    opts = ExportOptions(opset=opset, batch=str(batch_dim), dynamic_hw=dynamic_hw, op_form=op_form, target=target,
-                         simplify=simplify, allow_unsimplified=allow_unsimplified, verify_images=images,
-                         verify_data=None if data is None else str(data), require_aft=bool(require_aft))  # fmt: skip
+    opts = ExportOptions(opset=opset, batch_dim=str(batch_dim), dynamic_hw=dynamic_hw, op_form=op_form, target=target,
+                         simplify=simplify, allow_unsimplified=allow_unsimplified, images=images,
+                         data=None if data is None else str(data), require_aft=bool(require_aft))  # fmt: skip
     if _is_module(checkpoint):
         from aft_export.byo.export import export_model
 

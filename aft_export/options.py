@@ -86,14 +86,14 @@ SWAP_BATCH = 16
 @dataclass(frozen=True)
 class ExportOptions:
     opset: int = 18
-    batch: str = "dynamic"  # "dynamic" or a fixed batch size such as "8"
+    batch_dim: str = "dynamic"  # "dynamic" or a fixed batch size such as "8"
     dynamic_hw: bool = False  # AFT-conv only: dynamic height and width too
     op_form: str = "custom"
     target: str = DEFAULT_TARGET
     simplify: bool = True
     allow_unsimplified: bool = False  # continue without onnxsim if it fails
-    verify_images: int = 64
-    verify_data: str | None = None
+    images: int = 64  # real images the export is verified on (0: none)
+    data: str | None = None  # where they come from (None: the data rule, datasets.verification_data)
     verify_atol: float = EXPORT_MAX_ABS
     external_data_threshold: int = TWO_GB  # bytes of weights above which .data is used
     # a model trained elsewhere: a layer with the parameters of a known AFT layer that does not
@@ -119,10 +119,10 @@ class ExportOptions:
         if self.target in TARGET_OPSETS and self.opset != 18:
             raise AFTExportError(f"the {self.target} form is always opset {TARGET_OPSETS[self.target]} (exported at "
                                  f"18, then converted); leave `opset` out with `target={self.target}`")  # fmt: skip
-        parse_batch(self.batch)
-        if self.verify_images < 0:
-            raise AFTExportError(f"verification image count must be >= 0, got {self.verify_images}; "
-                                 f"give `verify_images=0` to skip verification")  # fmt: skip
+        parse_batch(self.batch_dim)
+        if self.images < 0:
+            raise AFTExportError(f"verification image count must be >= 0, got {self.images}; "
+                                 f"give `images=0` to skip verification")  # fmt: skip
 
 
 def parse_batch(spec: str | int) -> int | None:
@@ -133,7 +133,7 @@ def parse_batch(spec: str | int) -> int | None:
     if re.fullmatch(r"[0-9]+", text) and 1 <= int(text) <= MAX_BATCH:
         return int(text)
     raise AFTExportError(
-        f"bad batch specification {spec!r} for `batch`; use 'dynamic' or a batch size from 1 to {MAX_BATCH}"
+        f"bad batch specification {spec!r} for `batch_dim`; use 'dynamic' or a batch size from 1 to {MAX_BATCH}"
     )
 
 

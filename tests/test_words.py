@@ -1,7 +1,7 @@
 """The library speaks options, the command line speaks flags (issue 27, item 4).
 
 Below the command line (floor 9: ``cli``, ``byo.cli``, ``client``) a message names an
-option by its field in backquotes, `verify_data` or `verify_images=0`, and another
+option by its field in backquotes, `data` or `images=0`, and another
 command's options as a whole command line in backquotes, `aft-export export
 target=tensorrt8`; the command that runs turns them into its own flags through its one
 table (:func:`aft_export.cli.words.option_table`). These tests read the source, so they cover
@@ -67,7 +67,7 @@ CANNOT_SHOW = [  # the command never shows that message
                    "compute_capabilities"),
      "the doctor's engines are built by child `aft-export build` commands (whose messages speak build's flags); "
      "in its own process it only writes NVIDIA's scripts for its dynamic-batch exports, with a fixed profile"),
-    (("bench", "parity"), ("opset", "target", "batch", "verify_images", "simplify", "allow_unsimplified"),
+    (("bench", "parity"), ("opset", "target", "batch_dim", "simplify", "allow_unsimplified"),
      "parity's in-memory export (to localise a divergence; bench --reference runs parity) takes op form and "
      "target from the artifact's metadata, with verification and onnxsim off"),
     (("infer", "triton-repo"), ("preprocess", "input_size", "mean", "std", "classes"),
@@ -76,7 +76,7 @@ CANNOT_SHOW = [  # the command never shows that message
     (("quantize",), ("preprocess", "classes"),
      "quantize reads another tool's file with ForeignPreprocessing(takes=(input_size, mean, std)), what "
      "QuantizeOptions has: the message asks for those and the JSON beside the file, never a file or classes"),
-    (("pipeline",), ("opset", "batch", "percentile", "budget", "exclude", "device", "queue_delay_us",
+    (("pipeline",), ("opset", "batch", "batch_dim", "percentile", "budget", "exclude", "device", "queue_delay_us",
                      "max_batch", "instances", "top_k", "exclude_op_types", "op_types", "keep_fp32"),
      "the pipeline sets these itself: it exports at the default opset with a dynamic batch, quantises with the "
      "default method and no exclusions, benches with BenchOptions.warmup, writes the Triton repository with its "
@@ -552,8 +552,8 @@ def test_the_table_puts_every_kind_of_reference_in_flags():
     from aft_export.cli.words import in_flags
 
     export, quantize, pipeline = (main.commands[c] for c in ("export", "quantize", "pipeline"))
-    assert in_flags("give `verify_data` (or `verify_images=0`)", export) == "give --data (or --images 0)"
-    assert in_flags("give `verify_data` (or `verify_images=0`)", pipeline) == "give --data (or --parity-images 0)"
+    assert in_flags("give `data` (or `images=0`)", export) == "give --data (or --images 0)"
+    assert in_flags("give `data` (or `images=0`)", pipeline) == "give --data (or --parity-images 0)"
     assert in_flags("or `simplify=False`; `require_aft`", export) == "or --no-simplify; --require-aft"
     assert in_flags('`cache_dir=""` or another `cache_dir`', quantize) == "--no-cache or another --cache-dir"
     assert in_flags("e.g. `bench_batches=(1, 32)`", pipeline) == "e.g. --bench-batch-size 1 --bench-batch-size 32"

@@ -37,7 +37,7 @@ def _export_options():
     E = ExportOptions
     return [
         bound(E, "opset", "--opset", type=int, help="ONNX opset (18 or newer)."),
-        bound(E, "batch", "--batch-dim",
+        bound(E, "batch_dim", "--batch-dim",
               help="The graph's batch dimension: 'dynamic' or a fixed batch size."),
         bound(E, "dynamic_hw", "--dynamic-hw", is_flag=True, help="AFT-conv only: dynamic height and width."),
         bound(E, "op_form", "--op-form", type=click.Choice(OP_FORMS),
@@ -47,9 +47,9 @@ def _export_options():
         bound(E, "simplify", "--simplify/--no-simplify", help="Run onnxsim."),
         bound(E, "allow_unsimplified", "--allow-unsimplified", is_flag=True,
               help="Keep the unsimplified graph if onnxsim fails."),
-        bound(E, "verify_images", "--images", type=NONNEGATIVE,
+        bound(E, "images", "--images", type=NONNEGATIVE,
               help="Real images to verify the export on (0: skip; the exit status is then 3, not verified)."),
-        bound(E, "verify_data", "--data", type=click.Path(),
+        bound(E, "data", "--data", type=click.Path(),
               help="Images to verify on: ImageFolder directory or tar [default: a zoo checkpoint's test set]."),
     ]  # fmt: skip
 
