@@ -51,8 +51,7 @@ KEPT_SINGULAR = ("exclude", "exclude_regex", "keep_fp32")
 PLURALS = {"trt": "trt_versions"}
 # keyword -> the options field (or stage parameter) it fills, where the names differ, per function
 KEYWORD_FIELDS = {
-    "quantize": {"images": "QuantizeOptions.count", "quantize_op_types": "QuantizeOptions.op_types",
-                 "no_cache": 'QuantizeOptions.cache_dir=""'},
+    "quantize": {"images": "QuantizeOptions.count", "no_cache": 'QuantizeOptions.cache_dir=""'},
     "build": {"batch_profile": "BuildOptions.batch", "hw_profile": "BuildOptions.hw"},
     "check": {"trt_versions": "trtcheck.check_model(versions)", "build": "tensorrt.build.real_check(build)"},
     "parity": {"tolerances": "verify.parity.run_parity(overrides)"},
@@ -217,7 +216,7 @@ def quantize(model, output, *, precision: str = QuantizeOptions.precision, calib
     opts = QuantizeOptions(precision=precision, method=method, percentile=percentile, count=images,
                            batch_size=batch_size, seed=seed, per_channel=per_channel, exclude=tuple(exclude),
                            exclude_regex=tuple(exclude_regex), exclude_op_types=tuple(exclude_op_types),
-                           op_types=tuple(quantize_op_types), keep_fp32=tuple(keep_fp32), target=target,
+                           quantize_op_types=tuple(quantize_op_types), keep_fp32=tuple(keep_fp32), target=target,
                            weight_bits=None if weight_bits is None else int(weight_bits),
                            rest_precision=rest_precision, quantize_aft_core=quantize_aft_core,
                            sensitivity=sensitivity, budget=budget, allow_fewer=allow_fewer,

@@ -143,7 +143,7 @@ PRECISIONS = ("int8", "fp16")  # what quantize makes
 # what an int8 graph computes in outside its int8 layers (QuantizeOptions.rest_precision)
 REST_PRECISIONS = ("fp16", "fp32")
 OP_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")  # an ONNX op type's name
-# what int8 quantises when QuantizeOptions.op_types is left out: the projections, the MLP, the
+# what int8 quantises when QuantizeOptions.quantize_op_types is left out: the projections, the MLP, the
 # patch embedding and the head (aft_export/quantization/placement.py)
 QUANTIZED_OP_TYPES = ("MatMul", "Gemm", "Conv")
 # every artifact precision, in the order the pipeline makes them: the export is fp32,
@@ -184,7 +184,7 @@ class QuantizeOptions:
     exclude_regex: tuple[str, ...] = ()
     exclude_op_types: tuple[str, ...] = ()
     # int8: the op types quantised; (): QUANTIZED_OP_TYPES
-    op_types: tuple[str, ...] = ()
+    quantize_op_types: tuple[str, ...] = ()
     # nodes kept in fp32 by regular expression over node names (RE2, from the start): out of int8,
     # and out of an fp16 graph or an int8 graph's fp16 rest
     keep_fp32: tuple[str, ...] = ()
@@ -228,11 +228,11 @@ class QuantizeOptions:
         for option in ("exclude_regex", "keep_fp32"):  # compiled once, here, by RE2 (linear-time matching)
             for pattern in getattr(self, option):
                 compile_pattern(pattern, option)
-        for name in ("exclude_op_types", "op_types"):
+        for name in ("exclude_op_types", "quantize_op_types"):
             bad = [t for t in getattr(self, name) if not (isinstance(t, str) and OP_TYPE.fullmatch(t))]
             if bad:
                 raise AFTExportError(f"`{name}` takes ONNX op types such as MatMul or Conv, got {bad[0]!r}")
-        int8_only = [n for n in ("exclude_regex", "exclude_op_types", "op_types", "rest_precision")
+        int8_only = [n for n in ("exclude_regex", "exclude_op_types", "quantize_op_types", "rest_precision")
                      if getattr(self, n) not in ((), None)]  # fmt: skip
         if self.precision == "fp16" and int8_only:
             raise AFTExportError(f"`{int8_only[0]}` chooses what int8 covers; an fp16 graph has no int8 layers "

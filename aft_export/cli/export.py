@@ -101,7 +101,7 @@ def _quantize_options():
                    "re.match and ModelOpt's --nodes_to_exclude) out of int8 (repeatable)."),
         bound(Q, "exclude_op_types", "--exclude-op-type", "exclude_op_types", multiple=True, metavar="OP",
               help="int8: keep every node of this op type out of int8 (repeatable)."),
-        bound(Q, "op_types", "--quantize-op-type", "quantize_op_types", multiple=True, metavar="OP",
+        bound(Q, "quantize_op_types", "--quantize-op-type", "quantize_op_types", multiple=True, metavar="OP",
               help=f"int8: an op type to quantise (repeatable) [default: {', '.join(QUANTIZED_OP_TYPES)}]."),
         bound(Q, "keep_fp32", "--keep-fp32", multiple=True, metavar="REGEX",
               help="Keep the nodes whose names this regular expression matches in fp32: out of int8 and "

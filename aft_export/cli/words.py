@@ -35,7 +35,7 @@ class Words:
 WORDS = {
     "train": Words(renamed={"--out": "--output", "--limit": "--images"}),
     "export": Words(renamed={"--batch": "--batch-dim", "--verify-images": "--images", "--verify-data": "--data"}),
-    "quantize": Words({'cache_dir=""': "--no-cache", "count": "--images", "op_types": "--quantize-op-type"},
+    "quantize": Words({'cache_dir=""': "--no-cache", "count": "--images"},
                       renamed={"--count": "--images"}),
     "parity": Words({"overrides": "--tolerance"}),
     "eval": Words({"limit": "--images"}, renamed={"--limit": "--images"}),
