@@ -24,7 +24,9 @@ imported inside the functions: importing this module loads no torch.
 
 from __future__ import annotations
 
+import contextvars
 import logging
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -42,17 +44,14 @@ COMMANDS = {"export": "export", "quantize": "quantize", "check": "check", "build
             "evaluate": "eval", "bench": "bench", "infer": "infer", "pipeline": "pipeline", "serve": "serve",
             "triton_repo": "triton-repo", "train": "train", "info": "info", "doctor": "doctor"}  # fmt: skip
 # flags with no keyword: they choose how the command line shows a result, which a result does not need
-NO_KEYWORD = {"json": "to_dict() is what the command prints as JSON", "no_progress": "train's progress bar (on stderr)"}
+NO_KEYWORD = {"json": "to_dict() is what the command prints as JSON"}
 # a repeatable flag's keyword is its name in the plural (+s, y -> ies), but for these: verbs, whose
 # keyword is the verb (exclude=("a", "b")), and a word with no plural of its own
 KEPT_SINGULAR = ("exclude", "exclude_regex", "keep_fp32")
 PLURALS = {"trt": "trt_versions"}
 # keyword -> the options field (or stage parameter) it fills, where the names differ, per function
 KEYWORD_FIELDS = {
-    "export": {"batch_dim": "ExportOptions.batch", "images": "ExportOptions.verify_images",
-               "data": "ExportOptions.verify_data"},
-    "quantize": {"images": "QuantizeOptions.count", "quantize_op_types": "QuantizeOptions.op_types",
-                 "no_cache": 'QuantizeOptions.cache_dir=""'},
+    "quantize": {"images": "QuantizeOptions.count", "no_cache": 'QuantizeOptions.cache_dir=""'},
     "build": {"batch_profile": "BuildOptions.batch", "hw_profile": "BuildOptions.hw"},
     "check": {"trt_versions": "trtcheck.check_model(versions)", "build": "tensorrt.build.real_check(build)"},
     "parity": {"tolerances": "verify.parity.run_parity(overrides)"},
@@ -62,13 +61,14 @@ KEYWORD_FIELDS = {
 }  # fmt: skip
 
 logger = logging.getLogger("aft_export")
+PROGRESS = "aft_export_progress"  # marks a record as a stage's progress line (the command line prints it where it did)
 READY_BOUND = 120.0  # seconds serve() waits for Triton and every model to be ready
 
 
 def _log(*args) -> None:
     """A stage's progress line to the ``aft_export`` logger (a ``warning:`` line as a warning)."""
     text = " ".join(str(a) for a in args)
-    (logger.warning if text.startswith("warning: ") else logger.info)(text)
+    (logger.warning if text.startswith("warning: ") else logger.info)(text, extra={PROGRESS: True})
 
 
 def _paths(value, what: str = "", required: bool = True) -> list[str]:
@@ -82,7 +82,7 @@ def _paths(value, what: str = "", required: bool = True) -> list[str]:
 
 
 def _three(value, option: str):
-    """r,g,b as a string or three numbers -> a tuple of floats (None stays None)."""
+    """r,g,b as a string or three numbers -> a tuple of finite floats (None stays None)."""
     if value is None:
         return None
     parts = value.split(",") if isinstance(value, str) else value
@@ -90,8 +90,9 @@ def _three(value, option: str):
         out = tuple(float(v) for v in parts)
     except (TypeError, ValueError):
         out = ()
-    if len(out) != 3:
-        raise AFTExportError(f"`{option}` takes three numbers, e.g. 0.485,0.456,0.406; got {value!r}")
+    if len(out) != 3 or not all(math.isfinite(v) for v in out):
+        raise AFTExportError(f"`{option}` takes three comma-separated numbers (finite), e.g. 0.485,0.456,0.406; "
+                             f"got {value!r}")  # fmt: skip
     return out
 
 
@@ -140,7 +141,7 @@ def _user_model(model_def, weights, weights_key, preprocess, input_size, mean, s
                  if v is not None]  # fmt: skip
         if given:
             raise AFTExportError(f"{', '.join(f'`{g}`' for g in given)} describe a model trained elsewhere; give "
-                                 f"`model_def` too (or pass the nn.Module itself)")  # fmt: skip
+                                 f"`model_def` too")  # fmt: skip
         return None
     pre = resolve(preprocess, input_size=input_size, mean=mean, std=std, classes=classes, extra_keys=SPEC_KEYS)
     return UserModel(model_def or spec.model_def, pre, weights=weights or (spec.weights if spec else None),
@@ -157,10 +158,10 @@ def _checked_flags(command: str, given: dict, message: str) -> None:
 
 
 def export(checkpoint=None, output=None, *, config: str | None = None, opset: int = ExportOptions.opset,
-           batch_dim: str = ExportOptions.batch, dynamic_hw: bool = ExportOptions.dynamic_hw,
+           batch_dim: str = ExportOptions.batch_dim, dynamic_hw: bool = ExportOptions.dynamic_hw,
            op_form: str = ExportOptions.op_form, target: str = ExportOptions.target,
            simplify: bool = ExportOptions.simplify, allow_unsimplified: bool = ExportOptions.allow_unsimplified,
-           images: int = ExportOptions.verify_images, data: str | None = ExportOptions.verify_data,
+           images: int = ExportOptions.images, data: str | None = ExportOptions.data,
            model_def: str | None = None, weights: str | None = None, weights_key: str | None = None,
            preprocess: str | None = None, input_size: int | None = None, mean=None, std=None, classes=None,
            require_aft: bool = ExportOptions.require_aft):  # fmt: skip
@@ -171,9 +172,9 @@ def export(checkpoint=None, output=None, *, config: str | None = None, opset: in
 
     if output is None:
         raise AFTExportError("give `output`, the ONNX file to write")
-    opts = ExportOptions(opset=opset, batch=str(batch_dim), dynamic_hw=dynamic_hw, op_form=op_form, target=target,
-                         simplify=simplify, allow_unsimplified=allow_unsimplified, verify_images=images,
-                         verify_data=None if data is None else str(data), require_aft=bool(require_aft))  # fmt: skip
+    opts = ExportOptions(opset=opset, batch_dim=str(batch_dim), dynamic_hw=dynamic_hw, op_form=op_form, target=target,
+                         simplify=simplify, allow_unsimplified=allow_unsimplified, images=images,
+                         data=None if data is None else str(data), require_aft=bool(require_aft))  # fmt: skip
     if _is_module(checkpoint):
         from aft_export.byo.export import export_model
 
@@ -215,7 +216,7 @@ def quantize(model, output, *, precision: str = QuantizeOptions.precision, calib
     opts = QuantizeOptions(precision=precision, method=method, percentile=percentile, count=images,
                            batch_size=batch_size, seed=seed, per_channel=per_channel, exclude=tuple(exclude),
                            exclude_regex=tuple(exclude_regex), exclude_op_types=tuple(exclude_op_types),
-                           op_types=tuple(quantize_op_types), keep_fp32=tuple(keep_fp32), target=target,
+                           quantize_op_types=tuple(quantize_op_types), keep_fp32=tuple(keep_fp32), target=target,
                            weight_bits=None if weight_bits is None else int(weight_bits),
                            rest_precision=rest_precision, quantize_aft_core=quantize_aft_core,
                            sensitivity=sensitivity, budget=budget, allow_fewer=allow_fewer,
@@ -248,17 +249,18 @@ def train(*, model: str, data: str, output: str, test_data: str | None = None, e
           weight_decay: float = TrainConfig.weight_decay, warmup_epochs: float = TrainConfig.warmup_epochs,
           label_smoothing: float = TrainConfig.label_smoothing, val_fraction: float = TrainConfig.val_fraction,
           seed: int = TrainConfig.seed, threads: int = TrainConfig.threads, images: int | None = None,
-          resume: str | None = None):  # fmt: skip
+          resume: str | None = None, progress: bool = TrainConfig.progress):  # fmt: skip
     """``aft-export train``: a classifier of registry config ``model`` trained on ``data``, written
-    to ``output`` after every epoch. Returns :class:`~aft_export.results.TrainResult`."""
-    from aft_export.models.training import train as run
+    to ``output`` after every epoch (``progress``: a progress bar on stderr). Returns
+    :class:`~aft_export.results.TrainResult`."""
+    from aft_export.models.training import train as run_training
     from aft_export.results import TrainResult
 
     cfg = TrainConfig(model=model, data=str(data), output=str(output), test_data=test_data, epochs=epochs,
                       batch_size=batch_size, lr=lr, weight_decay=weight_decay, warmup_epochs=warmup_epochs,
                       label_smoothing=label_smoothing, val_fraction=val_fraction, seed=seed, threads=threads,
-                      images=images, resume=resume)  # fmt: skip
-    return TrainResult(str(output), run(cfg))
+                      images=images, resume=resume, progress=bool(progress))  # fmt: skip
+    return TrainResult(str(output), run_training(cfg))
 
 
 def triton_repo(artifacts, output, *, max_batch: int | None = None, instances: int = TritonRepoOptions.instances,
@@ -392,10 +394,10 @@ def bench(artifacts, *, batch_sizes: Sequence[int] = BenchOptions.batches, warmu
         raise AFTExportError(f"`{given[0]}` gives the labelled images of the deploy table: give `reference` (the "
                              f"checkpoint the files were made from) with it")  # fmt: skip
     from aft_export.results import BenchResult
-    from aft_export.verify.bench import bench as run
+    from aft_export.verify.bench import bench as run_bench
 
-    return BenchResult.of(run(artifacts, list(batch_sizes), warmup=warmup, iters=iters, threads=threads,
-                              backend=backend or DEFAULT_BACKEND, profile=profile, preprocessing=pre))  # fmt: skip
+    return BenchResult.of(run_bench(artifacts, list(batch_sizes), warmup=warmup, iters=iters, threads=threads,
+                                    backend=backend or DEFAULT_BACKEND, profile=profile, preprocessing=pre))  # fmt: skip
 
 
 def infer(artifact, images, *, top_k: int = 5, backend: str = DEFAULT_BACKEND):
@@ -489,18 +491,20 @@ def serve(artifacts, *, host: str = ServeOptions.host, http_port: int = ServeOpt
     """
     from aft_export.results import Server
     from aft_export.serving.server import _Stop
-    from aft_export.serving.server import serve as run
+    from aft_export.serving.server import serve as run_server
 
     opts = ServeOptions(host=host, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port,
                         max_batch=max_batch, instances=instances, top_k=top_k, queue_delay_us=queue_delay_us,
                         backend=backend, threads=threads, drain_seconds=drain_seconds,
                         preprocessing=_foreign(preprocess, input_size, mean, std, classes))  # fmt: skip
     paths = _paths(artifacts, "ONNX files or engines to serve")
+    if _blocking.get():  # serve_until_stopped: here, until a signal
+        return run_server(paths, opts, log=_log)
     stop, outcome = _Stop(), {}
 
     def serving() -> None:
         try:
-            run(paths, opts, log=_log, stop=stop)
+            run_server(paths, opts, log=_log, stop=stop)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
             outcome["error"] = exc
 
@@ -516,3 +520,36 @@ def serve(artifacts, *, host: str = ServeOptions.host, http_port: int = ServeOpt
             raise AFTExportError(f"Triton was not ready after {READY_BOUND:.0f} s; nothing is left running: try "
                                  f"fewer `instances`, or see the log above")  # fmt: skip
     return handle
+
+
+_blocking = contextvars.ContextVar("aft_export.api.blocking", default=False)
+
+
+def serve_until_stopped(artifacts, **keywords):
+    """What ``aft-export serve`` runs: :func:`serve`'s server (the same keywords), in this thread
+    until SIGINT or SIGTERM (the main thread's: it installs their handlers; a second signal stops at
+    once), with no bound on start-up. Returns the :class:`~aft_export.serving.server.Served`, whose
+    ``signal`` is the signal that stopped it."""
+    token = _blocking.set(True)
+    try:
+        return serve(artifacts, **keywords)
+    finally:
+        _blocking.reset(token)
+
+
+# ---------------------------------------------------------------- for the command line (no command of their own)
+
+
+def describe_models() -> list[str]:
+    """The registered model configs, a line each (``aft-export models``)."""
+    from aft_export.models import describe_models as lines
+
+    return lines()
+
+
+def cpu_advice(path: str) -> str | None:
+    """Where an ONNX file run on the CPU has a faster file there, or one can be made: the note (None: none)."""
+    from aft_export.artifacts.purpose import cpu_advice as advice
+
+    found = advice(path)
+    return None if found is None else found.text

@@ -86,14 +86,14 @@ SWAP_BATCH = 16
 @dataclass(frozen=True)
 class ExportOptions:
     opset: int = 18
-    batch: str = "dynamic"  # "dynamic" or a fixed batch size such as "8"
+    batch_dim: str = "dynamic"  # "dynamic" or a fixed batch size such as "8"
     dynamic_hw: bool = False  # AFT-conv only: dynamic height and width too
     op_form: str = "custom"
     target: str = DEFAULT_TARGET
     simplify: bool = True
     allow_unsimplified: bool = False  # continue without onnxsim if it fails
-    verify_images: int = 64
-    verify_data: str | None = None
+    images: int = 64  # real images the export is verified on (0: none)
+    data: str | None = None  # where they come from (None: the data rule, datasets.verification_data)
     verify_atol: float = EXPORT_MAX_ABS
     external_data_threshold: int = TWO_GB  # bytes of weights above which .data is used
     # a model trained elsewhere: a layer with the parameters of a known AFT layer that does not
@@ -119,10 +119,10 @@ class ExportOptions:
         if self.target in TARGET_OPSETS and self.opset != 18:
             raise AFTExportError(f"the {self.target} form is always opset {TARGET_OPSETS[self.target]} (exported at "
                                  f"18, then converted); leave `opset` out with `target={self.target}`")  # fmt: skip
-        parse_batch(self.batch)
-        if self.verify_images < 0:
-            raise AFTExportError(f"verification image count must be >= 0, got {self.verify_images}; "
-                                 f"give `verify_images=0` to skip verification")  # fmt: skip
+        parse_batch(self.batch_dim)
+        if self.images < 0:
+            raise AFTExportError(f"verification image count must be >= 0, got {self.images}; "
+                                 f"give `images=0` to skip verification")  # fmt: skip
 
 
 def parse_batch(spec: str | int) -> int | None:
@@ -133,7 +133,7 @@ def parse_batch(spec: str | int) -> int | None:
     if re.fullmatch(r"[0-9]+", text) and 1 <= int(text) <= MAX_BATCH:
         return int(text)
     raise AFTExportError(
-        f"bad batch specification {spec!r} for `batch`; use 'dynamic' or a batch size from 1 to {MAX_BATCH}"
+        f"bad batch specification {spec!r} for `batch_dim`; use 'dynamic' or a batch size from 1 to {MAX_BATCH}"
     )
 
 
@@ -143,7 +143,7 @@ PRECISIONS = ("int8", "fp16")  # what quantize makes
 # what an int8 graph computes in outside its int8 layers (QuantizeOptions.rest_precision)
 REST_PRECISIONS = ("fp16", "fp32")
 OP_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")  # an ONNX op type's name
-# what int8 quantises when QuantizeOptions.op_types is left out: the projections, the MLP, the
+# what int8 quantises when QuantizeOptions.quantize_op_types is left out: the projections, the MLP, the
 # patch embedding and the head (aft_export/quantization/placement.py)
 QUANTIZED_OP_TYPES = ("MatMul", "Gemm", "Conv")
 # every artifact precision, in the order the pipeline makes them: the export is fp32,
@@ -184,7 +184,7 @@ class QuantizeOptions:
     exclude_regex: tuple[str, ...] = ()
     exclude_op_types: tuple[str, ...] = ()
     # int8: the op types quantised; (): QUANTIZED_OP_TYPES
-    op_types: tuple[str, ...] = ()
+    quantize_op_types: tuple[str, ...] = ()
     # nodes kept in fp32 by regular expression over node names (RE2, from the start): out of int8,
     # and out of an fp16 graph or an int8 graph's fp16 rest
     keep_fp32: tuple[str, ...] = ()
@@ -228,11 +228,11 @@ class QuantizeOptions:
         for option in ("exclude_regex", "keep_fp32"):  # compiled once, here, by RE2 (linear-time matching)
             for pattern in getattr(self, option):
                 compile_pattern(pattern, option)
-        for name in ("exclude_op_types", "op_types"):
+        for name in ("exclude_op_types", "quantize_op_types"):
             bad = [t for t in getattr(self, name) if not (isinstance(t, str) and OP_TYPE.fullmatch(t))]
             if bad:
                 raise AFTExportError(f"`{name}` takes ONNX op types such as MatMul or Conv, got {bad[0]!r}")
-        int8_only = [n for n in ("exclude_regex", "exclude_op_types", "op_types", "rest_precision")
+        int8_only = [n for n in ("exclude_regex", "exclude_op_types", "quantize_op_types", "rest_precision")
                      if getattr(self, n) not in ((), None)]  # fmt: skip
         if self.precision == "fp16" and int8_only:
             raise AFTExportError(f"`{int8_only[0]}` chooses what int8 covers; an fp16 graph has no int8 layers "

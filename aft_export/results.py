@@ -156,6 +156,18 @@ class CheckResult(_Passed):
     def verdict(self) -> Verdict:
         return Verdict.combine(*self.verdicts)
 
+    def lines(self) -> list[str]:
+        """What ``check`` prints as text: the rules, or each file's table with the installed parser's result."""
+        from aft_export.trtcheck import format_report, format_rules
+        from aft_export.workflow.report import format_real_check
+
+        if self.rules is not None:
+            return format_rules(self.rules)
+        out: list[str] = []
+        for i, (report, real) in enumerate(zip(self.reports, self.real)):
+            out += ([""] if i else []) + format_report(report) + format_real_check(real)
+        return out
+
     def to_dict(self) -> dict | list:
         from aft_export.errors import EXIT_FOR
 

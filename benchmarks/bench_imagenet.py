@@ -136,7 +136,7 @@ def cpu(args) -> dict:
     for name in args.models:
         ckpt = _checkpoint(name, out)
         fp32 = out / f"{name}.onnx"
-        export_checkpoint(ckpt, fp32, ExportOptions(verify_images=0), **QUIET)
+        export_checkpoint(ckpt, fp32, ExportOptions(images=0), **QUIET)
         files, last = {"fp32": fp32}, None
         for precision in args.precisions:  # each after the first takes the decoded calibration set on
             files[precision] = out / f"{name}.{precision}.onnx"
@@ -262,7 +262,7 @@ def _ort_runner(name, args):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     onnx_path = out / f"{name}.onnx"
-    export_checkpoint(_checkpoint(name, out), onnx_path, ExportOptions(verify_images=0), **QUIET)
+    export_checkpoint(_checkpoint(name, out), onnx_path, ExportOptions(images=0), **QUIET)
     return OrtRunner(str(onnx_path), providers="cuda")
 
 

@@ -48,7 +48,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     fp32, int8 = out / f"{name}.onnx", out / f"{name}.int8.onnx"
     quiet = dict(log=lambda *a: None)
-    export_checkpoint(ckpt, fp32, ExportOptions(verify_images=0), **quiet)
+    export_checkpoint(ckpt, fp32, ExportOptions(images=0), **quiet)
     quantize_model(fp32, int8, str(REPO / "calibration" / "cifar10.json"), QuantizeOptions(), progress=False, **quiet)
     runners = {"fp32": OrtRunner(str(fp32), threads=args.threads), "int8": OrtRunner(str(int8), threads=args.threads)}
 

@@ -77,7 +77,7 @@ def _files(name: str, root: Path, precisions, data: str | None, log) -> dict[str
     ckpt = _checkpoint(name, root)
     fp32 = root / f"{name}.portable.onnx"
     t = time.perf_counter()
-    export_checkpoint(ckpt, fp32, ExportOptions(target="portable", verify_images=0), log=lambda *a: None)
+    export_checkpoint(ckpt, fp32, ExportOptions(target="portable", images=0), log=lambda *a: None)
     files = {"fp32": fp32}
     if "int8" in precisions:
         from aft_export.runners import OrtRunner

@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     rows = []
     for name in names:
         ckpt, onnx_path = REPO / "models" / f"{name}.pt", out / f"{name}.onnx"
-        export_checkpoint(ckpt, onnx_path, ExportOptions(verify_images=0), log=lambda *a: None)
+        export_checkpoint(ckpt, onnx_path, ExportOptions(images=0), log=lambda *a: None)
         runners = {"torch": TorchRunner(str(ckpt), threads=args.threads),
                    "onnxruntime": OrtRunner(str(onnx_path), threads=args.threads)}  # fmt: skip
         for batch in args.batches:

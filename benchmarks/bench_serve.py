@@ -218,7 +218,7 @@ def _measure(args, ckpt: Path, tmp: Path, server_cpus: list[int], client_cpus: l
     import tritonclient.http as tc
 
     onnx_path = tmp / f"{ckpt.stem}.onnx"
-    export_checkpoint(ckpt, onnx_path, ExportOptions(verify_images=0), log=lambda *a: None)
+    export_checkpoint(ckpt, onnx_path, ExportOptions(images=0), log=lambda *a: None)
     os.sched_setaffinity(0, server_cpus)  # the direct runner's threads are made (and run) on the server's CPUs
     runner = OrtRunner(str(onnx_path), threads=budget, spinning=False)
     info = runner.info

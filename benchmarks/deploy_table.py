@@ -54,7 +54,7 @@ def _files(name: str, out: Path, calib: str, calib_count: int) -> tuple[Path, li
         ckpt = _checkpoint(name, out)
     fp32 = out / f"{name}.onnx"
     if not fp32.is_file():
-        export_checkpoint(ckpt, fp32, ExportOptions(verify_images=0), **QUIET)
+        export_checkpoint(ckpt, fp32, ExportOptions(images=0), **QUIET)
     files = [fp32]
     for suffix, target in ((".int8.onnx", None), (".portable.int8.onnx", "portable")):
         path = out / f"{name}{suffix}"

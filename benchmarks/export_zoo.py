@@ -38,7 +38,7 @@ def main() -> int:
         for form in ("custom", "decomposed"):
             t = time.perf_counter()
             res = export_checkpoint(ckpt, out / f"{ckpt.stem}.{form}.onnx", ExportOptions(
-                op_form=form, verify_data=args.verify_data, verify_images=args.verify_images))  # fmt: skip
+                op_form=form, data=args.verify_data, images=args.verify_images))  # fmt: skip
             total = time.perf_counter() - t
             p = res.parity
             print(f"{ckpt.stem:18s} {form:10s} {total:7.1f} {res.seconds['export']:8.1f} {res.nodes_exported:5d} "

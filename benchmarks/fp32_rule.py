@@ -155,7 +155,7 @@ def main(argv=None) -> int:
     for name in names:
         t0 = time.perf_counter()
         fp32 = out / f"{name}.onnx"
-        export_checkpoint(REPO / "models" / f"{name}.pt", fp32, ExportOptions(verify_images=0), **quiet)
+        export_checkpoint(REPO / "models" / f"{name}.pt", fp32, ExportOptions(images=0), **quiet)
         inlined = inline_functions(onnx.load(str(fp32)))
         name_nodes(inlined)
         flat = out / f"{name}.inlined.onnx"

@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     rows = []
     for name in names:
         fp32 = out / f"{name}.onnx"
-        export_checkpoint(REPO / "models" / f"{name}.pt", fp32, ExportOptions(verify_images=0), **quiet)
+        export_checkpoint(REPO / "models" / f"{name}.pt", fp32, ExportOptions(images=0), **quiet)
         int8 = out / f"{name}.int8-fp32-rest.onnx"
         first = quantize_model(fp32, int8, args.calib, QuantizeOptions(rest_precision="fp32"), progress=False, **quiet)
         opset19 = out / f"{name}.int8-fp16-rest.onnx"

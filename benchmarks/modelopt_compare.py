@@ -105,7 +105,7 @@ def main(argv=None) -> int:
         _, meta = load_checkpoint(ckpt)
         pre = meta.preprocessing
         fp32 = out / f"{name}.portable.onnx"
-        export_checkpoint(ckpt, fp32, ExportOptions(target="portable", verify_images=16, verify_data=args.data), **quiet)
+        export_checkpoint(ckpt, fp32, ExportOptions(target="portable", images=16, data=args.data), **quiet)
         cset = load_calibration(args.calib, pre, args.calib_images, 0, progress=False)
         calib = out / f"{name}.calib.npy"
         np.save(calib, cset.tensors)  # normalised NCHW float32, the input ModelOpt feeds

@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     for name in names:
         t0 = time.perf_counter()
         fp32 = out / f"{name}.onnx"
-        export_checkpoint(REPO / "models" / f"{name}.pt", fp32, ExportOptions(verify_data=args.data), **quiet)
+        export_checkpoint(REPO / "models" / f"{name}.pt", fp32, ExportOptions(data=args.data), **quiet)
         files = {"fp32": fp32}
         reports, last = {}, None
         for kind in kinds:

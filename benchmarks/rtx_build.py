@@ -97,7 +97,7 @@ class Maker:
         if key in self.fp32:
             return self.fp32[key]
         out = self.root / ("_".join(map(str, key)) + ".onnx")
-        opts = ExportOptions(target=key[1], op_form=key[2], dynamic_hw=key[3], verify_images=0)
+        opts = ExportOptions(target=key[1], op_form=key[2], dynamic_hw=key[3], images=0)
         if key[0] in BYO:
             _export_example(key[0], out, opts)
         else:

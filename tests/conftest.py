@@ -71,7 +71,7 @@ def foreign(tmp_path_factory, cifar10):
     save_checkpoint(ckpt, create_model("aft_conv_test"), CIFAR10_CLASSES, model_name="aft_conv_test")
     ours = root / "m.portable.onnx"
     data = str(cifar10 / "test.tar")
-    export_checkpoint(ckpt, ours, ExportOptions(target="portable", verify_images=0, simplify=False), log=lambda *a: None)
+    export_checkpoint(ckpt, ours, ExportOptions(target="portable", images=0, simplify=False), log=lambda *a: None)
     images = load_labelled(data, 32, limit=32)
     x = normalize(images.images, CIFAR10_MEAN, CIFAR10_STD).numpy()
 
@@ -133,16 +133,16 @@ class TinyExports:
 
         from aft_export.exporting.exporter import ExportOptions
 
-        plain = dataclasses.replace(opts, verify_images=0, verify_data=None, verify_atol=ExportOptions.verify_atol)
+        plain = dataclasses.replace(opts, images=0, data=None, verify_atol=ExportOptions.verify_atol)
         return ("onnx", *self.sources[Path(ckpt)], repr(plain))
 
     def export(self, ckpt: Path, out: Path, **options) -> Path:
-        """``export_checkpoint(ckpt, out, ExportOptions(verify_images=0, **options))`` of a
+        """``export_checkpoint(ckpt, out, ExportOptions(images=0, **options))`` of a
         checkpoint from :meth:`ckpt`."""
         from aft_export.exporting.exporter import ExportOptions, export_checkpoint
 
         filename, name = self.sources[Path(ckpt)]
-        opts = ExportOptions(verify_images=0, **options)
+        opts = ExportOptions(images=0, **options)
         src_ckpt = self._get(("ckpt", filename, name), filename, None)
 
         def make(p: Path) -> Path:
@@ -181,10 +181,10 @@ class ZooExports:
         self.made: dict[tuple[str, str], Path] = {}
 
     def export(self, model: str, out: Path, **options) -> Path:
-        """``export_checkpoint(models/<model>.pt, out, ExportOptions(verify_images=0, **options))``."""
+        """``export_checkpoint(models/<model>.pt, out, ExportOptions(images=0, **options))``."""
         from aft_export.exporting.exporter import ExportOptions, export_checkpoint
 
-        opts = ExportOptions(verify_images=0, **options)
+        opts = ExportOptions(images=0, **options)
         key = (model, repr(opts))
         if key not in self.made:
             path = self.root / f"{len(self.made)}.{model}.onnx"
@@ -208,5 +208,5 @@ def served_onnx(tmp_path_factory, tiny_onnx):
     ckpt = tiny_onnx.ckpt(root / "conv.pt", "aft_conv_test")
     dynamic, fixed = root / "conv.onnx", root / "conv.b2.onnx"
     tiny_onnx.export(ckpt, dynamic)
-    tiny_onnx.export(ckpt, fixed, batch="2")
+    tiny_onnx.export(ckpt, fixed, batch_dim="2")
     return dynamic, fixed

@@ -137,13 +137,43 @@ def test_the_core_never_imports_the_bring_your_own_code():
     assert bad == [], "\n".join(bad)
 
 
-@pytest.mark.parametrize("module, importers", [("workflow.pipeline", {"api", "cli.workflow"}), ("cli", {"cli.__main__"}),
+@pytest.mark.parametrize("module, importers", [("workflow.pipeline", {"api"}), ("cli", {"cli.__main__"}),
                                                ("cli.byo", {"cli.export", "cli.checks", "cli.workflow"})])
 def test_no_stage_imports_the_pipeline_or_the_command_line(module, importers):
     modules = _modules()
     found = {name for name, path in modules.items() if name
              for _, t in _imports(path, set(modules)) if t == module and name != module}  # fmt: skip
     assert found <= importers, f"aft_export.{module} is imported by {sorted(found - importers)}"
+
+
+# what the command line may import: the API and its results, the options, the ground floor's modules
+# and the renderers; never a stage or a runner (issue 34: a thin shell over the API)
+CLI_MAY_IMPORT = {"api", "results", "options", "errors", "version", "fileio", "readers", "environment",
+                  "workflow.report"}  # fmt: skip
+
+
+def _cli_imports_beyond_the_api(name: str, path: Path) -> list[str]:
+    return [f"aft_export.{name} (line {line}) imports aft_export.{t}" for line, t in _imports(path, set(_modules()))
+            if t not in CLI_MAY_IMPORT and not (t == "cli" or t.startswith("cli."))]  # fmt: skip
+
+
+def test_the_command_line_imports_only_the_api_the_options_and_the_renderers():
+    """Every aft_export import of every cli module, at any depth (inside functions too)."""
+    modules = _modules()
+    cli = [name for name in modules if name == "cli" or name.startswith("cli.")]
+    assert len(cli) > 10
+    bad = [line for name in cli for line in _cli_imports_beyond_the_api(name, modules[name])]
+    assert bad == [], "\n".join(bad)
+
+
+def test_the_command_line_check_catches_a_stage_import(tmp_path):
+    """The rule above can fail: a runner imported inside a command's function, or a stage at the top."""
+    fake = tmp_path / "checks.py"
+    fake.write_text("from aft_export.api import parity\nfrom aft_export.verify.parity import run_parity\n\n"
+                    "def f():\n    from aft_export.runners.ort import ort_conflict\n")
+    assert _cli_imports_beyond_the_api("cli.checks", fake) == [
+        "aft_export.cli.checks (line 2) imports aft_export.verify.parity",
+        "aft_export.cli.checks (line 5) imports aft_export.runners.ort"]  # fmt: skip
 
 
 def test_the_byo_checker_catches_a_core_import(tmp_path):

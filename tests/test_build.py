@@ -124,7 +124,7 @@ def _export_example(stem: str, out: Path) -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     pre = Preprocessing(32, (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616))
-    export_model(module.build().eval(), out, pre, ExportOptions(verify_images=0), log=lambda *a: None)
+    export_model(module.build().eval(), out, pre, ExportOptions(images=0), log=lambda *a: None)
 
 
 @pytest.fixture(scope="module")

@@ -95,7 +95,7 @@ def files(tmp_path_factory, cifar10):
     model, _ = load_checkpoint(ckpt)
     save_checkpoint(ckpt, model, CIFAR10, model_name="aft_conv_test")
     fp32 = tmp / "model.onnx"
-    export_checkpoint(ckpt, fp32, ExportOptions(verify_images=0), log=lambda *a: None)
+    export_checkpoint(ckpt, fp32, ExportOptions(images=0), log=lambda *a: None)
     cpu = tmp / "model.portable.int8.onnx"
     quantize_model(fp32, cpu, str(cifar10 / "train.tar"), QuantizeOptions(count=64, target="portable"),
                    log=lambda *a: None, progress=False)  # fmt: skip

@@ -121,7 +121,7 @@ def test_a_killed_calibration_leaves_no_cache_and_a_corrupt_cache_is_rebuilt(tmp
     from tests.export.test_exporter import make_ckpt
 
     src = tmp_path / "m.onnx"
-    export_checkpoint(make_ckpt(tmp_path / "m.pt", "aft_full_test"), src, ExportOptions(verify_images=0),
+    export_checkpoint(make_ckpt(tmp_path / "m.pt", "aft_full_test"), src, ExportOptions(images=0),
                       log=lambda *a: None)  # fmt: skip
     cache = tmp_path / "cache"
     calib = str(cifar10 / "train.tar")

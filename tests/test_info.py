@@ -27,7 +27,7 @@ def ours(foreign, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("info")
     custom = root / "m.onnx"
-    export_checkpoint(foreign["ckpt"], custom, ExportOptions(verify_images=0, simplify=False), log=lambda *a: None)
+    export_checkpoint(foreign["ckpt"], custom, ExportOptions(images=0, simplify=False), log=lambda *a: None)
     int8 = root / "m.portable.int8.onnx"
     result = quantize_model(foreign["ours"], int8, foreign["data"], QuantizeOptions(count=8, cache_dir=""),
                             progress=False, log=lambda *a: None)  # fmt: skip

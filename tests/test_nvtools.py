@@ -44,7 +44,7 @@ def models(tmp_path_factory, cifar10, tiny_onnx):
     conv = tiny_onnx.ckpt(d / "conv.pt", "aft_conv_test")
     out = {"fp32": d / "full.onnx", "b4": d / "full_b4.onnx", "hw": d / "conv_hw.onnx"}
     tiny_onnx.export(full, out["fp32"])
-    tiny_onnx.export(full, out["b4"], batch="4")
+    tiny_onnx.export(full, out["b4"], batch_dim="4")
     tiny_onnx.export(conv, out["hw"], dynamic_hw=True)
     for p in ("fp16", "int8", "int8_fp32"):  # int8: the rest in fp16 (the tensorrt target's); int8_fp32 in fp32
         out[p] = d / f"full.{p}.onnx"

@@ -29,7 +29,7 @@ def pair(tmp_path_factory, cifar10):
     ckpt = root / "m.pt"
     save_checkpoint(ckpt, create_model("aft_conv_test"), CLASSES, model_name="aft_conv_test")
     onnx_path = root / "m.onnx"
-    export_checkpoint(ckpt, onnx_path, ExportOptions(verify_images=8, verify_data=str(cifar10 / "test.tar")))
+    export_checkpoint(ckpt, onnx_path, ExportOptions(images=8, data=str(cifar10 / "test.tar")))
     return ckpt, onnx_path
 
 
@@ -235,7 +235,7 @@ def test_bench_reports_percentiles_and_threads(pair, tmp_path, cifar10):
         assert 0 < r["p50_ms"] <= r["p90_ms"] <= r["p99_ms"] and r["images_per_s"] > 0
         assert r["threads"] == 1 and r["iters"] == 3 and r["warmup"] == 1
     fixed = tmp_path / "b2.onnx"
-    export_checkpoint(ckpt, fixed, ExportOptions(batch="2", verify_images=0))
+    export_checkpoint(ckpt, fixed, ExportOptions(batch_dim="2", images=0))
     report = bench([str(fixed)], [1, 2], warmup=0, iters=1)
     assert [r["batch"] for r in report["rows"]] == [2] and report["skipped"][0]["batch"] == 1
     with pytest.raises(AFTExportError, match="`iters`"):

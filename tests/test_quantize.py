@@ -869,14 +869,14 @@ def test_opset_19_upgrade_takes_ops_whose_meaning_is_unchanged():
 
 
 def test_nodes_chosen_by_regex_and_op_type_kept_fp32_and_recorded(tmp_path):
-    """On a hand-made block: ``op_types`` names what is quantised (the Conv stays float), ``exclude_regex``
+    """On a hand-made block: ``quantize_op_types`` names what is quantised (the Conv stays float), ``exclude_regex``
     and ``exclude_op_types`` keep nodes out of int8 (in the fp16 rest), ``keep_fp32`` keeps one out of
     int8 and in fp32; the recipe records each pattern with the nodes it matched."""
     src = _aft_block(tmp_path / "b.onnx")
     x = np.random.default_rng(1).standard_normal((32, 3, 8, 8)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     out = tmp_path / "q.onnx"
-    opts = _opts(tmp_path, count=32, op_types=("MatMul", "Gemm"), exclude_regex=("si",),
+    opts = _opts(tmp_path, count=32, quantize_op_types=("MatMul", "Gemm"), exclude_regex=("si",),
                  exclude_op_types=("Gemm",), keep_fp32=("pro",))  # fmt: skip
     result = quantize_model(src, out, str(tmp_path / "x.npy"), opts, **QUIET)
     assert _quantized(out) == {"qkv"}  # embed: a Conv; side: the regex; head: a Gemm; proj: kept fp32
@@ -898,7 +898,7 @@ def test_nodes_chosen_by_regex_and_op_type_kept_fp32_and_recorded(tmp_path):
     ("exclude_regex", ("blocks",), "`exclude_regex` pattern 'blocks' matches no node"),
     ("keep_fp32", ("nothing",), "`keep_fp32` pattern 'nothing' matches no node"),
     ("exclude_op_types", ("Softmax",), "`exclude_op_types` names Softmax, but it is not quantised"),
-    ("op_types", ("Softmax",), "`op_types` names Softmax, which no node of the graph is"),
+    ("quantize_op_types", ("Softmax",), "`quantize_op_types` names Softmax, which no node of the graph is"),
 ])  # fmt: skip
 def test_a_pattern_or_op_type_that_matches_nothing_is_a_user_error(tmp_path, option, value, says):
     src = _aft_block(tmp_path / "b.onnx")

@@ -37,7 +37,7 @@ def artifacts(tmp_path_factory, tiny_onnx):
     ckpt = tiny_onnx.ckpt(root / "full.pt", "aft_full_test")
     dynamic, fixed = root / "full.onnx", root / "full.b2.onnx"
     tiny_onnx.export(ckpt, dynamic)
-    tiny_onnx.export(ckpt, fixed, batch="2")
+    tiny_onnx.export(ckpt, fixed, batch_dim="2")
     return {"dynamic": dynamic, "fixed": fixed, "engine": engine_with_manifest(root, dynamic, "full.int8.engine")}
 
 

@@ -21,7 +21,7 @@ def onnx_files(tmp_path_factory, tiny_onnx):
     ckpt = tiny_onnx.ckpt(root / "conv.pt", "aft_conv_test")
     out = {"dynamic": root / "conv.onnx", "fixed": root / "conv.b4.onnx", "hw": root / "conv.hw.onnx"}
     tiny_onnx.export(ckpt, out["dynamic"])
-    tiny_onnx.export(ckpt, out["fixed"], batch="4")
+    tiny_onnx.export(ckpt, out["fixed"], batch_dim="4")
     tiny_onnx.export(ckpt, out["hw"], dynamic_hw=True)
     return out
 

@@ -1,7 +1,7 @@
 """The library speaks options, the command line speaks flags (issue 27, item 4).
 
 Below the command line (floor 9: ``cli``, ``byo.cli``, ``client``) a message names an
-option by its field in backquotes, `verify_data` or `verify_images=0`, and another
+option by its field in backquotes, `data` or `images=0`, and another
 command's options as a whole command line in backquotes, `aft-export export
 target=tensorrt8`; the command that runs turns them into its own flags through its one
 table (:func:`aft_export.cli.words.option_table`). These tests read the source, so they cover
@@ -41,6 +41,7 @@ from tests.test_architecture import _modules
 
 CLI_FLOOR = {"cli", "cli.__main__", "cli.words", "cli.signals", "cli.params", "cli.base", "cli.byo", "cli.models",
              "cli.export", "cli.checks", "cli.tensorrt", "cli.serving", "cli.workflow", "client", "serving.client"}
+DISPATCHERS = CLI_FLOOR | {"api"}  # they import every stage: an attribute there is one of what its names import
 OTHER_TOOLS = {"tensorrt.nvtools"}  # writes trtexec/polygraphy command lines (whose flags share names with ours)
 HOLE = "\x00{}\x01"  # an f-string's {expression}, numbered, in the text the patterns are matched on
 DYNAMIC = re.compile(r"`\x00(\d+)\x01(?:=[^`]*)?`")
@@ -66,7 +67,7 @@ CANNOT_SHOW = [  # the command never shows that message
                    "compute_capabilities"),
      "the doctor's engines are built by child `aft-export build` commands (whose messages speak build's flags); "
      "in its own process it only writes NVIDIA's scripts for its dynamic-batch exports, with a fixed profile"),
-    (("bench", "parity"), ("opset", "target", "batch", "verify_images", "simplify", "allow_unsimplified"),
+    (("bench", "parity"), ("opset", "target", "batch_dim", "simplify", "allow_unsimplified"),
      "parity's in-memory export (to localise a divergence; bench --reference runs parity) takes op form and "
      "target from the artifact's metadata, with verification and onnxsim off"),
     (("infer", "triton-repo"), ("preprocess", "input_size", "mean", "std", "classes"),
@@ -75,14 +76,20 @@ CANNOT_SHOW = [  # the command never shows that message
     (("quantize",), ("preprocess", "classes"),
      "quantize reads another tool's file with ForeignPreprocessing(takes=(input_size, mean, std)), what "
      "QuantizeOptions has: the message asks for those and the JSON beside the file, never a file or classes"),
-    (("pipeline",), ("opset", "batch", "percentile", "budget", "exclude", "device", "queue_delay_us",
-                     "max_batch", "instances", "top_k", "exclude_op_types", "op_types", "keep_fp32"),
+    (("pipeline",), ("opset", "batch", "batch_dim", "percentile", "budget", "exclude", "device", "queue_delay_us",
+                     "max_batch", "instances", "top_k", "exclude_op_types", "quantize_op_types", "keep_fp32"),
      "the pipeline sets these itself: it exports at the default opset with a dynamic batch, quantises with the "
      "default method and no exclusions, benches with BenchOptions.warmup, writes the Triton repository with its "
      "defaults"),
     (("quantize",), ("opset",),
      "quantize puts only an opset-18 default export in another target's form (export.forms.conversion_problem "
      "refuses any other opset first), so the portable form's opset message never reaches it"),
+    (("check",), ("output",),
+     "api.check's keyword `build` (check --build: the installed builder, in memory) is no call of api.build, which "
+     "names the engine file: the test reads the name as the function"),
+    (("parity",), ("dynamic_hw", "require_aft"),
+     "api.parity exports an nn.Module in memory only for a Python caller (api._module); the command line passes "
+     "paths and --model-def, whose parity export takes neither"),
     (("pipeline",), ("backend", "provider"),
      "the pipeline runs its ONNX files in the default backend and writes the Triton repository with it: no other "
      "backend is named there"),
@@ -393,9 +400,9 @@ def reach(command: str) -> frozenset[str]:
         named = [u for name in names for u in _resolve(module, name)]
         todo += named
         # x.attr: a function or method of that name in what the module imports (the command
-        # line imports every stage: there, in what the names it uses import)
-        scope = closure[module] if module not in CLI_FLOOR else set().union(
-            *(closure[u.split(":")[0]] for u in named if u.split(":")[0] not in CLI_FLOOR))
+        # line and the API import every stage: there, in what the names it uses import)
+        scope = closure[module] if module not in DISPATCHERS else set().union(
+            *(closure[u.split(":")[0]] for u in named if u.split(":")[0] not in DISPATCHERS))
         for attr in attrs:
             todo += [u for u in by_name.get(attr, ()) if u.split(":")[0] in scope]
     return frozenset(seen)
@@ -545,8 +552,8 @@ def test_the_table_puts_every_kind_of_reference_in_flags():
     from aft_export.cli.words import in_flags
 
     export, quantize, pipeline = (main.commands[c] for c in ("export", "quantize", "pipeline"))
-    assert in_flags("give `verify_data` (or `verify_images=0`)", export) == "give --data (or --images 0)"
-    assert in_flags("give `verify_data` (or `verify_images=0`)", pipeline) == "give --data (or --parity-images 0)"
+    assert in_flags("give `data` (or `images=0`)", export) == "give --data (or --images 0)"
+    assert in_flags("give `data` (or `images=0`)", pipeline) == "give --data (or --parity-images 0)"
     assert in_flags("or `simplify=False`; `require_aft`", export) == "or --no-simplify; --require-aft"
     assert in_flags('`cache_dir=""` or another `cache_dir`', quantize) == "--no-cache or another --cache-dir"
     assert in_flags("e.g. `bench_batches=(1, 32)`", pipeline) == "e.g. --bench-batch-size 1 --bench-batch-size 32"

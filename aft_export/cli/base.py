@@ -24,13 +24,16 @@ One error path for every command, decided here (:class:`_Group` and :class:`_Com
 - a command's exit status 1 or 3 is its checks' verdict (:class:`aft_export.errors.Verdict`,
   mapped by :func:`_exit`), never read from rendered text;
 - every line of the library's it prints (an error, a log line, a rendered report) is put in
-  that command's flags (:func:`in_flags`, through the command's :func:`option_table`).
+  that command's flags (:func:`in_flags`, through the command's :func:`option_table`); the API's
+  progress lines (its log records, :data:`aft_export.api.PROGRESS`) are printed on stdout, or on
+  stderr where stdout is the command's JSON (:func:`progress_said`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import sys
@@ -96,11 +99,45 @@ class _Command(click.Command):
             for out, directory, inputs in _outputs(self, ctx.params):
                 stack.enter_context(_claim(out, inputs, directory))
             cpu_notes(self, ctx.params)
-            return super().invoke(ctx)
+            with progress_said(err=bool(ctx.params.get("as_json")) or self.name in PROGRESS_ON_STDERR):
+                return super().invoke(ctx)
+
+
+# the commands whose progress lines go to stderr even without --json (bench --reference: its table is stdout)
+PROGRESS_ON_STDERR = ("bench",)
+
+
+class _Progress(logging.Handler):
+    """The API's progress lines (records marked :data:`aft_export.api.PROGRESS`), said in the
+    command's flags where the command printed them."""
+
+    def __init__(self, err: bool) -> None:
+        from aft_export.api import PROGRESS
+
+        super().__init__(logging.INFO)
+        self.err = err
+        self.addFilter(lambda record: getattr(record, PROGRESS, False))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        say(record.getMessage(), err=self.err)
+
+
+@contextlib.contextmanager
+def progress_said(err: bool):
+    """For a command's run: the API's progress lines (INFO and its warnings) on stdout, or stderr."""
+    logger = logging.getLogger("aft_export")
+    handler, level = _Progress(err), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 # the commands that run files, and the parameters naming them: on a CPU runner, a TensorRT int8 (rest
-# fp16) gets a note naming the faster file there (aft_export.artifacts.purpose.cpu_advice)
+# fp16) gets a note naming the faster file there (aft_export.api.cpu_advice)
 RUNS_FILES = {"eval": ("artifacts",), "bench": ("artifacts",), "infer": ("artifact",),
               "parity": ("checkpoint", "artifacts"), "serve": ("artifacts",)}  # fmt: skip
 # the runner choices (--provider, --backend) that run an ONNX file on the CPU; a command without the option: the CPU
@@ -115,7 +152,7 @@ def cpu_notes(command: click.Command, params: dict) -> None:
         return
     if params.get("reference") is not None:  # bench's deploy table times every file on every runtime: it says so
         return
-    from aft_export.artifacts.purpose import cpu_advice
+    from aft_export.api import cpu_advice
 
     given = [v for name in RUNS_FILES[command.name] for v in _paths_in(params.get(name)) if v.lower().endswith(".onnx")]
     once: dict[str, str] = {}
@@ -124,7 +161,7 @@ def cpu_notes(command: click.Command, params: dict) -> None:
     for path in once.values():
         advice = cpu_advice(path)
         if advice is not None:
-            say(f"note: {advice.text}", err=True)
+            say(f"note: {advice}", err=True)
 
 
 def _claim(out, inputs, directory):
@@ -217,10 +254,6 @@ def say(text="", err: bool = False) -> None:
 
 def echo(lines: list[str]) -> None:
     say("\n".join(lines))
-
-
-def log_for(as_json: bool):
-    return (lambda *a: say(*a, err=True)) if as_json else say
 
 
 def print_json(data) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from aft_export.cli.base import echo, exit_status, log_for, main, print_json
-from aft_export.cli.byo import USER_MODEL_KEYS, model_source_from, require_aft_option, user_model_options
+from aft_export.cli.base import echo, exit_status, main, print_json
+from aft_export.cli.byo import USER_MODEL_KEYS, require_aft_option, user_model_options
 from aft_export.cli.params import (
     BATCH,
     COUNT,
@@ -13,8 +13,8 @@ from aft_export.cli.params import (
     SEED,
     Finite,
     apply_options,
-    default,
-    floats3,
+    bound,
+    given,
 )
 from aft_export.errors import AFTExportError
 from aft_export.options import (
@@ -36,49 +36,46 @@ from aft_export.readers import MAX_SIDE
 def _export_options():
     E = ExportOptions
     return [
-        click.option("--opset", default=default(E, "opset"), show_default=True, help="ONNX opset (18 or newer)."),
-        click.option("--batch-dim", "batch", default=default(E, "batch"), show_default=True,
-                     help="The graph's batch dimension: 'dynamic' or a fixed batch size."),
-        click.option("--dynamic-hw", is_flag=True, help="AFT-conv only: dynamic height and width."),
-        click.option("--op-form", type=click.Choice(OP_FORMS), default=default(E, "op_form"), show_default=True,
-                     help="custom: one com.aft node per AFT layer; decomposed: plain ONNX ops."),
-        click.option("--target", type=click.Choice(TARGETS), default=default(E, "target"), show_default=True,
-                     help="; ".join(f"{t.name}: {t.summary}" for t in EXPORT_TARGETS.values()) + "."),
-        click.option("--simplify/--no-simplify", default=default(E, "simplify"), show_default=True, help="Run onnxsim."),
-        click.option("--allow-unsimplified", is_flag=True, help="Keep the unsimplified graph if onnxsim fails."),
-        click.option("--images", "verify_images", type=NONNEGATIVE, default=default(E, "verify_images"),
-                     show_default=True,
-                     help="Real images to verify the export on (0: skip; the exit status is then 3, not verified)."),
-        click.option("--data", "verify_data", type=click.Path(),
-                     help="Images to verify on: ImageFolder directory or tar [default: a zoo checkpoint's test set]."),
+        bound(E, "opset", "--opset", type=int, help="ONNX opset (18 or newer)."),
+        bound(E, "batch_dim", "--batch-dim",
+              help="The graph's batch dimension: 'dynamic' or a fixed batch size."),
+        bound(E, "dynamic_hw", "--dynamic-hw", is_flag=True, help="AFT-conv only: dynamic height and width."),
+        bound(E, "op_form", "--op-form", type=click.Choice(OP_FORMS),
+              help="custom: one com.aft node per AFT layer; decomposed: plain ONNX ops."),
+        bound(E, "target", "--target", type=click.Choice(TARGETS),
+              help="; ".join(f"{t.name}: {t.summary}" for t in EXPORT_TARGETS.values()) + "."),
+        bound(E, "simplify", "--simplify/--no-simplify", help="Run onnxsim."),
+        bound(E, "allow_unsimplified", "--allow-unsimplified", is_flag=True,
+              help="Keep the unsimplified graph if onnxsim fails."),
+        bound(E, "images", "--images", type=NONNEGATIVE,
+              help="Real images to verify the export on (0: skip; the exit status is then 3, not verified)."),
+        bound(E, "data", "--data", type=click.Path(),
+              help="Images to verify on: ImageFolder directory or tar [default: a zoo checkpoint's test set]."),
     ]  # fmt: skip
 
 
 @main.command("export")
 @click.argument("checkpoint", required=False, type=click.Path(dir_okay=False))
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="ONNX file to write.")
-@click.option("--config", "config_name", help="Registry config name, for plain state_dict files.")
+@click.option("--config", help="Registry config name, for plain state_dict files.")
 @apply_options(_export_options())
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @user_model_options
-@require_aft_option
-def export_cmd(checkpoint, output, config_name, as_json, **kw) -> None:
+@require_aft_option(ExportOptions)
+def export_cmd(checkpoint, output, as_json, **kw) -> None:
     """Export a checkpoint (or, with --model-def, a model trained elsewhere) to ONNX, simplify
     it and verify it against PyTorch.
 
     Exit 1: the verification failed, or the offline rules of every targeted TensorRT refuse the
     graph; 3: not verified (--images 0), or the rules of a targeted TensorRT version refuse or warn.
     """
-    from aft_export.exporting.exporter import export_checkpoint
+    from aft_export.api import export
     from aft_export.workflow.report import format_export
 
-    byo = {k: kw.pop(k) for k in list(kw) if k in USER_MODEL_KEYS}
-    kw["require_aft"] = bool(kw["require_aft"])
-    # `export W.pt --model-def ...`: with --model-def the positional file is the weights
-    source, _ = model_source_from(checkpoint, byo, config_name, role="weights")
-    if source is None:
+    if checkpoint is None and all(kw[k] is None for k in USER_MODEL_KEYS):
         raise AFTExportError("give a CHECKPOINT to export, or --model-def and --weights for a model trained elsewhere")
-    result = export_checkpoint(source, output, ExportOptions(**kw), log=log_for(as_json))
+    # `export W.pt --model-def ...`: with --model-def the positional file is the weights
+    result = export(checkpoint, output, **given(kw))
     print_json(result.to_dict()) if as_json else echo(format_export(result.to_dict()))
     return exit_status(result.verdict)
 
@@ -86,81 +83,80 @@ def export_cmd(checkpoint, output, config_name, as_json, **kw) -> None:
 def _quantize_options():
     Q = QuantizeOptions
     return [
-        click.option("--method", type=click.Choice(METHODS), default=default(Q, "method"), show_default=True,
-                     help="int8 range calibration."),
-        click.option("--percentile", type=Finite(0, 100, min_open=True), default=default(Q, "percentile"),
-                     show_default=True, help="For --method percentile."),
-        click.option("--images", "count", type=COUNT,
-                     help=f"Calibration images to sample [default: the recipe's, else {CALIB_COUNT}]."),
-        click.option("--batch-size", type=BATCH, default=default(Q, "batch_size"), show_default=True,
-                     help="Calibration batch size."),
-        click.option("--seed", type=SEED,
-                     help=f"Seed of the calibration sample [default: the recipe's, else {CALIB_SEED}]."),
-        click.option("--per-channel/--per-tensor", default=default(Q, "per_channel"), show_default=True,
-                     help="int8 weight scales."),
-        click.option("--exclude", multiple=True,
-                     help="Node name to keep out of int8 (int8), or in fp32 (fp16) (repeatable)."),
-        click.option("--exclude-regex", multiple=True, metavar="REGEX",
-                     help="int8: keep the nodes whose names this regular expression matches (from the start, as "
-                          "re.match and ModelOpt's --nodes_to_exclude) out of int8 (repeatable)."),
-        click.option("--exclude-op-type", "exclude_op_types", multiple=True, metavar="OP",
-                     help="int8: keep every node of this op type out of int8 (repeatable)."),
-        click.option("--quantize-op-type", "op_types", multiple=True, metavar="OP",
-                     help=f"int8: an op type to quantise (repeatable) [default: {', '.join(QUANTIZED_OP_TYPES)}]."),
-        click.option("--keep-fp32", multiple=True, metavar="REGEX",
-                     help="Keep the nodes whose names this regular expression matches in fp32: out of int8 and "
-                          "out of fp16 (repeatable)."),
-        click.option("--target", type=click.Choice(TARGETS),
-                     help="The export target the file is for; it decides int8's defaults (--rest-precision, "
-                          "--weight-bits). Another target than the fp32 file's puts the graph in that target's form "
-                          "first (from the default tensorrt export only): --target portable makes the CPU's int8 "
-                          "(rest fp32, 7-bit weights) [default: the fp32 file's target]."),
-        click.option("--weight-bits", type=click.Choice(["7", "8"]), callback=lambda c, p, v: v and int(v),
-                     help="int8: weights in 8 bits, or 7 (no overflow in OpenVINO's int8 kernels on CPUs without "
-                          "VNNI) [default: " + ", ".join(f"{t.int8_weight_bits} for {n}" for n, t in
-                                                         EXPORT_TARGETS.items()) + "]."),
-        click.option("--rest-precision", type=click.Choice(REST_PRECISIONS),
-                     help="int8: what the graph computes in outside its int8 layers; fp16 keeps the AFT core and "
-                          "LayerNorm in fp32 (opset 19, fp16 scales) [default: "
-                          + ", ".join(f"{t.int8_rest} for {n}" for n, t in EXPORT_TARGETS.items()) + "]."),
-        click.option("--quantize-aft-core", is_flag=True,
-                     help="int8: quantise the AFT core too (inlines the com.aft functions; ONNX Runtime "
-                          "does not fuse those MatMuls, so slower on CPU; not advised)."),
-        click.option("--sensitivity", is_flag=True, help="int8: rank nodes, keep the worst in float until --budget."),
-        click.option("--budget", type=Finite(0, 100), default=default(Q, "budget"), show_default=True,
-                     help="Sensitivity: allowed % top-1 disagreement with fp32 on the calibration images."),
-        click.option("--allow-fewer", is_flag=True, help="Use fewer calibration images if the source has fewer."),
+        bound(Q, "method", "--method", type=click.Choice(METHODS),
+              help="int8 range calibration."),
+        bound(Q, "percentile", "--percentile", type=Finite(0, 100, min_open=True), help="For --method percentile."),
+        bound(Q, "count", "--images", type=COUNT,
+              help=f"Calibration images to sample [default: the recipe's, else {CALIB_COUNT}]."),
+        bound(Q, "batch_size", "--batch-size", type=BATCH,
+              help="Calibration batch size."),
+        bound(Q, "seed", "--seed", type=SEED,
+              help=f"Seed of the calibration sample [default: the recipe's, else {CALIB_SEED}]."),
+        bound(Q, "per_channel", "--per-channel/--per-tensor",
+              help="int8 weight scales."),
+        bound(Q, "exclude", "--exclude", multiple=True,
+              help="Node name to keep out of int8 (int8), or in fp32 (fp16) (repeatable)."),
+        bound(Q, "exclude_regex", "--exclude-regex", multiple=True, metavar="REGEX",
+              help="int8: keep the nodes whose names this regular expression matches (from the start, as "
+                   "re.match and ModelOpt's --nodes_to_exclude) out of int8 (repeatable)."),
+        bound(Q, "exclude_op_types", "--exclude-op-type", "exclude_op_types", multiple=True, metavar="OP",
+              help="int8: keep every node of this op type out of int8 (repeatable)."),
+        bound(Q, "quantize_op_types", "--quantize-op-type", "quantize_op_types", multiple=True, metavar="OP",
+              help=f"int8: an op type to quantise (repeatable) [default: {', '.join(QUANTIZED_OP_TYPES)}]."),
+        bound(Q, "keep_fp32", "--keep-fp32", multiple=True, metavar="REGEX",
+              help="Keep the nodes whose names this regular expression matches in fp32: out of int8 and "
+                   "out of fp16 (repeatable)."),
+        bound(Q, "target", "--target", type=click.Choice(TARGETS),
+              help="The export target the file is for; it decides int8's defaults (--rest-precision, "
+                   "--weight-bits). Another target than the fp32 file's puts the graph in that target's form "
+                   "first (from the default tensorrt export only): --target portable makes the CPU's int8 "
+                   "(rest fp32, 7-bit weights) [default: the fp32 file's target]."),
+        bound(Q, "weight_bits", "--weight-bits", type=click.Choice(["7", "8"]), convert=int,
+              help="int8: weights in 8 bits, or 7 (no overflow in OpenVINO's int8 kernels on CPUs without "
+                   "VNNI) [default: " + ", ".join(f"{t.int8_weight_bits} for {n}" for n, t in
+                                                  EXPORT_TARGETS.items()) + "]."),
+        bound(Q, "rest_precision", "--rest-precision", type=click.Choice(REST_PRECISIONS),
+              help="int8: what the graph computes in outside its int8 layers; fp16 keeps the AFT core and "
+                   "LayerNorm in fp32 (opset 19, fp16 scales) [default: "
+                   + ", ".join(f"{t.int8_rest} for {n}" for n, t in EXPORT_TARGETS.items()) + "]."),
+        bound(Q, "quantize_aft_core", "--quantize-aft-core", is_flag=True,
+              help="int8: quantise the AFT core too (inlines the com.aft functions; ONNX Runtime "
+                   "does not fuse those MatMuls, so slower on CPU; not advised)."),
+        bound(Q, "sensitivity", "--sensitivity", is_flag=True,
+              help="int8: rank nodes, keep the worst in float until --budget."),
+        bound(Q, "budget", "--budget", type=Finite(0, 100),
+              help="Sensitivity: allowed % top-1 disagreement with fp32 on the calibration images."),
+        bound(Q, "allow_fewer", "--allow-fewer", is_flag=True,
+              help="Use fewer calibration images if the source has fewer."),
     ]  # fmt: skip
 
 
 @main.command("quantize")
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="ONNX file to write.")
-@click.option("--precision", type=click.Choice(PRECISIONS), required=True,
-              help="int8: explicit Q/DQ, the rest in --rest-precision; fp16: mixed precision (AFT core and "
-                   "LayerNorm in fp32).")
+@bound(QuantizeOptions, "precision", "--precision", type=click.Choice(PRECISIONS), required=True,
+       help="int8: explicit Q/DQ, the rest in --rest-precision; fp16: mixed precision (AFT core and LayerNorm in "
+            "fp32).")
 @click.option("--calib", help="Calibration images: folder, tar, .npy/.npz, cifar10:train, or a recipe "
               "such as calibration/cifar10.json (needed for int8).")
 @apply_options(_quantize_options())
-@click.option("--cache-dir", type=click.Path(file_okay=False),
-              help="Calibration cache [default: ~/.cache/aft-export/calibration].")
+@bound(QuantizeOptions, "cache_dir", "--cache-dir", type=click.Path(file_okay=False),
+       help="Calibration cache [default: ~/.cache/aft-export/calibration].")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the calibration cache.")
-@click.option("--input-size", type=click.IntRange(1, MAX_SIDE), help="For models without aft-export metadata: square "
-              "input size.")
+@bound(QuantizeOptions, "input_size", "--input-size", type=click.IntRange(1, MAX_SIDE),
+       help="For models without aft-export metadata: square input size.")
 @click.option("--mean", help="For models without metadata: r,g,b mean of (x / 255).")
 @click.option("--std", help="For models without metadata: r,g,b std.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def quantize_cmd(model, output, calib, exclude, cache_dir, no_cache, mean, std, as_json, **kw) -> None:
+def quantize_cmd(model, output, as_json, **kw) -> None:
     """Write an int8 (Q/DQ) or fp16 graph from an fp32 ONNX export, calibrated on real images.
 
     Exit 1: the offline rules of every targeted TensorRT refuse the graph; 3: fp16 values took
     NaN/Inf on the calibration images, or the rules of a targeted TensorRT version refuse or warn.
     """
-    from aft_export.quantization.stage import quantize_model
+    from aft_export.api import quantize
     from aft_export.workflow.report import format_quantize
 
-    opts = QuantizeOptions(exclude=tuple(exclude), cache_dir="" if no_cache else cache_dir,
-                           mean=floats3(mean, "--mean"), std=floats3(std, "--std"), **kw)  # fmt: skip
-    result = quantize_model(model, output, calib, opts, log=log_for(as_json))
+    result = quantize(model, output, **given(kw))
     print_json(result.to_dict()) if as_json else echo(format_quantize(result.to_dict()))
     return exit_status(result.verdict)

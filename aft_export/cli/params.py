@@ -1,18 +1,18 @@
 """The values every command parses, checked where they are parsed, and the option groups
 several commands share (another tool's preprocessing, the backend); defaults read from the
-options dataclasses (:func:`default`)."""
+options dataclasses (:func:`bound`)."""
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
+import types
+import typing
 
 import click
 
 from aft_export.cli.words import RENAMED_UNTIL
-from aft_export.errors import AFTExportError
-from aft_export.options import BACKENDS, DEFAULT_BACKEND, MAX_SEED, MAX_THREADS, PROVIDER_BACKENDS
+from aft_export.options import BACKENDS, DEFAULT_BACKEND, MAX_SEED, MAX_THREADS, PROVIDER_BACKENDS, backend_of
 from aft_export.readers import MAX_SIDE
 
 BACKEND_LIST = ", ".join(f"{b.name} ({b.summary})" for b in BACKENDS.values())
@@ -41,11 +41,64 @@ SEED = click.IntRange(0, MAX_SEED)
 PORT = click.IntRange(1, 65535)
 
 
-def default(owner, name: str):
-    """The default of a dataclass field or of a function's keyword parameter."""
-    if dataclasses.is_dataclass(owner):
-        return next(f.default for f in dataclasses.fields(owner) if f.name == name)
-    return inspect.signature(owner).parameters[name].default
+def _field_type(owner, name: str) -> tuple[type, bool]:
+    """The type a dataclass field holds (None aside), and whether it is a tuple of that type."""
+    hint = typing.get_type_hints(owner)[name]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        rest = [a for a in typing.get_args(hint) if a is not type(None)]
+        hint = rest[0] if len(rest) == 1 else hint
+    if typing.get_origin(hint) is tuple:
+        return typing.get_args(hint)[0], True
+    return hint, False
+
+
+def _parsed_type(param: click.Option) -> type | None:
+    """The Python type a click option parses its value into (None: none of ours)."""
+    kind = param.type
+    if param.is_flag or isinstance(kind, click.types.BoolParamType):
+        return bool
+    if isinstance(kind, click.types.IntParamType):
+        return int
+    if isinstance(kind, click.types.FloatParamType):
+        return float
+    if isinstance(kind, click.Choice):
+        return {type(c) for c in kind.choices}.pop() if len({type(c) for c in kind.choices}) == 1 else None
+    if isinstance(kind, (click.types.StringParamType, click.Path)):
+        return str
+    return None
+
+
+def bound(owner, name: str, *decls: str, convert: type | None = None, show_default: bool = True, **attrs):
+    """A click option that fills the field ``name`` of the options dataclass ``owner``: its default
+    is the field's (shown in --help unless ``show_default=False``, where the help says it itself; a
+    ``required`` option has none), and its click type must parse what the field holds (int, float,
+    str, a flag for bool, a repeatable option for a tuple; ``convert``: the type the parsed value is
+    turned into, for a choice of strings that fills an int). The option keeps ``(owner, name)`` as
+    ``bound`` (tests/test_cli_options.py holds every command's options to their fields)."""
+    field = next((f for f in dataclasses.fields(owner) if f.name == name), None)
+    if field is None:
+        raise TypeError(f"{owner.__name__} has no field {name!r} for {decls}")
+    if "default" in attrs:
+        raise TypeError(f"{decls}: the default of a bound option is {owner.__name__}.{name}'s")
+    if not attrs.get("required"):
+        attrs["default"] = None if field.default is dataclasses.MISSING else field.default
+        attrs["show_default"] = show_default
+    if convert is not None:
+        attrs["callback"] = lambda ctx, param, value: value if value is None else convert(value)
+
+    def decorate(command):
+        command = click.option(*decls, **attrs)(command)
+        param = command.__click_params__[-1]
+        want, many = _field_type(owner, name)
+        got = convert or _parsed_type(param)
+        if got is not want or bool(param.multiple) != many:
+            raise TypeError(f"{'/'.join(param.opts)} parses {'several ' if param.multiple else ''}"
+                            f"{getattr(got, '__name__', got)}: it cannot fill {owner.__name__}.{name}, "
+                            f"{typing.get_type_hints(owner)[name]}")  # fmt: skip
+        param.bound = (owner, name)
+        return command
+
+    return decorate
 
 
 def apply_options(options):
@@ -57,25 +110,15 @@ def apply_options(options):
     return wrap
 
 
-def floats3(value: str | None, name: str):
-    if value is None:
-        return None
-    try:
-        parts = tuple(float(v) for v in value.split(","))
-    except ValueError:
-        parts = ()
-    if len(parts) != 3 or not all(math.isfinite(v) for v in parts):
-        raise AFTExportError(f"{name} takes three comma-separated numbers (finite), e.g. 0.485,0.456,0.406; "
-                             f"got {value!r}")  # fmt: skip
-    return parts
+def given(kw: dict) -> dict:
+    """The options the command hands to its API function: all but those left unset (None, or no
+    value of a repeatable one), which take the function's own defaults."""
+    return {k: v for k, v in kw.items() if v is not None and v != ()}
 
 
 class InPlace(click.Path):
     """A file a command continues and rewrites in place by design (``train --resume``):
     the one input an output may be."""
-
-
-FOREIGN_KEYS = ("preprocess", "input_size", "mean", "std", "classes")  # the parameters foreign_options adds
 
 
 def foreign_options(command):
@@ -95,16 +138,6 @@ def foreign_options(command):
     return command
 
 
-def foreign_from(kw: dict):
-    """The ForeignPreprocessing of the foreign_options in ``kw`` (taken out of it); None when none was given."""
-    from aft_export.data.preprocess import ForeignPreprocessing
-
-    given = {k: kw.pop(k) for k in FOREIGN_KEYS if k in kw}
-    if all(v is None for v in given.values()):
-        return None
-    return ForeignPreprocessing(**given)
-
-
 def _provider_alias(ctx, param, value):
     """``--provider`` (cpu, cuda, tensorrt), the old name of ``--backend``: still read, with a note."""
     if value is not None:
@@ -113,13 +146,18 @@ def _provider_alias(ctx, param, value):
     return value
 
 
+def backend_from(backend: str | None, provider: str | None) -> str | None:
+    """The backend ``--backend`` and the old ``--provider`` name together (an error where they name two)."""
+    return backend if provider is None else backend_of(backend, provider)
+
+
 def backend_options(owner=None, help_text: str = BACKEND_HELP):
     """``--backend`` (the runners' own names, :data:`aft_export.options.BACKENDS`; its default ``owner``'s,
     else DEFAULT_BACKEND) and, hidden, the old ``--provider cpu|cuda|tensorrt`` it replaces (the library
     reads both: ``backend``, ``providers``)."""
-    first = default(owner, "backend") if owner is not None else DEFAULT_BACKEND
-    options = [click.option("--backend", type=click.Choice(list(BACKENDS)), default=first,
-                            show_default=True, help=help_text),
+    choice = click.Choice(list(BACKENDS))
+    options = [bound(owner, "backend", "--backend", type=choice, help=help_text) if owner is not None else
+               click.option("--backend", type=choice, default=DEFAULT_BACKEND, show_default=True, help=help_text),
                click.option("--provider", type=PROVIDERS, hidden=True, callback=_provider_alias,
                             help="The old name of --backend (cpu, cuda, tensorrt).")]  # fmt: skip
     return apply_options(options)

@@ -56,7 +56,10 @@ class _SayHandler(logging.Handler):
     running command's flags."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        click.echo(in_flags(record.getMessage()), err=True)
+        from aft_export.api import PROGRESS
+
+        if not getattr(record, PROGRESS, False):  # a command's progress line: said where the command says it
+            click.echo(in_flags(record.getMessage()), err=True)
 
 
 @contextlib.contextmanager

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import click
 
-from aft_export.cli.base import echo, exit_status, main, print_json, say
+from aft_export.cli.base import echo, exit_status, main, print_json
 from aft_export.cli.params import (
     COUNT,
     NONNEGATIVE,
     apply_options,
-    default,
-    foreign_from,
+    bound,
     foreign_options,
+    given,
 )
-from aft_export.errors import EXIT_FOR, EXIT_OK, Verdict
 from aft_export.options import (
     HW_LEVELS,
     LIBRARIES,
@@ -28,16 +27,16 @@ from aft_export.options import (
                    "target is for: 8.5, 8.6, 10.3, 10.13, 11.4]; rtx-1.7: TensorRT-RTX's column (10.13's rules "
                    "plus its documented differences).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
-@click.option("--rules", "list_rules", is_flag=True,
+@click.option("--rules", is_flag=True,
               help="List every rule the check applies, with the versions it exists in and its source.")
 @click.option("--library", type=click.Choice(LIBRARIES), default="auto", show_default=True,
               help="Where TensorRT or TensorRT-RTX is installed, its own ONNX parser reads each file too: which one.")
 @click.option("--offline-only", is_flag=True, help="Only the offline rules, even where a TensorRT library is installed.")
-@click.option("--build", "also_build", is_flag=True,
+@click.option("--build", is_flag=True,
               help="Also build each file with the installed library (in memory; nothing is written).")
 @click.option("--strict", is_flag=True,
               help="Exit 1 when the offline rules for the installed parser disagree with the parser itself.")
-def check_cmd(models, trt_versions, as_json, list_rules, library, offline_only, also_build, strict) -> None:
+def check_cmd(models, as_json, **kw) -> None:
     """Check ONNX files offline against the rules of TensorRT's parser and builder, one column
     per version (no TensorRT runs); where TensorRT or TensorRT-RTX is installed, also with its own
     parser (and, with --build, its builder), reported beside the rules' column for that parser.
@@ -47,81 +46,39 @@ def check_cmd(models, trt_versions, as_json, list_rules, library, offline_only, 
     the rules and the parser disagree; 3: no refusal but warnings remain (or a version the check
     has no rules for); 2: bad input.
     """
-    from aft_export.trtcheck import check_model, format_report, format_rules, rules_table
+    from aft_export.api import check
 
-    if list_rules:
-        rows = rules_table(list(trt_versions) or None)
-        print_json(rows) if as_json else echo(format_rules(rows))
-        return EXIT_OK
-    if not models:
+    if not models and not kw["rules"]:
         raise click.UsageError("give one or more ONNX files to check (or --rules to list the rules)")
-    from aft_export.tensorrt.build import check_verdict
-    from aft_export.workflow.report import format_real_check
-
-    reports = [check_model(m, list(trt_versions) or None) for m in models]
-    real = _real_checks(models, reports, library, also_build, offline_only)
-    verdicts = [check_verdict(r, x, strict) for r, x in zip(reports, real)]
-    if as_json:  # with the installed library: its result, and the verdict and exit code of both
-        data = [{**r.to_dict(), **({"real": x, "verdict": v.to_dict(), "exit_code": EXIT_FOR[v.status]} if x else {})}
-                for r, x, v in zip(reports, real, verdicts)]  # fmt: skip
-        print_json(data if len(data) > 1 else data[0])
-    else:
-        say("\n\n".join("\n".join(format_report(r) + format_real_check(x)) for r, x in zip(reports, real)))
-    return exit_status(Verdict.combine(*verdicts))
-
-
-def _real_checks(models, reports, library: str, also_build: bool, offline_only: bool) -> list:
-    """Each file through the installed library's parser (None per file where none is installed,
-    or with --offline-only; --library naming a missing one is an error)."""
-    from aft_export.errors import RuntimeMissing
-    from aft_export.tensorrt.library import import_library
-
-    if offline_only:
-        return [None] * len(models)
-    try:
-        _, name, version = import_library(library)
-    except RuntimeMissing:
-        if library != "auto":
-            raise
-        return [None] * len(models)
-    from aft_export.tensorrt.build import offline_column, real_check
-    from aft_export.trtcheck import check_model
-
-    column = offline_column(name, version)
-    out = []
-    for model, report in zip(models, reports):
-        status = report.status.get(column)
-        if status in (None, "not targeted"):
-            status = check_model(model, [column]).status[column]
-        out.append(real_check(model, status, column, name, also_build))
-    return out
+    result = check(models, **kw)
+    print_json(result.to_dict()) if as_json else echo(result.lines())
+    return exit_status(result.verdict)
 
 
 def _build_options():
     B = BuildOptions
     return [
-        click.option("--batch-profile", "batch", default=default(B, "batch"), show_default=True,
-                     help="The engine's batch sizes MIN,OPT,MAX (or one number)."),
-        click.option("--hw-profile", "hw", help="AFT-conv exported with --dynamic-hw: height/width MIN,OPT,MAX."),
-        click.option("--workspace-mb", type=COUNT, default=default(B, "workspace_mb"), show_default=True,
-                     help="Builder workspace limit."),
-        click.option("--timing-cache", type=click.Path(dir_okay=False),
-                     help="Timing cache file: loaded if present, saved after."),
-        click.option("--dla-core", type=NONNEGATIVE, help="Jetson: build for this DLA core, with GPU fallback."),
-        click.option("--version-compatible", is_flag=True,
-                     help="Engine loadable by later TensorRT of the same major, and 10.x engines by 11.x (8.6 by "
-                          "10.x); needs TensorRT 8.6+."),
-        click.option("--tf32", is_flag=True, help="Allow TF32 for fp32 math (Ampere+: faster, ~1e-3 relative error)."),
-        click.option("--hardware-compatibility", type=click.Choice(sorted(HW_LEVELS)),
-                     default=default(B, "hardware_compatibility"), show_default=True,
-                     help="Engine loadable on other GPUs of that level."),
-        click.option("--library", type=click.Choice(LIBRARIES), default=default(B, "library"), show_default=True,
-                     help="tensorrt: standard TensorRT (builds on the GPU it is for; Hopper, Jetson); tensorrt-rtx: "
-                          "TensorRT for RTX (builds ahead of time on any CPU, runs on RTX GPUs); auto: TensorRT "
-                          "where installed, else TensorRT-RTX."),
-        click.option("--compute-capability", "compute_capabilities", multiple=True, metavar="X.Y",
-                     help="TensorRT-RTX: target GPU (repeatable; 7.5, 8.0, 8.6, 8.9, 12.0, 12.1) [default: the "
-                          "library's, 8.6 and later]."),
+        bound(B, "batch", "--batch-profile", help="The engine's batch sizes MIN,OPT,MAX (or one number)."),
+        bound(B, "hw", "--hw-profile", help="AFT-conv exported with --dynamic-hw: height/width MIN,OPT,MAX."),
+        bound(B, "workspace_mb", "--workspace-mb", type=COUNT, help="Builder workspace limit."),
+        bound(B, "timing_cache", "--timing-cache", type=click.Path(dir_okay=False),
+              help="Timing cache file: loaded if present, saved after."),
+        bound(B, "dla_core", "--dla-core", type=NONNEGATIVE,
+              help="Jetson: build for this DLA core, with GPU fallback."),
+        bound(B, "version_compatible", "--version-compatible", is_flag=True,
+              help="Engine loadable by later TensorRT of the same major, and 10.x engines by 11.x (8.6 by "
+                   "10.x); needs TensorRT 8.6+."),
+        bound(B, "tf32", "--tf32", is_flag=True,
+              help="Allow TF32 for fp32 math (Ampere+: faster, ~1e-3 relative error)."),
+        bound(B, "hardware_compatibility", "--hardware-compatibility", type=click.Choice(sorted(HW_LEVELS)),
+              help="Engine loadable on other GPUs of that level."),
+        bound(B, "library", "--library", type=click.Choice(LIBRARIES),
+              help="tensorrt: standard TensorRT (builds on the GPU it is for; Hopper, Jetson); tensorrt-rtx: "
+                   "TensorRT for RTX (builds ahead of time on any CPU, runs on RTX GPUs); auto: TensorRT where "
+                   "installed, else TensorRT-RTX."),
+        bound(B, "compute_capabilities", "--compute-capability", "compute_capabilities", multiple=True, metavar="X.Y",
+              help="TensorRT-RTX: target GPU (repeatable; 7.5, 8.0, 8.6, 8.9, 12.0, 12.1) [default: the "
+                   "library's, 8.6 and later]."),
     ]  # fmt: skip
 
 
@@ -131,15 +88,13 @@ def _build_options():
               help="Engine file to write [default: MODEL.engine, or MODEL.rtx.engine for TensorRT-RTX].")
 @apply_options(_build_options())
 @foreign_options
-def build_cmd(model, output, compute_capabilities, **kw) -> None:
+def build_cmd(model, output, **kw) -> None:
     """Build a TensorRT or TensorRT-RTX engine (precision as the ONNX graph says) and its manifest.
 
     TensorRT-RTX builds on a machine with no GPU; such an engine is built, not run. An ONNX file
     another tool wrote needs its preprocessing (the flags below, or NAME.preprocess.json beside
     it): the manifest records it, so the engine is fed as the file was.
     """
-    from aft_export.tensorrt.build import build_engine
+    from aft_export.api import build
 
-    pre = foreign_from(kw)
-    build_engine(model, output, BuildOptions(compute_capabilities=tuple(compute_capabilities), **kw), log=say,
-                 preprocessing=pre)  # fmt: skip
+    build(model, output, **given(kw))

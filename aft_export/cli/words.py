@@ -14,12 +14,12 @@ ROOT: list[click.Group] = []  # the aft-export group, registered by aft_export.c
 
 # ---------------------------------------------------------------- the words of each command
 
-# The library names an option by its field, in backquotes: `verify_data`, `verify_images=0`
+# The library names an option by its field, in backquotes: `data`, `images=0`
 # (what a Python user passes), or another command's as a whole command line in backquotes,
 # `aft-export export target=tensorrt8`. Each command turns them into its own flags through one
 # table (:func:`option_table`): derived from its click parameters (an option's destination and
-# its flag's own words both name it: `--images` with destination verify_images answers to
-# `verify_images` and `images`), plus what is written here, per command: fields whose flag says
+# its flag's own words both name it: `--tolerance` with destination tolerances answers to
+# `tolerances` and `tolerance`), plus what is written here, per command: fields whose flag says
 # something else (a key `field=value` for one value), and the flags renamed in issue 21 (one
 # word per idea): old flag -> new flag. The old names keep working for one release, hidden from
 # --help, with a note on stderr; an error about the option names the flag as it was typed.
@@ -35,15 +35,19 @@ class Words:
 WORDS = {
     "train": Words(renamed={"--out": "--output", "--limit": "--images"}),
     "export": Words(renamed={"--batch": "--batch-dim", "--verify-images": "--images", "--verify-data": "--data"}),
-    "quantize": Words({'cache_dir=""': "--no-cache"}, renamed={"--count": "--images"}),
-    "eval": Words(renamed={"--limit": "--images"}),
-    "bench": Words(renamed={"--batch": "--batch-size"}),
-    "build": Words(renamed={"--batch": "--batch-profile", "--hw": "--hw-profile"}),
+    "quantize": Words({'cache_dir=""': "--no-cache", "count": "--images"},
+                      renamed={"--count": "--images"}),
+    "parity": Words({"overrides": "--tolerance"}),
+    "eval": Words({"limit": "--images"}, renamed={"--limit": "--images"}),
+    "bench": Words({"batches": "--batch-size"}, renamed={"--batch": "--batch-size"}),
+    "build": Words({"batch": "--batch-profile", "hw": "--hw-profile"},
+                   renamed={"--batch": "--batch-profile", "--hw": "--hw-profile"}),
     "check": Words({"versions": "--trt"}),
     # the stages the pipeline runs, in its own flags: the export verifies on the parity images,
     # quantisation samples --calib-images, bench times --bench-batch-size
     "pipeline": Words({"verify_images": "--parity-images", "verify_data": "--data", "images": "--parity-images",
-                       "count": "--calib-images", "batches": "--bench-batch-size", "iters": "--bench-iters"},
+                       "count": "--calib-images", "batches": "--bench-batch-size", "iters": "--bench-iters",
+                       "bench_batches": "--bench-batch-size"},
                       renamed={"--out": "--output", "--eval-limit": "--eval-images", "--batch": "--bench-batch-size",
                                "--iters": "--bench-iters"}),
 }  # fmt: skip

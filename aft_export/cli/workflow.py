@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import click
 
-from aft_export.cli.base import echo, exit_status, log_for, main, print_json
-from aft_export.cli.byo import USER_MODEL_KEYS, model_source_from, require_aft_option, user_model_options
+from aft_export.cli.base import echo, exit_status, main, print_json
+from aft_export.cli.byo import require_aft_option, user_model_options
 from aft_export.cli.params import (
     BATCH,
     COUNT,
     THREADS,
     Finite,
-    default,
+    bound,
+    given,
 )
-from aft_export.errors import AFTExportError
 from aft_export.options import (
     EXPORT_TARGETS,
     OP_FORMS,
@@ -24,36 +24,39 @@ from aft_export.options import (
 )
 
 
+P = PipelineOptions
+
+
 @main.command("pipeline")
 @click.argument("checkpoint", required=False, type=click.Path(dir_okay=False))
-@click.option("--output", "-o", type=click.Path(file_okay=False),
-              help="Run directory [default: runs/<model>-<UTC time>].")
-@click.option("--calib", help="Calibration images or recipe [default: calibration/cifar10.json].")
-@click.option("--data", help="Labelled images for parity and eval [default: the checkpoint's test data, else "
-                             "cifar10:test].")
-@click.option("--precision", "precisions", multiple=True, type=click.Choice(sorted(PRECISIONS)),
-              help=f"Reduced precisions to build [default: {' and '.join(PipelineOptions.precisions)}].")
-@click.option("--op-form", type=click.Choice(OP_FORMS), help=f"[default: {PipelineOptions.op_form}]")
-@click.option("--target", "targets", multiple=True, type=click.Choice(TARGETS),
-              help="Export target(s), repeatable: "
-                   + ", ".join(f"{t.name} ({t.stem}*.onnx)" for t in EXPORT_TARGETS.values())
-                   + f" [default: {', '.join(PipelineOptions.targets)}]; see export --help.")
-@click.option("--calib-images", type=COUNT, help="Calibration images to sample [default: the recipe's].")
-@click.option("--parity-images", type=COUNT,
-              help=f"Real images parity compares [default: {PipelineOptions.parity_images}].")
-@click.option("--eval-images", type=COUNT,
-              help="Evaluate a fixed subset of N images [default: all].")
-@click.option("--bench-batch-size", "bench_batches", multiple=True, type=BATCH,
-              help=f"Bench batch sizes [default: {' and '.join(map(str, PipelineOptions.bench_batches))}].")
-@click.option("--bench-iters", type=COUNT,
-              help=f"Bench runs per batch size [default: {PipelineOptions.bench_iters}].")
-@click.option("--threads", type=THREADS, help="CPU threads (0: the backend's default) [default: 0].")
-@click.option("--tolerance", "tolerances", multiple=True, metavar="PREC.FIELD=VALUE", help="Parity limit override.")
-@click.option("--triton-repo", is_flag=True, default=None,
-              help="Also write RUN/triton: a Triton model repository of the artifacts (aft-export triton-repo).")
+@bound(P, "output", "--output", "-o", type=click.Path(file_okay=False),
+       help="Run directory [default: runs/<model>-<UTC time>].")
+@bound(P, "calib", "--calib", help="Calibration images or recipe [default: calibration/cifar10.json].")
+@bound(P, "data", "--data", help="Labelled images for parity and eval [default: the checkpoint's test data, else "
+                                 "cifar10:test].")
+@bound(P, "precisions", "--precision", "precisions", multiple=True, type=click.Choice(sorted(PRECISIONS)),
+       show_default=False, help=f"Reduced precisions to build [default: {' and '.join(P.precisions)}].")
+@bound(P, "op_form", "--op-form", type=click.Choice(OP_FORMS), show_default=False, help=f"[default: {P.op_form}]")
+@bound(P, "targets", "--target", "targets", multiple=True, type=click.Choice(TARGETS), show_default=False,
+       help="Export target(s), repeatable: " + ", ".join(f"{t.name} ({t.stem}*.onnx)" for t in EXPORT_TARGETS.values())
+            + f" [default: {', '.join(P.targets)}]; see export --help.")
+@bound(P, "calib_images", "--calib-images", type=COUNT, help="Calibration images to sample [default: the recipe's].")
+@bound(P, "parity_images", "--parity-images", type=COUNT, show_default=False,
+       help=f"Real images parity compares [default: {P.parity_images}].")
+@bound(P, "eval_images", "--eval-images", type=COUNT, help="Evaluate a fixed subset of N images [default: all].")
+@bound(P, "bench_batches", "--bench-batch-size", "bench_batch_sizes", multiple=True, type=BATCH, show_default=False,
+       help=f"Bench batch sizes [default: {' and '.join(map(str, P.bench_batches))}].")
+@bound(P, "bench_iters", "--bench-iters", type=COUNT, show_default=False,
+       help=f"Bench runs per batch size [default: {P.bench_iters}].")
+@bound(P, "threads", "--threads", type=THREADS, show_default=False,
+       help=f"CPU threads (0: the backend's default) [default: {P.threads}].")
+@bound(P, "tolerances", "--tolerance", "tolerances", multiple=True, metavar="PREC.FIELD=VALUE",
+       help="Parity limit override.")
+@bound(P, "triton_repo", "--triton-repo", is_flag=True,
+       help="Also write RUN/triton: a Triton model repository of the artifacts (aft-export triton-repo).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @user_model_options
-@require_aft_option
+@require_aft_option(P)
 def pipeline_cmd(checkpoint, as_json, **kw) -> None:
     """Export, quantise, check, build engines (TensorRT with a GPU, else TensorRT-RTX on the CPU),
     check parity, evaluate, and say what to deploy where (every file on every runtime here, proven
@@ -65,38 +68,28 @@ def pipeline_cmd(checkpoint, as_json, **kw) -> None:
     of a GPU, an artifact skipped by parity, fp16 values that took NaN/Inf, or the offline TensorRT
     rules refusing or warning for a targeted version); 2: bad input.
     """
-    from aft_export.workflow.pipeline import run_pipeline
+    from aft_export.api import pipeline
     from aft_export.workflow.report import format_pipeline_result
 
-    source, extra = model_source_from(checkpoint, {k: kw.pop(k) for k in list(kw) if k in USER_MODEL_KEYS},
-                                      role="artifact")  # fmt: skip
-    if extra is not None:
-        raise AFTExportError(f"give either CHECKPOINT ({checkpoint}) or --model-def, not both")
-    given = {k: tuple(dict.fromkeys(v)) if isinstance(v, tuple) else v for k, v in kw.items() if v not in (None, ())}
-    opts = PipelineOptions(**given)
-    result = run_pipeline(source, opts, log=log_for(as_json))  # None: the bundled zoo model
-    if as_json:
-        print_json({"run_dir": result.run_dir, "passed": result.passed, "unverified": result.unverified,
-               "verdict": result.verdict.to_dict(), "summary": result.summary})
-    else:
-        echo(format_pipeline_result(result, opts.bench_batches))
+    result = pipeline(checkpoint, **given(kw))  # None: the bundled zoo model
+    batches = tuple(dict.fromkeys(kw["bench_batch_sizes"]))
+    print_json(result.to_dict()) if as_json else echo(format_pipeline_result(result, batches))
     return exit_status(result.verdict)
 
 
 @main.command("doctor")
 @click.argument("model", required=False, default="aft_conv_cifar")
-@click.option("--output", "-o", type=click.Path(file_okay=False),
-              help="Run directory [default: runs/doctor-<model>-<UTC time>].")
-@click.option("--data", default=default(DoctorOptions, "data"), show_default=True,
-              help="Labelled images for the export's verification, parity and eval.")
-@click.option("--calib", help="Calibration images or recipe [default: calibration/cifar10.json].")
-@click.option("--calib-images", type=COUNT, help="Calibration images to sample [default: the recipe's].")
-@click.option("--parity-images", type=COUNT, default=default(DoctorOptions, "parity_images"), show_default=True)
-@click.option("--eval-images", type=COUNT, help="Evaluate a fixed subset of N images [default: all].")
-@click.option("--bench-iters", type=COUNT, default=default(DoctorOptions, "bench_iters"), show_default=True,
-              help="Bench runs per batch size.")
-@click.option("--timeout", type=Finite(min=0, min_open=True), default=default(DoctorOptions, "timeout"),
-              show_default=True, help="Seconds one check may take.")
+@bound(DoctorOptions, "output", "--output", "-o", type=click.Path(file_okay=False),
+       help="Run directory [default: runs/doctor-<model>-<UTC time>].")
+@bound(DoctorOptions, "data", "--data", help="Labelled images for the export's verification, parity and eval.")
+@bound(DoctorOptions, "calib", "--calib", help="Calibration images or recipe [default: calibration/cifar10.json].")
+@bound(DoctorOptions, "calib_images", "--calib-images", type=COUNT,
+       help="Calibration images to sample [default: the recipe's].")
+@bound(DoctorOptions, "parity_images", "--parity-images", type=COUNT)
+@bound(DoctorOptions, "eval_images", "--eval-images", type=COUNT,
+       help="Evaluate a fixed subset of N images [default: all].")
+@bound(DoctorOptions, "bench_iters", "--bench-iters", type=COUNT, help="Bench runs per batch size.")
+@bound(DoctorOptions, "timeout", "--timeout", type=Finite(min=0, min_open=True), help="Seconds one check may take.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print doctor.json instead of the summary (the check lines go to stderr).")
 def doctor_cmd(model, as_json, **kw) -> None:
@@ -108,8 +101,8 @@ def doctor_cmd(model, as_json, **kw) -> None:
     Exit 0: every check passed; 1: one failed (the others still ran); 3: none failed but one
     was skipped (no GPU, TensorRT or trtexec here: not everything was verified); 2: bad input.
     """
-    from aft_export.workflow.doctor import run_doctor, summary
+    from aft_export.api import doctor
 
-    result = run_doctor(model, DoctorOptions(**kw), log=log_for(as_json))
-    print_json(result.to_dict()) if as_json else echo(summary(result))
+    result = doctor(model, **given(kw))
+    print_json(result.to_dict()) if as_json else echo(result.lines())
     return exit_status(result.verdict)

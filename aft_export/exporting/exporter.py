@@ -65,7 +65,7 @@ class ExportResult:
     layers: list[dict] | None = None
     swap_check: dict | None = None
     warnings: list[str] = field(default_factory=list)
-    # not verified: against PyTorch (verify_images=0), or by the rules of a targeted TensorRT
+    # not verified: against PyTorch (images=0), or by the rules of a targeted TensorRT
     # that refuses or warns (when all of them refuse, the export fails instead)
     verdict: Verdict = field(default_factory=Verdict)
     # the TensorRT check's whole report (aft_export.trtcheck.CheckReport), for a caller that
@@ -110,7 +110,7 @@ def _dynamic_shapes(cfg, batch: int | None, dynamic_hw: bool):
 
 def _torch_export(model, cfg, opts: ExportOptions):
     """Run torch.onnx.export and return the ModelProto (nothing written to disk)."""
-    batch = parse_batch(opts.batch)
+    batch = parse_batch(opts.batch_dim)
     example = torch.randn(batch or 2, cfg.in_chans, cfg.img_size, cfg.img_size,
                           generator=torch.Generator().manual_seed(0))  # fmt: skip
     custom = opts.op_form == "custom"
@@ -166,7 +166,7 @@ def _metadata(meta, opts: ExportOptions) -> dict[str, str]:
         "preprocess": "resize shorter side to input height (bicubic), centre crop, x / 255, (x - mean) / std",
         "mean": json.dumps(list(meta.mean)),
         "std": json.dumps(list(meta.std)),
-        "dynamic_batch": str(parse_batch(opts.batch) is None).lower(),
+        "dynamic_batch": str(parse_batch(opts.batch_dim) is None).lower(),
         "dynamic_hw": str(bool(opts.dynamic_hw)).lower(),
         "aft_op_form": opts.op_form,
         "export_target": opts.target,
@@ -180,29 +180,29 @@ def _metadata(meta, opts: ExportOptions) -> dict[str, str]:
 
 
 def _verification_images(meta, opts: ExportOptions) -> tuple[np.ndarray, str]:
-    """N real images in the model's preprocessing, and where they came from: ``verify_data``
+    """N real images in the model's preprocessing, and where they came from: ``data``
     where given; else the test data the checkpoint names; else ``cifar10:test``
     (:func:`~aft_export.data.datasets.verification_data`, every command's rule). A named set is
     found as every command finds it (:mod:`aft_export.data.datasets`: $AFT_CIFAR10_DIR, ../shared
     beside a checkout, the one-time download)."""
-    source, origin = verification_data(opts.verify_data, meta)
-    said = {"given": "`verify_data`", "checkpoint": "named by the checkpoint", "default": "the default"}[origin]
+    source, origin = verification_data(opts.data, meta)
+    said = {"given": "`data`", "checkpoint": "named by the checkpoint", "default": "the default"}[origin]
     if not is_named(source) and not Path(source).exists():
-        raise AFTExportError(f"verification data {source} does not exist; check `verify_data` (or give "
-                             f"`verify_images=0` to skip verification)")  # fmt: skip
+        raise AFTExportError(f"verification data {source} does not exist; check `data` (or give "
+                             f"`images=0` to skip verification)")  # fmt: skip
     try:
-        data = load_labelled(source, meta.config.img_size, limit=opts.verify_images)
+        data = load_labelled(source, meta.config.img_size, limit=opts.images)
     except DataNotFound as exc:
         raise AFTExportError(f"verification needs real images and {source} ({said}) was not found: "
                              f"{'; '.join(exc.tried)}; set AFT_CIFAR10_DIR to a folder holding test.tar, give "
-                             f"`verify_data` (a folder or tar of images), or `verify_images=0` to skip "
+                             f"`data` (a folder or tar of images), or `images=0` to skip "
                              f"verification") from None  # fmt: skip
     return normalize(data.images, meta.mean, meta.std).numpy(), str(source)
 
 
 def _check_finite_outputs(model, cfg, images: np.ndarray | None) -> None:
     """Refuse a model whose logits are not finite, before anything is exported: on a few
-    of the verification images, or without them (``verify_images=0``) on a zero image
+    of the verification images, or without them (``images=0``) on a zero image
     and a seeded random one; a NaN or infinite weight shows here too."""
     if images is not None and len(images):
         probe = torch.from_numpy(np.ascontiguousarray(images[:8]))
@@ -271,7 +271,7 @@ def export_graph(model, meta: ModelMeta, opts: ExportOptions, images: np.ndarray
     if opts.dynamic_hw and cfg.fixed_input_size:
         _dynamic_shapes(cfg, None, True)  # raises the clear error
     _check_finite_outputs(model, cfg, images)
-    batch = parse_batch(opts.batch)
+    batch = parse_batch(opts.batch_dim)
     if batch is not None:  # the example input, and every verification run, hold a whole fixed batch
         TorchRunner(meta.path or "the model", loaded=(model, meta)).check_batch(batch, "batch")
     t = time.perf_counter()
@@ -353,13 +353,13 @@ def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, con
         log(*args)
 
     inputs = list(model_source.inputs) if model_source is not None else []
-    with claim_output(out, inputs=[*inputs, opts.verify_data]) as out:
+    with claim_output(out, inputs=[*inputs, opts.data]) as out:
         if loaded is None:
             refuse_over_protobuf_limit(source=model_source)  # before a minute of loading
         model, meta = loaded if loaded is not None else model_source.load(log)
         refuse_over_protobuf_limit(model)  # before the verification images are decoded
         images, source = (None, None)
-        if opts.verify_images:
+        if opts.images:
             images, source = verification if verification is not None else _verification_images(meta, opts)
         graph = export_graph(model, meta, opts, images, source, log=logged, name=str(out), also_check=also_check)
         t = time.perf_counter()
@@ -382,7 +382,7 @@ def export_verdict(graph: GraphExport) -> Verdict:
     targeted TensorRT version refuse (the others accept: it is still an export) or warn."""
     return Verdict.combine(
         Verdict.of(unverified=[] if graph.parity is not None else
-                   ["nothing was compared with PyTorch (`verify_images=0`)"]),
+                   ["nothing was compared with PyTorch (`images=0`)"]),
         graph.check_report.verdict.at_most_unverified() if graph.check_report is not None else Verdict())
 
 

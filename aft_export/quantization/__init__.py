@@ -32,7 +32,7 @@ What is not int8, the *rest*, is fp16 for the ``tensorrt`` target (strongly type
 the graph's types) and fp32 for ``tensorrt8`` and ``portable`` (``rest_precision`` chooses): an
 fp16 rest is written at opset 19, fp16 into QuantizeLinear and out of DequantizeLinear through
 fp16 scales. Which nodes are int8 can be chosen by name, by regular expression over node names,
-by op type (``exclude``, ``exclude_regex``, ``exclude_op_types``, ``op_types``).
+by op type (``exclude``, ``exclude_regex``, ``exclude_op_types``, ``quantize_op_types``).
 
 **fp16** converts the graph to fp16 except what the fixed fp32 rule keeps
 (:data:`.fp16.FP32_RULE`: the AFT core and LayerNorm; ``keep_fp32`` adds nodes), the same rule

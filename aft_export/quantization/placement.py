@@ -1,7 +1,7 @@
 """Q/DQ placement: ONNX Runtime's QDQ quantiser on precomputed ranges, with TensorRT's
 explicit-quantisation settings, then one Q -> DQ pair per consumer.
 
-Only ``MatMul``/``Gemm``/``Conv`` are quantised (:data:`QUANTIZED_OP_TYPES`; ``op_types``
+Only ``MatMul``/``Gemm``/``Conv`` are quantised (:data:`QUANTIZED_OP_TYPES`; ``quantize_op_types``
 names others), at their inputs only; which nodes stay float is :func:`select`'s choice: the
 AFT core, and what the options keep out by name, by regular expression over node names and
 by op type.
@@ -22,8 +22,8 @@ from aft_export.readers import as_typed, compile_pattern
 
 
 def op_types(opts: QuantizeOptions) -> tuple[str, ...]:
-    """The op types an int8 run quantises: ``op_types``, else :data:`QUANTIZED_OP_TYPES`."""
-    return tuple(opts.op_types) or QUANTIZED_OP_TYPES
+    """The op types an int8 run quantises: ``quantize_op_types``, else :data:`QUANTIZED_OP_TYPES`."""
+    return tuple(opts.quantize_op_types) or QUANTIZED_OP_TYPES
 
 
 def matching(names: list[str], pattern: str, option: str = "exclude_regex") -> list[str]:
@@ -86,15 +86,15 @@ def select(model, opts: QuantizeOptions, core: list[str]) -> Selection:
     types = op_types(opts)
     present = {n.op_type for n in model.graph.node}
     missing = [t for t in types if t not in present]
-    if opts.op_types and missing:
-        raise AFTExportError(f"`op_types` names {', '.join(missing)}, which no node of the graph is; the graph "
+    if opts.quantize_op_types and missing:
+        raise AFTExportError(f"`quantize_op_types` names {', '.join(missing)}, which no node of the graph is; the graph "
                              f"has {', '.join(sorted(present))}")  # fmt: skip
     by_regex = {p: matching(names, p, "exclude_regex") for p in opts.exclude_regex}
     _no_match("exclude_regex", by_regex, names)
     by_op_type = {t: [n.name for n in model.graph.node if n.op_type == t] for t in opts.exclude_op_types}
     for t, found in by_op_type.items():
         if t not in types or not found:
-            why = (f"it is not quantised (`op_types`: {', '.join(types)})" if t not in types
+            why = (f"it is not quantised (`quantize_op_types`: {', '.join(types)})" if t not in types
                    else "no node of the graph is one")  # fmt: skip
             raise AFTExportError(f"`exclude_op_types` names {t}, but {why}; name a quantised op type the graph has")
     keep = keep_fp32_nodes(model, opts)

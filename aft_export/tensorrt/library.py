@@ -134,7 +134,7 @@ def input_profile(model, opts: BuildOptions) -> InputShapes:
     if c is None:
         raise AFTExportError(f"input {inp.name} has a dynamic channel count; export with a fixed one")
     if n is not None and opts.batch is not None and Profile.parse(opts.batch, n, "batch", "batch") != Profile(n, n, n):
-        raise AFTExportError(f"the graph has a fixed batch of {n}; re-export with `aft-export export batch=dynamic` "
+        raise AFTExportError(f"the graph has a fixed batch of {n}; re-export with `aft-export export batch_dim=dynamic` "
                              f"or use `batch={n}`")  # fmt: skip
     meta = ArtifactMeta.of(model)
     size = meta.input_size[-1] if "input_size" in meta else None

@@ -68,7 +68,7 @@ def _divergence(reference_runner, artifact, artifacts, runner, images, backend) 
     try:
         if reference is None:
             opts = ExportOptions(op_form=meta.get("aft_op_form", "custom"), target=meta.get("export_target", "tensorrt"),
-                                 verify_images=0, simplify=False)  # fmt: skip
+                                 images=0, simplify=False)  # fmt: skip
             reference_graph = export_graph(reference_runner.model, reference_runner.meta, opts).model
             label = "an fp32 export of the checkpoint, in memory"
         else:

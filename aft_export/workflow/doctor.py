@@ -93,6 +93,10 @@ class DoctorResult:
         """Nothing failed (the verdict is ok or not verified)."""
         return self.verdict.status != "failed"
 
+    def lines(self) -> list[str]:
+        """What ``doctor`` prints at the end (:func:`summary`)."""
+        return summary(self)
+
     def to_dict(self) -> dict:
         return {"format": FORMAT, "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "run_dir": self.run_dir, "environment": self.environment,

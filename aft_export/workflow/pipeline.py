@@ -232,7 +232,7 @@ def _build_batch(opts: PipelineOptions) -> str:
 
 def _export(ctx: Context, x, decoded, *, target: str) -> Outcome:
     fp32 = ctx.work / f"{EXPORT_TARGETS[target].stem}.onnx"
-    exp = export_checkpoint(None, fp32, ExportOptions(op_form=ctx.opts.op_form, target=target, verify_images=len(x),
+    exp = export_checkpoint(None, fp32, ExportOptions(op_form=ctx.opts.op_form, target=target, images=len(x),
                                                       require_aft=ctx.opts.require_aft),
                             loaded=ctx.loaded, verification=(x, decoded.source), also_check=ctx.also, **_QUIET)  # fmt: skip
     return Outcome(Made("export", target, fp32, exp.to_dict(), exp.check_report, exp, fp32, _purpose(fp32)),

@@ -107,7 +107,7 @@ def test_onnx_runtime_matches_the_original_module(exports, images, name):
 
 def test_metadata_is_stored_as_for_our_own_checkpoints(exports, tmp_path, cifar10):
     ours = tmp_path / "ours.onnx"
-    export_checkpoint(make_ckpt(tmp_path / "c.pt", "aft_simple_test"), ours, ExportOptions(verify_images=0),
+    export_checkpoint(make_ckpt(tmp_path / "c.pt", "aft_simple_test"), ours, ExportOptions(images=0),
                       log=lambda *a: None)  # fmt: skip
     theirs = {p.key: p.value for p in onnx.load(str(exports["comvex_classifier"][2])).metadata_props}
     mine = {p.key: p.value for p in onnx.load(str(ours)).metadata_props}
@@ -180,7 +180,7 @@ def test_pipeline_takes_a_model_spec(exports, tmp_path, cifar10, classes):
 def test_api_export_of_an_in_memory_model(tmp_path, images):
     model = user_models.own_architecture()
     pre = Preprocessing(32, (0.49, 0.48, 0.46), (0.25, 0.24, 0.26), tuple("abcdefghij"))
-    res = export_model(model, tmp_path / "m.onnx", pre, ExportOptions(verify_images=0), log=lambda *a: None)
+    res = export_model(model, tmp_path / "m.onnx", pre, ExportOptions(images=0), log=lambda *a: None)
     assert res.aft_nodes == 4 and [r["action"] for r in res.layers] == ["ours"] * 4
     with torch.no_grad():
         assert np.abs(ort(tmp_path / "m.onnx", images[:8]) - model(torch.from_numpy(images[:8])).numpy()).max() < 1e-4
@@ -192,7 +192,7 @@ def test_api_export_of_an_in_memory_model(tmp_path, images):
 def test_no_aft_layer_exports_plain_ops_with_a_warning(tmp_path):
     lines = []
     pre = Preprocessing(32, (0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
-    res = export_model(user_models.plain_cnn(), tmp_path / "p.onnx", pre, ExportOptions(verify_images=0),
+    res = export_model(user_models.plain_cnn(), tmp_path / "p.onnx", pre, ExportOptions(images=0),
                        log=lines.append)  # fmt: skip
     assert res.aft_nodes == 0 and res.warnings and "no AFT layer recognised" in res.warnings[0]
     assert any(line.startswith("warning: no AFT layer recognised") for line in lines)

@@ -53,7 +53,7 @@ def exported(ckpts, tmp_path_factory, cifar10, tiny_onnx):
     out = {}
     for v, ckpt in ckpts.items():
         path = root / f"{v}.onnx"
-        res = tiny_onnx.export_verified(ckpt, path, ExportOptions(verify_data=str(cifar10 / "test.tar")))
+        res = tiny_onnx.export_verified(ckpt, path, ExportOptions(data=str(cifar10 / "test.tar")))
         out[v] = (path, res)
     return out
 
@@ -122,8 +122,8 @@ def test_metadata_is_enough_to_preprocess(exported, ckpts, cifar10):
 
 def test_decomposed_form_has_no_custom_nodes(ckpts, tmp_path, cifar10, tiny_onnx):
     path = tmp_path / "d.onnx"
-    res = tiny_onnx.export_verified(ckpts["conv"], path, ExportOptions(op_form="decomposed", verify_images=16,
-                                                                       verify_data=str(cifar10 / "test.tar")))  # fmt: skip
+    res = tiny_onnx.export_verified(ckpts["conv"], path, ExportOptions(op_form="decomposed", images=16,
+                                                                       data=str(cifar10 / "test.tar")))  # fmt: skip
     model = onnx.load(path)
     assert res.aft_nodes == 0 and not any(n.domain == DOMAIN for n in model.graph.node)
     assert not model.functions and res.parity["passed"]
@@ -131,8 +131,8 @@ def test_decomposed_form_has_no_custom_nodes(ckpts, tmp_path, cifar10, tiny_onnx
 
 def test_fixed_batch(ckpts, tmp_path, cifar10):
     path = tmp_path / "b3.onnx"
-    export_checkpoint(ckpts["full"], path, ExportOptions(batch="3", verify_images=9,
-                                                         verify_data=str(cifar10 / "test.tar")))  # fmt: skip
+    export_checkpoint(ckpts["full"], path, ExportOptions(batch_dim="3", images=9,
+                                                         data=str(cifar10 / "test.tar")))  # fmt: skip
     dims = [d.dim_value for d in onnx.load(path).graph.input[0].type.tensor_type.shape.dim]
     assert dims == [3, 3, 32, 32]
     assert ort_run(path, np.zeros((3, 3, 32, 32), np.float32)).shape == (3, 10)
@@ -140,7 +140,7 @@ def test_fixed_batch(ckpts, tmp_path, cifar10):
 
 def test_conv_dynamic_height_and_width(ckpts, tmp_path):
     path = tmp_path / "hw.onnx"
-    export_checkpoint(ckpts["conv"], path, ExportOptions(dynamic_hw=True, verify_images=0))
+    export_checkpoint(ckpts["conv"], path, ExportOptions(dynamic_hw=True, images=0))
     model, _ = load_checkpoint(ckpts["conv"])
     for h, w in [(32, 32), (16, 40), (64, 48)]:
         x = torch.randn(2, 3, h, w)
@@ -150,7 +150,7 @@ def test_conv_dynamic_height_and_width(ckpts, tmp_path):
 
 
 def test_deterministic_and_atomic(ckpts, tmp_path):
-    opts = ExportOptions(verify_images=0)
+    opts = ExportOptions(images=0)
     a, b = tmp_path / "a" / "m.onnx", tmp_path / "b" / "m.onnx"
     a.parent.mkdir()
     b.parent.mkdir()
@@ -162,13 +162,13 @@ def test_deterministic_and_atomic(ckpts, tmp_path):
 
 def test_external_data_when_weights_are_large(ckpts, tmp_path):
     path = tmp_path / "big.onnx"
-    res = export_checkpoint(ckpts["full"], path, ExportOptions(verify_images=0, external_data_threshold=0))
+    res = export_checkpoint(ckpts["full"], path, ExportOptions(images=0, external_data_threshold=0))
     # named after its content: a new .onnx never points at an old data file, nor the reverse
     assert re.fullmatch(r"big\.onnx\.[0-9a-f]{12}\.data", res.external_data)
     assert (tmp_path / res.external_data).is_file()
     assert ort_run(path, np.zeros((2, 3, 32, 32), np.float32)).shape == (2, 10)
     # exporting small again to the same name removes the stale weights file
-    export_checkpoint(ckpts["full"], path, ExportOptions(verify_images=0))
+    export_checkpoint(ckpts["full"], path, ExportOptions(images=0))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.onnx"]
 
 
@@ -181,9 +181,9 @@ def test_simplifier_failure_stops_unless_allowed(ckpts, tmp_path, monkeypatch):
     monkeypatch.setattr(onnxsim, "simplify", broken)
     path = tmp_path / "s.onnx"
     with pytest.raises(AFTExportError, match="onnxsim failed: simulated onnxsim crash.*`allow_unsimplified`"):
-        export_checkpoint(ckpts["simple"], path, ExportOptions(verify_images=0))
+        export_checkpoint(ckpts["simple"], path, ExportOptions(images=0))
     assert not path.exists()
-    res = export_checkpoint(ckpts["simple"], path, ExportOptions(verify_images=0, allow_unsimplified=True))
+    res = export_checkpoint(ckpts["simple"], path, ExportOptions(images=0, allow_unsimplified=True))
     assert res.simplify == {"applied": False, "reason": "simulated onnxsim crash"} and path.exists()
 
 
@@ -205,22 +205,22 @@ def test_simplifier_that_changes_outputs_is_refused(ckpts, tmp_path, monkeypatch
     monkeypatch.setattr(onnxsim, "simplify", perturbing)
     with pytest.raises(AFTExportError, match="changes outputs by up to"):
         export_checkpoint(ckpts["full"], tmp_path / "x.onnx",
-                          ExportOptions(verify_images=8, verify_data=str(cifar10 / "test.tar")))  # fmt: skip
+                          ExportOptions(images=8, data=str(cifar10 / "test.tar")))  # fmt: skip
     assert not (tmp_path / "x.onnx").exists()
 
 
 def test_failed_verification_writes_nothing(ckpts, tmp_path, cifar10):
     path = tmp_path / "v.onnx"
     with pytest.raises(AFTExportError, match="verification failed.*nothing was written"):
-        export_checkpoint(ckpts["full"], path, ExportOptions(verify_images=8, verify_atol=-1.0,
-                                                             verify_data=str(cifar10 / "test.tar")))  # fmt: skip
+        export_checkpoint(ckpts["full"], path, ExportOptions(images=8, verify_atol=-1.0,
+                                                             data=str(cifar10 / "test.tar")))  # fmt: skip
     assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize(
     "kwargs, message",
     [(dict(opset=13), "opset 13 is too old"), (dict(opset=99), "newer than this onnx"),
-     (dict(batch="two"), "bad batch specification 'two'"), (dict(batch="0"), "bad batch"),
+     (dict(batch_dim="two"), "bad batch specification 'two'"), (dict(batch_dim="0"), "bad batch"),
      (dict(op_form="fused"), "unknown op form")],
 )  # fmt: skip
 def test_bad_options(kwargs, message):
@@ -233,7 +233,7 @@ def test_parse_batch():
 
 
 def test_bad_outputs_and_inputs(ckpts, tmp_path):
-    opts = ExportOptions(verify_images=0)
+    opts = ExportOptions(images=0)
     with pytest.raises(AFTExportError, match="does not exist"):
         export_checkpoint(ckpts["full"], tmp_path / "no" / "x.onnx", opts)
     if os.geteuid() != 0:  # root ignores directory permissions
@@ -242,7 +242,7 @@ def test_bad_outputs_and_inputs(ckpts, tmp_path):
         with pytest.raises(AFTExportError, match="not writable"):
             export_checkpoint(ckpts["full"], ro / "x.onnx", opts)
     with pytest.raises(AFTExportError, match="only AFT-conv models take dynamic height and width"):
-        export_checkpoint(ckpts["full"], tmp_path / "x.onnx", ExportOptions(dynamic_hw=True, verify_images=0))
+        export_checkpoint(ckpts["full"], tmp_path / "x.onnx", ExportOptions(dynamic_hw=True, images=0))
     with pytest.raises(AFTExportError, match="checkpoint .* does not exist"):
         export_checkpoint(tmp_path / "missing.pt", tmp_path / "x.onnx", opts)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
@@ -262,7 +262,7 @@ def test_verification_without_data_lists_the_places_tried(tmp_path, monkeypatch)
     assert message.startswith("verification needs real images and cifar10:test (the default) was not found: "
                               "$AFT_CIFAR10_DIR is unset; no aft-export checkout here to have ../shared/data/cifar10 "
                               f"beside it; the download into {tmp_path / 'cache'} failed (URLError: ")  # fmt: skip
-    assert message.endswith("`verify_data` (a folder or tar of images), or `verify_images=0` to skip verification")
+    assert message.endswith("`data` (a folder or tar of images), or `images=0` to skip verification")
     assert "\n" not in message and "--" not in message
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "m.pt"] and not any((tmp_path / "cache").iterdir())
 
@@ -280,7 +280,7 @@ def test_verification_uses_the_data_the_checkpoint_names(tmp_path, monkeypatch):
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
     meta = load_checkpoint(tmp_path / "m.pt")[1]
-    images, source = export_module._verification_images(meta, ExportOptions(verify_images=4))
+    images, source = export_module._verification_images(meta, ExportOptions(images=4))
     assert images.shape == (4, 3, 32, 32) and source == str(tmp_path / "imgs")
     from aft_export.data.datasets import recorded_test_data as recorded
 
@@ -298,7 +298,7 @@ def test_a_model_over_two_gib_is_refused_before_any_work(tmp_path):
     no memory until it is), nor the verification data read (it does not exist)."""
     model, meta = load_checkpoint(make_ckpt(tmp_path / "m.pt", "aft_simple_test"))
     model.register_parameter("extra", torch.nn.Parameter(torch.empty(2**29 + 1), requires_grad=False))
-    opts = ExportOptions(verify_data=str(tmp_path / "missing"))
+    opts = ExportOptions(data=str(tmp_path / "missing"))
     for call in (lambda: export_checkpoint(None, tmp_path / "x.onnx", opts, loaded=(model, meta)),
                  lambda: export_module.export_graph(model, meta, opts)):  # fmt: skip
         with pytest.raises(AFTExportError) as caught:
@@ -347,7 +347,7 @@ def test_every_registered_config_exports_and_verifies(name, op_form, tmp_path, c
     session keeps its file for the modules that read the same export: test_build's 224 configs.)"""
     ckpt = tiny_onnx.ckpt(tmp_path / "m.pt", name)
     res = tiny_onnx.export_verified(ckpt, tmp_path / "m.onnx", ExportOptions(
-        op_form=op_form, verify_images=8, verify_data=str(cifar10 / "test.tar")))  # fmt: skip
+        op_form=op_form, images=8, data=str(cifar10 / "test.tar")))  # fmt: skip
     cfg = get_config(name)
     assert res.aft_nodes == (cfg.depth if op_form == "custom" else 0)
     assert res.parity["passed"], res.parity
@@ -356,8 +356,8 @@ def test_every_registered_config_exports_and_verifies(name, op_form, tmp_path, c
 @pytest.mark.parametrize("opset", [18, 21])
 def test_opsets_keep_the_custom_nodes(ckpts, tmp_path, opset, cifar10):
     path = tmp_path / "o.onnx"
-    res = export_checkpoint(ckpts["conv"], path, ExportOptions(opset=opset, verify_images=8,
-                                                               verify_data=str(cifar10 / "test.tar")))  # fmt: skip
+    res = export_checkpoint(ckpts["conv"], path, ExportOptions(opset=opset, images=8,
+                                                               data=str(cifar10 / "test.tar")))  # fmt: skip
     model = onnx.load(path)
     assert dict((o.domain, o.version) for o in model.opset_import) == {"": opset, DOMAIN: 1}
     assert res.aft_nodes == 2 and res.parity["passed"]

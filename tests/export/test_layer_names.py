@@ -33,10 +33,10 @@ def graphs(tmp_path_factory, cifar10):
         ckpt = root / f"{v}.pt"
         model = create_model(f"aft_{v}_test")
         save_checkpoint(ckpt, model, [f"c{i}" for i in range(model.cfg.num_classes)], model_name=f"aft_{v}_test")
-        forms = {"custom": ExportOptions(verify_images=0)}
+        forms = {"custom": ExportOptions(images=0)}
         if v == "local":
-            forms["decomposed"] = ExportOptions(op_form="decomposed", verify_images=0)
-            forms["tensorrt8"] = ExportOptions(target="tensorrt8", verify_images=0)
+            forms["decomposed"] = ExportOptions(op_form="decomposed", images=0)
+            forms["tensorrt8"] = ExportOptions(target="tensorrt8", images=0)
         for form, opts in forms.items():
             path = root / f"{v}.{form}.onnx"
             export_checkpoint(ckpt, path, opts, log=QUIET["log"])

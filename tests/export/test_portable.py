@@ -97,7 +97,7 @@ def test_the_exporter_ends_with_to_target(portable):
     :func:`to_target`: the same graph `export --target portable` writes."""
     ckpt, _, paths = portable
     model, meta = load_checkpoint(str(ckpt))
-    default = export_graph(model, meta, ExportOptions(verify_images=0), log=lambda *a: None).model
+    default = export_graph(model, meta, ExportOptions(images=0), log=lambda *a: None).model
     made = to_target(default, "portable")
     written = onnx.load(paths["fp32"])
     assert made.graph.SerializeToString() == written.graph.SerializeToString()
@@ -123,7 +123,7 @@ def test_quantize_target_portable_of_the_default_export_is_the_portable_int8(por
 
     ckpt, _, paths = portable
     default, cpu = tmp_path / "model.onnx", tmp_path / "model.portable.int8.onnx"
-    export_checkpoint(ckpt, default, ExportOptions(verify_images=0), log=lambda *a: None)
+    export_checkpoint(ckpt, default, ExportOptions(images=0), log=lambda *a: None)
     result = quantize_model(default, cpu, str(cifar10 / "train.tar"),
                             QuantizeOptions(count=16, cache_dir="", target="portable"), **QUIET)  # fmt: skip
     made, written = onnx.load(cpu), onnx.load(paths["int8"])

@@ -86,7 +86,7 @@ def _aft_matmuls(model):
 @pytest.mark.parametrize("op_form", ["decomposed", "custom"])
 def test_exported_graph_rewritten_outputs_unchanged(full_ckpt, op_form):
     model, meta = load_checkpoint(full_ckpt)
-    opts = ExportOptions(op_form=op_form, verify_images=0)
+    opts = ExportOptions(op_form=op_form, images=0)
     plain = _torch_export(model, meta.config, opts)
     rewritten = onnx.ModelProto()
     rewritten.CopyFrom(plain)

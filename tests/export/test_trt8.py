@@ -29,8 +29,8 @@ def _run(model, x):
 def test_tensorrt8_export_matches_pytorch_and_has_the_8x_form(name, form, tmp_path, cifar10):
     out = tmp_path / "m.onnx"
     result = export_checkpoint(make_ckpt(tmp_path / "m.pt", name), out,
-                               ExportOptions(op_form=form, target="tensorrt8", verify_images=16,
-                                             verify_data=str(cifar10 / "test.tar")), **QUIET)  # fmt: skip
+                               ExportOptions(op_form=form, target="tensorrt8", images=16,
+                                             data=str(cifar10 / "test.tar")), **QUIET)  # fmt: skip
     assert result.parity["passed"] and result.parity["max_abs"] <= 1e-4  # against PyTorch, real images
     model = onnx.load(out)
     meta = {p.key: p.value for p in model.metadata_props}
@@ -99,7 +99,7 @@ def test_what_has_no_opset_17_form_is_refused_by_name():
 def test_fp16_keeps_the_decomposed_layernorm_in_fp32(tmp_path, cifar10):
     src = tmp_path / "m.onnx"
     export_checkpoint(make_ckpt(tmp_path / "m.pt", "aft_full_test"), src,
-                      ExportOptions(target="tensorrt8", verify_images=0), **QUIET)  # fmt: skip
+                      ExportOptions(target="tensorrt8", images=0), **QUIET)  # fmt: skip
     out = tmp_path / "m.fp16.onnx"
     quantize_model(src, out, str(cifar10 / "train.tar"), QuantizeOptions(precision="fp16", count=16, cache_dir=""),
                    progress=False, **QUIET)  # fmt: skip

@@ -41,7 +41,7 @@ def build_world(root: Path) -> Path:
     torch.manual_seed(0)
     model = create_model("aft_simple_test")
     save_checkpoint(root / "m.pt", model, CLASSES, model_name="aft_simple_test")
-    export_checkpoint(root / "m.pt", root / "m.onnx", ExportOptions(verify_images=0), log=lambda *a: None)
+    export_checkpoint(root / "m.pt", root / "m.onnx", ExportOptions(images=0), log=lambda *a: None)
     for i, name in enumerate(CLASSES):
         (root / "imgs" / name).mkdir(parents=True)
         for j in range(2):
@@ -212,7 +212,7 @@ def _chardev(d: Path) -> None:
 def _fixed_batch_onnx(d: Path) -> None:
     from aft_export.exporting.exporter import ExportOptions, export_checkpoint
 
-    export_checkpoint(d / "m.pt", d / "b2.onnx", ExportOptions(verify_images=0, batch="2", simplify=False),
+    export_checkpoint(d / "m.pt", d / "b2.onnx", ExportOptions(images=0, batch_dim="2", simplify=False),
                       log=lambda *a: None)  # fmt: skip
 
 
