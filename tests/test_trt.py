@@ -33,7 +33,7 @@ def graphs(tmp_path_factory, tiny_onnx):
     """The session's tiny exports (tests/conftest.py ``tiny_onnx``), shared with other modules."""
     d = tmp_path_factory.mktemp("trt")
     out = {}
-    for key, name, kw in (("dynamic", "aft_full_test", {}), ("fixed", "aft_full_test", {"batch": "4"}),
+    for key, name, kw in (("dynamic", "aft_full_test", {}), ("fixed", "aft_full_test", {"batch_dim": "4"}),
                           ("hw", "aft_conv_test", {"dynamic_hw": True})):  # fmt: skip
         ckpt = tiny_onnx.ckpt(d / f"{name.split('_')[1]}.pt", name)
         out[key] = d / f"{key}.onnx"
