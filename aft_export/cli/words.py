@@ -45,7 +45,7 @@ WORDS = {
     "check": Words({"versions": "--trt"}),
     # the stages the pipeline runs, in its own flags: the export verifies on the parity images,
     # quantisation samples --calib-images, bench times --bench-batch-size
-    "pipeline": Words({"verify_images": "--parity-images", "verify_data": "--data", "images": "--parity-images",
+    "pipeline": Words({"images": "--parity-images",
                        "count": "--calib-images", "batches": "--bench-batch-size", "iters": "--bench-iters",
                        "bench_batches": "--bench-batch-size"},
                       renamed={"--out": "--output", "--eval-limit": "--eval-images", "--batch": "--bench-batch-size",
