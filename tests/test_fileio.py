@@ -32,12 +32,15 @@ def hang():
 
 def _kill_midway(code: str, tmp_path: Path, *args: str) -> None:
     """Run ``code`` (which calls ``hang()`` half way through a write) in a subprocess and
-    SIGKILL it once it is there."""
+    SIGKILL it once it is there. A SIGKILLed process cleans nothing up, so it gets a $TMPDIR
+    of its own under ``tmp_path`` (not the machine's /tmp)."""
     ready = tmp_path / "ready"
+    tmpdir = tmp_path / "writer-tmp"
+    tmpdir.mkdir(exist_ok=True)
     script = tmp_path / "writer.py"
     script.write_text(HANG + textwrap.dedent(code))
     proc = subprocess.Popen([sys.executable, str(script), str(ready), *args], cwd=REPO,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+                            env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmpdir)})  # fmt: skip
     deadline = time.time() + 120
     while not ready.exists():
         if proc.poll() is not None:
@@ -62,7 +65,7 @@ def test_a_killed_write_leaves_the_old_file(tmp_path):
         atomic_write(sys.argv[2], write)
     """, tmp_path, str(target))
     assert target.read_bytes() == b"old engine"
-    leftovers = [p.name for p in tmp_path.iterdir() if p.name not in ("model.engine", "writer.py")]
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name not in ("model.engine", "writer.py", "writer-tmp")]
     assert all(name.startswith(".model.engine.") and name.endswith(".tmp") for name in leftovers), leftovers
 
 
