@@ -94,6 +94,35 @@ def test_eval_counts_top1_top5_and_agreement_exactly(tmp_path):
     # side by side (the pipeline's eval): the same rows in the same order, the reference first
     rows = evaluate_artifacts([first, flipped, first], str(data), batch_size=3, workers=2)
     assert [(r["images"], r["top1"], r["top5"], r["agreement"]) for r in rows] == expected + [(10, TOP1, TOP5, 100.0)]
+    # one after the other: the same rows
+    rows = evaluate_artifacts([first, flipped], str(data), batch_size=3, workers=1)
+    assert [(r["images"], r["top1"], r["top5"], r["agreement"]) for r in rows] == expected
+
+
+def test_side_by_side_only_where_it_runs_more_images_per_cpu_second(tmp_path, monkeypatch):
+    """Several ONNX files (and at most one checkpoint) on ONNX Runtime's CPU, on a CPU of several
+    cores: a runner of cores // n threads each, as many workers as files; otherwise one after the
+    other, the runners left to the usual path (and its errors)."""
+    import aft_export.verify.evaluate as evaluate
+    from aft_export.verify.evaluate import side_by_side
+
+    a, b = lookup_onnx(tmp_path / "a.onnx", LOGITS), lookup_onnx(tmp_path / "b.onnx", FLIPPED)
+    monkeypatch.setattr(evaluate.os, "cpu_count", lambda: 2)
+    runners, workers = side_by_side([a, b], "onnxruntime")
+    assert workers == 2 and sorted(runners) == sorted([str(a), str(b)]) and {r.threads for r in runners.values()} == {1}
+    runners, workers = side_by_side([a, b, a, b], None)  # more files than cores: still one thread each
+    assert workers == 2 and {r.threads for r in runners.values()} == {1}
+    missing, ckpt = str(tmp_path / "gone.onnx"), tmp_path / "m.pt"
+    ckpt.write_bytes(b"")
+    assert side_by_side([a], "onnxruntime") is None  # one file
+    assert side_by_side([a, b], "openvino") is None  # another runtime
+    assert side_by_side([a, missing], "onnxruntime") is None  # its error comes from the usual path
+    assert side_by_side([ckpt, a, ckpt], "onnxruntime") is None  # two PyTorch models share one thread count
+    monkeypatch.setattr(evaluate.os, "cpu_count", lambda: 1)
+    assert side_by_side([a, b], "onnxruntime") is None  # one core
+    monkeypatch.setattr(evaluate.os, "cpu_count", lambda: 4)
+    runners, workers = side_by_side([a, b], "onnxruntime")
+    assert workers == 2 and {r.threads for r in runners.values()} == {2}
 
 
 class TorchLookup(torch.nn.Module):

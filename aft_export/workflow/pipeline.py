@@ -35,7 +35,6 @@ people read. Thread counts go to the runners, which hold them for their own call
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, replace
 from functools import partial
@@ -50,7 +49,7 @@ from aft_export.data.images import normalize
 from aft_export.data.datasets import is_named, load_labelled, verification_data
 from aft_export.environment import distributions, has_gpu, ort_distributions, platform_facts, tensorrt_environment, tensorrt_libraries
 from aft_export.errors import AFTExportError, Verdict
-from aft_export.verify.evaluate import evaluate_artifacts
+from aft_export.verify.evaluate import evaluate_artifacts, side_by_side
 from aft_export.exporting.exporter import ExportOptions, export_checkpoint, refuse_over_protobuf_limit
 from aft_export.fileio import atomic_directory, atomic_write_text, claim_output, sha256_file
 from aft_export.tensorrt.nvtools import write_verification_commands
@@ -500,20 +499,16 @@ def _triton_repository(artifacts: list[Path], work: Path):
 
 
 def _evaluate(ckpt, artifacts, decoded, runners: dict, opts: PipelineOptions) -> list[dict]:
-    """Top-1/top-5 of the checkpoint and every artifact. With the default thread count on
-    a CPU of several cores, the artifacts run side by side on one thread each: these
-    small models run about 1.4x more images per CPU second on one thread than on two
-    (aft_conv_cifar, 2 cores); an explicit ``threads`` keeps them one after the other."""
+    """Top-1/top-5 of the checkpoint and every artifact: side by side on one thread each where
+    :func:`~aft_export.verify.evaluate.side_by_side` says so (the checkpoint's model as loaded);
+    an explicit ``threads`` keeps them one after the other on the runners made for it."""
     paths = [str(ckpt)] + [str(a) for a in artifacts]
-    cores = os.cpu_count() or 1
-    onnx_only = all(Path(p).suffix == ".onnx" for p in paths[1:])
-    if opts.threads or cores < 2 or not onnx_only:
-        return evaluate_artifacts(paths, decoded, runners=runners)
-    per = max(1, cores // min(cores, len(paths)))
-    single = {p: OrtRunner(p, threads=per) for p in paths[1:]}
-    reference = runners[str(ckpt)]  # the same model in memory, at the same thread count as the others
-    single[str(ckpt)] = TorchRunner(str(ckpt), threads=per, loaded=(reference.model, reference.meta))
-    return evaluate_artifacts(paths, decoded, runners=single, workers=min(cores, len(paths)))
+    reference = runners[str(ckpt)]
+    plan = None if opts.threads else side_by_side(paths, "onnxruntime", loaded=(reference.model, reference.meta))
+    if plan is None:
+        return evaluate_artifacts(paths, decoded, runners=runners, workers=1)
+    single, workers = plan
+    return evaluate_artifacts(paths, decoded, runners=single, workers=workers)
 
 
 def _json_default(obj):
