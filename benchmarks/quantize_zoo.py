@@ -7,6 +7,9 @@ and to int8 twice, the rest in fp32 and the rest in fp16 (calibrated on
 the top-1 agreement with fp32, and checks the floors: fp16 within 0.2 points of fp32, int8
 (either rest) within 0.3. ``--cpu-int8`` adds the CPU's int8 (``quantize --target portable`` of the
 same export: the rest in fp32, 7-bit weights), held to int8's 0.3. Exit code 1 if a floor is missed.
+``--checkpoint`` evaluates the checkpoint itself (PyTorch) in the same pass: the top-1 its card shows.
+The test split is decoded once for every model of one input size, and the files of a model are
+evaluated side by side on one thread each (``aft_export.verify.evaluate.side_by_side``).
 
 ONNX Runtime on the CPU computes many fp16 nodes in fp32, so the first ``--reference-images``
 test images also go through the ONNX reference evaluator, where an fp16 value is computed as
@@ -16,7 +19,8 @@ precision (``aft_export.tensorrt.build.network_summary``).
 
     python benchmarks/quantize_zoo.py                      # all zoo models
     python benchmarks/quantize_zoo.py --models aft_full_cifar --json /tmp/quant.json
-    python benchmarks/quantize_zoo.py --int8-rest fp16 --reference-images 0 --no-networks   # what CI runs
+    python benchmarks/quantize_zoo.py --int8-rest fp16 --cpu-int8 --checkpoint --reference-images 0 --no-networks
+                                                           # what CI runs (tests/test_zoo.py)
 """
 
 from __future__ import annotations
@@ -54,9 +58,13 @@ def main(argv=None) -> int:
                         help="int8: quantise the AFT core too (measures what the option costs in accuracy)")
     parser.add_argument("--cpu-int8", action="store_true", help="also the CPU's int8 (quantize --target portable: "
                         "the rest in fp32, 7-bit weights)")
+    parser.add_argument("--checkpoint", action="store_true",
+                        help="also evaluate each checkpoint itself (PyTorch), in the same pass as its files")
     parser.add_argument("--json", help="also write the table as JSON here")
     args = parser.parse_args(argv)
 
+    from aft_export.data.datasets import load_labelled
+    from aft_export.runners import OrtRunner
     from aft_export.verify.evaluate import evaluate_artifacts
     from aft_export.exporting.exporter import ExportOptions, export_checkpoint
     from aft_export.options import QuantizeOptions
@@ -70,7 +78,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     quiet = dict(log=lambda *a: None)
-    rows = []
+    rows, decoded = [], {}  # the test split by input size, decoded once
     for name in names:
         t0 = time.perf_counter()
         fp32 = out / f"{name}.onnx"
@@ -88,10 +96,17 @@ def main(argv=None) -> int:
                 progress=False, calibration=last and last.calibration, fp32_logits=last and last.fp32_logits,
                 **quiet)  # fmt: skip
         keys = ["fp32", *kinds]
-        evals = evaluate_artifacts([str(files[k]) for k in keys], args.data)
+        size = OrtRunner(str(fp32)).info.input_size[1]
+        if size not in decoded:
+            decoded[size] = load_labelled(args.data, size)
+        if args.checkpoint:  # last: the agreement columns are with fp32
+            files["checkpoint"] = REPO / "models" / f"{name}.pt"
+            keys.append("checkpoint")
+        evals = evaluate_artifacts([str(files[k]) for k in keys], decoded[size])
         row = {"model": name, "seconds": 0.0}
         for key, ev in zip(keys, evals):
-            row[key] = {"top1": ev["top1"], "top5": ev["top5"], "agreement": ev["agreement"], "file": str(files[key])}
+            row[key] = {"top1": ev["top1"], "top5": ev["top5"], "agreement": ev["agreement"], "images": ev["images"],
+                        "file": str(files[key])}  # fmt: skip
         for kind in kinds:
             drop = round(row["fp32"]["top1"] - row[kind]["top1"], 2)
             row[kind].update(drop=drop, floor=FLOORS[kind], passed=drop <= FLOORS[kind], recipe=reports[kind].recipe,
