@@ -78,6 +78,43 @@ def test_image_folder_directory_and_tar_agree(tmp_path):
     assert from_dir.images[from_dir.labels == 2][:, 0, 0, 0].tolist() == [0, 0, 0]  # "cat" is red 0
 
 
+def test_a_tar_is_indexed_once_per_process_until_it_changes(tmp_path, monkeypatch):
+    """The second read of a tar takes its index from the process's (no header read again) and
+    decodes the same images; a tar rewritten on disk is read anew, never from a stale index;
+    a tar of more members than the index keeps is read every time."""
+    import os
+
+    import aft_export.data.images as images
+
+    root = tmp_path / "split"
+    _make_folder(root)
+    tar_path = tmp_path / "split.tar"
+    with tarfile.open(tar_path, "w") as tar:
+        tar.add(root, arcname="split")
+    monkeypatch.setattr(images, "_tar_index", type(images._tar_index)())
+    reads = []
+    real = tarfile.TarFile.getmembers
+    monkeypatch.setattr(tarfile.TarFile, "getmembers", lambda self: reads.append(1) or real(self))
+    first = load_labelled(tar_path, 8)
+    read_first = len(reads)
+    again = load_labelled(tar_path, 8)
+    assert read_first == 1 and len(reads) == read_first  # indexed once
+    assert np.array_equal(first.images, again.images) and np.array_equal(first.labels, again.labels)
+    # rewritten in place with one class less: a new key (size, modification time), read anew
+    (root / "cat" / "0.png").unlink()
+    with tarfile.open(tar_path, "w") as tar:
+        tar.add(root, arcname="split")
+    os.utime(tar_path, ns=(1, 1))  # whatever the clock's resolution
+    changed = load_labelled(tar_path, 8)
+    assert len(reads) == read_first + 1 and len(changed) == len(first) - 1
+    monkeypatch.setattr(images, "TAR_INDEX_MAX_MEMBERS", 2)  # too many members to keep
+    monkeypatch.setattr(images, "_tar_index", type(images._tar_index)())
+    before = len(reads)
+    load_labelled(tar_path, 8)
+    load_labelled(tar_path, 8)
+    assert len(reads) == before + 2 and not images._tar_index
+
+
 def test_empty_missing_and_wrong_sources(tmp_path):
     with pytest.raises(AFTExportError, match="does not exist"):
         load_labelled(tmp_path / "none", 8)

@@ -28,7 +28,7 @@ import numpy as np
 
 from aft_export.data import datasets
 from aft_export.data.images import (IMAGE_EXTENSIONS, MAX_IMAGE_BYTES, TAR_ERRORS, Preprocessing, decode_normalized,
-                                    normalize, read_image_file, square_crop, tar_error)  # fmt: skip
+                                    normalize, read_image_file, square_crop, tar_error, tar_files)  # fmt: skip
 from aft_export.errors import AFTExportError
 
 
@@ -183,8 +183,7 @@ def load_calibration(source: str | os.PathLike, prep: Preprocessing, count: int 
     if path.is_file() and _is_tar(path):
         try:
             with tarfile.open(path) as tar:
-                members = sorted((m for m in tar.getmembers() if m.isfile()
-                                  and Path(m.name).suffix.lower() in IMAGE_EXTENSIONS), key=lambda m: m.name)  # fmt: skip
+                members = [m for m in tar_files(tar, path) if Path(m.name).suffix.lower() in IMAGE_EXTENSIONS]
                 n = _check_count(len(members), count, label, allow_fewer)
                 chosen = [members[i] for i in _sample(len(members), n, seed)]
                 items = [(f"{path}:{m.name}", (lambda m=m: _member(tar, m, path))) for m in chosen]
