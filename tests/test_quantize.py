@@ -292,6 +292,19 @@ def test_fp16_overflow_is_reported(onnx_models, tmp_path, cifar10):
     assert any(r["module"] == "head" for r in result.nonfinite)
 
 
+def test_nonfinite_count_is_isfinite_for_every_half_float_bit_pattern():
+    """The fp16 probe counts by the bits: against NumPy's isfinite on all 65,536 fp16 values,
+    on fp32 and fp64, a strided view and integers."""
+    from aft_export.quantization.fp16 import nonfinite_count
+
+    every = np.arange(2**16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    assert nonfinite_count(every) == int((~np.isfinite(every)).sum()) == 2 * 2**10  # +-Inf and the NaNs
+    assert nonfinite_count(every.reshape(256, 256)[:, ::3]) == int((~np.isfinite(every.reshape(256, 256)[:, ::3])).sum())
+    wide = np.array([1.0, np.inf, -np.inf, np.nan, 3e38], np.float32)
+    assert nonfinite_count(wide) == nonfinite_count(wide.astype(np.float64)) == 3
+    assert nonfinite_count(np.arange(5)) == 0
+
+
 def test_sensitivity_ranks_the_real_graph_by_module(onnx_models, tmp_path, cifar10):
     result = quantize_model(onnx_models["custom"], tmp_path / "s.onnx", str(cifar10 / "train.tar"),
                             _opts(tmp_path, sensitivity=True, budget=0.0, count=32), **QUIET)  # fmt: skip

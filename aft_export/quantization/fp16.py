@@ -239,6 +239,18 @@ def _scale_error(before, after) -> float:
     return float(f"{worst:.3g}")
 
 
+def nonfinite_count(arr: np.ndarray) -> int:
+    """How many of ``arr``'s values are NaN or +-Inf (0 for integers). fp16 is told by its bits
+    (exponent all ones), which NumPy counts ~10x faster than ``isfinite`` on half floats; the
+    probe reads every fp16 value of every calibration image."""
+    if arr.dtype == np.float16:
+        bits = np.ascontiguousarray(arr).view(np.uint16)
+        return int(np.count_nonzero((bits & 0x7C00) == 0x7C00))
+    if np.issubdtype(arr.dtype, np.floating):
+        return int(arr.size - np.count_nonzero(np.isfinite(arr)))
+    return 0
+
+
 def nonfinite(model, prep: Preprocessing, tensors: np.ndarray, batch: int = 64) -> list[dict]:
     """Every fp16 value (and the output) that took NaN/Inf on the calibration images,
     with how often. The values are graph outputs of the probe, so ONNX Runtime must
@@ -254,7 +266,7 @@ def nonfinite(model, prep: Preprocessing, tensors: np.ndarray, batch: int = 64) 
 
     def count(fetched):
         for name, arr in fetched.items():
-            c = int((~np.isfinite(arr)).sum()) if np.issubdtype(arr.dtype, np.floating) else 0
+            c = nonfinite_count(arr)
             if c:
                 bad[name] = bad.get(name, 0) + c
 
