@@ -117,6 +117,9 @@ def test_side_by_side_only_where_it_runs_more_images_per_cpu_second(tmp_path, mo
     assert side_by_side([a], "onnxruntime") is None  # one file
     assert side_by_side([a, b], "openvino") is None  # another runtime
     assert side_by_side([a, missing], "onnxruntime") is None  # its error comes from the usual path
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"not a model")
+    assert side_by_side([a, junk], "onnxruntime") is None  # so does a file that does not load
     assert side_by_side([ckpt, a, ckpt], "onnxruntime") is None  # two PyTorch models share one thread count
     monkeypatch.setattr(evaluate.os, "cpu_count", lambda: 1)
     assert side_by_side([a, b], "onnxruntime") is None  # one core

@@ -146,9 +146,12 @@ def side_by_side(artifacts, backend: str | None, loaded=None) -> tuple[dict, int
     if not all(Path(p).is_file() for i, p in enumerate(paths) if not (i == 0 and loaded is not None)):
         return None  # a missing file goes the usual way, to its usual error
     per = max(1, cores // min(cores, len(paths)))
-    runners = {p: onnx_runner(p, backend, threads=per) for p in onnx}
-    for i in torch_at:
-        runners[paths[i]] = TorchRunner(paths[i], threads=per, loaded=loaded if i == 0 else None)
+    try:
+        runners = {p: onnx_runner(p, backend, threads=per) for p in onnx}
+        for i in torch_at:
+            runners[paths[i]] = TorchRunner(paths[i], threads=per, loaded=loaded if i == 0 else None)
+    except AFTExportError:  # a file that does not load (or its runtime missing) is said the usual way
+        return None
     return runners, min(cores, len(paths))
 
 
