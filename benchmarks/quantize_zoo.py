@@ -121,7 +121,8 @@ def main(argv=None) -> int:
         if networks:
             from aft_export.tensorrt.build import parse
 
-            row["networks"] = {k: {"compute": parse(str(f), "tensorrt-rtx").network["compute"]} for k, f in files.items()}
+            row["networks"] = {k: {"compute": parse(str(f), "tensorrt-rtx").network["compute"]} for k, f in files.items()
+                               if k != "checkpoint"}  # fmt: skip
         row["seconds"] = round(time.perf_counter() - t0, 1)
         rows.append(row)
         print(f"{name}: done in {row['seconds']}s", file=sys.stderr)
@@ -136,6 +137,9 @@ def main(argv=None) -> int:
               + " | ".join(f"{r[k]['top1']:.2f} | {r[k]['drop']:+.2f} | {r[k]['agreement']:.2f}" for k in kinds)
               + f" | {'yes' if ok else 'NO'} |")  # fmt: skip
     print("floors: " + ", ".join(f"{TITLES[k]} drop <= {FLOORS[k]}" for k in kinds) + " points of fp32 top-1")
+    if args.checkpoint:
+        print("the checkpoints in PyTorch, top-1: " + ", ".join(f"{r['model']} {r['checkpoint']['top1']:.2f}"
+                                                             for r in rows))  # fmt: skip
     if args.reference_images and rows:
         keys = list(rows[0]["reference"])
         print(f"\nThe ONNX reference evaluator (fp16 computed as fp16), first {args.reference_images} test images: "
