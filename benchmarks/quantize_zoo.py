@@ -64,7 +64,6 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from aft_export.data.datasets import load_labelled
-    from aft_export.runners import OrtRunner
     from aft_export.verify.evaluate import evaluate_artifacts
     from aft_export.exporting.exporter import ExportOptions, export_checkpoint
     from aft_export.options import QuantizeOptions
@@ -96,7 +95,7 @@ def main(argv=None) -> int:
                 progress=False, calibration=last and last.calibration, fp32_logits=last and last.fp32_logits,
                 **quiet)  # fmt: skip
         keys = ["fp32", *kinds]
-        size = OrtRunner(str(fp32)).info.input_size[1]
+        size = last.calibration.tensors.shape[-1]  # the input size the files are fed (N, 3, H, W)
         if size not in decoded:
             decoded[size] = load_labelled(args.data, size)
         if args.checkpoint:  # last: the agreement columns are with fp32

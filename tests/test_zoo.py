@@ -40,14 +40,11 @@ def measured(cifar10, tmp_path_factory):
     parsed networks; CI runs what the floors need). By model name; ``rc``: its exit status."""
     out = tmp_path_factory.mktemp("zoo")
     report = out / "q.json"
-    mp = pytest.MonkeyPatch()
-    mp.setenv("AFT_CIFAR10_DIR", str(cifar10))
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AFT_CIFAR10_DIR", str(cifar10))
         rc = _script("quantize_zoo").main(["--models", *NAMES, "--out", str(out), "--json", str(report),
                                            "--int8-rest", "fp16", "--cpu-int8", "--checkpoint",
                                            "--reference-images", "0", "--no-networks"])  # fmt: skip
-    finally:
-        mp.undo()
     rows = {row["model"]: row for row in json.loads(report.read_text())["rows"]}
     return {"rc": rc, **rows}
 

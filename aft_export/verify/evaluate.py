@@ -54,7 +54,7 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
     """
     if workers is None:
         plan = side_by_side(artifacts, backend) if not runners and preprocessing is None and providers is None else None
-        runners, workers = plan if plan else (runners, 1)
+        runners, workers = plan or (runners, 1)
     runners_given = runners or {}
     if not artifacts:
         raise AFTExportError("nothing to evaluate; give one or more checkpoints or ONNX files")

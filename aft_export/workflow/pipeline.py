@@ -505,10 +505,8 @@ def _evaluate(ckpt, artifacts, decoded, runners: dict, opts: PipelineOptions) ->
     paths = [str(ckpt)] + [str(a) for a in artifacts]
     reference = runners[str(ckpt)]
     plan = None if opts.threads else side_by_side(paths, "onnxruntime", loaded=(reference.model, reference.meta))
-    if plan is None:
-        return evaluate_artifacts(paths, decoded, runners=runners, workers=1)
-    single, workers = plan
-    return evaluate_artifacts(paths, decoded, runners=single, workers=workers)
+    chosen, workers = plan or (runners, 1)
+    return evaluate_artifacts(paths, decoded, runners=chosen, workers=workers)
 
 
 def _json_default(obj):
