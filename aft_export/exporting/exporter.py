@@ -17,8 +17,10 @@ Stages (each timed and reported):
 from __future__ import annotations
 
 import contextlib
+import copy
 import itertools
 import json
+import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -116,7 +118,7 @@ def _torch_export(model, cfg, opts: ExportOptions):
     custom = opts.op_form == "custom"
     _set_custom_ops(model, custom)
     try:
-        with registered_schemas(), _quiet_exporter():
+        with _EXPORTING, registered_schemas(), _quiet_exporter(), _torchlib_built_once():
             program = torch.onnx.export(
                 model, (example,), dynamo=True, opset_version=opts.opset,
                 custom_translation_table=translation_table() if custom else None,
@@ -130,6 +132,43 @@ def _torch_export(model, cfg, opts: ExportOptions):
     attach_functions(proto)
     name_nodes(proto)
     return proto
+
+
+_EXPORTING = threading.Lock()  # one torch.onnx.export at a time: _torchlib_built_once patches a class
+_TORCHLIB: dict[str, object] = {}  # the registry from_torchlib built, by its arguments
+
+
+@contextlib.contextmanager
+def _torchlib_built_once():
+    """torch.onnx.export builds its registry of ATen translations from torchlib on every call
+    (``ONNXRegistry.from_torchlib``: about 0.25 s, a tenth of a small model's export). It
+    depends only on its opset, so every export after the first in a process gets a copy of the
+    first one's (a copy: each export registers its own custom translations into its registry).
+    Where torch's exporter has another shape, it builds its own as before."""
+    try:
+        from torch.onnx._internal.exporter import _registration
+
+        cls = _registration.ONNXRegistry
+        build = cls.__dict__["from_torchlib"].__func__
+    except (ImportError, AttributeError, KeyError):
+        yield
+        return
+
+    def from_torchlib(klass, *args, **kwargs):
+        key = repr((args, sorted(kwargs.items())))
+        if klass is not cls:
+            return build(klass, *args, **kwargs)
+        if key not in _TORCHLIB:
+            _TORCHLIB[key] = build(klass, *args, **kwargs)
+        registry = copy.copy(_TORCHLIB[key])
+        registry.functions = {target: list(decomps) for target, decomps in registry.functions.items()}
+        return registry
+
+    cls.from_torchlib = classmethod(from_torchlib)
+    try:
+        yield
+    finally:
+        cls.from_torchlib = classmethod(build)
 
 
 @contextlib.contextmanager

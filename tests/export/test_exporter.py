@@ -149,14 +149,25 @@ def test_conv_dynamic_height_and_width(ckpts, tmp_path):
         assert np.abs(ort_run(path, x.numpy()) - want).max() < 1e-4, (h, w)
 
 
-def test_deterministic_and_atomic(ckpts, tmp_path):
+def test_deterministic_and_atomic(ckpts, tmp_path, monkeypatch):
+    """Same checkpoint and options, same bytes: the first export here builds torch's registry of
+    translations from torchlib, the second takes a copy of it (exporter._torchlib_built_once)."""
+    from torch.onnx._internal.exporter._registration import ONNXRegistry
+
+    from aft_export.exporting import exporter
+
+    monkeypatch.setattr(exporter, "_TORCHLIB", {})
     opts = ExportOptions(images=0)
     a, b = tmp_path / "a" / "m.onnx", tmp_path / "b" / "m.onnx"
     a.parent.mkdir()
     b.parent.mkdir()
     export_checkpoint(ckpts["local"], a, opts)
+    (kept,) = exporter._TORCHLIB.values()
     export_checkpoint(ckpts["local"], b, opts)
     assert a.read_bytes() == b.read_bytes()
+    # the kept registry never holds an export's own translations (the AFT cores), and torch's is torch's again
+    assert not [t for t in kept.functions if "aft" in str(t)] and len(kept.functions) > 300
+    assert ONNXRegistry.__dict__["from_torchlib"].__func__.__module__ == ONNXRegistry.__module__
     assert sorted(p.name for p in a.parent.iterdir()) == ["m.onnx"]  # no stray .data or temp files
 
 
