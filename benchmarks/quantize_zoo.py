@@ -10,6 +10,8 @@ same export: the rest in fp32, 7-bit weights), held to int8's 0.3. Exit code 1 i
 ``--checkpoint`` evaluates the checkpoint itself (PyTorch) in the same pass: the top-1 its card shows.
 The test split is decoded once for every model of one input size, and the files of a model are
 evaluated side by side on one thread each (``aft_export.verify.evaluate.side_by_side``).
+``--exports DIR`` takes the fp32 exports from DIR where they are (``aft-export export`` with its
+default options writes the same bytes) instead of exporting again.
 
 ONNX Runtime on the CPU computes many fp16 nodes in fp32, so the first ``--reference-images``
 test images also go through the ONNX reference evaluator, where an fp16 value is computed as
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -60,6 +63,8 @@ def main(argv=None) -> int:
                         "the rest in fp32, 7-bit weights)")
     parser.add_argument("--checkpoint", action="store_true",
                         help="also evaluate each checkpoint itself (PyTorch), in the same pass as its files")
+    parser.add_argument("--exports", help="a folder of fp32 exports already made (`aft-export export`, default options): "
+                        "<name>.onnx there is used instead of exporting the model again")
     parser.add_argument("--json", help="also write the table as JSON here")
     args = parser.parse_args(argv)
 
@@ -81,7 +86,10 @@ def main(argv=None) -> int:
     for name in names:
         t0 = time.perf_counter()
         fp32 = out / f"{name}.onnx"
-        export_checkpoint(REPO / "models" / f"{name}.pt", fp32, ExportOptions(data=args.data), **quiet)
+        if args.exports and (Path(args.exports) / f"{name}.onnx").is_file():  # the same bytes, made before
+            shutil.copyfile(Path(args.exports) / f"{name}.onnx", fp32)
+        else:
+            export_checkpoint(REPO / "models" / f"{name}.pt", fp32, ExportOptions(data=args.data), **quiet)
         files = {"fp32": fp32}
         reports, last = {}, None
         for kind in kinds:

@@ -31,20 +31,22 @@ def _script(name):
 
 
 @pytest.fixture(scope="module")
-def measured(cifar10, tmp_path_factory):
+def measured(cifar10, tmp_path_factory, zoo_onnx):
     """Every zoo model measured here on the 10,000 test images, decoded once: the checkpoint
     itself (PyTorch: the numbers zoo.json and the cards are checked against) and its fp32 ONNX,
     fp16, int8 with the fp16 rest (the tensorrt target's) and the CPU's int8 (the portable
     target's: the rest in fp32, 7-bit weights), all from one run of benchmarks/quantize_zoo.py
     (benchmarks/quantize_zoo.py also measures the fp32 rest, the ONNX reference evaluator and the
     parsed networks; CI runs what the floors need). By model name; ``rc``: its exit status."""
-    out = tmp_path_factory.mktemp("zoo")
+    out, exports = tmp_path_factory.mktemp("zoo"), tmp_path_factory.mktemp("zoo-fp32")
+    for name in NAMES:  # the session's exports (tests/conftest.py): test_build and test_conformance read them too
+        zoo_onnx.export(name, exports / f"{name}.onnx")
     report = out / "q.json"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("AFT_CIFAR10_DIR", str(cifar10))
         rc = _script("quantize_zoo").main(["--models", *NAMES, "--out", str(out), "--json", str(report),
                                            "--int8-rest", "fp16", "--cpu-int8", "--checkpoint",
-                                           "--reference-images", "0", "--no-networks"])  # fmt: skip
+                                           "--reference-images", "0", "--no-networks", "--exports", str(exports)])  # fmt: skip
     rows = {row["model"]: row for row in json.loads(report.read_text())["rows"]}
     return {"rc": rc, **rows}
 
