@@ -9,6 +9,8 @@ import re
 
 import click
 
+from aft_export.version import RENAMED_UNTIL
+
 ROOT: list[click.Group] = []  # the aft-export group, registered by aft_export.cli.base
 
 
@@ -51,7 +53,6 @@ WORDS = {
                       renamed={"--out": "--output", "--eval-limit": "--eval-images", "--batch": "--bench-batch-size",
                                "--iters": "--bench-iters"}),
 }  # fmt: skip
-RENAMED_UNTIL = "0.2.0"  # the release that drops the old names
 
 OPTION_WORD = re.compile(r"`([a-z][a-z0-9_]*)(?:=([^`]*))?`")  # `field` or `field=value`
 COMMAND_LINE = re.compile(r"`aft-export ([a-z][a-z-]*)((?: [^`\s]+)*)`")  # `aft-export CMD ARG field=value ...`
