@@ -97,7 +97,7 @@ def test_a_planted_unbound_option_and_a_wrong_default_are_found():
     (ExportOptions, "opset", ("--opset",), {"type": click.Choice(["a", "b"])}, "parses str"),
     (QuantizeOptions, "exclude", ("--exclude",), {}, "parses str: it cannot fill QuantizeOptions.exclude"),
     (ExportOptions, "simplify", ("--simplify",), {"type": COUNT}, "parses int"),
-    (BenchOptions, "batches", ("--batch-size",), {"type": float, "multiple": True}, "parses several float"),
+    (BenchOptions, "batch_sizes", ("--batch-size",), {"type": float, "multiple": True}, "parses several float"),
     (ExportOptions, "nope", ("--nope",), {}, "has no field 'nope'"),
     (ExportOptions, "opset", ("--opset",), {"default": 17}, "the default of a bound option"),
 ])  # fmt: skip
