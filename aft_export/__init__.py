@@ -29,7 +29,7 @@ _LAZY = {"load_checkpoint": "aft_export.models.checkpoint", "create_model": "aft
          "get_config": "aft_export.models", "list_models": "aft_export.models",
          **dict.fromkeys(API, "aft_export.api")}  # fmt: skip
 
-# old module path -> new one, until the release that drops them (aft_export.cli.words.RENAMED_UNTIL).
+# old module path -> new one, until the release that drops them (aft_export.version.RENAMED_UNTIL).
 # The old paths that are the names of the API's functions (export, quantize, build, bench, parity,
 # evaluate, info, doctor, pipeline, serve, train) cannot be kept: a module of that name would
 # replace the function. docs/cli.md lists every move (tools/gen_cli_docs.py).

@@ -51,13 +51,10 @@ KEPT_SINGULAR = ("exclude", "exclude_regex", "keep_fp32")
 PLURALS = {"trt": "trt_versions"}
 # keyword -> the options field (or stage parameter) it fills, where the names differ, per function
 KEYWORD_FIELDS = {
-    "quantize": {"images": "QuantizeOptions.count", "no_cache": 'QuantizeOptions.cache_dir=""'},
-    "build": {"batch_profile": "BuildOptions.batch", "hw_profile": "BuildOptions.hw"},
+    "quantize": {"no_cache": 'QuantizeOptions.cache_dir=""'},
     "check": {"trt_versions": "trtcheck.check_model(versions)", "build": "tensorrt.build.real_check(build)"},
     "parity": {"tolerances": "verify.parity.run_parity(overrides)"},
     "evaluate": {"images": "verify.evaluate.evaluate_artifacts(limit)"},
-    "bench": {"batch_sizes": "BenchOptions.batches"},
-    "pipeline": {"bench_batch_sizes": "PipelineOptions.bench_batches"},
 }  # fmt: skip
 
 logger = logging.getLogger("aft_export")
@@ -200,7 +197,7 @@ def export(checkpoint=None, output=None, *, config: str | None = None, opset: in
 
 def quantize(model, output, *, precision: str = QuantizeOptions.precision, calib: str | None = None,
              method: str = QuantizeOptions.method, percentile: float = QuantizeOptions.percentile,
-             images: int | None = QuantizeOptions.count, batch_size: int = QuantizeOptions.batch_size,
+             images: int | None = QuantizeOptions.images, batch_size: int = QuantizeOptions.batch_size,
              seed: int | None = QuantizeOptions.seed, per_channel: bool = QuantizeOptions.per_channel,
              exclude: Sequence[str] = (), exclude_regex: Sequence[str] = (), exclude_op_types: Sequence[str] = (),
              quantize_op_types: Sequence[str] = (), keep_fp32: Sequence[str] = (), target: str | None = None,
@@ -213,7 +210,7 @@ def quantize(model, output, *, precision: str = QuantizeOptions.precision, calib
     from aft_export.quantization.stage import quantize_model
     from aft_export.results import Quantized
 
-    opts = QuantizeOptions(precision=precision, method=method, percentile=percentile, count=images,
+    opts = QuantizeOptions(precision=precision, method=method, percentile=percentile, images=images,
                            batch_size=batch_size, seed=seed, per_channel=per_channel, exclude=tuple(exclude),
                            exclude_regex=tuple(exclude_regex), exclude_op_types=tuple(exclude_op_types),
                            quantize_op_types=tuple(quantize_op_types), keep_fp32=tuple(keep_fp32), target=target,
@@ -226,8 +223,8 @@ def quantize(model, output, *, precision: str = QuantizeOptions.precision, calib
                                        log=_log))  # fmt: skip
 
 
-def build(model, output=None, *, batch_profile: str | None = BuildOptions.batch,
-          hw_profile: str | None = BuildOptions.hw, workspace_mb: int = BuildOptions.workspace_mb,
+def build(model, output=None, *, batch_profile: str | None = BuildOptions.batch_profile,
+          hw_profile: str | None = BuildOptions.hw_profile, workspace_mb: int = BuildOptions.workspace_mb,
           timing_cache: str | None = None, dla_core: int | None = None, version_compatible: bool = False,
           tf32: bool = False, hardware_compatibility: str = BuildOptions.hardware_compatibility,
           library: str = BuildOptions.library, compute_capabilities: Sequence[str] = (),
@@ -236,8 +233,8 @@ def build(model, output=None, *, batch_profile: str | None = BuildOptions.batch,
     ``model``. Returns :class:`~aft_export.tensorrt.build.BuildResult`."""
     from aft_export.tensorrt.build import build_engine
 
-    opts = BuildOptions(batch=batch_profile, hw=hw_profile, workspace_mb=workspace_mb, timing_cache=timing_cache,
-                        dla_core=dla_core, version_compatible=version_compatible, tf32=tf32,
+    opts = BuildOptions(batch_profile=batch_profile, hw_profile=hw_profile, workspace_mb=workspace_mb,
+                        timing_cache=timing_cache, dla_core=dla_core, version_compatible=version_compatible, tf32=tf32,
                         hardware_compatibility=hardware_compatibility, library=library,
                         compute_capabilities=tuple(compute_capabilities))  # fmt: skip
     return build_engine(str(model), None if output is None else str(output), opts, log=_log,
@@ -369,7 +366,7 @@ def evaluate(artifacts, *, data, batch_size: int = EvalOptions.batch_size, image
     return EvalResult(rows, eval_verdict(rows))
 
 
-def bench(artifacts, *, batch_sizes: Sequence[int] = BenchOptions.batches, warmup: int = BenchOptions.warmup,
+def bench(artifacts, *, batch_sizes: Sequence[int] = BenchOptions.batch_sizes, warmup: int = BenchOptions.warmup,
           iters: int = BenchOptions.iters, threads: int = 0, backend: str | None = None,
           reference: str | None = None, data: str | None = None, images: int | None = None, profile: bool = False,
           preprocess: str | None = None, input_size: int | None = None, mean=None, std=None, classes=None):  # fmt: skip
@@ -430,7 +427,7 @@ def pipeline(checkpoint=None, *, output: str | None = None, calib: str | None = 
              data: str | None = PipelineOptions.data, precisions: Sequence[str] = PipelineOptions.precisions,
              op_form: str = PipelineOptions.op_form, targets: Sequence[str] = PipelineOptions.targets,
              calib_images: int | None = None, parity_images: int = PipelineOptions.parity_images,
-             eval_images: int | None = None, bench_batch_sizes: Sequence[int] = PipelineOptions.bench_batches,
+             eval_images: int | None = None, bench_batch_sizes: Sequence[int] = PipelineOptions.bench_batch_sizes,
              bench_iters: int = PipelineOptions.bench_iters, threads: int = PipelineOptions.threads,
              tolerances: Sequence[str] = (), triton_repo: bool = False, model_def: str | None = None,
              weights: str | None = None, weights_key: str | None = None, preprocess: str | None = None,
@@ -455,7 +452,7 @@ def pipeline(checkpoint=None, *, output: str | None = None, calib: str | None = 
     opts = PipelineOptions(output=output, calib=calib, data=None if data is None else str(data), precisions=tuple(dict.fromkeys(precisions)),
                            op_form=op_form, targets=tuple(dict.fromkeys(targets)), calib_images=calib_images,
                            eval_images=eval_images, parity_images=parity_images,
-                           bench_batches=tuple(dict.fromkeys(bench_batch_sizes)), bench_iters=bench_iters,
+                           bench_batch_sizes=tuple(dict.fromkeys(bench_batch_sizes)), bench_iters=bench_iters,
                            threads=threads, tolerances=tuple(dict.fromkeys(tolerances)),
                            triton_repo=bool(triton_repo), require_aft=bool(require_aft))  # fmt: skip
     return run_pipeline(user, opts, log=_log)

@@ -1,7 +1,8 @@
 """The options of every stage, as frozen dataclasses validated once: the one place a
 default is written (the command line reads its defaults from here).
 
-Pure data, light to import: nothing here loads torch, ONNX or ONNX Runtime at import.
+Pure data, light to import: nothing here loads torch, ONNX or ONNX Runtime at import. A field
+has its flag's name; a field renamed to it keeps its old name for one release (renamed_fields).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from aft_export.errors import AFTExportError
 from aft_export.artifacts.onnxio import TWO_GB
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.readers import compile_pattern
+from aft_export.version import renamed_fields
 
 # ---------------------------------------------------------------- export
 
@@ -154,12 +156,13 @@ CALIB_SEED = 0  # the calibration sample's seed, likewise
 METHODS = ("minmax", "entropy", "percentile")
 
 
+@renamed_fields({"count": "images"})
 @dataclass(frozen=True)
 class QuantizeOptions:
     precision: str = "int8"
     method: str = "percentile"
     percentile: float = 99.999
-    count: int | None = None  # None: the recipe's, else CALIB_COUNT
+    images: int | None = None  # calibration images to sample; None: the recipe's count, else CALIB_COUNT
     batch_size: int = 32
     seed: int | None = None  # None: the recipe's, else CALIB_SEED
     per_channel: bool = True
@@ -208,9 +211,9 @@ class QuantizeOptions:
             raise AFTExportError(f"unknown calibration method {self.method!r}; choose one of {METHODS}")
         if not (finite(self.percentile) and 0 < self.percentile <= 100):
             raise AFTExportError(f"percentile must be in (0, 100], got {self.percentile}; e.g. `percentile=99.999`")
-        if self.count is not None and not (whole(self.count) and self.count >= 1):
-            raise AFTExportError(f"calibration count must be a whole number >= 1, got {self.count!r}; "
-                                 f"e.g. `count=512`")  # fmt: skip
+        if self.images is not None and not (whole(self.images) and self.images >= 1):
+            raise AFTExportError(f"calibration count must be a whole number >= 1, got {self.images!r}; "
+                                 f"e.g. `images=512`")  # fmt: skip
         if not (whole(self.batch_size) and self.batch_size >= 1):
             raise AFTExportError(f"calibration batch size must be >= 1, got {self.batch_size!r}; e.g. `batch_size=32`")
         if self.seed is not None and not (whole(self.seed) and 0 <= self.seed <= MAX_SEED):
@@ -246,10 +249,11 @@ HW_LEVELS = ("none", "ampere+", "same-cc")
 LIBRARIES = ("auto", "tensorrt", "tensorrt-rtx")
 
 
+@renamed_fields({"batch": "batch_profile", "hw": "hw_profile"})
 @dataclass(frozen=True)
 class BuildOptions:
-    batch: str | None = "1,8,32"
-    hw: str | None = None  # AFT-conv with dynamic height and width: "MIN,OPT,MAX" pixels
+    batch_profile: str | None = "1,8,32"
+    hw_profile: str | None = None  # AFT-conv with dynamic height and width: "MIN,OPT,MAX" pixels
     workspace_mb: int = 1024
     timing_cache: str | None = None  # loaded if present, saved after the build
     dla_core: int | None = None  # Jetson DLA, with GPU fallback
@@ -294,6 +298,7 @@ def check_threads(threads) -> None:
         raise AFTExportError(f"`threads` must be from 0 (the backend's default) to {MAX_THREADS}, got {threads!r}")
 
 
+@renamed_fields({"bench_batches": "bench_batch_sizes"})
 @dataclass(frozen=True)
 class PipelineOptions:
     output: str | None = None  # default: runs/<checkpoint stem>-<UTC time>
@@ -307,7 +312,7 @@ class PipelineOptions:
     calib_images: int | None = None  # None: the recipe's count
     eval_images: int | None = None  # None: the whole labelled set
     parity_images: int = 64
-    bench_batches: tuple[int, ...] = (1, 32)
+    bench_batch_sizes: tuple[int, ...] = (1, 32)
     bench_iters: int = 30
     threads: int = 0
     tolerances: tuple[str, ...] = ()
@@ -319,9 +324,9 @@ class PipelineOptions:
             value = getattr(self, option)
             if value is not None and not (whole(value) and value >= 1):
                 raise AFTExportError(f"`{option}` must be a whole number >= 1, got {value!r}")
-        if not self.bench_batches or not all(whole(b) and b >= 1 for b in self.bench_batches):
-            raise AFTExportError(f"bench batch sizes must be whole numbers >= 1, got {list(self.bench_batches)}; "
-                                 f"e.g. `bench_batches=(1, 32)`")  # fmt: skip
+        if not self.bench_batch_sizes or not all(whole(b) and b >= 1 for b in self.bench_batch_sizes):
+            raise AFTExportError(f"bench batch sizes must be whole numbers >= 1, got {list(self.bench_batch_sizes)}; "
+                                 f"e.g. `bench_batch_sizes=(1, 32)`")  # fmt: skip
         check_threads(self.threads)
 
 
@@ -429,9 +434,10 @@ class EvalOptions:
     backend: str = DEFAULT_BACKEND
 
 
+@renamed_fields({"batches": "batch_sizes"})
 @dataclass(frozen=True)
 class BenchOptions:
-    batches: tuple[int, ...] = (1, 32)
+    batch_sizes: tuple[int, ...] = (1, 32)
     backend: str = DEFAULT_BACKEND
     # runs before timing, for `aft-export bench` and the pipeline's bench alike (the pipeline
     # used 5 of its own): first runs pay for ONNX Runtime's arena growth, thread-pool start

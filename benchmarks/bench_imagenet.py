@@ -141,7 +141,7 @@ def cpu(args) -> dict:
         for precision in args.precisions:  # each after the first takes the decoded calibration set on
             files[precision] = out / f"{name}.{precision}.onnx"
             last = quantize_model(fp32, files[precision], args.calib,
-                                  QuantizeOptions(precision=precision, count=args.calib_count, batch_size=8),
+                                  QuantizeOptions(precision=precision, images=args.calib_count, batch_size=8),
                                   progress=False, calibration=last and last.calibration,
                                   fp32_logits=last and last.fp32_logits, **QUIET)  # fmt: skip
         runners = {"torch": TorchRunner(str(ckpt), threads=args.threads)}

@@ -85,7 +85,8 @@ def _files(name: str, root: Path, precisions, data: str | None, log) -> dict[str
         size = OrtRunner(str(fp32)).info.input_size[1]
         out = root / f"{name}.portable.int8.onnx"
         quantize_model(fp32, out, str(_calibration(name, size, root, data)),
-                       QuantizeOptions(count=CALIBRATION, cache_dir=""), log=lambda *a: None, progress=False)  # fmt: skip
+                       QuantizeOptions(images=CALIBRATION, cache_dir=""), log=lambda *a: None,
+                       progress=False)  # fmt: skip
         files["int8"] = out
     log(f"{name}: exported and quantised in {time.perf_counter() - t:.0f}s")
     return {p: files[p] for p in precisions}

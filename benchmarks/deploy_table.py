@@ -59,7 +59,7 @@ def _files(name: str, out: Path, calib: str, calib_count: int) -> tuple[Path, li
     for suffix, target in ((".int8.onnx", None), (".portable.int8.onnx", "portable")):
         path = out / f"{name}{suffix}"
         if not path.is_file():
-            quantize_model(fp32, path, calib, QuantizeOptions(precision="int8", target=target, count=calib_count),
+            quantize_model(fp32, path, calib, QuantizeOptions(precision="int8", target=target, images=calib_count),
                            progress=False, **QUIET)  # fmt: skip
         files.append(path)
     return ckpt, files

@@ -112,7 +112,8 @@ def main(argv=None) -> int:
         files, seconds = {"fp32": fp32}, {}
         t0 = time.perf_counter()
         files["ours"] = out / f"{name}.portable.int8.onnx"
-        quantize_model(fp32, files["ours"], args.calib, QuantizeOptions(count=args.calib_images, seed=0, weight_bits=8),
+        quantize_model(fp32, files["ours"], args.calib,
+                       QuantizeOptions(images=args.calib_images, seed=0, weight_bits=8),
                        progress=False, calibration=cset, **quiet)  # fmt: skip
         seconds["ours"] = time.perf_counter() - t0
         for variant, extra in VARIANTS.items():

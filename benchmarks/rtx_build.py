@@ -128,7 +128,7 @@ class Maker:
         kw = INT8.get(p, {})
         last = self.quantised.get(fp32)
         int8 = p.startswith("int8")
-        opts = QuantizeOptions(precision="int8" if int8 else p, count=CALIBRATION, cache_dir="", **kw)
+        opts = QuantizeOptions(precision="int8" if int8 else p, images=CALIBRATION, cache_dir="", **kw)
         result = quantize_model(fp32, out, self.calib if int8 else None, opts, progress=False,
                                 calibration=last and last.calibration, fp32_logits=last and last.fp32_logits,
                                 **self.quiet)  # fmt: skip
@@ -216,7 +216,8 @@ def main(argv=None) -> int:
                 batch = "1" if "224" in name else "1,8,32"
                 hw = "16,32,48" if recipe.get("dynamic_hw") else None
                 result = build_engine(path, root / (path.stem + ".rtx.engine"),
-                                      BuildOptions(library=RTX, batch=batch, hw=hw), log=lambda *a: None)  # fmt: skip
+                                      BuildOptions(library=RTX, batch_profile=batch, hw_profile=hw),
+                                      log=lambda *a: None)  # fmt: skip
                 m = result.manifest
                 out = m["network"]["outputs"]
                 row.update(parse="ok", parse_s=m["tensorrt_build"]["parse_seconds"], build_s=m["build_seconds"],

@@ -81,7 +81,7 @@ class Artifacts:
 
     def _quantize(self, fp32: Path, out: Path, precision: str, **kw) -> Path:
         quantize_model(fp32, out, str(self.calib) if precision == "int8" else None,
-                       QuantizeOptions(precision=precision, count=CALIBRATION_IMAGES, cache_dir="", **kw),
+                       QuantizeOptions(precision=precision, images=CALIBRATION_IMAGES, cache_dir="", **kw),
                        progress=False, **QUIET)  # fmt: skip
         return out
 
@@ -137,7 +137,7 @@ def test_every_artifact_kind_parses_and_builds(made, kind):
     path = made.get(kind)
     hw = HW if "dynamic_hw" in kind else None
     batch = "1" if kind.startswith("imagenet/") else "1,8,32"  # a 224 AFT-conv int8 build takes 3x as long at 1,8,32
-    result = build_engine(path, None, BuildOptions(library=RTX, batch=batch, hw=hw), **QUIET)
+    result = build_engine(path, None, BuildOptions(library=RTX, batch_profile=batch, hw_profile=hw), **QUIET)
     engine, m = Path(result.engine), result.manifest
     assert engine.name.endswith(".rtx.engine") and engine.stat().st_size > 0  # zero parser errors, or it raised
     assert m["library"] == RTX and m["library_version"] and m["compute_capabilities"] == []

@@ -1,7 +1,8 @@
 """Each command's options are bound to the options dataclass they fill (issue 34, item 2): a field's
 type, default and help are written once. Every option that fills a field is declared with
 :func:`aft_export.cli.params.bound` and has that field's default; ``bound`` refuses a click type
-that cannot hold what the field holds."""
+that cannot hold what the field holds. The field has the flag's name; the fields renamed to it
+keep their old names for one release (aft_export.version.renamed_fields)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from aft_export import api
 from aft_export.cli import main
 from aft_export.cli.params import COUNT, bound
+from aft_export.errors import AFTExportError
 from aft_export.options import (BenchOptions, BuildOptions, DoctorOptions, EvalOptions, ExportOptions, ParityOptions,
                                 PipelineOptions, QuantizeOptions, ServeOptions, TrainConfig, TritonRepoOptions)  # fmt: skip
 from tests.test_api import _keyword
@@ -97,7 +99,7 @@ def test_a_planted_unbound_option_and_a_wrong_default_are_found():
     (ExportOptions, "opset", ("--opset",), {"type": click.Choice(["a", "b"])}, "parses str"),
     (QuantizeOptions, "exclude", ("--exclude",), {}, "parses str: it cannot fill QuantizeOptions.exclude"),
     (ExportOptions, "simplify", ("--simplify",), {"type": COUNT}, "parses int"),
-    (BenchOptions, "batches", ("--batch-size",), {"type": float, "multiple": True}, "parses several float"),
+    (BenchOptions, "batch_sizes", ("--batch-size",), {"type": float, "multiple": True}, "parses several float"),
     (ExportOptions, "nope", ("--nope",), {}, "has no field 'nope'"),
     (ExportOptions, "opset", ("--opset",), {"default": 17}, "the default of a bound option"),
 ])  # fmt: skip
@@ -113,3 +115,52 @@ def test_bound_takes_the_default_and_converts():
     assert command.main(["--weight-bits", "7"], standalone_mode=False) == {"epochs": TrainConfig.epochs,
                                                                             "weight_bits": 7}  # fmt: skip
     assert [p.bound for p in command.params] == [(TrainConfig, "epochs"), (QuantizeOptions, "weight_bits")]
+
+
+def test_every_bound_option_fills_the_field_of_its_flag_s_name():
+    """A field has its flag's name, a repeatable flag's field is plural: the keyword's own rule (tests/test_api.py)."""
+    bad = [f"{name} {'/'.join(p.opts)} fills {p.bound[0].__name__}.{p.bound[1]}, not {_keyword(p)}"
+           for name, command in sorted(main.commands.items()) for p in command.params
+           if getattr(p, "bound", None) and p.bound[1] != _keyword(p)]  # fmt: skip
+    assert bad == []
+
+
+# the fields renamed after their flags: (options, old field, new field, a value)
+RENAMED = [(QuantizeOptions, "count", "images", 16), (BenchOptions, "batches", "batch_sizes", (1, 8)),
+           (BuildOptions, "batch", "batch_profile", "1,2,4"), (BuildOptions, "hw", "hw_profile", "16,32,64"),
+           (PipelineOptions, "bench_batches", "bench_batch_sizes", (1, 8))]  # fmt: skip
+
+
+def test_the_renamed_fields_are_these():
+    from aft_export.version import RENAMED_FIELDS
+
+    assert {(c, old, new) for c, r in RENAMED_FIELDS.items() for old, new in r.items()} == {r[:3] for r in RENAMED}
+
+
+@pytest.mark.parametrize("owner, old, new, value", RENAMED, ids=[f"{r[0].__name__}.{r[1]}" for r in RENAMED])
+def test_a_renamed_field_s_old_name_works_until_the_release_that_drops_it(owner, old, new, value):
+    """The old keyword and the old attribute are the new field's, each with a DeprecationWarning
+    naming the new name (at the caller's line); the dataclass's fields are the new names only."""
+    from aft_export.version import RENAMED_UNTIL
+
+    name = owner.__name__
+    with pytest.warns(DeprecationWarning, match=rf"^{name}\({old}=\.\.\.\) is now {name}\({new}=\.\.\.\); the old "
+                                                rf"name goes in aft-export {RENAMED_UNTIL}$") as said:  # fmt: skip
+        made = owner(**{old: value})
+    assert [w.filename for w in said] == [__file__]
+    assert made == owner(**{new: value}) and getattr(made, new) == value
+    with pytest.warns(DeprecationWarning, match=rf"^{name}\.{old} is now {name}\.{new};") as said:
+        assert getattr(made, old) == value
+    with pytest.warns(DeprecationWarning, match=rf"^{name}\.{old} is now {name}\.{new};") as on_class:
+        assert getattr(owner, old) == getattr(owner, new)  # the new field's default
+    assert [w.filename for w in [*said, *on_class]] == [__file__] * 2
+    assert old not in {f.name for f in dataclasses.fields(owner)} and old not in dataclasses.asdict(made)
+    with pytest.raises(TypeError, match=f"got both {old}= and {new}=; give {new}= alone"):
+        owner(**{old: value, new: value})
+
+
+def test_an_old_keyword_is_checked_as_the_new_field():
+    with pytest.warns(DeprecationWarning), pytest.raises(AFTExportError, match="e.g. `images=512`"):
+        QuantizeOptions(count=0)
+    with pytest.warns(DeprecationWarning), pytest.raises(AFTExportError, match="e.g. `bench_batch_sizes=\\(1, 32\\)`"):
+        PipelineOptions(bench_batches=())

@@ -115,7 +115,7 @@ class Zoo:
             out = self.root / f"{model}.{form}.{precision}.onnx"
             calib = str(self.calib) if precision == "int8" else None
             quantize_model(self.files[model, form, "fp32"], out, calib,
-                           QuantizeOptions(precision=precision, count=CALIBRATION, cache_dir=""),
+                           QuantizeOptions(precision=precision, images=CALIBRATION, cache_dir=""),
                            log=lambda *a: None, progress=False)  # fmt: skip
             self.files[key] = str(out)
         return self.files[key]

@@ -97,7 +97,7 @@ def files(tmp_path_factory, cifar10):
     fp32 = tmp / "model.onnx"
     export_checkpoint(ckpt, fp32, ExportOptions(images=0), log=lambda *a: None)
     cpu = tmp / "model.portable.int8.onnx"
-    quantize_model(fp32, cpu, str(cifar10 / "train.tar"), QuantizeOptions(count=64, target="portable"),
+    quantize_model(fp32, cpu, str(cifar10 / "train.tar"), QuantizeOptions(images=64, target="portable"),
                    log=lambda *a: None, progress=False)  # fmt: skip
     return ckpt, fp32, cpu
 

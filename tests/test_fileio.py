@@ -138,12 +138,12 @@ def test_a_killed_calibration_leaves_no_cache_and_a_corrupt_cache_is_rebuilt(tmp
             hang()
         cal.save_tensors_data = slow
         quantize_model(sys.argv[2], sys.argv[3], sys.argv[4],
-                       QuantizeOptions(count=8, cache_dir=sys.argv[5]), progress=False, log=lambda *a: None)
+                       QuantizeOptions(images=8, cache_dir=sys.argv[5]), progress=False, log=lambda *a: None)
     """, tmp_path, str(src), str(tmp_path / "q.onnx"), calib, str(cache))
     # the cache gets an entry only once the output is written: killed midway, it is as it was (not even made)
     assert not cache.exists() or [p for p in cache.iterdir() if not p.name.startswith(".")] == [], "no half cache"
     said = []
-    opts = QuantizeOptions(count=8, cache_dir=str(cache))
+    opts = QuantizeOptions(images=8, cache_dir=str(cache))
     first = quantize_model(src, tmp_path / "q.onnx", calib, opts, progress=False, log=said.append)
     assert first.recipe["calibration_cache"] == "written"
     (entry,) = [p for p in cache.iterdir() if p.suffix == ".json"]

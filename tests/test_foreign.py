@@ -127,7 +127,7 @@ def test_build_records_the_preprocessing_in_the_manifest(bare, tmp_path):
     sidecar(bare)
     engine = tmp_path / "theirs.rtx.engine"
     lines = []
-    result = build_engine(bare, engine, BuildOptions(library="tensorrt-rtx", batch="1,2,4"), log=lines.append)
+    result = build_engine(bare, engine, BuildOptions(library="tensorrt-rtx", batch_profile="1,2,4"), log=lines.append)
     model = result.manifest["model"]
     assert json.loads(model["classes"]) == CIFAR10_CLASSES and json.loads(model["input_size"]) == [3, 32, 32]
     assert model["preprocessing_from"] == "theirs.preprocess.json"

@@ -70,7 +70,7 @@ def _run(tmp_path, cifar10, name, hand_on: bool):
         # 95% top-1 limit, and a failing file's localisation would check its graphs again
         pipeline.run_pipeline(str(REPO / "models" / "aft_conv_cifar.pt"), PipelineOptions(
             output=str(out), calib=str(cifar10 / "train.tar"), data=str(cifar10 / "test.tar"), calib_images=CALIB_IMAGES,
-            parity_images=64, eval_images=80, bench_batches=(1,), bench_iters=1), log=lambda *a: None)  # fmt: skip
+            parity_images=64, eval_images=80, bench_batch_sizes=(1,), bench_iters=1), log=lambda *a: None)  # fmt: skip
     return counts, json.loads((out / "manifest.json").read_text())
 
 

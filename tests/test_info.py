@@ -29,7 +29,7 @@ def ours(foreign, tmp_path_factory):
     custom = root / "m.onnx"
     export_checkpoint(foreign["ckpt"], custom, ExportOptions(images=0, simplify=False), log=lambda *a: None)
     int8 = root / "m.portable.int8.onnx"
-    result = quantize_model(foreign["ours"], int8, foreign["data"], QuantizeOptions(count=8, cache_dir=""),
+    result = quantize_model(foreign["ours"], int8, foreign["data"], QuantizeOptions(images=8, cache_dir=""),
                             progress=False, log=lambda *a: None)  # fmt: skip
     return {"custom": custom, "int8": int8, "calibration_sha256": result.recipe["calibration"]["sha256"]}
 

@@ -49,7 +49,7 @@ def models(tmp_path_factory, cifar10, tiny_onnx):
     for p in ("fp16", "int8", "int8_fp32"):  # int8: the rest in fp16 (the tensorrt target's); int8_fp32 in fp32
         out[p] = d / f"full.{p}.onnx"
         quantize_model(out["fp32"], out[p], str(cifar10 / "train.tar"),
-                       QuantizeOptions(precision=p[:4], count=16, cache_dir="",
+                       QuantizeOptions(precision=p[:4], images=16, cache_dir="",
                                        rest_precision="fp32" if p == "int8_fp32" else None),
                        progress=False, **QUIET)  # fmt: skip
     for p in ("fp32", "fp16", "int8"):  # a tensorrt8 int8 keeps its rest in fp32
@@ -63,7 +63,7 @@ def models(tmp_path_factory, cifar10, tiny_onnx):
     tiny_onnx.export(full, out["trt8_export"], target="tensorrt8")
     out["trt8_export_int8"] = d / "full.trt8.int8.onnx"
     quantize_model(out["trt8_export"], out["trt8_export_int8"], str(cifar10 / "train.tar"),
-                   QuantizeOptions(count=16, cache_dir=""), progress=False, **QUIET)  # fmt: skip
+                   QuantizeOptions(images=16, cache_dir=""), progress=False, **QUIET)  # fmt: skip
     return out
 
 

@@ -56,7 +56,7 @@ def test_every_projection_mlp_embedding_and_head_is_int8(onnx_models, key, tmp_p
     """Every MatMul/Gemm/Conv that belongs to a Linear or Conv2d module computes in int8
     (the zoo-size graphs, where onnxsim rewrites more, are checked in tests/test_zoo.py)."""
     out = tmp_path / "int8.onnx"
-    quantize_model(onnx_models[key], out, str(cifar10 / "train.tar"), _opts(tmp_path, count=16), **QUIET)
+    quantize_model(onnx_models[key], out, str(cifar10 / "train.tar"), _opts(tmp_path, images=16), **QUIET)
     model = onnx.load(out)
     reads_dq = _consumers_of_dq(model)
     layers = [n for n in model.graph.node if n.op_type in ("MatMul", "Gemm", "Conv")
@@ -72,7 +72,7 @@ def test_every_projection_mlp_embedding_and_head_is_int8(onnx_models, key, tmp_p
 
 
 def _opts(tmp_path, **kw):
-    kw.setdefault("count", 64)
+    kw.setdefault("images", 64)
     kw.setdefault("cache_dir", str(tmp_path / "cache"))
     return QuantizeOptions(**kw)
 
@@ -204,7 +204,7 @@ def test_calibration_cache_hit_skips_calibration_and_every_change_misses(tmp_pat
 
     model = _conv_gemm_with_biases(tmp_path / "m.onnx")
     images = _noise_images(tmp_path / "imgs", 20)
-    opts = _opts(tmp_path, count=16)  # 16 of the 20 images, seed 0
+    opts = _opts(tmp_path, images=16)  # 16 of the 20 images, seed 0
 
     def quantize(name, src=model, data=images, **kw):
         before = len(calibrations)
@@ -287,7 +287,7 @@ def test_fp16_overflow_is_reported(onnx_models, tmp_path, cifar10):
     src = tmp_path / "hot.onnx"
     onnx.save(model, src)
     result = quantize_model(src, tmp_path / "hot16.onnx", str(cifar10 / "train.tar"),
-                            _opts(tmp_path, precision="fp16", count=16), **QUIET)  # fmt: skip
+                            _opts(tmp_path, precision="fp16", images=16), **QUIET)  # fmt: skip
     assert result.nonfinite and all(r["count"] > 0 for r in result.nonfinite)
     assert any(r["module"] == "head" for r in result.nonfinite)
 
@@ -307,7 +307,7 @@ def test_nonfinite_count_is_isfinite_for_every_half_float_bit_pattern():
 
 def test_sensitivity_ranks_the_real_graph_by_module(onnx_models, tmp_path, cifar10):
     result = quantize_model(onnx_models["custom"], tmp_path / "s.onnx", str(cifar10 / "train.tar"),
-                            _opts(tmp_path, sensitivity=True, budget=0.0, count=32), **QUIET)  # fmt: skip
+                            _opts(tmp_path, sensitivity=True, budget=0.0, images=32), **QUIET)  # fmt: skip
     ranking = result.sensitivity
     assert ranking and [r["gain"] for r in ranking] == sorted((r["gain"] for r in ranking), reverse=True)
     assert all(r["module"] for r in ranking)
@@ -335,12 +335,12 @@ def test_sensitivity_excludes_the_planted_culprit_and_stops_at_the_budget(tmp_pa
     np.save(tmp_path / "x.npy", x)
     ref = _logits(src, x).argmax(1)
     calib = str(tmp_path / "x.npy")
-    plain = quantize_model(src, tmp_path / "q.onnx", calib, _opts(tmp_path, count=64), **QUIET)
+    plain = quantize_model(src, tmp_path / "q.onnx", calib, _opts(tmp_path, images=64), **QUIET)
     assert np.mean(_logits(tmp_path / "q.onnx", x).argmax(1) != ref) > 0.5  # the plant works
     assert "head" in _quantized(tmp_path / "q.onnx") and plain.sensitivity == []
 
     out = tmp_path / "s.onnx"
-    result = quantize_model(src, out, calib, _opts(tmp_path, count=64, sensitivity=True, budget=0.0), **QUIET)
+    result = quantize_model(src, out, calib, _opts(tmp_path, images=64, sensitivity=True, budget=0.0), **QUIET)
     assert [r["node"] for r in result.sensitivity] == ["head", "conv"]
     assert [r["node"] for r in result.sensitivity if r.get("excluded")] == ["head"]  # and not the conv
     assert result.recipe["excluded_nodes"] == ["head"]
@@ -362,7 +362,7 @@ def _calibrated_range(tmp_path, x, method):
                      rng.standard_normal((10, 64)), np.zeros(10), size=8)  # fmt: skip
     np.save(tmp_path / "x.npy", x)
     out = tmp_path / f"{method}.onnx"
-    opts = _opts(tmp_path, count=len(x), method=method, cache_dir="", rest_precision="fp32")
+    opts = _opts(tmp_path, images=len(x), method=method, cache_dir="", rest_precision="fp32")
     quantize_model(src, out, str(tmp_path / "x.npy"), opts, **QUIET)
     model = onnx.load(out)
     inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
@@ -418,7 +418,7 @@ def test_each_method_is_a_calibrator_fed_batch_by_batch_by_a_calibration_reader(
     src = _conv_head(tmp_path / "r.onnx", rng.standard_normal((4, 3, 2, 2)), np.zeros(4),
                      rng.standard_normal((10, 64)), np.zeros(10), size=8)  # fmt: skip
     np.save(tmp_path / "x.npy", rng.standard_normal((20, 3, 8, 8)).astype(np.float32))
-    opts = _opts(tmp_path, count=20, method=method, batch_size=8, cache_dir="", rest_precision="fp32")
+    opts = _opts(tmp_path, images=20, method=method, batch_size=8, cache_dir="", rest_precision="fp32")
     quantize_model(src, tmp_path / "q.onnx", str(tmp_path / "x.npy"), opts, **QUIET)
     assert batches == [1, 8, 8, 3, None] * passes
 
@@ -472,7 +472,7 @@ def test_bad_input_writes_nothing(onnx_models, tmp_path, cifar10):
 
 def _int8_file(onnx_models, tmp_path, calib):
     path = tmp_path / "already.onnx"
-    quantize_model(onnx_models["custom"], path, calib, _opts(tmp_path, count=16), **QUIET)
+    quantize_model(onnx_models["custom"], path, calib, _opts(tmp_path, images=16), **QUIET)
     return path
 
 
@@ -485,7 +485,7 @@ def test_model_without_metadata_needs_explicit_preprocessing(onnx_models, tmp_pa
     with pytest.raises(AFTExportError, match=r"give `input_size`, `mean` and `std`, or write bare\.preprocess\.json "
                                              r"beside it"):  # what QuantizeOptions takes, nothing else
         quantize_model(bare, tmp_path / "o.onnx", calib, _opts(tmp_path), **QUIET)
-    opts = _opts(tmp_path, input_size=32, mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25), count=16)
+    opts = _opts(tmp_path, input_size=32, mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25), images=16)
     result = quantize_model(bare, tmp_path / "o.onnx", calib, opts, **QUIET)
     assert result.recipe["calibration"]["preprocess"]["mean"] == [0.5, 0.5, 0.5]
 
@@ -514,7 +514,7 @@ def test_node_modules_survive_quantisation(onnx_models, tmp_path, cifar10):
     """Q/DQ nodes (and the fp16 rest's casts) are new; every original node keeps the PyTorch module it came
     from."""
     out = tmp_path / "m.onnx"
-    quantize_model(onnx_models["custom"], out, str(cifar10 / "train.tar"), _opts(tmp_path, count=16), **QUIET)
+    quantize_model(onnx_models["custom"], out, str(cifar10 / "train.tar"), _opts(tmp_path, images=16), **QUIET)
     model = onnx.load(out)
     originals = [n for n in model.graph.node if n.op_type not in ("QuantizeLinear", "DequantizeLinear", "Cast")]
     assert all(node_module(n) is not None for n in originals)
@@ -534,7 +534,7 @@ def test_calibration_recipes(onnx_models, tmp_path, cifar10, monkeypatch):
     assert r.recipe["calibration"]["count"] == 6 and r.recipe["calibration"]["seed"] == 4
     assert r.recipe["calibration"]["source"] == "imgs"  # relative to the artifact r.onnx, as the file records it
     r = quantize_model(onnx_models["custom"], tmp_path / "r.onnx", str(recipe),
-                       QuantizeOptions(cache_dir="", count=3, seed=0), **QUIET)  # fmt: skip
+                       QuantizeOptions(cache_dir="", images=3, seed=0), **QUIET)  # fmt: skip
     assert r.recipe["calibration"]["count"] == 3 and r.recipe["calibration"]["seed"] == 0
     recipe.write_text("{}")
     with pytest.raises(AFTExportError, match="malformed.*needs a 'source'"):
@@ -542,7 +542,7 @@ def test_calibration_recipes(onnx_models, tmp_path, cifar10, monkeypatch):
     monkeypatch.setenv("AFT_CIFAR10_DIR", str(cifar10))
     bundled = REPO / "calibration" / "cifar10.json"
     r = quantize_model(onnx_models["custom"], tmp_path / "r.onnx", str(bundled),
-                       QuantizeOptions(cache_dir="", count=16), **QUIET)  # fmt: skip
+                       QuantizeOptions(cache_dir="", images=16), **QUIET)  # fmt: skip
     assert r.recipe["calibration"]["source"] == "cifar10:train"
 
 
@@ -588,7 +588,7 @@ def test_int8_biases_stay_float_for_tensorrt(tmp_path, cifar10):
     (onnx-tensorrt issue 850; ORT's guidance for TensorRT is to leave biases unquantised)."""
     src = _conv_gemm_with_biases(tmp_path / "cg.onnx")
     out = tmp_path / "cg.int8.onnx"
-    quantize_model(src, out, str(cifar10 / "train.tar"), _opts(tmp_path, count=16), **QUIET)
+    quantize_model(src, out, str(cifar10 / "train.tar"), _opts(tmp_path, images=16), **QUIET)
     model = onnx.shape_inference.infer_shapes(onnx.load(out))
     types = {v.name: v.type.tensor_type.elem_type for v in list(model.graph.value_info) + list(model.graph.input)}
     types.update({t.name: t.data_type for t in model.graph.initializer})
@@ -671,7 +671,7 @@ def test_placement_quantises_projections_keeps_the_core_float_and_lets_ort_fuse_
     np.save(tmp_path / "x.npy", x)
     out = tmp_path / "q.onnx"
     # the fp32 rest: ONNX Runtime's integer kernels on the CPU are what is tested (an fp16 rest is for GPUs)
-    result = quantize_model(src, out, str(tmp_path / "x.npy"), _opts(tmp_path, count=64, rest_precision="fp32"),
+    result = quantize_model(src, out, str(tmp_path / "x.npy"), _opts(tmp_path, images=64, rest_precision="fp32"),
                             **QUIET)  # fmt: skip
     assert _quantized(out) == {"embed", "qkv", "proj", "side", "head"}
     assert set(result.recipe["excluded_nodes"]) == core
@@ -704,7 +704,7 @@ def test_quantize_aft_core_option_puts_the_core_matmuls_in_int8(tmp_path):
     x = np.random.default_rng(1).standard_normal((64, 3, 8, 8)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     out = tmp_path / "q.onnx"
-    quantize_model(src, out, str(tmp_path / "x.npy"), _opts(tmp_path, count=64, quantize_aft_core=True), **QUIET)
+    quantize_model(src, out, str(tmp_path / "x.npy"), _opts(tmp_path, images=64, quantize_aft_core=True), **QUIET)
     assert {"core_matmul", "core_den", "qkv"} <= _quantized(out)
 
 
@@ -817,7 +817,7 @@ def test_rest_precision_fp32_and_the_targets_defaults(onnx_models, tmp_path, cif
                                                                   "portable": "fp32"}  # fmt: skip
     calib = str(cifar10 / "train.tar")
     out = tmp_path / "int8.onnx"
-    result = quantize_model(onnx_models["custom"], out, calib, _opts(tmp_path, count=16, rest_precision="fp32"),
+    result = quantize_model(onnx_models["custom"], out, calib, _opts(tmp_path, images=16, rest_precision="fp32"),
                             **QUIET)  # fmt: skip
     model = onnx.load(out)
     assert result.recipe["rest_precision"] == "fp32" and "opset" not in result.recipe and result.nonfinite == []
@@ -889,7 +889,7 @@ def test_nodes_chosen_by_regex_and_op_type_kept_fp32_and_recorded(tmp_path):
     x = np.random.default_rng(1).standard_normal((32, 3, 8, 8)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     out = tmp_path / "q.onnx"
-    opts = _opts(tmp_path, count=32, quantize_op_types=("MatMul", "Gemm"), exclude_regex=("si",),
+    opts = _opts(tmp_path, images=32, quantize_op_types=("MatMul", "Gemm"), exclude_regex=("si",),
                  exclude_op_types=("Gemm",), keep_fp32=("pro",))  # fmt: skip
     result = quantize_model(src, out, str(tmp_path / "x.npy"), opts, **QUIET)
     assert _quantized(out) == {"qkv"}  # embed: a Conv; side: the regex; head: a Gemm; proj: kept fp32
@@ -917,7 +917,7 @@ def test_a_pattern_or_op_type_that_matches_nothing_is_a_user_error(tmp_path, opt
     src = _aft_block(tmp_path / "b.onnx")
     np.save(tmp_path / "x.npy", np.zeros((8, 3, 8, 8), np.float32))
     with pytest.raises(AFTExportError, match=says):
-        quantize_model(src, tmp_path / "q.onnx", str(tmp_path / "x.npy"), _opts(tmp_path, count=8, **{option: value}),
+        quantize_model(src, tmp_path / "q.onnx", str(tmp_path / "x.npy"), _opts(tmp_path, images=8, **{option: value}),
                        **QUIET)  # fmt: skip
     assert not (tmp_path / "q.onnx").exists()
 
@@ -954,7 +954,7 @@ def test_quantize_for_another_target_converts_the_default_export_as_the_exporter
     from aft_export.artifacts.onnxio import compute_precisions
 
     calib, logs = str(cifar10 / "train.tar"), []
-    opts = _opts(tmp_path, count=8, target="portable")
+    opts = _opts(tmp_path, images=8, target="portable")
     cpu = quantize_model(onnx_models["custom"], tmp_path / "cpu.onnx", calib, opts, log=logs.append)
     model = onnx.load(tmp_path / "cpu.onnx")
     meta = {p.key: p.value for p in model.metadata_props}
@@ -969,10 +969,10 @@ def test_quantize_for_another_target_converts_the_default_export_as_the_exporter
     quantize_model(onnx_models["custom"], tmp_path / "cpu2.onnx", calib, opts, log=logs.append)
     assert "ranges reused from the cache" in logs[-1]
     own = quantize_model(onnx_models["custom"], tmp_path / "own.onnx", calib,
-                         _opts(tmp_path, count=8, rest_precision="fp32"), log=logs.append)  # fmt: skip
+                         _opts(tmp_path, images=8, rest_precision="fp32"), log=logs.append)  # fmt: skip
     assert "ranges computed and cached" in logs[-1] and "converted_from" not in own.recipe
     trt8 = quantize_model(onnx_models["custom"], tmp_path / "trt8.onnx", calib,
-                          _opts(tmp_path, count=8, target="tensorrt8", weight_bits=7), **QUIET)  # fmt: skip
+                          _opts(tmp_path, images=8, target="tensorrt8", weight_bits=7), **QUIET)  # fmt: skip
     model = onnx.load(tmp_path / "trt8.onnx")
     meta = {p.key: p.value for p in model.metadata_props}
     assert (meta["export_target"], meta["opset"]) == ("tensorrt8", "17") and trt8.recipe["weight_bits"] == 7

@@ -42,29 +42,29 @@ def graphs(tmp_path_factory, tiny_onnx):
 
 
 def test_profile_parsing():
-    assert Profile.parse("1,8,32", 1, "batch", "batch") == Profile(1, 8, 32)
-    assert Profile.parse("16", 1, "batch", "batch") == Profile(16, 16, 16)
-    assert Profile.parse(None, 4, "batch", "batch") == Profile(4, 4, 4)
+    assert Profile.parse("1,8,32", 1, "batch", "batch_profile") == Profile(1, 8, 32)
+    assert Profile.parse("16", 1, "batch", "batch_profile") == Profile(16, 16, 16)
+    assert Profile.parse(None, 4, "batch", "batch_profile") == Profile(4, 4, 4)
     for bad, msg in (("4,2,8", "inconsistent"), ("0,1,2", "inconsistent"), ("1,2", "1 or 3 numbers"),
                      ("a,b,c", "bad batch profile")):  # fmt: skip
         with pytest.raises(AFTExportError, match=msg):
-            Profile.parse(bad, 1, "batch", "batch")
+            Profile.parse(bad, 1, "batch", "batch_profile")
 
 
 def test_input_profiles_from_the_graph(graphs):
-    dyn = input_profile(onnx.load(graphs["dynamic"]), BuildOptions(batch="1,8,32"))
+    dyn = input_profile(onnx.load(graphs["dynamic"]), BuildOptions(batch_profile="1,8,32"))
     assert (dyn.name, dyn.min, dyn.opt, dyn.max) == ("image", (1, 3, 32, 32), (8, 3, 32, 32), (32, 3, 32, 32))
     fixed = onnx.load(graphs["fixed"])
-    assert input_profile(fixed, BuildOptions(batch=None)).max == (4, 3, 32, 32)
-    assert input_profile(fixed, BuildOptions(batch="4")).min == (4, 3, 32, 32)
+    assert input_profile(fixed, BuildOptions(batch_profile=None)).max == (4, 3, 32, 32)
+    assert input_profile(fixed, BuildOptions(batch_profile="4")).min == (4, 3, 32, 32)
     with pytest.raises(AFTExportError, match="fixed batch of 4"):
-        input_profile(fixed, BuildOptions(batch="1,8,32"))
+        input_profile(fixed, BuildOptions(batch_profile="1,8,32"))
     hw = onnx.load(graphs["hw"])
-    p = input_profile(hw, BuildOptions(batch="1,2,4", hw="16,32,64"))
+    p = input_profile(hw, BuildOptions(batch_profile="1,2,4", hw_profile="16,32,64"))
     assert p.min == (1, 3, 16, 16) and p.max == (4, 3, 64, 64)
-    assert input_profile(hw, BuildOptions(batch="2")).opt == (2, 3, 32, 32)  # the training size by default
+    assert input_profile(hw, BuildOptions(batch_profile="2")).opt == (2, 3, 32, 32)  # the training size by default
     with pytest.raises(AFTExportError, match="takes 32x32 images only"):
-        input_profile(onnx.load(graphs["dynamic"]), BuildOptions(hw="16,32,64"))
+        input_profile(onnx.load(graphs["dynamic"]), BuildOptions(hw_profile="16,32,64"))
 
 
 def test_build_options_and_versions():
@@ -176,7 +176,7 @@ def test_manifest_records_the_tensorrt_flags(graphs, tmp_path):
 
     engine = tmp_path / "m.engine"
     engine.write_bytes(b"engine bytes")
-    opts = BuildOptions(batch="1,2,4")
+    opts = BuildOptions(batch_profile="1,2,4")
     plan = build_plan((8, 6, 1), "fp16", opts)
     env = {"tensorrt": "8.6.1", "cuda": "12.2", "gpu": "Orin", "compute_capability": "8.7"}
     shapes = input_profile(onnx.load(graphs["dynamic"]), opts)
@@ -245,7 +245,8 @@ def test_engine_builds_runs_and_matches_onnx_runtime(graphs, tmp_path, key):
 
     engine = tmp_path / f"{key}.engine"
     cache = tmp_path / "timing.cache"
-    result = build_engine(graphs[key], engine, BuildOptions(batch="1,4,8", hw="16,32,48" if key == "hw" else None,
+    result = build_engine(graphs[key], engine, BuildOptions(batch_profile="1,4,8",
+                                                            hw_profile="16,32,48" if key == "hw" else None,
                                                             timing_cache=str(cache)), **QUIET)  # fmt: skip
     assert engine.is_file() and cache.is_file() and result.manifest["precision"] == "fp32"
     runner = TrtRunner(str(engine))
@@ -347,7 +348,7 @@ def _rtx_engine(tmp_path, **manifest):
     engine.write_bytes(b"rtx engine bytes")
     data = {"engine_sha256": hashlib.sha256(engine.read_bytes()).hexdigest(), "library": RTX,
             "library_version": "1.7.1.116", "tensorrt": None, "compute_capabilities": [], "onnx": "m.int8.onnx",
-            "build_options": {"batch": "1,8,32", "compute_capabilities": []}, **manifest}  # fmt: skip
+            "build_options": {"batch_profile": "1,8,32", "compute_capabilities": []}, **manifest}  # fmt: skip
     manifest_path(engine).write_text(json.dumps(data))
     return engine
 
@@ -394,16 +395,18 @@ def test_loading_refuses_an_engine_of_another_library_version_or_gpu(tmp_path):
     assert check_manifest(engine, cpu_rtx)["library"] == RTX  # checks pass; running it needs a GPU
     rtx_gpu = {**cpu_rtx, "gpu": "NVIDIA GeForce RTX 4090", "compute_capability": "8.9"}
     assert check_manifest(engine, rtx_gpu)
-    rebuild = "`aft-export build m.int8.onnx library=tensorrt-rtx batch=1,8,32"
+    rebuild = "`aft-export build m.int8.onnx library=tensorrt-rtx batch_profile=1,8,32"
     with pytest.raises(AFTExportError, match=f"TensorRT-RTX 1.7.1.116, this machine has 1.8.0: .*release that "
                                              f"built them; rebuild it here: {rebuild} output=m.int8.rtx.engine`$"):
         check_manifest(engine, {**rtx_gpu, "tensorrt_rtx": "1.8.0"})
     with pytest.raises(RuntimeMissing, match="built with TensorRT-RTX 1.7.1.116 and loads only with it; this machine "
-                                             "has TensorRT 10.13.3 .*library=tensorrt batch=1,8,32 output=m.int8.engine`$"):
+                                             "has TensorRT 10.13.3 .*library=tensorrt batch_profile=1,8,32 "
+                                             "output=m.int8.engine`$"):
         check_manifest(engine, {**rtx_gpu, "tensorrt": "10.13.3", "tensorrt_rtx": None})
     turing = {**rtx_gpu, "gpu": "NVIDIA GeForce RTX 2080 Ti", "compute_capability": "7.5"}
-    with pytest.raises(AFTExportError, match="for compute capability the default .*this GPU is 7.5 .* batch=1,8,32 "
-                                             "compute_capabilities=7.5 output=m.int8.rtx.engine`$"):
+    with pytest.raises(AFTExportError, match="for compute capability the default .*this GPU is 7.5 .* "
+                                             "batch_profile=1,8,32 compute_capabilities=7.5 "
+                                             "output=m.int8.rtx.engine`$"):
         check_manifest(engine, turing)
     with pytest.raises(AFTExportError, match="9.0 is not a TensorRT-RTX target: build for standard TensorRT"):
         check_manifest(engine, {**rtx_gpu, "gpu": "NVIDIA H100", "compute_capability": "9.0"})
@@ -421,9 +424,13 @@ def test_loading_refuses_an_engine_of_another_library_version_or_gpu(tmp_path):
 def test_rebuild_command():
     from pathlib import Path
 
-    m = {"onnx": "model.fp16.onnx", "library": RTX, "build_options": {"batch": "1,8,32", "hw": "16,32,64",
+    m = {"onnx": "model.fp16.onnx", "library": RTX, "build_options": {"batch_profile": "1,8,32",
+                                                                     "hw_profile": "16,32,64",
                                                                      "compute_capabilities": ["7.5"]}}  # fmt: skip
-    assert rebuild_command(Path("x/model.fp16.rtx.engine"), m) == ("`aft-export build model.fp16.onnx library="
-                                                                  "tensorrt-rtx batch=1,8,32 hw=16,32,64 "
-                                                                  "compute_capabilities=7.5 output=model.fp16.rtx.engine`")
+    line = ("`aft-export build model.fp16.onnx library=tensorrt-rtx batch_profile=1,8,32 hw_profile=16,32,64 "
+            "compute_capabilities=7.5 output=model.fp16.rtx.engine`")  # fmt: skip
+    assert rebuild_command(Path("x/model.fp16.rtx.engine"), m) == line
+    # a manifest written before the fields were renamed after their flags (batch, hw): the same line
+    old = {**m, "build_options": {"batch": "1,8,32", "hw": "16,32,64", "compute_capabilities": ["7.5"]}}
+    assert rebuild_command(Path("x/model.fp16.rtx.engine"), old) == line
     assert rebuild_command(Path("m.engine"), {}) == "`aft-export build MODEL.onnx library=tensorrt output=m.engine`"

@@ -86,7 +86,7 @@ def test_the_pipeline_combines_the_stages_verdicts_not_its_report(tmp_path, monk
     import aft_export.workflow.report as report
 
     monkeypatch.setattr(report, "trt_verdict", lambda r: "refused 10.3 (warn)")
-    opts = pipeline.PipelineOptions(bench_batches=(1,))
+    opts = pipeline.PipelineOptions(bench_batch_sizes=(1,))
     meta = SimpleNamespace(sha256="0" * 64, model_name="m")
     ctx = pipeline.Context(tmp_path / "m.pt", (None, meta), opts, work, tmp_path / "run", "calib.json", [], None, "",
                             ())  # fmt: skip

@@ -47,8 +47,8 @@ HOLE = "\x00{}\x01"  # an f-string's {expression}, numbered, in the text the pat
 DYNAMIC = re.compile(r"`\x00(\d+)\x01(?:=[^`]*)?`")
 SPECIAL = {"__init__", "__post_init__", "__call__", "__enter__", "__exit__", "__iter__", "__next__", "__len__"}
 
-BUILD_FIELDS = ("library", "batch", "hw", "workspace_mb", "dla_core", "version_compatible", "hardware_compatibility",
-                "tf32", "timing_cache", "compute_capabilities")  # fmt: skip
+BUILD_FIELDS = ("library", "batch_profile", "hw_profile", "workspace_mb", "dla_core", "version_compatible",
+                "hardware_compatibility", "tf32", "timing_cache", "compute_capabilities")  # fmt: skip
 OTHER_PROGRAMS = (r"client\.py --model",)  # their command lines, in what the library writes (the Triton README)
 # functions that write another program's whole command line, whose flags share names with ours
 OTHER_COMMAND_LINES = {("serving.server", "server_args"): "tritonserver's (--http-port, --grpc-port, --metrics-port)"}
@@ -63,7 +63,7 @@ CANNOT_SHOW = [  # the command never shows that message
     (("pipeline",), BUILD_FIELDS,
      "the pipeline builds its own dynamic-batch exports, with a profile of its bench batch sizes and the library "
      "installed"),
-    (("doctor",), ("library", "batch", "hw", "workspace_mb", "dla_core", "hardware_compatibility",
+    (("doctor",), ("library", "batch_profile", "hw_profile", "workspace_mb", "dla_core", "hardware_compatibility",
                    "compute_capabilities"),
      "the doctor's engines are built by child `aft-export build` commands (whose messages speak build's flags); "
      "in its own process it only writes NVIDIA's scripts for its dynamic-batch exports, with a fixed profile"),
@@ -76,7 +76,7 @@ CANNOT_SHOW = [  # the command never shows that message
     (("quantize",), ("preprocess", "classes"),
      "quantize reads another tool's file with ForeignPreprocessing(takes=(input_size, mean, std)), what "
      "QuantizeOptions has: the message asks for those and the JSON beside the file, never a file or classes"),
-    (("pipeline",), ("opset", "batch", "batch_dim", "percentile", "budget", "exclude", "device", "queue_delay_us",
+    (("pipeline",), ("opset", "batch_dim", "percentile", "budget", "exclude", "device", "queue_delay_us",
                      "max_batch", "instances", "top_k", "exclude_op_types", "quantize_op_types", "keep_fp32"),
      "the pipeline sets these itself: it exports at the default opset with a dynamic batch, quantises with the "
      "default method and no exclusions, benches with BenchOptions.warmup, writes the Triton repository with its "
@@ -554,10 +554,14 @@ def test_the_table_puts_every_kind_of_reference_in_flags():
     export, quantize, pipeline = (main.commands[c] for c in ("export", "quantize", "pipeline"))
     assert in_flags("give `data` (or `images=0`)", export) == "give --data (or --images 0)"
     assert in_flags("give `data` (or `images=0`)", pipeline) == "give --data (or --parity-images 0)"
+    # the pipeline: quantisation's `images` are its calibration images; the export's `images=0` its parity images
+    assert in_flags("give `images=20` or `allow_fewer`", quantize) == "give --images 20 or --allow-fewer"
+    assert in_flags("give `images=20` or `allow_fewer`", pipeline) == (
+        "give --calib-images 20 or aft-export quantize --allow-fewer")
     assert in_flags("or `simplify=False`; `require_aft`", export) == "or --no-simplify; --require-aft"
     assert in_flags('`cache_dir=""` or another `cache_dir`', quantize) == "--no-cache or another --cache-dir"
-    assert in_flags("e.g. `bench_batches=(1, 32)`", pipeline) == "e.g. --bench-batch-size 1 --bench-batch-size 32"
-    assert in_flags("`aft-export build m.onnx library=tensorrt batch=1,8,32 output=m.engine`",
+    assert in_flags("e.g. `bench_batch_sizes=(1, 32)`", pipeline) == "e.g. --bench-batch-size 1 --bench-batch-size 32"
+    assert in_flags("`aft-export build m.onnx library=tensorrt batch_profile=1,8,32 output=m.engine`",
                     export) == "aft-export build m.onnx --library tensorrt --batch-profile 1,8,32 --output m.engine"
     assert in_flags("`aft-export check versions=8.6`", export) == "aft-export check --trt 8.6"
     assert in_flags("no option: `aft-export models`, `model.onnx`, `nope`", export) == (
@@ -573,7 +577,8 @@ def test_a_rebuild_command_is_build_s_own_flags():
     from aft_export.tensorrt.manifest import rebuild_command
 
     m = {"onnx": "model.fp16.onnx", "library": "tensorrt-rtx",
-         "build_options": {"batch": "1,8,32", "hw": "16,32,64", "compute_capabilities": ["7.5"]}}  # fmt: skip
+         "build_options": {"batch_profile": "1,8,32", "hw_profile": "16,32,64",
+                           "compute_capabilities": ["7.5"]}}  # fmt: skip
     line = in_flags(rebuild_command(Path("x/model.fp16.rtx.engine"), m), main.commands["eval"])
     assert line == ("aft-export build model.fp16.onnx --library tensorrt-rtx --batch-profile 1,8,32 --hw-profile "
                     "16,32,64 --compute-capability 7.5 --output model.fp16.rtx.engine")  # fmt: skip
@@ -582,7 +587,7 @@ def test_a_rebuild_command_is_build_s_own_flags():
 PLANTS = {  # a message each check must refuse: (module, the message, the command it misleads, the field)
     "a typo": ("exporting.exporter", "give `verify_dat`", "export", "verify_dat"),
     "another command's option": ("verify.evaluate", "give `tolerances`", "eval", "tolerances"),
-    "a field its stage has, another command's flag": ("tensorrt.manifest", "give `hw`", "eval", "hw"),
+    "a field its stage has, another command's flag": ("tensorrt.manifest", "give `hw_profile`", "eval", "hw_profile"),
     "a command line's unknown option": ("tensorrt.manifest", "`aft-export build MODEL.onnx batch_profil=1`", "build", "batch_profil"),
     "a flag": ("exporting.exporter", "give --verify-data DIR", None, "--verify-data"),
 }

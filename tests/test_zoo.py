@@ -133,7 +133,7 @@ def test_int8_covers_every_layer_of_the_real_graphs(name, tmp_path, cifar10, zoo
 
     fp32, int8 = tmp_path / "m.onnx", tmp_path / "m.int8.onnx"
     zoo_onnx.export(name, fp32)  # export_checkpoint's, verification off, made once per session (tests/conftest.py)
-    quantize_model(fp32, int8, str(cifar10 / "train.tar"), QuantizeOptions(count=16, cache_dir=""),
+    quantize_model(fp32, int8, str(cifar10 / "train.tar"), QuantizeOptions(images=16, cache_dir=""),
                    log=lambda *a: None)  # fmt: skip
     model = onnx.load(int8)
     dq = {o for n in model.graph.node if n.op_type == "DequantizeLinear" for o in n.output}

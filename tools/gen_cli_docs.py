@@ -2,8 +2,9 @@
 """Write docs/cli.md, the command-line reference, from the commands' own ``--help`` texts.
 
 Every command's help as ``aft-export CMD --help`` prints it (at a fixed width, so that the
-file does not depend on the terminal), and the table of renamed flags from
-``aft_export.cli.words.WORDS`` (each command's table). Nothing is typed in by hand; tests/test_cli_docs.py fails when
+file does not depend on the terminal), the table of renamed flags from
+``aft_export.cli.words.WORDS`` (each command's table) and that of renamed option fields from
+``aft_export.version.RENAMED_FIELDS``. Nothing is typed in by hand; tests/test_cli_docs.py fails when
 the checked-in file differs from what this writes.
 
     python tools/gen_cli_docs.py            # rewrite docs/cli.md
@@ -44,6 +45,24 @@ def _moved() -> list[str]:
            "", "| old module | new module | old path |", "|---|---|---|"]  # fmt: skip
     rows = {**{o: (n, "alias") for o, n in MOVED.items()}, **{o: (n, "gone") for o, n in MOVED_WITHOUT_ALIAS.items()}}
     out += [f"| `aft_export.{o}` | `aft_export.{n}` | {kind} |" for o, (n, kind) in sorted(rows.items())]
+    return out
+
+
+def _renamed_fields(main) -> list[str]:
+    """The options fields renamed after their flags (aft_export.version.RENAMED_FIELDS: the classes of
+    aft_export.options, which ``main`` has imported), each with the flags bound to it, and until when
+    the old names work."""
+    from aft_export.version import RENAMED_FIELDS, RENAMED_UNTIL
+
+    out = ["", "## Renamed option fields (Python)", "",
+           "An options field has its flag's name (a repeatable flag's field is plural). For Python code that",
+           "names the fields below: the old keyword and attribute still work, with a DeprecationWarning, until",
+           f"{RENAMED_UNTIL}.", "", "| options | old field | new field | its flag |", "|---|---|---|---|"]  # fmt: skip
+    for cls, renamed in sorted(RENAMED_FIELDS.items(), key=lambda item: item[0].__name__):
+        for old, new in renamed.items():
+            flags = [f"`{name} {max(p.opts, key=len)}`" for name, command in sorted(main.commands.items())
+                     for p in command.params if getattr(p, "bound", None) == (cls, new)]  # fmt: skip
+            out.append(f"| `{cls.__name__}` | `{old}` | `{new}` | {', '.join(flags)} |")
     return out
 
 
@@ -92,6 +111,7 @@ def render() -> str:
                 "--backend " + ", ".join(PROVIDER_BACKENDS.values()))
     for command in sorted(renamed):
         out += [f"| `{command}` | `{old}` | `{new}` |" for old, new in renamed[command].items()]
+    out += _renamed_fields(main)
     out += _moved()
     out += ["", "## aft-export", "", "```text", _help(main, "aft-export").rstrip(), "```"]
     for name in names:

@@ -33,7 +33,7 @@ def run(eval_limit: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         for name in ZOO:
             run_dir = Path(tmp) / name
-            opts = PipelineOptions(output=str(run_dir), eval_images=eval_limit, bench_iters=1, bench_batches=(1,))
+            opts = PipelineOptions(output=str(run_dir), eval_images=eval_limit, bench_iters=1, bench_batch_sizes=(1,))
             result = run_pipeline(str(REPO / "models" / f"{name}.pt"), opts, log=lambda *a: None)
             out["models"][name] = {
                 "artifacts": sorted(p.name for p in run_dir.iterdir() if p.suffix in (".onnx", ".engine")),

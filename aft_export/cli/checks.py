@@ -54,7 +54,7 @@ def parity_cmd(checkpoint, artifacts, backend, provider, as_json, **kw) -> None:
 
 @main.command("bench")
 @click.argument("artifacts", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@bound(BenchOptions, "batches", "--batch-size", "batch_sizes", multiple=True, type=BATCH,
+@bound(BenchOptions, "batch_sizes", "--batch-size", "batch_sizes", multiple=True, type=BATCH,
        help="Batch size to time (repeatable).")
 @bound(BenchOptions, "warmup", "--warmup", type=NONNEGATIVE)
 @bound(BenchOptions, "iters", "--iters", type=COUNT)

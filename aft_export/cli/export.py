@@ -86,7 +86,7 @@ def _quantize_options():
         bound(Q, "method", "--method", type=click.Choice(METHODS),
               help="int8 range calibration."),
         bound(Q, "percentile", "--percentile", type=Finite(0, 100, min_open=True), help="For --method percentile."),
-        bound(Q, "count", "--images", type=COUNT,
+        bound(Q, "images", "--images", type=COUNT,
               help=f"Calibration images to sample [default: the recipe's, else {CALIB_COUNT}]."),
         bound(Q, "batch_size", "--batch-size", type=BATCH,
               help="Calibration batch size."),

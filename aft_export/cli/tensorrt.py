@@ -58,8 +58,8 @@ def check_cmd(models, as_json, **kw) -> None:
 def _build_options():
     B = BuildOptions
     return [
-        bound(B, "batch", "--batch-profile", help="The engine's batch sizes MIN,OPT,MAX (or one number)."),
-        bound(B, "hw", "--hw-profile", help="AFT-conv exported with --dynamic-hw: height/width MIN,OPT,MAX."),
+        bound(B, "batch_profile", "--batch-profile", help="The engine's batch sizes MIN,OPT,MAX (or one number)."),
+        bound(B, "hw_profile", "--hw-profile", help="AFT-conv exported with --dynamic-hw: height/width MIN,OPT,MAX."),
         bound(B, "workspace_mb", "--workspace-mb", type=COUNT, help="Builder workspace limit."),
         bound(B, "timing_cache", "--timing-cache", type=click.Path(dir_okay=False),
               help="Timing cache file: loaded if present, saved after."),

@@ -9,6 +9,8 @@ import re
 
 import click
 
+from aft_export.version import RENAMED_UNTIL
+
 ROOT: list[click.Group] = []  # the aft-export group, registered by aft_export.cli.base
 
 
@@ -35,23 +37,20 @@ class Words:
 WORDS = {
     "train": Words(renamed={"--out": "--output", "--limit": "--images"}),
     "export": Words(renamed={"--batch": "--batch-dim", "--verify-images": "--images", "--verify-data": "--data"}),
-    "quantize": Words({'cache_dir=""': "--no-cache", "count": "--images"},
-                      renamed={"--count": "--images"}),
+    "quantize": Words({'cache_dir=""': "--no-cache"}, renamed={"--count": "--images"}),
     "parity": Words({"overrides": "--tolerance"}),
     "eval": Words({"limit": "--images"}, renamed={"--limit": "--images"}),
-    "bench": Words({"batches": "--batch-size"}, renamed={"--batch": "--batch-size"}),
-    "build": Words({"batch": "--batch-profile", "hw": "--hw-profile"},
-                   renamed={"--batch": "--batch-profile", "--hw": "--hw-profile"}),
+    "bench": Words(renamed={"--batch": "--batch-size"}),
+    "build": Words(renamed={"--batch": "--batch-profile", "--hw": "--hw-profile"}),
     "check": Words({"versions": "--trt"}),
-    # the stages the pipeline runs, in its own flags: the export verifies on the parity images,
-    # quantisation samples --calib-images, bench times --bench-batch-size
-    "pipeline": Words({"images": "--parity-images",
-                       "count": "--calib-images", "batches": "--bench-batch-size", "iters": "--bench-iters",
-                       "bench_batches": "--bench-batch-size"},
+    # the stages the pipeline runs, in its own flags: quantisation samples --calib-images (its
+    # `images`: the pipeline shows it when the calibration source has fewer), bench times
+    # --bench-batch-size; the export verifies on the parity images (its `images=0`, no verification)
+    "pipeline": Words({"images": "--calib-images", "images=0": "--parity-images 0",
+                       "batch_sizes": "--bench-batch-size", "iters": "--bench-iters"},
                       renamed={"--out": "--output", "--eval-limit": "--eval-images", "--batch": "--bench-batch-size",
                                "--iters": "--bench-iters"}),
 }  # fmt: skip
-RENAMED_UNTIL = "0.2.0"  # the release that drops the old names
 
 OPTION_WORD = re.compile(r"`([a-z][a-z0-9_]*)(?:=([^`]*))?`")  # `field` or `field=value`
 COMMAND_LINE = re.compile(r"`aft-export ([a-z][a-z-]*)((?: [^`\s]+)*)`")  # `aft-export CMD ARG field=value ...`

@@ -44,8 +44,8 @@ P = PipelineOptions
 @bound(P, "parity_images", "--parity-images", type=COUNT, show_default=False,
        help=f"Real images parity compares [default: {P.parity_images}].")
 @bound(P, "eval_images", "--eval-images", type=COUNT, help="Evaluate a fixed subset of N images [default: all].")
-@bound(P, "bench_batches", "--bench-batch-size", "bench_batch_sizes", multiple=True, type=BATCH, show_default=False,
-       help=f"Bench batch sizes [default: {' and '.join(map(str, P.bench_batches))}].")
+@bound(P, "bench_batch_sizes", "--bench-batch-size", "bench_batch_sizes", multiple=True, type=BATCH, show_default=False,
+       help=f"Bench batch sizes [default: {' and '.join(map(str, P.bench_batch_sizes))}].")
 @bound(P, "bench_iters", "--bench-iters", type=COUNT, show_default=False,
        help=f"Bench runs per batch size [default: {P.bench_iters}].")
 @bound(P, "threads", "--threads", type=THREADS, show_default=False,

@@ -104,7 +104,7 @@ def _check_count(have: int, count: int, source: str, allow_fewer: bool) -> int:
     if have < count and not allow_fewer:
         raise AFTExportError(
             f"calibration source {source} has {have} images but {count} were asked for; "
-            f"give `count={have}` or `allow_fewer` to use what there is"
+            f"give `images={have}` or `allow_fewer` to use what there is"
         )
     return min(have, count)
 
@@ -143,7 +143,7 @@ def load_calibration(source: str | os.PathLike, prep: Preprocessing, count: int 
                      allow_fewer: bool = False, progress: bool = True) -> CalibrationSet:  # fmt: skip
     """Sample ``count`` images from ``source`` with ``seed`` and preprocess them."""
     if count < 1:
-        raise AFTExportError(f"calibration image count must be >= 1, got {count}; e.g. `count=512`")
+        raise AFTExportError(f"calibration image count must be >= 1, got {count}; e.g. `images=512`")
     label = str(source)
     if datasets.is_named(label):
         resolved = datasets.resolve(label)

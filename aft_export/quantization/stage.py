@@ -131,11 +131,12 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
     if calib is None:
         how.without_calibration()
     elif calibration is not None and (calibration.source, calibration.requested, calibration.seed,
-                                      calibration.preprocess) == (str(calib), opts.count, opts.seed, prep):  # fmt: skip
+                                      calibration.preprocess) == (str(calib), opts.images, opts.seed,
+                                                                  prep):  # fmt: skip
         cset = calibration  # decoded by an earlier quantisation: the same sample, the same preprocessing
     else:
         t = time.perf_counter()
-        cset = load_calibration(calib, prep, opts.count, opts.seed, opts.allow_fewer, progress=progress)
+        cset = load_calibration(calib, prep, opts.images, opts.seed, opts.allow_fewer, progress=progress)
         seconds["load_calibration"] = time.perf_counter() - t
         if cset.requested > len(cset):
             log(f"calibration: {calib} has only {len(cset)} images; using them (`allow_fewer`)")
@@ -302,7 +303,7 @@ def apply_recipe(calib, opts: QuantizeOptions):
                 raise AFTExportError(f"calibration recipe {path}: {key} must be {says}, got {shown(recipe[key])}; "
                                      f"{RECIPE_HELP}")  # fmt: skip
         calib = source if ":" in source or Path(source).is_absolute() else str(path.parent / source)
-    opts = replace(opts, count=opts.count or recipe.get("count", CALIB_COUNT),
+    opts = replace(opts, images=opts.images or recipe.get("count", CALIB_COUNT),
                    seed=opts.seed if opts.seed is not None else recipe.get("seed", CALIB_SEED))  # fmt: skip
     return calib, opts
 

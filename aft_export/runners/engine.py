@@ -87,8 +87,9 @@ class TrtRunner(Runner):
         lo, hi = self.limits
         x = np.ascontiguousarray(feeds[self.inputs[0]], dtype=np.float32)
         if any(not a <= s <= b for a, s, b in zip(lo, x.shape, hi)):
-            raise AFTExportError(f"input shape {x.shape} is outside the engine's profile {lo}..{hi}; "
-                                 f"rebuild with a wider profile: `aft-export build batch=MIN,OPT,MAX hw=MIN,OPT,MAX`")  # fmt: skip
+            raise AFTExportError(f"input shape {x.shape} is outside the engine's profile {lo}..{hi}; rebuild with a "
+                                 f"wider profile: `aft-export build batch_profile=MIN,OPT,MAX "
+                                 f"hw_profile=MIN,OPT,MAX`")  # fmt: skip
         with torch.cuda.stream(self.stream):
             xin = torch.from_numpy(x).cuda(non_blocking=True)
             self.context.set_input_shape(self.inputs[0], tuple(x.shape))

@@ -151,11 +151,12 @@ def _batching(path: Path, batch: tuple[int, int], max_batch: int | None, where: 
         return lo, 0
     if lo > 1:
         raise AFTExportError(f"{path}: its smallest batch is {lo} ({where}) but Triton's dynamic batcher sends "
-                             f"batches from 1; rebuild it with `aft-export build batch=1,OPT,MAX`")  # fmt: skip
+                             f"batches from 1; rebuild it with `aft-export build batch_profile=1,OPT,MAX`")  # fmt: skip
     chosen = max_batch if max_batch is not None else (hi if hi != -1 else DEFAULT_MAX_BATCH)
     if hi != -1 and chosen > hi:
         raise AFTExportError(f"`max_batch={chosen}` is above {path}'s largest batch {hi} ({where}); use "
-                             f"`max_batch={hi}` or rebuild it with a larger maximum (`aft-export build batch=MIN,OPT,MAX`)")  # fmt: skip
+                             f"`max_batch={hi}` or rebuild it with a larger maximum (`aft-export build "
+                             f"batch_profile=MIN,OPT,MAX`)")  # fmt: skip
     return None, chosen
 
 

@@ -371,7 +371,8 @@ def real_check(onnx_path, offline_status: str, column: str, library: str = "auto
         model = load_onnx(onnx_path, external_data=False)
         first = next(i for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer})
         fixed = first.type.tensor_type.shape.dim[0].HasField("dim_value") if first.type.tensor_type.shape.dim else False
-        opts = BuildOptions(library=parsed.library, batch=None if fixed else BuildOptions.batch)  # a fixed batch: its own
+        # a fixed batch: its own
+        opts = BuildOptions(library=parsed.library, batch_profile=None if fixed else BuildOptions.batch_profile)
         plan = build_plan(parsed.version, graph_precision(model), opts, parsed.library)
         t0 = time.perf_counter()
         serialized, _ = _build(trt, parsed.library, parsed.version, builder, network, plan,

@@ -133,22 +133,24 @@ def input_profile(model, opts: BuildOptions) -> InputShapes:
     n, c, h, w = dims
     if c is None:
         raise AFTExportError(f"input {inp.name} has a dynamic channel count; export with a fixed one")
-    if n is not None and opts.batch is not None and Profile.parse(opts.batch, n, "batch", "batch") != Profile(n, n, n):
+    batch = opts.batch_profile
+    if n is not None and batch is not None and Profile.parse(batch, n, "batch", "batch_profile") != Profile(n, n, n):
         raise AFTExportError(f"the graph has a fixed batch of {n}; re-export with `aft-export export batch_dim=dynamic` "
-                             f"or use `batch={n}`")  # fmt: skip
+                             f"or use `batch_profile={n}`")  # fmt: skip
     meta = ArtifactMeta.of(model)
     size = meta.input_size[-1] if "input_size" in meta else None
-    b = Profile.parse(opts.batch if n is None else n, n or 1, "batch", "batch")
+    b = Profile.parse(batch if n is None else n, n or 1, "batch", "batch_profile")
     if (h is None) != (w is None):
         raise AFTExportError("height and width must be both dynamic or both fixed")
     if h is None:
-        if opts.hw is None and size is None:
-            raise AFTExportError("the graph has dynamic height and width: give `hw=MIN,OPT,MAX`")
-        s = Profile.parse(opts.hw, size, "height/width", "hw")
+        if opts.hw_profile is None and size is None:
+            raise AFTExportError("the graph has dynamic height and width: give `hw_profile=MIN,OPT,MAX`")
+        s = Profile.parse(opts.hw_profile, size, "height/width", "hw_profile")
     else:
-        if opts.hw is not None and Profile.parse(opts.hw, h, "height/width", "hw") != Profile(h, h, h):
-            raise AFTExportError(f"the graph takes {h}x{w} images only; `hw` applies to AFT-conv exports with a "
-                                 f"dynamic height and width (`aft-export export dynamic_hw=true`)")  # fmt: skip
+        hw = opts.hw_profile
+        if hw is not None and Profile.parse(hw, h, "height/width", "hw_profile") != Profile(h, h, h):
+            raise AFTExportError(f"the graph takes {h}x{w} images only; `hw_profile` applies to AFT-conv exports with "
+                                 f"a dynamic height and width (`aft-export export dynamic_hw=true`)")  # fmt: skip
         s = Profile(h, h, h)
     wprof = s if w is None else Profile(w, w, w)
     return InputShapes(inp.name, (b.min, c, s.min, wprof.min), (b.opt, c, s.opt, wprof.opt),

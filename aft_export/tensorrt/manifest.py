@@ -133,10 +133,11 @@ def rebuild_command(engine: Path, manifest: dict | None = None, library: str | N
     library = library or m.get("library", "tensorrt")
     parts = ["aft-export", "build", m.get("onnx") or "MODEL.onnx", f"library={library}"]
     opts = m.get("build_options") or {}
-    if opts.get("batch"):
-        parts.append(f"batch={opts['batch']}")
-    if opts.get("hw"):
-        parts.append(f"hw={opts['hw']}")
+    # the profiles; old: their fields' names in a manifest written before they were renamed after their flags
+    for field, old in (("batch_profile", "batch"), ("hw_profile", "hw")):
+        value = opts.get(field, opts.get(old))
+        if value:
+            parts.append(f"{field}={value}")
     if library == RTX:
         parts += [f"compute_capabilities={c}" for c in ([cc] if cc else opts.get("compute_capabilities") or [])]
     name = engine.name

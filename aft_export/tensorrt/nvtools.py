@@ -256,8 +256,8 @@ def verification_commands(onnx_path, batch: str | None = None, hw: str | None = 
     dims = model.graph.input[0].type.tensor_type.shape.dim
     fixed_batch = len(dims) == 4 and dims[0].HasField("dim_value")
     if batch is None and not fixed_batch:
-        batch = BuildOptions().batch
-    shapes = input_profile(model, BuildOptions(batch=batch, hw=hw, workspace_mb=workspace_mb))
+        batch = BuildOptions().batch_profile
+    shapes = input_profile(model, BuildOptions(batch_profile=batch, hw_profile=hw, workspace_mb=workspace_mb))
     dynamic = not all(d.HasField("dim_value") for d in dims)
     precision = graph_precision(model)
     target = _target(meta)

@@ -19,7 +19,7 @@ from aft_export.runners import OrtRunner, load_runner
 
 def bench_runner(runner, batch: int, warmup: int = BenchOptions.warmup, iters: int = BenchOptions.iters,
                  seed: int = 0) -> dict:  # fmt: skip
-    runner.check_batch(batch, "batches")  # refused with an estimate, before the kernel kills the run
+    runner.check_batch(batch, "batch_sizes")  # refused with an estimate, before the kernel kills the run
     c, h, w = runner.info.input_size
     x = np.random.default_rng(seed).standard_normal((batch, c, h, w)).astype(np.float32)
     feeds = {runner.input_name: x}
@@ -46,7 +46,7 @@ def bench_runner(runner, batch: int, warmup: int = BenchOptions.warmup, iters: i
     }
 
 
-def bench(artifacts: list[str], batches=BenchOptions.batches, warmup: int = BenchOptions.warmup,
+def bench(artifacts: list[str], batches=BenchOptions.batch_sizes, warmup: int = BenchOptions.warmup,
           iters: int = BenchOptions.iters, threads: int = 0, backend: str | None = BenchOptions.backend,
           runners: dict | None = None, profile: bool = False,
           preprocessing: ForeignPreprocessing | None = None, providers: str | None = None) -> dict:  # fmt: skip
@@ -58,8 +58,8 @@ def bench(artifacts: list[str], batches=BenchOptions.batches, warmup: int = Benc
     ONNX files run (:data:`~aft_export.options.BACKENDS`; ``providers``, the old word, for one
     release)."""
     if warmup < 0 or iters < 1 or not batches or min(batches) < 1:
-        raise AFTExportError(f"bench needs `iters` >= 1, `warmup` >= 0 and `batches` of sizes >= 1 (got `iters={iters}`, "
-                             f"`warmup={warmup}`, batches {list(batches)})")  # fmt: skip
+        raise AFTExportError(f"bench needs `iters` >= 1, `warmup` >= 0 and `batch_sizes` of sizes >= 1 (got "
+                             f"`iters={iters}`, `warmup={warmup}`, batches {list(batches)})")  # fmt: skip
     check_threads(threads)
     backend = backend_of(backend, providers)
     rows, skipped, profiles = [], [], []

@@ -232,7 +232,7 @@ class Measured:
 
 def deploy_table(reference, artifacts: list[str], decoded: LabelledImages, *,
                  runtimes: dict[str, str], make_runner: Callable[[str, str], object],
-                 batches: tuple[int, ...] = BenchOptions.batches, warmup: int = BenchOptions.warmup,
+                 batches: tuple[int, ...] = BenchOptions.batch_sizes, warmup: int = BenchOptions.warmup,
                  iters: int = BenchOptions.iters, repeats: int = 1, threads: int = 0, data_label: str | None = None,
                  parity_set: LabelledImages | None = None, parity_images: int = ParityOptions.images,
                  overrides: list[str] | None = None, measured: dict[str, Measured] | None = None,
@@ -461,7 +461,7 @@ def make_runner(artifact: str, runtime: str, threads: int = 0, preprocessing=Non
 
 
 def bench_against(reference: str, artifacts: list[str], data: str | None = None, images: int = BenchOptions.images,
-                  batches: tuple[int, ...] = BenchOptions.batches, warmup: int = BenchOptions.warmup,
+                  batches: tuple[int, ...] = BenchOptions.batch_sizes, warmup: int = BenchOptions.warmup,
                   iters: int = BenchOptions.iters, threads: int = 0, backend: str | None = None,
                   parity_images: int = ParityOptions.images, log=print) -> DeployTable:  # fmt: skip
     """``aft-export bench FILES reference=CHECKPOINT``: the deploy table of ``artifacts``, made from the

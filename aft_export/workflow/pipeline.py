@@ -226,7 +226,7 @@ def cpu_int8_too(opts: PipelineOptions) -> bool:
 
 
 def _build_batch(opts: PipelineOptions) -> str:
-    return f"1,{max(opts.bench_batches)},{max(max(opts.bench_batches), 64)}"
+    return f"1,{max(opts.bench_batch_sizes)},{max(max(opts.bench_batch_sizes), 64)}"
 
 
 def _export(ctx: Context, x, decoded, *, target: str) -> Outcome:
@@ -247,8 +247,8 @@ def _quantize(ctx: Context, exported: Made, previous: Made | None = None, *, pre
     path = exported.path.with_name(f"{stem}.{precision}.onnx")
     calibration = previous.result.calibration if previous else None
     fp32_logits = previous.result.fp32_logits if previous and previous.fp32 == exported.path else None
-    q = quantize_model(exported.path, path, ctx.calib, QuantizeOptions(precision=precision, count=ctx.opts.calib_images,
-                                                                       target=target),
+    q = quantize_model(exported.path, path, ctx.calib, QuantizeOptions(precision=precision,
+                                                                       images=ctx.opts.calib_images, target=target),
                        progress=False, cache_writes=ctx.cache_writes, calibration=calibration,
                        fp32_logits=fp32_logits, also_check=ctx.also, **_QUIET)  # fmt: skip
     a = q.agreement or {}
@@ -289,7 +289,7 @@ def _engines(ctx: Context, onnx: list[Made]) -> Outcome:
     out = Engines(records={})
     for m in onnx:
         built = build_engine(m.path, engine_name(m.path, ctx.library),
-                             BuildOptions(batch=_build_batch(ctx.opts), library=ctx.library), checked=m.report,
+                             BuildOptions(batch_profile=_build_batch(ctx.opts), library=ctx.library), checked=m.report,
                              **_QUIET)  # fmt: skip
         engine = Path(built.engine)
         out.records[engine.name] = {k: built.manifest[k] for k in ("library", "library_version", "precision",
@@ -394,7 +394,7 @@ def _deploy(ctx: Context, onnx: list[Made], engines: Engines, runners: dict, dec
     purposes[ckpt] = "PyTorch"
     table = deploy_table(runners[ckpt], [str(a) for a in _artifacts(onnx, engines)], decoded,
                          runtimes=runtimes_here(has_gpu()), make_runner=make,
-                         batches=tuple(opts.bench_batches), warmup=BenchOptions.warmup, iters=opts.bench_iters,
+                         batches=tuple(opts.bench_batch_sizes), warmup=BenchOptions.warmup, iters=opts.bench_iters,
                          threads=opts.threads, parity_set=parity_set, overrides=list(opts.tolerances),
                          reference_logits=_reference_logits(onnx),
                          parity_failures="unverified",
@@ -409,7 +409,7 @@ def _deploy(ctx: Context, onnx: list[Made], engines: Engines, runners: dict, dec
                 said.append(f"{device} {by}: {best.artifact} on {best.runtime}")
     ran = sum(r.status == "ok" for r in table.rows)
     return Outcome(DeployRun(table, bn), f"{ran} of {len(table.rows)} file/runtime rows ran, batches "
-                   f"{list(opts.bench_batches)}, {opts.bench_iters} runs each; fastest that passes: "
+                   f"{list(opts.bench_batch_sizes)}, {opts.bench_iters} runs each; fastest that passes: "
                    + ("; ".join(said) or "none") + _skipped_note(engines),
                    "failed" if table.verdict.status == "failed" else "ok")  # fmt: skip
 
@@ -426,7 +426,7 @@ def _report(ctx: Context, steps: list[Step], onnx: list[Made], trt_check: dict, 
                "deploy": deploy.table.to_dict()}  # fmt: skip
     summary = summary_rows(ckpt, artifacts, results)
     (work / "plots").mkdir()
-    for name, svg in {**pipeline_plots(summary, parity.differences, opts.data, opts.bench_batches),
+    for name, svg in {**pipeline_plots(summary, parity.differences, opts.data, opts.bench_batch_sizes),
                       **deploy_plots(results["deploy"])}.items():
         atomic_write_text(work / "plots" / name, svg)
     not_run = {Path(a).name: why for a, why in engines.not_run.items()}

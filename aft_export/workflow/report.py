@@ -434,7 +434,7 @@ def report_markdown(ckpt, meta, opts, steps, summary, verdict, final, calib, not
         "Top-1 and agreement (with the PyTorch checkpoint's predictions) on the evaluation set; max abs and "
         "cosine from the parity check on real images; latency p50 and throughput on this machine. "
         + COLUMNS_SAY[0].upper() + COLUMNS_SAY[1:] + ".", "",
-        *summary_table(summary, opts.bench_batches), "",
+        *summary_table(summary, opts.bench_batch_sizes), "",
         *(["## What to deploy where", "",
            "Every file on every runtime here: parity against the checkpoint, top-1, latency at batch 1 and "
            f"images/s at batch {deploy['batch']}, timed in interleaved rounds.", "",
@@ -450,7 +450,7 @@ def report_markdown(ckpt, meta, opts, steps, summary, verdict, final, calib, not
         *[f"- **{s.name}**: {s.status} ({s.seconds:.1f}s){': ' + s.detail if s.detail else ''}" for s in steps],
         "", "## Plots", "",
         "![accuracy](plots/accuracy.svg)", "", "![errors](plots/errors.svg)", "",
-        *[f"![latency batch {b}](plots/latency_b{b}.svg)" for b in opts.bench_batches], "",
+        *[f"![latency batch {b}](plots/latency_b{b}.svg)" for b in opts.bench_batch_sizes], "",
         "Everything above is in `manifest.json` with the tool versions, options and input hashes.", "",
     ]  # fmt: skip
     return "\n".join(lines)

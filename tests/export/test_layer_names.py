@@ -44,8 +44,9 @@ def graphs(tmp_path_factory, cifar10):
     calib = str(cifar10 / "test.tar")
     src = out["local custom fp32"]
     for tag, opts in {"fp16": QuantizeOptions(precision="fp16"),
-                      "int8": QuantizeOptions(count=8, cache_dir=""),
-                      "int8 --quantize-aft-core": QuantizeOptions(count=8, quantize_aft_core=True, cache_dir="")}.items():
+                      "int8": QuantizeOptions(images=8, cache_dir=""),
+                      "int8 --quantize-aft-core": QuantizeOptions(images=8, quantize_aft_core=True,
+                                                                  cache_dir="")}.items():
         path = root / f"local.{tag.replace(' ', '_')}.onnx"
         quantize_model(src, path, None if tag == "fp16" else calib, opts, **QUIET)
         out[f"local custom {tag}"] = path

@@ -37,7 +37,7 @@ def portable(tmp_path_factory, cifar10):
     for precision in ("int8", "fp16"):
         paths[precision] = d / f"model.portable.{precision}.onnx"
         quantize_model(out, paths[precision], str(cifar10 / "train.tar") if precision == "int8" else None,
-                       QuantizeOptions(precision=precision, count=16, cache_dir=""), **QUIET)  # fmt: skip
+                       QuantizeOptions(precision=precision, images=16, cache_dir=""), **QUIET)  # fmt: skip
     return ckpt, json.loads(res.stdout), paths
 
 
@@ -125,7 +125,7 @@ def test_quantize_target_portable_of_the_default_export_is_the_portable_int8(por
     default, cpu = tmp_path / "model.onnx", tmp_path / "model.portable.int8.onnx"
     export_checkpoint(ckpt, default, ExportOptions(images=0), log=lambda *a: None)
     result = quantize_model(default, cpu, str(cifar10 / "train.tar"),
-                            QuantizeOptions(count=16, cache_dir="", target="portable"), **QUIET)  # fmt: skip
+                            QuantizeOptions(images=16, cache_dir="", target="portable"), **QUIET)  # fmt: skip
     made, written = onnx.load(cpu), onnx.load(paths["int8"])
     assert made.graph.SerializeToString() == written.graph.SerializeToString()
     meta = {p.key: p.value for p in made.metadata_props}

@@ -101,7 +101,7 @@ def test_fp16_keeps_the_decomposed_layernorm_in_fp32(tmp_path, cifar10):
     export_checkpoint(make_ckpt(tmp_path / "m.pt", "aft_full_test"), src,
                       ExportOptions(target="tensorrt8", images=0), **QUIET)  # fmt: skip
     out = tmp_path / "m.fp16.onnx"
-    quantize_model(src, out, str(cifar10 / "train.tar"), QuantizeOptions(precision="fp16", count=16, cache_dir=""),
+    quantize_model(src, out, str(cifar10 / "train.tar"), QuantizeOptions(precision="fp16", images=16, cache_dir=""),
                    progress=False, **QUIET)  # fmt: skip
     model = onnx.shape_inference.infer_shapes(onnx.load(out))
     types = {v.name: v.type.tensor_type.elem_type for v in model.graph.value_info}

@@ -34,7 +34,7 @@ def exports(tmp_path_factory, tiny_onnx):
 
 def _quantized(src, tmp_path, precision, cifar10):
     out = tmp_path / f"{src.stem}.{precision}.onnx"
-    opts = QuantizeOptions(precision=precision, count=16, cache_dir=str(tmp_path / "cache"))
+    opts = QuantizeOptions(precision=precision, images=16, cache_dir=str(tmp_path / "cache"))
     quantize_model(src, out, str(cifar10 / "train.tar"), opts, progress=False, **QUIET)
     return out
 
@@ -151,7 +151,7 @@ def test_quantize_stops_when_every_version_refuses_and_writes_nothing(exports, t
     out = tmp_path / "refused.onnx"
     with pytest.raises(AFTExportError, match=r"int8 quantisation stops: TensorRT 10\.3, 10\.13, 11\.4 would refuse"):
         quantize_model(exports["tensorrt", "custom"], out, str(cifar10 / "train.tar"),
-                       QuantizeOptions(count=16, cache_dir=""), progress=False, **QUIET)  # fmt: skip
+                       QuantizeOptions(images=16, cache_dir=""), progress=False, **QUIET)  # fmt: skip
     assert not out.exists()
 
 
