@@ -149,10 +149,13 @@ def _torchlib_built_once():
         from torch.onnx._internal.exporter import _registration
 
         cls = _registration.ONNXRegistry
-        build = cls.__dict__["from_torchlib"].__func__
-    except (ImportError, AttributeError, KeyError):
+        built = cls.__dict__.get("from_torchlib")
+    except (ImportError, AttributeError):
+        built = None
+    if not isinstance(built, classmethod):
         yield
         return
+    build = built.__func__
 
     def from_torchlib(klass, *args, **kwargs):
         key = repr((args, sorted(kwargs.items())))
@@ -168,7 +171,7 @@ def _torchlib_built_once():
     try:
         yield
     finally:
-        cls.from_torchlib = classmethod(build)
+        cls.from_torchlib = built  # torch's own again
 
 
 @contextlib.contextmanager

@@ -167,7 +167,7 @@ def test_deterministic_and_atomic(ckpts, tmp_path, monkeypatch):
     assert a.read_bytes() == b.read_bytes()
     # the kept registry never holds an export's own translations (the AFT cores), and torch's is torch's again
     assert not [t for t in kept.functions if "aft" in str(t)] and len(kept.functions) > 300
-    assert ONNXRegistry.__dict__["from_torchlib"].__func__.__module__ == ONNXRegistry.__module__
+    assert ONNXRegistry.__dict__["from_torchlib"].__func__.__module__ == ONNXRegistry.__module__  # torch's own again
     assert sorted(p.name for p in a.parent.iterdir()) == ["m.onnx"]  # no stray .data or temp files
 
 
