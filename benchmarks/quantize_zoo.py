@@ -86,8 +86,9 @@ def main(argv=None) -> int:
     for name in names:
         t0 = time.perf_counter()
         fp32 = out / f"{name}.onnx"
-        if args.exports and (Path(args.exports) / f"{name}.onnx").is_file():  # the same bytes, made before
-            shutil.copyfile(Path(args.exports) / f"{name}.onnx", fp32)
+        made = Path(args.exports) / f"{name}.onnx" if args.exports else None  # the same bytes, made before
+        if made and made.is_file():
+            shutil.copyfile(made, fp32)
         else:
             export_checkpoint(REPO / "models" / f"{name}.pt", fp32, ExportOptions(data=args.data), **quiet)
         files = {"fp32": fp32}
