@@ -210,6 +210,22 @@ def test_backend_and_the_old_provider_on_every_command_that_runs_models(served_o
         assert serve.exit_code == 2 and "OpenVINO is not installed" in serve.stderr.splitlines()[-1]
 
 
+def test_commands_on_onnx_files_alone_load_no_torch(zoo_onnx, tmp_path, cifar10):
+    """info, eval, check and bench on ONNX files never need PyTorch, and importing it is most of a
+    short command's second: they do not load it (a checkpoint among the files does)."""
+    a, b = zoo_onnx.export("aft_conv_cifar", tmp_path / "a.onnx"), zoo_onnx.export("aft_conv_cifar", tmp_path / "b.onnx")
+    code = ("import sys; from aft_export.cli import main\n"
+            "try: main(sys.argv[1:])\nexcept SystemExit as e: print('exit', e.code, 'torch' in sys.modules)")  # fmt: skip
+    data = ["--data", cifar10 / "test.tar", "--images", 8]
+    commands = [["info", a], ["eval", a, b, *data], ["check", a], ["bench", a, "--iters", 1, "--warmup", 0],
+                ["eval", REPO / "models" / "aft_conv_cifar.pt", a, *data]]
+    for args in commands:
+        r = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, cwd=REPO,
+                           check=False)  # fmt: skip
+        last = r.stdout.strip().splitlines()[-1]
+        assert last == f"exit 0 {args[1].suffix == '.pt'}", (args, r.stdout[-2000:], r.stderr[-2000:])
+
+
 def test_eval_refuses_a_set_with_other_classes(ckpt, tmp_path, cifar10):
     result = run("eval", ckpt, "--data", cifar10 / "test.tar", "--images", 20)
     assert result.exit_code == 2 and "classes" in result.output

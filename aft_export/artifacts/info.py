@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from aft_export.models.checkpoint import describe
 from aft_export.errors import AFTExportError
 from aft_export.fileio import sha256_file
 from aft_export.artifacts.graph import DOMAIN, aft_kind
@@ -55,6 +54,8 @@ def describe_artifact(path, config: str | None = None, preprocessing: ForeignPre
         return describe_engine(path)
     if suffix in CHECKPOINT_SUFFIXES or suffix in SPEC_SUFFIXES or suffix in source_suffixes():
         _refuse_preprocessing(preprocessing, path, "a checkpoint or model spec, not an ONNX file")
+        from aft_export.models.checkpoint import describe  # here: describing an ONNX file loads no torch
+
         return {"kind": "checkpoint", **describe(path, loaded=load_model(str(path), config=config))}
     raise AFTExportError(f"{path}: unknown artifact type; give a checkpoint (.pt, .pth, .safetensors), a model spec "
                          f"(.yaml, .yml, .json), an ONNX file (.onnx) or an engine ({', '.join(ENGINE_SUFFIXES)})")  # fmt: skip

@@ -8,9 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from aft_export.data.images import LabelledImages, normalize
+from aft_export.data.images import LabelledImages, normalize, normalize_array
 from aft_export.data.datasets import load_labelled
 from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
 from aft_export.options import EvalOptions, backend_of
@@ -18,19 +17,21 @@ from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.runners import load_runner
 
 
-@torch.no_grad()
 def evaluate_model(model, images: np.ndarray, labels: np.ndarray, mean, std,
                    batch_size: int = EvalOptions.batch_size):
     """Top-1 and top-5 accuracy (in %) of a torch model on uint8 (N, H, W, 3) images."""
+    import torch  # here: evaluating ONNX files alone loads no torch
+
     model.eval()
     top1 = top5 = 0
-    for i in range(0, len(labels), batch_size):
-        x = normalize(images[i : i + batch_size], mean, std)
-        y = torch.as_tensor(labels[i : i + batch_size])
-        logits = model(x)
-        pred = logits.topk(min(5, logits.shape[1]), dim=1).indices
-        top1 += (pred[:, 0] == y).sum().item()
-        top5 += (pred == y[:, None]).any(dim=1).sum().item()
+    with torch.no_grad():
+        for i in range(0, len(labels), batch_size):
+            x = normalize(images[i : i + batch_size], mean, std)
+            y = torch.as_tensor(labels[i : i + batch_size])
+            logits = model(x)
+            pred = logits.topk(min(5, logits.shape[1]), dim=1).indices
+            top1 += (pred[:, 0] == y).sum().item()
+            top5 += (pred == y[:, None]).any(dim=1).sum().item()
     n = max(len(labels), 1)
     return 100.0 * top1 / n, 100.0 * top5 / n
 
@@ -91,7 +92,7 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
         """Top-5 class indices of every image, and the seconds it took."""
         t0, preds = time.perf_counter(), []
         for i in range(0, len(images), batch_size):
-            x = normalize(images.images[i : i + batch_size], runner.info.mean, runner.info.std).numpy()
+            x = normalize_array(images.images[i : i + batch_size], runner.info.mean, runner.info.std)
             preds.append(np.argsort(-runner.finite_logits(x, batch_size=min(batch_size, 64)), axis=1)[:, :5])
         return np.concatenate(preds), time.perf_counter() - t0
 
@@ -132,7 +133,6 @@ def side_by_side(artifacts, backend: str | None, loaded=None) -> tuple[dict, int
     (aft_conv_cifar, 2 cores). ``loaded``: the first artifact is a model source already in
     memory, ``(model, meta)``."""
     from aft_export.runners import CHECKPOINT_SUFFIXES, onnx_runner
-    from aft_export.runners.pytorch import TorchRunner
 
     paths = [str(a) for a in artifacts]
     cores = os.cpu_count() or 1
@@ -148,7 +148,9 @@ def side_by_side(artifacts, backend: str | None, loaded=None) -> tuple[dict, int
     per = max(1, cores // min(cores, len(paths)))
     try:
         runners = {p: onnx_runner(p, backend, threads=per) for p in onnx}
-        for i in torch_at:
+        for i in torch_at:  # (imported here: ONNX files alone load no torch)
+            from aft_export.runners.pytorch import TorchRunner
+
             runners[paths[i]] = TorchRunner(paths[i], threads=per, loaded=loaded if i == 0 else None)
     except AFTExportError:  # a file that does not load (or its runtime missing) is said the usual way
         return None
