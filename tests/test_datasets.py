@@ -76,6 +76,24 @@ def test_named_set_uses_local_tars_first(cifar10, monkeypatch):
         load_labelled("cifar10:val", 32)
 
 
+def test_a_subset_of_a_tar_reads_only_its_images(cifar10, monkeypatch):
+    """load_labelled(limit=N) on a tar reads N images' bytes, not the set's 10,000, and takes the
+    same images, labels and classes as a full read subset afterwards."""
+    from aft_export.data import images
+    from aft_export.data.images import iter_tar, subset_indices
+
+    read, real = [], images._read_member
+    monkeypatch.setattr(images, "_read_member", lambda tar, m, path: read.append(m.name) or real(tar, m, path))
+    data = load_labelled(cifar10 / "test.tar", 32, limit=20)
+    taken = list(read)
+    assert len(taken) == 20 and len(data) == 20
+    every = list(iter_tar(cifar10 / "test.tar"))
+    chosen = [every[i] for i in subset_indices(len(every), 20)]
+    assert [f"{cifar10 / 'test.tar'}:{n}" for n in taken] == [label for _, label, _ in chosen]
+    assert data.classes == sorted({c for c, _, _ in every}) and len(data.classes) == 10
+    assert [data.classes[i] for i in data.labels] == [c for c, _, _ in chosen]
+
+
 def _checkout(root):
     (root / "aft_export").mkdir(parents=True)
     (root / "pyproject.toml").write_text('[project]\nname = "aft-export"\n')

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aft_export.data.images import (IMAGE_EXTENSIONS, LabelledImages, iter_folder, iter_tar, load_image, square_crop,
+from aft_export.data.images import (IMAGE_EXTENSIONS, LabelledImages, iter_folder, load_image, square_crop, tar_images,
                               subset_indices)  # fmt: skip
 from aft_export.errors import AFTExportError
 from aft_export.fileio import cache_root, relative_name
@@ -260,19 +260,15 @@ def load_labelled(source: str | os.PathLike, size: int, limit: int | None = None
     if not path.exists():
         raise AFTExportError(f"data source {path} does not exist; {SOURCES}")
     if path.is_dir():
-        items = iter_folder(path)
+        items = list(iter_folder(path))
+        classes_all = None
+        if limit is not None and limit < len(items):
+            classes_all = sorted({cls for cls, _, _ in items})
+            items = [items[i] for i in subset_indices(len(items), limit)]
     elif _is_tar(path):
-        items = iter_tar(path)
+        items, classes_all = tar_images(path, limit)  # only the subset's images are read
     else:
         raise AFTExportError(f"{path} is neither an ImageFolder directory nor a tar file; {SOURCES}")
-
-    items = list(items)
-    if limit is not None and limit < len(items):
-        keep = subset_indices(len(items), limit)
-        classes_all = sorted({cls for cls, _, _ in items})
-        items = [items[i] for i in keep]
-    else:
-        classes_all = None
     images, names = [], []
     for cls, label, blob in items:
         images.append(load_image(blob, size, name=label))

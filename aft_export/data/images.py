@@ -283,31 +283,58 @@ def tar_files(tar: tarfile.TarFile, path: Path) -> list[tarfile.TarInfo]:
 
 
 def iter_tar(path: Path) -> Iterator[tuple[str, str, bytes]]:
+    """``(class, label, bytes)`` of every image of the tar at ``path`` (``<class>/<image>``), in name
+    order, read as they are taken."""
+    with _open_tar(path) as tar:
+        for m in _tar_images(tar, path):
+            blob = _read_member(tar, m, path)
+            if blob is not None:
+                yield Path(m.name).parts[-2], f"{path}:{m.name}", blob
+
+
+def tar_images(path: Path, limit: int | None = None) -> tuple[list[tuple[str, str, bytes]], list[str]]:
+    """:func:`iter_tar`'s images as a list, all of them or the fixed subset of ``limit``
+    (:func:`subset_indices`, as :func:`~aft_export.data.datasets.load_labelled` takes it), and the
+    sorted class names of every image in the tar. Only the images taken are read: every member's
+    header is checked as :func:`iter_tar` checks it, and the index is the process's
+    (:func:`tar_files`), so a subset of CIFAR-10's test set reads its images, not 10,000."""
+    with _open_tar(path) as tar:
+        members = _tar_images(tar, path)
+        classes = sorted({Path(m.name).parts[-2] for m in members})
+        if limit is not None and limit < len(members):
+            members = [members[i] for i in subset_indices(len(members), limit)]
+        items = [(Path(m.name).parts[-2], f"{path}:{m.name}", _read_member(tar, m, path)) for m in members]
+    return [item for item in items if item[2] is not None], classes
+
+
+def _open_tar(path: Path) -> tarfile.TarFile:
     try:
-        tar = tarfile.open(path)
+        return tarfile.open(path)
     except TAR_ERRORS as exc:
         raise tar_error(path, exc) from None
-    with tar:
-        try:
-            members = [m for m in tar_files(tar, path) if Path(m.name).suffix.lower() in IMAGE_EXTENSIONS]
-        except TAR_ERRORS as exc:
-            raise tar_error(path, exc) from None
-        for m in members:
-            parts = Path(m.name).parts
-            if len(parts) < 2:
-                raise AFTExportError(
-                    f"{path}: {m.name} is not inside a class folder; expected <class>/<image>"
-                )
-            if m.size > MAX_IMAGE_BYTES:
-                raise AFTExportError(f"{path}:{m.name} is {m.size / 2**20:.0f} MB, more than aft-export reads "
-                                     f"({MAX_IMAGE_BYTES // 2**20} MB); resize it first")  # fmt: skip
-            try:
-                fh = tar.extractfile(m)
-                blob = fh.read() if fh is not None else None
-            except TAR_ERRORS as exc:
-                raise tar_error(path, exc) from None
-            if blob is not None:
-                yield parts[-2], f"{path}:{m.name}", blob
+
+
+def _tar_images(tar: tarfile.TarFile, path: Path) -> list[tarfile.TarInfo]:
+    """The image members of ``tar``, each checked: inside a class folder, at most MAX_IMAGE_BYTES."""
+    try:
+        members = [m for m in tar_files(tar, path) if Path(m.name).suffix.lower() in IMAGE_EXTENSIONS]
+    except TAR_ERRORS as exc:
+        raise tar_error(path, exc) from None
+    for m in members:
+        if len(Path(m.name).parts) < 2:
+            raise AFTExportError(f"{path}: {m.name} is not inside a class folder; expected <class>/<image>")
+        if m.size > MAX_IMAGE_BYTES:
+            raise AFTExportError(f"{path}:{m.name} is {m.size / 2**20:.0f} MB, more than aft-export reads "
+                                 f"({MAX_IMAGE_BYTES // 2**20} MB); resize it first")  # fmt: skip
+    return members
+
+
+def _read_member(tar: tarfile.TarFile, m: tarfile.TarInfo, path: Path) -> bytes | None:
+    try:
+        fh = tar.extractfile(m)
+        return fh.read() if fh is not None else None
+    except TAR_ERRORS as exc:
+        raise tar_error(path, exc) from None
 
 
 def normalize(images, mean, std):
