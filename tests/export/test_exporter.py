@@ -17,6 +17,7 @@ from aft_export.exporting.exporter import ExportOptions, check_graph, export_che
 from aft_export.exporting.functions import DOMAIN
 from aft_export.artifacts.graph import aft_kind, node_module
 from aft_export.models import create_model, get_config, list_models
+from tests.conftest import REPO
 
 VARIANT_OP = {"full": "AFTFull", "local": "AFTLocal", "simple": "AFTSimple", "conv": "AFTConv"}
 
@@ -351,14 +352,21 @@ _FAST = [n for n in list_models() if not n.endswith("_224")]
 _SLOW = [pytest.param(n, marks=pytest.mark.slow) for n in list_models() if n.endswith("_224")]
 
 
+_ZOO = {p.stem for p in (REPO / "models").glob("*.pt")}
+
+
 @pytest.mark.parametrize("op_form", ["custom", "decomposed"])
 @pytest.mark.parametrize("name", _FAST + _SLOW)
-def test_every_registered_config_exports_and_verifies(name, op_form, tmp_path, cifar10, tiny_onnx):
-    """(The checkpoint is make_ckpt's, made once per session; the export runs here, and the
-    session keeps its file for the modules that read the same export: test_build's 224 configs.)"""
-    ckpt = tiny_onnx.ckpt(tmp_path / "m.pt", name)
-    res = tiny_onnx.export_verified(ckpt, tmp_path / "m.onnx", ExportOptions(
-        op_form=op_form, images=8, data=str(cifar10 / "test.tar")))  # fmt: skip
+def test_every_registered_config_exports_and_verifies(name, op_form, tmp_path, cifar10, tiny_onnx, zoo_onnx):
+    """A config with a zoo checkpoint exports that checkpoint, any other make_ckpt's (made once per
+    session). The export and its verification run here, and the session keeps the file for the
+    modules that read the same export (tests/conftest.py: test_conformance, test_zoo and
+    test_build read the zoo's, test_build the 224 configs')."""
+    options = ExportOptions(op_form=op_form, images=8, data=str(cifar10 / "test.tar"))
+    if name in _ZOO:
+        res = zoo_onnx.export_verified(name, tmp_path / "m.onnx", options)
+    else:
+        res = tiny_onnx.export_verified(tiny_onnx.ckpt(tmp_path / "m.pt", name), tmp_path / "m.onnx", options)
     cfg = get_config(name)
     assert res.aft_nodes == (cfg.depth if op_form == "custom" else 0)
     assert res.parity["passed"], res.parity
