@@ -63,3 +63,29 @@ def test_bench_openvino_quick_times_both_runtimes_and_both_hints(tmp_path, capsy
     assert all(r["latency_ms"] > 0 and r["throughput_ms"] > 0 and r["requests"] >= 1 for r in report["hints"])
     text = capsys.readouterr().out
     assert "| aft_simple_cifar | int8 | 8 |" in text and "LATENCY / THROUGHPUT" in text
+
+
+def test_suite_cost_counts_each_tests_own_and_childrens_cpu(tmp_path):
+    """tools/suite_cost.py, the plugin that says where the suite's time goes (issue 34): a test
+    that spends its CPU in a child process is charged it as children's CPU, one that spends it
+    in pytest's own process as its own; the report sums them by file."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "test_spend.py").write_text(
+        "import subprocess, sys\n"
+        "SPIN = 'import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.3: pass'\n"
+        "def test_child():\n    subprocess.run([sys.executable, '-c', SPIN], check=True)\n"
+        "def test_own():\n    exec(SPIN)\n")  # fmt: skip
+    record = tmp_path / "cost.json"
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tools.suite_cost",
+                          "--rootdir", str(tmp_path), str(tmp_path / "test_spend.py")], cwd=REPO, capture_output=True,
+                         text=True, env={**os.environ, "AFT_SUITE_COST": str(record)}, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    rows = {r["test"].split("::")[1]: r for r in json.loads(record.read_text())["tests"]}
+    assert rows["test_child"]["children_cpu"] >= 0.3 > rows["test_child"]["cpu"]
+    assert rows["test_own"]["cpu"] >= 0.3 > rows["test_own"]["children_cpu"]
+    report = subprocess.run([sys.executable, str(REPO / "tools" / "suite_cost.py"), str(record), "--tests", "1"],
+                            capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert report.startswith("2 tests: wall ") and "test_spend.py" in report and "the 1 tests that cost" in report
