@@ -87,4 +87,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except BrokenPipeError:  # the report piped into `head`: what it read is what was wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        raise SystemExit(0) from None
