@@ -95,6 +95,16 @@ def foreign(tmp_path_factory, cifar10):
     return {"ckpt": ckpt, "ours": ours, "copied": copied, "theirs": theirs, "data": data}
 
 
+def written_by(opts) -> str:
+    """What of an export's options decides the file it writes: all of them less the
+    verification's (images, data, tolerance), which change nothing in it."""
+    import dataclasses
+
+    from aft_export.exporting.exporter import ExportOptions
+
+    return repr(dataclasses.replace(opts, images=0, data=None, verify_atol=ExportOptions.verify_atol))
+
+
 class TinyExports:
     """Tiny untrained models (``tests.export.test_exporter.make_ckpt``: seeded) and their ONNX
     exports with verification off, each made once per session and copied to where a test asks
@@ -127,14 +137,8 @@ class TinyExports:
         return path
 
     def _key(self, ckpt: Path, opts) -> tuple:
-        """An export's key: its checkpoint and its options less the verification's, which
-        change nothing in the file written."""
-        import dataclasses
-
-        from aft_export.exporting.exporter import ExportOptions
-
-        plain = dataclasses.replace(opts, images=0, data=None, verify_atol=ExportOptions.verify_atol)
-        return ("onnx", *self.sources[Path(ckpt)], repr(plain))
+        """An export's key: its checkpoint and :func:`written_by` its options."""
+        return ("onnx", *self.sources[Path(ckpt)], written_by(opts))
 
     def export(self, ckpt: Path, out: Path, **options) -> Path:
         """``export_checkpoint(ckpt, out, ExportOptions(images=0, **options))`` of a
@@ -182,13 +186,8 @@ class ZooExports:
 
     @staticmethod
     def _key(model: str, opts) -> tuple:
-        """An export's key: its model and its options less the verification's, which change
-        nothing in the file written."""
-        import dataclasses
-
-        from aft_export.exporting.exporter import ExportOptions
-
-        return model, repr(dataclasses.replace(opts, images=0, data=None, verify_atol=ExportOptions.verify_atol))
+        """An export's key: its model and :func:`written_by` its options."""
+        return model, written_by(opts)
 
     def export(self, model: str, out: Path, **options) -> Path:
         """``export_checkpoint(models/<model>.pt, out, ExportOptions(images=0, **options))``."""

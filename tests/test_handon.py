@@ -18,12 +18,9 @@ import aft_export.data.calibration as calib
 import aft_export.exporting.exporter as exporter
 import aft_export.workflow.pipeline as pipeline
 import aft_export.quantization.stage as quantize
-from aft_export.models.checkpoint import load_checkpoint, save_checkpoint
 from aft_export.options import PipelineOptions
-from tests.export.test_exporter import make_ckpt
-from tests.test_pipeline import CIFAR10
+from tests.test_pipeline import UNTRAINED_INT8_LIMITS, tiny_cifar10_ckpt
 
-UNTRAINED_INT8 = ("int8.min_top1_agreement=0.5", "int8.max_abs=5")  # as tests/test_pipeline.py holds its tiny model
 CALIB_IMAGES = 32
 # the CPU's int8 (the portable target's) is quantised from model.onnx beside the TensorRT int8
 ONNX_ARTIFACTS = ("model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.portable.int8.onnx")
@@ -72,7 +69,7 @@ def _run(tmp_path, cifar10, ckpt, name, hand_on: bool):
         # its near-tie logits meet: a file failing parity would be localised, which checks its graphs again
         pipeline.run_pipeline(str(ckpt), PipelineOptions(
             output=str(out), calib=str(cifar10 / "train.tar"), data=str(cifar10 / "test.tar"), calib_images=CALIB_IMAGES,
-            parity_images=16, eval_images=32, bench_batch_sizes=(1,), bench_iters=1, tolerances=UNTRAINED_INT8),
+            parity_images=16, eval_images=32, bench_batch_sizes=(1,), bench_iters=1, tolerances=UNTRAINED_INT8_LIMITS),
             log=lambda *a: None)  # fmt: skip
     return counts, json.loads((out / "manifest.json").read_text())
 
@@ -92,9 +89,7 @@ def _results(manifest, run_dir) -> dict:
 
 
 def test_a_pipeline_run_decodes_calibration_once_and_checks_each_artifact_once(tmp_path, cifar10):
-    ckpt = make_ckpt(tmp_path / "tiny.pt", "aft_conv_test")
-    model, _ = load_checkpoint(ckpt)
-    save_checkpoint(ckpt, model, CIFAR10, model_name="aft_conv_test")  # eval needs CIFAR-10's class names
+    ckpt = tiny_cifar10_ckpt(tmp_path / "tiny.pt")  # test_pipeline's tiny model, held to its int8 limits
     counts, manifest = _run(tmp_path, cifar10, ckpt, "handed", hand_on=True)
     engines = [a for a in manifest["artifacts"] if a.endswith(".engine")]
     assert manifest["inputs"]["calibration"]["count"] == CALIB_IMAGES

@@ -25,19 +25,24 @@ FAST = ["--calib-images", "128", "--eval-images", "64", "--parity-images", "16",
         "--bench-batch-size", "4", "--bench-iters", "2"]  # fmt: skip
 # an untrained model's logits are near ties, so int8 flips top-1 more than a trained one
 # (the zoo meets the default limits: tests/test_zoo.py); the other limits stay default
-UNTRAINED_INT8 = ["--tolerance", "int8.min_top1_agreement=0.5", "--tolerance", "int8.max_abs=5"]
+UNTRAINED_INT8_LIMITS = ("int8.min_top1_agreement=0.5", "int8.max_abs=5")
+UNTRAINED_INT8 = [arg for limit in UNTRAINED_INT8_LIMITS for arg in ("--tolerance", limit)]
 
 
 CIFAR10 = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
 
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
+def tiny_cifar10_ckpt(path):
     """A tiny AFT-conv model with CIFAR-10's class names (untrained: eval needs the names)."""
-    path = make_ckpt(tmp_path_factory.mktemp("p") / "tiny.pt", "aft_conv_test")
-    model, meta = load_checkpoint(path)
+    make_ckpt(path, "aft_conv_test")
+    model, _ = load_checkpoint(path)
     save_checkpoint(path, model, CIFAR10, model_name="aft_conv_test")
     return path
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    return tiny_cifar10_ckpt(tmp_path_factory.mktemp("p") / "tiny.pt")
 
 
 def _args(ckpt, out, cifar10, *extra):

@@ -148,10 +148,11 @@ def side_by_side(artifacts, backend: str | None, loaded=None) -> tuple[dict, int
     per = max(1, cores // min(cores, len(paths)))
     try:
         runners = {p: onnx_runner(p, backend, threads=per) for p in onnx}
-        for i in torch_at:  # (imported here: ONNX files alone load no torch)
+        if torch_at:  # (imported here: ONNX files alone load no torch)
             from aft_export.runners.pytorch import TorchRunner
 
-            runners[paths[i]] = TorchRunner(paths[i], threads=per, loaded=loaded if i == 0 else None)
+            runners.update({paths[i]: TorchRunner(paths[i], threads=per, loaded=loaded if i == 0 else None)
+                            for i in torch_at})  # fmt: skip
     except AFTExportError:  # a file that does not load (or its runtime missing) is said the usual way
         return None
     return runners, min(cores, len(paths))
