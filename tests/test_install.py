@@ -55,6 +55,11 @@ def test_the_wheel_runs_the_default_pipeline_from_anywhere(tmp_path, cifar10):
     assert run.returncode == (3 if manifest["unverified"] else 0), run.stdout[-3000:] + run.stderr[-3000:]
     assert "PASS" in run.stdout and run_dir.name.startswith("aft_conv_cifar-") and (run_dir / "report.md").is_file()
     assert manifest["inputs"]["model"] == "aft_conv_cifar" and manifest["passed"]
+    # the data it verified with, the default set, is named by its name wherever the run says which
+    results = manifest["results"]
+    said = [results["export"]["tensorrt"]["parity"]["data"], results["parity"]["data"], results["deploy"]["data"],
+            *(e["data"] for e in results["eval"] if e["status"] == "ok")]  # fmt: skip
+    assert set(said) == {"cifar10:test"}, said
     # what travels (ONNX files, engine manifests) names no path of this machine
     travels = sorted(run_dir.glob("*.onnx")) + sorted(run_dir.glob("*.engine.json"))
     assert len(travels) >= 3 and scan_files(travels) == {}

@@ -22,6 +22,7 @@ accuracies differ slightly between the two (the zoo cards report the JPEG tars).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import tarfile
@@ -251,10 +252,11 @@ def load_labelled(source: str | os.PathLike, size: int, limit: int | None = None
     """
     if limit is not None and limit < 1:
         raise AFTExportError(f"an image limit must be >= 1, got {limit}; leave it out to use every image")
-    if is_named(source):
-        resolved = resolve(str(source))
+    name = str(source) if is_named(source) else None  # what the decoded set is called: a named set by its name
+    if name is not None:
+        resolved = resolve(name)
         if isinstance(resolved, LabelledImages):
-            return _subset_resized(resolved, size, limit)
+            return dataclasses.replace(_subset_resized(resolved, size, limit), source=name)
         source = resolved
     path = Path(source)
     if not path.exists():
@@ -280,7 +282,7 @@ def load_labelled(source: str | os.PathLike, size: int, limit: int | None = None
     classes = classes_all or sorted(set(names))
     index = {c: i for i, c in enumerate(classes)}
     labels = np.array([index[c] for c in names], dtype=np.int64)
-    return LabelledImages(np.stack(images), labels, classes, str(path))
+    return LabelledImages(np.stack(images), labels, classes, name or str(path))
 
 
 SOURCES = "give an ImageFolder directory (<class>/<image>), a tar of one, or cifar10:train / cifar10:test"

@@ -114,7 +114,7 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
         n = len(pred)
         rows.append({
             "artifact": str(artifact), "backend": runner.backend, "precision": info.precision,
-            "data": str(data), "images": n,
+            "data": images.source, "images": n,
             "top1": round(100.0 * float((pred[:, 0] == y).mean()), 2),
             "top5": round(100.0 * float((pred == y[:, None]).any(axis=1).mean()), 2),
             "agreement": round(100.0 * float((pred[:, 0] == first_pred[:n, 0]).mean()), 2), "status": "ok",
