@@ -100,6 +100,20 @@ def test_plain_state_dict_needs_a_config(tmp_path, model):
         load_checkpoint(path)
 
 
+def test_a_config_is_for_a_plain_state_dict_and_never_ignored(ckpt, tmp_path):
+    """A checkpoint that records its architecture takes a `config` that agrees with it; another
+    one is said (the command-line's ``--config`` with it: exit 2), not silently dropped."""
+    assert load_checkpoint(ckpt, config="aft_conv_test")[1].config.variant == "conv"
+    with pytest.raises(AFTExportError, match=r"records its architecture \(aft_conv_test\); `config` \(aft_full_test\)"):
+        load_checkpoint(ckpt, config="aft_full_test")
+    from click.testing import CliRunner
+
+    from aft_export.cli import main
+
+    res = CliRunner().invoke(main, ["info", str(ckpt), "--config", "aft_full_test"])
+    assert res.exit_code == 2 and "leave it out" in res.output and "Traceback" not in res.output
+
+
 def test_missing_empty_truncated_corrupt(tmp_path, ckpt):
     with pytest.raises(AFTExportError, match="does not exist"):
         load_checkpoint(tmp_path / "nope.pt")

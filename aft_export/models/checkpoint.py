@@ -231,6 +231,11 @@ def load_checkpoint(
     if isinstance(payload, dict) and payload.get("format") == FORMAT:
         meta = _meta_from_payload(payload, path)
         state = payload.get("state_dict")
+        given = get_config(config) if isinstance(config, str) else config
+        if given is not None and given != meta.config:  # said, not ignored: the file's own config decides
+            raise AFTExportError(f"{path} records its architecture ({meta.model_name or meta.config.variant}); "
+                                 f"`config` ({config if isinstance(config, str) else 'the one given'}) names the "
+                                 f"architecture of a plain state_dict only: leave it out")  # fmt: skip
     else:
         if weights_key is not None or not (isinstance(payload, dict) and all(
                 isinstance(v, torch.Tensor) for v in payload.values())):  # {"model": ...}, {"state_dict": ...}, EMA
