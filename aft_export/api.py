@@ -93,13 +93,19 @@ def _three(value, option: str):
     return out
 
 
-def _foreign(preprocess, input_size, mean, std, classes):
-    """How an ONNX file another tool wrote is fed, or None where nothing was given."""
+def _foreign(preprocess, input_size, mean, std, classes, files=None):
+    """How an ONNX file another tool wrote is fed, or None where nothing was given. ``files``: the
+    command's files; given preprocessing that none of them takes is an error, not ignored."""
     if all(v is None for v in (preprocess, input_size, mean, std, classes)):
         return None
     from aft_export.data.preprocess import ForeignPreprocessing
 
-    return ForeignPreprocessing(preprocess, input_size, mean, std, classes)
+    pre = ForeignPreprocessing(preprocess, input_size, mean, std, classes)
+    if files is not None:
+        from aft_export.artifacts.info import refuse_unused_preprocessing
+
+        refuse_unused_preprocessing(pre, [str(f) for f in files])
+    return pre
 
 
 def _is_module(value) -> bool:
@@ -238,7 +244,7 @@ def build(model, output=None, *, batch_profile: str | None = BuildOptions.batch_
                         hardware_compatibility=hardware_compatibility, library=library,
                         compute_capabilities=tuple(compute_capabilities))  # fmt: skip
     return build_engine(str(model), None if output is None else str(output), opts, log=_log,
-                        preprocessing=_foreign(preprocess, input_size, mean, std, classes))  # fmt: skip
+                        preprocessing=_foreign(preprocess, input_size, mean, std, classes, files=[model]))  # fmt: skip
 
 
 def train(*, model: str, data: str, output: str, test_data: str | None = None, epochs: int = TrainConfig.epochs,
@@ -360,9 +366,9 @@ def evaluate(artifacts, *, data, batch_size: int = EvalOptions.batch_size, image
     from aft_export.results import EvalResult
     from aft_export.verify.evaluate import eval_verdict, evaluate_artifacts
 
-    rows = evaluate_artifacts(_paths(artifacts, "checkpoints or ONNX files to evaluate"), str(data),
-                              batch_size=batch_size, limit=images, backend=backend,
-                              preprocessing=_foreign(preprocess, input_size, mean, std, classes))  # fmt: skip
+    paths = _paths(artifacts, "checkpoints or ONNX files to evaluate")
+    rows = evaluate_artifacts(paths, str(data), batch_size=batch_size, limit=images, backend=backend,
+                              preprocessing=_foreign(preprocess, input_size, mean, std, classes, files=paths))  # fmt: skip
     return EvalResult(rows, eval_verdict(rows))
 
 
@@ -376,7 +382,7 @@ def bench(artifacts, *, batch_sizes: Sequence[int] = BenchOptions.batch_sizes, w
     labelled images of ``data`` and timed. Returns :class:`~aft_export.results.BenchResult`, or with
     ``reference`` :class:`~aft_export.verify.deploy.DeployTable`."""
     artifacts = _paths(artifacts, "checkpoints, ONNX files or engines to time")
-    pre = _foreign(preprocess, input_size, mean, std, classes)
+    pre = _foreign(preprocess, input_size, mean, std, classes, files=None if reference is not None else artifacts)
     if reference is not None:
         from aft_export.verify.deploy import bench_against
 
@@ -490,11 +496,11 @@ def serve(artifacts, *, host: str = ServeOptions.host, http_port: int = ServeOpt
     from aft_export.serving.server import _Stop
     from aft_export.serving.server import serve as run_server
 
+    paths = _paths(artifacts, "ONNX files or engines to serve")
     opts = ServeOptions(host=host, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port,
                         max_batch=max_batch, instances=instances, top_k=top_k, queue_delay_us=queue_delay_us,
                         backend=backend, threads=threads, drain_seconds=drain_seconds,
-                        preprocessing=_foreign(preprocess, input_size, mean, std, classes))  # fmt: skip
-    paths = _paths(artifacts, "ONNX files or engines to serve")
+                        preprocessing=_foreign(preprocess, input_size, mean, std, classes, files=paths))  # fmt: skip
     if _blocking.get():  # serve_until_stopped: here, until a signal
         return run_server(paths, opts, log=_log)
     stop, outcome = _Stop(), {}

@@ -133,3 +133,17 @@ def test_an_option_the_artifact_cannot_take_is_a_user_error(foreign, tmp_path):
         res = run("info", *args)
         assert res.exit_code == 2 and len(res.output.splitlines()) == 1, res.output
         assert res.output.startswith(f"error: {flags} ") and "leave " in res.output and "`" not in res.output
+
+
+def test_every_command_says_preprocessing_no_file_of_it_takes(foreign):
+    """eval, bench, build and serve feed another tool's ONNX file by --mean, --input-size, ...; where
+    every file they are given says how it is fed, the flags are said (exit 2), never ignored. Among
+    files that include another tool's, they are taken (tests/test_foreign.py: `eval` of one of each)."""
+    ours = str(foreign["ours"])
+    for args in (["eval", ours, "--data", foreign["data"], "--images", 4, "--mean", "0.5,0.5,0.5"],
+                 ["bench", ours, ours, "--iters", 1, "--batch-size", 1, "--input-size", 32],
+                 ["build", ours, "--library", "tensorrt-rtx", "--std", "1,1,1"],
+                 ["serve", ours, "--mean", "0.5,0.5,0.5"]):  # fmt: skip
+        res = run(*args)
+        assert res.exit_code == 2 and len(res.output.splitlines()) == 1, (args, res.output)
+        assert "says how to feed an ONNX file another tool wrote" in res.output and "leave it out" in res.output

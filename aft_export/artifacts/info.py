@@ -67,7 +67,31 @@ def _refuse_config(config: str | None, path: Path, what: str) -> None:
                              f"{what}, which needs none; leave `config` out")  # fmt: skip
 
 
-def _refuse_preprocessing(preprocessing: ForeignPreprocessing | None, path: Path, what: str) -> None:
+def refuse_unused_preprocessing(preprocessing: ForeignPreprocessing | None, artifacts) -> None:
+    """Preprocessing given where no file among ``artifacts`` takes it: each is a checkpoint, a model
+    spec, an engine or an ONNX file with our metadata, which say how they are fed. Said, not
+    ignored. A file that is missing or unreadable is left to the command, which says what is wrong."""
+    if preprocessing is None or not artifacts:
+        return
+    for artifact in map(Path, artifacts):
+        suffix = artifact.suffix.lower()
+        if not artifact.is_file():
+            return
+        if suffix == ".onnx":
+            try:
+                if not ArtifactMeta.of(load_onnx(artifact, external_data=False), str(artifact)).ours:
+                    return  # another tool's file: it takes what was given
+            except AFTExportError:
+                return
+        elif not (suffix in ENGINE_SUFFIXES or suffix in CHECKPOINT_SUFFIXES or suffix in SPEC_SUFFIXES
+                  or suffix in source_suffixes()):  # fmt: skip
+            return
+    names = str(artifacts[0]) if len(artifacts) == 1 else "each of " + ", ".join(str(a) for a in artifacts)
+    _refuse_preprocessing(preprocessing, names, "a file that says how it is fed (a checkpoint, an engine or an "
+                                                "aft-export ONNX file)")  # fmt: skip
+
+
+def _refuse_preprocessing(preprocessing: ForeignPreprocessing | None, path: Path | str, what: str) -> None:
     given = [name for name in GIVEN if preprocessing is not None and getattr(preprocessing, name) is not None]
     if given:
         words = ", ".join(f"`{name}`" for name in given[:-1]) + (" and " if len(given) > 1 else "") + f"`{given[-1]}`"
