@@ -27,12 +27,17 @@ from pathlib import Path
 from aft_export.errors import AFTExportError
 
 
-def sha256_file(path: str | os.PathLike) -> str:
-    h = hashlib.sha256()
+def file_digest(path: str | os.PathLike, algorithm: str = "sha256") -> str:
+    """The hex digest of a file's bytes by ``algorithm`` (a :mod:`hashlib` name), read 1 MiB at a time."""
+    h = hashlib.new(algorithm)
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    return file_digest(path)
 
 
 def _kind(mode: int) -> str:

@@ -194,6 +194,21 @@ def aft_projection_nodes(model) -> list[str]:
     return [n.name for n in model.graph.node if n.name in found]
 
 
+def constant_values(model) -> dict:
+    """Every value the graph holds as a constant, by name: its initializers and the outputs of its
+    ``Constant`` nodes (a ``value`` tensor or a ``value_float``), as NumPy arrays."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            values[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+        elif node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value_float":
+            values[node.output[0]] = np.array(node.attribute[0].f, np.float32)
+    return values
+
+
 def with_outputs(model, names: list[str]):
     """A copy of ``model`` that also outputs the given intermediate values."""
     import onnx

@@ -23,7 +23,6 @@ accuracies differ slightly between the two (the zoo cards report the JPEG tars).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import tarfile
 import tempfile
@@ -35,7 +34,7 @@ import numpy as np
 from aft_export.data.images import (IMAGE_EXTENSIONS, LabelledImages, iter_folder, load_image, square_crop, tar_images,
                               subset_indices)  # fmt: skip
 from aft_export.errors import AFTExportError
-from aft_export.fileio import cache_root, relative_name
+from aft_export.fileio import cache_root, file_digest, relative_name
 
 CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
 CIFAR10_MD5 = "c32a1d4ab5d03f1284b67883e8d87530"
@@ -179,14 +178,6 @@ def _tried(split: str, download: str) -> list[str]:
     return tried + [download]
 
 
-def md5_file(path: Path) -> str:
-    h = hashlib.md5()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 class DownloadFailed(AFTExportError):
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
@@ -207,7 +198,7 @@ def download(url: str, dest: Path, md5: str) -> None:
             reason = f"{type(exc).__name__}: {getattr(exc, 'reason', None) or exc}"
             raise DownloadFailed(f"cannot download {url} ({exc}); put the archive at {dest} or set "
                                  f"AFT_CIFAR10_DIR", reason) from None
-        got = md5_file(Path(tmp))
+        got = file_digest(tmp, "md5")
         if got != md5:
             raise DownloadFailed(f"download of {url} is corrupt: md5 {got}, expected {md5}; try again",
                                  reason=f"md5 {got}, expected {md5}")  # fmt: skip
@@ -218,7 +209,7 @@ def download(url: str, dest: Path, md5: str) -> None:
 
 def read_cifar10_binary(archive: Path, split: str) -> LabelledImages:
     """Decode the binary release: records of 1 label byte + 3072 bytes (R, G, B planes)."""
-    if md5_file(archive) != CIFAR10_MD5:
+    if file_digest(archive, "md5") != CIFAR10_MD5:
         raise AFTExportError(f"{archive} does not match the CIFAR-10 binary md5; delete it and retry")
     return _decode_batches(archive, split)
 

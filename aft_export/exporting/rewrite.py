@@ -26,19 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from aft_export.artifacts.graph import AFT_LAYER_TYPES, node_module, props, set_props
-
-
-def _constants(model) -> dict[str, np.ndarray]:
-    from onnx import numpy_helper
-
-    values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    for node in model.graph.node:
-        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
-            values[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
-        elif node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value_float":
-            values[node.output[0]] = np.array(node.attribute[0].f, np.float32)
-    return values
+from aft_export.artifacts.graph import AFT_LAYER_TYPES, constant_values, node_module, props, set_props
 
 
 def _consumers(model) -> dict[str, list]:
@@ -65,7 +53,7 @@ def _other(node, name: str) -> str | None:
 def gelu_for_fusion(model) -> int:
     """Reorder every exported erf-GELU so ONNX Runtime fuses it (see the module docstring).
     Returns the number of GELUs rewritten; edits ``model`` in place."""
-    values = _constants(model)
+    values = constant_values(model)
     consumers = _consumers(model)
     outputs = {o.name for o in model.graph.output}
     producer = {o: n for n in model.graph.node for o in n.output}
@@ -121,7 +109,7 @@ def merge_shared_matmuls(model) -> int:
     from onnx import helper
 
     inits = {t.name for t in model.graph.initializer}
-    consts = set(_constants(model))
+    consts = set(constant_values(model))
     nodes = list(model.graph.node)
     groups: dict[tuple, list[int]] = {}
     for i, node in enumerate(nodes):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from aft_export.errors import AFTExportError
-from aft_export.artifacts.graph import inline_functions
+from aft_export.artifacts.graph import constant_values, inline_functions
 
 OPSET = 17
 IR_VERSION = 8  # the IR of ONNX 1.12/1.13, which TensorRT 8.5/8.6's parsers are built with
@@ -100,7 +100,7 @@ def _to_opset17(model) -> None:
     import onnx
     from onnx import helper
 
-    values = _constant_values(model)
+    values = constant_values(model)
     for node in model.graph.node:
         if node.domain not in ("", "ai.onnx"):
             continue
@@ -134,16 +134,6 @@ def _to_opset17(model) -> None:
     for o in model.opset_import:
         if o.domain in ("", "ai.onnx"):
             o.version = OPSET
-
-
-def _constant_values(model) -> dict:
-    from onnx import numpy_helper
-
-    values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    for node in model.graph.node:
-        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
-            values[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
-    return values
 
 
 def _const(name: str, value: np.ndarray, like):

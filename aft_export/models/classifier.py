@@ -224,3 +224,23 @@ def _init_weights(m: nn.Module) -> None:
 def count_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
+
+def leaf_output_bytes(model: nn.Module, x: torch.Tensor) -> tuple[list[int], torch.Tensor]:
+    """The bytes of each leaf module's tensor output when ``model`` runs ``x`` (in the order they
+    ran; memory estimates are made from them), and the model's output. Runs without gradients."""
+    sizes: list[int] = []
+
+    def hook(_module, _inputs, out):
+        if isinstance(out, torch.Tensor):
+            sizes.append(out.numel() * out.element_size())
+
+    leaves = [m for m in model.modules() if not any(True for _ in m.children())]
+    handles = [m.register_forward_hook(hook) for m in leaves]
+    try:
+        with torch.inference_mode():
+            out = model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return sizes, out
+

@@ -28,7 +28,7 @@ from aft_export.fileio import claim_output
 from aft_export.options import TrainConfig
 from aft_export.runners.base import available_memory
 from aft_export.verify.evaluate import evaluate_model
-from aft_export.models.classifier import AFTClassifier, count_params
+from aft_export.models.classifier import AFTClassifier, count_params, leaf_output_bytes
 from aft_export.models.registry import create_model
 
 
@@ -76,20 +76,7 @@ def _param_groups(model: AFTClassifier, weight_decay: float):
 def training_bytes_per_image(model: torch.nn.Module, input_size: tuple[int, int, int]) -> int:
     """Estimated training memory per image: every leaf module's output on one image, kept
     for the backward pass, counted twice (the activation and its gradient), and the input."""
-    sizes = []
-
-    def hook(_module, _inputs, out):
-        if isinstance(out, torch.Tensor):
-            sizes.append(out.numel() * out.element_size())
-
-    leaves = [m for m in model.modules() if not any(True for _ in m.children())]
-    handles = [m.register_forward_hook(hook) for m in leaves]
-    try:
-        with torch.no_grad():
-            model.eval()(torch.zeros((1, *input_size)))
-    finally:
-        for h in handles:
-            h.remove()
+    sizes, _ = leaf_output_bytes(model.eval(), torch.zeros((1, *input_size)))
     return 2 * sum(sizes) + 4 * math.prod(input_size)
 
 

@@ -9,6 +9,7 @@ import torch
 
 from aft_export.errors import RuntimeMissing
 from aft_export.runners.base import OUTPUT, ModelInfo, Runner
+from aft_export.models.classifier import leaf_output_bytes
 from aft_export.models.sources import load_model
 
 
@@ -59,21 +60,9 @@ class TorchRunner(Runner):
         if self._activation_bytes is None:
             self._activation_bytes = (0, 0)
             if self.device.type == "cpu":
-                sizes = []
-
-                def hook(_module, _inputs, out):
-                    if isinstance(out, torch.Tensor):
-                        sizes.append(out.numel() * out.element_size())
-
-                leaves = [m for m in self.model.modules() if not any(True for _ in m.children())]
-                handles = [m.register_forward_hook(hook) for m in leaves]
-                try:
-                    x = torch.zeros((1, *self.info.input_size))
-                    with self._scoped_threads(), torch.inference_mode():
-                        out = self.model(x)
-                finally:
-                    for h in handles:
-                        h.remove()
+                x = torch.zeros((1, *self.info.input_size))
+                with self._scoped_threads():
+                    sizes, out = leaf_output_bytes(self.model, x)
                 self._activation_bytes = (max(sizes, default=0), x.numel() * 4 + out.numel() * 4)
         return self._activation_bytes
 
