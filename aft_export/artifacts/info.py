@@ -21,9 +21,9 @@ from aft_export.artifacts.onnxio import ArtifactMeta, foreign_kind, graph_precis
 from aft_export.data.preprocess import GIVEN, ForeignPreprocessing
 from aft_export.artifacts.purpose import engine_made_for, file_purpose
 from aft_export.readers import reason
-from aft_export.runners import CHECKPOINT_SUFFIXES, ENGINE_SUFFIXES, onnx_info
+from aft_export.runners import ENGINE_SUFFIXES, is_model_source, onnx_info
 from aft_export.runners.ort import GraphSignature
-from aft_export.models.sources import SPEC_SUFFIXES, load_model, source_suffixes
+from aft_export.models.sources import load_model
 from aft_export.tensorrt.manifest import check_manifest, manifest_path, manifest_problems
 
 # our metadata shown as they are (the rest: classes, preprocessing, the recipe, read below)
@@ -52,7 +52,7 @@ def describe_artifact(path, config: str | None = None, preprocessing: ForeignPre
         _refuse_config(config, path, "an engine")
         _refuse_preprocessing(preprocessing, path, "an engine, whose manifest says how it is fed")
         return describe_engine(path)
-    if suffix in CHECKPOINT_SUFFIXES or suffix in SPEC_SUFFIXES or suffix in source_suffixes():
+    if is_model_source(suffix):
         _refuse_preprocessing(preprocessing, path, "a checkpoint or model spec, not an ONNX file")
         from aft_export.models.checkpoint import describe  # here: describing an ONNX file loads no torch
 
@@ -83,8 +83,7 @@ def refuse_unused_preprocessing(preprocessing: ForeignPreprocessing | None, arti
                     return  # another tool's file: it takes what was given
             except AFTExportError:
                 return
-        elif not (suffix in ENGINE_SUFFIXES or suffix in CHECKPOINT_SUFFIXES or suffix in SPEC_SUFFIXES
-                  or suffix in source_suffixes()):  # fmt: skip
+        elif not (suffix in ENGINE_SUFFIXES or is_model_source(suffix)):
             return
     names = str(artifacts[0]) if len(artifacts) == 1 else "each of " + ", ".join(str(a) for a in artifacts)
     _refuse_preprocessing(preprocessing, names, "a file that says how it is fed (a checkpoint, an engine or an "

@@ -243,4 +243,3 @@ def leaf_output_bytes(model: nn.Module, x: torch.Tensor) -> tuple[list[int], tor
         for h in handles:
             h.remove()
     return sizes, out
-

@@ -33,6 +33,13 @@ from aft_export.models.sources import SPEC_SUFFIXES, source_suffixes
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".safetensors")
 ENGINE_SUFFIXES = (".engine", ".plan")
 
+
+def is_model_source(suffix: str) -> bool:
+    """Whether a file of ``suffix`` (lower case) is a model source PyTorch runs: a checkpoint, a model
+    spec or the file of a registered reader (:mod:`aft_export.models.sources`)."""
+    return suffix in CHECKPOINT_SUFFIXES or suffix in SPEC_SUFFIXES or suffix in source_suffixes()
+
+
 __all__ = ["CHECKPOINT_SUFFIXES", "INPUT", "OUTPUT", "PROVIDER_KINDS", "ModelInfo", "OpenVinoRunner", "OrtRunner",
            "ReferenceRunner", "Runner", "TorchRunner", "TrtRunner", "info_from_metadata", "load_runner", "onnx_info",
            "onnx_runner", "ort_providers"]  # fmt: skip
@@ -71,7 +78,7 @@ def load_runner(artifact: str, backend: str | None = None, config: str | None = 
     ort_list = providers if isinstance(providers, (list, tuple)) else None
     backend = backend_of(backend, None if ort_list is not None else providers)
     suffix = path.suffix.lower()
-    if suffix in CHECKPOINT_SUFFIXES or suffix in SPEC_SUFFIXES or suffix in source_suffixes():  # any model source
+    if is_model_source(suffix):
         from aft_export.runners.pytorch import TorchRunner
 
         device = "cuda" if BACKENDS[backend].gpu else "cpu"
