@@ -193,11 +193,22 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 
 
 def copy_file(src: str | os.PathLike, dst: str | os.PathLike, executable: bool = False) -> Path:
-    """Copy ``src`` to ``dst`` atomically; refuses to write onto ``src`` itself."""
+    """Copy ``src`` (a regular file: a FIFO would block, a device never end) to ``dst`` atomically;
+    refuses to write onto ``src`` itself."""
     src, dst = Path(src), Path(dst)
     if dst.exists() and dst.resolve() == src.resolve():
         raise AFTExportError(f"refusing to copy {src} onto itself")
-    return atomic_write(dst, lambda tmp: shutil.copyfile(src, tmp), executable)
+
+    def copy(tmp: str) -> None:
+        try:
+            if not stat.S_ISREG(os.stat(src).st_mode):
+                raise shutil.SpecialFileError("not a regular file")
+            shutil.copyfile(src, tmp)
+        except (shutil.SpecialFileError, OSError) as exc:  # a FIFO, unreadable, the disk full
+            why = getattr(exc, "strerror", None) or exc
+            raise AFTExportError(f"cannot copy {src!s:.300} to {dst.name!s:.100} ({why}); check both paths") from None
+
+    return atomic_write(dst, copy, executable)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str, executable: bool = False) -> Path:

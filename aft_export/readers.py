@@ -61,12 +61,15 @@ _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 def one_line(text: str) -> str:
     """``text`` with every character that is not printable (a newline, a carriage return, another
-    control character, a line or paragraph separator) written as its escape, so that a message
+    control character, a line or paragraph separator, a byte of a command line that was not UTF-8)
+    written as its escape, so that a message
     that quotes what a user wrote stays one line."""
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else _ESCAPES.get(c) or (
-        f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}")
+        f"\\x{ord(c):02x}" if ord(c) < 0x100 else
+        f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else  # a byte that was not UTF-8 (surrogateescape)
+        f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}")
         for c in text)  # fmt: skip
 
 
@@ -112,6 +115,58 @@ def regular_file(path: str | Path, what: str, fix: str = "check the path") -> Pa
         kind = next((name for test, name in _SPECIAL if test(st.st_mode)), "special file")
         raise AFTExportError(f"{said} is a {kind}, not a regular file; {fix}")
     return path
+
+
+def contained_file(folder: str | Path, name: str, said: str, fix: str, reserved: tuple[str, ...] = ()) -> tuple[str, Path]:
+    """A file that a user's file names (``name``, relative to ``folder``, the folder of the file that
+    names it), as ONNX names its external data: ``(the name normalised, the file with its links
+    followed)``. Refused, as one line that starts with ``said`` (which file names it, and as what)
+    and ends with ``fix``: an absolute name; a name that leaves ``folder``, by its ``..`` or through
+    a link; one that does not exist, is a directory, a FIFO, a socket or a device (which reading
+    would block on, or never end); one whose first part is among ``reserved`` (a name the output
+    it is copied into uses itself). Nothing is read or written here: a caller reads (or copies)
+    the returned path, and writes under the normalised name, which cannot leave the folder it is
+    written into either."""
+    if not isinstance(name, str) or not name or "\x00" in name:
+        raise AFTExportError(one_line(f"{said} {shown(name)}, which is not a file name; {fix}"))
+    quoted = as_typed(name if len(name) <= 120 else f"{name[:50]}...{name[-67:]}", 120)  # a long one: both its ends
+    if name.startswith("/") or Path(name).is_absolute():
+        raise AFTExportError(one_line(f"{said} {quoted}, an absolute path: it must be a file in the folder of the "
+                                      f"file that names it; {fix}"))  # fmt: skip
+    parts: list[str] = []
+    for part in name.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                raise AFTExportError(one_line(f"{said} {quoted}, outside the folder of the file that names it; {fix}"))
+            parts.pop()
+        else:
+            parts.append(part)
+    if not parts:
+        raise AFTExportError(one_line(f"{said} {quoted}, which is the folder itself, not a file; {fix}"))
+    relative = "/".join(parts)
+    if parts[0] in reserved:
+        raise AFTExportError(one_line(f"{said} {quoted}, the name of a file the output itself holds "
+                                      f"({parts[0]}); rename that file, and the name given for it"))  # fmt: skip
+    base = Path(folder).resolve()
+    try:
+        target = (base / name).resolve()
+        st = target.stat()
+    except FileNotFoundError:
+        raise AFTExportError(one_line(f"{said} {quoted}, which does not exist in {base}; {fix}")) from None
+    except (OSError, RuntimeError) as exc:  # a name too long, a loop of links, no permission
+        why = getattr(exc, "strerror", None) or exc
+        raise AFTExportError(one_line(f"{said} {quoted}, which cannot be read ({why}); {fix}")) from None
+    if not target.is_relative_to(base):  # a link inside the folder to a file outside it
+        raise AFTExportError(one_line(f"{said} {quoted}, a link to {target}, outside the folder of the file that "
+                                      f"names it; {fix}"))  # fmt: skip
+    if stat.S_ISDIR(st.st_mode):
+        raise AFTExportError(one_line(f"{said} {quoted}, which is a directory; {fix}"))
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((k for test, k in _SPECIAL if test(st.st_mode)), "special file")
+        raise AFTExportError(one_line(f"{said} {quoted}, which is a {kind}, not a regular file; {fix}"))
+    return relative, target
 
 
 def read_text(path: str | Path, what: str, fix: str = "check the path", limit: int = MAX_BYTES) -> str:
@@ -378,6 +433,10 @@ def compile_pattern(pattern: Any, option: str):
     if not pattern:
         raise AFTExportError(f"`{option}` pattern '' is empty, and the empty pattern matches every node name; "
                              f"{example}")  # fmt: skip
+    stray = next((c for c in pattern if 0xD800 <= ord(c) <= 0xDFFF), None)
+    if stray is not None:  # a byte that is not UTF-8 on the command line (Python keeps it as a lone surrogate)
+        raise AFTExportError(f"`{option}` pattern {as_typed(pattern)} is not UTF-8 text, as node names are; type "
+                             f"it in UTF-8 (RE2 syntax: docs/quantize.md)")  # fmt: skip
     if len(pattern) > MAX_PATTERN:
         raise AFTExportError(f"`{option}` pattern {as_typed(pattern, 40)} is {len(pattern):,} characters, more than "
                              f"the {MAX_PATTERN} a pattern may have; {example}")  # fmt: skip

@@ -244,3 +244,60 @@ def test_what_keeps_a_graph_from_being_fed_is_said_before_any_advice():
     gray = _model()
     gray.graph.input[0].CopyFrom(helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 1, 28, 28]))
     assert "takes 1-channel images, not RGB" in image_input_problem(gray)
+
+
+def _external(model, tensor_name: str, location: str):
+    """``model`` with the tensor ``tensor_name`` (an initializer, or a Constant's value anywhere) kept at
+    ``location``."""
+    from onnx.external_data_helper import _get_all_tensors
+
+    tensor = next(t for t in _get_all_tensors(model) if t.name == tensor_name)
+    tensor.ClearField("raw_data")
+    tensor.data_location = TensorProto.EXTERNAL
+    tensor.external_data.add(key="location", value=location)
+    return model
+
+
+def _with_function_constant():
+    """A graph that calls a model-local function whose body holds a Constant of 4 floats."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    value = numpy_helper.from_array(np.ones(4, np.float32), "kept")
+    body = [helper.make_node("Constant", [], ["c"], value=value), helper.make_node("Add", ["x", "c"], ["y"])]
+    fn = helper.make_function("local", "F", ["x"], ["y"], body, [helper.make_opsetid("", 17)])
+    x = helper.make_tensor_value_info("image", TensorProto.FLOAT, [4])
+    y = helper.make_tensor_value_info("logits", TensorProto.FLOAT, [4])
+    graph = helper.make_graph([helper.make_node("F", ["image"], ["logits"], domain="local")], "g", [x], [y])
+    return helper.make_model(graph, functions=[fn], opset_imports=[helper.make_opsetid("", 17),
+                                                                   helper.make_opsetid("local", 1)])
+
+
+def test_every_external_location_is_found_and_contained_functions_included(tmp_path):
+    """Initializers', Constants' and function bodies' external data alike (info listed initializers only), each
+    a regular file in the model's folder, by its name normalised; every reader refuses one that is not
+    (load_onnx), naming the file and the tensor, before a byte of it is read."""
+    from aft_export.artifacts.onnxio import external_files, load_onnx
+    from aft_export.errors import AFTExportError
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "w.bin").write_bytes(b"\0" * 16)
+    model = _external(_with_function_constant(), "kept", "sub/../sub/w.bin")
+    onnx.save(model, tmp_path / "f.onnx")
+    found = external_files(load_onnx(tmp_path / "f.onnx", external_data=False), tmp_path / "f.onnx")
+    assert [(f.location, f.name, f.path) for f in found] == [("sub/../sub/w.bin", "sub/w.bin",
+                                                             (tmp_path / "sub" / "w.bin").resolve())]  # fmt: skip
+    assert load_onnx(tmp_path / "f.onnx").functions[0].node[0].attribute[0].t.raw_data == b"\0" * 16
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.bin"
+    outside.write_bytes(b"\0" * 16)
+    (tmp_path / "link.bin").symlink_to(outside)
+    for location, said in (("../" + outside.name, "outside the folder of the file that names it"),
+                           (str(outside), "an absolute path"), ("link.bin", f"a link to {outside}"),
+                           ("sub", "which is a directory"), ("nope.bin", "which does not exist in"),
+                           ("sub/../../x.bin", "outside the folder"), (".", "the folder itself")):  # fmt: skip
+        onnx.save(_external(_with_function_constant(), "kept", location), tmp_path / "g.onnx")
+        with pytest.raises(AFTExportError, match=rf"^{tmp_path}/g\.onnx: tensor \"kept\" keeps its data in .*{said}"):
+            load_onnx(tmp_path / "g.onnx", external_data=False)
+    with pytest.raises(AFTExportError, match=r"the name of a file the output itself holds \(model\.onnx\)"):
+        external_files(_external(_with_function_constant(), "kept", "model.onnx/w.bin"), tmp_path / "f.onnx",
+                       reserved=("model.onnx",))  # fmt: skip

@@ -17,7 +17,7 @@ from pathlib import Path
 from aft_export.errors import AFTExportError
 from aft_export.fileio import sha256_file
 from aft_export.artifacts.graph import DOMAIN, aft_kind
-from aft_export.artifacts.onnxio import ArtifactMeta, foreign_kind, graph_precision, load_onnx
+from aft_export.artifacts.onnxio import ArtifactMeta, external_files, foreign_kind, graph_precision, load_onnx
 from aft_export.data.preprocess import GIVEN, ForeignPreprocessing
 from aft_export.artifacts.purpose import engine_made_for, file_purpose
 from aft_export.readers import reason
@@ -124,7 +124,7 @@ def describe_onnx(path: Path, preprocessing: ForeignPreprocessing | None = None)
         _refuse_preprocessing(preprocessing, path, "an aft-export ONNX file, whose metadata says how it is fed")
     sig = GraphSignature(model)
     opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
-    data_files = sorted({e.value for t in model.graph.initializer for e in t.external_data if e.key == "location"})
+    data_files = sorted(f.name for f in external_files(model, path))  # initializers', Constants' and functions'; checked
     out = {
         "kind": "onnx", "path": str(path), "bytes": path.stat().st_size, "sha256": sha256_file(path),
         "external_data": data_files, "producer": " ".join(p for p in (model.producer_name, model.producer_version) if p),

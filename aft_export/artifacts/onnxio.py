@@ -16,6 +16,7 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 from aft_export import readers
 from aft_export.errors import AFTExportError
@@ -42,21 +43,55 @@ def load_onnx(path: str | os.PathLike, external_data: bool = True, whole: tuple[
     if path.stat().st_size == 0:
         raise AFTExportError(f"model {path} is empty (0 bytes); export it again")
     try:
-        model = onnx.load(str(path), load_external_data=external_data and whole is None)
+        model = onnx.load(str(path), load_external_data=False)
         if model.ir_version == 0 or not model.HasField("graph"):
             raise AFTExportError(f"{path} is not an ONNX model (no IR version or no graph); export it again")
+        external_files(model, path)  # every location it names, checked before anything reads one
         if whole is not None:
             problem = protobuf_limit_problem(weight_bytes(model), str(path))
             if problem:
                 raise AFTExportError(f"{problem}, and {whole[0]} works on the whole graph in memory; {whole[1]}")
-            if external_data:
-                onnx.load_external_data_for_model(model, str(path.parent))
+        if external_data:
+            onnx.load_external_data_for_model(model, str(path.parent))
     except AFTExportError:
         raise
     except Exception as exc:  # protobuf's DecodeError, a missing or short external data file
         raise AFTExportError(f"{path} is not a readable ONNX file ({str(exc).splitlines()[0][:300]}); "
                              f"export it again") from None  # fmt: skip
     return model
+
+
+EXTERNAL_FIX = ("keep the data files in the model's folder, named relative to it (as `onnx.save(model, path, "
+                "save_as_external_data=True)` writes them), and give the model with them")
+
+
+class ExternalFile(NamedTuple):
+    location: str  # as the ONNX file writes it
+    name: str  # normalised: the same file, relative to the model's folder ("sub/w.bin")
+    path: Path  # where it is, links followed
+
+
+def external_files(model, path: str | os.PathLike, reserved: tuple[str, ...] = ()) -> list[ExternalFile]:
+    """The external data files the ONNX file at ``path`` (read as ``model``, without its external
+    data) names, of its initializers, Constant nodes and function bodies alike: their names,
+    normalised, and where each is, links followed (:func:`aft_export.readers.contained_file`).
+    Every one must be a regular file in the folder of ``path``, as ``onnx`` requires (ONNX Runtime,
+    OpenVINO and TensorRT's parser read the same locations, each with its own rule): a location
+    that leaves it, is absolute, missing, not a regular file, or (``reserved``) the name of a file
+    of the output it is to be copied into is one error, naming the file and the tensor. Every
+    reader of an ONNX file checks this (:func:`load_onnx`), so no runtime is handed a file whose
+    data lies elsewhere, and a copy of a file's data (``aft-export triton-repo``) writes only under
+    the names checked here."""
+    path = Path(path)
+    found: dict[str, ExternalFile] = {}
+    for tensor in _external(model):
+        location = next((e.value for e in tensor.external_data if e.key == "location"), None)
+        if location in found:
+            continue
+        said = f"{path}: tensor {readers.shown(tensor.name)} keeps its data in"
+        name, where = readers.contained_file(path.parent, location, said, EXTERNAL_FIX, reserved)
+        found[location] = ExternalFile(location, name, where)
+    return list(found.values())
 
 
 def weight_bytes(model) -> int:

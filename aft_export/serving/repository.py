@@ -49,7 +49,7 @@ from aft_export.data import images as data
 from aft_export.errors import AFTExportError, Verdict
 from aft_export.fileio import atomic_directory, atomic_write_bytes, atomic_write_text, copy_file, make_dirs
 from aft_export.artifacts.graph import inline_functions, int8_weight_bits
-from aft_export.artifacts.onnxio import load_onnx, save_onnx
+from aft_export.artifacts.onnxio import ExternalFile, external_files, load_onnx, save_onnx
 from aft_export.options import TritonRepoOptions
 from aft_export.data.preprocess import BESIDE_ONLY
 from aft_export.serving.spec import (IMAGE, IMAGE_INPUT, ONNX_CONTAINER, ONNX_CONTAINER_SOURCE, TENSOR, TOPK_INDEX,
@@ -411,16 +411,28 @@ def client_source() -> str:
 # ---------------------------------------------------------------- the repository
 
 
-def _external_data(path: Path) -> list[str]:
-    """The external data files an ONNX file names (copied beside it, under the same names)."""
-    from onnx import TensorProto
+NET_FILES = ("model.onnx", "model.plan")  # the names of NAME_net/1/'s own files
 
-    model = load_onnx(path, external_data=False)
-    found = set()
-    for t in model.graph.initializer:
-        if t.data_location == TensorProto.EXTERNAL:
-            found |= {e.value for e in t.external_data if e.key == "location"}
-    return sorted(found)
+
+def _external_data(spec: ServedModel) -> list[ExternalFile]:
+    """The external data files of an ONNX file, checked (:func:`~aft_export.artifacts.onnxio.external_files`):
+    each a regular file in the file's own folder, none named as the version directory's own files,
+    so that copying each under its name writes inside that directory and nowhere else."""
+    if spec.kind != "onnx":
+        return []
+    return external_files(load_onnx(spec.path, external_data=False), spec.path, reserved=NET_FILES)
+
+
+def _copy_external(data: ExternalFile, net: Path) -> None:
+    """One checked data file copied under its location in ``net``, the folders the location names
+    made (``sub/../w.bin`` needs ``sub``, as Triton's runtime resolves it), none of them outside."""
+    folder = net
+    for part in data.location.split("/")[:-1]:
+        if part not in ("", ".", ".."):
+            folder = make_dirs(folder / part)
+        elif part == "..":
+            folder = folder.parent
+    copy_file(data.path, net / data.name)
 
 
 def _has_local_functions(path: Path) -> bool:
@@ -469,6 +481,8 @@ def write_repository(artifacts: list[str], out: str | Path, opts: TritonRepoOpti
     check_artifacts(specs, opts)
     if opts.device == "cpu" and any(s.kind == "engine" for s in specs):
         raise AFTExportError("`device=cpu`: TensorRT engines run on the GPU only; leave it out or give ONNX files")
+    # every location a file names, checked before anything is written: a file never chooses where we write
+    external = {s.name: _external_data(s) for s in specs}
     out = Path(out)
     with atomic_directory(out) as work:
         for s in specs:
@@ -481,8 +495,8 @@ def write_repository(artifacts: list[str], out: str | Path, opts: TritonRepoOpti
                 save_onnx(standard_ops(s.path), net / "model.onnx")
             else:
                 copy_file(s.path, net / "model.onnx")
-                for name in _external_data(s.path):
-                    copy_file(s.path.parent / name, net / name)
+                for data in external[s.name]:
+                    _copy_external(data, net)
             atomic_write_text(work / d["net"] / "config.pbtxt", net_config(s, opts))
             atomic_write_text(make_dirs(work / d["pre"] / "1") / "model.py", preprocess_source(s))
             atomic_write_text(work / d["pre"] / "config.pbtxt", pre_config(s, opts))

@@ -43,6 +43,10 @@ IMAGE_INPUT = "image_bytes"
 TOPK_INDEX = "topk_index"
 TOPK_LABEL = "topk_label"
 IMAGE_SUFFIX = "_image"
+NAME_MAX = 255  # the bytes of one file or directory name (Linux's NAME_MAX; model names are ASCII)
+# a model's directories are its name and NAME_image, _net, _pre and _topk (aft_export.serving.repository):
+# the longest suffix must fit too
+MAX_MODEL_NAME = NAME_MAX - len(IMAGE_SUFFIX)
 
 
 def model_name(path: str | Path) -> str:
@@ -57,6 +61,11 @@ def model_name(path: str | Path) -> str:
     name = re.sub(r"[^A-Za-z0-9_-]+", "_", stem).strip("_")
     if not name:
         raise AFTExportError(f"cannot make a Triton model name from {path}; rename the file")
+    if len(name) > MAX_MODEL_NAME:
+        raise AFTExportError(f"the Triton model name is made from the file's name, and {Path(path).name[:60]}... makes "
+                             f"one of {len(name)} characters, more than the {MAX_MODEL_NAME} a model name may have (its "
+                             f"model directories add up to {len(IMAGE_SUFFIX)} characters to it, and a directory name "
+                             f"holds {NAME_MAX}); rename the file")  # fmt: skip
     return name
 
 

@@ -200,6 +200,7 @@ class Parsed:
 def parse(onnx_path, library: str = "auto", plan=None, keep: bool = False) -> Parsed:
     """Parse an ONNX file with the installed TensorRT's (or TensorRT-RTX's) own ONNX parser; no GPU.
     ``keep``: hold the builder and network for a build (:func:`build_engine`)."""
+    load_onnx(onnx_path, external_data=False)  # its external data checked (contained) before TensorRT reads it
     trt, library, version = import_library(library)
     flags = plan.network_flags if plan is not None else build_plan(version, "fp32", BuildOptions(), library).network_flags
     logger = library_logger(trt, library)
