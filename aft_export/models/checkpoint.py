@@ -82,6 +82,15 @@ class ModelMeta:
 CheckpointMeta = ModelMeta  # the name of earlier releases
 
 
+class NeedsConfig(AFTExportError):
+    """A plain state_dict loaded without a config: it does not say its architecture. ``path``: the
+    file, for a caller that takes no config and says what to give instead."""
+
+    def __init__(self, message: str, path: Path) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 def save_checkpoint(
     path: str | os.PathLike,
     model: AFTClassifier,
@@ -244,9 +253,9 @@ def load_checkpoint(
                 logging.getLogger("aft_export").warning(selected.note)
             payload = selected.state
         if config is None:
-            raise AFTExportError(
+            raise NeedsConfig(
                 f"{path} is a plain state_dict; say which architecture it is with a config "
-                f"name (`config=NAME`; `aft-export models` lists them)"
+                f"name (`config=NAME`; `aft-export models` lists them)", path
             )
         cfg = get_config(config) if isinstance(config, str) else config
         names = classes or [str(i) for i in range(cfg.num_classes)]

@@ -39,7 +39,7 @@ def available_memory() -> int | None:
 
 
 def _gb(n: float) -> str:
-    return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.0f} MB"
+    return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.0f} MB" if n >= 2**20 else f"{n / 2**10:.0f} kB"
 
 
 @dataclass

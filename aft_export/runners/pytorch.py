@@ -7,9 +7,10 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from aft_export.errors import RuntimeMissing
+from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.runners.base import OUTPUT, ModelInfo, Runner
 from aft_export.models.classifier import leaf_output_bytes
+from aft_export.models.checkpoint import NeedsConfig
 from aft_export.models.sources import load_model
 
 
@@ -34,7 +35,14 @@ class TorchRunner(Runner):
             torch.backends.cuda.matmul.allow_tf32 = False
             self.backend = "torch-cuda"
         self.device = torch.device(device)
-        model, meta = loaded if loaded is not None else load_model(path, config=config)
+        try:
+            model, meta = loaded if loaded is not None else load_model(path, config=config)
+        except NeedsConfig as exc:  # the commands that run a reference take no config: say what they take
+            raise AFTExportError(
+                f"{exc.path} is a plain state_dict, which does not say its architecture, and a reference must; give "
+                f"the aft-export checkpoint the files were exported from, or write one from it in Python "
+                f"(`aft_export.load_checkpoint(path, config=NAME)`, then `aft_export.save_checkpoint(...)`: docs/python.md)"
+            ) from None
         self.model = model.to(self.device).eval()
         self.meta = meta
         self._activation_bytes: tuple[int, int] | None = None

@@ -32,7 +32,7 @@ from aft_export.data.images import LabelledImages
 from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
 from aft_export.verify.evaluate import evaluate_artifacts
 from aft_export.machine import cpu_features
-from aft_export.options import FASTEST_TIE, BenchOptions, ParityOptions
+from aft_export.options import BACKENDS, FASTEST_TIE, BenchOptions, ParityOptions
 from aft_export.verify.parity import run_parity
 from aft_export.runners import ENGINE_SUFFIXES
 
@@ -87,6 +87,7 @@ class DeployTable:
     data: str
     verdict: Verdict = field(default_factory=Verdict)
     latency_batch: int = 1  # the batch of the latency column
+    notes: list[str] = field(default_factory=list)  # what the table did with what it was given (a file given twice)
 
     @property
     def passed(self) -> bool:
@@ -116,7 +117,8 @@ class DeployTable:
                 "recommended": {d: {by: (lambda r: r and {"artifact": r.artifact, "runtime": r.runtime})(self.best(d, by))
                                     for by in ("latency", "throughput")}
                                 for d in sorted({r.device for r in self.rows})},
-                "advice": ADVICE, "tie": FASTEST_TIE, "verdict": self.verdict.to_dict()}  # fmt: skip
+                "advice": ADVICE, "tie": FASTEST_TIE, "notes": list(self.notes),
+                "verdict": self.verdict.to_dict()}  # fmt: skip
 
 
 def kind(artifact: str | Path) -> str:
@@ -176,7 +178,7 @@ def time_rows(runners: dict[tuple[str, str], object], batch: int, warmup: int, i
 
     for key, runner in runners.items():
         c, h, w = runner.info.input_size
-        x = np.random.default_rng(seed).standard_normal((batch, c, h, w)).astype(np.float32)
+        x = np.random.default_rng(seed).standard_normal((batch, c, h, w), dtype=np.float32)
         feeds[key] = {runner.input_name: x}
         for _ in range(warmup):
             if not run(key, runner):
@@ -261,7 +263,7 @@ def deploy_table(reference, artifacts: list[str], decoded: LabelledImages, *,
     measured = measured or {}
     batch, latency_batch = max(batches), min(batches)
     ref_path = str(reference.path)
-    files = [ref_path, *[str(a) for a in artifacts]]
+    files, notes = distinct([ref_path, *[str(a) for a in artifacts]])
     labels = _labels(files)
     libraries = engine_libraries or {}
     rows: list[DeployRow] = []
@@ -295,6 +297,9 @@ def deploy_table(reference, artifacts: list[str], decoded: LabelledImages, *,
                 continue
             runners[(f, runtime)] = runner
             row.precision, row.threads = runner.info.precision, getattr(runner, "threads", 0)
+    for (f, runtime), runner in runners.items():  # every batch fits in memory, said before anything runs
+        for b in batches:
+            runner.check_batch(b, "batch_sizes")
     for f in files:  # a file no runtime here can run (an engine without a GPU) is a row that says why
         if not any(r.path == f for r in rows):
             runtime = next((r for r in runtimes if runs_on(f, r, libraries.get(f))), None)
@@ -364,7 +369,26 @@ def deploy_table(reference, artifacts: list[str], decoded: LabelledImages, *,
     broken = [f"{r.artifact} on {r.runtime}: {r.reason}" for r in rows if r.status == "failed"]
     verdict = (Verdict.of(judged, broken) if parity_failures == "failed" else Verdict.of(unverified=judged + broken))
     return DeployTable(rows, dict(runtimes), machine, batch, labels[ref_path], data_label or decoded.source, verdict,
-                       latency_batch)  # fmt: skip
+                       latency_batch, notes)  # fmt: skip
+
+
+def distinct(files: list[str]) -> tuple[list[str], list[str]]:
+    """``files`` with each file once (the first path given for it: the same file by two paths, or
+    twice, as a shell glob easily gives, is measured once), and a note for each left out."""
+    kept: dict[str, str] = {}
+    notes = []
+    for f in files:
+        try:
+            key = str(Path(f).resolve())
+        except (OSError, RuntimeError):  # a loop of links: the path as given (its runner says what is wrong)
+            key = f
+        if key not in kept:
+            kept[key] = f
+        elif f == kept[key]:
+            notes.append(f"{f} was given more than once: measured once")
+        else:
+            notes.append(f"{f} is {kept[key]}: measured once, as {kept[key]}")
+    return list(kept.values()), list(dict.fromkeys(notes))
 
 
 ONNX_RUNTIMES = ("onnxruntime", "openvino", "onnxruntime-cuda")
@@ -474,11 +498,17 @@ def bench_against(reference: str, artifacts: list[str], data: str | None = None,
 
     check_reference(reference)
     if backend is not None and backend not in RUNTIMES:
-        raise AFTExportError(f"`backend={backend}` is not one of the deploy table's runtimes ({', '.join(RUNTIMES)}); "
-                             f"bench it without `reference`, or leave `backend` out for every runtime here")  # fmt: skip
+        takes = [b for b in BACKENDS if b in RUNTIMES]  # the values `backend` takes that the table runs
+        raise AFTExportError(f"`backend={backend}` is not a runtime the deploy table runs; with `reference` choose "
+                             f"{', '.join(takes)}, or leave `backend` out for every runtime here (or bench the files "
+                             f"on {backend} without `reference`)")  # fmt: skip
     if not isinstance(images, int) or images < 1:
         raise AFTExportError(f"`images` must be a whole number >= 1, got {images!r}")
     ref = TorchRunner(str(reference), threads=threads)
+    for f in artifacts:  # each file made from this checkpoint, said before anything runs
+        check_made_from(ref, f)
+    for b in batches:
+        ref.check_batch(b, "batch_sizes")
     source, _ = verification_data(data, ref.meta)
     decoded = load_labelled(source, ref.info.input_size[1], limit=images)
     runtimes = runtimes_here()
@@ -496,6 +526,42 @@ def bench_against(reference: str, artifacts: list[str], data: str | None = None,
         table.verdict = Verdict.combine(table.verdict, Verdict.of(unverified=[
             f"`backend={backend}` was asked for and cannot run here: {runtimes.get(backend, 'unknown')}"]))
     return table
+
+
+def check_made_from(reference, artifact) -> None:
+    """Refuse a file that says it was made from another checkpoint than ``reference`` (its runner), or
+    for other classes or another input size (:func:`~aft_export.verify.parity.compatibility_problem`),
+    naming both: its rows would fail parity, and blame the runtimes. A file that does not say (another
+    tool's, a checkpoint, an engine whose manifest cannot be read) is compared as it is."""
+    from aft_export.verify.parity import compatibility_problem
+
+    info = _described(artifact)
+    problem = compatibility_problem(reference.info, info) if info is not None else None
+    if problem:
+        raise AFTExportError(f"{artifact} {problem}: it was not made from the reference {reference.path}; give the "
+                             f"checkpoint it was made from as `reference`, or bench it without `reference`")  # fmt: skip
+
+
+def _described(artifact):
+    """What an ONNX file's metadata or an engine's manifest says of the model it was made from (a
+    :class:`~aft_export.runners.ModelInfo`), without running it; None where it says nothing. An ONNX
+    file that cannot be read at all is refused here (exit 2), before anything runs."""
+    from aft_export.artifacts.onnxio import ArtifactMeta, load_onnx
+    from aft_export.runners import info_from_metadata
+    from aft_export.runners.engine import manifest_info
+
+    if kind(artifact) == "onnx":  # a file that is not ONNX, or whose data lies elsewhere: said now, exit 2
+        model = load_onnx(artifact, external_data=False)
+        try:
+            return info_from_metadata(model, str(artifact)) if ArtifactMeta.of(model).ours else None
+        except AFTExportError:  # malformed metadata: its rows say so
+            return None
+    if kind(artifact) == "engine":
+        try:
+            return manifest_info(_manifest(artifact), str(artifact))
+        except AFTExportError:  # no manifest, or a malformed one: its row says so
+            return None
+    return None
 
 
 def _purpose_of(artifact) -> str:

@@ -32,18 +32,27 @@ def stress_inputs(images: np.ndarray, mean, std) -> dict[str, np.ndarray]:
     return {"scaled_x4": images[:n] * 4.0, "constant": (consts - m) / s}
 
 
+def compatibility_problem(ref, art) -> str | None:
+    """What makes an artifact described by ``art`` (a :class:`~aft_export.runners.ModelInfo`) another
+    model than the reference described by ``ref``, said of the artifact (None: nothing): made from
+    another checkpoint, other classes, another input size."""
+    if art.source_sha256 and ref.source_sha256 and art.source_sha256 != ref.source_sha256:
+        return (f"was exported from another checkpoint (sha256 {art.source_sha256[:12]}..., the reference's "
+                f"{ref.source_sha256[:12]}...)")  # fmt: skip
+    if len(art.classes) != len(ref.classes):
+        return f"has {len(art.classes)} classes, the reference {len(ref.classes)}"
+    if art.classes != ref.classes:
+        return "names its classes otherwise than the reference"
+    if tuple(art.input_size) != tuple(ref.input_size):
+        return f"takes input {tuple(art.input_size)}, the reference {tuple(ref.input_size)}"
+    return None
+
+
 def check_compatible(reference, runner) -> None:
     """Refuse artifacts made from another model, or with other classes or input shapes."""
-    ref, art = reference.info, runner.info
-    if art.source_sha256 and ref.source_sha256 and art.source_sha256 != ref.source_sha256:
-        raise AFTExportError(
-            f"{runner.path} was exported from another checkpoint (sha256 {art.source_sha256[:12]}..., "
-            f"reference {ref.source_sha256[:12]}...); compare artifacts of the same model"
-        )
-    if len(art.classes) != len(ref.classes) or art.classes != ref.classes:
-        raise AFTExportError(f"{runner.path} has {len(art.classes)} classes, the reference {len(ref.classes)}")
-    if tuple(art.input_size) != tuple(ref.input_size):
-        raise AFTExportError(f"{runner.path} takes input {art.input_size}, the reference {ref.input_size}")
+    problem = compatibility_problem(reference.info, runner.info)
+    if problem:
+        raise AFTExportError(f"{runner.path} {problem}; compare artifacts of the same model")
 
 
 def _divergence(reference_runner, artifact, artifacts, runner, images, backend) -> dict:

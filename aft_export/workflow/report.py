@@ -500,6 +500,7 @@ def deploy_lines(table: dict, markdown: bool = True) -> list[str]:
         lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip()]
         lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
     lines.append("")
+    lines += [f"Note: {note}." for note in table.get("notes", [])]
     for device, best in table["recommended"].items():
         said = []
         for by in ("latency", "throughput"):
