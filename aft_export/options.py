@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from aft_export.verify.compare import EXPORT_MAX_ABS
 from aft_export.errors import AFTExportError
@@ -156,6 +156,17 @@ CALIB_SEED = 0  # the calibration sample's seed, likewise
 METHODS = ("minmax", "entropy", "percentile")
 
 
+# the options only an int8 run reads, and what each decides: given with fp16 (not left at its default), refused
+INT8_ONLY = {
+    "exclude_regex": "it chooses what int8 covers", "exclude_op_types": "it chooses what int8 covers",
+    "quantize_op_types": "it chooses what int8 covers", "rest_precision": "it chooses what an int8 graph computes "
+    "outside its int8 layers", "weight_bits": "the bits of the int8 weights", "method": "how int8 ranges are "
+    "calibrated", "percentile": "how int8 ranges are calibrated", "per_channel": "how int8 weights are scaled",
+    "stem_fp32": "whether the stem is kept out of int8", "quantize_aft_core": "whether the AFT core is quantised",
+    "sensitivity": "it keeps the nodes worst in int8 out of it", "budget": "the accuracy the sensitivity search keeps",
+}  # fmt: skip
+
+
 @renamed_fields({"count": "images"})
 @dataclass(frozen=True)
 class QuantizeOptions:
@@ -235,11 +246,15 @@ class QuantizeOptions:
             bad = [t for t in getattr(self, name) if not (isinstance(t, str) and OP_TYPE.fullmatch(t))]
             if bad:
                 raise AFTExportError(f"`{name}` takes ONNX op types such as MatMul or Conv, got {bad[0]!r}")
-        int8_only = [n for n in ("exclude_regex", "exclude_op_types", "quantize_op_types", "rest_precision")
-                     if getattr(self, n) not in ((), None)]  # fmt: skip
-        if self.precision == "fp16" and int8_only:
-            raise AFTExportError(f"`{int8_only[0]}` chooses what int8 covers; an fp16 graph has no int8 layers "
-                                 f"(keep nodes in fp32 with `keep_fp32`)")  # fmt: skip
+        if self.precision == "fp16":  # an option only int8 reads, given: refused, never silently ignored
+            defaults = {f.name: f.default for f in fields(self)}
+            given = [n for n in INT8_ONLY if getattr(self, n) != defaults[n]]
+            if given:
+                value = getattr(self, given[0])
+                said = f"{given[0]}={value}" if isinstance(value, bool) else given[0]  # a switch: said as set
+                raise AFTExportError(f"`{said}` is an int8 option ({INT8_ONLY[given[0]]}); an fp16 graph has no "
+                                     f"int8 layers and takes no calibration method: leave it out (keep nodes in fp32 "
+                                     f"with `keep_fp32`)")  # fmt: skip
 
 
 # ---------------------------------------------------------------- TensorRT builds

@@ -9,9 +9,11 @@ batch 8 in its THROUGHPUT mode, split over its infer requests), the ONNX referen
 export) through the runner, which inlines its com.aft functions in memory.
 
 One case depends on the CPU: on an x86 CPU without VNNI, OpenVINO computes int8 files with
-8-bit weights wrongly (the TensorRT forms' int8). There the runner refuses them
-(NotForThisCPU), and the test checks that OpenVINO still gets them wrong (so it notices when
-that changes); on a CPU with VNNI they are held to the tolerance like everything else.
+8-bit weights wrongly (the TensorRT forms' int8), and the runner refuses them (NotForThisCPU).
+Both sides are checked on every machine: the refusal with the CPU's features simulated (a CPU
+without VNNI refuses them, one with VNNI takes them, the 7-bit portable int8 is taken by both),
+and the real computation where the CPU has VNNI, held to the tolerance like everything else;
+on a CPU without it those comparisons cannot run, and say so.
 ``test_every_comparison_ran`` asserts the count and prints the table of largest absolute
 differences that docs/runtimes.md shows (``python -m pytest tests/test_conformance.py -s``).
 
@@ -57,12 +59,12 @@ CALIBRATION = 32
 # OpenVINO's CPU int8 kernels on x86 without VNNI sum pairs of u8 x s8 products in saturating
 # 16 bits, which full-range (8-bit) int8 weights overflow; the portable target's int8 files have
 # 7-bit weights (QuantizeOptions.weight_bits) and are right there, the TensorRT forms keep 8 bits
-# (TensorRT has no such limit). On such a CPU the runner refuses them, and OpenVINO on those is
-# pinned as different (the test notices when it is not); on a CPU with VNNI it must agree like
-# everything else.
+# (TensorRT has no such limit). On such a CPU the runner refuses them
+# (test_the_refusal_of_8_bit_int8_follows_vnni, simulated on every machine); on a CPU with VNNI OpenVINO
+# must agree like everything else, and on one without it that comparison cannot run here.
 VNNI = cpu_features().vnni is not False
 SATURATES = "OpenVINO int8 with 8-bit weights on a CPU without VNNI (saturating 16-bit pair sums)"
-PINNED: set[tuple] = set()  # comparisons pinned as different, by (model, form, precision, runtime, batch)
+NOT_HERE: set[tuple] = set()  # comparisons this CPU cannot make, by (model, form, precision, runtime, batch)
 EXPECTED = sum(len(RUNTIMES[r]) for m in MODELS for f in FORMS for p in PRECISIONS for r in RUNTIMES)
 RESULTS: dict[tuple, float] = {}  # (model, form, precision, runtime, batch) -> max abs difference
 
@@ -126,12 +128,12 @@ def zoo(tmp_path_factory, cifar10, zoo_onnx):
     return Zoo(tmp_path_factory.mktemp("conformance"), cifar10, zoo_onnx)
 
 
-def _runner(runtime: str, path: str, check_cpu: bool = True):
+def _runner(runtime: str, path: str):
     if runtime == "onnxruntime":
         return OrtRunner(path)
     if runtime == "openvino":
         need_openvino()
-        return OpenVinoRunner(path, check_cpu=check_cpu)
+        return OpenVinoRunner(path)
     return ReferenceRunner(path)
 
 
@@ -144,12 +146,13 @@ def test_runtime_agrees_with_pytorch(zoo, model, form, precision, runtime):
     path = zoo.file(model, form, precision)
     bits = int8_weight_bits(load_onnx(path))
     assert bits == ({"int8": 7 if form == "portable" else 8}.get(precision)), (form, precision, bits)
-    saturates = runtime == "openvino" and bits == 8 and not VNNI
-    if saturates:  # refused before it runs, naming the file that is safe here
-        with pytest.raises(NotForThisCPU, match="not for this CPU: OpenVINO computes int8 with 8-bit weights wrongly.*"
-                                                "portable int8 \\(7-bit weights"):
+    if runtime == "openvino" and bits == 8 and not VNNI:  # refused here (as simulated on every machine)
+        with pytest.raises(NotForThisCPU):
             _runner(runtime, path)
-    runner = _runner(runtime, path, check_cpu=not saturates)
+        NOT_HERE.update((model, form, precision, runtime, b) for b in RUNTIMES[runtime])
+        pytest.skip(f"{SATURATES}: this CPU ({cpu_features().describe()}) cannot compute it; it is compared with "
+                    f"PyTorch on a CPU with VNNI")  # fmt: skip
+    runner = _runner(runtime, path)
     assert runner.info.precision == precision and (runner.input_name, runner.output_name) == ("image", "logits")
     n = REFERENCE_IMAGES if runtime == "reference" else IMAGES
     failures = []
@@ -158,11 +161,6 @@ def test_runtime_agrees_with_pytorch(zoo, model, form, precision, runtime):
         m = metrics(want[:n], got)
         RESULTS[model, form, precision, runtime, batch] = m["max_abs"]
         failures += [f"batch {batch}: {f}" for f in judge(m, TOLERANCES[precision])]
-        if saturates:
-            PINNED.add((model, form, precision, runtime, batch))
-    if saturates:
-        assert failures, f"{SATURATES} now agrees on {model} {form}: drop the refusal (and 7-bit portable weights?)"
-        return
     assert not failures, f"{runtime} on {model} {form} {precision}: " + "; ".join(failures)
 
 
@@ -176,8 +174,8 @@ def table() -> str:
             cells = []
             for r, b in cols:
                 values = [RESULTS.get((m, form, precision, r, b)) for m in MODELS]
-                if any((m, form, precision, r, b) in PINNED for m in MODELS):
-                    cells.append(f"{max(values):.2g} (!)")
+                if any((m, form, precision, r, b) in NOT_HERE for m in MODELS):
+                    cells.append("(!)")
                 elif any(v is None for v in values):
                     cells.append("?")
                 else:
@@ -193,7 +191,31 @@ def test_every_comparison_ran(request):
         pytest.skip(f"only {len(selected)} of the conformance tests were selected")
     print(f"\nmax |logit - PyTorch fp32| over {', '.join(MODELS)} ({IMAGES} CIFAR-10 test images; the reference "
           f"evaluator {REFERENCE_IMAGES}); CPU {cpu_features().describe()}"  # fmt: skip
-          + (f"; (!): {SATURATES}, pinned as different ({len(PINNED)} comparisons)" if PINNED else "")
+          + (f"; (!): {SATURATES}, not compared on this CPU ({len(NOT_HERE)} comparisons)" if NOT_HERE else "")
           + "\n" + table())
-    assert len(RESULTS) == EXPECTED == 336
-    assert len(PINNED) == (0 if VNNI else len(MODELS) * 3 * len(RUNTIMES["openvino"]))
+    assert EXPECTED == 336 and len(NOT_HERE) == (0 if VNNI else len(MODELS) * 3 * len(RUNTIMES["openvino"]))
+    assert len(RESULTS) == EXPECTED - len(NOT_HERE)
+
+
+@pytest.mark.parametrize("vnni", [False, True])
+def test_the_refusal_of_8_bit_int8_follows_vnni(zoo, monkeypatch, vnni):
+    """Simulated, so that every machine checks both sides: an x86 CPU without VNNI refuses OpenVINO the int8
+    files with 8-bit weights (the TensorRT forms'), naming the file that is safe there, and takes the portable
+    int8 (7-bit weights); a CPU with VNNI takes both."""
+    import aft_export.runners.openvino as ov
+    from aft_export.machine import CpuFeatures
+
+    need_openvino()
+    cpu = CpuFeatures("x86_64", "a simulated CPU", vnni=vnni, avx512=True, amx=False, avx2=True)
+    monkeypatch.setattr(ov, "cpu_features", lambda: cpu)
+    model = MODELS[0]
+    eight, seven = zoo.file(model, "custom", "int8"), zoo.file(model, "portable", "int8")
+    assert (int8_weight_bits(load_onnx(eight)), int8_weight_bits(load_onnx(seven))) == (8, 7)
+    if vnni:
+        assert OpenVinoRunner(eight).info.precision == "int8"
+    else:
+        with pytest.raises(NotForThisCPU, match=r"not for this CPU: OpenVINO computes int8 with 8-bit weights wrongly "
+                                                r"on x86 CPUs without VNNI \(this one: x86_64 \(AVX2, AVX-512; no VNNI, "
+                                                r"AMX\).*portable int8 \(7-bit weights"):  # fmt: skip
+            OpenVinoRunner(eight)
+    assert OpenVinoRunner(seven).info.precision == "int8"

@@ -117,10 +117,6 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
     prep = _preprocessing(model, meta, model_path, opts, log)
     model, meta, converted = _in_target_form(model, meta, opts.target, model_path)
     target = EXPORT_TARGETS.get(meta.get("export_target", DEFAULT_TARGET), EXPORT_TARGETS[DEFAULT_TARGET])
-    if opts.weight_bits is None:  # see QuantizeOptions.weight_bits
-        opts = replace(opts, weight_bits=target.int8_weight_bits)
-    if opts.stem_fp32 is None:  # see ExportTarget.int8_stem_fp32
-        opts = replace(opts, stem_fp32=target.int8_stem_fp32)
     opts = how.settle(opts, target)
     _check_input_size(model, prep, model_path)
     how.check_choices(model, opts)  # names, patterns and op types against the graph, before any image is decoded
@@ -213,8 +209,10 @@ def _in_target_form(model, meta: dict, wanted: str | None, path):
         return model, meta, None
     problem = conversion_problem(model, source, wanted)
     if problem:
-        raise AFTExportError(f"{path} is not quantised for the {wanted} target: {problem}; export the model with "
-                             f"`aft-export export target={wanted}` and quantise that file")  # fmt: skip
+        raise AFTExportError(f"{path} is an {graph_precision(model)} file of the {source} target, which cannot be put "
+                             f"in the {wanted} form here: {problem}; export the model with `aft-export export "
+                             f"target={wanted}` and quantise that file, or leave `target` out to quantise this one "
+                             f"for {source}")  # fmt: skip
     try:
         model = to_target(model, wanted)
     except (AFTExportError, RuntimeError, ValueError) as exc:  # a graph the form cannot hold
@@ -335,8 +333,11 @@ class Int8:
     name = "int8"
 
     def settle(self, opts: QuantizeOptions, target) -> QuantizeOptions:
-        """The options with what the export target decides filled in."""
-        return replace(opts, rest_precision=_rest_precision(opts, target))
+        """The options with what the export target decides filled in: the weights' bits
+        (QuantizeOptions.weight_bits), the stem (ExportTarget.int8_stem_fp32), the rest's precision."""
+        return replace(opts, rest_precision=_rest_precision(opts, target),
+                       weight_bits=target.int8_weight_bits if opts.weight_bits is None else opts.weight_bits,
+                       stem_fp32=target.int8_stem_fp32 if opts.stem_fp32 is None else opts.stem_fp32)  # fmt: skip
 
     def check_choices(self, model, opts: QuantizeOptions) -> None:
         """Names, patterns and op types chosen against the graph, before any image is decoded

@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +39,7 @@ from aft_export.runners.base import ModelInfo, Runner
 from aft_export.runners.ort import GraphSignature, check_signature, open_graph
 
 DEVICES = ("CPU",)
+AFTER_FAILURE = "run it in ONNX Runtime, or export it again with `aft-export export`"
 INSTALL = "pip install 'aft-export[openvino]'"
 
 
@@ -75,13 +77,12 @@ class OpenVinoRunner(Runner):
     backend = "openvino"
 
     def __init__(self, source, threads: int = 0, info: ModelInfo | None = None, device: str = "CPU",
-                 preprocessing=None, hint: str = "auto", check_cpu: bool = True) -> None:  # fmt: skip
+                 preprocessing=None, hint: str = "auto") -> None:  # fmt: skip
         """``source``: a path or a ModelProto; ``info``: what to feed a graph a stage made
         itself; ``preprocessing``: how to feed a file another tool wrote
         (:func:`~aft_export.runners.ort.onnx_info`); ``threads``: CPU inference threads in
         all (0: OpenVINO's default, all cores); ``hint``: auto, latency or throughput (see the
-        module doc); ``check_cpu`` False runs a file this CPU computes wrongly (only to show
-        that it does: ``tests/test_conformance.py``)."""
+        module doc)."""
         import onnx
 
         ov = import_openvino()
@@ -95,7 +96,7 @@ class OpenVinoRunner(Runner):
         signature = GraphSignature(model)
         check_signature(signature, info, where, metadata=graph.from_metadata)
         base_dir = None if in_memory else str(Path(source).resolve().parent)
-        problem = cpu_problem(int8_weight_bits(model, base_dir), cpu_features()) if check_cpu else None
+        problem = cpu_problem(int8_weight_bits(model, base_dir), cpu_features())
         if problem:
             raise NotForThisCPU(f"{where} is not for this CPU: {problem}; run it in ONNX Runtime, or use the "
                                 f"portable int8 (7-bit weights, safe here): `aft-export quantize MODEL.onnx "
@@ -122,7 +123,7 @@ class OpenVinoRunner(Runner):
         except AFTExportError:
             raise
         except Exception as exc:  # noqa: BLE001 - OpenVINO raises RuntimeError/OpConversionFailure for a graph it cannot take
-            raise AFTExportError(f"OpenVINO cannot load {where}: {_first_line(exc)}") from None
+            raise AFTExportError(f"OpenVINO cannot load {where}: {_reason(exc)}; {AFTER_FAILURE}") from None
         self._compiled: dict[str, object] = {}
         self._queue = None  # the THROUGHPUT model's requests, made on first use
         self._where = where
@@ -143,7 +144,7 @@ class OpenVinoRunner(Runner):
                 self._compiled[hint] = self._core.compile_model(self._model, self._device,
                                                                 {**self._config, "PERFORMANCE_HINT": hint})  # fmt: skip
             except Exception as exc:  # noqa: BLE001 - as read_model: a graph the CPU plugin cannot compile
-                raise AFTExportError(f"OpenVINO cannot compile {self._where}: {_first_line(exc)}") from None
+                raise AFTExportError(f"OpenVINO cannot compile {self._where}: {_reason(exc)}; {AFTER_FAILURE}") from None
         return self._compiled[hint]
 
     def requests(self) -> int:
@@ -188,7 +189,30 @@ def _named(port, names: list[str]) -> str:
     return next((n for n in names if n in have), port.get_any_name())
 
 
-def _first_line(exc: Exception) -> str:
-    lines = [line.strip() for line in str(exc).strip().splitlines()]
-    detail = next((line for line in lines if "No conversion rule" in line), lines[0] if lines else "")
-    return detail[:300]
+# OpenVINO's lines that say where in its own sources an error was raised, or head its report: not the reason
+_WHERE = re.compile(r"(Exception from |Check '.*?' failed at )\S+:\d+:?")
+_HEADINGS = ("FrontEnd API failed with", "Loading input model", "Summary:", "Model wasn't fully converted",
+             "-- Conversion is failed for")  # fmt: skip
+
+
+_NODE = re.compile(r"While validating ONNX node '<Node\((\w+)\): ([^>]*)>'")
+
+
+def _reason(exc: Exception) -> str:
+    """The reason OpenVINO gives, in one line: its "No conversion rule" line where it has one, else
+    its first line that says something (with the ONNX node it was validating, where it names one):
+    the lines above it name OpenVINO's own source files or are headings ("Loading input model"),
+    and what follows it is often what that first failure made fail."""
+    lines = [_WHERE.sub("", line).strip() for line in str(exc).splitlines()]
+    said = [line for line in lines if line and not line.startswith(_HEADINGS)]
+    rule = next((line for line in said if "No conversion rule" in line), None)
+    if rule:
+        return rule.removeprefix("-- ")[:300]
+    node = None
+    for line in said:
+        found = _NODE.search(line)
+        if found:
+            node = f"{found.group(1)} node {found.group(2)}"
+        elif not line.endswith(":"):
+            return (f"{node}: {line}" if node else line.removeprefix("-- "))[:300]
+    return (said[0] if said else "no reason given")[:300]

@@ -180,3 +180,24 @@ def test_not_for_this_cpu_is_8_bit_int8_weights_on_x86_without_vnni():
     assert "x86_64 (AVX2; no AVX-512, VNNI, AMX)" in problem and "saturating 16 bits" in problem
     for bits, cpu in ((8, X86_VNNI), (7, X86_AVX2), (None, X86_AVX2), (8, ARM), (8, X86_UNKNOWN)):
         assert cpu_problem(bits, cpu) is None, (bits, cpu)
+
+
+def test_openvino_errors_keep_their_reason_without_its_source_lines():
+    """OpenVINO puts the file and line of its own sources first, then headings: the reason is further down
+    (the first one, with the node it validated: what follows is often what that failure made fail)."""
+    from aft_export.runners.openvino import _reason
+
+    where = "Exception from src/inference/src/cpp/core.cpp:84:\nCheck 'false' failed at src/frontends/common/src/x.cpp:47:\n"
+    assert _reason(Exception(where + "Loading input model\nPath '../w.bin' resolves to '/a/w.bin' which is outside "
+                                     "the base directory '/a/m'\n\n")) == \
+        "Path '../w.bin' resolves to '/a/w.bin' which is outside the base directory '/a/m'"  # fmt: skip
+    assert _reason(Exception(where + "FrontEnd API failed with OpConversionFailure:\nModel wasn't fully converted.\n"
+                                     "Summary:\n-- No conversion rule found for operations: x.FooBar\n")) == \
+        "No conversion rule found for operations: x.FooBar"  # fmt: skip
+    assert _reason(Exception(where + "Model wasn't fully converted. Failed operations detailed log:\n-- MatMul-18 with "
+                                     "a message:\nWhile validating ONNX node '<Node(MatMul): MatMul_0>': Check 'a' "
+                                     "failed at src/core/m.hpp:65:\nWhile validating node 'x' with friendly_name 'y':\n"
+                                     "Incompatible MatMul matrix dimension.\n\n-- ReduceMax-18 with a message:\n"
+                                     "Unsupported input type dynamic\n")) == \
+        "MatMul node MatMul_0: Incompatible MatMul matrix dimension."  # fmt: skip
+    assert _reason(Exception("one line")) == "one line" and _reason(Exception("")) == "no reason given"
