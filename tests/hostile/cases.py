@@ -547,6 +547,95 @@ def _readers() -> list[Case]:
     return cases
 
 
+# ---------------------------------------------------------------- files that point elsewhere (issue 43)
+
+DEEP = f"{D}/p1/p2/p3/p4/p5/trav.onnx"  # tests/hostile/world.py DEEP_MODEL
+OUTSIDE = r"keeps its data in '.*', outside the folder of the file that names it; keep the data files in the model's folder"
+REFERENCE = ("--data", f"{D}/imgs", "--images", "4", "--batch-size", "1", "--iters", "1", "--warmup", "0")
+
+
+def _elsewhere() -> list[Case]:
+    """Paths inside a file are contained; the deploy table checks what it is given; the messages of
+    issue 43, each in one line naming the real cause. The harness checks that the file it plants
+    outside the case directory keeps its size, time and bytes."""
+    repo = ("-o", f"{OUT}/repo")
+    cases = [
+        # an ONNX file chose where triton-repo wrote: the victim above the case directory, overwritten
+        Case("triton-repo/external data that escapes onto a file outside", "destroys", ("triton-repo", DEEP, *repo), 2,
+             r"trav\.onnx: tensor .* " + OUTSIDE, ("trav.onnx",)),
+        Case("triton-repo/external data that escapes to beside the repository", "destroys",
+             ("triton-repo", f"{D}/q1/q2/q3/trav.onnx", *repo), 2, OUTSIDE, ("trav_beside.onnx",)),
+        Case("triton-repo/a Constant node's external data that escapes", "destroys",
+             ("triton-repo", DEEP, *repo), 2, OUTSIDE, ("trav_constant.onnx",)),
+        Case("triton-repo/external data at an absolute path", "destroys", ("triton-repo", f"{D}/abs_data.onnx", *repo),
+             2, r"keeps its data in '/.*victim\.bin', an absolute path", ("abs_data.onnx",)),
+        Case("triton-repo/external data through a link to a file outside", "destroys",
+             ("triton-repo", f"{D}/link_data.onnx", *repo), 2, r"'link_data\.bin', a link to .*, outside the folder",
+             ("link_data.onnx",)),
+        # shutil.SpecialFileError from the copy (portable file: copied as it is); blocks at the base commit
+        Case("triton-repo/external data that is a FIFO", "crash",
+             ("triton-repo", f"{D}/fifo_data.onnx", *repo, "--backend", "openvino"), 2,
+             r"'fifo_data\.bin', which is a named pipe \(FIFO\), not a regular file", ("fifo_data.onnx",), base=False),
+        Case("triton-repo/external data that is a directory", "files", ("triton-repo", f"{D}/dir_data.onnx", *repo), 2,
+             r"'dir_data\.bin', which is a directory", ("dir_data.onnx",)),
+        Case("triton-repo/external data that is missing", "files", ("triton-repo", f"{D}/missing_data.onnx", *repo),
+             2, r"'missing_data\.bin', which does not exist in ", ("missing_data.onnx",)),
+        Case("triton-repo/external data named model.onnx", "destroys",
+             ("triton-repo", f"{D}/model_onnx_data.onnx", *repo), 2,
+             r"'model\.onnx', the name of a file the output itself holds \(model\.onnx\); rename that file",
+             ("model_onnx_data.onnx",)),
+        Case("triton-repo/external data in a subfolder, named with ..", "readers",
+             ("triton-repo", f"{D}/sub_data.onnx", *repo), 0, r"README", ("sub_data.onnx",),
+             creates=("out/repo", "out/repo/*", "out/repo/*/*", "out/repo/*/*/*", "out/repo/*/*/*/*")),
+        # every reader checks the same, before handing the file on
+        *[Case(f"{cmd}/external data that escapes", "readers", argv, 2, OUTSIDE, ("trav.onnx",)) for cmd, argv in [
+            ("info", ("info", DEEP)),
+            ("check", ("check", DEEP)),
+            ("build", ("build", DEEP, "-o", f"{OUT}/m.engine")),
+            ("eval", ("eval", DEEP, "--data", f"{D}/imgs", "--backend", "openvino")),
+            ("bench", ("bench", DEEP, "--reference", f"{D}/m.pt", "--backend", "openvino", *REFERENCE))]],
+        # the deploy table checks its own inputs
+        Case("bench/--reference with --batch-size 100000000", "cost",
+             ("bench", f"{D}/m.onnx", "--reference", f"{D}/m.pt", *REFERENCE[:4], "--batch-size", "100000000"), 2,
+             r"batch 100000000 of .* needs about .* available; use --batch-size \d+ or less", base=False),
+        Case("bench/--reference with the same file twice", "exit",
+             ("bench", f"{D}/m.onnx", f"{D}/m.onnx", "--reference", f"{D}/m.pt", "--backend", "onnxruntime",
+              *REFERENCE), 0, r"(?s)Note: .*m\.onnx was given more than once: measured once\..*Deploy on the CPU"),
+        Case("bench/--reference that is a plain state_dict", "exit",
+             ("bench", f"{D}/m.onnx", "--reference", f"{D}/plain.pt", *REFERENCE), 2,
+             r"^error: .*plain\.pt is a plain state_dict, which does not say its architecture, and a reference must; "
+             r"give the aft-export checkpoint the files were exported from(?!.*--config)", ("plain.pt",)),
+        Case("bench/--reference that the file was not made from", "exit",
+             ("bench", f"{D}/m.onnx", "--reference", f"{D}/other.pt", *REFERENCE), 2,
+             r"m\.onnx was exported from another checkpoint .*: it was not made from the reference .*other\.pt; give "
+             r"the checkpoint it was made from as --reference", ("other.pt",)),
+        Case("bench/--reference with --backend onnxruntime-tensorrt", "usage",
+             ("bench", f"{D}/m.onnx", "--reference", f"{D}/m.pt", "--backend", "onnxruntime-tensorrt", *REFERENCE), 2,
+             r"not a runtime the deploy table runs; with --reference choose onnxruntime, onnxruntime-cuda, openvino, "),
+        # the tracebacks
+        Case("quantize/--keep-fp32 with a byte that is not UTF-8", "crash", (*REGEX, "--keep-fp32", "node\udcff"), 2,
+             r"--keep-fp32 pattern 'node\\xff' is not UTF-8 text"),
+        # messages that name the real cause, in the command's own flags
+        Case("triton-repo/a file name that makes a model name too long", "files",
+             ("triton-repo", f"{D}/{'a' * 250}.onnx", *repo), 2,
+             r"^error: the Triton model name is made from the file's name, .* 250 characters, more than the 249 a "
+             r"model name may have .*; rename the file$", ("long_name.onnx",)),
+        Case("quantize/--target tensorrt of a portable file", "nonsense",
+             ("quantize", f"{D}/portable.onnx", "--target", "tensorrt", *QUANTIZE_ON), 2,
+             r"portable\.onnx is an fp32 file of the portable target, which cannot be put in the tensorrt form",
+             ("portable.onnx",)),
+        *[Case(f"quantize/--precision fp16 {opt} {value}", "nonsense",
+               ("quantize", f"{D}/m.onnx", "-o", f"{OUT}/q.onnx", "--precision", "fp16", opt, value), 2,
+               rf"^error: {opt} is an int8 option .*; an fp16 graph has no int8 layers")
+          for opt, value in (("--weight-bits", "7"), ("--method", "entropy"), ("--percentile", "99"),
+                             ("--budget", "1"))],
+        Case("eval/--backend openvino of a graph OpenVINO refuses", "crash",
+             ("eval", f"{D}/ov_bad.onnx", "--data", f"{D}/imgs", "--backend", "openvino"), 2,
+             r"OpenVINO cannot load .*ov_bad\.onnx: MatMul node \S+: Incompatible MatMul matrix dimension", ("ov_bad.onnx",)),
+    ]  # fmt: skip
+    return cases
+
+
 # ---------------------------------------------------------------- click's own errors
 
 USAGE = [
@@ -601,7 +690,7 @@ EXIT = [
 
 
 def all_cases() -> list[Case]:
-    cases = _nonsense() + _files() + _destroys() + CRASH + NONFINITE + USAGE + EXIT + _readers()
+    cases = _nonsense() + _files() + _destroys() + CRASH + NONFINITE + USAGE + EXIT + _readers() + _elsewhere()
     ids = [c.id for c in cases]
     dup = {i for i in ids if ids.count(i) > 1}
     assert not dup, f"duplicate case ids: {sorted(dup)}"

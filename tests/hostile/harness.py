@@ -8,7 +8,8 @@ cache directories must be as they were.
 
 Verdicts, in the order they are reported (a case counts under the first that applies):
 ``traceback`` an exception other than SystemExit, or a traceback in the output;
-``destroyed`` an input changed or vanished; ``leftovers`` a file or directory appeared
+``destroyed`` an input changed or vanished, or the file planted outside the case directory
+(:func:`tests.hostile.world.plant_victim`) changed in size, time or bytes; ``leftovers`` a file or directory appeared
 that the case does not allow (in its directory, $TMPDIR or the cache); ``exit`` another
 exit status than the table's; ``format`` not exactly one ``error: <what>; <what to do>``
 line last on stderr (or click's ``Usage:`` text); ``message`` the line does not say what
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.hostile.cases import Case
-from tests.hostile.world import setup
+from tests.hostile.world import plant_victim, setup
 
 VERDICTS = ("traceback", "destroyed", "leftovers", "exit", "format", "message", "ok")
 
@@ -79,6 +80,8 @@ def run_case(case: Case, world: Path, work: Path) -> Outcome:
     shutil.copytree(world, d, symlinks=True)
     tmp.mkdir()
     cache.mkdir()
+    victim = plant_victim(work)  # outside the case directory: no command may touch it
+    planted = _stat(victim)
     setup(d, case.setup)
     argv = [a.replace("{d}", str(d)) for a in case.argv]
     before = snapshot(d)
@@ -106,6 +109,8 @@ def run_case(case: Case, world: Path, work: Path) -> Outcome:
     ) or "Traceback (most recent call last)" in result.output:
         return outcome("traceback", f"{type(exc).__name__}: {exc}" if exc is not None else "")
     changed = sorted(k for k in before if after.get(k) != before[k])
+    if _stat(victim) != planted:
+        changed.insert(0, f"{victim.relative_to(work)}, outside the case directory")
     if changed:
         return outcome("destroyed", f"changed or removed: {changed[:5]}")
     allowed = case.creates if case.code != 2 else ()
@@ -127,6 +132,15 @@ def run_case(case: Case, world: Path, work: Path) -> Outcome:
     elif case.expect and not re.search(case.expect, result.output, re.IGNORECASE):
         return outcome("message", f"output does not match {case.expect!r}")
     return outcome("ok")
+
+
+def _stat(path: Path) -> tuple | None:
+    """Size, modification time and bytes of a file (None: gone)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_size, st.st_mtime_ns, hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _torch_threads(n: int | None = None) -> int | None:

@@ -325,7 +325,111 @@ def _yaml_bomb(d: Path) -> None:
     _pre(d, "bomb.yaml", "\n".join(lines) + "\n")
 
 
+LONG_NAME = "a" * 250 + ".onnx"  # a file name Linux takes (255 bytes), and a model name too long for its directories
+
+
+def _plain_state_dict(d: Path) -> None:
+    """m.pt's weights as a plain state_dict: no architecture recorded."""
+    import torch
+
+    from aft_export.models.checkpoint import load_checkpoint
+
+    model, _ = load_checkpoint(d / "m.pt")
+    torch.save(model.state_dict(), d / "plain.pt")
+
+
+def _other_checkpoint(d: Path) -> None:
+    """Another checkpoint of the same architecture and classes (other weights): m.onnx was not made from it."""
+    import torch
+
+    from aft_export.models import create_model
+    from aft_export.models.checkpoint import save_checkpoint
+
+    torch.manual_seed(1)
+    save_checkpoint(d / "other.pt", create_model("aft_simple_test"), CLASSES, model_name="aft_simple_test")
+
+
+def _wrong_matmul_weight(model) -> None:
+    """The first MatMul's weight one row too many: ONNX Runtime and OpenVINO refuse the graph, OpenVINO
+    with its reason under lines that name its own source files."""
+    from onnx import numpy_helper
+
+    inits = {t.name: t for t in model.graph.initializer}
+    node = next(n for n in model.graph.node if n.op_type == "MatMul" and n.input[1] in inits)
+    t = inits[node.input[1]]
+    a = numpy_helper.to_array(t)
+    t.CopyFrom(numpy_helper.from_array(np.ones((a.shape[0] + 1, *a.shape[1:]), a.dtype), t.name))
+
+
+# ------------------------------------------------------------------ files that point elsewhere
+
+# a file of the case's outside its directory, which the harness plants for every case and checks after
+# (size, mtime, bytes): tests/hostile/harness.py; a case directory's location relative to it
+VICTIM = Path("outside") / "victim.bin"  # under the case's work directory, beside (not in) the case directory
+
+
+def plant_victim(work: Path) -> Path:
+    victim = work / VICTIM
+    victim.parent.mkdir(parents=True, exist_ok=True)
+    victim.write_bytes(b"a file outside the output: 28")
+    return victim
+
+
+def _external(d: Path, model: str, location: str, data: str | None = None, constant: bool = False,
+              fifo: bool = False) -> None:
+    """``model`` (a path under the case directory): m.onnx with its largest weight in external data at
+    ``location`` (as the file writes it), the bytes written at ``data`` (under the case directory; a FIFO
+    with ``fifo``). ``constant``: the weight held by a Constant node instead of an initializer."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    m = onnx.load(str(d / "m.onnx"))
+    init = max(m.graph.initializer, key=lambda t: len(t.raw_data))
+    raw = init.raw_data
+    init.ClearField("raw_data")
+    init.data_location = TensorProto.EXTERNAL
+    init.external_data.add(key="location", value=location)
+    if constant:
+        tensor = TensorProto()
+        tensor.CopyFrom(init)
+        m.graph.initializer.remove(init)
+        m.graph.node.insert(0, helper.make_node("Constant", [], [tensor.name], value=tensor))
+    (d / model).parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(m, str(d / model))
+    if data is not None:
+        (d / data).parent.mkdir(parents=True, exist_ok=True)
+        if fifo:
+            os.mkfifo(d / data)
+        else:
+            (d / data).write_bytes(raw)
+
+
+# The overwrite as it was (before issue 43): triton-repo read each location beside the model and wrote it
+# under the same name in REPO/NAME_net/1 (4 levels below the case directory, REPO being out/repo while it is
+# written). From a model 5 levels down, 5 ".." read the case's own outside/victim.bin and write the
+# planted victim one level above the case directory.
+DEEP_MODEL = "p1/p2/p3/p4/p5/trav.onnx"
+UP5 = "../" * 5 + str(VICTIM)
+
+
 SETUPS = {
+    "trav.onnx": lambda d: _external(d, DEEP_MODEL, UP5, data=str(VICTIM)),
+    # three levels down, 3 ".." read the case's trav_data.bin and wrote out/trav_data.bin beside the repository
+    "trav_beside.onnx": lambda d: _external(d, "q1/q2/q3/trav.onnx", "../../../trav_data.bin", data="trav_data.bin"),
+    "trav_constant.onnx": lambda d: _external(d, DEEP_MODEL, UP5, data=str(VICTIM), constant=True),
+    "abs_data.onnx": lambda d: _external(d, "abs_data.onnx", str((d.parent / VICTIM).resolve())),
+    "fifo_data.onnx": lambda d: _external(d, "fifo_data.onnx", "fifo_data.bin", data="fifo_data.bin", fifo=True),
+    "dir_data.onnx": lambda d: (_external(d, "dir_data.onnx", "dir_data.bin"), (d / "dir_data.bin").mkdir()),
+    "missing_data.onnx": lambda d: _external(d, "missing_data.onnx", "missing_data.bin"),
+    "model_onnx_data.onnx": lambda d: _external(d, "model_onnx_data.onnx", "model.onnx", data="model.onnx"),
+    "link_data.onnx": lambda d: (_external(d, "link_data.onnx", "link_data.bin"),
+                                 os.symlink(f"../{VICTIM}", d / "link_data.bin")),
+    "sub_data.onnx": lambda d: _external(d, "sub_data.onnx", "weights/../weights/w.bin", data="weights/w.bin"),
+    "plain.pt": lambda d: _plain_state_dict(d),
+    "other.pt": lambda d: _other_checkpoint(d),
+    "portable.onnx": lambda d: _onnx_edit(d, "portable.onnx", lambda m: _set_meta(m, "export_target", "portable")),
+    "long_name.onnx": lambda d: (d / LONG_NAME).write_bytes((d / "m.onnx").read_bytes()),
+    "ov_bad.onnx": lambda d: _onnx_edit(d, "ov_bad.onnx", _wrong_matmul_weight),
     "bomb.png": lambda d: _bomb_png(d / "bomb.png"),
     "wide.png": lambda d: _png(d / "wide.png", 100000, 1),
     "tall.png": lambda d: _png(d / "tall.png", 1, 100000),
