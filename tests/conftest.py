@@ -35,17 +35,24 @@ def cifar10() -> Path:
 OPENVINO_INSTALL = "pip install -e '.[test]' (it pins openvino)"
 
 
-def need_openvino():
-    """The ``openvino`` module; where it is missing a skip with the install line, and under
-    CI (whose test extra pins it) a failure."""
+def need_module(name: str, install: str):
+    """The module ``name``; where it is missing a skip with the install line, and under CI, which installs
+    every extra the tests need (.ci/run), a failure: a dependency CI installs is never silently skipped."""
+    import importlib
+
     try:
-        import openvino
+        return importlib.import_module(name)
     except ImportError as exc:
-        reason = f"needs OpenVINO ({type(exc).__name__}: {exc}): {OPENVINO_INSTALL}"
+        reason = f"needs {name} ({type(exc).__name__}: {exc}): {install}"
         if in_ci():
-            pytest.fail(f"{reason}; CI installs OpenVINO, so this fails instead of skipping", pytrace=False)
+            pytest.fail(f"{reason}; CI installs it, so this fails instead of skipping (unset CI to skip locally)",
+                        pytrace=False)  # fmt: skip
         pytest.skip(reason)
-    return openvino
+
+
+def need_openvino():
+    """The ``openvino`` module (see :func:`need_module`)."""
+    return need_module("openvino", OPENVINO_INSTALL)
 
 
 @pytest.fixture(scope="session")

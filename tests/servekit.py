@@ -50,6 +50,15 @@ def need(name: str):
         pytest.skip(reason)
 
 
+def largest_first(logits, k: int):
+    """The top ``k`` of each row, largest first, the lower index first among equals: written out here, apart
+    from :func:`aft_export.serving.spec.topk` (which the served models run), to check what they answer."""
+    import numpy as np
+
+    return np.array([sorted(range(row.size), key=lambda j: (-float(row[j]), j))[:k] for row in np.asarray(logits)],
+                    dtype=np.int64).reshape(len(logits), min(k, np.asarray(logits).shape[-1]))  # fmt: skip
+
+
 def free_ports(n: int = 3) -> list[int]:
     """Ports free on 127.0.0.1 now (the kernel's choice, so a rerun does not collide)."""
     socks, ports = [], []

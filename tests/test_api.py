@@ -192,11 +192,26 @@ def test_parity_eval_bench_infer_info_check_results_are_their_json(made):
     assert c.passed and _printed(c) == _cli_json("check", onnx, "--trt", "10.3", "--offline-only")
 
 
-def test_user_errors_are_one_line_naming_keywords(made):
-    with pytest.raises(aft_export.AFTExportError, match="`reference`"):
-        aft_export.bench(made["onnx"], images=5)
-    with pytest.raises(aft_export.AFTExportError, match="`input_size`.*`model_def`"):
-        aft_export.parity(made["ckpt"], [made["onnx"]], data=made["data"], input_size=32)
+def test_user_errors_are_one_line_naming_keywords(made, tmp_path):
+    """Keywords that do not go together, and bad values the options check: each one line that names the
+    keyword (in backquotes, as Python callers write it), never a flag, and nothing written."""
+    calls = [
+        ("`reference`", lambda: aft_export.bench(made["onnx"], images=5)),
+        ("`input_size`.*`model_def`", lambda: aft_export.parity(made["ckpt"], [made["onnx"]], data=made["data"],
+                                                                input_size=32)),
+        ("`weight_bits` is an int8 option", lambda: aft_export.quantize(made["onnx"], tmp_path / "q.onnx",
+                                                                        precision="fp16", weight_bits=7)),
+        ("percentile must be in", lambda: aft_export.quantize(made["onnx"], tmp_path / "q.onnx", percentile=float("nan"),
+                                                              calib=made["data"])),
+        ("`backend=onnxruntime-tensorrt` is not a runtime the deploy table runs",
+         lambda: aft_export.bench(made["onnx"], reference=made["ckpt"], backend="onnxruntime-tensorrt")),
+        ("`threads` must be from 0", lambda: aft_export.bench(made["onnx"], threads=-1)),
+    ]  # fmt: skip
+    for said, call in calls:
+        with pytest.raises(aft_export.AFTExportError, match=said) as err:
+            call()
+        assert "\n" not in str(err.value) and "--" not in str(err.value), str(err.value)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_users_module_exports_quantises_and_passes_parity(made):

@@ -45,10 +45,15 @@ QUIET = dict(log=lambda *a: None)
 ZOO = ["aft_conv_cifar", "aft_full_cifar", "aft_local_cifar", "aft_simple_cifar"]
 TARGETS = ["tensorrt", "tensorrt8"]
 PRECISIONS = ["fp32", "fp16", "int8"]
+# the portable target's files (the CPU's int8: its rest fp32, 7-bit weights) are made for other runtimes, and
+# TensorRT must still read them ("safe on every runtime"): built for one zoo model, the parser's rules being
+# the graph's, not the weights'
+PORTABLE = [f"zoo/aft_conv_cifar.portable.{p}" for p in PRECISIONS]
 VARIANTS = ["decomposed.fp32", "dynamic_hw.fp32", "quantize_aft_core.int8", "per_tensor.int8"]  # on aft_conv_cifar
 IMAGENET = ["aft_full_tiny_224.fp32", "aft_full_tiny_224.int8", "aft_conv_tiny_224.fp32", "aft_conv_tiny_224.int8"]
 BYO = ["aft_pytorch_cifar", "comvex_cifar", "own_cifar"]  # examples/byo/*.py:build
-KINDS = ([f"zoo/{m}.{t}.{p}" for m in ZOO for t in TARGETS for p in PRECISIONS] + [f"variant/{v}" for v in VARIANTS]
+KINDS = ([f"zoo/{m}.{t}.{p}" for m in ZOO for t in TARGETS for p in PRECISIONS] + PORTABLE
+         + [f"variant/{v}" for v in VARIANTS]
          + [f"imagenet/{k}" for k in IMAGENET] + [f"byo/{b}.fp32" for b in BYO])  # fmt: skip
 CALIBRATION_IMAGES = 8  # few: the parser and builder are what is tested, not the calibration
 HW = "16,32,48"  # the dynamic-H/W variant's profile
@@ -149,8 +154,10 @@ def test_every_artifact_kind_parses_and_builds(made, kind):
         assert out.get("int8", 0) > 0 and m["network"]["quantized"]
     else:
         assert "int8" not in out and not m["network"]["quantized"]
-    # fp16 tensors: an fp16 graph, and the fp16 rest of the tensorrt target's int8 (tensorrt8 keeps it fp32)
-    rest16 = precision == "int8" and ".tensorrt8." not in kind and not kind.startswith("byo/")
+    # fp16 tensors: an fp16 graph, and the fp16 rest of the tensorrt target's int8 (tensorrt8 and portable keep it
+    # fp32)
+    rest16 = precision == "int8" and not any(f".{t}." in kind for t in ("tensorrt8", "portable")) and \
+        not kind.startswith("byo/")  # fmt: skip
     assert ("fp16" in out) == (precision == "fp16" or rest16)
     compute = m["network"]["compute"]
     assert ("fp16" in compute) == ("fp16" in out) and ("int8" in compute) == (precision == "int8")

@@ -83,11 +83,32 @@ def stranger(tmp_path_factory, cifar10):
     return session
 
 
+def nothing_to_run(page: str, path: Path | None = None) -> str | None:
+    """Why ``page`` (at ``path``, default in the repository) has nothing to run (None: it has a block to
+    run): no bash or python block, or every one marked as not run here. Nothing run is a skip with that
+    reason, never a pass."""
+    blocks = [b for b in page_blocks(path or REPO / page, page) if b.lang in RUNNABLE]
+    if not blocks:
+        return f"{page} has no bash or python block"
+    if all(b.not_run for b in blocks):
+        return f"{page}: each of its {len(blocks)} bash and python blocks is marked not run here ({blocks[0].not_run})"
+    return None
+
+
+def test_a_page_whose_blocks_all_say_they_cannot_run_is_a_skip_not_a_pass(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# A page\n\n```bash\n# not run here: it needs a GPU\naft-export doctor\n```\n\n```text\nshown\n```\n")
+    assert page_blocks(page, "page.md")[0].not_run == "it needs a GPU"
+    assert nothing_to_run("page.md", page).startswith("page.md: each of its 1 bash and python blocks is marked not")
+    page.write_text(page.read_text() + "\n```bash\necho run\n```\n")
+    assert nothing_to_run("page.md", page) is None and nothing_to_run("README.md") is None
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_page_runs_as_written(page, stranger):
-    blocks = [b for b in page_blocks(REPO / page, page) if b.lang in RUNNABLE]
-    if not blocks:
-        pytest.skip(f"{page} has no bash or python block")  # nothing to run is not a pass of anything
+    why = nothing_to_run(page)
+    if why:
+        pytest.skip(why)  # nothing to run is not a pass of anything
     result_file = stranger / f"{re.sub(r'[^A-Za-z0-9]+', '-', page)}.json"
     run = subprocess.run(["unshare", "-m", "--propagation", "private", sys.executable, "-m", "tests.docsrun", page,
                           "--repo", str(REPO), "--session", str(stranger), "--data", str(cifar10_dir()),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, need_openvino
 from tests.test_machine_paths import scan_files
 
 
@@ -104,15 +104,13 @@ def test_the_test_extra_pins_the_openvino_the_openvino_extra_names():
     CPU defect tests/runners/test_openvino.py pins; the openvino extra is that release too. It
     must take the numpy < 2 of the serve extra: the installed one does, here."""
     import tomllib
-    from importlib.metadata import PackageNotFoundError, requires, version
+    from importlib.metadata import requires, version
 
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     pins = [r for r in extras["test"] if r.startswith("openvino")]
     assert pins == extras["openvino"] and len(pins) == 1 and "==" in pins[0]
-    try:
-        installed = version("openvino")
-    except PackageNotFoundError:
-        pytest.skip("openvino is not installed here (pip install -e '.[test]')")
+    need_openvino()
+    installed = version("openvino")
     assert f"openvino=={installed}" == pins[0]
     import numpy
 

@@ -7,7 +7,6 @@ builds the whole run without executing it), and the ONNX Runtime half really run
 the exported graphs. Nothing here runs or imitates TensorRT.
 """
 
-import importlib.util
 import json
 import os
 import re
@@ -29,6 +28,7 @@ from aft_export.verify.compare import TOLERANCES
 from aft_export.options import QuantizeOptions
 from aft_export.quantization.stage import quantize_model
 from aft_export.runners import OrtRunner
+from tests.conftest import need_module
 
 QUIET = dict(log=lambda *a: None)
 PRECISION_FLAGS = ("--fp16", "--int8", "--best", "--precisionConstraints", "--layerPrecisions", "--layerOutputTypes")
@@ -276,11 +276,10 @@ def test_tensorrt_rtx_lines(models):
     assert "--batch-profile" not in fixed["aft_export_build"] and "Shapes" not in fixed["tensorrt_rtx_build"]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("tensorrt_rtx") is None,
-                    reason="TensorRT-RTX is not installed here (pip install -e '.[rtx]')")
 def test_the_script_builds_with_tensorrt_rtx(models, tmp_path):
     """`bash X.verify.sh rtx` builds the engine with TensorRT-RTX for real (on this CPU), and says that
     NVIDIA's tensorrt_rtx tool is not here rather than pretending it ran."""
+    need_module("tensorrt_rtx", "pip install -e '.[rtx]'")
     src = tmp_path / "m.int8.onnx"
     src.write_bytes(models["int8"].read_bytes())
     path = write_verification_commands(src)
@@ -310,7 +309,7 @@ POLYGRAPHY = [sys.executable, "-c", "import sys; from polygraphy.tools import ma
 
 
 def _polygraphy(argv, cwd, check=True):
-    pytest.importorskip("polygraphy", reason="polygraphy is not installed here (pip install -e '.[test]')")
+    need_module("polygraphy", "pip install -e '.[test]'")
     assert argv[0] == "polygraphy"
     r = subprocess.run(POLYGRAPHY + argv[1:], cwd=cwd, check=False, capture_output=True, text=True, timeout=300)
     if check:
@@ -402,7 +401,7 @@ def test_tolerance_flags_pass_fp16_and_bite(models, tmp_path):
 
 
 def test_script_onnxrt_block_runs(models, tmp_path):
-    pytest.importorskip("polygraphy", reason="polygraphy is not installed here (pip install -e '.[test]')")
+    need_module("polygraphy", "pip install -e '.[test]'")
     src = tmp_path / "m.fp16.onnx"
     src.write_bytes(models["fp16"].read_bytes())
     script = write_verification_commands(src)

@@ -20,6 +20,7 @@ from aft_export.data.images import Preprocessing
 from aft_export.errors import AFTExportError
 from aft_export.artifacts.onnxio import ArtifactMeta
 from aft_export.data.preprocess import resolve
+from tests.conftest import need_module
 
 # ---------------------------------------------------------------- generated documents
 
@@ -69,7 +70,7 @@ def _only_ours(call, also=()) -> None:
 @given(data=documents(), suffix=st.sampled_from([".json", ".yaml"]))
 def test_generated_documents_raise_nothing_but_the_projects_error(tmp_path, data, suffix):
     if suffix == ".yaml":
-        pytest.importorskip("yaml")
+        need_module("yaml", "pip install -e '.[test]'")
     path = tmp_path / f"pre{suffix}"
     path.write_bytes(data)
     _only_ours(lambda: readers.read_mapping(path, "preprocessing file"))
@@ -162,7 +163,7 @@ def test_typed_values_name_the_file_and_the_key_and_no_flag():
 
 
 def test_yaml_aliases_cannot_multiply_a_small_file(tmp_path):
-    pytest.importorskip("yaml")
+    need_module("yaml", "pip install -e '.[test]'")
     lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
     lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 10)]
     path = tmp_path / "bomb.yaml"
@@ -287,3 +288,14 @@ def test_the_json_beside_a_file_is_read_only_where_values_are_missing_and_said_a
                               f"beside theirs.onnx")  # fmt: skip
     with pytest.raises(AFTExportError, match=r"is a directory; check `preprocess`$"):  # a file the option named
         ForeignPreprocessing(preprocess=str(beside)).for_artifact(model)
+
+
+def test_a_pattern_with_a_byte_that_is_not_utf8_is_refused_before_re2_encodes_it():
+    """A command line's byte that is not UTF-8 reaches Python as a lone surrogate, which RE2 cannot encode
+    (it raised UnicodeEncodeError): one line, the byte shown as the user typed it."""
+    from aft_export.errors import AFTExportError
+    from aft_export.readers import compile_pattern, one_line
+
+    with pytest.raises(AFTExportError, match=r"^`keep_fp32` pattern 'node\\xff' is not UTF-8 text, as node names are; "):
+        compile_pattern("node\udcff", "keep_fp32")
+    assert one_line("a\udcffb\u2028") == "a\\xffb\\u2028"

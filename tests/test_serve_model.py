@@ -17,8 +17,8 @@ from aft_export.options import ServeOptions
 from aft_export.runners import OrtRunner
 from aft_export.serving.server import model_source, server_args, thread_plan, write_models
 from aft_export.serving.tritonmodel import ENDPOINT_FILE, Endpoint, RequestError, answer
-from aft_export.serving.spec import CLOSED, CLOSED_APIS, IMAGE, TENSOR, ServedModel, describe, topk
-from tests.servekit import need
+from aft_export.serving.spec import CLOSED, CLOSED_APIS, IMAGE, TENSOR, ServedModel, describe
+from tests.servekit import largest_first, need
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +35,21 @@ def _endpoint(path, endpoint, k=5) -> Endpoint:
     return Endpoint(describe(path, 8), endpoint, k, "onnxruntime", 1, "/nonexistent/status")
 
 
+class _Counting:
+    """A runner that records the images of each run it is asked for."""
+
+    def __init__(self, runner):
+        self.runner, self.runs = runner, []
+
+    def logits(self, x, batch_size=64):
+        self.runs.append(len(x))
+        return self.runner.logits(x, batch_size)
+
+
 def test_each_request_is_answered_on_its_own_and_the_good_ones_run_together(onnx_files, runner):
     """A NaN, an infinity and a request whose logits overflow get their one line; the others
-    get exactly what one run of the runner gives for them alone, with the top-k and labels."""
+    get exactly what one run of the runner gives for them alone, with the top-k and labels; the requests
+    that pass the input check run together, in one run of the runner."""
     ep = _endpoint(onnx_files[0], TENSOR)
     labels = np.array([c.encode() for c in ep.spec.classes], dtype=object)
     rng = np.random.default_rng(0)
@@ -45,7 +57,9 @@ def test_each_request_is_answered_on_its_own_and_the_good_ones_run_together(onnx
     nan, inf = good[0].copy(), good[1].copy()
     nan[0, 0, 0, 0], inf[2, 1, 1, 1] = np.nan, np.inf
     huge = np.full((1, 3, 32, 32), 3e38, np.float32)
-    out = answer(ep, runner, [good[0], nan, good[1], inf, huge, good[2]], labels)
+    counting = _Counting(runner)
+    out = answer(ep, counting, [good[0], nan, good[1], inf, huge, good[2]], labels)
+    assert counting.runs == [1 + 3 + 1 + 2]  # the three good ones and the one that overflows, together
     assert [type(r).__name__ for r in out] == ["dict", "RequestError", "dict", "RequestError", "RequestError", "dict"]
     assert str(out[1]) == "input image holds 1 NaN or infinite values of 3072; send finite, normalised images"
     assert str(out[3]).startswith("input image holds 1 NaN or infinite values of 9216")
@@ -53,7 +67,7 @@ def test_each_request_is_answered_on_its_own_and_the_good_ones_run_together(onnx
     for x, r in zip(good, (out[0], out[2], out[5])):
         alone = runner.logits(x)
         assert np.allclose(r["logits"], alone, rtol=0, atol=1e-5)
-        assert np.array_equal(r["topk_index"], topk(r["logits"], 5))
+        assert np.array_equal(r["topk_index"], largest_first(r["logits"], 5))
         assert r["topk_label"].tolist() == [[c.encode() for c in np.array(ep.spec.classes)[row]]
                                             for row in r["topk_index"]]  # fmt: skip
 

@@ -33,7 +33,7 @@ def test_lr_schedule_warms_up_then_decays():
     lrs = [lr_at(s, 100, 10, 1.0) for s in range(100)]
     assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
     assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))
-    assert lrs[-1] == pytest.approx(0.01, abs=0.01)
+    assert 0.01 < lrs[-1] < 0.0105 and lr_at(100, 100, 10, 1.0) == pytest.approx(0.01)  # down to 1% of the base
 
 
 @pytest.fixture

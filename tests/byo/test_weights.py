@@ -7,6 +7,7 @@ from torch import nn
 
 from aft_export.errors import AFTExportError
 from aft_export.models.weights import load_weights, read_weights_file, select_state_dict, strip_prefixes
+from tests.conftest import need_module
 
 
 class Net(nn.Module):
@@ -135,7 +136,7 @@ def test_weights_that_do_not_fit_name_missing_and_unexpected_keys(tmp_path):
 
 
 def test_safetensors(tmp_path):
-    st = pytest.importorskip("safetensors.torch")
+    st = need_module("safetensors.torch", "pip install -e '.[test]'")
     st.save_file({"module." + k: v.contiguous() for k, v in _net(1).state_dict().items()},
                  str(tmp_path / "w.safetensors"))  # fmt: skip
     fresh = _net(2)

@@ -1,0 +1,86 @@
+"""The options' own checks, from Python: the command line's click types refuse most bad values before they
+reach these (``train --lr nan`` never gets to TrainConfig), so each check is driven here directly. Each bad
+value is one line, naming the field in backquotes or the word of its message, never a flag."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from aft_export.errors import AFTExportError
+from aft_export.options import MAX_SEED, MAX_THREADS, QuantizeOptions, TrainConfig, check_threads
+
+NAN, INF = math.nan, math.inf
+
+
+def _refused(make, said: str) -> str:
+    with pytest.raises(AFTExportError) as err:
+        make()
+    message = str(err.value)
+    assert "\n" not in message and "--" not in message and said in message, message
+    return message
+
+
+TRAIN = {  # field: bad values (the check's message names the field)
+    "lr": [NAN, INF, -INF, 0, -1e-3, "0.1", None],
+    "epochs": [0, -1, 1.5, True, "3"],
+    "batch_size": [0, -8, 2.5],
+    "weight_decay": [NAN, -0.1, INF],
+    "warmup_epochs": [NAN, -1],
+    "label_smoothing": [1.0, -0.1, NAN],
+    "val_fraction": [1.0, -0.5, NAN],
+    "seed": [-1, MAX_SEED + 1, 0.5],
+    "images": [0, -5, 2.5],
+}
+
+
+@pytest.mark.parametrize("field,value", [(f, v) for f, values in TRAIN.items() for v in values])
+def test_train_config_refuses_each_bad_value_naming_its_field(field, value):
+    _refused(lambda: TrainConfig("aft_simple_test", "data", "out.pt", **{field: value}), f"`{field}` must be ")
+
+
+def test_train_config_takes_good_values():
+    config = TrainConfig("aft_simple_test", "data", "out.pt", lr=1e-4, epochs=1, images=10, seed=MAX_SEED)
+    assert (config.lr, config.epochs, config.images, config.seed) == (1e-4, 1, 10, MAX_SEED)
+
+
+QUANTIZE = {  # field: (bad values, a word of its message)
+    "percentile": ([0, NAN, 101, INF, -1], "percentile must be in (0, 100]"),
+    "images": ([0, -5, 1.5], "calibration count must be a whole number >= 1"),
+    "batch_size": ([0, -1, 2.5], "calibration batch size must be >= 1"),
+    "seed": ([-1, MAX_SEED + 1, 0.5], f"calibration seed must be from 0 to {MAX_SEED}"),
+    "weight_bits": ([6, 9, 7.5, "7"], "int8 weight bits must be 7 or 8"),
+    "budget": ([NAN, -1, 101, INF], "the accuracy budget is a percentage from 0 to 100"),
+}
+
+
+@pytest.mark.parametrize("field,value,said", [(f, v, s) for f, (values, s) in QUANTIZE.items() for v in values])
+def test_quantize_options_refuse_each_bad_value(field, value, said):
+    _refused(lambda: QuantizeOptions(**{field: value}), said)
+
+
+@pytest.mark.parametrize("field,value", [("weight_bits", 7), ("method", "entropy"), ("percentile", 99.0),
+                                         ("budget", 1.0), ("per_channel", False), ("sensitivity", True),
+                                         ("exclude_regex", ("node",)), ("rest_precision", "fp32")])  # fmt: skip
+def test_fp16_refuses_every_option_only_int8_reads(field, value):
+    """Given with fp16 (another value than its default), an int8 option is refused rather than ignored."""
+    said = f"{field}={value}" if isinstance(value, bool) else field
+    _refused(lambda: QuantizeOptions(precision="fp16", **{field: value}), f"`{said}` is an int8 option (")
+    QuantizeOptions(precision="int8", **{field: value})  # int8 takes it
+
+
+def test_quantize_options_take_good_values():
+    opts = QuantizeOptions(percentile=100, images=1, batch_size=1, seed=MAX_SEED, weight_bits=7, budget=0)
+    assert (opts.percentile, opts.weight_bits, opts.budget) == (100, 7, 0)
+    assert QuantizeOptions(precision="fp16").precision == "fp16"  # the defaults are no int8 option given
+
+
+@pytest.mark.parametrize("threads", [-1, MAX_THREADS + 1, 1.5, NAN, "2", True])
+def test_check_threads_refuses_what_is_not_a_thread_count(threads):
+    _refused(lambda: check_threads(threads), f"`threads` must be from 0 (the backend's default) to {MAX_THREADS}")
+
+
+def test_check_threads_takes_0_to_the_most():
+    for threads in (0, 1, MAX_THREADS):
+        check_threads(threads)
