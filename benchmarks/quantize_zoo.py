@@ -6,7 +6,9 @@ and to int8 twice, the rest in fp32 and the rest in fp16 (calibrated on
 10,000 test images, decoded once (ONNX Runtime on the CPU). Prints top-1, the drop from fp32 and
 the top-1 agreement with fp32, and checks the floors: fp16 within 0.2 points of fp32, int8
 (either rest) within 0.3. ``--cpu-int8`` adds the CPU's int8 (``quantize --target portable`` of the
-same export: the rest in fp32, 7-bit weights), held to int8's 0.3. Exit code 1 if a floor is missed.
+same export: the rest in fp32, 7-bit weights), held to int8's 0.3; ``--trt8-int8`` the int8 for TensorRT
+8.5/8.6 on Jetson (``quantize --target tensorrt8``: LayerNorm decomposed, the rest in fp32, 8-bit
+weights), held to the same. Exit code 1 if a floor is missed.
 ``--checkpoint`` evaluates the checkpoint itself (PyTorch) in the same pass: the top-1 its card shows.
 The test split is decoded once for every model of one input size, and the files of a model are
 evaluated side by side on one thread each (``aft_export.verify.evaluate.side_by_side``).
@@ -36,13 +38,14 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-FLOORS = {"fp16": 0.2, "int8_fp32_rest": 0.3, "int8_fp16_rest": 0.3, "int8_cpu": 0.3}
+FLOORS = {"fp16": 0.2, "int8_fp32_rest": 0.3, "int8_fp16_rest": 0.3, "int8_cpu": 0.3, "int8_trt8": 0.3}
 # kind -> (precision, rest precision, export target): int8_cpu is the CPU's int8, `quantize --target portable`
 # of the default export (the rest in fp32, 7-bit weights)
 KINDS = {"fp16": ("fp16", None, None), "int8_fp32_rest": ("int8", "fp32", None),
-         "int8_fp16_rest": ("int8", "fp16", None), "int8_cpu": ("int8", None, "portable")}
+         "int8_fp16_rest": ("int8", "fp16", None), "int8_cpu": ("int8", None, "portable"),
+         "int8_trt8": ("int8", None, "tensorrt8")}
 TITLES = {"fp32": "fp32", "fp16": "fp16", "int8_fp32_rest": "int8, fp32 rest", "int8_fp16_rest": "int8, fp16 rest",
-          "int8_cpu": "CPU int8 (portable)"}
+          "int8_cpu": "CPU int8 (portable)", "int8_trt8": "TensorRT 8 int8 (tensorrt8)"}
 
 
 def main(argv=None) -> int:
@@ -61,6 +64,8 @@ def main(argv=None) -> int:
                         help="int8: quantise the AFT core too (measures what the option costs in accuracy)")
     parser.add_argument("--cpu-int8", action="store_true", help="also the CPU's int8 (quantize --target portable: "
                         "the rest in fp32, 7-bit weights)")
+    parser.add_argument("--trt8-int8", action="store_true", help="also the int8 for TensorRT 8.5/8.6 (quantize "
+                        "--target tensorrt8: LayerNorm decomposed, the rest in fp32)")
     parser.add_argument("--checkpoint", action="store_true",
                         help="also evaluate each checkpoint itself (PyTorch), in the same pass as its files")
     parser.add_argument("--exports", help="a folder of fp32 exports already made (`aft-export export`, default options): "
@@ -78,6 +83,7 @@ def main(argv=None) -> int:
     names = args.models or sorted(p.stem for p in (REPO / "models").glob("*.pt"))
     kinds = ["fp16"] + [f"int8_{r}_rest" for r in ("fp32", "fp16") if r in args.int8_rest]
     kinds += ["int8_cpu"] if args.cpu_int8 else []
+    kinds += ["int8_trt8"] if args.trt8_int8 else []
     networks = not args.no_networks and importlib.util.find_spec("tensorrt_rtx") is not None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
