@@ -18,20 +18,25 @@ written, the figures, ``verdict`` (the one :class:`~aft_export.errors.Verdict`),
 progress lines go to the ``aft_export`` logger (warnings show; ``logging.basicConfig(level=
 logging.INFO)`` shows the rest).
 
-Defaults are the options dataclasses' (:mod:`aft_export.options`), read from there. Stages are
-imported inside the functions: importing this module loads no torch.
+Every keyword is checked at the function's door, before any work, against its command's
+declaration (:mod:`aft_export.options.commands`, from which the command line's options are derived
+too): a value of the wrong type or range is one :class:`~aft_export.options.params.ParamError`
+naming the keyword, what it takes and what it got (text is not converted to a number; a repeatable
+keyword takes one value or a list; a path is never a list). Defaults are the options dataclasses'
+(:mod:`aft_export.options`), read from there. Stages are imported inside the functions: importing
+this module loads no torch.
 """
 
 from __future__ import annotations
 
 import contextvars
 import logging
-import math
 import threading
 import time
 from collections.abc import Sequence
 
 from aft_export.errors import AFTExportError
+from aft_export.options.commands import declared
 from aft_export.options import (DEFAULT_BACKEND, BenchOptions, BuildOptions, DoctorOptions, EvalOptions,
                                 ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions,
                                 TrainConfig, TritonRepoOptions)  # fmt: skip
@@ -76,21 +81,6 @@ def _paths(value, what: str = "", required: bool = True) -> list[str]:
     if not paths and required:
         raise AFTExportError(f"give one or more {what}")
     return paths
-
-
-def _three(value, option: str):
-    """r,g,b as a string or three numbers -> a tuple of finite floats (None stays None)."""
-    if value is None:
-        return None
-    parts = value.split(",") if isinstance(value, str) else value
-    try:
-        out = tuple(float(v) for v in parts)
-    except (TypeError, ValueError):
-        out = ()
-    if len(out) != 3 or not all(math.isfinite(v) for v in out):
-        raise AFTExportError(f"`{option}` takes three comma-separated numbers (finite), e.g. 0.485,0.456,0.406; "
-                             f"got {value!r}")  # fmt: skip
-    return out
 
 
 def _foreign(preprocess, input_size, mean, std, classes, files=None):
@@ -160,6 +150,7 @@ def _checked_flags(command: str, given: dict, message: str) -> None:
 # ---------------------------------------------------------------- make
 
 
+@declared("export")
 def export(checkpoint=None, output=None, *, config: str | None = None, opset: int = ExportOptions.opset,
            batch_dim: str = ExportOptions.batch_dim, dynamic_hw: bool = ExportOptions.dynamic_hw,
            op_form: str = ExportOptions.op_form, target: str = ExportOptions.target,
@@ -175,9 +166,9 @@ def export(checkpoint=None, output=None, *, config: str | None = None, opset: in
 
     if output is None:
         raise AFTExportError("give `output`, the ONNX file to write")
-    opts = ExportOptions(opset=opset, batch_dim=str(batch_dim), dynamic_hw=dynamic_hw, op_form=op_form, target=target,
-                         simplify=simplify, allow_unsimplified=allow_unsimplified, images=images,
-                         data=None if data is None else str(data), require_aft=bool(require_aft))  # fmt: skip
+    opts = ExportOptions(opset=opset, batch_dim=batch_dim, dynamic_hw=dynamic_hw, op_form=op_form, target=target,
+                         simplify=simplify, allow_unsimplified=allow_unsimplified, images=images, data=data,
+                         require_aft=require_aft)  # fmt: skip
     if _is_module(checkpoint):
         from aft_export.byo.export import export_model
 
@@ -201,6 +192,7 @@ def export(checkpoint=None, output=None, *, config: str | None = None, opset: in
     return export_checkpoint(str(checkpoint), str(output), opts, config, log=_log)
 
 
+@declared("quantize")
 def quantize(model, output, *, precision: str = QuantizeOptions.precision, calib: str | None = None,
              method: str = QuantizeOptions.method, percentile: float = QuantizeOptions.percentile,
              images: int | None = QuantizeOptions.images, batch_size: int = QuantizeOptions.batch_size,
@@ -217,18 +209,19 @@ def quantize(model, output, *, precision: str = QuantizeOptions.precision, calib
     from aft_export.results import Quantized
 
     opts = QuantizeOptions(precision=precision, method=method, percentile=percentile, images=images,
-                           batch_size=batch_size, seed=seed, per_channel=per_channel, exclude=tuple(exclude),
-                           exclude_regex=tuple(exclude_regex), exclude_op_types=tuple(exclude_op_types),
-                           quantize_op_types=tuple(quantize_op_types), keep_fp32=tuple(keep_fp32), target=target,
-                           weight_bits=None if weight_bits is None else int(weight_bits),
+                           batch_size=batch_size, seed=seed, per_channel=per_channel, exclude=exclude,
+                           exclude_regex=exclude_regex, exclude_op_types=exclude_op_types,
+                           quantize_op_types=quantize_op_types, keep_fp32=keep_fp32, target=target,
+                           weight_bits=weight_bits,
                            rest_precision=rest_precision, quantize_aft_core=quantize_aft_core,
                            sensitivity=sensitivity, budget=budget, allow_fewer=allow_fewer,
                            cache_dir="" if no_cache else cache_dir, input_size=input_size,
-                           mean=_three(mean, "mean"), std=_three(std, "std"))  # fmt: skip
+                           mean=mean, std=std)  # fmt: skip
     return Quantized.of(quantize_model(str(model), str(output), None if calib is None else str(calib), opts,
                                        log=_log))  # fmt: skip
 
 
+@declared("build")
 def build(model, output=None, *, batch_profile: str | None = BuildOptions.batch_profile,
           hw_profile: str | None = BuildOptions.hw_profile, workspace_mb: int = BuildOptions.workspace_mb,
           timing_cache: str | None = None, dla_core: int | None = None, version_compatible: bool = False,
@@ -242,11 +235,12 @@ def build(model, output=None, *, batch_profile: str | None = BuildOptions.batch_
     opts = BuildOptions(batch_profile=batch_profile, hw_profile=hw_profile, workspace_mb=workspace_mb,
                         timing_cache=timing_cache, dla_core=dla_core, version_compatible=version_compatible, tf32=tf32,
                         hardware_compatibility=hardware_compatibility, library=library,
-                        compute_capabilities=tuple(compute_capabilities))  # fmt: skip
+                        compute_capabilities=compute_capabilities)  # fmt: skip
     return build_engine(str(model), None if output is None else str(output), opts, log=_log,
                         preprocessing=_foreign(preprocess, input_size, mean, std, classes, files=[model]))  # fmt: skip
 
 
+@declared("train")
 def train(*, model: str, data: str, output: str, test_data: str | None = None, epochs: int = TrainConfig.epochs,
           batch_size: int = TrainConfig.batch_size, lr: float = TrainConfig.lr,
           weight_decay: float = TrainConfig.weight_decay, warmup_epochs: float = TrainConfig.warmup_epochs,
@@ -259,13 +253,14 @@ def train(*, model: str, data: str, output: str, test_data: str | None = None, e
     from aft_export.models.training import train as run_training
     from aft_export.results import TrainResult
 
-    cfg = TrainConfig(model=model, data=str(data), output=str(output), test_data=test_data, epochs=epochs,
+    cfg = TrainConfig(model=model, data=data, output=output, test_data=test_data, epochs=epochs,
                       batch_size=batch_size, lr=lr, weight_decay=weight_decay, warmup_epochs=warmup_epochs,
                       label_smoothing=label_smoothing, val_fraction=val_fraction, seed=seed, threads=threads,
-                      images=images, resume=resume, progress=bool(progress))  # fmt: skip
-    return TrainResult(str(output), run_training(cfg))
+                      images=images, resume=resume, progress=progress)  # fmt: skip
+    return TrainResult(output, run_training(cfg))
 
 
+@declared("triton-repo")
 def triton_repo(artifacts, output, *, max_batch: int | None = None, instances: int = TritonRepoOptions.instances,
                 top_k: int = TritonRepoOptions.top_k, queue_delay_us: int = TritonRepoOptions.queue_delay_us,
                 device: str = TritonRepoOptions.device, backend: str = TritonRepoOptions.backend,
@@ -282,6 +277,7 @@ def triton_repo(artifacts, output, *, max_batch: int | None = None, instances: i
 # ---------------------------------------------------------------- check and measure
 
 
+@declared("check")
 def check(models=(), *, trt_versions: Sequence[str] = (), rules: bool = False, library: str = "auto",
           offline_only: bool = False, build: bool = False, strict: bool = False):  # fmt: skip
     """``aft-export check``: ONNX files against the offline rules of TensorRT's parser and builder,
@@ -329,6 +325,7 @@ def _real_checks(models, reports, library: str, also_build: bool, offline_only: 
     return out
 
 
+@declared("parity")
 def parity(checkpoint, artifacts=(), *, data=None, images: int = ParityOptions.images, tolerances: Sequence[str] = (),
            backend: str = ParityOptions.backend, model_def: str | None = None, weights: str | None = None,
            weights_key: str | None = None, preprocess: str | None = None, input_size: int | None = None,
@@ -357,6 +354,7 @@ def parity(checkpoint, artifacts=(), *, data=None, images: int = ParityOptions.i
     return ParityResult.of(run_parity(open_source(str(checkpoint)), artifacts, data, **common))
 
 
+@declared("eval")
 def evaluate(artifacts, *, data, batch_size: int = EvalOptions.batch_size, images: int | None = None,
              backend: str = EvalOptions.backend, preprocess: str | None = None, input_size: int | None = None,
              mean=None, std=None, classes=None):  # fmt: skip
@@ -372,6 +370,7 @@ def evaluate(artifacts, *, data, batch_size: int = EvalOptions.batch_size, image
     return EvalResult(rows, eval_verdict(rows))
 
 
+@declared("bench")
 def bench(artifacts, *, batch_sizes: Sequence[int] = BenchOptions.batch_sizes, warmup: int = BenchOptions.warmup,
           iters: int = BenchOptions.iters, threads: int = 0, backend: str | None = None,
           reference: str | None = None, data: str | None = None, images: int | None = None, profile: bool = False,
@@ -403,6 +402,7 @@ def bench(artifacts, *, batch_sizes: Sequence[int] = BenchOptions.batch_sizes, w
                                     backend=backend or DEFAULT_BACKEND, profile=profile, preprocessing=pre))  # fmt: skip
 
 
+@declared("infer")
 def infer(artifact, images, *, top_k: int = 5, backend: str = DEFAULT_BACKEND):
     """``aft-export infer``: the ``top_k`` classes of each image (files or folders) from a
     checkpoint, ONNX file or engine. Returns :class:`~aft_export.results.InferResult`."""
@@ -413,6 +413,7 @@ def infer(artifact, images, *, top_k: int = 5, backend: str = DEFAULT_BACKEND):
     return InferResult(out["artifact"], out["backend"], out["precision"], out["results"])
 
 
+@declared("info")
 def info(artifact, *, config: str | None = None, preprocess: str | None = None, input_size: int | None = None,
          mean=None, std=None, classes=None):  # fmt: skip
     """``aft-export info``: what an artifact is (a checkpoint's config and metrics, an ONNX file's
@@ -429,6 +430,7 @@ def info(artifact, *, config: str | None = None, preprocess: str | None = None, 
 # ---------------------------------------------------------------- the whole job
 
 
+@declared("pipeline")
 def pipeline(checkpoint=None, *, output: str | None = None, calib: str | None = None,
              data: str | None = PipelineOptions.data, precisions: Sequence[str] = PipelineOptions.precisions,
              op_form: str = PipelineOptions.op_form, targets: Sequence[str] = PipelineOptions.targets,
@@ -455,15 +457,16 @@ def pipeline(checkpoint=None, *, output: str | None = None, calib: str | None = 
         from aft_export.models.sources import open_source
 
         user = open_source(str(checkpoint))
-    opts = PipelineOptions(output=output, calib=calib, data=None if data is None else str(data), precisions=tuple(dict.fromkeys(precisions)),
+    opts = PipelineOptions(output=output, calib=calib, data=data, precisions=tuple(dict.fromkeys(precisions)),
                            op_form=op_form, targets=tuple(dict.fromkeys(targets)), calib_images=calib_images,
                            eval_images=eval_images, parity_images=parity_images,
                            bench_batch_sizes=tuple(dict.fromkeys(bench_batch_sizes)), bench_iters=bench_iters,
                            threads=threads, tolerances=tuple(dict.fromkeys(tolerances)),
-                           triton_repo=bool(triton_repo), require_aft=bool(require_aft))  # fmt: skip
+                           triton_repo=triton_repo, require_aft=require_aft)  # fmt: skip
     return run_pipeline(user, opts, log=_log)
 
 
+@declared("doctor")
 def doctor(model: str = "aft_conv_cifar", *, output: str | None = None, data: str = DoctorOptions.data,
            calib: str | None = None, calib_images: int | None = None,
            parity_images: int = DoctorOptions.parity_images, eval_images: int | None = None,
@@ -478,6 +481,7 @@ def doctor(model: str = "aft_conv_cifar", *, output: str | None = None, data: st
     return run_doctor(str(model), opts, log=_log)
 
 
+@declared("serve")
 def serve(artifacts, *, host: str = ServeOptions.host, http_port: int = ServeOptions.http_port,
           grpc_port: int = ServeOptions.grpc_port, metrics_port: int = ServeOptions.metrics_port,
           max_batch: int | None = None, instances: int = ServeOptions.instances, top_k: int = ServeOptions.top_k,

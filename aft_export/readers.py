@@ -411,6 +411,14 @@ def _repeats(pattern: str) -> list[tuple[str, str, str]]:
     return out
 
 
+def matching(names: list[str], pattern: str, option: str = "exclude_regex") -> list[str]:
+    """The names ``pattern`` matches from their start (as Python's ``re.match``, and ModelOpt's
+    ``--nodes_to_exclude``, match node names), by RE2 (:func:`compile_pattern`: compiled once, in
+    time linear in each name's length); ``option``: the option that gave it."""
+    compiled = compile_pattern(pattern, option)
+    return [n for n in names if compiled.match(n)]
+
+
 @functools.lru_cache(maxsize=512)
 def _re2(pattern: str):
     import re2

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The measurement behind the fixed fp32 rule of fp16 graphs and int8 graphs' fp16 rest
-(``aft_export.quantization.fp16.FP32_RULE``: the AFT core and LayerNorm stay fp32).
+(``aft_export.artifacts.fp32_rule.FP32_RULE``: the AFT core and LayerNorm stay fp32).
 
 For each zoo model: export (tensorrt target), inline the ``com.aft`` functions (so the core's
 own nodes can be put in fp16 too), quantise to int8 with the fp32 rest, then write the fp16

@@ -201,11 +201,11 @@ def test_user_errors_are_one_line_naming_keywords(made, tmp_path):
                                                                 input_size=32)),
         ("`weight_bits` is an int8 option", lambda: aft_export.quantize(made["onnx"], tmp_path / "q.onnx",
                                                                         precision="fp16", weight_bits=7)),
-        ("percentile must be in", lambda: aft_export.quantize(made["onnx"], tmp_path / "q.onnx", percentile=float("nan"),
+        (r"`percentile` takes a finite number in \(0, 100\], got nan", lambda: aft_export.quantize(made["onnx"], tmp_path / "q.onnx", percentile=float("nan"),
                                                               calib=made["data"])),
         ("`backend=onnxruntime-tensorrt` is not a runtime the deploy table runs",
          lambda: aft_export.bench(made["onnx"], reference=made["ckpt"], backend="onnxruntime-tensorrt")),
-        ("`threads` must be from 0", lambda: aft_export.bench(made["onnx"], threads=-1)),
+        ("`threads` takes a whole number from 0 to 1024, got -1", lambda: aft_export.bench(made["onnx"], threads=-1)),
     ]  # fmt: skip
     for said, call in calls:
         with pytest.raises(aft_export.AFTExportError, match=said) as err:

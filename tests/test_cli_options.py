@@ -1,128 +1,139 @@
-"""Each command's options are bound to the options dataclass they fill (issue 34, item 2): a field's
-type, default and help are written once. Every option that fills a field is declared with
-:func:`aft_export.cli.params.bound` and has that field's default; ``bound`` refuses a click type
-that cannot hold what the field holds. The field has the flag's name; the fields renamed to it
-keep their old names for one release (aft_export.version.renamed_fields)."""
+"""Each command's parameters are declared once (aft_export.options.commands): what each takes, whether it
+repeats, its default and its help. The command line's options are derived from the declarations, the API's
+keywords have the same defaults, and a parameter that fills an options field has that field's default.
+The fields renamed to their flags' names keep their old names for one release
+(aft_export.version.renamed_fields)."""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import click
 import pytest
 
 from aft_export import api
 from aft_export.cli import main
-from aft_export.cli.params import COUNT, bound
 from aft_export.errors import AFTExportError
-from aft_export.options import (BenchOptions, BuildOptions, DoctorOptions, EvalOptions, ExportOptions, ParityOptions,
-                                PipelineOptions, QuantizeOptions, ServeOptions, TrainConfig, TritonRepoOptions)  # fmt: skip
-from tests.test_api import _keyword
+from aft_export.options import BenchOptions, BuildOptions, PipelineOptions, QuantizeOptions
+from aft_export.options import params as kinds
+from aft_export.options.commands import DECLARED
+from aft_export.options.params import REQUIRED
 
-# the options dataclass each command fills (its API function builds one)
-OWNERS = {"export": ExportOptions, "quantize": QuantizeOptions, "build": BuildOptions, "parity": ParityOptions,
-          "eval": EvalOptions, "bench": BenchOptions, "pipeline": PipelineOptions, "doctor": DoctorOptions,
-          "serve": ServeOptions, "triton-repo": TritonRepoOptions, "train": TrainConfig}  # fmt: skip
-# (command, field): why the option that fills it is not bound to it
-UNBOUND = {
-    ("quantize", "mean"): "r,g,b text, which the API parses into the field's three floats (api._three)",
-    ("quantize", "std"): "r,g,b text, which the API parses into the field's three floats (api._three)",
-}
 FUNCTIONS = {command: function for function, command in api.COMMANDS.items()}
+# (command, parameter): why its default is not its options field's
+DIFFERENT = {
+    ("bench", "backend"): "None: onnxruntime, or with `reference` every runtime here (BenchOptions.backend is the first)",
+    ("bench", "images"): "None: BenchOptions.images with `reference`; given without `reference` it is an error",
+}
+CLI_ONLY = {"as_json", "provider"}  # --json chooses how a result is shown; --provider is --backend's old name
 
 
-def field_of(command: click.Command, param: click.Parameter) -> str | None:
-    """The field of the command's options dataclass that ``param`` fills: its keyword's name, or the
-    field api.KEYWORD_FIELDS names for it; None where it fills none (a stage's parameter, a
-    value such as ``cache_dir=""``)."""
-    owner = OWNERS.get(command.name)
-    if owner is None or not isinstance(param, click.Option) or param.hidden:
-        return None
-    keyword = _keyword(param)
-    mapped = api.KEYWORD_FIELDS.get(FUNCTIONS[command.name], {}).get(keyword)
-    if mapped is not None:
-        where, _, name = mapped.partition(".")
-        return name if where == owner.__name__ and name.isidentifier() else None
-    return keyword if keyword in {f.name for f in dataclasses.fields(owner)} else None
+def _same(a, b) -> bool:
+    return (tuple(a) if isinstance(a, list) else a) == (tuple(b) if isinstance(b, list) else b)
 
 
-def unbound(command: click.Command) -> list[str]:
-    """The command's options that fill a field but are not bound to it, or not with its default."""
-    owner, out = OWNERS.get(command.name), []
-    for param in command.params:
-        name = field_of(command, param)
-        if name is None or (command.name, name) in UNBOUND:
-            continue
-        flag = "/".join(param.opts)
-        if getattr(param, "bound", None) != (owner, name):
-            out.append(f"{command.name} {flag} fills {owner.__name__}.{name} but is not bound to it")
-            continue
-        field = next(f for f in dataclasses.fields(owner) if f.name == name)
-        want = None if field.default is dataclasses.MISSING else field.default
-        have = tuple(param.default) if param.multiple and param.default is not None else param.default
-        if not param.required and have != want:
-            out.append(f"{command.name} {flag}: default {have!r}, but {owner.__name__}.{name} = {want!r}")
+def field_defaults() -> list[str]:
+    """Each declared parameter that fills an options field, whose default is not the field's."""
+    out = []
+    for name, command in sorted(DECLARED.items()):
+        for p in command.params:
+            if not command.fills(p.name) or (name, p.name) in DIFFERENT:
+                continue
+            field = command.options.__dataclass_fields__[p.name]
+            want = None if field.default is dataclasses.MISSING else field.default
+            have = want if p.required and want is None else p.default
+            if not _same(have, want):
+                out.append(f"{name} {p.name}: default {have!r}, but {command.options.__name__}.{p.name} = {want!r}")
     return out
 
 
-@pytest.mark.parametrize("name", sorted(OWNERS))
-def test_every_option_that_fills_a_field_is_bound_to_it_with_its_default(name):
-    assert unbound(main.commands[name]) == []
+def test_every_parameter_that_fills_an_options_field_has_its_default():
+    assert field_defaults() == []
+    for command, name in DIFFERENT:  # every exception is still needed
+        assert DECLARED[command].fills(name) and not _same(DECLARED[command][name].default,
+                                                           getattr(DECLARED[command].options, name))  # fmt: skip
 
 
-def test_the_bound_options_are_found():
-    """The reading works: most of each command's options fill its fields; every exception is still needed."""
-    found = {name: [p for p in main.commands[name].params if field_of(main.commands[name], p)] for name in OWNERS}
-    assert len(found["export"]) == 10 and len(found["quantize"]) >= 20 and len(found["pipeline"]) == 15
-    assert all(found.values())
-    for command, name in UNBOUND:
-        assert any(field_of(main.commands[command], p) == name for p in main.commands[command].params)
+def signature_defaults(function, command) -> list[str]:
+    """What differs between a function's keywords and the command's declared parameters: a name on one side
+    only, or another default."""
+    signature = inspect.signature(function)
+    names, declared = set(signature.parameters), {p.name for p in command.params}
+    out = [f"{command.name}: {function.__name__}({n}=...) is not declared" for n in sorted(names - declared)]
+    out += [f"{command.name}: `{n}` has no keyword in {function.__name__}()" for n in sorted(declared - names)]
+    for p in command.params:
+        if p.name in names:
+            default = signature.parameters[p.name].default
+            default = REQUIRED if default is inspect.Parameter.empty else default
+            if not (p.required and default in (None, REQUIRED)) and not _same(default, p.default):
+                out.append(f"{command.name}: {function.__name__}({p.name}={default!r}), declared {p.default!r}")
+    return out
 
 
-def test_a_planted_unbound_option_and_a_wrong_default_are_found():
-    """It can fail: an option that fills a field with a default of its own, or with no binding."""
+@pytest.mark.parametrize("function, command", sorted(api.COMMANDS.items()))
+def test_every_keyword_is_declared_with_the_same_default(function, command):
+    """From Python and from the command line alike: bench's backend and images are None in both, and mean
+    the same."""
+    assert signature_defaults(getattr(api, function), DECLARED[command]) == []
 
-    def export(**_):
+
+def test_the_default_check_finds_a_planted_difference():
+    def bench(artifacts, *, batch_sizes=(1, 8), colour=None, **_):  # noqa: ARG001
         pass
 
-    planted = click.Command("export", params=[click.Option(["--opset"], default=17), click.Option(["--target"])])
-    found = unbound(planted)
-    assert found == ["export --opset fills ExportOptions.opset but is not bound to it",
-                     "export --target fills ExportOptions.target but is not bound to it"]  # fmt: skip
-    wrong = bound(ExportOptions, "opset", "--opset", type=int)(export)
-    wrong.__click_params__[-1].default = 17
-    assert unbound(click.Command("export", params=wrong.__click_params__)) == [
-        "export --opset: default 17, but ExportOptions.opset = 18"]  # fmt: skip
+    found = signature_defaults(bench, DECLARED["bench"])
+    assert "bench: bench(colour=...) is not declared" in found and "bench: `warmup` has no keyword in bench()" in found
+    assert "bench: bench(batch_sizes=(1, 8)), declared (1, 32)" in found
 
 
-@pytest.mark.parametrize("owner, name, decls, attrs, says", [
-    (ExportOptions, "opset", ("--opset",), {"type": click.Choice(["a", "b"])}, "parses str"),
-    (QuantizeOptions, "exclude", ("--exclude",), {}, "parses str: it cannot fill QuantizeOptions.exclude"),
-    (ExportOptions, "simplify", ("--simplify",), {"type": COUNT}, "parses int"),
-    (BenchOptions, "batch_sizes", ("--batch-size",), {"type": float, "multiple": True}, "parses several float"),
-    (ExportOptions, "nope", ("--nope",), {}, "has no field 'nope'"),
-    (ExportOptions, "opset", ("--opset",), {"default": 17}, "the default of a bound option"),
-])  # fmt: skip
-def test_bound_refuses_a_type_that_cannot_fill_the_field(owner, name, decls, attrs, says):
-    with pytest.raises(TypeError, match=says):
-        bound(owner, name, *decls, **attrs)(lambda **_: None)
+def derived(command: click.Command) -> list[str]:
+    """The command's click parameters that are not what its declarations say: one not declared (but the command
+    line's own), and what a derived one parses otherwise than the declaration (repeats, range, choices,
+    default, whether it is required)."""
+    declaration, out = DECLARED.get(command.name), []
+    for param in command.params:
+        if param.name in CLI_ONLY:
+            continue
+        if declaration is None or param.name not in declaration or getattr(param, "declared", None) != (
+                command.name, param.name):  # fmt: skip
+            out.append(f"{command.name} {param.name}: not derived from a declaration")
+            continue
+        p, kind, t = declaration[param.name], declaration[param.name].kind, param.type
+        said = []
+        if bool(getattr(param, "multiple", False) or param.nargs == -1) != p.repeat:
+            said.append("repeats otherwise")
+        if isinstance(kind, kinds.Whole) and (getattr(t, "min", None), getattr(t, "max", None)) != (kind.lo, kind.hi):
+            said.append(f"takes [{getattr(t, 'min', None)}, {getattr(t, 'max', None)}]")
+        if isinstance(kind, kinds.Number) and (t.min, t.max, t.min_open, t.max_open) != (kind.lo, kind.hi,
+                                                                                        kind.lo_open, kind.hi_open):
+            said.append(f"takes [{t.min}, {t.max}]")
+        if isinstance(kind, kinds.Choice) and list(t.choices) != [str(v) for v in kind.values]:
+            said.append(f"chooses {list(t.choices)}")
+        if param.required != (p.required or p.cli_required):
+            said.append("is required otherwise")
+        default = () if isinstance(param, click.Argument) and param.nargs == -1 else param.default  # none given: ()
+        if not param.required and not _same(default, p.default):
+            said.append(f"defaults to {param.default!r}")
+        out += [f"{command.name} {param.name}: {s}, declared otherwise" for s in said]
+    return out
 
 
-def test_bound_takes_the_default_and_converts():
-    fn = bound(QuantizeOptions, "weight_bits", "--weight-bits", type=click.Choice(["7", "8"]), convert=int)(
-        bound(TrainConfig, "epochs", "--epochs", type=COUNT)(lambda **_: None))  # fmt: skip
-    command = click.Command("x", params=fn.__click_params__, callback=lambda **kw: kw)
-    assert command.main(["--weight-bits", "7"], standalone_mode=False) == {"epochs": TrainConfig.epochs,
-                                                                            "weight_bits": 7}  # fmt: skip
-    assert [p.bound for p in command.params] == [(TrainConfig, "epochs"), (QuantizeOptions, "weight_bits")]
+@pytest.mark.parametrize("name", sorted(set(main.commands) - {"models"}))
+def test_every_option_is_derived_from_its_declaration(name):
+    assert derived(main.commands[name]) == []
 
 
-def test_every_bound_option_fills_the_field_of_its_flag_s_name():
-    """A field has its flag's name, a repeatable flag's field is plural: the keyword's own rule (tests/test_api.py)."""
-    bad = [f"{name} {'/'.join(p.opts)} fills {p.bound[0].__name__}.{p.bound[1]}, not {_keyword(p)}"
-           for name, command in sorted(main.commands.items()) for p in command.params
-           if getattr(p, "bound", None) and p.bound[1] != _keyword(p)]  # fmt: skip
-    assert bad == []
+def test_the_derivation_check_finds_a_planted_option():
+    planted = click.Command("bench", params=[click.Option(["--warmup"], type=click.IntRange(0), default=3),
+                                             click.Option(["--colour"])])  # fmt: skip
+    assert derived(planted) == ["bench warmup: not derived from a declaration", "bench colour: not derived from a "
+                                                                                 "declaration"]  # fmt: skip
+    param = main.commands["bench"].params[[p.name for p in main.commands["bench"].params].index("warmup")]
+    changed = click.Option(["--warmup"], type=click.IntRange(1), default=3)
+    changed.declared = param.declared
+    assert derived(click.Command("bench", params=[changed])) == [
+        "bench warmup: takes [1, None], declared otherwise", "bench warmup: defaults to 3, declared otherwise"]
 
 
 # the fields renamed after their flags: (options, old field, new field, a value)

@@ -506,7 +506,7 @@ def test_cli_quantize(onnx_models, tmp_path, cifar10):
     assert "Traceback" not in bad.output
     bad = runner.invoke(main, ["quantize", str(onnx_models["custom"]), "-o", str(tmp_path / "y.onnx"),
                                "--precision", "int8", "--calib", str(cifar10 / "train.tar"), "--mean", "1,2"])  # fmt: skip
-    assert bad.exit_code == 2 and "three comma-separated numbers" in bad.output
+    assert bad.exit_code == 2 and "--mean takes three finite numbers (a list, or r,g,b text), got '1,2'" in bad.output
 
 
 def test_node_modules_survive_quantisation(onnx_models, tmp_path, cifar10):

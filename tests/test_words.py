@@ -42,7 +42,8 @@ from tests.test_architecture import _modules
 CLI_FLOOR = {"cli", "cli.__main__", "cli.words", "cli.signals", "cli.params", "cli.base", "cli.byo", "cli.models",
              "cli.export", "cli.checks", "cli.tensorrt", "cli.serving", "cli.workflow", "client", "serving.client"}
 DISPATCHERS = CLI_FLOOR | {"api"}  # they import every stage: an attribute there is one of what its names import
-OTHER_TOOLS = {"tensorrt.nvtools"}  # writes trtexec/polygraphy command lines (whose flags share names with ours)
+OTHER_TOOLS = {"tensorrt.nvtools",  # writes trtexec/polygraphy command lines (whose flags share names with ours)
+               "options.commands"}  # the one table that spells each command's flags (and its --help texts)
 HOLE = "\x00{}\x01"  # an f-string's {expression}, numbered, in the text the patterns are matched on
 DYNAMIC = re.compile(r"`\x00(\d+)\x01(?:=[^`]*)?`")
 SPECIAL = {"__init__", "__post_init__", "__call__", "__enter__", "__exit__", "__iter__", "__next__", "__len__"}
@@ -95,10 +96,10 @@ CANNOT_SHOW = [  # the command never shows that message
      "backend is named there"),
 ]
 SHOWN_ELSEWHERE = [  # the command shows it, as the flag of the commands that have it
-    (("bench", "doctor", "eval", "infer", "parity", "pipeline", "serve", "train"), ("config",),
+    (("bench", "eval", "infer", "parity", "pipeline", "serve", "train"), ("config",),
      "a plain state_dict (no config of its own) loads only where a config is given: the message says which "
      "commands take one"),
-    (("bench", "doctor", "eval", "infer", "info", "serve", "train"), ("weights_key",),
+    (("bench", "eval", "infer", "info", "serve", "train"), ("weights_key",),
      "a weights file with several state_dicts: the message says which commands choose one"),
     (("pipeline",), ("allow_fewer", "cache_dir", "simplify", "allow_unsimplified", "batch_size"),
      "the pipeline runs quantize, export and eval with their defaults: fewer calibration images than asked "

@@ -50,8 +50,9 @@ def _moved() -> list[str]:
 
 def _renamed_fields(main) -> list[str]:
     """The options fields renamed after their flags (aft_export.version.RENAMED_FIELDS: the classes of
-    aft_export.options, which ``main`` has imported), each with the flags bound to it, and until when
-    the old names work."""
+    aft_export.options, which ``main`` has imported), each with the flags of the parameters that fill it
+    (aft_export.options.commands), and until when the old names work."""
+    from aft_export.options.commands import DECLARED
     from aft_export.version import RENAMED_FIELDS, RENAMED_UNTIL
 
     out = ["", "## Renamed option fields (Python)", "",
@@ -60,8 +61,8 @@ def _renamed_fields(main) -> list[str]:
            f"{RENAMED_UNTIL}.", "", "| options | old field | new field | its flag |", "|---|---|---|---|"]  # fmt: skip
     for cls, renamed in sorted(RENAMED_FIELDS.items(), key=lambda item: item[0].__name__):
         for old, new in renamed.items():
-            flags = [f"`{name} {max(p.opts, key=len)}`" for name, command in sorted(main.commands.items())
-                     for p in command.params if getattr(p, "bound", None) == (cls, new)]  # fmt: skip
+            flags = [f"`{name} {command[new].long}`" for name, command in sorted(DECLARED.items())
+                     if command.options is cls and command.fills(new)]  # fmt: skip
             out.append(f"| `{cls.__name__}` | `{old}` | `{new}` | {', '.join(flags)} |")
     return out
 

@@ -260,11 +260,6 @@ def print_json(data) -> None:
     click.echo(json.dumps(data, indent=2))
 
 
-def was_given(ctx: click.Context, name: str) -> bool:
-    """Whether the user typed the option (not its default)."""
-    return ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
-
-
 def exit_status(verdict: Verdict) -> int:
     """The exit status of a command whose checks concluded ``verdict`` (the exit-code table)."""
     return EXIT_FOR[verdict.status]

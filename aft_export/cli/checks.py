@@ -4,38 +4,12 @@ from __future__ import annotations
 
 import click
 
-from aft_export.cli.base import echo, exit_status, main, print_json, was_given
-from aft_export.cli.byo import user_model_options
-from aft_export.cli.params import (
-    BACKEND_HELP,
-    BATCH,
-    COUNT,
-    NONNEGATIVE,
-    THREADS,
-    backend_from,
-    backend_options,
-    bound,
-    foreign_options,
-    given,
-)
-from aft_export.options import (
-    BenchOptions,
-    EvalOptions,
-    ParityOptions,
-)
+from aft_export.cli.base import echo, exit_status, main, print_json
+from aft_export.cli.params import JSON, backend_from, declared_options, given
 
 
 @main.command("parity")
-@click.argument("checkpoint", type=click.Path(dir_okay=False))
-@click.argument("artifacts", nargs=-1, type=click.Path(dir_okay=False))
-@click.option("--data", type=click.Path(), help="Images: ImageFolder directory or tar [default: the checkpoint's test "
-              "data, else cifar10:test].")
-@bound(ParityOptions, "images", "--images", type=COUNT, help="Number of real images.")
-@click.option("--tolerance", "tolerances", multiple=True, metavar="PREC.FIELD=VALUE",
-              help="Override a limit, e.g. fp16.max_abs=0.1 (repeatable).")
-@backend_options(ParityOptions)
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
-@user_model_options
+@declared_options("parity", {"backend": [click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")]})
 def parity_cmd(checkpoint, artifacts, backend, provider, as_json, **kw) -> None:
     """Compare artifacts with the fp32 PyTorch checkpoint (or, with --model-def and --weights,
     the user's own module: then every argument is an artifact). An ONNX file another tool wrote
@@ -53,26 +27,8 @@ def parity_cmd(checkpoint, artifacts, backend, provider, as_json, **kw) -> None:
 
 
 @main.command("bench")
-@click.argument("artifacts", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@bound(BenchOptions, "batch_sizes", "--batch-size", "batch_sizes", multiple=True, type=BATCH,
-       help="Batch size to time (repeatable).")
-@bound(BenchOptions, "warmup", "--warmup", type=NONNEGATIVE)
-@bound(BenchOptions, "iters", "--iters", type=COUNT)
-@click.option("--threads", type=THREADS, default=0, help="CPU threads (0: the backend's default).")
-@backend_options(BenchOptions, BACKEND_HELP + " With --reference: every runtime here unless --backend is given.")
-@bound(BenchOptions, "reference", "--reference", type=click.Path(dir_okay=False),
-       help="The checkpoint the files were made from: the deploy table, every file on every runtime here, proven "
-            "against it (parity, top-1) and timed, the fastest that passes marked per device.")
-@bound(BenchOptions, "data", "--data", help="With --reference: labelled images for parity and top-1 [default: the "
-                                            "checkpoint's test data, else cifar10:test].")
-@bound(BenchOptions, "images", "--images", type=COUNT,
-       help="With --reference: labelled images for top-1 (parity: the first 64).")
-@click.option("--profile", is_flag=True, help="Also ONNX Runtime's time per op type for each ONNX file and batch "
-              "(its profiler, in a session of its own; fused ops under their own names).")
-@foreign_options
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@click.pass_context
-def bench_cmd(ctx, artifacts, backend, provider, reference, data, images, as_json, **kw) -> None:
+@declared_options("bench", {"classes": [JSON]})
+def bench_cmd(artifacts, backend, provider, reference, as_json, **kw) -> None:
     """Latency p50/p90/p99 and throughput of checkpoints, ONNX files and engines.
 
     With --reference CHECKPOINT: what to deploy where. Every file on every runtime here (PyTorch,
@@ -88,10 +44,7 @@ def bench_cmd(ctx, artifacts, backend, provider, reference, data, images, as_jso
     from aft_export.api import bench
     from aft_export.workflow.report import deploy_lines, format_bench
 
-    explicit = was_given(ctx, "backend") or provider is not None  # with --reference: else every runtime here
-    result = bench(artifacts, backend=backend_from(backend, provider) if explicit or reference is None else None,
-                   reference=reference, data=data, images=images if was_given(ctx, "images") else None,
-                   **given(kw))  # fmt: skip
+    result = bench(artifacts, backend=backend_from(backend, provider), reference=reference, **given(kw))
     if as_json:
         print_json(result.to_dict())
     else:
@@ -100,13 +53,7 @@ def bench_cmd(ctx, artifacts, backend, provider, reference, data, images, as_jso
 
 
 @main.command("eval")
-@click.argument("artifacts", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--data", required=True, type=click.Path(), help="Labelled ImageFolder directory or tar.")
-@bound(EvalOptions, "batch_size", "--batch-size", type=BATCH)
-@click.option("--images", type=COUNT, help="Evaluate a fixed subset of N images [default: all].")
-@backend_options(EvalOptions)
-@foreign_options
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@declared_options("eval", {"classes": [JSON]})
 def eval_cmd(artifacts, backend, provider, as_json, **kw) -> None:
     """Top-1/top-5 of each checkpoint, ONNX file or engine on a labelled set, side by side, with
     each one's top-1 agreement with the first.

@@ -5,58 +5,12 @@ from __future__ import annotations
 import click
 
 from aft_export.cli.base import echo, exit_status, main, print_json
-from aft_export.cli.byo import require_aft_option, user_model_options
-from aft_export.cli.params import (
-    BATCH,
-    COUNT,
-    THREADS,
-    Finite,
-    bound,
-    given,
-)
-from aft_export.options import (
-    EXPORT_TARGETS,
-    OP_FORMS,
-    PRECISIONS,
-    TARGETS,
-    DoctorOptions,
-    PipelineOptions,
-)
-
-
-P = PipelineOptions
+from aft_export.cli.params import declared_options, given
 
 
 @main.command("pipeline")
-@click.argument("checkpoint", required=False, type=click.Path(dir_okay=False))
-@bound(P, "output", "--output", "-o", type=click.Path(file_okay=False),
-       help="Run directory [default: runs/<model>-<UTC time>].")
-@bound(P, "calib", "--calib", help="Calibration images or recipe [default: calibration/cifar10.json].")
-@bound(P, "data", "--data", help="Labelled images for parity and eval [default: the checkpoint's test data, else "
-                                 "cifar10:test].")
-@bound(P, "precisions", "--precision", "precisions", multiple=True, type=click.Choice(sorted(PRECISIONS)),
-       show_default=False, help=f"Reduced precisions to build [default: {' and '.join(P.precisions)}].")
-@bound(P, "op_form", "--op-form", type=click.Choice(OP_FORMS), show_default=False, help=f"[default: {P.op_form}]")
-@bound(P, "targets", "--target", "targets", multiple=True, type=click.Choice(TARGETS), show_default=False,
-       help="Export target(s), repeatable: " + ", ".join(f"{t.name} ({t.stem}*.onnx)" for t in EXPORT_TARGETS.values())
-            + f" [default: {', '.join(P.targets)}]; see export --help.")
-@bound(P, "calib_images", "--calib-images", type=COUNT, help="Calibration images to sample [default: the recipe's].")
-@bound(P, "parity_images", "--parity-images", type=COUNT, show_default=False,
-       help=f"Real images parity compares [default: {P.parity_images}].")
-@bound(P, "eval_images", "--eval-images", type=COUNT, help="Evaluate a fixed subset of N images [default: all].")
-@bound(P, "bench_batch_sizes", "--bench-batch-size", "bench_batch_sizes", multiple=True, type=BATCH, show_default=False,
-       help=f"Bench batch sizes [default: {' and '.join(map(str, P.bench_batch_sizes))}].")
-@bound(P, "bench_iters", "--bench-iters", type=COUNT, show_default=False,
-       help=f"Bench runs per batch size [default: {P.bench_iters}].")
-@bound(P, "threads", "--threads", type=THREADS, show_default=False,
-       help=f"CPU threads (0: the backend's default) [default: {P.threads}].")
-@bound(P, "tolerances", "--tolerance", "tolerances", multiple=True, metavar="PREC.FIELD=VALUE",
-       help="Parity limit override.")
-@bound(P, "triton_repo", "--triton-repo", is_flag=True,
-       help="Also write RUN/triton: a Triton model repository of the artifacts (aft-export triton-repo).")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-@user_model_options
-@require_aft_option(P)
+@declared_options("pipeline", {"triton_repo": [click.option("--json", "as_json", is_flag=True,
+                                                            help="Print the summary as JSON.")]})
 def pipeline_cmd(checkpoint, as_json, **kw) -> None:
     """Export, quantise, check, build engines (TensorRT with a GPU, else TensorRT-RTX on the CPU),
     check parity, evaluate, and say what to deploy where (every file on every runtime here, proven
@@ -78,20 +32,8 @@ def pipeline_cmd(checkpoint, as_json, **kw) -> None:
 
 
 @main.command("doctor")
-@click.argument("model", required=False, default="aft_conv_cifar")
-@bound(DoctorOptions, "output", "--output", "-o", type=click.Path(file_okay=False),
-       help="Run directory [default: runs/doctor-<model>-<UTC time>].")
-@bound(DoctorOptions, "data", "--data", help="Labelled images for the export's verification, parity and eval.")
-@bound(DoctorOptions, "calib", "--calib", help="Calibration images or recipe [default: calibration/cifar10.json].")
-@bound(DoctorOptions, "calib_images", "--calib-images", type=COUNT,
-       help="Calibration images to sample [default: the recipe's].")
-@bound(DoctorOptions, "parity_images", "--parity-images", type=COUNT)
-@bound(DoctorOptions, "eval_images", "--eval-images", type=COUNT,
-       help="Evaluate a fixed subset of N images [default: all].")
-@bound(DoctorOptions, "bench_iters", "--bench-iters", type=COUNT, help="Bench runs per batch size.")
-@bound(DoctorOptions, "timeout", "--timeout", type=Finite(min=0, min_open=True), help="Seconds one check may take.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print doctor.json instead of the summary (the check lines go to stderr).")
+@declared_options("doctor", {"timeout": [click.option(
+    "--json", "as_json", is_flag=True, help="Print doctor.json instead of the summary (the check lines go to stderr).")]})
 def doctor_cmd(model, as_json, **kw) -> None:
     """Every check for a GPU or Jetson machine, one line each: export, quantise (fp16, int8),
     TensorRT engines, NVIDIA's trtexec/polygraphy on each file, parity, eval and bench on the

@@ -35,7 +35,7 @@ fp16 scales. Which nodes are int8 can be chosen by name, by regular expression o
 by op type (``exclude``, ``exclude_regex``, ``exclude_op_types``, ``quantize_op_types``).
 
 **fp16** converts the graph to fp16 except what the fixed fp32 rule keeps
-(:data:`.fp16.FP32_RULE`: the AFT core and LayerNorm; ``keep_fp32`` adds nodes), the same rule
+(:data:`aft_export.artifacts.fp32_rule.FP32_RULE`: the AFT core and LayerNorm; ``keep_fp32`` adds nodes), the same rule
 as an int8 graph's fp16 rest; keeps fp32 inputs and outputs, and reports any NaN or Inf an
 fp16 value takes on the calibration set (counted inside the graph, per batch), for fp16
 graphs and fp16 rests alike.

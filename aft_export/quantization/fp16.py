@@ -2,15 +2,10 @@
 way; and every NaN or Inf an fp16 value takes on the calibration images (counted inside the
 graph, per batch).
 
-What stays fp32 is one fixed rule per layer kind (:data:`FP32_RULE`), the same for an fp16
-graph and for an int8 graph's rest, decided once from a measurement
-(``benchmarks/fp32_rule.py``, figures in docs/quantize.md), not searched on each run:
-
-- the AFT core (the ``com.aft`` nodes, or in the decomposed form every node an AFT module
-  owns besides its projections): its exps, its sums over every position and the division of
-  one sum by the other;
-- LayerNorm (``LayerNormalization``, or the nodes of a decomposed ``LayerNorm`` module): its
-  mean and variance over the channels.
+What stays fp32 is one fixed rule per layer kind
+(:data:`aft_export.artifacts.fp32_rule.FP32_RULE`: the AFT core and LayerNorm), the same for an
+fp16 graph and for an int8 graph's rest; it lives a floor below, where TensorRT 8's per-layer
+precision flags (:mod:`aft_export.tensorrt.nvtools`) read it too.
 
 The int8 graph's fp16 rest is written at opset 19, where ``QuantizeLinear`` takes fp16 and
 ``DequantizeLinear`` returns fp16 through fp16 scales (opset 18 takes fp32 only and would need
@@ -21,58 +16,21 @@ parsed networks side by side).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from aft_export.data.images import Preprocessing
 from aft_export.errors import AFTExportError
-from aft_export.artifacts.graph import AFT_LAYER_TYPES, aft_kind, node_module, toposort, with_outputs
+from aft_export.artifacts.fp32_rule import FP32_KINDS, FP32_RULE, fp32_nodes
+from aft_export.artifacts.graph import aft_kind, node_module, toposort, with_outputs
 from aft_export.quantization import runs
 from aft_export.quantization.placement import quiet_ort_quantizer
 
 
-@dataclass(frozen=True)
-class Fp32Kind:
-    """A layer kind kept in fp32 in fp16 graphs and in int8 graphs' fp16 rest."""
-
-    name: str
-    op_types: tuple[str, ...]  # its op types, where the graph has the layer as one node
-    modules: tuple[str, ...]  # its PyTorch module classes, where the layer is decomposed (no core)
-    why: str
-
-
-FP32_RULE = (
-    Fp32Kind("aft_core", AFT_LAYER_TYPES, (),
-             "exps, sums over every position and their quotient: 0.38-0.95% of its values on the zoo lie "
-             "below fp16's smallest normal number (every kind but GELU: 0.015% or less), its sums grow with "
-             "the positions, and a com.aft function's body is fp32; in fp16 the zoo's logits moved no "
-             "further, so keeping it costs no accuracy (benchmarks/fp32_rule.py)"),
-    Fp32Kind("layernorm", ("LayerNormalization",), ("LayerNorm",),
-             "mean and variance over the channels: a row's sum of x^2 reaches 5.1e3 on the zoo, 13x below "
-             "fp16's largest number, after growing 6-10x over 4 blocks; TensorRT-RTX's normalization layer "
-             "has no compute-precision setting, so fp32 in the graph is what keeps its statistics fp32 "
-             "(benchmarks/fp32_rule.py)"),
-)  # fmt: skip
-FP32_KINDS = tuple(k.name for k in FP32_RULE)
-# the rule's kinds besides the AFT core, by op type and (decomposed, the TensorRT 8 form) by PyTorch
-# module: names the package has always exported, derived from the rule
-FP16_KEEP_FP32_OPS = tuple(t for k in FP32_RULE if k.name != "aft_core" for t in k.op_types)
-FP16_KEEP_FP32_MODULES = tuple(m for k in FP32_RULE for m in k.modules)
 # ops whose opset-19 schema differs from their opset-18 one only by types our graphs never
 # hold (float8) or by attributes and modes whose defaults keep the opset-18 meaning (AveragePool:
 # dilations, default 1)
 SAME_AT_19 = ("AveragePool", "Cast", "CastLike", "Constant", "DequantizeLinear", "Equal", "Identity", "If",
               "Loop", "Pad", "QuantizeLinear", "Reshape", "Resize", "Scan", "Shape", "Size")  # fmt: skip
-
-
-def fp32_nodes(model, core: list[str], kinds: tuple[str, ...] = FP32_KINDS) -> list[str]:
-    """The nodes :data:`FP32_RULE` keeps in fp32 by name: the AFT core, and the nodes of
-    decomposed LayerNorm modules (a ``LayerNormalization`` node is kept by its op type)."""
-    modules = {m for k in FP32_RULE if k.name in kinds for m in k.modules}
-    names = list(core) if "aft_core" in kinds else []
-    names += [n.name for n in model.graph.node if (node_module(n) or ("", ""))[1] in modules]
-    return list(dict.fromkeys(names))
 
 
 def _blocked_ops(kinds: tuple[str, ...]) -> list[str]:
@@ -279,3 +237,28 @@ def nonfinite(model, prep: Preprocessing, tensors: np.ndarray, batch: int = 64) 
         report.append({"value": name, "node": node.name if node is not None else "", "count": count,
                        "module": mod[0] if mod else ""})  # fmt: skip
     return report
+
+
+# names this module exported before the rule moved to aft_export.artifacts.fp32_rule: they keep working, with a
+# DeprecationWarning, until the release that drops renamed names (the two tuples, used by nothing, go then)
+_OLD_NAMES = {
+    "Fp32Kind": ("is now aft_export.artifacts.fp32_rule.Fp32Kind", lambda: __import__(
+        "aft_export.artifacts.fp32_rule", fromlist=["Fp32Kind"]).Fp32Kind),
+    "FP16_KEEP_FP32_OPS": ("is unused: derive it from aft_export.artifacts.fp32_rule.FP32_RULE",
+                           lambda: tuple(t for k in FP32_RULE if k.name != "aft_core" for t in k.op_types)),
+    "FP16_KEEP_FP32_MODULES": ("is unused: derive it from aft_export.artifacts.fp32_rule.FP32_RULE",
+                               lambda: tuple(m for k in FP32_RULE for m in k.modules)),
+}  # fmt: skip
+
+
+def __getattr__(name: str):
+    if name in _OLD_NAMES:
+        import warnings
+
+        from aft_export.version import RENAMED_UNTIL
+
+        said, value = _OLD_NAMES[name]
+        warnings.warn(f"aft_export.quantization.fp16.{name} {said}; the old name goes in aft-export {RENAMED_UNTIL}",
+                      DeprecationWarning, stacklevel=2)  # fmt: skip
+        return value()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

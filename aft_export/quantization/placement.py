@@ -18,20 +18,12 @@ from pathlib import Path
 from aft_export.errors import AFTExportError
 from aft_export.artifacts.graph import toposort
 from aft_export.options import QUANTIZED_OP_TYPES, QuantizeOptions
-from aft_export.readers import as_typed, compile_pattern
+from aft_export.readers import as_typed, matching
 
 
 def op_types(opts: QuantizeOptions) -> tuple[str, ...]:
     """The op types an int8 run quantises: ``quantize_op_types``, else :data:`QUANTIZED_OP_TYPES`."""
     return tuple(opts.quantize_op_types) or QUANTIZED_OP_TYPES
-
-
-def matching(names: list[str], pattern: str, option: str = "exclude_regex") -> list[str]:
-    """The names ``pattern`` matches from their start (as Python's ``re.match``, and ModelOpt's
-    ``--nodes_to_exclude``, match node names), by RE2 (:func:`aft_export.readers.compile_pattern`:
-    compiled once, in time linear in each name's length); ``option``: the option that gave it."""
-    compiled = compile_pattern(pattern, option)
-    return [n for n in names if compiled.match(n)]
 
 
 @dataclass

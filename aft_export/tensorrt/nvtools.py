@@ -134,7 +134,7 @@ def fp16_layer_plan(model) -> dict:
 
 def fp32_rule_plan(model, where: str = "the model") -> list[str]:
     """The nodes of an int8 graph that an fp16 rest keeps in fp32 (the fixed rule,
-    :data:`aft_export.quantization.fp16.FP32_RULE`: the AFT core, LayerNorm; and the nodes its
+    :data:`aft_export.artifacts.fp32_rule.FP32_RULE`: the AFT core, LayerNorm; and the nodes its
     recipe's ``keep_fp32`` patterns chose), by the names TensorRT gives their layers, for
     TensorRT 8's per-layer precision flags. ``where`` names the file: a recorded pattern RE2 does
     not take (a file from a release that compiled them with Python's ``re``) is its recipe
@@ -143,8 +143,8 @@ def fp32_rule_plan(model, where: str = "the model") -> list[str]:
     from onnx import TensorProto
 
     from aft_export.artifacts.graph import aft_core_nodes
-    from aft_export.quantization.fp16 import FP32_RULE, fp32_nodes
-    from aft_export.quantization.placement import matching
+    from aft_export.artifacts.fp32_rule import FP32_RULE, fp32_nodes
+    from aft_export.readers import matching
 
     ops = {t for k in FP32_RULE for t in k.op_types}
     names = set(fp32_nodes(model, aft_core_nodes(model))) | {n.name for n in model.graph.node if n.op_type in ops}

@@ -1,0 +1,395 @@
+"""Every command's parameters, each declared once (:mod:`aft_export.options.params`): what it
+takes, whether it repeats, its default and its help, and how the command line spells it.
+
+Both faces read the same declaration. The Python API checks each keyword it is given against it
+at its door (:func:`declared`, :func:`door`), before any work; the command line's click options
+are derived from it (:mod:`aft_export.cli.params`), so a value one face refuses the other refuses
+too. The same word may mean different things in two commands (``images`` is a count >= 0 in
+``export``, >= 1 in ``quantize``, image paths in ``infer``): a declaration belongs to its
+command (:data:`DECLARED`). Defaults are the options dataclasses', read from there. The help texts
+are the command line's, and name its flags: this table is where they are spelled.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+from aft_export.options import (BACKENDS, CALIB_COUNT, CALIB_SEED, DEFAULT_MAX_BATCH, EXPORT_TARGETS, HW_LEVELS,
+                                LIBRARIES, MAX_BATCH, MAX_SEED, MAX_THREADS, METHODS, OP_FORMS, PRECISIONS,
+                                QUANTIZED_OP_TYPES, REST_PRECISIONS, TARGETS, TRITON_BACKENDS, TRITON_DEVICES,
+                                BenchOptions, BuildOptions, DoctorOptions, EvalOptions, ExportOptions, ParityOptions,
+                                PipelineOptions, QuantizeOptions, ServeOptions, TrainConfig, TritonRepoOptions)  # fmt: skip
+from aft_export.options.params import (REQUIRED, Choice, Classes, Command, Flag, Model, Number, Param, Path, Text,
+                                       Triple, Whole)  # fmt: skip
+from aft_export.readers import MAX_SIDE
+
+
+# ---------------------------------------------------------------- the declarations
+
+COUNT, ZERO_UP = Whole(1), Whole(0)
+BATCH = Whole(1)  # the upper bound is the memory a batch needs, estimated by each command
+THREADS = Whole(0, MAX_THREADS)  # 0: the backend's default
+SEED = Whole(0, MAX_SEED)
+PORT = Whole(1, 65535)
+SIDE = Whole(1, MAX_SIDE)
+BACKEND = Choice(tuple(BACKENDS))
+DATA = Path("either", named=True)  # a folder, a tar or a named set (cifar10:test)
+
+BACKEND_LIST = ", ".join(f"{b.name} ({b.summary})" for b in BACKENDS.values())
+BACKEND_HELP = (f"Where .onnx artifacts run: {BACKEND_LIST}. A GPU backend also runs checkpoints in PyTorch on "
+                f"the GPU; engines run in TensorRT.")  # fmt: skip
+
+FOREIGN = "For an ONNX file another tool wrote (no aft-export metadata)"
+
+
+def foreign() -> tuple[Param, ...]:
+    """How to feed an ONNX file another tool wrote (ModelOpt, ONNX Runtime's quantiser), which carries none of
+    our metadata."""
+    return (
+        Param("preprocess", Path(), help=f"{FOREIGN}: JSON/YAML file with input_size, mean, std, classes (or "
+              "classes_file) [default: NAME.preprocess.json beside the file]."),
+        Param("input_size", SIDE, help=f"{FOREIGN}: square input size."),
+        Param("mean", Triple(), help=f"{FOREIGN}: r,g,b mean of (x / 255)."),
+        Param("std", Triple(positive=True), help=f"{FOREIGN}: r,g,b std."),
+        Param("classes", Classes(), help=f"{FOREIGN}: class names, one per line."),
+    )  # fmt: skip
+
+
+def user_model() -> tuple[Param, ...]:
+    """A model trained elsewhere: its code, weights and preprocessing (export, parity, pipeline)."""
+    return (
+        Param("model_def", Text(), help="A model trained elsewhere: MODULE:FACTORY or path/to/file.py:FACTORY, "
+              "called with no arguments, returning the nn.Module."),
+        Param("weights", Path(), help="With --model-def: its weights (.pt/.pth read weights-only, or .safetensors)."),
+        Param("weights_key", Text(), help="With --model-def: the entry of the weights file that holds the "
+              "state_dict (e.g. model, model_ema) [default: found, and said]."),
+        Param("preprocess", Path(), help="With --model-def: JSON/YAML file with input_size, mean, std, classes_file "
+              "(or a whole model spec with model_def and weights)."),
+        Param("input_size", SIDE, help="With --model-def: square input size."),
+        Param("mean", Triple(), help="With --model-def: r,g,b mean of (x / 255)."),
+        Param("std", Triple(positive=True), help="With --model-def: r,g,b std."),
+        Param("classes", Classes(), help="With --model-def: class names, one per line."),
+    )  # fmt: skip
+
+
+REQUIRE_AFT = ("Fail (exit 2) unless every AFT-like layer exports as a com.aft node: a layer with the parameters of a "
+               "known AFT layer that does not compute it, or a model with no AFT layer, is an error instead of plain "
+               "ONNX ops with a warning.")  # fmt: skip
+TOLERANCE = "PREC.FIELD=VALUE"
+E, Q, B, T, P = ExportOptions, QuantizeOptions, BuildOptions, TrainConfig, PipelineOptions
+
+EXPORT = Command("export", (
+    Param("checkpoint", Model(module=True), positional=True),
+    Param("output", Path(), REQUIRED, short="-o", help="ONNX file to write."),
+    Param("config", Text(), help="Registry config name, for plain state_dict files."),
+    Param("opset", Whole(), E.opset, help="ONNX opset (18 or newer)."),
+    Param("batch_dim", Text(), E.batch_dim, help="The graph's batch dimension: 'dynamic' or a fixed batch size."),
+    Param("dynamic_hw", Flag(), E.dynamic_hw, help="AFT-conv only: dynamic height and width."),
+    Param("op_form", Choice(OP_FORMS), E.op_form,
+          help="custom: one com.aft node per AFT layer; decomposed: plain ONNX ops."),
+    Param("target", Choice(TARGETS), E.target,
+          help="; ".join(f"{t.name}: {t.summary}" for t in EXPORT_TARGETS.values()) + "."),
+    Param("simplify", Flag(), E.simplify, off="--no-simplify", help="Run onnxsim."),
+    Param("allow_unsimplified", Flag(), E.allow_unsimplified, help="Keep the unsimplified graph if onnxsim fails."),
+    Param("images", ZERO_UP, E.images,
+          help="Real images to verify the export on (0: skip; the exit status is then 3, not verified)."),
+    Param("data", DATA, E.data,
+          help="Images to verify on: ImageFolder directory or tar [default: a zoo checkpoint's test set]."),
+    *user_model(),
+    Param("require_aft", Flag(), E.require_aft, help=REQUIRE_AFT),
+), options=E)  # fmt: skip
+
+QUANTIZE = Command("quantize", (
+    Param("model", Path(), REQUIRED, positional=True),
+    Param("output", Path(), REQUIRED, short="-o", help="ONNX file to write."),
+    Param("precision", Choice(PRECISIONS), Q.precision, cli_required=True,
+          help="int8: explicit Q/DQ, the rest in --rest-precision; fp16: mixed precision (AFT core and LayerNorm in "
+               "fp32)."),
+    Param("calib", DATA, help="Calibration images: folder, tar, .npy/.npz, cifar10:train, or a recipe such as "
+                              "calibration/cifar10.json (needed for int8)."),
+    Param("method", Choice(METHODS), Q.method, help="int8 range calibration."),
+    Param("percentile", Number(0, 100, lo_open=True), Q.percentile, help="For --method percentile."),
+    Param("images", COUNT, Q.images, help=f"Calibration images to sample [default: the recipe's, else {CALIB_COUNT}]."),
+    Param("batch_size", BATCH, Q.batch_size, help="Calibration batch size."),
+    Param("seed", SEED, Q.seed, help=f"Seed of the calibration sample [default: the recipe's, else {CALIB_SEED}]."),
+    Param("per_channel", Flag(), Q.per_channel, off="--per-tensor", help="int8 weight scales."),
+    Param("exclude", Text(), Q.exclude, repeat=True,
+          help="Node name to keep out of int8 (int8), or in fp32 (fp16) (repeatable)."),
+    Param("exclude_regex", Text(empty=True), Q.exclude_regex, repeat=True, metavar="REGEX",
+          help="int8: keep the nodes whose names this regular expression matches (from the start, as re.match and "
+               "ModelOpt's --nodes_to_exclude) out of int8 (repeatable)."),
+    Param("exclude_op_types", Text(), Q.exclude_op_types, repeat=True, flag="--exclude-op-type", metavar="OP",
+          help="int8: keep every node of this op type out of int8 (repeatable)."),
+    Param("quantize_op_types", Text(), Q.quantize_op_types, repeat=True, flag="--quantize-op-type", metavar="OP",
+          help=f"int8: an op type to quantise (repeatable) [default: {', '.join(QUANTIZED_OP_TYPES)}]."),
+    Param("keep_fp32", Text(empty=True), Q.keep_fp32, repeat=True, metavar="REGEX",
+          help="Keep the nodes whose names this regular expression matches in fp32: out of int8 and out of fp16 "
+               "(repeatable)."),
+    Param("target", Choice(TARGETS), Q.target,
+          help="The export target the file is for; it decides int8's defaults (--rest-precision, --weight-bits). "
+               "Another target than the fp32 file's puts the graph in that target's form first (from the default "
+               "tensorrt export only): --target portable makes the CPU's int8 (rest fp32, 7-bit weights) [default: "
+               "the fp32 file's target]."),
+    Param("weight_bits", Choice((7, 8)), Q.weight_bits,
+          help="int8: weights in 8 bits, or 7 (no overflow in OpenVINO's int8 kernels on CPUs without VNNI) "
+               "[default: " + ", ".join(f"{t.int8_weight_bits} for {n}" for n, t in EXPORT_TARGETS.items()) + "]."),
+    Param("rest_precision", Choice(REST_PRECISIONS), Q.rest_precision,
+          help="int8: what the graph computes in outside its int8 layers; fp16 keeps the AFT core and LayerNorm in "
+               "fp32 (opset 19, fp16 scales) [default: "
+               + ", ".join(f"{t.int8_rest} for {n}" for n, t in EXPORT_TARGETS.items()) + "]."),
+    Param("quantize_aft_core", Flag(), Q.quantize_aft_core,
+          help="int8: quantise the AFT core too (inlines the com.aft functions; ONNX Runtime does not fuse those "
+               "MatMuls, so slower on CPU; not advised)."),
+    Param("sensitivity", Flag(), Q.sensitivity, help="int8: rank nodes, keep the worst in float until --budget."),
+    Param("budget", Number(0, 100), Q.budget,
+          help="Sensitivity: allowed % top-1 disagreement with fp32 on the calibration images."),
+    Param("allow_fewer", Flag(), Q.allow_fewer, help="Use fewer calibration images if the source has fewer."),
+    Param("cache_dir", Path("directory"), Q.cache_dir,
+          help="Calibration cache [default: ~/.cache/aft-export/calibration]."),
+    Param("no_cache", Flag(), False, help="Neither read nor write the calibration cache."),
+    Param("input_size", SIDE, Q.input_size, help="For models without aft-export metadata: square input size."),
+    Param("mean", Triple(), help="For models without metadata: r,g,b mean of (x / 255)."),
+    Param("std", Triple(positive=True), help="For models without metadata: r,g,b std."),
+), options=Q)  # fmt: skip
+
+CHECK = Command("check", (
+    Param("models", Path(), (), repeat=True, positional=True),
+    Param("trt_versions", Text(), (), repeat=True, flag="--trt", metavar="VERSION",
+          help="TensorRT version to check (repeatable) [default: every supported one the file's export target is "
+               "for: 8.5, 8.6, 10.3, 10.13, 11.4]; rtx-1.7: TensorRT-RTX's column (10.13's rules plus its documented "
+               "differences)."),
+    Param("rules", Flag(), False, help="List every rule the check applies, with the versions it exists in and its "
+                                       "source."),
+    Param("library", Choice(LIBRARIES), "auto",
+          help="Where TensorRT or TensorRT-RTX is installed, its own ONNX parser reads each file too: which one."),
+    Param("offline_only", Flag(), False, help="Only the offline rules, even where a TensorRT library is installed."),
+    Param("build", Flag(), False, help="Also build each file with the installed library (in memory; nothing is "
+                                       "written)."),
+    Param("strict", Flag(), False, help="Exit 1 when the offline rules for the installed parser disagree with the "
+                                        "parser itself."),
+))  # fmt: skip
+
+BUILD = Command("build", (
+    Param("model", Path(), REQUIRED, positional=True),
+    Param("output", Path(), short="-o",
+          help="Engine file to write [default: MODEL.engine, or MODEL.rtx.engine for TensorRT-RTX]."),
+    Param("batch_profile", Text(), B.batch_profile, help="The engine's batch sizes MIN,OPT,MAX (or one number)."),
+    Param("hw_profile", Text(), B.hw_profile, help="AFT-conv exported with --dynamic-hw: height/width MIN,OPT,MAX."),
+    Param("workspace_mb", COUNT, B.workspace_mb, help="Builder workspace limit."),
+    Param("timing_cache", Path(), B.timing_cache, help="Timing cache file: loaded if present, saved after."),
+    Param("dla_core", ZERO_UP, B.dla_core, help="Jetson: build for this DLA core, with GPU fallback."),
+    Param("version_compatible", Flag(), B.version_compatible,
+          help="Engine loadable by later TensorRT of the same major, and 10.x engines by 11.x (8.6 by 10.x); needs "
+               "TensorRT 8.6+."),
+    Param("tf32", Flag(), B.tf32, help="Allow TF32 for fp32 math (Ampere+: faster, ~1e-3 relative error)."),
+    Param("hardware_compatibility", Choice(tuple(sorted(HW_LEVELS))), B.hardware_compatibility,
+          help="Engine loadable on other GPUs of that level."),
+    Param("library", Choice(LIBRARIES), B.library,
+          help="tensorrt: standard TensorRT (builds on the GPU it is for; Hopper, Jetson); tensorrt-rtx: TensorRT "
+               "for RTX (builds ahead of time on any CPU, runs on RTX GPUs); auto: TensorRT where installed, else "
+               "TensorRT-RTX."),
+    Param("compute_capabilities", Text(), B.compute_capabilities, repeat=True, flag="--compute-capability",
+          metavar="X.Y", help="TensorRT-RTX: target GPU (repeatable; 7.5, 8.0, 8.6, 8.9, 12.0, 12.1) [default: the "
+                              "library's, 8.6 and later]."),
+    *foreign(),
+), options=B)  # fmt: skip
+
+PARITY = Command("parity", (
+    Param("checkpoint", Model(module=True), REQUIRED, positional=True),
+    Param("artifacts", Path(), (), repeat=True, positional=True),
+    Param("data", DATA, help="Images: ImageFolder directory or tar [default: the checkpoint's test data, else "
+                             "cifar10:test]."),
+    Param("images", COUNT, ParityOptions.images, help="Number of real images."),
+    Param("tolerances", Text(), (), repeat=True, flag="--tolerance", metavar=TOLERANCE,
+          help="Override a limit, e.g. fp16.max_abs=0.1 (repeatable)."),
+    Param("backend", BACKEND, ParityOptions.backend, help=BACKEND_HELP),
+    *user_model(),
+), options=ParityOptions)  # fmt: skip
+
+EVAL = Command("eval", (
+    Param("artifacts", Path(), REQUIRED, repeat=True, positional=True),
+    Param("data", DATA, REQUIRED, help="Labelled ImageFolder directory or tar."),
+    Param("batch_size", BATCH, EvalOptions.batch_size),
+    Param("images", COUNT, help="Evaluate a fixed subset of N images [default: all]."),
+    Param("backend", BACKEND, EvalOptions.backend, help=BACKEND_HELP),
+    *foreign(),
+), function="evaluate", options=EvalOptions)  # fmt: skip
+
+BENCH = Command("bench", (
+    Param("artifacts", Path(), REQUIRED, repeat=True, positional=True),
+    Param("batch_sizes", BATCH, BenchOptions.batch_sizes, repeat=True, flag="--batch-size",
+          help="Batch size to time (repeatable)."),
+    Param("warmup", ZERO_UP, BenchOptions.warmup),
+    Param("iters", COUNT, BenchOptions.iters),
+    Param("threads", THREADS, 0, show_default=False, help="CPU threads (0: the backend's default)."),
+    Param("backend", BACKEND, None, show_default=False,
+          help=BACKEND_HELP + f" [default: {BenchOptions.backend}; with --reference: every runtime here]."),
+    Param("reference", Model(), BenchOptions.reference,
+          help="The checkpoint the files were made from: the deploy table, every file on every runtime here, proven "
+               "against it (parity, top-1) and timed, the fastest that passes marked per device."),
+    Param("data", DATA, BenchOptions.data, help="With --reference: labelled images for parity and top-1 [default: the "
+                                                "checkpoint's test data, else cifar10:test]."),
+    Param("images", COUNT, None, show_default=False,
+          help=f"With --reference: labelled images for top-1 (parity: the first 64) [default: {BenchOptions.images}]."),
+    Param("profile", Flag(), False, help="Also ONNX Runtime's time per op type for each ONNX file and batch (its "
+                                         "profiler, in a session of its own; fused ops under their own names)."),
+    *foreign(),
+), options=BenchOptions)  # fmt: skip
+
+INFER = Command("infer", (
+    Param("artifact", Model(), REQUIRED, positional=True),
+    Param("images", Path("either"), REQUIRED, repeat=True, positional=True),
+    Param("top_k", COUNT, 5),
+    Param("backend", BACKEND, ParityOptions.backend, help=BACKEND_HELP),
+))  # fmt: skip
+
+INFO = Command("info", (
+    Param("artifact", Model(), REQUIRED, positional=True),
+    Param("config", Text(), help="Registry config name, for plain state_dict files."),
+    *foreign(),
+))  # fmt: skip
+
+TRAIN = Command("train", (
+    Param("model", Text(), REQUIRED, help="Registry config name (`aft-export models`)."),
+    Param("data", DATA, REQUIRED, help="ImageFolder directory or tar."),
+    Param("output", Path(), REQUIRED, short="-o", help="Checkpoint to write."),
+    Param("test_data", DATA, T.test_data, help="Labelled test set evaluated at the end."),
+    Param("epochs", COUNT, T.epochs),
+    Param("batch_size", BATCH, T.batch_size),
+    Param("lr", Number(0, lo_open=True), T.lr),
+    Param("weight_decay", Number(0), T.weight_decay),
+    Param("warmup_epochs", Number(0), T.warmup_epochs),
+    Param("label_smoothing", Number(0, 1, hi_open=True), T.label_smoothing),
+    Param("val_fraction", Number(0, 1, hi_open=True), T.val_fraction, help="Held-out validation share."),
+    Param("seed", SEED, T.seed),
+    Param("threads", THREADS, T.threads, show_default=False, help="Torch CPU threads (0: default)."),
+    Param("images", COUNT, T.images, help="Train on the first N images only (smoke tests)."),
+    Param("resume", Path(), T.resume, in_place=True,
+          help="Continue from an epoch checkpoint (it may be --output itself: the run goes on in place)."),
+    Param("progress", Flag(), T.progress, off="--no-progress", help="A progress bar on stderr."),
+), options=T)  # fmt: skip
+
+
+def _triton(owner) -> tuple[Param, ...]:
+    return (
+        Param("max_batch", Whole(1, MAX_BATCH), owner.max_batch,
+              help=f"Largest batch [default: {DEFAULT_MAX_BATCH} for a dynamic-batch ONNX file, an engine's profile "
+                   f"maximum; a fixed-batch export is served without batching]."),
+        Param("instances", COUNT, owner.instances, help="Model instances (one runner each)."),
+        Param("top_k", COUNT, owner.top_k, help="Classes in topk_index and topk_label."),
+        Param("queue_delay_us", ZERO_UP, owner.queue_delay_us,
+              help="How long the dynamic batcher holds a request for others to join it."),
+    )  # fmt: skip
+
+
+S = ServeOptions
+SERVE = Command("serve", (
+    Param("artifacts", Path(), REQUIRED, repeat=True, positional=True),
+    Param("host", Text(), S.host, help="Address HTTP, gRPC and metrics listen on (0.0.0.0: every interface)."),
+    Param("http_port", PORT, S.http_port),
+    Param("grpc_port", PORT, S.grpc_port),
+    Param("metrics_port", PORT, S.metrics_port),
+    *_triton(S),
+    Param("backend", BACKEND, S.backend, help=f"Where ONNX files run, inside Triton's Python backend stub: "
+                                              f"{BACKEND_LIST}; engines run in TensorRT."),
+    Param("threads", THREADS, S.threads,
+          help="Threads per model instance, ONNX Runtime's or OpenVINO's (0: the CPUs this process may use, shared "
+               "out among the instances of every model; printed at start)."),
+    Param("drain_seconds", Whole(0, 3600), S.drain_seconds,
+          help="On SIGINT/SIGTERM, how long Triton waits for the requests in flight."),
+    *foreign(),
+), options=S)  # fmt: skip
+
+R = TritonRepoOptions
+TRITON_REPO = Command("triton-repo", (
+    Param("artifacts", Path(), REQUIRED, repeat=True, positional=True),
+    Param("output", Path("directory"), REQUIRED, short="-o",
+          help="Repository directory to create (must not exist, or be empty)."),
+    *_triton(R),
+    Param("device", Choice(TRITON_DEVICES), R.device,
+          help="Where ONNX models run (instance_group kind; auto: Triton's KIND_AUTO, the GPUs where there are any, "
+               "else the CPU); engines always on the GPU."),
+    Param("backend", Choice(TRITON_BACKENDS), R.backend,
+          help="Triton's backend for ONNX files: onnxruntime (onnxruntime_onnx, CPU or GPU) or openvino (CPU; the "
+               "file with its functions inlined, a complete config)."),
+    Param("threads", THREADS, R.threads,
+          help="Threads per instance: ONNX Runtime's intra_op_thread_count, OpenVINO's INFERENCE_NUM_THREADS (0: the "
+               "backend's default, the container's cores; with --instances N give cores/N)."),
+), options=R)  # fmt: skip
+
+PIPELINE = Command("pipeline", (
+    Param("checkpoint", Model(module=True), positional=True),  # a module: refused by the pipeline, saying why
+    Param("output", Path("directory"), P.output, short="-o", help="Run directory [default: runs/<model>-<UTC time>]."),
+    Param("calib", DATA, P.calib, help="Calibration images or recipe [default: calibration/cifar10.json]."),
+    Param("data", DATA, P.data,
+          help="Labelled images for parity and eval [default: the checkpoint's test data, else cifar10:test]."),
+    Param("precisions", Choice(tuple(sorted(PRECISIONS))), P.precisions, repeat=True, flag="--precision",
+          show_default=False, help=f"Reduced precisions to build [default: {' and '.join(P.precisions)}]."),
+    Param("op_form", Choice(OP_FORMS), P.op_form, show_default=False, help=f"[default: {P.op_form}]"),
+    Param("targets", Choice(TARGETS), P.targets, repeat=True, flag="--target", show_default=False,
+          help="Export target(s), repeatable: " + ", ".join(f"{t.name} ({t.stem}*.onnx)" for t in EXPORT_TARGETS.values())
+               + f" [default: {', '.join(P.targets)}]; see export --help."),
+    Param("calib_images", COUNT, P.calib_images, help="Calibration images to sample [default: the recipe's]."),
+    Param("parity_images", COUNT, P.parity_images, show_default=False,
+          help=f"Real images parity compares [default: {P.parity_images}]."),
+    Param("eval_images", COUNT, P.eval_images, help="Evaluate a fixed subset of N images [default: all]."),
+    Param("bench_batch_sizes", BATCH, P.bench_batch_sizes, repeat=True, flag="--bench-batch-size", show_default=False,
+          help=f"Bench batch sizes [default: {' and '.join(map(str, P.bench_batch_sizes))}]."),
+    Param("bench_iters", COUNT, P.bench_iters, show_default=False, help=f"Bench runs per batch size [default: "
+                                                                       f"{P.bench_iters}]."),
+    Param("threads", THREADS, P.threads, show_default=False,
+          help=f"CPU threads (0: the backend's default) [default: {P.threads}]."),
+    Param("tolerances", Text(), P.tolerances, repeat=True, flag="--tolerance", metavar=TOLERANCE,
+          help="Parity limit override."),
+    Param("triton_repo", Flag(), P.triton_repo,
+          help="Also write RUN/triton: a Triton model repository of the artifacts (aft-export triton-repo)."),
+    *user_model(),
+    Param("require_aft", Flag(), P.require_aft, help=REQUIRE_AFT),
+), options=P)  # fmt: skip
+
+D = DoctorOptions
+DOCTOR = Command("doctor", (
+    Param("model", Model(), "aft_conv_cifar", positional=True),
+    Param("output", Path("directory"), D.output, short="-o",
+          help="Run directory [default: runs/doctor-<model>-<UTC time>]."),
+    Param("data", DATA, D.data, help="Labelled images for the export's verification, parity and eval."),
+    Param("calib", DATA, D.calib, help="Calibration images or recipe [default: calibration/cifar10.json]."),
+    Param("calib_images", COUNT, D.calib_images, help="Calibration images to sample [default: the recipe's]."),
+    Param("parity_images", COUNT, D.parity_images),
+    Param("eval_images", COUNT, D.eval_images, help="Evaluate a fixed subset of N images [default: all]."),
+    Param("bench_iters", COUNT, D.bench_iters, help="Bench runs per batch size."),
+    Param("timeout", Number(0, lo_open=True), D.timeout, help="Seconds one check may take."),
+), options=D)  # fmt: skip
+
+DECLARED: dict[str, Command] = {c.name: c for c in (EXPORT, QUANTIZE, CHECK, BUILD, PARITY, EVAL, BENCH, INFER, INFO,
+                                                     TRAIN, SERVE, TRITON_REPO, PIPELINE, DOCTOR)}  # fmt: skip
+
+
+def door(command: str, values: dict) -> dict:
+    """Each of ``values`` (keyword -> value) checked against ``command``'s declaration and turned into
+    what the stages take (a repeatable one into a tuple, a path into text); the first refusal is one
+    :class:`ParamError`. A keyword the command does not declare passes through unchecked (an
+    argument of the function alone, such as a callback)."""
+    declared = DECLARED[command]
+    return {k: declared[k].check(v, command) if k in declared else v for k, v in values.items()}
+
+
+def declared(command: str):
+    """Decorate the API function of ``command``: every argument it is given is checked at its door
+    (:func:`door`) before the function runs; the function sees what the stages take. An unknown
+    keyword is Python's own TypeError, as for any function."""
+
+    def wrap(function):
+        signature = inspect.signature(function)
+
+        @functools.wraps(function)
+        def at_the_door(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            bound.arguments.update(door(command, dict(bound.arguments)))
+            return function(*bound.args, **bound.kwargs)
+
+        at_the_door.declaration = DECLARED[command]
+        return at_the_door
+
+    return wrap

@@ -1,0 +1,354 @@
+"""What a parameter takes, declared once for both faces: the kinds of value (:class:`Whole`,
+:class:`Number`, :class:`Choice`, :class:`Path`, ...), :class:`Param` (one parameter of one command:
+its kind, whether it repeats, its default and its help, and how the command line spells it) and
+:class:`Command`. The declarations themselves are :mod:`aft_export.options.commands`.
+
+At a door, Python values are taken as Python values (text is not converted to a number: that
+is the command line's job): NumPy integers and floats and ``os.PathLike`` are the numbers and
+paths they are; ``True`` is no count; NaN and infinity are refused wherever a number is; a
+repeatable keyword takes one value or a list of them (a string is one value, never split into
+characters); a path takes ``str`` or ``os.PathLike``, never a list. ``None`` is "not given": the
+declared default. A refusal is one :class:`ParamError` naming the keyword, what it takes and what
+it got, which carries the command and the keyword as data.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from aft_export.errors import AFTExportError
+from aft_export.readers import shown
+
+
+class ParamError(AFTExportError, ValueError):
+    """A value a parameter does not take: one line naming the keyword. ``command`` and ``param``
+    say which parameter, as data (each face names it in its own words)."""
+
+    def __init__(self, message: str, command: str, param: str) -> None:
+        super().__init__(message)
+        self.command, self.param = command, param
+
+
+class Refused(Exception):
+    """What a kind raises for a value it does not take (the door words the message)."""
+
+
+def _is_bool(value) -> bool:
+    return isinstance(value, bool) or type(value).__name__ == "bool_"  # numpy's bool_ is not a bool
+
+
+def _number(value) -> float | int:
+    """A real number (a NumPy one too), never a bool, a string or NaN/infinity."""
+    if _is_bool(value) or not isinstance(value, numbers.Real):
+        raise Refused
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    value = float(value)
+    if not math.isfinite(value):
+        raise Refused
+    return value
+
+
+def _bounds(lo, hi, lo_open: bool = False, hi_open: bool = False) -> str:
+    if lo is not None and hi is not None:
+        if lo_open or hi_open:
+            return f"in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+        return f"from {lo:g} to {hi:g}"
+    if lo is not None:
+        return f"{'>' if lo_open else '>='} {lo:g}"
+    if hi is not None:
+        return f"{'<' if hi_open else '<='} {hi:g}"
+    return ""
+
+
+class Kind:
+    """What a parameter takes. ``takes`` says it in a message (``a whole number >= 1``);
+    :meth:`accept` returns the value as the stages take it, or raises :class:`Refused`."""
+
+    takes = "a value"
+
+    def accept(self, value):
+        raise NotImplementedError  # pragma: no cover
+
+
+@dataclass(frozen=True)
+class Whole(Kind):
+    """A whole number in [lo, hi] (a float that is one, 16.0, is taken as it)."""
+
+    lo: int | None = None
+    hi: int | None = None
+
+    @property
+    def takes(self) -> str:
+        return " ".join(filter(None, ["a whole number", _bounds(self.lo, self.hi)]))
+
+    def accept(self, value) -> int:
+        n = _number(value)
+        if isinstance(n, float):
+            if not n.is_integer():
+                raise Refused
+            n = int(n)
+        if (self.lo is not None and n < self.lo) or (self.hi is not None and n > self.hi):
+            raise Refused
+        return n
+
+
+@dataclass(frozen=True)
+class Number(Kind):
+    """A finite number in its range (open at either end where said)."""
+
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+
+    @property
+    def takes(self) -> str:
+        return " ".join(filter(None, ["a finite number", _bounds(self.lo, self.hi, self.lo_open, self.hi_open)]))
+
+    def accept(self, value) -> float:
+        x = float(_number(value))
+        if self.lo is not None and (x < self.lo or (self.lo_open and x == self.lo)):
+            raise Refused
+        if self.hi is not None and (x > self.hi or (self.hi_open and x == self.hi)):
+            raise Refused
+        return x
+
+
+@dataclass(frozen=True)
+class Choice(Kind):
+    """One of ``values`` (text, or whole numbers)."""
+
+    values: tuple
+
+    @property
+    def takes(self) -> str:
+        return "one of " + ", ".join(map(str, self.values))
+
+    def accept(self, value):
+        if all(isinstance(v, str) for v in self.values):
+            if not isinstance(value, str) or value not in self.values:
+                raise Refused
+            return value
+        n = Whole().accept(value)
+        if n not in self.values:
+            raise Refused
+        return n
+
+
+@dataclass(frozen=True)
+class Text(Kind):
+    """Text (a name, a pattern, a profile such as 1,8,32)."""
+
+    empty: bool = False  # "" taken (it says something, as cache_dir="" does)
+
+    @property
+    def takes(self) -> str:
+        return "text" if self.empty else "non-empty text"
+
+    def accept(self, value) -> str:
+        if not isinstance(value, str) or (not value and not self.empty):
+            raise Refused
+        return value
+
+
+@dataclass(frozen=True)
+class Path(Kind):
+    """A path (``str`` or ``os.PathLike``), given as text to the stages; ``what``: file, directory,
+    or either; ``named``: a data set's name (cifar10:test) is taken too."""
+
+    what: str = "file"
+    named: bool = False
+
+    @property
+    def takes(self) -> str:
+        noun = {"file": "a file's path", "directory": "a directory's path", "either": "a path"}[self.what]
+        return f"{noun}{' or a data set name' if self.named else ''} (str or os.PathLike)"
+
+    def accept(self, value) -> str:
+        if isinstance(value, (bytes, bytearray)) or not isinstance(value, (str, os.PathLike)):
+            raise Refused
+        text = os.fspath(value)
+        if not isinstance(text, str) or not text:
+            raise Refused
+        return text
+
+
+@dataclass(frozen=True)
+class Flag(Kind):
+    takes = "True or False"
+
+    def accept(self, value) -> bool:
+        if not _is_bool(value):
+            raise Refused
+        return bool(value)
+
+
+@dataclass(frozen=True)
+class Triple(Kind):
+    """Three finite numbers: a list of them, or "r,g,b" text (what the command line gives)."""
+
+    positive: bool = False
+
+    @property
+    def takes(self) -> str:
+        return f"three finite numbers{' > 0' if self.positive else ''} (a list, or r,g,b text)"
+
+    def accept(self, value) -> tuple[float, float, float]:
+        parts = value.split(",") if isinstance(value, str) else value
+        if isinstance(parts, (str, bytes, dict)) or not hasattr(parts, "__iter__"):
+            raise Refused
+        try:
+            out = tuple(float(p) if isinstance(p, str) else _number(p) for p in parts)
+        except (ValueError, TypeError):
+            raise Refused from None
+        out = tuple(float(v) for v in out)
+        if len(out) != 3 or not all(math.isfinite(v) for v in out) or (self.positive and min(out) <= 0):
+            raise Refused
+        return out
+
+
+@dataclass(frozen=True)
+class Classes(Kind):
+    """Class names: a file of them, one per line, or a list of names."""
+
+    takes = "a file of class names (str or os.PathLike) or a list of names"
+
+    def accept(self, value):
+        if isinstance(value, (list, tuple)):
+            if not value or not all(isinstance(v, str) and v for v in value):
+                raise Refused
+            return tuple(value)
+        return Path().accept(value)
+
+
+@dataclass(frozen=True)
+class Model(Kind):
+    """A model to load (a checkpoint, weights or a model spec: a path), or, where ``module`` says so,
+    an ``nn.Module`` already in memory."""
+
+    module: bool = False
+
+    @property
+    def takes(self) -> str:
+        return "a checkpoint's path (str or os.PathLike)" + (" or an nn.Module" if self.module else "")
+
+    def accept(self, value):
+        if self.module and _is_module(value):
+            return value
+        return Path().accept(value)
+
+
+def _is_module(value) -> bool:
+    import sys
+
+    torch = sys.modules.get("torch")  # an nn.Module exists only where torch is imported
+    return torch is not None and isinstance(value, torch.nn.Module)
+
+
+REQUIRED = object()  # the default of a parameter that must be given
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of one command: its keyword (``name``), what it takes, whether it repeats,
+    its default and its help; and how the command line spells it (derived where not said)."""
+
+    name: str
+    kind: Kind
+    default: Any = None
+    help: str = ""
+    repeat: bool = False  # one value or a list of them (the command line: the flag repeated)
+    flag: str = ""  # the long flag: default --NAME with - for _ (a repeatable one's singular, given here)
+    off: str = ""  # a switch's flag that turns it off (simplify's, no-simplify)
+    short: str = ""  # -o
+    positional: bool = False  # an argument on the command line, not a flag
+    show_default: bool = True  # --help shows the default (False where the help says it itself)
+    metavar: str | None = None
+    # required on the command line, where the user says which, though Python has a default (quantize's
+    # precision: int8)
+    cli_required: bool = False
+    in_place: bool = False  # a file the command may rewrite in place though it is read (train's resume)
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    @property
+    def long(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    def takes(self) -> str:
+        return f"{self.kind.takes}, or a list of them" if self.repeat else self.kind.takes
+
+    def check(self, value, command: str):
+        """``value`` as the stages take it (None: the default), or one :class:`ParamError`."""
+        if value is None:
+            if self.required:
+                raise ParamError(f"`{self.name}` must be given: it takes {self.takes()}", command, self.name)
+            return self.default
+        try:
+            if self.repeat:
+                return tuple(self.kind.accept(v) for v in _items(value))
+            return self.kind.accept(value)
+        except Refused:
+            got = shown(value, as_json=False)
+            raise ParamError(f"`{self.name}` takes {self.takes()}, got {got} ({type(value).__name__}); give "
+                             f"{_example(self)}", command, self.name) from None  # fmt: skip
+
+
+def _items(value) -> list:
+    """A repeatable parameter's values: one value (text and paths are one, never their characters),
+    or each of a list, tuple, set or other iterable."""
+    if isinstance(value, (str, bytes, os.PathLike, dict)) or not hasattr(value, "__iter__") or _is_module(value):
+        return [value]
+    return list(value)
+
+
+def _example(p: Param) -> str:
+    """What to give instead, in the keyword's own words."""
+    if p.default not in (None, REQUIRED, ()):
+        value = p.default if not isinstance(p.default, tuple) else list(p.default)
+        return f"e.g. {value!r}, its default"
+    kind = p.kind
+    if isinstance(kind, Path):
+        example = "cifar10:test" if kind.named else {"file": "model.onnx", "directory": "out",
+                                                     "either": "images"}[kind.what]  # fmt: skip
+    elif isinstance(kind, Choice):
+        example = kind.values[0]
+    else:
+        example = {Whole: max(1, kind.lo or 0) if isinstance(kind, Whole) else None, Number: 1.0, Flag: True,
+                   Triple: [0.485, 0.456, 0.406], Text: "text", Classes: "classes.txt", Model: "model.pt"}[type(kind)]
+    return f"e.g. {[example] if p.repeat else example!r}"
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command's declared parameters, in the order its ``--help`` lists them."""
+
+    name: str  # the command line's name (triton-repo)
+    params: tuple[Param, ...]
+    function: str = ""  # the API function's name (evaluate for eval; default: the name with _ for -)
+    options: type | None = None  # the options dataclass whose fields its parameters of the same names fill
+
+    def fills(self, param: str) -> bool:
+        """Whether the parameter ``param`` fills the field of that name of :attr:`options`."""
+        return self.options is not None and param in getattr(self.options, "__dataclass_fields__", {})
+
+    def __post_init__(self) -> None:
+        names = [p.name for p in self.params]
+        if len(names) != len(set(names)):
+            raise TypeError(f"{self.name}: a parameter declared twice")
+
+    def __getitem__(self, name: str) -> Param:
+        found = next((p for p in self.params if p.name == name), None)
+        if found is None:
+            raise KeyError(f"{self.name} declares no parameter {name!r}")
+        return found
+
+    def __contains__(self, name: str) -> bool:
+        return any(p.name == name for p in self.params)
