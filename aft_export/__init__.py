@@ -19,7 +19,7 @@ import sys
 import warnings
 
 from aft_export.errors import AFTExportError
-from aft_export.version import __version__
+from aft_export.version import RENAMED_UNTIL, __version__
 
 # the Python API (aft_export/api.py): one function per command, each loaded on first use
 API = ("export", "quantize", "check", "build", "parity", "evaluate", "bench", "infer", "pipeline", "serve",
@@ -65,7 +65,7 @@ class _Moved(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def exec_module(self, module) -> None:
         old = module.__name__[len("aft_export."):]
         new = importlib.import_module(f"aft_export.{MOVED[old]}")
-        warnings.warn(f"aft_export.{old} is now aft_export.{MOVED[old]}; the old path goes in the next release",
+        warnings.warn(f"aft_export.{old} is now aft_export.{MOVED[old]}; the old path goes in aft-export {RENAMED_UNTIL}",
                       DeprecationWarning, stacklevel=2)  # fmt: skip
         module.__getattr__ = lambda name: getattr(new, name)
         module.__doc__ = new.__doc__

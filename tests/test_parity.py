@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from aft_export.models.checkpoint import save_checkpoint
 from aft_export.cli import main
 from aft_export.errors import AFTExportError
-from aft_export.verify.evaluate import evaluate_artifact, evaluate_artifacts
+from aft_export.verify.evaluate import evaluate_artifacts
 from aft_export.exporting.exporter import ExportOptions, export_checkpoint
 from aft_export.models import create_model
 from aft_export.verify.compare import TOLERANCES, judge, metrics, tolerances_with
@@ -188,8 +188,7 @@ def test_parity_refuses_artifacts_of_another_model(pair, tmp_path, cifar10):
 
 def test_eval_onnx_matches_checkpoint(pair, cifar10):
     ckpt, onnx_path = pair
-    a = evaluate_artifact(ckpt, str(cifar10 / "test.tar"), limit=200)
-    b = evaluate_artifact(onnx_path, str(cifar10 / "test.tar"), limit=200)
+    a, b = evaluate_artifacts([ckpt, onnx_path], str(cifar10 / "test.tar"), limit=200)
     assert a["images"] == b["images"] == 200 and a["top1"] == b["top1"] and a["top5"] == b["top5"]
     assert (a["backend"], b["backend"]) == ("torch", "onnxruntime")
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from aft_export.data import datasets
 from aft_export.data.images import (IMAGE_EXTENSIONS, MAX_IMAGE_BYTES, TAR_ERRORS, Preprocessing, decode_normalized,
-                                    normalize, read_image_file, square_crop, tar_error, tar_files)  # fmt: skip
+                                    normalize_array, read_image_file, square_crop, tar_error, tar_files)  # fmt: skip
 from aft_export.errors import AFTExportError
 
 
@@ -123,7 +123,7 @@ def _from_array(arr: np.ndarray, path: str, prep: Preprocessing) -> np.ndarray:
             from PIL import Image
 
             arr = np.stack([square_crop(Image.fromarray(a), prep.size) for a in arr])
-        return normalize(arr, prep.mean, prep.std).numpy()
+        return normalize_array(arr, prep.mean, prep.std)
     if arr.dtype in (np.float32, np.float64) and arr.ndim == 4 and arr.shape[1] == 3:
         if arr.shape[2:] != (prep.size, prep.size):
             raise AFTExportError(

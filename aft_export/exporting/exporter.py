@@ -31,7 +31,7 @@ import torch
 from aft_export.version import __version__
 from aft_export.models.checkpoint import ModelMeta
 from aft_export.verify.compare import SIMPLIFY_MAX_ABS, max_abs, metrics
-from aft_export.data.images import normalize
+from aft_export.data.images import normalize_array
 from aft_export.data.datasets import DataNotFound, is_named, load_labelled, verification_data
 from aft_export.errors import AFTExportError, CheckFailed, Verdict
 from aft_export.exporting.forms import to_target  # noqa: F401 (the API: the exporter's last step)
@@ -239,7 +239,7 @@ def _verification_images(meta, opts: ExportOptions) -> tuple[np.ndarray, str]:
                              f"{'; '.join(exc.tried)}; set AFT_CIFAR10_DIR to a folder holding test.tar, give "
                              f"`data` (a folder or tar of images), or `images=0` to skip "
                              f"verification") from None  # fmt: skip
-    return normalize(data.images, meta.mean, meta.std).numpy(), str(source)
+    return normalize_array(data.images, meta.mean, meta.std), str(source)
 
 
 def _check_finite_outputs(model, cfg, images: np.ndarray | None) -> None:

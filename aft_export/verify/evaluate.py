@@ -163,15 +163,3 @@ def eval_verdict(rows: list[dict]) -> Verdict:
     GPU is missing here), with why."""
     return Verdict.of(unverified=[f"{r['artifact']} not evaluated: {r['reason']}" for r in rows
                                   if r.get("status") == "skipped"])  # fmt: skip
-
-
-def evaluate_artifact(artifact, data: str, batch_size: int = EvalOptions.batch_size, limit: int | None = None,
-                      backend: str | None = EvalOptions.backend, providers: str | None = None) -> dict:  # fmt: skip
-    """Top-1/top-5 of one checkpoint or ONNX file (see :func:`evaluate_artifacts`)."""
-    return evaluate_artifacts([artifact], data, batch_size, limit, backend, providers=providers)[0]
-
-
-def evaluate_checkpoint(path, data: str, batch_size: int = EvalOptions.batch_size,
-                        limit: int | None = None) -> dict:
-    """Top-1/top-5 of a checkpoint (see :func:`evaluate_artifact`)."""
-    return evaluate_artifact(path, data, batch_size=batch_size, limit=limit)

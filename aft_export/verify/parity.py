@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 
 from aft_export.verify.compare import judge, metrics, tolerances_with
-from aft_export.data.images import LabelledImages, Preprocessing, normalize
+from aft_export.data.images import LabelledImages, Preprocessing, normalize_array
 from aft_export.data.datasets import load_labelled, verification_data
 from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
 from aft_export.exporting.exporter import ExportOptions, export_graph
@@ -116,7 +116,7 @@ def run_parity(checkpoint: str, artifacts: list[str], data=None, images: int = P
     if not isinstance(data, LabelledImages):
         data = load_labelled(verification_data(data, reference.meta)[0], info.input_size[1], limit=images)
     decoded = data
-    x = normalize(decoded.images[:images], info.mean, info.std).numpy()
+    x = normalize_array(decoded.images[:images], info.mean, info.std)
     sets = {"real": x, **stress_inputs(x, info.mean, info.std)}
     # the reference must itself be finite on the real images: a NaN reference turns every check off
     handed = reference_logits is not None and reference_logits.shape == (len(x), len(info.classes))

@@ -45,7 +45,7 @@ import numpy as np
 from aft_export.tensorrt.build import build_engine, offline_column
 from aft_export.verify.compare import tolerances_with
 from aft_export.verify.deploy import Measured, deploy_table, make_runner, runtimes_here
-from aft_export.data.images import normalize
+from aft_export.data.images import normalize_array
 from aft_export.data.datasets import is_named, load_labelled, verification_data
 from aft_export.environment import distributions, has_gpu, ort_distributions, platform_facts, tensorrt_environment, tensorrt_libraries
 from aft_export.errors import AFTExportError, Verdict
@@ -162,7 +162,7 @@ def _run(ckpt, loaded, opts: PipelineOptions, work: Path, final: Path, log, cach
     opts = replace(opts, data=verification_data(opts.data, loaded[1])[0])  # every stage reads this one source
     decoded = load_labelled(opts.data, info.input_size[1], limit=opts.eval_images)  # the one decode
     parity_set = decoded.subset(opts.parity_images)
-    x = normalize(parity_set.images, info.mean, info.std).numpy()
+    x = normalize_array(parity_set.images, info.mean, info.std)
     library, why_not = engine_library(tensorrt_libraries(), has_gpu())
     column = _build_column(library)
     ctx = Context(ckpt, loaded, opts, work, final, opts.calib or str(default_calibration()), cache_writes, library,
