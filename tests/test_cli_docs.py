@@ -119,3 +119,19 @@ def test_links_in_the_docs_resolve():
             elif anchor and file.suffix == ".md" and anchor not in _anchors(file.read_text()):
                 bad.append(f"{page.relative_to(REPO)}: {target} (no such heading)")
     assert seen > 50 and bad == []
+
+
+def test_no_page_cites_an_issue_or_a_closing_note():
+    """A user cannot see our issues: a page says what changed and in which version, or the command that measures it."""
+    import re
+
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "models").glob("*.md"))]
+    cited = [f"{p.relative_to(REPO)}:{i}: {line.strip()[:80]}" for p in pages
+             for i, line in enumerate(p.read_text().splitlines(), 1)
+             if re.search(r"\bissues? #?\d+|closing note", line, re.IGNORECASE)]  # fmt: skip
+    assert cited == []
+
+
+def test_the_readme_fits_on_two_screens():
+    """The front door stays short: details go to docs/."""
+    assert len((REPO / "README.md").read_text().splitlines()) <= 150
