@@ -97,3 +97,33 @@ def test_exit_status_and_bad_input(tmp_path):
 def test_generation_names_the_verification_block():
     assert [generation(v) for v in ("8.6.1", "10.3.0", "11.4.0", "9.1", None)] == ["trt8", "trt10", "trt11", None, None]
 
+
+
+def test_the_data_goes_to_the_checks_only_where_given(tmp_path):
+    """No ``data``: no check is given --data, so export, parity and eval each take the test data
+    the checkpoint names, else cifar10:test (datasets.verification_data, every command's rule),
+    as the pipeline does; where given, every check that verifies is given it."""
+    from aft_export.options import DoctorOptions
+    from aft_export.workflow.doctor import _checks
+
+    class Recorder:  # the checks' commands, recorded instead of run (no file is made, so the rest skip)
+        work, result = tmp_path, DoctorResult("r", {})
+
+        def __init__(self):
+            self.commands = {}
+
+        def run(self, name, command, needs=(), ok_codes=()):
+            self.commands[name] = command
+
+        def skip(self, name, why, command=None):
+            pass
+
+    for data, expected in ((None, []), ("/some/images.tar", ["--data", "/some/images.tar"])):
+        c = Recorder()
+        _checks(c, tmp_path / "m.pt", data, "recipe.json", DoctorOptions(), {"gpu": None}, "no TensorRT here")
+        assert set(c.commands) == {"export", "quantize fp16", "quantize int8", "eval"}
+        for name in ("export", "eval"):
+            cmd = c.commands[name]
+            given = cmd[cmd.index("--data"):cmd.index("--data") + 2] if "--data" in cmd else []
+            assert given == expected, (name, cmd)
+    assert DoctorOptions().data is None

@@ -481,7 +481,9 @@ class DoctorOptions:
     """``aft-export doctor``: every check in one run directory (aft_export/workflow/doctor.py)."""
 
     output: str | None = None  # default: runs/doctor-<model>-<UTC time>
-    data: str = "cifar10:test"  # labelled images for the export's verification, parity and eval
+    # labelled images for the export's verification, parity and eval; None: each check takes the test data the
+    # checkpoint names, else cifar10:test (datasets.verification_data, every command's rule)
+    data: str | None = None
     calib: str | None = None  # default: the bundled calibration/cifar10.json
     calib_images: int | None = None  # None: the recipe's count
     parity_images: int = 64

@@ -353,7 +353,8 @@ DOCTOR = Command("doctor", (
     Param("model", Model(), "aft_conv_cifar", positional=True),
     Param("output", Path("directory"), D.output, short="-o",
           help="Run directory [default: runs/doctor-<model>-<UTC time>]."),
-    Param("data", DATA, D.data, help="Labelled images for the export's verification, parity and eval."),
+    Param("data", DATA, D.data, help="Labelled images for the export's verification, parity and eval [default: "
+                                     "the checkpoint's test data, else cifar10:test]."),
     Param("calib", DATA, D.calib, help="Calibration images or recipe [default: calibration/cifar10.json]."),
     Param("calib_images", COUNT, D.calib_images, help="Calibration images to sample [default: the recipe's]."),
     Param("parity_images", COUNT, D.parity_images),

@@ -258,7 +258,8 @@ def run_doctor(model: str, opts: DoctorOptions, log: Callable[[str], None] = pri
     """Every check, in a run directory built under a temporary name (see the module doc)."""
     ckpt = resolve_model(model)
     final = Path(opts.output) if opts.output else default_run_dir(ckpt)
-    data = _absolute(opts.data)
+    # no data given: each check takes the checkpoint's test data, else cifar10:test, by every command's rule
+    data = _absolute(opts.data) if opts.data else None
     calib = _absolute(opts.calib) if opts.calib else str(default_calibration())
     env = environment()
     no_trt = tensorrt_missing(env)
@@ -273,13 +274,14 @@ def run_doctor(model: str, opts: DoctorOptions, log: Callable[[str], None] = pri
     return result
 
 
-def _checks(c: _Runner, ckpt: Path, data: str, calib: str, opts: DoctorOptions, env: dict,
+def _checks(c: _Runner, ckpt: Path, data: str | None, calib: str, opts: DoctorOptions, env: dict,
             no_trt: str | None) -> None:  # fmt: skip
     name = ckpt.stem
     onnx = {p: f"{name}.onnx" if p == "fp32" else f"{name}.{p}.onnx" for p in ARTIFACT_PRECISIONS}
     engine = {p: f"{name}.engine" if p == "fp32" else f"{name}.{p}.engine" for p in ARTIFACT_PRECISIONS}
 
-    c.run("export", _aft("export", ckpt, "-o", onnx["fp32"], "--data", data))
+    given = ["--data", data] if data else []
+    c.run("export", _aft("export", ckpt, "-o", onnx["fp32"], *given))
     count = ["--images", opts.calib_images] if opts.calib_images else []
     for p in ("fp16", "int8"):
         c.run(f"quantize {p}", _aft("quantize", onnx["fp32"], "--precision", p, "--calib", calib, *count, "-o",
@@ -297,14 +299,14 @@ def _checks(c: _Runner, ckpt: Path, data: str, calib: str, opts: DoctorOptions, 
         return [n for n in names if (c.work / n).is_file()]
 
     artifacts = made([*onnx.values(), *engine.values()])
-    parity = ["--data", data, "--images", opts.parity_images]
+    parity = [*given, "--images", opts.parity_images]
     images = ["--images", opts.eval_images] if opts.eval_images else []
     iters = ["--iters", opts.bench_iters]
     if not artifacts:
         c.skip("parity", "no artifact was produced")
     else:
         c.run("parity", _aft("parity", ckpt, *artifacts, *parity))
-    c.run("eval", _aft("eval", ckpt, *artifacts, "--data", data, *images))
+    c.run("eval", _aft("eval", ckpt, *artifacts, *given, *images))
     if not artifacts:
         c.skip("bench", "no artifact was produced")
     else:
@@ -320,7 +322,7 @@ def _checks(c: _Runner, ckpt: Path, data: str, calib: str, opts: DoctorOptions, 
             c.skip(check, "no CUDA GPU is visible to PyTorch here")
         return
     c.run("parity CUDA", _aft("parity", ckpt, ckpt, *onnx_files, *parity, *cuda), ok_codes=(0, 3))
-    c.run("eval CUDA", _aft("eval", ckpt, *onnx_files, "--data", data, *images, *cuda), ok_codes=(0, 3))
+    c.run("eval CUDA", _aft("eval", ckpt, *onnx_files, *given, *images, *cuda), ok_codes=(0, 3))
     batches = [a for b in CUDA_BATCHES for a in ("--batch-size", b)]
     c.run("bench CUDA", _aft("bench", ckpt, *onnx_files, *iters, *batches, *cuda), ok_codes=(0, 3))
 
