@@ -3,8 +3,8 @@ refused, and how our layer is built from it (:data:`PUBLIC_LAYERS`).
 
 :mod:`aft_export.byo.swap` finds the layers in a model, asks an entry's refusal before
 the probe and its builder after it. A new public layer is one :func:`register` call
-(and its parameter layout in ``swap._PROJECTIONS`` where it is to be found by its
-parameters too). What each maps to, and why the refused ones are refused, is the table
+(and, where it is to be found by its parameters too, its package's entry of
+:data:`LAYOUTS`). What each maps to, and why the refused ones are refused, is the table
 in :mod:`aft_export.byo.swap`'s docstring.
 """
 
@@ -307,3 +307,56 @@ def public_class(module: nn.Module) -> tuple[PublicLayer, type] | None:
         if entry is not None:
             return entry, cls
     return None
+
+
+# ----------------------------------------------------------------------------
+# Recognising layers by their parameters: one entry per package layout
+# ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A package's parameter layout. ``projections``: the names of its q, k and v (``d -> h``) and
+    output (``h -> d``) Linears. ``layers``: which of its layers (:data:`PUBLIC_LAYERS` names, most
+    specific first) a module with those projections is, from the module, its parameters and the
+    parameters besides the projections' (``()``: none)."""
+
+    package: str
+    projections: tuple[str, str, str, str]
+    layers: Callable[[nn.Module, dict[str, Tensor], set[str]], tuple[str, ...]]
+
+
+def _window(value) -> bool:
+    """A window size a layer may have: a whole number >= 1 (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _square(x) -> bool:
+    return isinstance(x, Tensor) and x.dim() == 2 and x.shape[0] == x.shape[1]
+
+
+def _aft_pytorch_layers(module: nn.Module, params: dict[str, Tensor], extra: set[str]) -> tuple[str, ...]:
+    """A square ``wbias``: full, or local (first) where a window ``s`` is set too; nothing else: simple."""
+    if extra == {"wbias"} and _square(params["wbias"]):
+        return ("AFTLocal", "AFTFull") if _window(getattr(module, "s", None)) else ("AFTFull",)
+    return () if extra else ("AFTSimple",)
+
+
+def _comvex_layers(module: nn.Module, params: dict[str, Tensor], extra: set[str]) -> tuple[str, ...]:
+    """A rank-r position bias ``u v^T``: ``AFTGeneral`` (full)."""
+    ok = extra == {"u", "v"} and params["u"].dim() == 2 and params["u"].shape == params["v"].shape
+    return ("AFTGeneral",) if ok else ()
+
+
+def _labml_layers(module: nn.Module, params: dict[str, Tensor], extra: set[str]) -> tuple[str, ...]:
+    """A square ``pos_bias``, a ``local_mask`` of its shape and a ``local_window_size``: ``AFTLocal``."""
+    ok = extra == {"pos_bias", "local_mask"} and _square(params["pos_bias"]) and \
+        params["local_mask"].shape == params["pos_bias"].shape and _window(getattr(module, "local_window_size", None))
+    return ("AFTLocal",) if ok else ()
+
+
+LAYOUTS: tuple[Layout, ...] = (
+    Layout(AFT_PYTORCH, ("to_q", "to_k", "to_v", "project"), _aft_pytorch_layers),
+    Layout(COMVEX, ("Q", "K", "V", "out_linear"), _comvex_layers),
+    Layout(LABML, ("query", "key", "value", "output"), _labml_layers),
+)

@@ -58,9 +58,9 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from aft_export.byo.public import AFT_PYTORCH, COMVEX, LABML, PUBLIC_LAYERS, Call, PublicLayer, public_class
+from aft_export.byo.public import LAYOUTS, PUBLIC_LAYERS, Call, PublicLayer, public_class
 from aft_export.errors import AFTExportError
-from aft_export.layers.aft import AFTConv, AFTFull, AFTLayer, AFTLocal, AFTSimple
+from aft_export.layers.aft import VARIANTS, AFTConv, AFTLayer, variant_class
 from aft_export.verify.compare import SWAP_MAX_ABS, swap_agreement
 
 
@@ -87,9 +87,8 @@ class SwapPlan:
 
     @property
     def variants(self) -> list[str]:
-        names = {"AFTFull": "full", "AFTLocal": "local", "AFTSimple": "simple", "AFTConv": "conv"}
-        found = [names[r.to.split("(")[0]] for r in self.layers if r.action in ("ours", "mapped")]
-        return sorted(set(found))
+        """full, local, simple, conv: of the layers that become com.aft nodes ("AFTFull(...)": full)."""
+        return sorted({_variant(r.to.split("(")[0]) for r in self.layers if r.action in ("ours", "mapped")})
 
     def to_dict(self) -> dict:
         return {"aft_layers": self.aft_layers, "layers": [asdict(r) for r in self.layers]}
@@ -99,27 +98,16 @@ class SwapPlan:
 # Recognising layers by their parameters (then proving them by what they compute)
 # ----------------------------------------------------------------------------
 
-# the public layers' parameter layouts: the names of their q, k, v and output projections
-_PROJECTIONS = {AFT_PYTORCH: ("to_q", "to_k", "to_v", "project"), COMVEX: ("Q", "K", "V", "out_linear"),
-                LABML: ("query", "key", "value", "output")}  # fmt: skip
-
-
-def _is_square(x) -> bool:
-    return isinstance(x, Tensor) and x.dim() == 2 and x.shape[0] == x.shape[1]
-
-
 def _layout(module: nn.Module) -> list[PublicLayer]:
-    """The public layers whose parameter layout ``module`` has, as registry entries,
-    most specific first; [] if none. A layout is the names and shapes of the projections
-    (q, k, v ``d -> h``, output ``h -> d``) and of the position bias: aft-pytorch's square
-    ``wbias`` (full and local; local where a window ``s`` is set too) or none (simple);
-    comvex's rank-r ``u`` and ``v`` (``AFTGeneral``, full); labml-nn's square ``pos_bias``
-    and ``local_mask`` with a ``local_window_size`` (``AFTLocal``). Ours and the public
-    classes recognised by class are not asked."""
+    """The public layers whose parameter layout ``module`` has, as registry entries, most
+    specific first; [] if none. Each package's layout is one entry of
+    :data:`aft_export.byo.public.LAYOUTS`: the names of its q, k, v (``d -> h``) and output
+    (``h -> d``) projections, and which of its layers the other parameters make. Ours and the
+    public classes recognised by class are not asked."""
     if isinstance(module, AFTLayer) or public_class(module) is not None:
         return []
-    for mod, projections in _PROJECTIONS.items():
-        linears = [getattr(module, n, None) for n in projections]
+    for layout in LAYOUTS:
+        linears = [getattr(module, n, None) for n in layout.projections]
         if not all(isinstance(m, nn.Linear) for m in linears):
             continue
         q, k, v, out = linears
@@ -127,25 +115,12 @@ def _layout(module: nn.Module) -> list[PublicLayer]:
         if any((m.in_features, m.out_features) != (d, h) for m in (k, v)) or \
                 (out.in_features, out.out_features) != (h, d):  # fmt: skip
             continue
-        expected = {f"{n}.{w}" for n, m in zip(projections, linears) for w in ("weight", "bias")
+        expected = {f"{n}.{w}" for n, m in zip(layout.projections, linears) for w in ("weight", "bias")
                     if getattr(m, w, None) is not None}  # fmt: skip
         params = dict(module.named_parameters())  # only here: every module of a model is asked
-        extra = set(params) - expected
-        if mod == AFT_PYTORCH and extra == {"wbias"} and _is_square(params["wbias"]):
-            window = getattr(module, "s", None)
-            local = isinstance(window, int) and not isinstance(window, bool) and window >= 1
-            return [PUBLIC_LAYERS[mod, "AFTLocal"], PUBLIC_LAYERS[mod, "AFTFull"]] if local else \
-                [PUBLIC_LAYERS[mod, "AFTFull"]]  # fmt: skip
-        if mod == AFT_PYTORCH and not extra:
-            return [PUBLIC_LAYERS[mod, "AFTSimple"]]
-        if mod == COMVEX and extra == {"u", "v"} and params["u"].dim() == 2 and \
-                params["u"].shape == params["v"].shape:  # fmt: skip
-            return [PUBLIC_LAYERS[mod, "AFTGeneral"]]
-        window = getattr(module, "local_window_size", None)
-        if mod == LABML and extra == {"pos_bias", "local_mask"} and _is_square(params["pos_bias"]) and \
-                params["local_mask"].shape == params["pos_bias"].shape and isinstance(window, int) and \
-                not isinstance(window, bool) and window >= 1:  # fmt: skip
-            return [PUBLIC_LAYERS[mod, "AFTLocal"]]
+        found = layout.layers(module, params, set(params) - expected)
+        if found:
+            return [PUBLIC_LAYERS[layout.package, name] for name in found]
     return []
 
 
@@ -171,9 +146,14 @@ def _prove(module: nn.Module, ours: nn.Module, calls: list[Call], seed: int = 0)
         return {"passed": False, "max_abs": float("inf"), "error": f"{type(exc).__name__}: {first_line}"}
 
 
+def _variant(layer: str) -> str:
+    """full, local, simple or conv, of our layer's name ("AFTFull")."""
+    return layer.removeprefix("AFT").lower()
+
+
 def _our_desc(module: AFTLayer, call: Call | None) -> str:
     name = type(module).__name__
-    base = next((c.__name__ for c in type(module).__mro__ if c in (AFTFull, AFTLocal, AFTSimple, AFTConv)), name)
+    base = getattr(variant_class(module), "__name__", name)
     dims = f"dim={module.to_q.in_features}"
     if isinstance(module, AFTConv):
         return f"{base}({dims}, heads={module.heads}, kernel={module.kernel_size})" + (
@@ -263,13 +243,12 @@ def layer_variants(model: nn.Module) -> list[str]:
         if pub is None and not isinstance(module, AFTLayer):
             continue  # recognised by its parameters only: its variant is known once it is proven
         if pub is None:
-            base = next((c for c in type(module).__mro__ if c in (AFTFull, AFTLocal, AFTSimple, AFTConv)), None)
-            name = base.__name__ if base else ""
+            name = getattr(variant_class(module), "__name__", "")
         else:
             entry = pub[0]
             name = entry.variant(module) if entry.variant else entry.ours
-        if name in ("AFTFull", "AFTLocal", "AFTSimple", "AFTConv"):
-            found.add(name[3:].lower())
+        if name in {c.__name__ for c in VARIANTS}:
+            found.add(_variant(name))
     return sorted(found)
 
 

@@ -182,3 +182,12 @@ class AFTConv(AFTLayer):
                              v.reshape(b, h, w, d), self.kernel())  # fmt: skip
             return y.reshape(b, h * w, d)
         return aft_conv_core(q, k, v, self.kernel(), grid)
+
+
+# our four layers, the variants of the operator (AFT.md); a subclass of one computes that variant
+VARIANTS: tuple[type[AFTLayer], ...] = (AFTFull, AFTLocal, AFTSimple, AFTConv)
+
+
+def variant_class(module: nn.Module) -> type[AFTLayer] | None:
+    """Which of :data:`VARIANTS` ``module`` is, or derives from (None: none of ours)."""
+    return next((c for c in type(module).__mro__ if c in VARIANTS), None)
