@@ -60,6 +60,10 @@ def test_the_wheel_runs_the_default_pipeline_from_anywhere(tmp_path, cifar10):
     said = [results["export"]["tensorrt"]["parity"]["data"], results["parity"]["data"], results["deploy"]["data"],
             *(e["data"] for e in results["eval"] if e["status"] == "ok")]  # fmt: skip
     assert set(said) == {"cifar10:test"}, said
+    # and the defaults it resolved from the wheel (checkpoint, calibration recipe) by their names too
+    assert manifest["inputs"]["checkpoint"] == "bundled:models/aft_conv_cifar.pt"
+    assert manifest["options"]["calib"] == "bundled:calibration/cifar10.json"
+    assert str(site) not in (run_dir / "manifest.json").read_text() + (run_dir / "report.md").read_text()
     # what travels (ONNX files, engine manifests) names no path of this machine
     travels = sorted(run_dir.glob("*.onnx")) + sorted(run_dir.glob("*.engine.json"))
     assert len(travels) >= 3 and scan_files(travels) == {}

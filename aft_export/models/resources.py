@@ -7,6 +7,7 @@ Installed from a wheel they are package data (``aft_export.zoo`` and
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]  # the package
@@ -33,3 +34,18 @@ def default_checkpoint() -> Path:
 
 def default_calibration() -> Path:
     return recipes_dir() / "cifar10.json"
+
+
+def bundled_name(path: str | os.PathLike) -> str | None:
+    """What a file aft-export ships is called in a record: ``bundled:`` and its place in the
+    repository (``bundled:models/aft_conv_cifar.pt``, ``bundled:calibration/cifar10.json``), so that
+    a run's record names a default by its name, as it names a data set, and no install path of
+    this machine. None for any other file."""
+    try:
+        file = Path(path).resolve()
+    except (OSError, RuntimeError, ValueError):  # a path that cannot be resolved is not ours
+        return None
+    for folder, checkout in ((zoo_dir(), "models"), (recipes_dir(), "calibration")):
+        if file.parent == folder.resolve() and file.is_file():
+            return f"bundled:{checkout}/{file.name}"
+    return None

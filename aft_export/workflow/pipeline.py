@@ -63,7 +63,7 @@ from aft_export.workflow.plots import deploy_plots, pipeline_plots
 from aft_export.workflow.report import report_markdown, summary_rows
 from aft_export.options import (EXPORT_TARGETS, PRECISIONS, TARGETS, BenchOptions, PipelineOptions,
                                 TritonRepoOptions)  # fmt: skip
-from aft_export.models.resources import default_calibration, default_checkpoint
+from aft_export.models.resources import bundled_name, default_calibration, default_checkpoint
 from aft_export.errors import RuntimeMissing
 from aft_export.runners import OrtRunner, TorchRunner, TrtRunner
 from aft_export.models.sources import CheckpointSource, open_source
@@ -446,11 +446,24 @@ def _report(ctx: Context, steps: list[Step], onnx: list[Made], trt_check: dict, 
         "steps": [asdict(x) for x in steps], "summary": summary, "passed": result.passed,
         "unverified": unverified, "verdict": verdict.to_dict(), "results": results,
     }  # fmt: skip
+    # a file aft-export ships (the default checkpoint and recipe) is recorded by its name, not by where it is installed
+    names = {str(path): name for path in (ckpt, ctx.calib) if (name := bundled_name(path))}
+    manifest = _named(manifest, names)
     atomic_write_text(work / "manifest.json", json.dumps(manifest, indent=2, default=_json_default))
-    atomic_write_text(work / "report.md", report_markdown(ckpt, meta, opts, steps, summary, verdict, ctx.final,
+    atomic_write_text(work / "report.md", report_markdown(names.get(str(ckpt), ckpt), meta, opts, steps, summary,
+                                                          verdict, ctx.final,
                                                           ctx.calib, not_run, unverified, results.get("engines"),
                                                           results["deploy"]))  # fmt: skip
     return Outcome(result, f"{ctx.final}/report.md")
+
+
+def _named(value, names: dict[str, str]):
+    """``value`` (the manifest) with every text that is a key of ``names`` replaced by its name."""
+    if isinstance(value, dict):
+        return {k: _named(v, names) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_named(v, names) for v in value]
+    return names.get(str(value), value) if isinstance(value, (str, Path)) else value
 
 
 def _purpose(path: Path) -> dict:
