@@ -26,12 +26,15 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
+from aft_export.runtimes import RUNTIMES
+
 # wheels that all install the one package directory ``onnxruntime``
 ORT_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-directml", "onnxruntime-openvino",
                      "onnxruntime-qnn")  # fmt: skip
 # the TensorRT libraries aft-export builds with, and their Python modules (tensorrt.library.RTX
 # is the second's name)
-TENSORRT_MODULES = {"tensorrt": "tensorrt", "tensorrt-rtx": "tensorrt_rtx"}
+# the TensorRT libraries that build and run engines -> their Python modules (aft_export.runtimes)
+TENSORRT_MODULES = {r.name: r.module for r in RUNTIMES.values() if r.runs == "engine"}
 JETPACK_TRTEXEC = Path("/usr/src/tensorrt/bin/trtexec")  # where JetPack puts it, off PATH
 
 
@@ -74,10 +77,10 @@ def tensorrt_environment() -> dict:
     the GPU and its compute capability. What is missing (or broken) here is None."""
     env = {"tensorrt": None, "tensorrt_rtx": None, "cuda": None, "gpu": None, "compute_capability": None}
     found = tensorrt_libraries()
-    for key, library in (("tensorrt", "tensorrt"), ("tensorrt_rtx", "tensorrt-rtx")):
+    for library, module in TENSORRT_MODULES.items():  # each library's version, keyed by its module's name
         if library in found:
             try:
-                env[key] = importlib.import_module(TENSORRT_MODULES[library]).__version__
+                env[module] = importlib.import_module(module).__version__
             except ImportError:  # found but broken: reads as missing
                 pass
     try:

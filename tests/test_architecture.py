@@ -15,7 +15,7 @@ PACKAGE = REPO / "aft_export"
 # the modules in the order they may import one another: each only from those before it
 ORDER = [
     # 0 ground
-    "errors", "version", "fileio", "readers", "machine", "environment",
+    "errors", "version", "fileio", "readers", "machine", "runtimes", "environment",
     # 1 model and data
     "layers.cores", "layers.ops", "layers.aft", "layers",
     "models.classifier", "models.registry", "models",

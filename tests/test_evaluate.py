@@ -110,7 +110,7 @@ def test_side_by_side_only_where_it_runs_more_images_per_cpu_second(tmp_path, mo
     monkeypatch.setattr(evaluate.os, "cpu_count", lambda: 2)
     runners, workers = side_by_side([a, b], "onnxruntime")
     assert workers == 2 and sorted(runners) == sorted([str(a), str(b)]) and {r.threads for r in runners.values()} == {1}
-    runners, workers = side_by_side([a, b, a, b], None)  # more files than cores: still one thread each
+    runners, workers = side_by_side([a, b, a, b], "onnxruntime")  # more files than cores: still one thread each
     assert workers == 2 and {r.threads for r in runners.values()} == {1}
     missing, ckpt = str(tmp_path / "gone.onnx"), tmp_path / "m.pt"
     ckpt.write_bytes(b"")

@@ -91,7 +91,7 @@ CANNOT_SHOW = [  # the command never shows that message
     (("parity",), ("dynamic_hw", "require_aft"),
      "api.parity exports an nn.Module in memory only for a Python caller (api._module); the command line passes "
      "paths and --model-def, whose parity export takes neither"),
-    (("pipeline",), ("backend", "provider"),
+    (("pipeline",), ("backend",),
      "the pipeline runs its ONNX files in the default backend and writes the Triton repository with it: no other "
      "backend is named there"),
 ]

@@ -16,6 +16,8 @@ from aft_export.errors import AFTExportError
 from aft_export.artifacts.onnxio import TWO_GB
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.readers import compile_pattern
+# the runtimes, and which are values of `backend`: one table, read here (and named here, as before)
+from aft_export.runtimes import BACKENDS, DEFAULT_BACKEND, PROVIDER_BACKENDS, TRITON_BACKENDS, backend_of
 from aft_export.version import renamed_fields
 
 # ---------------------------------------------------------------- export
@@ -382,56 +384,14 @@ class TrainConfig:
         check_threads(self.threads)
 
 
-# ---------------------------------------------------------------- runtimes (backends)
+# ---------------------------------------------------------------- runtimes (backends): aft_export.runtimes
 
 
-@dataclass(frozen=True)
-class Backend:
-    """A runtime the commands that run models (eval, parity, bench, infer, serve) run ONNX files in.
-    ``name`` is the runner's own ``backend`` (``Runner.backend``), so one word names it everywhere:
-    the option, the reports, the JSON. Checkpoints run in PyTorch (on the GPU with a ``gpu``
-    backend), engines in TensorRT, whichever backend is chosen."""
-
-    name: str
-    summary: str  # for --help
-    provider: str | None  # ONNX Runtime's execution provider kind (runners.ort.PROVIDER_KINDS); None: not ONNX Runtime
-    gpu: bool  # also runs checkpoints in PyTorch on the GPU
-
-
-BACKENDS = {b.name: b for b in (
-    Backend("onnxruntime", "ONNX Runtime, CPU", "cpu", False),
-    Backend("onnxruntime-cuda", "its CUDA provider, onnxruntime-gpu", "cuda", True),
-    Backend("onnxruntime-tensorrt", "its TensorRT provider, onnxruntime-gpu", "tensorrt", True),
-    Backend("openvino", "OpenVINO, CPU, the openvino extra", None, False),
-)}  # fmt: skip
-DEFAULT_BACKEND = "onnxruntime"
-# the word before `backend`: `provider` cpu, cuda or tensorrt, an alias for one release
-PROVIDER_BACKENDS = {b.provider: b.name for b in BACKENDS.values() if b.provider}
 # OpenVINO's performance hint (aft_export.runners.openvino): "auto" is LATENCY (one request, every
 # thread on it) for batches up to OPENVINO_LATENCY_MAX_BATCH and THROUGHPUT above (the batch split
 # over OpenVINO's optimal number of requests, run in parallel streams, as its benchmark_app does)
 OPENVINO_HINTS = ("auto", "latency", "throughput")
 OPENVINO_LATENCY_MAX_BATCH = 1
-
-
-def backend_of(backend: str | None = None, provider: str | None = None) -> str:
-    """The backend named by ``backend`` (one of :data:`BACKENDS`; None: :data:`DEFAULT_BACKEND`) or
-    by the old ``provider`` word (cpu, cuda, tensorrt: :data:`PROVIDER_BACKENDS`), also where it
-    comes in ``backend``'s place (a positional argument of before)."""
-    if provider is None and backend in PROVIDER_BACKENDS:
-        backend, provider = None, backend
-    if provider is not None:
-        if provider not in PROVIDER_BACKENDS:
-            raise AFTExportError(f"unknown provider {provider!r}; choose a `backend`: {', '.join(BACKENDS)}")
-        named = PROVIDER_BACKENDS[provider]
-        if backend not in (None, DEFAULT_BACKEND, named):
-            raise AFTExportError(f"`backend={backend}` and `provider={provider}` ({named}) name two backends; give "
-                                 f"`backend` alone")  # fmt: skip
-        return named
-    backend = DEFAULT_BACKEND if backend is None else backend
-    if backend not in BACKENDS:
-        raise AFTExportError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    return backend
 
 
 # ---------------------------------------------------------------- checks and measurements
@@ -507,9 +467,6 @@ class DoctorOptions:
 # its batch (no batching)
 DEFAULT_MAX_BATCH = 32
 TRITON_DEVICES = ("auto", "gpu", "cpu")  # a repository's instance kind: KIND_AUTO, KIND_GPU, KIND_CPU
-# the Triton backends a repository runs ONNX files in (NVIDIA's container has both): ONNX Runtime's
-# (onnxruntime_onnx: CPU or GPU) and OpenVINO's (CPU)
-TRITON_BACKENDS = ("onnxruntime", "openvino")
 
 
 @dataclass(frozen=True)

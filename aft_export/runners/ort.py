@@ -14,7 +14,7 @@ from aft_export.fileio import cache_root
 from aft_export.artifacts.graph import activation_bytes_per_image
 from aft_export.artifacts.onnxio import ArtifactMeta, foreign_kind, graph_precision, load_onnx, unfeedable
 from aft_export.data.preprocess import ForeignPreprocessing
-from aft_export.options import PROVIDER_BACKENDS
+from aft_export.runtimes import PROVIDER_BACKENDS
 from aft_export.readers import reason
 from aft_export.runners.base import ModelInfo, Runner
 

@@ -10,6 +10,7 @@ from aft_export.data.images import IMAGE_EXTENSIONS, decode_normalized
 from aft_export.errors import AFTExportError
 from aft_export.data.preprocess import BESIDE_ONLY
 from aft_export.runners import load_runner
+from aft_export.runtimes import DEFAULT_BACKEND
 
 
 def find_images(items) -> list[Path]:
@@ -37,15 +38,14 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return e / e.sum(1, keepdims=True)
 
 
-def classify(artifact, images, top_k: int = 5, backend: str | None = None, providers: str | None = None) -> dict:
+def classify(artifact, images, top_k: int = 5, backend: str = DEFAULT_BACKEND) -> dict:
     """The ``top_k`` classes of each image (files or folders), with the artifact's own
     preprocessing (checkpoint fields, ONNX metadata or engine manifest); ``backend``: where an
-    ONNX file runs (:data:`~aft_export.options.BACKENDS`; ``providers``, the old word, for one
-    release)."""
+    ONNX file runs (:data:`~aft_export.runtimes.BACKENDS`)."""
     if top_k < 1:
         raise AFTExportError(f"`top_k` must be >= 1, got {top_k}; e.g. `top_k=5`")
     # another tool's ONNX file is described by the JSON beside it (this function takes no preprocessing)
-    runner = load_runner(str(artifact), backend, providers=providers, preprocessing=BESIDE_ONLY)
+    runner = load_runner(str(artifact), backend, preprocessing=BESIDE_ONLY)
     info = runner.info
     files = find_images(images)
     x = decode_normalized((("", str(f)) for f in files), info.input_size[1], info.mean, info.std)

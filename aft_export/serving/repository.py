@@ -51,6 +51,7 @@ from aft_export.fileio import atomic_directory, atomic_write_bytes, atomic_write
 from aft_export.artifacts.graph import inline_functions, int8_weight_bits
 from aft_export.artifacts.onnxio import ExternalFile, external_files, load_onnx, save_onnx
 from aft_export.options import TritonRepoOptions
+from aft_export.runtimes import RUNTIMES, TRITON_BACKENDS
 from aft_export.data.preprocess import BESIDE_ONLY
 from aft_export.serving.spec import (IMAGE, IMAGE_INPUT, ONNX_CONTAINER, ONNX_CONTAINER_SOURCE, TENSOR, TOPK_INDEX,
                                    TOPK_LABEL, TRITON_CONTAINERS_SOURCE, WARMUP_DIR, WARMUP_IMAGE, ServedModel, Tensor,
@@ -333,7 +334,7 @@ def dockerfile(specs: list[ServedModel]) -> str:
     ])  # fmt: skip
 
 
-RUNTIME_NAMES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
+RUNTIME_NAMES = {name: RUNTIMES[name].title for name in TRITON_BACKENDS}
 
 
 def _openvino_notes(specs: list[ServedModel], opts: TritonRepoOptions, bits: dict[str, int | None]) -> list[str]:

@@ -207,7 +207,7 @@ def thread_plan(opts: ServeOptions, models: int, cpus: list[int] | None = None) 
     overrides the share."""
     cpus = cpus or cpu_set()
     share = max(1, len(cpus) // max(1, models * opts.instances))
-    runtime = "OpenVINO" if opts.backend == "openvino" else "ONNX Runtime"
+    runtime = BACKENDS[opts.backend].title
     return ThreadPlan(tuple(cpus), models, opts.instances, opts.threads or share, runtime)
 
 

@@ -12,7 +12,8 @@ import time
 import numpy as np
 
 from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
-from aft_export.options import BACKENDS, BenchOptions, backend_of, check_threads
+from aft_export.options import BenchOptions, check_threads
+from aft_export.runtimes import BACKENDS
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.runners import OrtRunner, load_runner
 
@@ -47,21 +48,19 @@ def bench_runner(runner, batch: int, warmup: int = BenchOptions.warmup, iters: i
 
 
 def bench(artifacts: list[str], batches=BenchOptions.batch_sizes, warmup: int = BenchOptions.warmup,
-          iters: int = BenchOptions.iters, threads: int = 0, backend: str | None = BenchOptions.backend,
+          iters: int = BenchOptions.iters, threads: int = 0, backend: str = BenchOptions.backend,
           runners: dict | None = None, profile: bool = False,
-          preprocessing: ForeignPreprocessing | None = None, providers: str | None = None) -> dict:  # fmt: skip
+          preprocessing: ForeignPreprocessing | None = None) -> dict:  # fmt: skip
     """Latency and throughput of each artifact at each batch size. ``runners``: runners
     already made, by artifact path; ``preprocessing``: the input size of an ONNX file another
     tool wrote (or the JSON beside it). ``profile``: also ONNX Runtime's time per op type for
     each ONNX file at each batch size (``iters`` runs after one warm-up, in a profiling
     session of its own, so the timings above are not slowed by the profiler). ``backend``: where
-    ONNX files run (:data:`~aft_export.options.BACKENDS`; ``providers``, the old word, for one
-    release)."""
+    ONNX files run (:data:`~aft_export.runtimes.BACKENDS`)."""
     if warmup < 0 or iters < 1 or not batches or min(batches) < 1:
         raise AFTExportError(f"bench needs `iters` >= 1, `warmup` >= 0 and `batch_sizes` of sizes >= 1 (got "
                              f"`iters={iters}`, `warmup={warmup}`, batches {list(batches)})")  # fmt: skip
     check_threads(threads)
-    backend = backend_of(backend, providers)
     rows, skipped, profiles = [], [], []
     for artifact in artifacts:
         try:
@@ -97,7 +96,7 @@ def _profile(artifact, runner, batch: int, iters: int, backend: str, threads: in
     entry = {"artifact": str(artifact), "batch": batch, "runs": iters}
     if not isinstance(runner, OrtRunner):
         return {**entry, "ops": [], "reason": f"profiles come from ONNX Runtime; {runner.backend} has none here"}
-    prof = OrtRunner(str(artifact), BACKENDS[backend].provider, threads=threads, profile=True,
+    prof = OrtRunner(str(artifact), BACKENDS[backend].ort_kind, threads=threads, profile=True,
                      preprocessing=preprocessing)  # fmt: skip
     bench_runner(prof, batch, warmup=1, iters=iters)
     return {**entry, "ops": prof.op_profile(skip_runs=1)}

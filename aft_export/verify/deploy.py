@@ -19,6 +19,7 @@ the machine the model is deployed to.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import time
@@ -32,15 +33,14 @@ from aft_export.data.images import LabelledImages
 from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
 from aft_export.verify.evaluate import evaluate_artifacts
 from aft_export.machine import cpu_features
-from aft_export.options import BACKENDS, FASTEST_TIE, BenchOptions, ParityOptions
+from aft_export.options import FASTEST_TIE, BenchOptions, ParityOptions
+from aft_export.runtimes import BACKENDS, RUNTIMES as EVERY_RUNTIME, TABLE_RUNTIMES
 from aft_export.verify.parity import run_parity
 from aft_export.runners import ENGINE_SUFFIXES
 
-# runtimes by device class, in the order the table lists them
-CPU_RUNTIMES = ("torch", "onnxruntime", "openvino")
-GPU_RUNTIMES = ("torch-cuda", "onnxruntime-cuda", "tensorrt", "tensorrt-rtx")
-RUNTIMES = CPU_RUNTIMES + GPU_RUNTIMES
-DEVICE = {**{r: "cpu" for r in CPU_RUNTIMES}, **{r: "gpu" for r in GPU_RUNTIMES}}
+# the runtimes the table lists, in its order (aft_export.runtimes: the CPU's, then the GPU's), and their device classes
+RUNTIMES = TABLE_RUNTIMES
+DEVICE = {r: EVERY_RUNTIME[r].device for r in RUNTIMES}
 ADVICE = ("these figures are this machine's: rerun `aft-export bench FILES reference=CHECKPOINT` on the machine "
           "you deploy to (its CPU's instruction sets, core count and load decide the order)")  # fmt: skip
 
@@ -134,11 +134,9 @@ def runs_on(artifact: str | Path, runtime: str, engine_library: str | None = Non
     """Whether ``runtime`` is one that runs ``artifact`` at all (a checkpoint in PyTorch, an ONNX file
     in ONNX Runtime or OpenVINO, an engine in the library that built it)."""
     k = kind(artifact)
-    if k == "checkpoint":
-        return runtime in ("torch", "torch-cuda")
-    if k == "onnx":
-        return runtime in ("onnxruntime", "openvino", "onnxruntime-cuda")
-    return runtime == (engine_library or "tensorrt")
+    if k == "engine":
+        return runtime == (engine_library or "tensorrt")
+    return runtime in RUNTIMES and EVERY_RUNTIME[runtime].runs == k
 
 
 def load_average() -> list[float] | None:
@@ -322,7 +320,7 @@ def deploy_table(reference, artifacts: list[str], decoded: LabelledImages, *,
                     if p is None:
                         log(f"deploy: parity of {row.artifact} on {runtime}")
                         par = run_parity(ref_path, [f], compared, images=n_parity, overrides=overrides,
-                                         backend=runtime if runtime in ONNX_RUNTIMES else None, reference=reference,
+                                         reference=reference,
                                          runners={f: runner}, reference_logits=reference_logits)  # fmt: skip
                         p, row.measured_here = par["artifacts"][0], True
                     row.parity = p["status"]
@@ -391,9 +389,6 @@ def distinct(files: list[str]) -> tuple[list[str], list[str]]:
     return list(kept.values()), list(dict.fromkeys(notes))
 
 
-ONNX_RUNTIMES = ("onnxruntime", "openvino", "onnxruntime-cuda")
-
-
 def _labels(files: list[str]) -> dict[str, str]:
     """Each file's name in the table: its file name, or the path as given where two names are the same."""
     names = [Path(f).name for f in files]
@@ -440,48 +435,26 @@ def check_reference(reference) -> None:
 
 
 def runtimes_here(gpu: bool | None = None) -> dict[str, str]:
-    """Every runtime the table lists -> "ok" where it can run here, else why not (one line)."""
-    import importlib.util
-
-    out: dict[str, str] = {"torch": "ok"}
-    ort = importlib.util.find_spec("onnxruntime") is not None
-    out["onnxruntime"] = "ok" if ort else "not installed: pip install 'aft-export[cpu]'"
-    out["openvino"] = ("ok" if importlib.util.find_spec("openvino") is not None
-                       else "not installed: pip install 'aft-export[openvino]'")  # fmt: skip
+    """Every runtime the table lists -> "ok" where it can run here, else why not, in one line
+    (:meth:`aft_export.runtimes.Runtime.missing`). ``gpu``: whether a GPU is visible (None: ask torch)."""
     if gpu is None:
         import torch
 
         gpu = torch.cuda.is_available()
-    if not gpu:
-        for r in GPU_RUNTIMES:
-            out[r] = "no GPU here"
-        return out
-    out["torch-cuda"] = "ok"
     providers = []
-    if ort:
+    if gpu and importlib.util.find_spec("onnxruntime") is not None:  # which GPU providers ONNX Runtime has
         import onnxruntime
 
         providers = onnxruntime.get_available_providers()
-    out["onnxruntime-cuda"] = ("ok" if "CUDAExecutionProvider" in providers
-                               else "not installed: onnxruntime-gpu with its CUDA provider")  # fmt: skip
-    for lib, module, hint in (("tensorrt", "tensorrt", "pip install 'aft-export[tensorrt]'"),
-                              ("tensorrt-rtx", "tensorrt_rtx", "pip install 'aft-export[rtx]'")):
-        out[lib] = "ok" if importlib.util.find_spec(module) is not None else f"not installed: {hint}"
-    return out
+    return {r: EVERY_RUNTIME[r].missing(gpu, providers) or "ok" for r in RUNTIMES}
 
 
 def make_runner(artifact: str, runtime: str, threads: int = 0, preprocessing=None):
     """The runner of ``artifact`` on ``runtime`` (RuntimeMissing where it cannot run here, e.g.
     :class:`~aft_export.errors.NotForThisCPU`)."""
-    from aft_export.runners import TrtRunner, onnx_runner
+    from aft_export.runners import runtime_runner
 
-    if runtime in ("torch", "torch-cuda"):
-        from aft_export.runners import TorchRunner
-
-        return TorchRunner(artifact, threads=threads, device="cuda" if runtime == "torch-cuda" else "cpu")
-    if kind(artifact) == "onnx":
-        return onnx_runner(artifact, runtime, threads=threads, preprocessing=preprocessing)
-    return TrtRunner(artifact, threads=threads)
+    return runtime_runner(artifact, runtime, threads, preprocessing=preprocessing)
 
 
 def bench_against(reference: str, artifacts: list[str], data: str | None = None, images: int = BenchOptions.images,
@@ -596,4 +569,4 @@ def _manifest(engine) -> dict:
 
 def _engine_library(engine) -> str:
     library = _manifest(engine).get("library")
-    return library if library in ("tensorrt", "tensorrt-rtx") else "tensorrt"
+    return library if library in RUNTIMES and EVERY_RUNTIME[library].runs == "engine" else "tensorrt"

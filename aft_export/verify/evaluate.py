@@ -12,7 +12,7 @@ import numpy as np
 from aft_export.data.images import LabelledImages, normalize, normalize_array
 from aft_export.data.datasets import load_labelled
 from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
-from aft_export.options import EvalOptions, backend_of
+from aft_export.options import EvalOptions
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.runners import load_runner
 
@@ -37,9 +37,8 @@ def evaluate_model(model, images: np.ndarray, labels: np.ndarray, mean, std,
 
 
 def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size, limit: int | None = None,
-                       backend: str | None = EvalOptions.backend, runners: dict | None = None,
-                       workers: int | None = None, preprocessing: ForeignPreprocessing | None = None,
-                       providers: str | None = None) -> list[dict]:  # fmt: skip
+                       backend: str = EvalOptions.backend, runners: dict | None = None,
+                       workers: int | None = None, preprocessing: ForeignPreprocessing | None = None) -> list[dict]:  # fmt: skip
     """Top-1/top-5 of checkpoints or ONNX files on one labelled set, decoded once, and each
     artifact's top-1 agreement with the first one (the reference, usually fp32).
 
@@ -50,11 +49,10 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
     ``workers``: artifacts evaluated at the same time (give runners of one thread each:
     a small model runs more images per CPU second on one thread than on two); None: side by side
     where :func:`side_by_side` says so (several files on ONNX Runtime's CPU, no runners given),
-    else one after the other. ``backend``: where ONNX files run (:data:`~aft_export.options.BACKENDS`;
-    ``providers``, the old word, for one release).
+    else one after the other. ``backend``: where ONNX files run (:data:`~aft_export.runtimes.BACKENDS`).
     """
     if workers is None:
-        plan = side_by_side(artifacts, backend) if not runners and preprocessing is None and providers is None else None
+        plan = side_by_side(artifacts, backend) if not runners and preprocessing is None else None
         runners, workers = plan or (runners, 1)
     runners_given = runners or {}
     if not artifacts:
@@ -64,8 +62,7 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
     runners, skipped = [], {}
     for i, a in enumerate(artifacts):
         try:
-            runners.append(runners_given.get(str(a)) or load_runner(str(a), backend, preprocessing=preprocessing,
-                                                                    providers=providers))  # fmt: skip
+            runners.append(runners_given.get(str(a)) or load_runner(str(a), backend, preprocessing=preprocessing))
         except RuntimeMissing as exc:  # reported as skipped with the reason, never as evaluated
             if i == 0:
                 raise AFTExportError(f"the first artifact is the reference and cannot be skipped: {exc}") from None
@@ -124,7 +121,7 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
     return rows
 
 
-def side_by_side(artifacts, backend: str | None, loaded=None) -> tuple[dict, int] | None:
+def side_by_side(artifacts, backend: str, loaded=None) -> tuple[dict, int] | None:
     """Runners of ``cores // n`` threads each (one, with as many artifacts as cores) and the number
     of workers that evaluate ``artifacts`` side by side; None where one after the other is the
     plan: one core, one artifact, a runtime other than ONNX Runtime's CPU, or anything but ONNX
@@ -136,7 +133,7 @@ def side_by_side(artifacts, backend: str | None, loaded=None) -> tuple[dict, int
 
     paths = [str(a) for a in artifacts]
     cores = os.cpu_count() or 1
-    if cores < 2 or len(paths) < 2 or backend_of(backend) != "onnxruntime":
+    if cores < 2 or len(paths) < 2 or backend != "onnxruntime":
         return None
     torch_at = [i for i, p in enumerate(paths) if (i == 0 and loaded is not None)
                 or Path(p).suffix.lower() in CHECKPOINT_SUFFIXES]  # fmt: skip

@@ -22,13 +22,14 @@ from aft_export.errors import AFTExportError
 from aft_export.artifacts.graph import module_by_output, node_module, with_outputs
 from aft_export.artifacts.onnxio import load_onnx
 from aft_export.runners import ModelInfo, OrtRunner, onnx_runner
+from aft_export.runtimes import DEFAULT_BACKEND
 
 SKIP_OPS = ("QuantizeLinear", "DequantizeLinear", "Cast")
 _INFO = ModelInfo([], (0, 0, 0), (0.0, 0.0, 0.0), (1.0, 1.0, 1.0))  # the graphs are fed directly
 
 
 def localize(reference, artifact, images: np.ndarray, precision: str, limit: float | None = None,
-             backend: str | None = None) -> dict:  # fmt: skip
+             backend: str = DEFAULT_BACKEND) -> dict:  # fmt: skip
     """Compare every shared intermediate value of ``artifact`` with the fp32 ``reference``
     (paths or ModelProtos) on ``images``; returns the first divergent node and the worst."""
     import onnx

@@ -17,7 +17,7 @@ from aft_export.data.datasets import load_labelled, verification_data
 from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
 from aft_export.exporting.exporter import ExportOptions, export_graph
 from aft_export.verify.localize import localize
-from aft_export.options import ParityOptions, backend_of
+from aft_export.options import ParityOptions
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.runners import OrtRunner, TorchRunner, load_runner
 
@@ -89,9 +89,9 @@ def _divergence(reference_runner, artifact, artifacts, runner, images, backend) 
 
 
 def run_parity(checkpoint: str, artifacts: list[str], data=None, images: int = ParityOptions.images, overrides: list[str] | None = None,
-               backend: str | None = ParityOptions.backend, reference: TorchRunner | None = None,
+               backend: str = ParityOptions.backend, reference: TorchRunner | None = None,
                keep_differences: bool = False, runners: dict | None = None,
-               reference_logits: np.ndarray | None = None, providers: str | None = None) -> dict:  # fmt: skip
+               reference_logits: np.ndarray | None = None) -> dict:  # fmt: skip
     """Compare every artifact with the fp32 PyTorch model; returns the JSON-able report.
 
     ``data``: a source (directory, tar, ``cifar10:test``) or images already decoded
@@ -102,10 +102,8 @@ def run_parity(checkpoint: str, artifacts: list[str], data=None, images: int = P
     runners already made, by artifact path; ``reference_logits``: the reference's logits on
     the real images, if the caller has them (the export's verification ran PyTorch on the
     same images: :attr:`~aft_export.exporting.exporter.ExportResult.reference_logits`); ``backend``:
-    where the ONNX artifacts run (:data:`~aft_export.options.BACKENDS`; ``providers``, the old
-    word, for one release)."""
+    where the ONNX artifacts run (:data:`~aft_export.runtimes.BACKENDS`)."""
     tols = tolerances_with(overrides)
-    backend = backend_of(backend, providers)
     if not artifacts:
         raise AFTExportError(f"nothing to compare with {checkpoint}; give one or more artifacts (ONNX files or "
                              f"engines)")  # fmt: skip

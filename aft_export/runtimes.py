@@ -1,0 +1,117 @@
+"""Every runtime aft-export runs a model in, in one table (:data:`RUNTIMES`): its name, its device
+class, how to tell it is installed, what to install where it is not, and how its runner is made.
+
+The name is the runner's own (``Runner.backend``), so one word names a runtime everywhere: the
+``backend`` option, the reports, the JSON, the deploy table. The runtimes that are values of
+``backend`` (where ``eval``, ``parity``, ``bench``, ``infer`` and ``serve`` run ONNX files) are
+:data:`BACKENDS`; the deploy table lists :data:`TABLE_RUNTIMES`; ``triton-repo`` writes the
+Triton backends of :data:`TRITON_BACKENDS`. A checkpoint runs in PyTorch (on the GPU with a GPU
+backend) and an engine in TensorRT, whichever backend is chosen.
+
+The facts only, on the ground floor: nothing here imports a runtime. The runners are made by
+:func:`aft_export.runners.runtime_runner`, which looks up each ``family``'s factory when it is
+first asked for one. A backend's name is checked once, where the command is called
+(:mod:`aft_export.options.commands`); the stages look it up here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+
+from aft_export.errors import AFTExportError
+
+CPU, GPU = "cpu", "gpu"
+
+
+@dataclass(frozen=True)
+class Runtime:
+    name: str  # the word everywhere: option values, reports, JSON (the runner's own Runner.backend)
+    title: str  # its product's name, for sentences
+    summary: str  # for the help of `backend`
+    device: str  # the device class it runs on: cpu or gpu
+    family: str  # how its runner is made (aft_export.runners.runtime_runner): torch, onnxruntime, openvino, tensorrt
+    module: str  # the Python module that must be importable for it to run here
+    install: str  # what to do where it is missing
+    runs: str  # what it runs: checkpoint, onnx or engine
+    ort_kind: str | None = None  # ONNX Runtime's execution providers (runners.ort.ort_providers): cpu, cuda, tensorrt
+    ort_provider: str | None = None  # the provider ONNX Runtime must list for it to run here (a GPU one)
+    backend: bool = False  # a value of `backend`: where eval, parity, bench, infer and serve run ONNX files
+    in_table: bool = True  # a runtime of the deploy table (aft_export.verify.deploy)
+    triton: bool = False  # a Triton backend that triton-repo writes ONNX files for (aft_export.serving.repository)
+
+    @property
+    def gpu(self) -> bool:
+        return self.device == GPU
+
+    def missing(self, gpu: bool, ort_providers: list[str] | None = None) -> str:
+        """"" where it can run here, else why not, in one line: no GPU (``gpu``: whether one is
+        visible), its module not installed, or (``ort_providers``: ONNX Runtime's available
+        providers) ONNX Runtime without its provider."""
+        if self.gpu and not gpu:
+            return "no GPU here"
+        if importlib.util.find_spec(self.module) is None:
+            return f"not installed: {self.install}"
+        if self.ort_provider and self.ort_provider not in (ort_providers or []):
+            return f"not installed: {self.install}"
+        return ""
+
+
+# in the order the deploy table lists them: the CPU's, then the GPU's; PyTorch first in each
+RUNTIMES: dict[str, Runtime] = {r.name: r for r in (
+    Runtime("torch", "PyTorch", "PyTorch, CPU", CPU, "torch", "torch", "pip install torch==2.13.0", "checkpoint"),
+    Runtime("onnxruntime", "ONNX Runtime", "ONNX Runtime, CPU", CPU, "onnxruntime", "onnxruntime",
+            "pip install 'aft-export[cpu]'", "onnx", ort_kind="cpu", backend=True, triton=True),
+    Runtime("openvino", "OpenVINO", "OpenVINO, CPU, the openvino extra", CPU, "openvino", "openvino",
+            "pip install 'aft-export[openvino]'", "onnx", backend=True, triton=True),
+    Runtime("torch-cuda", "PyTorch", "PyTorch, CUDA", GPU, "torch", "torch", "a CUDA build of torch", "checkpoint"),
+    Runtime("onnxruntime-cuda", "ONNX Runtime", "its CUDA provider, onnxruntime-gpu", GPU, "onnxruntime",
+            "onnxruntime", "onnxruntime-gpu with its CUDA provider", "onnx", ort_kind="cuda",
+            ort_provider="CUDAExecutionProvider", backend=True),
+    Runtime("onnxruntime-tensorrt", "ONNX Runtime", "its TensorRT provider, onnxruntime-gpu", GPU, "onnxruntime",
+            "onnxruntime", "onnxruntime-gpu with its TensorRT provider", "onnx", ort_kind="tensorrt",
+            ort_provider="TensorrtExecutionProvider", backend=True, in_table=False),
+    Runtime("tensorrt", "TensorRT", "TensorRT", GPU, "tensorrt", "tensorrt", "pip install 'aft-export[tensorrt]'",
+            "engine"),
+    Runtime("tensorrt-rtx", "TensorRT-RTX", "TensorRT for RTX", GPU, "tensorrt", "tensorrt_rtx",
+            "pip install 'aft-export[rtx]'", "engine"),
+)}  # fmt: skip
+
+# the values of `backend`, in the order its help lists them: ONNX Runtime's three, then OpenVINO
+BACKENDS: dict[str, Runtime] = {n: RUNTIMES[n] for n in
+                                ("onnxruntime", "onnxruntime-cuda", "onnxruntime-tensorrt", "openvino")}  # fmt: skip
+DEFAULT_BACKEND = "onnxruntime"
+TABLE_RUNTIMES = tuple(r.name for r in RUNTIMES.values() if r.in_table)
+# the Triton backends a repository runs ONNX files in (NVIDIA's container has both): ONNX Runtime's
+# (onnxruntime_onnx: CPU or GPU) and OpenVINO's (CPU)
+TRITON_BACKENDS = tuple(r.name for r in RUNTIMES.values() if r.triton)
+# the old word for `backend`: `provider` cpu, cuda or tensorrt, read (by the command line's hidden
+# option of that name and by ServeOptions) until aft_export.version.RENAMED_UNTIL
+PROVIDER_BACKENDS = {r.ort_kind: r.name for r in BACKENDS.values() if r.ort_kind}
+
+
+def runtime(name: str) -> Runtime:
+    """The runtime ``name`` names (one of :data:`RUNTIMES`); an unknown name is one line."""
+    found = RUNTIMES.get(name) if isinstance(name, str) else None
+    if found is None:
+        raise AFTExportError(f"unknown runtime {name!r}; choose one of {', '.join(RUNTIMES)}")
+    return found
+
+
+def backend_of(backend: str | None = None, provider: str | None = None) -> str:
+    """The backend that ``backend`` (one of :data:`BACKENDS`; None: :data:`DEFAULT_BACKEND`) and the old
+    ``provider`` word (cpu, cuda, tensorrt: :data:`PROVIDER_BACKENDS`) name together. The one place an
+    old word becomes a backend's name: the command line's hidden option of that name and
+    ``ServeOptions(provider=...)``, until :data:`aft_export.version.RENAMED_UNTIL`."""
+    if provider is not None:
+        if provider not in PROVIDER_BACKENDS:
+            raise AFTExportError(f"unknown provider {provider!r}; choose a `backend`: {', '.join(BACKENDS)}")
+        named = PROVIDER_BACKENDS[provider]
+        if backend not in (None, DEFAULT_BACKEND, named):
+            raise AFTExportError(f"`backend={backend}` and `provider={provider}` ({named}) name two backends; give "
+                                 f"`backend` alone")  # fmt: skip
+        return named
+    backend = DEFAULT_BACKEND if backend is None else backend
+    if backend not in BACKENDS:
+        raise AFTExportError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    return backend
