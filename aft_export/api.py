@@ -204,9 +204,9 @@ def quantize(model, output, *, precision: str = QuantizeOptions.precision, calib
              allow_fewer: bool = False, cache_dir: str | None = None, no_cache: bool = False,
              input_size: int | None = None, mean=None, std=None):  # fmt: skip
     """``aft-export quantize``: an int8 (Q/DQ, calibrated on ``calib``) or fp16 graph from the fp32
-    ONNX file ``model``, at ``output``. Returns :class:`~aft_export.results.Quantized`."""
+    ONNX file ``model``, at ``output``. Returns :class:`~aft_export.quantization.stage.QuantizeResult`
+    (``aft_export.results.Quantized``)."""
     from aft_export.quantization.stage import quantize_model
-    from aft_export.results import Quantized
 
     opts = QuantizeOptions(precision=precision, method=method, percentile=percentile, images=images,
                            batch_size=batch_size, seed=seed, per_channel=per_channel, exclude=exclude,
@@ -217,8 +217,7 @@ def quantize(model, output, *, precision: str = QuantizeOptions.precision, calib
                            sensitivity=sensitivity, budget=budget, allow_fewer=allow_fewer,
                            cache_dir="" if no_cache else cache_dir, input_size=input_size,
                            mean=mean, std=std)  # fmt: skip
-    return Quantized.of(quantize_model(str(model), str(output), None if calib is None else str(calib), opts,
-                                       log=_log))  # fmt: skip
+    return quantize_model(str(model), str(output), None if calib is None else str(calib), opts, log=_log)
 
 
 @declared("build")

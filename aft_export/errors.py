@@ -69,12 +69,29 @@ class Verdict:
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def passed(self) -> bool:
+        """Nothing failed (ok, or not verified): the one rule for every result's ``passed`` (:class:`Judged`)."""
+        return self.status != "failed"
+
     def to_dict(self) -> dict:
         return {"status": self.status, "reasons": list(self.reasons)}
 
     @classmethod
     def from_dict(cls, data: dict) -> Verdict:
         return cls(data["status"], tuple(data.get("reasons", ())))
+
+
+class Judged:
+    """A result that carries its :class:`Verdict` as ``verdict``: its ``passed`` is the verdict's (every
+    command's result, from the stage that decides it to the Python API's)."""
+
+    verdict: Verdict
+
+    @property
+    def passed(self) -> bool:
+        """Nothing failed (the verdict is ok or not verified)."""
+        return self.verdict.passed
 
 
 class AFTExportError(Exception):

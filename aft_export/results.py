@@ -5,57 +5,41 @@ command prints as JSON (tests/test_api.py compares them).
 
 The stages with a typed result of their own return it through the API as it is
 (:class:`~aft_export.exporting.exporter.ExportResult`, :class:`~aft_export.tensorrt.build.BuildResult`,
-:class:`~aft_export.workflow.pipeline.PipelineResult`, ...); :class:`Quantized` adds ``passed`` to
-:class:`~aft_export.quantization.stage.QuantizeResult`.
+:class:`~aft_export.workflow.pipeline.PipelineResult`, :class:`~aft_export.quantization.stage.QuantizeResult`,
+...). Every result's ``passed`` is :class:`~aft_export.errors.Judged`'s: its verdict's.
 """
 
 from __future__ import annotations
 
 import copy
 import threading
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
-from aft_export.errors import AFTExportError, Verdict
+from aft_export.errors import AFTExportError, Judged, Verdict
 from aft_export.quantization.stage import QuantizeResult
 
 
-class _Passed:
-    verdict: Verdict
-
-    @property
-    def passed(self) -> bool:
-        """Nothing failed (the verdict is ok or not verified)."""
-        return self.verdict.status != "failed"
+# ``quantize``'s result, built by its stage (the name the Python API's docs give it)
+Quantized = QuantizeResult
 
 
 @dataclass
-class Quantized(QuantizeResult, _Passed):
-    """:class:`~aft_export.quantization.stage.QuantizeResult`, with ``passed``."""
-
-    @classmethod
-    def of(cls, result: QuantizeResult) -> Quantized:
-        return cls(**{f.name: getattr(result, f.name) for f in fields(result)})
-
-
-@dataclass
-class ParityResult:
+class ParityResult(Judged):
     """``parity``: each artifact against the PyTorch reference (``artifacts``: one row each, its
-    metrics per input set, its limits, its failures). ``passed``: every artifact compared and
-    within its limits (a skipped one is not a pass), as the JSON says."""
+    metrics per input set, its limits, its failures; a row's own ``passed``: within its limits)."""
 
     reference: str
     data: str
     images: int
     artifacts: list[dict]
-    passed: bool
     skipped: int
     verdict: Verdict
 
     @classmethod
     def of(cls, report: dict) -> ParityResult:
-        return cls(report["reference"], report["data"], report["images"], report["artifacts"], report["passed"],
-                   report["skipped"], Verdict.from_dict(report["verdict"]))  # fmt: skip
+        return cls(report["reference"], report["data"], report["images"], report["artifacts"], report["skipped"],
+                   Verdict.from_dict(report["verdict"]))  # fmt: skip
 
     def to_dict(self) -> dict:
         return {"reference": self.reference, "data": self.data, "images": self.images,
@@ -64,7 +48,7 @@ class ParityResult:
 
 
 @dataclass
-class BenchResult(_Passed):
+class BenchResult(Judged):
     """``bench`` without ``reference``: latency and throughput, a row per artifact and batch size."""
 
     machine: str
@@ -88,7 +72,7 @@ class BenchResult(_Passed):
 
 
 @dataclass
-class EvalResult(_Passed):
+class EvalResult(Judged):
     """``evaluate``: top-1/top-5 of each artifact and its top-1 agreement with the first, one row
     each. ``to_dict()`` is the rows, a list, as ``eval`` prints them as JSON."""
 
@@ -100,7 +84,7 @@ class EvalResult(_Passed):
 
 
 @dataclass
-class InferResult(_Passed):
+class InferResult(Judged):
     """``infer``: the top classes of each image (``results``)."""
 
     artifact: str
@@ -115,7 +99,7 @@ class InferResult(_Passed):
 
 
 @dataclass
-class InfoResult(_Passed):
+class InfoResult(Judged):
     """``info``: what an artifact is (``kind``: checkpoint, onnx or engine) and what that kind says
     (``details``, the fields of its JSON)."""
 
@@ -128,7 +112,7 @@ class InfoResult(_Passed):
 
 
 @dataclass
-class TrainResult(_Passed):
+class TrainResult(Judged):
     """``train``: the checkpoint written (``output``) and its metrics (``to_dict()``: what the
     command prints)."""
 
@@ -141,7 +125,7 @@ class TrainResult(_Passed):
 
 
 @dataclass
-class CheckResult(_Passed):
+class CheckResult(Judged):
     """``check``: the offline TensorRT rules' report of each file (``reports``), the installed
     parser's result where there is one (``real``, None per file where not), and their verdict.
     With ``rules``: the rules themselves (``rules``), nothing checked. ``to_dict()`` is what
@@ -178,7 +162,7 @@ class CheckResult(_Passed):
         return data if len(data) > 1 else data[0]
 
 
-class Server:
+class Server(Judged):
     """``serve`` from Python: NVIDIA Triton serving the artifacts in a thread of this process,
     ready when :func:`aft_export.serve` returns it; ``stop()`` (or leaving its ``with`` block)
     stops it as SIGINT stops the command: the requests in flight are answered, every process it
@@ -214,11 +198,7 @@ class Server:
 
     @property
     def verdict(self) -> Verdict:
-        return Verdict()
-
-    @property
-    def passed(self) -> bool:
-        return True
+        return Verdict()  # it serves: a server that could not start raised instead
 
     def to_dict(self) -> dict:
         return {"http": self.http, "grpc": self.grpc, "metrics": self.metrics, "models": self.models}

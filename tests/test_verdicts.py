@@ -26,6 +26,30 @@ def test_a_verdict_is_the_worst_of_its_parts_with_every_reason():
         Verdict("passed")
 
 
+def test_passed_is_one_rule_every_result_reads():
+    """``passed`` is nothing failed (ok, or not verified: a skip is no failure), decided by Verdict.passed
+    alone; every result of a command reads it, from the stage that made it to the Python API's."""
+    import aft_export
+    from aft_export import results
+    from aft_export.errors import Judged
+    from aft_export.exporting.exporter import ExportResult
+    from aft_export.serving.repository import RepoResult
+    from aft_export.tensorrt.build import BuildResult
+    from aft_export.verify.deploy import DeployTable
+    from aft_export.workflow.doctor import DoctorResult
+    from aft_export.workflow.steps import PipelineResult
+
+    assert [Verdict(s).passed for s in ("ok", "unverified", "failed")] == [True, True, False]
+    typed = [ExportResult, RepoResult, BuildResult, DeployTable, DoctorResult, PipelineResult, results.Server,
+             *(c for c in vars(results).values() if isinstance(c, type) and c.__name__.endswith("Result"))]
+    for cls in typed:
+        assert issubclass(cls, Judged) and cls.passed is Judged.passed, cls
+    for status in ("ok", "unverified", "failed"):
+        unsure = results.ParityResult("m.pt", "cifar10:test", 8, [], 0, Verdict(status, ("why",)))
+        assert unsure.passed == unsure.to_dict()["passed"] == (status != "failed")
+    assert aft_export.errors.Judged is Judged
+
+
 def _report(**status) -> CheckReport:
     return CheckReport("dir/m.onnx", 18, 10, "fp32", "tensorrt", {k.replace("_", "."): v for k, v in status.items()})
 

@@ -72,6 +72,16 @@ def _calls(name: str) -> list[str]:
     return found
 
 
+def _defined(name: str) -> list[str]:
+    """Where the package defines a function or property ``name``: module:Class.name."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for cls in [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ClassDef)]:
+            found += [f"{path.relative_to(PACKAGE)}:{cls.name}.{name}" for n in cls.body
+                      if isinstance(n, ast.FunctionDef) and n.name == name]  # fmt: skip
+    return found
+
+
 def _runtime_lists() -> list[str]:
     """Tuples, lists and sets of two or more string literals that are all runtime names (aft_export.runtimes):
     a list of runtimes spelled out somewhere other than the table."""
@@ -104,6 +114,9 @@ def main() -> int:
         f"\n  {p}: {n}" + (f" (a table: {TABLES[p]})" if p in TABLES else "") for p, n in long.items()))
     print(f"upward imports: {len(upward)}" + "".join(f"\n  aft_export.{n} imports aft_export.{t}" for n, t in upward))
     print(f"import cycles: {len(cycles)}" + "".join(f"\n  {' <-> '.join(c)}" for c in cycles))
+    # `passed`: decided by Verdict.passed alone; Judged.passed (every result's) reads it
+    passed = _defined("passed")
+    print(f"`passed` defined: {len(passed)} ({', '.join(passed)})")
     # the backend word: made from the old `provider` word in one function (runtimes.backend_of), called only
     # where the old word still comes in; everywhere else a backend is a name the door checked, looked up
     old_word = _calls("backend_of")

@@ -33,7 +33,7 @@ from aft_export.models.checkpoint import ModelMeta
 from aft_export.verify.compare import SIMPLIFY_MAX_ABS, max_abs, metrics
 from aft_export.data.images import normalize_array
 from aft_export.data.datasets import DataNotFound, is_named, load_labelled, verification_data
-from aft_export.errors import AFTExportError, CheckFailed, Verdict
+from aft_export.errors import AFTExportError, CheckFailed, Judged, Verdict
 from aft_export.exporting.forms import to_target  # noqa: F401 (the API: the exporter's last step)
 from aft_export.exporting.functions import attach_functions, registered_schemas, translation_table
 from aft_export.exporting.rewrite import optimize_for_runtime
@@ -49,7 +49,7 @@ from aft_export.trtcheck import check_model, enforce
 
 
 @dataclass
-class ExportResult:
+class ExportResult(Judged):
     path: str
     sha256: str
     bytes: int
@@ -76,11 +76,6 @@ class ExportResult:
     # PyTorch's logits on the verification images (the reference parity compares with, where
     # it runs on the same images); not in to_dict
     reference_logits: np.ndarray | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def passed(self) -> bool:
-        """Nothing failed (the verdict is ok or not verified)."""
-        return self.verdict.status != "failed"
 
     def to_dict(self) -> dict:
         handed_on = ("check_report", "reference_logits")

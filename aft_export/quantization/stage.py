@@ -20,7 +20,7 @@ from aft_export.data.calibration import CalibrationSet, load_calibration
 from aft_export.data.images import Preprocessing
 from aft_export.verify.compare import agreement as _agreement
 from aft_export.data.datasets import data_label
-from aft_export.errors import AFTExportError, Verdict
+from aft_export.errors import AFTExportError, Judged, Verdict
 from aft_export.exporting.forms import conversion_problem, to_target
 from aft_export.fileio import claim_output, sha256_file
 from aft_export.artifacts.graph import DOMAIN, aft_core_nodes, inline_functions, name_nodes, node_module, toposort
@@ -40,7 +40,7 @@ RUN_ONLY = ("calibration_cache",)
 
 
 @dataclass
-class QuantizeResult:
+class QuantizeResult(Judged):
     path: str
     precision: str
     sha256: str

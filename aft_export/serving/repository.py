@@ -46,7 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from aft_export.data import images as data
-from aft_export.errors import AFTExportError, Verdict
+from aft_export.errors import AFTExportError, Judged, Verdict
 from aft_export.fileio import atomic_directory, atomic_write_bytes, atomic_write_text, copy_file, make_dirs
 from aft_export.artifacts.graph import inline_functions, int8_weight_bits
 from aft_export.artifacts.onnxio import ExternalFile, external_files, load_onnx, save_onnx
@@ -65,15 +65,10 @@ PILLOW = "pillow"
 
 
 @dataclass
-class RepoResult:
+class RepoResult(Judged):
     path: str
     models: list[str]
     verdict: Verdict = field(default_factory=Verdict)  # writing it checks nothing that can fail
-
-    @property
-    def passed(self) -> bool:
-        """Nothing failed (the verdict is ok or not verified)."""
-        return self.verdict.status != "failed"
 
     def to_dict(self) -> dict:
         return {**asdict(self), "verdict": self.verdict.to_dict()}

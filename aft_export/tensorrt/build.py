@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
+from aft_export.errors import AFTExportError, Judged, RuntimeMissing, Verdict
 from aft_export.fileio import atomic_write, check_output_path
 from aft_export.artifacts.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.data.preprocess import ForeignPreprocessing
@@ -47,17 +47,12 @@ _PARSES: Counter = Counter()  # parses per library in this process (its log prin
 
 
 @dataclass
-class BuildResult:
+class BuildResult(Judged):
     engine: str
     manifest: dict
     parser_warnings: list = field(default_factory=list)
     # a build that fails raises; one that returns built the engine (running it is parity's check)
     verdict: Verdict = field(default_factory=Verdict)
-
-    @property
-    def passed(self) -> bool:
-        """Nothing failed (the verdict is ok or not verified)."""
-        return self.verdict.status != "failed"
 
     def to_dict(self) -> dict:
         return {**asdict(self), "verdict": self.verdict.to_dict()}

@@ -30,7 +30,7 @@ from typing import Callable
 import numpy as np
 
 from aft_export.data.images import LabelledImages
-from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
+from aft_export.errors import AFTExportError, Judged, RuntimeMissing, Verdict
 from aft_export.verify.evaluate import evaluate_artifacts
 from aft_export.machine import cpu_features
 from aft_export.options import FASTEST_TIE, BenchOptions, ParityOptions
@@ -78,7 +78,7 @@ class DeployRow:
 
 
 @dataclass
-class DeployTable:
+class DeployTable(Judged):
     rows: list[DeployRow]
     runtimes: dict[str, str]  # runtime -> "ok" or why it is not available here
     machine: dict
@@ -88,11 +88,6 @@ class DeployTable:
     verdict: Verdict = field(default_factory=Verdict)
     latency_batch: int = 1  # the batch of the latency column
     notes: list[str] = field(default_factory=list)  # what the table did with what it was given (a file given twice)
-
-    @property
-    def passed(self) -> bool:
-        """Nothing failed (the verdict is ok or not verified)."""
-        return self.verdict.status != "failed"
 
     def best(self, device: str, by: str) -> DeployRow | None:
         """The row marked fastest on ``device`` by ``by`` (latency or throughput), if any."""

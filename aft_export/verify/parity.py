@@ -157,9 +157,10 @@ def run_parity(checkpoint: str, artifacts: list[str], data=None, images: int = P
         if not row["passed"] and str(artifact).endswith(".onnx"):
             row["divergence"] = _divergence(reference, artifact, artifacts, runner, x, backend)
         rows.append(row)
+    verdict = parity_verdict(rows)
     report = {"reference": str(checkpoint), "data": decoded.source, "images": len(x), "artifacts": rows,
-              "passed": all(r["passed"] is True for r in rows),
-              "skipped": sum(r["status"] == "skipped" for r in rows), "verdict": parity_verdict(rows).to_dict()}  # fmt: skip
+              "passed": verdict.passed, "skipped": sum(r["status"] == "skipped" for r in rows),
+              "verdict": verdict.to_dict()}  # fmt: skip
     if keep_differences:
         report["differences"] = differences
     return report

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from aft_export.environment import JETPACK_TRTEXEC, distributions, nvidia_tools, platform_facts, tensorrt_environment
-from aft_export.errors import EXIT_CHECK_FAILED, EXIT_FOR, EXIT_OK, AFTExportError, Verdict
+from aft_export.errors import EXIT_CHECK_FAILED, EXIT_FOR, EXIT_OK, AFTExportError, Judged, Verdict
 from aft_export.fileio import atomic_directory, atomic_write_text, claim_output
 from aft_export.options import ARTIFACT_PRECISIONS, DoctorOptions
 from aft_export.models.resources import default_calibration, zoo_dir
@@ -63,7 +63,7 @@ class Check:
 
 
 @dataclass
-class DoctorResult:
+class DoctorResult(Judged):
     run_dir: str
     environment: dict
     checks: list[Check] = field(default_factory=list)
@@ -87,11 +87,6 @@ class DoctorResult:
     @property
     def exit_code(self) -> int:
         return EXIT_FOR[self.verdict.status]
-
-    @property
-    def passed(self) -> bool:
-        """Nothing failed (the verdict is ok or not verified)."""
-        return self.verdict.status != "failed"
 
     def lines(self) -> list[str]:
         """What ``doctor`` prints at the end (:func:`summary`)."""

@@ -411,7 +411,7 @@ def _deploy(ctx: Context, onnx: list[Made], engines: Engines, runners: dict, dec
     return Outcome(DeployRun(table, bn), f"{ran} of {len(table.rows)} file/runtime rows ran, batches "
                    f"{list(opts.bench_batch_sizes)}, {opts.bench_iters} runs each; fastest that passes: "
                    + ("; ".join(said) or "none") + _skipped_note(engines),
-                   "failed" if table.verdict.status == "failed" else "ok")  # fmt: skip
+                   "ok" if table.verdict.passed else "failed")  # fmt: skip
 
 
 def _report(ctx: Context, steps: list[Step], onnx: list[Made], trt_check: dict, engines: Engines,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from aft_export.errors import Verdict
+from aft_export.errors import Judged, Verdict
 from aft_export.options import PipelineOptions
 from aft_export.verify.deploy import DeployTable
 
@@ -28,7 +28,7 @@ class Step:
 
 
 @dataclass
-class PipelineResult:
+class PipelineResult(Judged):
     run_dir: str
     steps: list[Step] = field(default_factory=list)
     summary: list[dict] = field(default_factory=list)
@@ -36,10 +36,6 @@ class PipelineResult:
     verdict: Verdict = field(default_factory=Verdict)  # the stages' verdicts, combined
     deploy: dict = field(default_factory=dict)  # what to deploy where (aft_export.verify.deploy.DeployTable.to_dict)
 
-    @property
-    def passed(self) -> bool:
-        """No artifact failed parity (the verdict is ok or not verified)."""
-        return self.verdict.status != "failed"
 
     def to_dict(self) -> dict:
         """What `aft-export pipeline` prints as JSON (the whole report is RUN/report.json)."""
