@@ -377,8 +377,8 @@ def bench(artifacts, *, batch_sizes: Sequence[int] = BenchOptions.batch_sizes, w
     """``aft-export bench``: latency and throughput of each artifact at each batch size (``backend``
     None: onnxruntime). With ``reference``, the checkpoint the files were made from: the deploy
     table, every file on every runtime here (or ``backend``'s), proven against it on ``images``
-    labelled images of ``data`` and timed. Returns :class:`~aft_export.results.BenchResult`, or with
-    ``reference`` :class:`~aft_export.verify.deploy.DeployTable`."""
+    labelled images of ``data`` and timed. Returns :class:`~aft_export.results.BenchResult` (with
+    ``reference``, the table is its ``deploy``)."""
     artifacts = _paths(artifacts, "checkpoints, ONNX files or engines to time")
     pre = _foreign(preprocess, input_size, mean, std, classes, files=None if reference is not None else artifacts)
     if reference is not None:
@@ -387,9 +387,12 @@ def bench(artifacts, *, batch_sizes: Sequence[int] = BenchOptions.batch_sizes, w
         if profile or pre is not None:
             raise AFTExportError("`reference` compares our files with their checkpoint: give neither `profile` nor "
                                  "another tool's preprocessing with it (bench those files without `reference`)")
-        return bench_against(str(reference), artifacts, data, images=BenchOptions.images if images is None else images,
-                             batches=tuple(batch_sizes), warmup=warmup, iters=iters, threads=threads,
-                             backend=backend, log=_log)  # fmt: skip
+        from aft_export.results import BenchResult
+
+        return BenchResult.of_table(bench_against(str(reference), artifacts, data, batches=tuple(batch_sizes),
+                                                  images=BenchOptions.images if images is None else images,
+                                                  warmup=warmup, iters=iters, threads=threads, backend=backend,
+                                                  log=_log))  # fmt: skip
     given = [name for name, v in (("data", data), ("images", images)) if v is not None]
     if given:
         raise AFTExportError(f"`{given[0]}` gives the labelled images of the deploy table: give `reference` (the "

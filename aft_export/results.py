@@ -49,7 +49,10 @@ class ParityResult(Judged):
 
 @dataclass
 class BenchResult(Judged):
-    """``bench`` without ``reference``: latency and throughput, a row per artifact and batch size."""
+    """``bench``: latency and throughput, a row per artifact and batch size. With ``reference``, ``deploy``
+    is the deploy table (:class:`~aft_export.verify.deploy.DeployTable`: every file on every runtime here,
+    proven, then timed), whose verdict this is, and ``to_dict()`` is the table's, as ``bench --reference``
+    prints it; the rows are its timings in the form of those without it."""
 
     machine: str
     processor: str
@@ -57,13 +60,27 @@ class BenchResult(Judged):
     skipped: list[dict]
     verdict: Verdict
     profiles: list[dict] | None = None  # with ``profile``: ONNX Runtime's time per op type
+    deploy: Any = None  # with ``reference``: the DeployTable
 
     @classmethod
     def of(cls, report: dict) -> BenchResult:
         return cls(report["machine"], report["processor"], report["rows"], report["skipped"],
                    Verdict.from_dict(report["verdict"]), report.get("profiles"))  # fmt: skip
 
+    @classmethod
+    def of_table(cls, table) -> BenchResult:
+        """The deploy table ``table`` as bench's result."""
+        timed = table.bench_report(tuple(table.runtimes))
+        return cls(timed["machine"], timed["processor"], timed["rows"], timed["skipped"], table.verdict, deploy=table)
+
+    @property
+    def notes(self) -> list[str]:
+        """What the deploy table says of its inputs (a file given twice); [] without ``reference``."""
+        return list(self.deploy.notes) if self.deploy is not None else []
+
     def to_dict(self) -> dict:
+        if self.deploy is not None:
+            return self.deploy.to_dict()
         out = {"machine": self.machine, "processor": self.processor, "rows": copy.deepcopy(self.rows),
                "skipped": copy.deepcopy(self.skipped), "verdict": self.verdict.to_dict()}  # fmt: skip
         if self.profiles is not None:
@@ -74,13 +91,13 @@ class BenchResult(Judged):
 @dataclass
 class EvalResult(Judged):
     """``evaluate``: top-1/top-5 of each artifact and its top-1 agreement with the first, one row
-    each. ``to_dict()`` is the rows, a list, as ``eval`` prints them as JSON."""
+    each, and the verdict; ``to_dict()`` is what ``eval`` prints as JSON."""
 
     rows: list[dict]
     verdict: Verdict
 
-    def to_dict(self) -> list[dict]:
-        return copy.deepcopy(self.rows)
+    def to_dict(self) -> dict:
+        return {"rows": copy.deepcopy(self.rows), "verdict": self.verdict.to_dict()}
 
 
 @dataclass
@@ -129,7 +146,7 @@ class CheckResult(Judged):
     """``check``: the offline TensorRT rules' report of each file (``reports``), the installed
     parser's result where there is one (``real``, None per file where not), and their verdict.
     With ``rules``: the rules themselves (``rules``), nothing checked. ``to_dict()`` is what
-    ``check`` prints as JSON: one file's report, a list of several, or the list of rules."""
+    ``check`` prints as JSON: each file's report under ``files`` and the verdict, or the rules under ``rules``."""
 
     reports: list[Any]
     real: list[dict | None]
@@ -152,14 +169,14 @@ class CheckResult(Judged):
             out += ([""] if i else []) + format_report(report) + format_real_check(real)
         return out
 
-    def to_dict(self) -> dict | list:
+    def to_dict(self) -> dict:
         from aft_export.errors import EXIT_FOR
 
         if self.rules is not None:
-            return copy.deepcopy(self.rules)
-        data = [{**r.to_dict(), **({"real": x, "verdict": v.to_dict(), "exit_code": EXIT_FOR[v.status]} if x else {})}
-                for r, x, v in zip(self.reports, self.real, self.verdicts)]  # fmt: skip
-        return data if len(data) > 1 else data[0]
+            return {"rules": copy.deepcopy(self.rules)}
+        files = [{**r.to_dict(), **({"real": x, "verdict": v.to_dict(), "exit_code": EXIT_FOR[v.status]} if x else {})}
+                 for r, x, v in zip(self.reports, self.real, self.verdicts)]  # fmt: skip
+        return {"files": files, "verdict": self.verdict.to_dict()}
 
 
 class Server(Judged):

@@ -191,7 +191,9 @@ def test_check_reports_the_real_parser_beside_the_rules(made, rtx, tmp_path):
     paths = [str(made.get("zoo/aft_full_cifar.tensorrt.int8")), str(made.get("zoo/aft_local_cifar.tensorrt8.fp16"))]
     res = CliRunner().invoke(main, ["check", *paths, "--build", "--strict", "--json"])
     assert res.exit_code == 0, res.output
-    for report in json.loads(res.stdout):
+    out = json.loads(res.stdout)
+    assert out["verdict"]["status"] == "ok" and len(out["files"]) == 2
+    for report in out["files"]:
         real = report["real"]
         assert real["library"] == RTX and real["parses"] and real["builds"] and real["errors"] == []
         assert real["verdict"] == "accepts" and real["agrees"] and real["engine_bytes"] > 0
@@ -207,7 +209,7 @@ def test_check_reports_the_real_parser_beside_the_rules(made, rtx, tmp_path):
     onnx.save(onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 18)], ir_version=9), nonzero)
     res = CliRunner().invoke(main, ["check", str(nonzero), "--strict", "--json"])
     assert res.exit_code == 1, res.output
-    real = json.loads(res.stdout)["real"]
+    (real,) = [f["real"] for f in json.loads(res.stdout)["files"]]
     assert not real["parses"] and "NonZero" in real["errors"][0] and real["verdict"] == "refuses"
     assert real["column"] == "rtx-1.7" and check_model(str(nonzero), ["rtx-1.7"]).status["rtx-1.7"] == "refuses"
     assert real["agrees"] and real["disagreement"] is None

@@ -134,7 +134,9 @@ def test_eval_command(tmp_path, cifar10):
     save_checkpoint(ckpt, create_model("aft_simple_test"), classes)
     result = run("eval", ckpt, "--data", cifar10 / "test.tar", "--images", 50, "--json")
     assert result.exit_code == 0, result.output
-    row = json.loads(result.output)[0]
+    out = json.loads(result.output)  # an object: the rows and the verdict
+    row, (status,) = out["rows"][0], {out["verdict"]["status"]}
+    assert status == "ok"
     # the same 50 images through the model, counted here
     model, meta = load_checkpoint(ckpt)
     data = load_labelled(cifar10 / "test.tar", 32, limit=50)
@@ -159,7 +161,7 @@ def test_eval_command_against_hand_counted_metrics(tmp_path, backend):
     first, flipped = lookup_onnx(tmp_path / "a.onnx", LOGITS), lookup_onnx(tmp_path / "b.onnx", FLIPPED)
     result = run("eval", first, flipped, "--data", data, "--batch-size", 3, "--json", "--backend", backend)
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.output)
+    rows = json.loads(result.output)["rows"]
     assert [(r["images"], r["top1"], r["top5"], r["agreement"]) for r in rows] == [
         (10, TOP1, TOP5, 100.0), (10, TOP1_FLIPPED, TOP5_FLIPPED, AGREEMENT_FLIPPED)]  # fmt: skip
     assert {r["backend"] for r in rows} == {backend}
@@ -294,7 +296,7 @@ def test_an_old_flag_works_with_a_note_and_errors_name_it(tmp_path, cifar10):
     new = CliRunner().invoke(main, ["eval", str(ckpt), *data, "--images", "20", "--json"])
     old = CliRunner().invoke(main, ["eval", str(ckpt), *data, "--limit", "20", "--json"])
     assert new.exit_code == old.exit_code == 0, old.output
-    rows = [{k: v for k, v in json.loads(r.stdout)[0].items() if k != "seconds"} for r in (old, new)]
+    rows = [{k: v for k, v in json.loads(r.stdout)["rows"][0].items() if k != "seconds"} for r in (old, new)]
     assert rows[0] == rows[1] and rows[0]["images"] == 20
     assert old.stderr.strip() == "warning: eval --limit is now --images; the old name goes in aft-export 0.2.0"
     assert "warning" not in new.stderr

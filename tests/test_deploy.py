@@ -1,6 +1,7 @@
 """What to deploy where (aft_export.verify.deploy): the marks, the table on a tiny model, bench --reference."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -252,7 +253,11 @@ def test_the_table_checks_what_it_is_given_before_anything_runs(files, cifar10, 
     link.symlink_to(fp32)
     kw = dict(reference=str(ckpt), backend="onnxruntime", data=str(cifar10 / "test.tar"), images=4,
               batch_sizes=[1], iters=1, warmup=0)  # fmt: skip
-    table = aft_export.bench([fp32, str(fp32), link], **kw)
+    result = aft_export.bench([fp32, str(fp32), link], **kw)
+    table = result.deploy  # bench's one result type holds the table, whose JSON it prints and whose verdict it has
+    assert result.to_dict() == table.to_dict() and result.verdict == table.verdict and result.notes == table.notes
+    timed = sorted((os.path.basename(r["artifact"]), r["backend"], r["batch"]) for r in result.rows)
+    assert timed == [("model.onnx", "onnxruntime", 1), ("tiny.pt", "torch", 1)]
     assert sorted((r.artifact, r.runtime) for r in table.rows) == [("model.onnx", "onnxruntime"), ("tiny.pt", "torch")]
     assert table.notes == [f"{fp32} was given more than once: measured once",
                            f"{link} is {fp32}: measured once, as {fp32}"]  # fmt: skip

@@ -79,7 +79,7 @@ def test_eval_and_parity_from_the_command_line(bare, foreign):
               "--mean", ",".join(map(str, MEAN)), "--std", ",".join(map(str, STD)), "--classes",
               _classes_file(bare.parent), "--json")  # fmt: skip
     assert res.exit_code == 0, res.output
-    mine, theirs = json.loads(res.output)
+    mine, theirs = json.loads(res.output)["rows"]
     assert theirs["preprocessing"].startswith("the options") and theirs["precision"] == "int8"
     assert (theirs["top1"], theirs["top5"], theirs["agreement"]) == (mine["top1"], mine["top5"], 100.0)
     res = run("parity", foreign["ckpt"], foreign["ours"], foreign["copied"], bare, "--data", foreign["data"],

@@ -65,5 +65,5 @@ def eval_cmd(artifacts, backend, provider, as_json, **kw) -> None:
     from aft_export.workflow.report import format_eval
 
     result = evaluate(artifacts, backend=backend_from(backend, provider), **given(kw))
-    print_json(result.to_dict()) if as_json else echo(format_eval(result.to_dict()))
+    print_json(result.to_dict()) if as_json else echo(format_eval(result.rows))
     return exit_status(result.verdict)

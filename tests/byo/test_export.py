@@ -134,7 +134,7 @@ def test_quantize_parity_check_eval_infer_work_unchanged(exports, tmp_path, cifa
     assert res.exit_code == 0, res.output
     res = run("eval", fp32, int8, "--data", cifar10 / "test.tar", "--limit", 32, "--json")
     assert res.exit_code == 0, res.output
-    assert [r["images"] for r in json.loads(res.stdout)] == [32, 32]
+    assert [r["images"] for r in json.loads(res.stdout)["rows"]] == [32, 32]
     from PIL import Image
 
     data = load_labelled(str(cifar10 / "test.tar"), 32, limit=2)

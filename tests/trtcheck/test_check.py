@@ -212,7 +212,7 @@ def test_cli_exit_codes_and_json(exports, tmp_path):
     warned = runner.invoke(main, ["check", str(exports["tensorrt", "custom"]), "--trt", "12.1"])
     assert warned.exit_code == 3 and "no rules" in warned.output
     data = runner.invoke(main, ["check", str(exports["tensorrt", "custom"]), "--json"])
-    report = json.loads(data.output)
+    (report,) = json.loads(data.output)["files"]
     assert report["exit_code"] == 0 and report["checked"] == ["10.3", "10.13", "11.4"]
     missing = runner.invoke(main, ["check", str(tmp_path / "none.onnx")])
     assert missing.exit_code == 2 and "does not exist" in missing.output
@@ -227,7 +227,7 @@ def test_cli_lists_every_rule_with_its_versions_and_source():
     from aft_export.trtcheck.rules import RULES
 
     runner = CliRunner()
-    rows = json.loads(runner.invoke(main, ["check", "--rules", "--json"]).output)
+    rows = json.loads(runner.invoke(main, ["check", "--rules", "--json"]).output)["rules"]
     assert [r["id"] for r in rows] == list(RULES) and all(r["source"] and r["fix"] for r in rows)
     by_id = {r["id"]: r["versions"] for r in rows}
     assert by_id["functions.not-imported"] == ["8.5", "8.6"]  # local functions arrive in 9.0
