@@ -34,12 +34,24 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from aft_export.errors import AFTExportError
 from aft_export.options.commands import declared
 from aft_export.options import (DEFAULT_BACKEND, BenchOptions, BuildOptions, DoctorOptions, EvalOptions,
                                 ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions,
                                 TrainConfig, TritonRepoOptions)  # fmt: skip
+
+if TYPE_CHECKING:  # the results' types, for the annotations alone: the stages load when a function runs
+    from aft_export.exporting.exporter import ExportResult
+    from aft_export.quantization.stage import QuantizeResult
+    from aft_export.results import (BenchResult, CheckResult, EvalResult, InferResult, InfoResult, ParityResult, Server,
+                                    TrainResult)
+    from aft_export.serving.repository import RepoResult
+    from aft_export.serving.server import Served
+    from aft_export.tensorrt.build import BuildResult
+    from aft_export.workflow.doctor import DoctorResult
+    from aft_export.workflow.steps import PipelineResult
 
 __all__ = ["bench", "build", "check", "doctor", "evaluate", "export", "info", "infer", "parity", "pipeline",
            "quantize", "serve", "train", "triton_repo"]  # fmt: skip
@@ -158,7 +170,7 @@ def export(checkpoint=None, output=None, *, config: str | None = None, opset: in
            images: int = ExportOptions.images, data: str | None = ExportOptions.data,
            model_def: str | None = None, weights: str | None = None, weights_key: str | None = None,
            preprocess: str | None = None, input_size: int | None = None, mean=None, std=None, classes=None,
-           require_aft: bool = ExportOptions.require_aft):  # fmt: skip
+           require_aft: bool = ExportOptions.require_aft) -> ExportResult:  # fmt: skip
     """``aft-export export``: a checkpoint (or ``model_def``, or an ``nn.Module`` with ``input_size``,
     ``mean``, ``std`` and ``classes``) to ONNX at ``output``, simplified and verified against PyTorch
     on ``images`` real images. Returns :class:`~aft_export.exporting.exporter.ExportResult`."""
@@ -202,7 +214,7 @@ def quantize(model, output, *, precision: str = QuantizeOptions.precision, calib
              weight_bits: int | None = None, rest_precision: str | None = None,
              quantize_aft_core: bool = False, sensitivity: bool = False, budget: float = QuantizeOptions.budget,
              allow_fewer: bool = False, cache_dir: str | None = None, no_cache: bool = False,
-             input_size: int | None = None, mean=None, std=None):  # fmt: skip
+             input_size: int | None = None, mean=None, std=None) -> QuantizeResult:  # fmt: skip
     """``aft-export quantize``: an int8 (Q/DQ, calibrated on ``calib``) or fp16 graph from the fp32
     ONNX file ``model``, at ``output``. Returns :class:`~aft_export.quantization.stage.QuantizeResult`
     (``aft_export.results.Quantized``)."""
@@ -226,7 +238,8 @@ def build(model, output=None, *, batch_profile: str | None = BuildOptions.batch_
           timing_cache: str | None = None, dla_core: int | None = None, version_compatible: bool = False,
           tf32: bool = False, hardware_compatibility: str = BuildOptions.hardware_compatibility,
           library: str = BuildOptions.library, compute_capabilities: Sequence[str] = (),
-          preprocess: str | None = None, input_size: int | None = None, mean=None, std=None, classes=None):  # fmt: skip
+          preprocess: str | None = None, input_size: int | None = None, mean=None, std=None,
+          classes=None) -> BuildResult:  # fmt: skip
     """``aft-export build``: a TensorRT or TensorRT-RTX engine and its manifest from the ONNX file
     ``model``. Returns :class:`~aft_export.tensorrt.build.BuildResult`."""
     from aft_export.tensorrt.build import build_engine
@@ -245,7 +258,7 @@ def train(*, model: str, data: str, output: str, test_data: str | None = None, e
           weight_decay: float = TrainConfig.weight_decay, warmup_epochs: float = TrainConfig.warmup_epochs,
           label_smoothing: float = TrainConfig.label_smoothing, val_fraction: float = TrainConfig.val_fraction,
           seed: int = TrainConfig.seed, threads: int = TrainConfig.threads, images: int | None = None,
-          resume: str | None = None, progress: bool = TrainConfig.progress):  # fmt: skip
+          resume: str | None = None, progress: bool = TrainConfig.progress) -> TrainResult:  # fmt: skip
     """``aft-export train``: a classifier of registry config ``model`` trained on ``data``, written
     to ``output`` after every epoch (``progress``: a progress bar on stderr). Returns
     :class:`~aft_export.results.TrainResult`."""
@@ -263,7 +276,7 @@ def train(*, model: str, data: str, output: str, test_data: str | None = None, e
 def triton_repo(artifacts, output, *, max_batch: int | None = None, instances: int = TritonRepoOptions.instances,
                 top_k: int = TritonRepoOptions.top_k, queue_delay_us: int = TritonRepoOptions.queue_delay_us,
                 device: str = TritonRepoOptions.device, backend: str = TritonRepoOptions.backend,
-                threads: int = TritonRepoOptions.threads):  # fmt: skip
+                threads: int = TritonRepoOptions.threads) -> RepoResult:  # fmt: skip
     """``aft-export triton-repo``: a Triton model repository for the artifacts at ``output``.
     Returns :class:`~aft_export.serving.repository.RepoResult`."""
     from aft_export.serving.repository import write_repository
@@ -278,7 +291,7 @@ def triton_repo(artifacts, output, *, max_batch: int | None = None, instances: i
 
 @declared("check")
 def check(models=(), *, trt_versions: Sequence[str] = (), rules: bool = False, library: str = "auto",
-          offline_only: bool = False, build: bool = False, strict: bool = False):  # fmt: skip
+          offline_only: bool = False, build: bool = False, strict: bool = False) -> CheckResult:  # fmt: skip
     """``aft-export check``: ONNX files against the offline rules of TensorRT's parser and builder,
     one column per version; where TensorRT or TensorRT-RTX is installed, also its own parser (and
     with ``build`` its builder). ``rules``: the rules themselves. Returns
@@ -328,7 +341,7 @@ def _real_checks(models, reports, library: str, also_build: bool, offline_only: 
 def parity(checkpoint, artifacts=(), *, data=None, images: int = ParityOptions.images, tolerances: Sequence[str] = (),
            backend: str = ParityOptions.backend, model_def: str | None = None, weights: str | None = None,
            weights_key: str | None = None, preprocess: str | None = None, input_size: int | None = None,
-           mean=None, std=None, classes=None):  # fmt: skip
+           mean=None, std=None, classes=None) -> ParityResult:  # fmt: skip
     """``aft-export parity``: each artifact against the fp32 PyTorch model (a checkpoint, an
     ``nn.Module`` with its preprocessing, or ``model_def``) on ``images`` images of ``data`` and
     stress inputs. Returns :class:`~aft_export.results.ParityResult`."""
@@ -356,7 +369,7 @@ def parity(checkpoint, artifacts=(), *, data=None, images: int = ParityOptions.i
 @declared("eval")
 def evaluate(artifacts, *, data, batch_size: int = EvalOptions.batch_size, images: int | None = None,
              backend: str = EvalOptions.backend, preprocess: str | None = None, input_size: int | None = None,
-             mean=None, std=None, classes=None):  # fmt: skip
+             mean=None, std=None, classes=None) -> EvalResult:  # fmt: skip
     """``aft-export eval``: top-1/top-5 of each checkpoint, ONNX file or engine on the labelled
     ``data`` (the first ``images``; None: all), and each one's top-1 agreement with the first.
     Returns :class:`~aft_export.results.EvalResult`."""
@@ -373,7 +386,8 @@ def evaluate(artifacts, *, data, batch_size: int = EvalOptions.batch_size, image
 def bench(artifacts, *, batch_sizes: Sequence[int] = BenchOptions.batch_sizes, warmup: int = BenchOptions.warmup,
           iters: int = BenchOptions.iters, threads: int = 0, backend: str | None = None,
           reference: str | None = None, data: str | None = None, images: int | None = None, profile: bool = False,
-          preprocess: str | None = None, input_size: int | None = None, mean=None, std=None, classes=None):  # fmt: skip
+          preprocess: str | None = None, input_size: int | None = None, mean=None, std=None,
+          classes=None) -> BenchResult:  # fmt: skip
     """``aft-export bench``: latency and throughput of each artifact at each batch size (``backend``
     None: onnxruntime). With ``reference``, the checkpoint the files were made from: the deploy
     table, every file on every runtime here (or ``backend``'s), proven against it on ``images``
@@ -405,7 +419,7 @@ def bench(artifacts, *, batch_sizes: Sequence[int] = BenchOptions.batch_sizes, w
 
 
 @declared("infer")
-def infer(artifact, images, *, top_k: int = 5, backend: str = DEFAULT_BACKEND):
+def infer(artifact, images, *, top_k: int = 5, backend: str = DEFAULT_BACKEND) -> InferResult:
     """``aft-export infer``: the ``top_k`` classes of each image (files or folders) from a
     checkpoint, ONNX file or engine. Returns :class:`~aft_export.results.InferResult`."""
     from aft_export.results import InferResult
@@ -417,7 +431,7 @@ def infer(artifact, images, *, top_k: int = 5, backend: str = DEFAULT_BACKEND):
 
 @declared("info")
 def info(artifact, *, config: str | None = None, preprocess: str | None = None, input_size: int | None = None,
-         mean=None, std=None, classes=None):  # fmt: skip
+         mean=None, std=None, classes=None) -> InfoResult:  # fmt: skip
     """``aft-export info``: what an artifact is (a checkpoint's config and metrics, an ONNX file's
     target, precision and recipe, an engine's manifest). Returns :class:`~aft_export.results.InfoResult`."""
     from aft_export.artifacts.info import describe_artifact
@@ -442,7 +456,7 @@ def pipeline(checkpoint=None, *, output: str | None = None, calib: str | None = 
              tolerances: Sequence[str] = (), triton_repo: bool = False, model_def: str | None = None,
              weights: str | None = None, weights_key: str | None = None, preprocess: str | None = None,
              input_size: int | None = None, mean=None, std=None, classes=None,
-             require_aft: bool = PipelineOptions.require_aft):  # fmt: skip
+             require_aft: bool = PipelineOptions.require_aft) -> PipelineResult:  # fmt: skip
     """``aft-export pipeline``: export, quantise, check, build engines, parity, eval and the deploy
     table in one run directory (``output``; default runs/<model>-<UTC time>), for a checkpoint
     (None: the bundled zoo model) or ``model_def``. Returns
@@ -469,10 +483,11 @@ def pipeline(checkpoint=None, *, output: str | None = None, calib: str | None = 
 
 
 @declared("doctor")
-def doctor(model: str = "aft_conv_cifar", *, output: str | None = None, data: str = DoctorOptions.data,
+def doctor(model: str = "aft_conv_cifar", *, output: str | None = None, data: str | None = DoctorOptions.data,
            calib: str | None = None, calib_images: int | None = None,
            parity_images: int = DoctorOptions.parity_images, eval_images: int | None = None,
-           bench_iters: int = DoctorOptions.bench_iters, timeout: float = DoctorOptions.timeout):  # fmt: skip
+           bench_iters: int = DoctorOptions.bench_iters,
+           timeout: float = DoctorOptions.timeout) -> DoctorResult:  # fmt: skip
     """``aft-export doctor``: every check for a GPU or Jetson machine, each as a child command, in
     one run directory with doctor.json. Returns :class:`~aft_export.workflow.doctor.DoctorResult`."""
     from aft_export.workflow.doctor import run_doctor
@@ -489,7 +504,8 @@ def serve(artifacts, *, host: str = ServeOptions.host, http_port: int = ServeOpt
           max_batch: int | None = None, instances: int = ServeOptions.instances, top_k: int = ServeOptions.top_k,
           queue_delay_us: int = ServeOptions.queue_delay_us, backend: str = ServeOptions.backend,
           threads: int = ServeOptions.threads, drain_seconds: int = ServeOptions.drain_seconds,
-          preprocess: str | None = None, input_size: int | None = None, mean=None, std=None, classes=None):  # fmt: skip
+          preprocess: str | None = None, input_size: int | None = None, mean=None, std=None,
+          classes=None) -> Server:  # fmt: skip
     """``aft-export serve``, without blocking: NVIDIA Triton serving the artifacts (on 127.0.0.1
     unless ``host`` says otherwise), returned once every model is ready (at most
     :data:`READY_BOUND` seconds) as a :class:`~aft_export.results.Server`, a context manager whose
@@ -534,7 +550,7 @@ def serve(artifacts, *, host: str = ServeOptions.host, http_port: int = ServeOpt
 _blocking = contextvars.ContextVar("aft_export.api.blocking", default=False)
 
 
-def serve_until_stopped(artifacts, **keywords):
+def serve_until_stopped(artifacts, **keywords) -> Served:
     """What ``aft-export serve`` runs: :func:`serve`'s server (the same keywords), in this thread
     until SIGINT or SIGTERM (the main thread's: it installs their handlers; a second signal stops at
     once), with no bound on start-up. Returns the :class:`~aft_export.serving.server.Served`, whose

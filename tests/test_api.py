@@ -257,3 +257,24 @@ def test_serve_returns_a_handle_that_stops_the_server(served_onnx):
         assert {http, grpc, metrics} <= {p for _, p in sockets}
         assert {a.removeprefix("::ffff:") for a, _ in sockets} == {"127.0.0.1"}, sockets
     assert not server.running and not (children(os.getpid()) & started)
+
+
+def test_every_function_says_what_it_returns():
+    """Each command's function is annotated with the result type its stage builds, a Judged one (``verdict``,
+    ``passed``, ``to_dict()``), the names resolving to the classes (imported for type checkers only)."""
+    import ast
+    import inspect
+    import typing
+
+    from aft_export import api
+    from aft_export.errors import Judged
+
+    tree = ast.parse(inspect.getsource(api))
+    guarded = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
+    names = {}
+    for imp in guarded.body:
+        module = __import__(imp.module, fromlist=["_"])
+        names.update({a.name: getattr(module, a.name) for a in imp.names})
+    for name in api.__all__:
+        returned = typing.get_type_hints(getattr(api, name), globalns={**vars(api), **names})["return"]
+        assert issubclass(returned, Judged) and callable(returned.to_dict), name
