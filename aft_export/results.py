@@ -51,8 +51,8 @@ class ParityResult(Judged):
 class BenchResult(Judged):
     """``bench``: latency and throughput, a row per artifact and batch size. With ``reference``, ``deploy``
     is the deploy table (:class:`~aft_export.verify.deploy.DeployTable`: every file on every runtime here,
-    proven, then timed), whose verdict this is, and ``to_dict()`` is the table's, as ``bench --reference``
-    prints it; the rows are its timings in the form of those without it."""
+    proven, then timed), whose verdict this is, and ``to_dict()`` is the table's, as the command prints
+    it; the rows are its timings in the form of those without it."""
 
     machine: str
     processor: str
