@@ -278,3 +278,30 @@ def test_every_function_says_what_it_returns():
     for name in api.__all__:
         returned = typing.get_type_hints(getattr(api, name), globalns={**vars(api), **names})["return"]
         assert issubclass(returned, Judged) and callable(returned.to_dict), name
+
+
+def test_the_stages_that_write_claim_their_outputs_for_python_callers_too(made, tmp_path):
+    """A second run writing the same output fails at its start from Python as from the command line: build and
+    triton-repo claim theirs in the stage (the command line's claim re-enters it), as every other stage does."""
+    import subprocess
+    import sys
+
+    from tests.conftest import need_module
+
+    repo, engine = tmp_path / "repo", tmp_path / "m.engine"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom aft_export.fileio import claim_output\n"
+                               "with claim_output(sys.argv[1], directory=True), claim_output(sys.argv[2]):\n"
+                               "    print('held', flush=True)\n    time.sleep(120)\n", str(repo), str(engine)],
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(aft_export.AFTExportError, match=rf"^another aft-export run \(pid {holder.pid}\) is writing {repo}"):
+            aft_export.triton_repo(made["onnx"], repo)
+        assert not repo.exists()
+        need_module("tensorrt_rtx", "pip install 'aft-export[rtx]'")
+        with pytest.raises(aft_export.AFTExportError, match=rf"^another aft-export run \(pid {holder.pid}\) is writing {engine}"):
+            aft_export.build(made["onnx"], engine, library="tensorrt-rtx")
+        assert not engine.exists()
+    finally:
+        holder.kill()
+        holder.wait()

@@ -47,7 +47,8 @@ from pathlib import Path
 
 from aft_export.data import images as data
 from aft_export.errors import AFTExportError, Judged, Verdict
-from aft_export.fileio import atomic_directory, atomic_write_bytes, atomic_write_text, copy_file, make_dirs
+from aft_export.fileio import (atomic_directory, atomic_write_bytes, atomic_write_text, claim_output, copy_file,
+                               make_dirs)
 from aft_export.artifacts.graph import inline_functions, int8_weight_bits
 from aft_export.artifacts.onnxio import ExternalFile, external_files, load_onnx, save_onnx
 from aft_export.options import TritonRepoOptions
@@ -480,7 +481,9 @@ def write_repository(artifacts: list[str], out: str | Path, opts: TritonRepoOpti
     # every location a file names, checked before anything is written: a file never chooses where we write
     external = {s.name: _external_data(s) for s in specs}
     out = Path(out)
-    with atomic_directory(out) as work:
+    # claimed for the run (a second run writing the same repository fails at its start), then built under a
+    # temporary name and renamed
+    with claim_output(out, [a for a in artifacts], directory=True), atomic_directory(out) as work:
         for s in specs:
             d = model_dirs(s)
             k = s.k(opts.top_k)

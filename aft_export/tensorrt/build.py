@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from aft_export.errors import AFTExportError, Judged, RuntimeMissing, Verdict
-from aft_export.fileio import atomic_write, check_output_path
+from aft_export.fileio import atomic_write, check_output_path, claim_output
 from aft_export.artifacts.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.environment import tensorrt_environment
@@ -301,49 +301,54 @@ def build_engine(onnx_path, out=None, options: BuildOptions | None = None, log=p
     trt, library, version = import_library(opts.library)
     out = check_output_path(out if out is not None else engine_name(onnx_path, library),
                             inputs=[onnx_path, opts.timing_cache])
-    if opts.timing_cache:  # read, then written after the build: never the model
-        check_output_path(opts.timing_cache, inputs=[onnx_path, out])
-    check_engine_name(out, library)
-    plan = build_plan(version, precision, opts, library)  # library- and version-dependent option errors first
-    checked = check_for_version(onnx_path, version, log, library, checked)  # what this parser would refuse
-    env = tensorrt_environment()
-    if library != RTX:
-        require_gpu(env)  # TensorRT-RTX builds ahead of time, on the CPU
+    # claimed for the build: a second run writing the same engine fails at its start (the command line's claim
+    # is this one, re-entered)
+    with claim_output(out, inputs=[onnx_path, opts.timing_cache]):
+        if opts.timing_cache:  # read, then written after the build: never the model
+            check_output_path(opts.timing_cache, inputs=[onnx_path, out])
+        check_engine_name(out, library)
+        plan = build_plan(version, precision, opts, library)  # library- and version-dependent option errors first
+        checked = check_for_version(onnx_path, version, log, library, checked)  # what this parser would refuse
+        env = tensorrt_environment()
+        if library != RTX:
+            require_gpu(env)  # TensorRT-RTX builds ahead of time, on the CPU
 
-    t0 = time.perf_counter()
-    parsed = parse(onnx_path, library, plan, keep=True)
-    if not parsed.ok:
-        raise AFTExportError(f"{TITLES[library]}'s ONNX parser rejected {onnx_path.name}: "
-                             + "; ".join(parsed.errors[:10]))  # fmt: skip
-    _, builder, network, _, logger = parsed.objects
-    pinned = _pin_fp32_layers(trt, network, version, library) if plan.pin_fp32_layers else 0
-    serialized, targets = _build(trt, library, version, builder, network, plan, shapes, opts)
-    if serialized is None:
-        said = "; ".join(m for s, m in logger.messages if s != "WARNING")[:600]
-        raise AFTExportError(f"{TITLES[library]} could not build an engine from {onnx_path.name}: "
-                             + (said or "see its log; rerun with a larger `workspace_mb`"))  # fmt: skip
-    atomic_write(out, lambda tmp: Path(tmp).write_bytes(memoryview(serialized)))
-    trt_build = {**asdict(plan), "pinned_fp32_layers": pinned, "offline_check": checked,
-                 "parse_seconds": round(parsed.seconds, 3), "parser_warnings_complete": parsed.warnings_complete}  # fmt: skip
-    seconds = time.perf_counter() - t0
-    manifest = make_manifest(out, onnx_path, precision, shapes, opts, env, seconds, described, trt_build, library,
-                             trt.__version__, targets, parsed.network, parsed.warnings)  # fmt: skip
-    save_json_atomic(manifest_path(out), manifest)
-    flags = ", ".join(plan.network_flags + plan.builder_flags) or "no flags"
-    if library == RTX:
-        where = ("for compute capability " + ", ".join(targets)) if targets else "for TensorRT-RTX's default targets"
-        runs = "built, not run: no GPU here" if env["gpu"] is None else "built ahead of time"
-        log(f"wrote {out} and {manifest_path(out).name} ({precision}, TensorRT-RTX {trt.__version__} with {flags}, "
-            f"{where}; {runs})")  # fmt: skip
-    else:
-        log(f"wrote {out} and {manifest_path(out).name} ({precision}, TensorRT {trt.__version__} with {flags}, "
-            f"{env['gpu']})")  # fmt: skip
-    if described.get("preprocessing_from"):
-        log(f"note: {onnx_path.name} has no aft-export metadata; {manifest_path(out).name} records its preprocessing "
-            f"from {described['preprocessing_from']}")  # fmt: skip
-    if parsed.warnings:
-        log(f"note: the parser warned {len(parsed.warnings)} times (parser_warnings in {manifest_path(out).name})")
-    return BuildResult(str(out), manifest, parsed.warnings or [])
+        t0 = time.perf_counter()
+        parsed = parse(onnx_path, library, plan, keep=True)
+        if not parsed.ok:
+            raise AFTExportError(f"{TITLES[library]}'s ONNX parser rejected {onnx_path.name}: "
+                                 + "; ".join(parsed.errors[:10]))  # fmt: skip
+        _, builder, network, _, logger = parsed.objects
+        pinned = _pin_fp32_layers(trt, network, version, library) if plan.pin_fp32_layers else 0
+        serialized, targets = _build(trt, library, version, builder, network, plan, shapes, opts)
+        if serialized is None:
+            said = "; ".join(m for s, m in logger.messages if s != "WARNING")[:600]
+            raise AFTExportError(f"{TITLES[library]} could not build an engine from {onnx_path.name}: "
+                                 + (said or "see its log; rerun with a larger `workspace_mb`"))  # fmt: skip
+        atomic_write(out, lambda tmp: Path(tmp).write_bytes(memoryview(serialized)))
+        trt_build = {**asdict(plan), "pinned_fp32_layers": pinned, "offline_check": checked,
+                     "parse_seconds": round(parsed.seconds, 3),
+                     "parser_warnings_complete": parsed.warnings_complete}  # fmt: skip
+        seconds = time.perf_counter() - t0
+        manifest = make_manifest(out, onnx_path, precision, shapes, opts, env, seconds, described, trt_build, library,
+                                 trt.__version__, targets, parsed.network, parsed.warnings)  # fmt: skip
+        save_json_atomic(manifest_path(out), manifest)
+        flags = ", ".join(plan.network_flags + plan.builder_flags) or "no flags"
+        if library == RTX:
+            where = ("for compute capability " + ", ".join(targets)) if targets else \
+                "for TensorRT-RTX's default targets"
+            runs = "built, not run: no GPU here" if env["gpu"] is None else "built ahead of time"
+            log(f"wrote {out} and {manifest_path(out).name} ({precision}, TensorRT-RTX {trt.__version__} with {flags}, "
+                f"{where}; {runs})")  # fmt: skip
+        else:
+            log(f"wrote {out} and {manifest_path(out).name} ({precision}, TensorRT {trt.__version__} with {flags}, "
+                f"{env['gpu']})")  # fmt: skip
+        if described.get("preprocessing_from"):
+            log(f"note: {onnx_path.name} has no aft-export metadata; {manifest_path(out).name} records its "
+                f"preprocessing from {described['preprocessing_from']}")  # fmt: skip
+        if parsed.warnings:
+            log(f"note: the parser warned {len(parsed.warnings)} times (parser_warnings in {manifest_path(out).name})")
+        return BuildResult(str(out), manifest, parsed.warnings or [])
 
 
 def _cc(member: str) -> str:
