@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
 import os
 import platform
 import shutil
@@ -26,15 +27,12 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
-from aft_export.runtimes import RUNTIMES
 
 # wheels that all install the one package directory ``onnxruntime``
 ORT_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-directml", "onnxruntime-openvino",
                      "onnxruntime-qnn")  # fmt: skip
 # the TensorRT libraries aft-export builds with, and their Python modules (tensorrt.library.RTX
 # is the second's name)
-# the TensorRT libraries that build and run engines -> their Python modules (aft_export.runtimes)
-TENSORRT_MODULES = {r.name: r.module for r in RUNTIMES.values() if r.runs == "engine"}
 JETPACK_TRTEXEC = Path("/usr/src/tensorrt/bin/trtexec")  # where JetPack puts it, off PATH
 
 
@@ -67,8 +65,24 @@ def ort_conflict() -> str | None:
             f"one: pip uninstall -y {' '.join(found)} && pip install 'aft-export[cpu]' (or [gpu])")
 
 
+# the conflicts said in this process (each once: a notebook calls many functions)
+_SAID_CONFLICTS: set[str] = set()
+
+
+def say_ort_conflict() -> None:
+    """:func:`ort_conflict`'s line as a warning of the ``aft_export`` logger, once per process: every
+    command's function says it at its door (aft_export.options.commands.declared), for Python callers
+    as for the command line, which shows the library's warnings on stderr."""
+    conflict = ort_conflict()
+    if conflict and conflict not in _SAID_CONFLICTS:
+        _SAID_CONFLICTS.add(conflict)
+        logging.getLogger("aft_export").warning(f"warning: {conflict}")
+
+
 def tensorrt_libraries() -> set[str]:
     """The TensorRT libraries importable here (found, not imported)."""
+    from aft_export.runtimes import TENSORRT_MODULES  # (the table: nothing of aft_export at this floor's load)
+
     return {library for library, module in TENSORRT_MODULES.items() if importlib.util.find_spec(module) is not None}
 
 
@@ -76,6 +90,8 @@ def tensorrt_environment() -> dict:
     """What an engine built here would be tied to: the TensorRT and TensorRT-RTX versions, CUDA,
     the GPU and its compute capability. What is missing (or broken) here is None."""
     env = {"tensorrt": None, "tensorrt_rtx": None, "cuda": None, "gpu": None, "compute_capability": None}
+    from aft_export.runtimes import TENSORRT_MODULES
+
     found = tensorrt_libraries()
     for library, module in TENSORRT_MODULES.items():  # each library's version, keyed by its module's name
         if library in found:

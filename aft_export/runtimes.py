@@ -82,6 +82,8 @@ BACKENDS: dict[str, Runtime] = {n: RUNTIMES[n] for n in
                                 ("onnxruntime", "onnxruntime-cuda", "onnxruntime-tensorrt", "openvino")}  # fmt: skip
 DEFAULT_BACKEND = "onnxruntime"
 TABLE_RUNTIMES = tuple(r.name for r in RUNTIMES.values() if r.in_table)
+# the TensorRT libraries that build and run engines -> their Python modules
+TENSORRT_MODULES = {r.name: r.module for r in RUNTIMES.values() if r.runs == "engine"}
 # the Triton backends a repository runs ONNX files in (NVIDIA's container has both): ONNX Runtime's
 # (onnxruntime_onnx: CPU or GPU) and OpenVINO's (CPU)
 TRITON_BACKENDS = tuple(r.name for r in RUNTIMES.values() if r.triton)

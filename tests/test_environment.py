@@ -7,6 +7,8 @@ import os
 import sys
 from importlib.metadata import version
 
+import pytest
+
 from aft_export import environment
 from aft_export.tensorrt.library import RTX
 from tests.conftest import REPO
@@ -33,8 +35,10 @@ def test_the_onnxruntime_wheels_installed_here_are_found():
 
 
 def test_tensorrt_libraries_are_those_python_finds_and_the_rtx_name_is_the_librarys():
-    assert set(environment.TENSORRT_MODULES) == {"tensorrt", RTX}
-    assert environment.tensorrt_libraries() == {lib for lib, mod in environment.TENSORRT_MODULES.items()
+    from aft_export.runtimes import TENSORRT_MODULES
+
+    assert set(TENSORRT_MODULES) == {"tensorrt", RTX}
+    assert environment.tensorrt_libraries() == {lib for lib, mod in TENSORRT_MODULES.items()
                                                 if importlib.util.find_spec(mod) is not None}  # fmt: skip
     env = environment.tensorrt_environment()
     assert set(env) == {"tensorrt", "tensorrt_rtx", "cuda", "gpu", "compute_capability"}
@@ -62,3 +66,20 @@ def test_the_environment_imports_only_the_standard_library_at_load():
     names = {a.name.split(".")[0] for n in top if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module.split(".")[0] for n in top if isinstance(n, ast.ImportFrom)}
     assert names <= set(sys.stdlib_module_names) | {"__future__"}, names
+
+
+def test_python_callers_are_told_of_two_onnxruntime_wheels_once(monkeypatch, caplog, tmp_path):
+    """The warning the command line prints comes from the library, at every command function's door: a
+    Python caller gets it as a warning of the aft_export logger, once per process."""
+    import logging
+
+    import aft_export
+
+    monkeypatch.setattr(environment, "ort_distributions", lambda: {"onnxruntime": "1.0", "onnxruntime-gpu": "2.0"})
+    monkeypatch.setattr(environment, "_SAID_CONFLICTS", set())
+    with caplog.at_level(logging.WARNING, logger="aft_export"):
+        for _ in range(2):
+            with pytest.raises(aft_export.AFTExportError):
+                aft_export.info(str(tmp_path / "missing.onnx"))
+    said = [r.getMessage() for r in caplog.records if r.name == "aft_export"]
+    assert len(said) == 1 and said[0].startswith("warning: onnxruntime 1.0, onnxruntime-gpu 2.0 are all installed")

@@ -9,7 +9,7 @@ from aft_export.runtimes import BACKENDS, RUNTIMES, TABLE_RUNTIMES, TRITON_BACKE
 
 
 def test_every_list_of_runtimes_is_read_from_the_table():
-    from aft_export.environment import TENSORRT_MODULES
+    from aft_export.tensorrt.library import TENSORRT_MODULES
     from aft_export.options import BACKENDS as OPTION_BACKENDS
     from aft_export.options import TRITON_BACKENDS as REPO_BACKENDS
     from aft_export.options.commands import DECLARED

@@ -208,14 +208,6 @@ class _Group(click.Group):
         super().format_epilog(ctx, formatter)
         _epilog_table(formatter)
 
-    def invoke(self, ctx):
-        from aft_export.environment import ort_conflict
-
-        conflict = ort_conflict()
-        if conflict:
-            click.echo(f"warning: {conflict}", err=True)
-        return super().invoke(ctx)
-
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         """Run a command; every outcome becomes an exit status here (see the module doc)."""
         renamed_used.clear()

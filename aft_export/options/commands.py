@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 
+from aft_export.environment import say_ort_conflict
 from aft_export.options import (BACKENDS, CALIB_COUNT, CALIB_SEED, DEFAULT_MAX_BATCH, EXPORT_TARGETS, HW_LEVELS,
                                 LIBRARIES, MAX_BATCH, MAX_SEED, MAX_THREADS, METHODS, OP_FORMS, PRECISIONS,
                                 QUANTIZED_OP_TYPES, REST_PRECISIONS, TARGETS, TRITON_BACKENDS, TRITON_DEVICES,
@@ -386,6 +387,7 @@ def declared(command: str):
 
         @functools.wraps(function)
         def at_the_door(*args, **kwargs):
+            say_ort_conflict()  # two ONNX Runtime wheels in one directory: said before anything runs
             bound = signature.bind(*args, **kwargs)
             bound.arguments.update(door(command, dict(bound.arguments)))
             return function(*bound.args, **bound.kwargs)

@@ -50,7 +50,8 @@ import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from aft_export.environment import TENSORRT_MODULES, tensorrt_libraries
+from aft_export.environment import tensorrt_libraries
+from aft_export.runtimes import TENSORRT_MODULES
 from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.artifacts.onnxio import ArtifactMeta
 from aft_export.options import BuildOptions
