@@ -5,6 +5,7 @@ int8 (rest fp16): the CPU's int8 beside it, or the command that makes it. Tiny h
 tests/test_pipeline.py check real ones."""
 
 import json
+import logging
 
 import numpy as np
 import onnx
@@ -137,13 +138,27 @@ def test_the_commands_that_run_files_on_a_cpu_say_it_once_per_file_as_a_note(tmp
     assert res.exit_code == 0 and "note:" not in res.output
 
 
-@pytest.mark.parametrize("params, cpu", [({"provider": "cpu"}, True), ({}, True), ({"provider": "cuda"}, False),
-                                         ({"provider": "tensorrt"}, False), ({"backend": "onnxruntime"}, True),
-                                         ({"backend": "openvino"}, False),  # it computes the fp16 rest in fp32: fast
-                                         ({"backend": "onnxruntime", "provider": "cuda"}, False)])
-def test_only_cpu_runners_get_the_note(tmp_path, capsys, params, cpu):
-    from aft_export.cli.base import cpu_notes as _cpu_notes
+@pytest.mark.parametrize("backend, cpu", [(None, True), ("onnxruntime", True), ("onnxruntime-cuda", False),
+                                          ("onnxruntime-tensorrt", False),
+                                          ("openvino", False)])  # it computes the fp16 rest in fp32: fast
+def test_only_cpu_runners_get_the_note(tmp_path, caplog, backend, cpu):
+    from aft_export.api import _cpu_notes
 
     trt = classifier(tmp_path / "m.int8.onnx")
-    _cpu_notes(main.commands["eval"], {"artifacts": (str(trt),), **params})
-    assert ("note: m.int8.onnx is int8 with its rest in fp16" in capsys.readouterr().err) == cpu
+    with caplog.at_level(logging.WARNING, logger="aft_export"):
+        _cpu_notes([str(trt), str(trt)], backend)
+    said = [r.getMessage() for r in caplog.records if "note: m.int8.onnx is int8 with its rest in fp16" in r.getMessage()]
+    assert len(said) == cpu
+
+
+def test_a_python_caller_gets_the_note_in_its_words(tmp_path, caplog):
+    """The note comes from the library: a notebook's bench gets it as a warning of the aft_export logger,
+    its command in keywords (the command line's says flags)."""
+    import aft_export
+
+    trt = classifier(tmp_path / "m.int8.onnx")
+    with caplog.at_level(logging.WARNING, logger="aft_export"):
+        result = aft_export.bench(trt, batch_sizes=1, iters=1, warmup=0)
+    assert result.passed
+    (note,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("note: ")]
+    assert note.startswith("note: m.int8.onnx is int8 with its rest in fp16") and "precision=int8" in note

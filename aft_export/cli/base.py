@@ -98,7 +98,6 @@ class _Command(click.Command):
         with contextlib.ExitStack() as stack:
             for out, directory, inputs in _outputs(self, ctx.params):
                 stack.enter_context(_claim(out, inputs, directory))
-            cpu_notes(self, ctx.params)
             with progress_said(err=bool(ctx.params.get("as_json")) or self.name in PROGRESS_ON_STDERR):
                 return super().invoke(ctx)
 
@@ -134,34 +133,6 @@ def progress_said(err: bool):
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
-
-
-# the commands that run files, and the parameters naming them: on a CPU runner, a TensorRT int8 (rest
-# fp16) gets a note naming the faster file there (aft_export.api.cpu_advice)
-RUNS_FILES = {"eval": ("artifacts",), "bench": ("artifacts",), "infer": ("artifact",),
-              "parity": ("checkpoint", "artifacts"), "serve": ("artifacts",)}  # fmt: skip
-# the runner choices (--provider, --backend) that run an ONNX file on the CPU; a command without the option: the CPU
-# (OpenVINO computes an int8 file's fp16 rest in fp32, as fast as the portable int8: no note there)
-CPU_CHOICES = (None, "cpu", "onnxruntime")
-
-
-def cpu_notes(command: click.Command, params: dict) -> None:
-    """One note on stderr per file a CPU runner is about to run where a faster file exists or can be
-    made for it (the exit status is unchanged: a note, not an error)."""
-    if command.name not in RUNS_FILES or any(params.get(k) not in CPU_CHOICES for k in ("provider", "backend")):
-        return
-    if params.get("reference") is not None:  # bench's deploy table times every file on every runtime: it says so
-        return
-    from aft_export.api import cpu_advice
-
-    given = [v for name in RUNS_FILES[command.name] for v in _paths_in(params.get(name)) if v.lower().endswith(".onnx")]
-    once: dict[str, str] = {}
-    for path in given:
-        once.setdefault(os.path.realpath(path), path)  # each file once, as first typed
-    for path in once.values():
-        advice = cpu_advice(path)
-        if advice is not None:
-            say(f"note: {advice}", err=True)
 
 
 def _claim(out, inputs, directory):
