@@ -356,16 +356,16 @@ def parity(checkpoint, artifacts=(), *, data=None, images: int = ParityOptions.i
 
         user, loaded = _module(checkpoint, preprocess, input_size, mean, std, classes)
         reference = TorchRunner(user.name, loaded=loaded)
-        _cpu_notes(artifacts, backend)
+        cpu_notes(artifacts, backend)
         return ParityResult.of(run_parity(user.name, artifacts, data, reference=reference, **common))
     user = _user_model(model_def, weights, weights_key, preprocess, input_size, mean, std, classes)
     if user is not None:  # the reference is the user's module, and every positional path is an artifact
         artifacts = ([str(checkpoint)] if checkpoint is not None else []) + artifacts
-        _cpu_notes(artifacts, backend)
+        cpu_notes(artifacts, backend)
         return ParityResult.of(run_parity(user, artifacts, data, **common))
     from aft_export.models.sources import open_source
 
-    _cpu_notes(artifacts, backend)
+    cpu_notes(artifacts, backend)
 
     return ParityResult.of(run_parity(open_source(str(checkpoint)), artifacts, data, **common))
 
@@ -381,7 +381,7 @@ def evaluate(artifacts, *, data, batch_size: int = EvalOptions.batch_size, image
     from aft_export.verify.evaluate import eval_verdict, evaluate_artifacts
 
     paths = _paths(artifacts, "checkpoints or ONNX files to evaluate")
-    _cpu_notes(paths, backend)
+    cpu_notes(paths, backend)
     rows = evaluate_artifacts(paths, str(data), batch_size=batch_size, limit=images, backend=backend,
                               preprocessing=_foreign(preprocess, input_size, mean, std, classes, files=paths))  # fmt: skip
     return EvalResult(rows, eval_verdict(rows))
@@ -419,7 +419,7 @@ def bench(artifacts, *, batch_sizes: Sequence[int] = BenchOptions.batch_sizes, w
     from aft_export.results import BenchResult
     from aft_export.verify.bench import bench as run_bench
 
-    _cpu_notes(artifacts, backend)  # (with `reference` the deploy table times every file on every runtime: it says)
+    cpu_notes(artifacts, backend)  # (with `reference` the deploy table times every file on every runtime: it says)
 
     return BenchResult.of(run_bench(artifacts, list(batch_sizes), warmup=warmup, iters=iters, threads=threads,
                                     backend=backend or DEFAULT_BACKEND, profile=profile, preprocessing=pre))  # fmt: skip
@@ -432,7 +432,7 @@ def infer(artifact, images, *, top_k: int = 5, backend: str = DEFAULT_BACKEND) -
     from aft_export.results import InferResult
     from aft_export.serving.predict import classify
 
-    _cpu_notes([artifact], backend)
+    cpu_notes([artifact], backend)
     out = classify(str(artifact), _paths(images, "images or folders of images"), top_k=top_k, backend=backend)
     return InferResult(out["artifact"], out["backend"], out["precision"], out["results"])
 
@@ -527,7 +527,7 @@ def serve(artifacts, *, host: str = ServeOptions.host, http_port: int = ServeOpt
     from aft_export.serving.server import serve as run_server
 
     paths = _paths(artifacts, "ONNX files or engines to serve")
-    _cpu_notes(paths, backend)
+    cpu_notes(paths, backend)
     opts = ServeOptions(host=host, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port,
                         max_batch=max_batch, instances=instances, top_k=top_k, queue_delay_us=queue_delay_us,
                         backend=backend, threads=threads, drain_seconds=drain_seconds,
@@ -581,29 +581,8 @@ def describe_models() -> list[str]:
     return lines()
 
 
-def _cpu_notes(paths, backend: str | None) -> None:
-    """On ONNX Runtime's CPU (``backend`` None is it), a note per ONNX file of ``paths`` (each file once)
-    where a faster file exists there or can be made for it (:func:`cpu_advice`), as a warning of the
-    ``aft_export`` logger, before the file runs: for Python callers as for the command line, which shows
-    the library's warnings on stderr. OpenVINO computes an int8 file's fp16 rest in fp32, as fast as the
-    CPU's own int8: no note there."""
-    import os
+def cpu_notes(paths, backend: str | None) -> None:
+    """Before ``paths`` run on ``backend``: :func:`aft_export.artifacts.purpose.cpu_notes`, said to our logger."""
+    from aft_export.artifacts.purpose import cpu_notes as notes
 
-    if backend not in (None, DEFAULT_BACKEND):
-        return
-    once: dict[str, str] = {}
-    for path in (str(p) for p in paths if isinstance(p, (str, os.PathLike))):
-        if path.lower().endswith(".onnx") and os.path.isfile(path):
-            once.setdefault(os.path.realpath(path), path)  # each file once, as first given
-    for path in once.values():
-        advice = cpu_advice(path)
-        if advice is not None:
-            logger.warning(f"note: {advice}")
-
-
-def cpu_advice(path: str) -> str | None:
-    """Where an ONNX file run on the CPU has a faster file there, or one can be made: the note (None: none)."""
-    from aft_export.artifacts.purpose import cpu_advice as advice
-
-    found = advice(path)
-    return None if found is None else found.text
+    notes(paths, backend, logger)

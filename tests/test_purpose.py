@@ -142,11 +142,11 @@ def test_the_commands_that_run_files_on_a_cpu_say_it_once_per_file_as_a_note(tmp
                                           ("onnxruntime-tensorrt", False),
                                           ("openvino", False)])  # it computes the fp16 rest in fp32: fast
 def test_only_cpu_runners_get_the_note(tmp_path, caplog, backend, cpu):
-    from aft_export.api import _cpu_notes
+    from aft_export.api import cpu_notes
 
     trt = classifier(tmp_path / "m.int8.onnx")
     with caplog.at_level(logging.WARNING, logger="aft_export"):
-        _cpu_notes([str(trt), str(trt)], backend)
+        cpu_notes([str(trt), str(trt)], backend)
     said = [r.getMessage() for r in caplog.records if "note: m.int8.onnx is int8 with its rest in fp16" in r.getMessage()]
     assert len(said) == cpu
 

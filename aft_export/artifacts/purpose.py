@@ -13,11 +13,13 @@ weights may run: a CPU with VNNI). The CPU's int8 is the portable target's: the 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from aft_export.artifacts.onnxio import ArtifactMeta, compute_precisions, graph_precision, load_onnx
 from aft_export.options import DEFAULT_TARGET, EXPORT_TARGETS
+from aft_export.runtimes import DEFAULT_BACKEND
 from aft_export.tensorrt.library import TITLES
 
 SLOW_ON_CPUS = "slow in ONNX Runtime on CPUs: use the portable int8"
@@ -150,3 +152,21 @@ def _is_cpu_int8(path: Path, source: str) -> bool:
     meta = ArtifactMeta.of(model)
     same = not (source and meta.source_sha256) or source == meta.source_sha256
     return meta.get("export_target") == CPU_INT8.name and graph_precision(model) == "int8" and same
+
+
+def cpu_notes(paths, backend: str | None, logger) -> None:
+    """On ONNX Runtime's CPU (``backend`` None is it), a note per ONNX file of ``paths`` (each file once)
+    where a faster file exists there or can be made for it (:func:`cpu_advice`), as a warning of ``logger``
+    (the ``aft_export`` one), before the file runs: for Python callers as for the command line, which shows
+    the library's warnings on stderr. OpenVINO computes an int8 file's fp16 rest in fp32, as fast as the
+    CPU's own int8: no note there."""
+    if backend not in (None, DEFAULT_BACKEND):
+        return
+    once: dict[str, str] = {}
+    for path in (str(p) for p in paths if isinstance(p, (str, os.PathLike))):
+        if path.lower().endswith(".onnx") and os.path.isfile(path):
+            once.setdefault(os.path.realpath(path), path)  # each file once, as first given
+    for path in once.values():
+        advice = cpu_advice(path)
+        if advice is not None:
+            logger.warning(f"note: {advice.text}")
