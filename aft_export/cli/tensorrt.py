@@ -23,8 +23,6 @@ def check_cmd(models, as_json, **kw) -> None:
     """
     from aft_export.api import check
 
-    if not models and not kw["rules"]:
-        raise click.UsageError("give one or more ONNX files to check (or --rules to list the rules)")
     result = check(models, **kw)
     print_json(result.to_dict()) if as_json else echo(result.lines())
     return exit_status(result.verdict)

@@ -23,11 +23,9 @@ def pipeline_cmd(checkpoint, as_json, **kw) -> None:
     rules refusing or warning for a targeted version); 2: bad input.
     """
     from aft_export.api import pipeline
-    from aft_export.workflow.report import format_pipeline_result
 
     result = pipeline(checkpoint, **given(kw))  # None: the bundled zoo model
-    batches = tuple(dict.fromkeys(kw["bench_batch_sizes"]))
-    print_json(result.to_dict()) if as_json else echo(format_pipeline_result(result, batches))
+    print_json(result.to_dict()) if as_json else echo(result.lines())
     return exit_status(result.verdict)
 
 

@@ -434,7 +434,8 @@ def _report(ctx: Context, steps: list[Step], onnx: list[Made], trt_check: dict, 
     verdict = Verdict.combine(Verdict.of([f"{name} fails parity" for name in parity.failed],
                                          [f"{name}: {why}" for name, why in unverified.items()]),
                               deploy.table.verdict)  # fmt: skip
-    result = PipelineResult(str(ctx.final), steps, summary, unverified, verdict, results["deploy"])
+    result = PipelineResult(str(ctx.final), steps, summary, unverified, verdict, results["deploy"],
+                            tuple(dict.fromkeys(opts.bench_batch_sizes)))
     manifest = {
         "tool": f"aft-export {__version__}", "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "versions": _versions(), "options": {**asdict(opts), "calib": ctx.calib},

@@ -35,7 +35,13 @@ class PipelineResult(Judged):
     unverified: dict[str, str] = field(default_factory=dict)  # artifact -> why it was not (fully) verified
     verdict: Verdict = field(default_factory=Verdict)  # the stages' verdicts, combined
     deploy: dict = field(default_factory=dict)  # what to deploy where (aft_export.verify.deploy.DeployTable.to_dict)
+    batches: tuple[int, ...] = ()  # the batch sizes the summary times (its columns)
 
+    def lines(self) -> list[str]:
+        """What ``aft-export pipeline`` prints at the end (``workflow.report.format_pipeline_result``)."""
+        from aft_export.workflow.report import format_pipeline_result
+
+        return format_pipeline_result(self, self.batches)
 
     def to_dict(self) -> dict:
         """What `aft-export pipeline` prints as JSON (the whole report is RUN/report.json)."""
