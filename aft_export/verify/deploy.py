@@ -314,9 +314,11 @@ def deploy_table(reference, artifacts: list[str], decoded: LabelledImages, *,
                     p = given.parity.get(f)
                     if p is None:
                         log(f"deploy: parity of {row.artifact} on {runtime}")
+                        # (a failure is localised on the runtime it failed on: ONNX files' backends)
+                        on = {"backend": runtime} if runtime in BACKENDS else {}
                         par = run_parity(ref_path, [f], compared, images=n_parity, overrides=overrides,
-                                         reference=reference,
-                                         runners={f: runner}, reference_logits=reference_logits)  # fmt: skip
+                                         reference=reference, runners={f: runner}, reference_logits=reference_logits,
+                                         **on)  # fmt: skip
                         p, row.measured_here = par["artifacts"][0], True
                     row.parity = p["status"]
                     if p["status"] == "skipped":
