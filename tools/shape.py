@@ -82,6 +82,25 @@ def _defined(name: str) -> list[str]:
     return found
 
 
+def _typed_by_the_api() -> list[str]:
+    """Where api.py builds a result from a stage's plain data (a dict or a list): a call of a class of
+    results.py, or of its ``of``, other than the Server handle and BenchResult.of_table (which wraps a
+    stage's typed table)."""
+    import aft_export.results as results
+
+    classes = {n for n, v in vars(results).items() if isinstance(v, type) and v.__module__ == results.__name__}
+    found = []
+    for node in ast.walk(ast.parse((PACKAGE / "api.py").read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        name = f.id if isinstance(f, ast.Name) else (f.value.id if isinstance(f, ast.Attribute) and f.attr == "of"
+                                                      and isinstance(f.value, ast.Name) else None)  # fmt: skip
+        if name in classes - {"Server"}:
+            found.append((node.lineno, f"api.py:{node.lineno} {name}"))
+    return [text for _, text in sorted(found)]
+
+
 def _runtime_lists() -> list[str]:
     """Tuples, lists and sets of two or more string literals that are all runtime names (aft_export.runtimes):
     a list of runtimes spelled out somewhere other than the table."""
@@ -117,6 +136,9 @@ def main() -> int:
     # `passed`: decided by Verdict.passed alone; Judged.passed (every result's) reads it
     passed = _defined("passed")
     print(f"`passed` defined: {len(passed)} ({', '.join(passed)})")
+    # a stage's result typed by the API (from the stage's dict or list) rather than built by the stage
+    typed = _typed_by_the_api()
+    print(f"results the API builds from a stage's plain data: {len(typed)}" + "".join(f"\n  {t}" for t in typed))
     # the backend word: made from the old `provider` word in one function (runtimes.backend_of), called only
     # where the old word still comes in; everywhere else a backend is a name the door checked, looked up
     old_word = _calls("backend_of")
