@@ -302,7 +302,9 @@ def check(models=(), *, trt_versions: Sequence[str] = (), rules: bool = False, l
     versions = list(trt_versions) or None
     if rules:
         return CheckResult([], [], [], rules=rules_table(versions))
-    models = _paths(models, "ONNX files to check (or `rules` to list the rules)")
+    models = _paths(models, required=False)
+    if not models:
+        raise AFTExportError("no ONNX file to check; give one or more (or `rules` to list the rules)")
     from aft_export.tensorrt.build import check_verdict
 
     reports = [check_model(m, versions) for m in models]
