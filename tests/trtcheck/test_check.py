@@ -238,4 +238,4 @@ def test_cli_lists_every_rule_with_its_versions_and_source():
     unknown = runner.invoke(main, ["check", "--rules", "--trt", "9.9"])
     assert unknown.exit_code == 2 and "no rules for TensorRT 9.9" in unknown.output
     nothing = runner.invoke(main, ["check"])
-    assert nothing.exit_code == 2 and "give one or more ONNX files" in nothing.output
+    assert nothing.exit_code == 2 and "no ONNX file to check; give one or more" in nothing.output
