@@ -17,7 +17,8 @@ from aft_export.artifacts.onnxio import TWO_GB
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.readers import compile_pattern
 # the runtimes, and which are values of `backend`: one table, read here (and named here, as before)
-from aft_export.runtimes import BACKENDS, DEFAULT_BACKEND, PROVIDER_BACKENDS, TRITON_BACKENDS, backend_of
+from aft_export.runtimes import (BACKENDS, DEFAULT_BACKEND, PROVIDER_BACKENDS, TRITON_BACKENDS,  # noqa: F401
+                                 backend_of)  # fmt: skip
 from aft_export.version import renamed_fields
 
 # ---------------------------------------------------------------- export

@@ -494,8 +494,8 @@ def write_repository(artifacts: list[str], out: str | Path, opts: TritonRepoOpti
                 save_onnx(standard_ops(s.path), net / "model.onnx")
             else:
                 copy_file(s.path, net / "model.onnx")
-                for data in external[s.name]:
-                    _copy_external(data, net)
+                for location in external[s.name]:
+                    _copy_external(location, net)
             atomic_write_text(work / d["net"] / "config.pbtxt", net_config(s, opts))
             atomic_write_text(make_dirs(work / d["pre"] / "1") / "model.py", preprocess_source(s))
             atomic_write_text(work / d["pre"] / "config.pbtxt", pre_config(s, opts))
