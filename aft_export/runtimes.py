@@ -33,7 +33,6 @@ class Runtime:
     family: str  # how its runner is made (aft_export.runners.runtime_runner): torch, onnxruntime, openvino, tensorrt
     module: str  # the Python module that must be importable for it to run here
     install: str  # what to do where it is missing
-    runs: str  # what it runs: checkpoint, onnx or engine
     ort_kind: str | None = None  # ONNX Runtime's execution providers (runners.ort.ort_providers): cpu, cuda, tensorrt
     ort_provider: str | None = None  # the provider ONNX Runtime must list for it to run here (a GPU one)
     backend: bool = False  # a value of `backend`: where eval, parity, bench, infer and serve run ONNX files
@@ -43,6 +42,11 @@ class Runtime:
     @property
     def gpu(self) -> bool:
         return self.device == GPU
+
+    @property
+    def runs(self) -> str:
+        """What it runs: checkpoint (PyTorch), onnx (ONNX Runtime, OpenVINO) or engine (TensorRT)."""
+        return RUNS[self.family]
 
     def missing(self, gpu: bool, ort_providers: list[str] | None = None) -> str:
         """"" where it can run here, else why not, in one line: no GPU (``gpu``: whether one is
@@ -57,24 +61,26 @@ class Runtime:
         return ""
 
 
+# what each family of runtimes runs
+RUNS = {"torch": "checkpoint", "onnxruntime": "onnx", "openvino": "onnx", "tensorrt": "engine"}
+
 # in the order the deploy table lists them: the CPU's, then the GPU's; PyTorch first in each
 RUNTIMES: dict[str, Runtime] = {r.name: r for r in (
-    Runtime("torch", "PyTorch", "PyTorch, CPU", CPU, "torch", "torch", "pip install torch==2.13.0", "checkpoint"),
+    Runtime("torch", "PyTorch", "PyTorch, CPU", CPU, "torch", "torch", "pip install torch==2.13.0"),
     Runtime("onnxruntime", "ONNX Runtime", "ONNX Runtime, CPU", CPU, "onnxruntime", "onnxruntime",
-            "pip install 'aft-export[cpu]'", "onnx", ort_kind="cpu", backend=True, triton=True),
+            "pip install 'aft-export[cpu]'", ort_kind="cpu", backend=True, triton=True),
     Runtime("openvino", "OpenVINO", "OpenVINO, CPU, the openvino extra", CPU, "openvino", "openvino",
-            "pip install 'aft-export[openvino]'", "onnx", backend=True, triton=True),
-    Runtime("torch-cuda", "PyTorch", "PyTorch, CUDA", GPU, "torch", "torch", "a CUDA build of torch", "checkpoint"),
+            "pip install 'aft-export[openvino]'", backend=True, triton=True),
+    Runtime("torch-cuda", "PyTorch", "PyTorch, CUDA", GPU, "torch", "torch", "a CUDA build of torch"),
     Runtime("onnxruntime-cuda", "ONNX Runtime", "its CUDA provider, onnxruntime-gpu", GPU, "onnxruntime",
-            "onnxruntime", "onnxruntime-gpu with its CUDA provider", "onnx", ort_kind="cuda",
+            "onnxruntime", "onnxruntime-gpu with its CUDA provider", ort_kind="cuda",
             ort_provider="CUDAExecutionProvider", backend=True),
     Runtime("onnxruntime-tensorrt", "ONNX Runtime", "its TensorRT provider, onnxruntime-gpu", GPU, "onnxruntime",
-            "onnxruntime", "onnxruntime-gpu with its TensorRT provider", "onnx", ort_kind="tensorrt",
+            "onnxruntime", "onnxruntime-gpu with its TensorRT provider", ort_kind="tensorrt",
             ort_provider="TensorrtExecutionProvider", backend=True, in_table=False),
-    Runtime("tensorrt", "TensorRT", "TensorRT", GPU, "tensorrt", "tensorrt", "pip install 'aft-export[tensorrt]'",
-            "engine"),
+    Runtime("tensorrt", "TensorRT", "TensorRT", GPU, "tensorrt", "tensorrt", "pip install 'aft-export[tensorrt]'"),
     Runtime("tensorrt-rtx", "TensorRT-RTX", "TensorRT for RTX", GPU, "tensorrt", "tensorrt_rtx",
-            "pip install 'aft-export[rtx]'", "engine"),
+            "pip install 'aft-export[rtx]'"),
 )}  # fmt: skip
 
 # the values of `backend`, in the order its help lists them: ONNX Runtime's three, then OpenVINO

@@ -38,7 +38,7 @@ def test_a_runtime_says_why_it_cannot_run_here():
     assert row.missing(gpu=True, ort_providers=["CPUExecutionProvider"]) == \
         "not installed: onnxruntime-gpu with its CUDA provider"
     assert row.missing(gpu=True, ort_providers=["CUDAExecutionProvider", "CPUExecutionProvider"]) == ""
-    gone = Runtime("x", "X", "x, CPU", "cpu", "onnxruntime", "no_such_module_here", "pip install x", "onnx")
+    gone = Runtime("x", "X", "x, CPU", "cpu", "onnxruntime", "no_such_module_here", "pip install x")
     assert gone.missing(gpu=True) == "not installed: pip install x"
     assert RUNTIMES["onnxruntime"].missing(gpu=False) == ""  # the CPU's needs no GPU
     with pytest.raises(AFTExportError, match="unknown runtime 'onnx'; choose one of torch, onnxruntime"):

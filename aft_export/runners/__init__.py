@@ -83,14 +83,20 @@ def runtime_runner(source, name: str, threads: int = 0, *, info: ModelInfo | Non
     return make(source, rt, threads, info=info, config=config, preprocessing=preprocessing, spinning=spinning)
 
 
+def _backend(name: str) -> Runtime:
+    """The backend ``name`` names (:data:`~aft_export.runtimes.BACKENDS`: where ONNX files run)."""
+    if name not in BACKENDS:
+        raise AFTExportError(f"ONNX files run in one of {', '.join(BACKENDS)}, not {name!r}")
+    return BACKENDS[name]
+
+
 def onnx_runner(source, backend: str = DEFAULT_BACKEND, threads: int = 0, info: ModelInfo | None = None,
                 preprocessing: ForeignPreprocessing | None = None, spinning: bool = True) -> Runner:  # fmt: skip
     """An ONNX file or graph (``source``: a path or a ModelProto) on ``backend``, one of
     :data:`~aft_export.runtimes.BACKENDS`: OpenVINO, or ONNX Runtime with that backend's
     execution provider."""
-    if backend not in BACKENDS:
-        raise AFTExportError(f"ONNX files run in one of {', '.join(BACKENDS)}, not {backend!r}")
-    return runtime_runner(source, backend, threads, info=info, preprocessing=preprocessing, spinning=spinning)
+    return runtime_runner(source, _backend(backend).name, threads, info=info, preprocessing=preprocessing,
+                          spinning=spinning)
 
 
 def load_runner(artifact: str, backend: str = DEFAULT_BACKEND, config: str | None = None, threads: int = 0,
@@ -102,11 +108,10 @@ def load_runner(artifact: str, backend: str = DEFAULT_BACKEND, config: str | Non
     path = Path(artifact)
     if not path.exists():
         raise AFTExportError(f"artifact {path} does not exist; check the path")
-    if backend not in BACKENDS:
-        raise AFTExportError(f"ONNX files run in one of {', '.join(BACKENDS)}, not {backend!r}")
+    on = _backend(backend)
     suffix = path.suffix.lower()
     if is_model_source(suffix):
-        return runtime_runner(path, "torch-cuda" if BACKENDS[backend].gpu else "torch", threads, config=config)
+        return runtime_runner(path, "torch-cuda" if on.gpu else "torch", threads, config=config)
     if suffix == ".onnx":
         return runtime_runner(str(path), backend, threads, preprocessing=preprocessing, spinning=spinning)
     if suffix in ENGINE_SUFFIXES:
