@@ -43,15 +43,10 @@ from aft_export.options import (DEFAULT_BACKEND, BenchOptions, BuildOptions, Doc
                                 TrainConfig, TritonRepoOptions)  # fmt: skip
 
 if TYPE_CHECKING:  # the results' types, for the annotations alone: the stages load when a function runs
-    from aft_export.exporting.exporter import ExportResult
-    from aft_export.quantization.stage import QuantizeResult
-    from aft_export.results import (BenchResult, CheckResult, EvalResult, InferResult, InfoResult, ParityResult, Server,
-                                    TrainResult)
-    from aft_export.serving.repository import RepoResult
+    from aft_export.results import (BenchResult, BuildResult, CheckResult, DoctorResult, EvalResult, ExportResult,
+                                    InferResult, InfoResult, ParityResult, PipelineResult, QuantizeResult, RepoResult,
+                                    Server, TrainResult)
     from aft_export.serving.server import Served
-    from aft_export.tensorrt.build import BuildResult
-    from aft_export.workflow.doctor import DoctorResult
-    from aft_export.workflow.steps import PipelineResult
 
 __all__ = ["bench", "build", "check", "doctor", "evaluate", "export", "info", "infer", "parity", "pipeline",
            "quantize", "serve", "train", "triton_repo"]  # fmt: skip
@@ -263,13 +258,12 @@ def train(*, model: str, data: str, output: str, test_data: str | None = None, e
     to ``output`` after every epoch (``progress``: a progress bar on stderr). Returns
     :class:`~aft_export.results.TrainResult`."""
     from aft_export.models.training import train as run_training
-    from aft_export.results import TrainResult
 
     cfg = TrainConfig(model=model, data=data, output=output, test_data=test_data, epochs=epochs,
                       batch_size=batch_size, lr=lr, weight_decay=weight_decay, warmup_epochs=warmup_epochs,
                       label_smoothing=label_smoothing, val_fraction=val_fraction, seed=seed, threads=threads,
                       images=images, resume=resume, progress=progress)  # fmt: skip
-    return TrainResult(output, run_training(cfg))
+    return run_training(cfg)
 
 
 @declared("triton-repo")
@@ -296,47 +290,13 @@ def check(models=(), *, trt_versions: Sequence[str] = (), rules: bool = False, l
     one column per version; where TensorRT or TensorRT-RTX is installed, also its own parser (and
     with ``build`` its builder). ``rules``: the rules themselves. Returns
     :class:`~aft_export.results.CheckResult`."""
-    from aft_export.results import CheckResult
-    from aft_export.trtcheck import check_model, rules_table
+    from aft_export.tensorrt.checks import check_files, rules_result
 
     versions = list(trt_versions) or None
     if rules:
-        return CheckResult([], [], [], rules=rules_table(versions))
-    models = _paths(models, required=False)
-    if not models:
-        raise AFTExportError("no ONNX file to check; give one or more (or `rules` to list the rules)")
-    from aft_export.tensorrt.build import check_verdict
-
-    reports = [check_model(m, versions) for m in models]
-    real = _real_checks(models, reports, library, build, offline_only)
-    return CheckResult(reports, real, [check_verdict(r, x, strict) for r, x in zip(reports, real)])
-
-
-def _real_checks(models, reports, library: str, also_build: bool, offline_only: bool) -> list:
-    """Each file through the installed library's parser (None per file where none is installed,
-    or with ``offline_only``; ``library`` naming a missing one is an error)."""
-    from aft_export.errors import RuntimeMissing
-    from aft_export.tensorrt.library import import_library
-
-    if offline_only:
-        return [None] * len(models)
-    try:
-        _, name, version = import_library(library)
-    except RuntimeMissing:
-        if library != "auto":
-            raise
-        return [None] * len(models)
-    from aft_export.tensorrt.build import offline_column, real_check
-    from aft_export.trtcheck import check_model
-
-    column = offline_column(name, version)
-    out = []
-    for model, report in zip(models, reports):
-        status = report.status.get(column)
-        if status in (None, "not targeted"):
-            status = check_model(model, [column]).status[column]
-        out.append(real_check(model, status, column, name, also_build))
-    return out
+        return rules_result(versions)
+    return check_files(_paths(models, required=False), versions, library=library, build=build,
+                       offline_only=offline_only, strict=strict)  # fmt: skip
 
 
 @declared("parity")
@@ -347,7 +307,6 @@ def parity(checkpoint, artifacts=(), *, data=None, images: int = ParityOptions.i
     """``aft-export parity``: each artifact against the fp32 PyTorch model (a checkpoint, an
     ``nn.Module`` with its preprocessing, or ``model_def``) on ``images`` images of ``data`` and
     stress inputs. Returns :class:`~aft_export.results.ParityResult`."""
-    from aft_export.results import ParityResult
     from aft_export.verify.parity import run_parity
 
     artifacts = _paths(artifacts, required=False)
@@ -359,17 +318,16 @@ def parity(checkpoint, artifacts=(), *, data=None, images: int = ParityOptions.i
         user, loaded = _module(checkpoint, preprocess, input_size, mean, std, classes)
         reference = TorchRunner(user.name, loaded=loaded)
         cpu_notes(artifacts, backend)
-        return ParityResult.of(run_parity(user.name, artifacts, data, reference=reference, **common))
+        return run_parity(user.name, artifacts, data, reference=reference, **common)
     user = _user_model(model_def, weights, weights_key, preprocess, input_size, mean, std, classes)
     if user is not None:  # the reference is the user's module, and every positional path is an artifact
         artifacts = ([str(checkpoint)] if checkpoint is not None else []) + artifacts
         cpu_notes(artifacts, backend)
-        return ParityResult.of(run_parity(user, artifacts, data, **common))
+        return run_parity(user, artifacts, data, **common)
     from aft_export.models.sources import open_source
 
     cpu_notes(artifacts, backend)
-
-    return ParityResult.of(run_parity(open_source(str(checkpoint)), artifacts, data, **common))
+    return run_parity(open_source(str(checkpoint)), artifacts, data, **common)
 
 
 @declared("eval")
@@ -379,14 +337,12 @@ def evaluate(artifacts, *, data, batch_size: int = EvalOptions.batch_size, image
     """``aft-export eval``: top-1/top-5 of each checkpoint, ONNX file or engine on the labelled
     ``data`` (the first ``images``; None: all), and each one's top-1 agreement with the first.
     Returns :class:`~aft_export.results.EvalResult`."""
-    from aft_export.results import EvalResult
-    from aft_export.verify.evaluate import eval_verdict, evaluate_artifacts
+    from aft_export.verify.evaluate import evaluate as run_evaluation
 
     paths = _paths(artifacts, "checkpoints or ONNX files to evaluate")
     cpu_notes(paths, backend)
-    rows = evaluate_artifacts(paths, str(data), batch_size=batch_size, limit=images, backend=backend,
-                              preprocessing=_foreign(preprocess, input_size, mean, std, classes, files=paths))  # fmt: skip
-    return EvalResult(rows, eval_verdict(rows))
+    return run_evaluation(paths, str(data), batch_size=batch_size, limit=images, backend=backend,
+                          preprocessing=_foreign(preprocess, input_size, mean, std, classes, files=paths))  # fmt: skip
 
 
 @declared("bench")
@@ -408,35 +364,28 @@ def bench(artifacts, *, batch_sizes: Sequence[int] = BenchOptions.batch_sizes, w
         if profile or pre is not None:
             raise AFTExportError("`reference` compares our files with their checkpoint: give neither `profile` nor "
                                  "another tool's preprocessing with it (bench those files without `reference`)")
-        from aft_export.results import BenchResult
-
-        return BenchResult.of_table(bench_against(str(reference), artifacts, data, batches=tuple(batch_sizes),
-                                                  images=BenchOptions.images if images is None else images,
-                                                  warmup=warmup, iters=iters, threads=threads, backend=backend,
-                                                  log=_log))  # fmt: skip
+        return bench_against(str(reference), artifacts, data, batches=tuple(batch_sizes),
+                             images=BenchOptions.images if images is None else images, warmup=warmup, iters=iters,
+                             threads=threads, backend=backend, log=_log)  # fmt: skip
     given = [name for name, v in (("data", data), ("images", images)) if v is not None]
     if given:
         raise AFTExportError(f"`{given[0]}` gives the labelled images of the deploy table: give `reference` (the "
                              f"checkpoint the files were made from) with it")  # fmt: skip
-    from aft_export.results import BenchResult
     from aft_export.verify.bench import bench as run_bench
 
     cpu_notes(artifacts, backend)  # (with `reference` the deploy table times every file on every runtime: it says)
-
-    return BenchResult.of(run_bench(artifacts, list(batch_sizes), warmup=warmup, iters=iters, threads=threads,
-                                    backend=backend or DEFAULT_BACKEND, profile=profile, preprocessing=pre))  # fmt: skip
+    return run_bench(artifacts, list(batch_sizes), warmup=warmup, iters=iters, threads=threads,
+                     backend=backend or DEFAULT_BACKEND, profile=profile, preprocessing=pre)  # fmt: skip
 
 
 @declared("infer")
 def infer(artifact, images, *, top_k: int = 5, backend: str = DEFAULT_BACKEND) -> InferResult:
     """``aft-export infer``: the ``top_k`` classes of each image (files or folders) from a
     checkpoint, ONNX file or engine. Returns :class:`~aft_export.results.InferResult`."""
-    from aft_export.results import InferResult
     from aft_export.serving.predict import classify
 
     cpu_notes([artifact], backend)
-    out = classify(str(artifact), _paths(images, "images or folders of images"), top_k=top_k, backend=backend)
-    return InferResult(out["artifact"], out["backend"], out["precision"], out["results"])
+    return classify(str(artifact), _paths(images, "images or folders of images"), top_k=top_k, backend=backend)
 
 
 @declared("info")
@@ -444,13 +393,10 @@ def info(artifact, *, config: str | None = None, preprocess: str | None = None, 
          mean=None, std=None, classes=None) -> InfoResult:  # fmt: skip
     """``aft-export info``: what an artifact is (a checkpoint's config and metrics, an ONNX file's
     target, precision and recipe, an engine's manifest). Returns :class:`~aft_export.results.InfoResult`."""
-    from aft_export.artifacts.info import describe_artifact
-    from aft_export.results import InfoResult
+    from aft_export.artifacts.info import artifact_info
 
-    d = describe_artifact(str(artifact), config=config, preprocessing=_foreign(preprocess, input_size, mean, std,
-                                                                                classes))  # fmt: skip
-    kind = d.pop("kind")
-    return InfoResult(kind, d)
+    return artifact_info(str(artifact), config=config,
+                         preprocessing=_foreign(preprocess, input_size, mean, std, classes))  # fmt: skip
 
 
 # ---------------------------------------------------------------- the whole job

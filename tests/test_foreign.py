@@ -105,7 +105,7 @@ def test_bench_and_the_triton_description(bare):
 
     sidecar(bare)
     report = bench([str(bare)], batches=[2], warmup=0, iters=1)
-    assert [(r["precision"], r["batch"]) for r in report["rows"]] == [("int8", 2)] and not report["skipped"]
+    assert [(r["precision"], r["batch"]) for r in report.rows] == [("int8", 2)] and not report.skipped
     spec = describe(bare)
     assert (spec.classes, spec.input_size, spec.mean) == (CIFAR10_CLASSES, (3, 32, 32), tuple(MEAN))
     assert spec.preprocessing is not None and spec.preprocessing.complete  # what serve's runners are given

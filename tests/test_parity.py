@@ -121,7 +121,7 @@ def test_graph_precision_reads_the_graph():
 
 def test_parity_passes_for_a_faithful_export(pair, cifar10):
     ckpt, onnx_path = pair
-    report = run_parity(str(ckpt), [str(onnx_path)], str(cifar10 / "test.tar"), images=16)
+    report = run_parity(str(ckpt), [str(onnx_path)], str(cifar10 / "test.tar"), images=16).to_dict()
     row = report["artifacts"][0]
     assert report["passed"] and row["status"] == "pass" and row["precision"] == "fp32"
     assert set(row["inputs"]) == {"real", "scaled_x4", "constant"}
@@ -141,7 +141,7 @@ def test_parity_fails_a_perturbed_graph_and_skips_missing_runtimes(pair, tmp_pat
     engine = _engine_with_manifest(tmp_path, onnx_path)
     no_tensorrt = importlib.util.find_spec("tensorrt") is None
     report = run_parity(str(ckpt), [str(bad), *([str(engine)] if no_tensorrt else [])], str(cifar10 / "test.tar"),
-                        images=8)  # fmt: skip
+                        images=8).to_dict()  # fmt: skip
     fail = report["artifacts"][0]
     assert fail["status"] == "fail" and any("max abs" in f for f in fail["failures"])
     if no_tensorrt:
@@ -231,7 +231,7 @@ def test_bench_reports_percentiles_and_threads(pair, tmp_path, cifar10):
 
     ckpt, onnx_path = pair
     report = bench([str(ckpt), str(onnx_path)], [1, 4], warmup=1, iters=3, threads=1)
-    rows = report["rows"]
+    rows = report.rows
     assert [(r["backend"], r["batch"]) for r in rows] == [("torch", 1), ("torch", 4), ("onnxruntime", 1),
                                                           ("onnxruntime", 4)]  # fmt: skip
     for r in rows:
@@ -240,7 +240,7 @@ def test_bench_reports_percentiles_and_threads(pair, tmp_path, cifar10):
     fixed = tmp_path / "b2.onnx"
     export_checkpoint(ckpt, fixed, ExportOptions(batch_dim="2", images=0))
     report = bench([str(fixed)], [1, 2], warmup=0, iters=1)
-    assert [r["batch"] for r in report["rows"]] == [2] and report["skipped"][0]["batch"] == 1
+    assert [r["batch"] for r in report.rows] == [2] and report.skipped[0]["batch"] == 1
     with pytest.raises(AFTExportError, match="`iters`"):
         bench([str(ckpt)], [1], iters=0)
     result = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch-size", "2", "--iters", "2", "--json"])
@@ -305,7 +305,7 @@ def test_divergence_is_localised_to_the_node_and_module(pair, tmp_path, cifar10,
     broken = tmp_path / "broken.onnx"
     ln = _break_a_layer(onnx_path, broken)
     artifacts = [onnx_path, str(broken)] if with_fp32_onnx else [str(broken)]
-    report = run_parity(ckpt, artifacts, str(cifar10 / "test.tar"), images=16)
+    report = run_parity(ckpt, artifacts, str(cifar10 / "test.tar"), images=16).to_dict()
     row = report["artifacts"][-1]
     assert row["status"] == "fail"
     div = row["divergence"]

@@ -48,7 +48,9 @@ def make_cfg(cifar10):
 
 
 def test_train_writes_a_loadable_checkpoint(tmp_path, make_cfg):
-    metrics = train(make_cfg(tmp_path, "full.pt"))
+    result = train(make_cfg(tmp_path, "full.pt"))
+    metrics = result.metrics
+    assert result.output == str(tmp_path / "full.pt") and result.passed
     model, meta = load_checkpoint(tmp_path / "full.pt")
     assert meta.provenance["epochs"] == 2 and meta.provenance["seed"] == 1
     assert meta.provenance["metrics"]["val_top1"] == metrics["val_top1"] is not None

@@ -83,18 +83,20 @@ def _defined(name: str) -> list[str]:
 
 
 def _typed_by_the_api() -> list[str]:
-    """Where api.py builds a result from a stage's plain data (a dict or a list): a call of a class of
-    results.py, or of its ``of``, other than the Server handle and BenchResult.of_table (which wraps a
-    stage's typed table)."""
+    """Where api.py builds a result itself: a call of a result type (every class ``aft_export.results``
+    names that is :class:`~aft_export.errors.Judged`, wherever its stage defines it) or of a classmethod
+    of one (``of``, ``of_table``, ...), other than the Server handle. A stage that returns its typed
+    result needs none."""
     import aft_export.results as results
+    from aft_export.errors import Judged
 
-    classes = {n for n, v in vars(results).items() if isinstance(v, type) and v.__module__ == results.__name__}
+    classes = {n for n, v in vars(results).items() if isinstance(v, type) and issubclass(v, Judged)}
     found = []
     for node in ast.walk(ast.parse((PACKAGE / "api.py").read_text())):
         if not isinstance(node, ast.Call):
             continue
         f = node.func
-        name = f.id if isinstance(f, ast.Name) else (f.value.id if isinstance(f, ast.Attribute) and f.attr == "of"
+        name = f.id if isinstance(f, ast.Name) else (f.value.id if isinstance(f, ast.Attribute)
                                                       and isinstance(f.value, ast.Name) else None)  # fmt: skip
         if name in classes - {"Server"}:
             found.append((node.lineno, f"api.py:{node.lineno} {name}"))
@@ -138,7 +140,7 @@ def main() -> int:
     print(f"`passed` defined: {len(passed)} ({', '.join(passed)})")
     # a stage's result typed by the API (from the stage's dict or list) rather than built by the stage
     typed = _typed_by_the_api()
-    print(f"results the API builds from a stage's plain data: {len(typed)}" + "".join(f"\n  {t}" for t in typed))
+    print(f"results the API builds itself (from a stage's plain data): {len(typed)}" + "".join(f"\n  {t}" for t in typed))
     # the backend word: made from the old `provider` word in one function (runtimes.backend_of), called only
     # where the old word still comes in; everywhere else a backend is a name the door checked, looked up
     old_word = _calls("backend_of")

@@ -4,17 +4,19 @@ Every artifact the project writes or takes: a checkpoint (or any model source), 
 (ours: export target, opset, precision, ``com.aft`` layers, the quantisation recipe and its
 calibration set's hash; another tool's: what the file itself says, its inputs, outputs,
 opsets and producer, and the preprocessing it would be fed with, where one is given or lies
-beside it), and an engine with its manifest. Returns plain data; :mod:`aft_export.workflow.report`
-renders it. Reads only: a broken part (an engine without its manifest) is said in the result,
+beside it), and an engine with its manifest: :func:`artifact_info` (an :class:`InfoResult`), whose
+details :mod:`aft_export.workflow.report` renders. Reads only: a broken part (an engine without its manifest) is said in the result,
 not raised, so the rest is still shown.
 """
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Judged, Verdict
 from aft_export.fileio import sha256_file
 from aft_export.artifacts.graph import DOMAIN, aft_kind
 from aft_export.artifacts.onnxio import ArtifactMeta, external_files, foreign_kind, graph_precision, load_onnx
@@ -31,6 +33,26 @@ OUR_KEYS = ("model_name", "variant", "export_target", "opset", "aft_op_form", "s
             "tool", "torch_version", "dynamic_batch", "dynamic_hw")  # fmt: skip
 # our metadata that say how the model is fed (JSON lists, read by ArtifactMeta's typed properties)
 DESCRIBING = ("classes", "input_size", "mean", "std")
+
+
+@dataclass
+class InfoResult(Judged):
+    """``info``: what an artifact is (``kind``: checkpoint, onnx or engine) and what that kind says
+    (``details``, the fields of its JSON)."""
+
+    kind: str
+    details: dict
+    verdict: Verdict = field(default_factory=Verdict)  # describing checks nothing
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, **copy.deepcopy(self.details)}
+
+
+def artifact_info(path, config: str | None = None, preprocessing: ForeignPreprocessing | None = None) -> InfoResult:
+    """:func:`describe_artifact`'s description of ``path`` as ``info``'s result."""
+    details = describe_artifact(path, config=config, preprocessing=preprocessing)
+    kind = details.pop("kind")
+    return InfoResult(kind, details)
 
 
 def describe_artifact(path, config: str | None = None, preprocessing: ForeignPreprocessing | None = None) -> dict:

@@ -12,7 +12,8 @@ import math
 import platform
 import sys
 import time
-from dataclasses import asdict
+import copy
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,7 @@ from aft_export.version import __version__
 from aft_export.models.checkpoint import load_checkpoint, save_checkpoint
 from aft_export.data.images import CIFAR10_MEAN, CIFAR10_STD, normalize
 from aft_export.data.datasets import data_label, load_labelled
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Judged, Verdict
 from aft_export.fileio import claim_output
 from aft_export.options import TrainConfig
 from aft_export.runners.base import available_memory
@@ -94,8 +95,21 @@ def check_training_batch(model: AFTClassifier, batch_size: int) -> None:
         )
 
 
-def train(cfg: TrainConfig) -> dict:
-    """Train, writing ``cfg.output`` atomically after every epoch. Returns the metrics. ``output``
+@dataclass
+class TrainResult(Judged):
+    """``train``: the checkpoint written (``output``) and its metrics (``to_dict()``: what the
+    command prints)."""
+
+    output: str
+    metrics: dict
+    verdict: Verdict = field(default_factory=Verdict)
+
+    def to_dict(self) -> dict:
+        return copy.deepcopy(self.metrics)
+
+
+def train(cfg: TrainConfig) -> TrainResult:
+    """Train, writing ``cfg.output`` atomically after every epoch: the checkpoint and its metrics. ``output``
     is claimed first: never the data, and one run at a time (``resume`` may name it:
     the run goes on in place)."""
     with claim_output(cfg.output, inputs=[cfg.data, cfg.test_data]):
@@ -103,7 +117,7 @@ def train(cfg: TrainConfig) -> dict:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         try:
-            return _train(cfg)
+            return TrainResult(str(cfg.output), _train(cfg))
         finally:
             torch.set_num_threads(before)
 

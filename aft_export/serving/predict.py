@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
+import copy
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from aft_export.data.images import IMAGE_EXTENSIONS, decode_normalized
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Judged, Verdict
 from aft_export.data.preprocess import BESIDE_ONLY
 from aft_export.runners import load_runner
 from aft_export.runtimes import DEFAULT_BACKEND
+
+
+@dataclass
+class InferResult(Judged):
+    """``infer``: the top classes of each image (``results``)."""
+
+    artifact: str
+    backend: str
+    precision: str
+    results: list[dict]
+    verdict: Verdict = field(default_factory=Verdict)  # classifying checks nothing that can fail
+
+    def to_dict(self) -> dict:
+        return {"artifact": self.artifact, "backend": self.backend, "precision": self.precision,
+                "results": copy.deepcopy(self.results)}  # fmt: skip
 
 
 def find_images(items) -> list[Path]:
@@ -38,7 +55,7 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return e / e.sum(1, keepdims=True)
 
 
-def classify(artifact, images, top_k: int = 5, backend: str = DEFAULT_BACKEND) -> dict:
+def classify(artifact, images, top_k: int = 5, backend: str = DEFAULT_BACKEND) -> InferResult:
     """The ``top_k`` classes of each image (files or folders), with the artifact's own
     preprocessing (checkpoint fields, ONNX metadata or engine manifest); ``backend``: where an
     ONNX file runs (:data:`~aft_export.runtimes.BACKENDS`)."""
@@ -56,4 +73,4 @@ def classify(artifact, images, top_k: int = 5, backend: str = DEFAULT_BACKEND) -
         order = np.argsort(-p)[:k]
         results.append({"image": str(f), "top": [{"class": info.classes[i], "index": int(i),
                                                    "probability": round(float(p[i]), 5)} for i in order]})  # fmt: skip
-    return {"artifact": str(artifact), "backend": runner.backend, "precision": info.precision, "results": results}
+    return InferResult(str(artifact), runner.backend, info.precision, results)

@@ -6,16 +6,55 @@ with them. These are measurements for a report, never assertions in a test.
 
 from __future__ import annotations
 
+import copy
 import platform
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
+from aft_export.errors import AFTExportError, Judged, RuntimeMissing, Verdict
 from aft_export.options import BenchOptions, check_threads
 from aft_export.runtimes import BACKENDS
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.runners import OrtRunner, load_runner
+
+
+@dataclass
+class BenchResult(Judged):
+    """``bench``: latency and throughput, a row per artifact and batch size. With a reference, ``deploy``
+    is the deploy table (:class:`~aft_export.verify.deploy.DeployTable`: every file on every runtime here,
+    proven, then timed), whose verdict this is, and ``to_dict()`` is the table's, as the command prints
+    it; the rows are its timings in the form of those without it."""
+
+    machine: str
+    processor: str
+    rows: list[dict]
+    skipped: list[dict]
+    verdict: Verdict
+    profiles: list[dict] | None = None  # with ``profile``: ONNX Runtime's time per op type
+    deploy: Any = None  # with a reference: the DeployTable
+
+    @classmethod
+    def of_table(cls, table) -> BenchResult:
+        """The deploy table ``table`` as bench's result."""
+        timed = table.bench_report(tuple(table.runtimes))
+        return cls(timed["machine"], timed["processor"], timed["rows"], timed["skipped"], table.verdict, deploy=table)
+
+    @property
+    def notes(self) -> list[str]:
+        """What the deploy table says of its inputs (a file given twice); [] without a reference."""
+        return list(self.deploy.notes) if self.deploy is not None else []
+
+    def to_dict(self) -> dict:
+        if self.deploy is not None:
+            return self.deploy.to_dict()
+        out = {"machine": self.machine, "processor": self.processor, "rows": copy.deepcopy(self.rows),
+               "skipped": copy.deepcopy(self.skipped), "verdict": self.verdict.to_dict()}  # fmt: skip
+        if self.profiles is not None:
+            out["profiles"] = copy.deepcopy(self.profiles)
+        return out
 
 
 def bench_runner(runner, batch: int, warmup: int = BenchOptions.warmup, iters: int = BenchOptions.iters,
@@ -50,8 +89,8 @@ def bench_runner(runner, batch: int, warmup: int = BenchOptions.warmup, iters: i
 def bench(artifacts: list[str], batches=BenchOptions.batch_sizes, warmup: int = BenchOptions.warmup,
           iters: int = BenchOptions.iters, threads: int = 0, backend: str = BenchOptions.backend,
           runners: dict | None = None, profile: bool = False,
-          preprocessing: ForeignPreprocessing | None = None) -> dict:  # fmt: skip
-    """Latency and throughput of each artifact at each batch size. ``runners``: runners
+          preprocessing: ForeignPreprocessing | None = None) -> BenchResult:  # fmt: skip
+    """Latency and throughput of each artifact at each batch size (a :class:`BenchResult`). ``runners``: runners
     already made, by artifact path; ``preprocessing``: the input size of an ONNX file another
     tool wrote (or the JSON beside it). ``profile``: also ONNX Runtime's time per op type for
     each ONNX file at each batch size (``iters`` runs after one warm-up, in a profiling
@@ -77,11 +116,8 @@ def bench(artifacts: list[str], batches=BenchOptions.batch_sizes, warmup: int = 
             rows.append(bench_runner(runner, batch, warmup, iters))
             if profile:
                 profiles.append(_profile(artifact, runner, batch, iters, backend, threads, preprocessing))
-    result = {"machine": platform.machine(), "processor": platform.processor(), "rows": rows, "skipped": skipped,
-              "verdict": bench_verdict(skipped).to_dict()}  # fmt: skip
-    if profile:
-        result["profiles"] = profiles
-    return result
+    return BenchResult(platform.machine(), platform.processor(), rows, skipped, bench_verdict(skipped),
+                       profiles if profile else None)  # fmt: skip
 
 
 def bench_verdict(skipped: list[dict]) -> Verdict:

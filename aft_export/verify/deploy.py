@@ -319,7 +319,7 @@ def deploy_table(reference, artifacts: list[str], decoded: LabelledImages, *,
                         par = run_parity(ref_path, [f], compared, images=n_parity, overrides=overrides,
                                          reference=reference, runners={f: runner}, reference_logits=reference_logits,
                                          **on)  # fmt: skip
-                        p, row.measured_here = par["artifacts"][0], True
+                        p, row.measured_here = par.artifacts[0], True
                     row.parity = p["status"]
                     if p["status"] == "skipped":
                         fail(row, "skipped", p.get("reason", ""))
@@ -457,14 +457,15 @@ def make_runner(artifact: str, runtime: str, threads: int = 0, preprocessing=Non
 def bench_against(reference: str, artifacts: list[str], data: str | None = None, images: int = BenchOptions.images,
                   batches: tuple[int, ...] = BenchOptions.batch_sizes, warmup: int = BenchOptions.warmup,
                   iters: int = BenchOptions.iters, threads: int = 0, backend: str | None = None,
-                  parity_images: int = ParityOptions.images, log=print) -> DeployTable:  # fmt: skip
-    """``aft-export bench FILES reference=CHECKPOINT``: the deploy table of ``artifacts``, made from the
-    checkpoint ``reference``, on every runtime here (``backend``: that one only, beside PyTorch; one
-    that cannot run here makes the table not verified), proven on ``images`` labelled images of
-    ``data`` (default: the test data the checkpoint names, else ``cifar10:test``) and timed at
-    ``batches``."""
+                  parity_images: int = ParityOptions.images, log=print) -> BenchResult:  # fmt: skip
+    """``aft-export bench FILES reference=CHECKPOINT``: bench's result, whose ``deploy`` is the deploy
+    table of ``artifacts``, made from the checkpoint ``reference``, on every runtime here (``backend``:
+    that one only, beside PyTorch; one that cannot run here makes the table not verified), proven on
+    ``images`` labelled images of ``data`` (default: the test data the checkpoint names, else
+    ``cifar10:test``) and timed at ``batches``."""
     from aft_export.data.datasets import load_labelled, verification_data
     from aft_export.runners import TorchRunner
+    from aft_export.verify.bench import BenchResult
 
     check_reference(reference)
     if backend is not None and backend not in RUNTIMES:
@@ -495,7 +496,7 @@ def bench_against(reference: str, artifacts: list[str], data: str | None = None,
     if backend is not None and runtimes.get(backend) != "ok":
         table.verdict = Verdict.combine(table.verdict, Verdict.of(unverified=[
             f"`backend={backend}` was asked for and cannot run here: {runtimes.get(backend, 'unknown')}"]))
-    return table
+    return BenchResult.of_table(table)
 
 
 def check_made_from(reference, artifact) -> None:

@@ -2,19 +2,41 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from aft_export.data.images import LabelledImages, normalize, normalize_array
 from aft_export.data.datasets import load_labelled
-from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
+from aft_export.errors import AFTExportError, Judged, RuntimeMissing, Verdict
 from aft_export.options import EvalOptions
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.runners import load_runner
+
+
+@dataclass
+class EvalResult(Judged):
+    """``evaluate``: top-1/top-5 of each artifact and its top-1 agreement with the first, one row
+    each, and the verdict; ``to_dict()`` is what ``eval`` prints as JSON."""
+
+    rows: list[dict]
+    verdict: Verdict
+
+    def to_dict(self) -> dict:
+        return {"rows": copy.deepcopy(self.rows), "verdict": self.verdict.to_dict()}
+
+
+def evaluate(artifacts, data, batch_size: int = EvalOptions.batch_size, limit: int | None = None,
+             backend: str = EvalOptions.backend, preprocessing: ForeignPreprocessing | None = None) -> EvalResult:
+    """:func:`evaluate_artifacts`' rows, and their verdict (:func:`eval_verdict`): ``eval``'s result."""
+    rows = evaluate_artifacts(artifacts, data, batch_size=batch_size, limit=limit, backend=backend,
+                              preprocessing=preprocessing)  # fmt: skip
+    return EvalResult(rows, eval_verdict(rows))
 
 
 def evaluate_model(model, images: np.ndarray, labels: np.ndarray, mean, std,

@@ -7,6 +7,7 @@ constant images. A failing ONNX artifact is localised (:mod:`aft_export.verify.l
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import numpy as np
@@ -14,12 +15,33 @@ import numpy as np
 from aft_export.verify.compare import judge, metrics, tolerances_with
 from aft_export.data.images import LabelledImages, Preprocessing, normalize_array
 from aft_export.data.datasets import load_labelled, verification_data
-from aft_export.errors import AFTExportError, RuntimeMissing, Verdict
+from aft_export.errors import AFTExportError, Judged, RuntimeMissing, Verdict
 from aft_export.exporting.exporter import ExportOptions, export_graph
 from aft_export.verify.localize import localize
 from aft_export.options import ParityOptions
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.runners import OrtRunner, TorchRunner, load_runner
+
+
+@dataclasses.dataclass
+class ParityResult(Judged):
+    """``parity``: each artifact against the PyTorch reference (``artifacts``: one row each, its
+    metrics per input set, its limits, its failures; a row's own ``passed``: within its limits).
+    ``differences``: with ``keep_differences``, each artifact's |logit - reference| on the real
+    images (for plots; not in ``to_dict()``)."""
+
+    reference: str
+    data: str
+    images: int
+    artifacts: list[dict]
+    skipped: int
+    verdict: Verdict
+    differences: dict | None = dataclasses.field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        return {"reference": self.reference, "data": self.data, "images": self.images,
+                "artifacts": copy.deepcopy(self.artifacts), "passed": self.passed, "skipped": self.skipped,
+                "verdict": self.verdict.to_dict()}  # fmt: skip
 
 
 def stress_inputs(images: np.ndarray, mean, std) -> dict[str, np.ndarray]:
@@ -91,14 +113,14 @@ def _divergence(reference_runner, artifact, artifacts, runner, images, backend) 
 def run_parity(checkpoint: str, artifacts: list[str], data=None, images: int = ParityOptions.images, overrides: list[str] | None = None,
                backend: str = ParityOptions.backend, reference: TorchRunner | None = None,
                keep_differences: bool = False, runners: dict | None = None,
-               reference_logits: np.ndarray | None = None) -> dict:  # fmt: skip
-    """Compare every artifact with the fp32 PyTorch model; returns the JSON-able report.
+               reference_logits: np.ndarray | None = None) -> ParityResult:  # fmt: skip
+    """Compare every artifact with the fp32 PyTorch model: a :class:`ParityResult`.
 
     ``data``: a source (directory, tar, ``cifar10:test``) or images already decoded
     (:class:`~aft_export.data.images.LabelledImages`); None: the test data the checkpoint names,
     else ``cifar10:test`` (:func:`~aft_export.data.datasets.verification_data`); ``reference``: the checkpoint's runner
-    if it is already loaded. ``keep_differences`` adds, under ``"differences"``, each
-    artifact's |logit - reference| on the real images (for plots; not JSON); ``runners``:
+    if it is already loaded. ``keep_differences`` keeps, as the result's ``differences``, each
+    artifact's |logit - reference| on the real images (for plots); ``runners``:
     runners already made, by artifact path; ``reference_logits``: the reference's logits on
     the real images, if the caller has them (the export's verification ran PyTorch on the
     same images: :attr:`~aft_export.exporting.exporter.ExportResult.reference_logits`); ``backend``:
@@ -157,13 +179,8 @@ def run_parity(checkpoint: str, artifacts: list[str], data=None, images: int = P
         if not row["passed"] and str(artifact).endswith(".onnx"):
             row["divergence"] = _divergence(reference, artifact, artifacts, runner, x, backend)
         rows.append(row)
-    verdict = parity_verdict(rows)
-    report = {"reference": str(checkpoint), "data": decoded.source, "images": len(x), "artifacts": rows,
-              "passed": verdict.passed, "skipped": sum(r["status"] == "skipped" for r in rows),
-              "verdict": verdict.to_dict()}  # fmt: skip
-    if keep_differences:
-        report["differences"] = differences
-    return report
+    return ParityResult(str(checkpoint), decoded.source, len(x), rows, sum(r["status"] == "skipped" for r in rows),
+                        parity_verdict(rows), differences if keep_differences else None)  # fmt: skip
 
 
 def parity_verdict(rows: list[dict]) -> Verdict:

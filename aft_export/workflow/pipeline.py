@@ -339,15 +339,16 @@ def _runners(ctx: Context, onnx: list[Made], engines: Engines) -> Outcome:
 def _parity(ctx: Context, onnx: list[Made], engines: Engines, runners: dict, parity_set) -> Outcome:
     runnable = _runnable(onnx, engines)
     reference_logits = _reference_logits(onnx)
-    par = run_parity(str(ctx.ckpt), [str(a) for a in runnable], parity_set, images=len(parity_set),
-                     overrides=list(ctx.opts.tolerances), reference=runners[str(ctx.ckpt)], keep_differences=True,
-                     runners=runners, reference_logits=reference_logits)  # fmt: skip
+    result = run_parity(str(ctx.ckpt), [str(a) for a in runnable], parity_set, images=len(parity_set),
+                        overrides=list(ctx.opts.tolerances), reference=runners[str(ctx.ckpt)], keep_differences=True,
+                        runners=runners, reference_logits=reference_logits)  # fmt: skip
+    par = result.to_dict()
     not_run = engines.not_run
     par["artifacts"] += [{"artifact": a, "status": "skipped", "reason": why, "passed": None} for a, why in not_run.items()]
     par["skipped"] += len(not_run)
     par["passed"] = par["passed"] and not not_run
     par["verdict"] = parity_verdict(par["artifacts"]).to_dict()
-    diffs = {Path(a).name: d for a, d in par.pop("differences").items()}
+    diffs = {Path(a).name: d for a, d in result.differences.items()}
     failed = [Path(r["artifact"]).name for r in par["artifacts"] if r["status"] == "fail"]
     return Outcome(ParityRun(par, diffs, failed),
                    ("FAILED: " + ", ".join(failed)) if failed else f"all {len(runnable)} artifacts run within tolerance"
