@@ -36,7 +36,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Named, listed, said
 from aft_export.options.commands import declared
 from aft_export.options import (DEFAULT_BACKEND, BenchOptions, BuildOptions, DoctorOptions, EvalOptions,
                                 ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions,
@@ -140,8 +140,8 @@ def _user_model(model_def, weights, weights_key, preprocess, input_size, mean, s
                                       ("input_size", input_size), ("mean", mean), ("std", std), ("classes", classes))
                  if v is not None]  # fmt: skip
         if given:
-            raise AFTExportError(f"{', '.join(f'`{g}`' for g in given)} describe a model trained elsewhere; give "
-                                 f"`model_def` too")  # fmt: skip
+            raise AFTExportError(said("{given} describe a model trained elsewhere; give {model_def} too", None,
+                                      given=listed(given)))  # fmt: skip
         return None
     pre = resolve(preprocess, input_size=input_size, mean=mean, std=std, classes=classes, extra_keys=SPEC_KEYS)
     return UserModel(model_def or spec.model_def, pre, weights=weights or (spec.weights if spec else None),
@@ -151,7 +151,7 @@ def _user_model(model_def, weights, weights_key, preprocess, input_size, mean, s
 def _checked_flags(command: str, given: dict, message: str) -> None:
     bad = [k for k, v in given.items() if v not in (None, False, ())]
     if bad:
-        raise AFTExportError(message.format(option=f"`{bad[0]}`", command=command))
+        raise AFTExportError(message.format(option=said("{value}", None, value=Named(bad[0])), command=command))
 
 
 # ---------------------------------------------------------------- make
@@ -172,7 +172,7 @@ def export(checkpoint=None, output=None, *, config: str | None = None, opset: in
     from aft_export.exporting.exporter import export_checkpoint
 
     if output is None:
-        raise AFTExportError("give `output`, the ONNX file to write")
+        raise AFTExportError(said("give {output}, the ONNX file to write", "export"))
     opts = ExportOptions(opset=opset, batch_dim=batch_dim, dynamic_hw=dynamic_hw, op_form=op_form, target=target,
                          simplify=simplify, allow_unsimplified=allow_unsimplified, images=images, data=data,
                          require_aft=require_aft)  # fmt: skip
@@ -188,14 +188,15 @@ def export(checkpoint=None, output=None, *, config: str | None = None, opset: in
     if user is not None:
         if checkpoint is not None:  # export(W.pt, model_def=...): the positional file is the weights
             if weights:
-                raise AFTExportError(f"give the weights once: {checkpoint} or `weights={weights}`")
+                raise AFTExportError(said("give the weights once: {checkpoint_got} or {weights_got}", "export",
+                                          weights_got=Named('weights', weights), checkpoint_got=checkpoint))
             from dataclasses import replace
 
             user = replace(user, weights=str(checkpoint))
         return export_checkpoint(user, str(output), opts, log=_log)
     if checkpoint is None:
-        raise AFTExportError("give a checkpoint to export, an nn.Module, or `model_def` and `weights` for a model "
-                             "trained elsewhere")  # fmt: skip
+        raise AFTExportError(said("give a checkpoint to export, an nn.Module, or {model_def} and {weights} for a "
+                                  "model trained elsewhere", "export"))  # fmt: skip
     return export_checkpoint(str(checkpoint), str(output), opts, config, log=_log)
 
 
@@ -362,15 +363,16 @@ def bench(artifacts, *, batch_sizes: Sequence[int] = BenchOptions.batch_sizes, w
         from aft_export.verify.deploy import bench_against
 
         if profile or pre is not None:
-            raise AFTExportError("`reference` compares our files with their checkpoint: give neither `profile` nor "
-                                 "another tool's preprocessing with it (bench those files without `reference`)")
+            raise AFTExportError(said("{reference} compares our files with their checkpoint: give neither "
+                                      "{profile} nor another tool's preprocessing with it (bench those files "
+                                      "without {reference})", "bench"))
         return bench_against(str(reference), artifacts, data, batches=tuple(batch_sizes),
                              images=BenchOptions.images if images is None else images, warmup=warmup, iters=iters,
                              threads=threads, backend=backend, log=_log)  # fmt: skip
     given = [name for name, v in (("data", data), ("images", images)) if v is not None]
     if given:
-        raise AFTExportError(f"`{given[0]}` gives the labelled images of the deploy table: give `reference` (the "
-                             f"checkpoint the files were made from) with it")  # fmt: skip
+        raise AFTExportError(said("{given} gives the labelled images of the deploy table: give {reference} (the "
+                                  "checkpoint the files were made from) with it", "bench", given=Named(given[0])))  # fmt: skip
     from aft_export.verify.bench import bench as run_bench
 
     cpu_notes(artifacts, backend)  # (with `reference` the deploy table times every file on every runtime: it says)
@@ -420,11 +422,12 @@ def pipeline(checkpoint=None, *, output: str | None = None, calib: str | None = 
     from aft_export.workflow.pipeline import run_pipeline
 
     if _is_module(checkpoint):
-        raise AFTExportError("the pipeline names its run and its reference after a file: save the module's weights "
-                             "and give `model_def` and `weights` (or a checkpoint)")  # fmt: skip
+        raise AFTExportError(said("the pipeline names its run and its reference after a file: save the module's "
+                                  "weights and give {model_def} and {weights} (or a checkpoint)", "pipeline"))  # fmt: skip
     user = _user_model(model_def, weights, weights_key, preprocess, input_size, mean, std, classes)
     if user is not None and checkpoint is not None:
-        raise AFTExportError(f"give either a checkpoint ({checkpoint}) or `model_def`, not both")
+        raise AFTExportError(said("give either a checkpoint ({checkpoint_got}) or {model_def}, not both",
+                                  "pipeline", checkpoint_got=checkpoint))
     if user is None and checkpoint is not None:
         from aft_export.models.sources import open_source
 
@@ -499,8 +502,9 @@ def serve(artifacts, *, host: str = ServeOptions.host, http_port: int = ServeOpt
             raise outcome.get("error") or AFTExportError("the server stopped while starting; see the log above")
         if time.monotonic() > deadline:
             handle.stop()
-            raise AFTExportError(f"Triton was not ready after {READY_BOUND:.0f} s; nothing is left running: try "
-                                 f"fewer `instances`, or see the log above")  # fmt: skip
+            raise AFTExportError(said("Triton was not ready after {READY_BOUND:.0f} s; nothing is left running: "
+                                      "try fewer {instances}, or see the log above", "serve",
+                                      READY_BOUND=READY_BOUND))  # fmt: skip
     return handle
 
 

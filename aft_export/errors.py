@@ -10,7 +10,9 @@ are one table for every command (``docs/errors.md``):
 
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass
+from typing import Callable
 
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1  # a check failed: parity, accuracy, a TensorRT rule
@@ -94,10 +96,130 @@ class Judged:
         return self.verdict.passed
 
 
+# ---------------------------------------------------------------- messages that name parameters
+
+
+@dataclass(frozen=True)
+class Named:
+    """A parameter named in a message by a value's place (its keyword decided at run time), alone
+    (`images`) or set to ``value`` (`images=0`)."""
+
+    keyword: str
+    value: object = None
+
+
+# a parameter's name on one face: (the command whose keyword it is, the keyword, its value or None) -> text
+Namer = Callable[["str | None", str, object], str]
+
+
+def keyword_name(stage: str | None, keyword: str, value: object = None) -> str:
+    """The Python face's name of a parameter: its keyword, in backquotes (`images`, `images=0`)."""
+    return f"`{keyword}`" if value is None else f"`{keyword}={value}`"
+
+
+class Said(str):
+    """A message that names parameters as data, not as text to be rewritten: its template's fields
+    (:meth:`string.Formatter.parse`) are ``stage``'s keywords, or the values it was given (a
+    :class:`Named` is a keyword, alone or with its value). As a ``str`` it reads in the Python face's words
+    (:func:`keyword_name`); :meth:`render` reads it in another face's (the command line names each
+    from the declarations: :mod:`aft_export.cli.words`)."""
+
+    template: str
+    stage: str | None
+    values: dict
+
+    def __new__(cls, template: str, stage: str | None, values: dict) -> Said:
+        text = super().__new__(cls, _render(template, stage, values, keyword_name))
+        text.template, text.stage, text.values = template, stage, values
+        return text
+
+    def render(self, name: Namer) -> str:
+        return _render(self.template, self.stage, self.values, name)
+
+    def __reduce__(self):  # a copy (a pickle: an error crossing processes) keeps the parameters
+        return Said, (self.template, self.stage, self.values)
+
+    def __add__(self, other):  # text + text: each part keeps its parameters (an f-string would not)
+        return Said("{a}{b}", None, {"a": self, "b": other}) if isinstance(other, str) else NotImplemented
+
+    def __radd__(self, other):
+        return Said("{a}{b}", None, {"a": other, "b": self}) if isinstance(other, str) else NotImplemented
+
+    def keywords(self) -> list[str]:
+        """The keywords it names, in order."""
+        out = []
+        for _, field, _, _ in string.Formatter().parse(self.template):
+            value = self.values.get(field) if field else None
+            if field and field not in self.values:
+                out.append(field)
+            elif isinstance(value, Named):
+                out.append(value.keyword)
+        return out
+
+
+def _render(template: str, stage: str | None, values: dict, name: Namer) -> str:
+    out = []
+    for text, field, spec, conversion in string.Formatter().parse(template):
+        out.append(text)
+        if field is None:
+            continue
+        if field not in values:
+            out.append(name(stage, field, None))
+            continue
+        value = values[field]
+        if isinstance(value, Named):
+            out.append(name(stage, value.keyword, value.value))
+            continue
+        if isinstance(value, Said):  # a part said by itself: in the same face's words
+            out.append(value.render(name))
+            continue
+        value = repr(value) if conversion == "r" else value
+        out.append(format(value, spec or ""))
+    return "".join(out)
+
+
+def said(template: str, stage: str | None, **values) -> Said:
+    """A message of ``stage`` (the command whose keywords it names; None: a stage of several
+    commands, whose keywords each running command names as its own): each ``{field}`` of ``template``
+    not in ``values`` is a keyword of ``stage``, named in each face's words; ``{field}`` in
+    ``values`` is that value (``{field!r}`` its repr), a :class:`Named` a keyword (with its value).
+    ``said("give {eg} or {allow_fewer}", "quantize", eg=Named("images", 90))``. A user's text is
+    always a value, never put in the template."""
+    return Said(template, stage, values)
+
+
+def listed(keywords, stage: str | None = None) -> Said:
+    """Keywords named one after another (`weights`, `mean`), each in each face's words."""
+    values = {f"k{i}": Named(k) for i, k in enumerate(keywords)}
+    return Said(", ".join("{" + k + "}" for k in values), stage, values)
+
+
+def joined(separator: str, parts) -> str:
+    """``separator.join(parts)``, keeping the parameters each :class:`Said` part names (str.join would not)."""
+    parts = list(parts)
+    if not any(isinstance(p, Said) for p in parts):
+        return separator.join(parts)
+    values = {f"p{i}": p for i, p in enumerate(parts)}
+    return Said(separator.replace("{", "{{").replace("}", "}}").join("{" + k + "}" for k in values), None, values)
+
+
+def after(text: str, message: str) -> str:
+    """``text`` followed by ``message``, a :class:`Said` keeping its parameters."""
+    if isinstance(message, Said):
+        return Said(text.replace("{", "{{").replace("}", "}}") + message.template, message.stage, message.values)
+    return text + message
+
+
 class AFTExportError(Exception):
-    """Something the user can fix: bad input, a missing file, a wrong option."""
+    """Something the user can fix: bad input, a missing file, a wrong option. Its message may be
+    :class:`Said` (``said``: the parameters it names are data, each face names them)."""
 
     exit_code = EXIT_BAD_INPUT
+
+    @property
+    def message(self):
+        """The message as it was given (a :class:`Said` keeps its parameters)."""
+        return self.args[0] if len(self.args) == 1 and isinstance(self.args[0], str) else str(self)
 
 
 class CheckFailed(AFTExportError):

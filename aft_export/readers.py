@@ -29,7 +29,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Named, said
 
 MAX_BYTES = 8 * 2**20  # a structured file (or one value) larger than this is not read
 MAX_DEPTH = 32  # lists and mappings inside each other (ours need 4)
@@ -437,29 +437,36 @@ def compile_pattern(pattern: Any, option: str):
     read differently (a repeat with no lower bound, ``{,m}``)."""
     example = "give a pattern such as 'blocks\\.3\\.' (RE2 syntax: docs/quantize.md)"
     if not isinstance(pattern, str):
-        raise AFTExportError(f"`{option}` takes regular expressions (text), got {shown(pattern, as_json=False)}; {example}")
+        raise AFTExportError(said("{option} takes regular expressions (text), got {value}; {example}", None,
+                                  option=Named(option), value=shown(pattern, as_json=False), example=example))
     if not pattern:
-        raise AFTExportError(f"`{option}` pattern '' is empty, and the empty pattern matches every node name; "
-                             f"{example}")  # fmt: skip
+        raise AFTExportError(said("{option} pattern '' is empty, and the empty pattern matches every node name; "
+                                  "{example}", None, option=Named(option), example=example))  # fmt: skip
     stray = next((c for c in pattern if 0xD800 <= ord(c) <= 0xDFFF), None)
     if stray is not None:  # a byte that is not UTF-8 on the command line (Python keeps it as a lone surrogate)
-        raise AFTExportError(f"`{option}` pattern {as_typed(pattern)} is not UTF-8 text, as node names are; type "
-                             f"it in UTF-8 (RE2 syntax: docs/quantize.md)")  # fmt: skip
+        raise AFTExportError(said("{option} pattern {value} is not UTF-8 text, as node names are; type it in UTF-8 "
+                                  "(RE2 syntax: docs/quantize.md)", None, option=Named(option),
+                                  value=as_typed(pattern)))  # fmt: skip
     if len(pattern) > MAX_PATTERN:
-        raise AFTExportError(f"`{option}` pattern {as_typed(pattern, 40)} is {len(pattern):,} characters, more than "
-                             f"the {MAX_PATTERN} a pattern may have; {example}")  # fmt: skip
+        raise AFTExportError(said("{option} pattern {value} is {value2:,} characters, more than the {MAX_PATTERN} "
+                                  "a pattern may have; {example}", None, option=Named(option),
+                                  value=as_typed(pattern, 40), value2=len(pattern), MAX_PATTERN=MAX_PATTERN,
+                                  example=example))  # fmt: skip
     repeats = _repeats(pattern)
     # Python reads {,m} as 0 to m repeats, RE2 as the text "{,m}": refused rather than read otherwise
     bare = next((hi for lo, _, hi in repeats if not lo), None)
     if bare is not None:
-        raise AFTExportError(f"`{option}` pattern {as_typed(pattern)} has a repeat with no lower bound ({{,{bare}}}), "
-                             f"which Python reads as 0 to {bare or 'any number of'} repeats and RE2 as text; write "
-                             f"{{0,{bare}}} (or \\{{ for a brace); {example}")  # fmt: skip
+        raise AFTExportError(said("{option} pattern {value} has a repeat with no lower bound ({{,{bare}}}), which "
+                                  "Python reads as 0 to {value2} repeats and RE2 as text; write {{0,{bare}}} (or "
+                                  "\\{{ for a brace); {example}", None, option=Named(option),
+                                  value=as_typed(pattern), bare=bare, value2=bare or 'any number of',
+                                  example=example))  # fmt: skip
     # a count RE2 would not take as one (above 10 digits it reads the braces as text): said as what it is
     counts = [int(n) for lo, _, hi in repeats for n in (lo, hi) if n]
     if any(n > MAX_REPEAT for n in counts):
-        raise AFTExportError(f"`{option}` pattern {as_typed(pattern)} repeats {max(counts)} times, more than the "
-                             f"{MAX_REPEAT} RE2 allows; {example}")  # fmt: skip
+        raise AFTExportError(said("{option} pattern {value} repeats {value2} times, more than the {MAX_REPEAT} RE2 "
+                                  "allows; {example}", None, option=Named(option), value=as_typed(pattern),
+                                  value2=max(counts), MAX_REPEAT=MAX_REPEAT, example=example))  # fmt: skip
     import re2
 
     try:
@@ -467,5 +474,6 @@ def compile_pattern(pattern: Any, option: str):
     except re2.error as exc:
         why = exc.args[0] if exc.args else ""
         why = one_line(why.decode("utf-8", "replace") if isinstance(why, bytes) else str(why or "RE2 cannot compile it"))
-        raise AFTExportError(f"`{option}` pattern {as_typed(pattern)} is not a regular expression RE2 takes ({why}); "
-                             f"{example}") from None  # fmt: skip
+        raise AFTExportError(said("{option} pattern {value} is not a regular expression RE2 takes ({why}); "
+                                  "{example}", None, option=Named(option), value=as_typed(pattern), why=why,
+                                  example=example)) from None  # fmt: skip

@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Named, said
 
 CPU, GPU = "cpu", "gpu"
 
@@ -113,11 +113,13 @@ def backend_of(backend: str | None = None, provider: str | None = None) -> str:
     ``ServeOptions(provider=...)``, until :data:`aft_export.version.RENAMED_UNTIL`."""
     if provider is not None:
         if provider not in PROVIDER_BACKENDS:
-            raise AFTExportError(f"unknown provider {provider!r}; choose a `backend`: {', '.join(BACKENDS)}")
+            raise AFTExportError(said("unknown provider {provider!r}; choose a {backend}: {value}", None,
+                                      provider=provider, value=', '.join(BACKENDS)))
         named = PROVIDER_BACKENDS[provider]
         if backend not in (None, DEFAULT_BACKEND, named):
-            raise AFTExportError(f"`backend={backend}` and `provider={provider}` ({named}) name two backends; give "
-                                 f"`backend` alone")  # fmt: skip
+            raise AFTExportError(said("{backend_got} and {provider_got} ({named}) name two backends; give {backend} "
+                                      "alone", None, backend_got=Named("backend", backend),
+                                      provider_got=Named("provider", provider), named=named))  # fmt: skip
         return named
     backend = DEFAULT_BACKEND if backend is None else backend
     if backend not in BACKENDS:

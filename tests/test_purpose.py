@@ -97,8 +97,8 @@ def test_a_tensorrt_int8_on_a_cpu_is_pointed_at_the_cpu_int8(tmp_path):
     trt = classifier(tmp_path / "m.int8.onnx")
     advice = cpu_advice(trt)
     assert advice.compute == {"int8": 1, "fp16": 2} and advice.better is None and advice.fp32 is None
-    assert advice.text.endswith("`aft-export quantize MODEL.onnx precision=int8 target=portable calib=IMAGES "
-                                "output=m.portable.int8.onnx`")  # fmt: skip
+    assert advice.text.endswith("aft-export quantize MODEL.onnx --precision int8 --target portable --calib IMAGES "
+                                "--output m.portable.int8.onnx")  # fmt: skip
     classifier(tmp_path / "m.onnx", rest="fp32", int8=False)
     assert cpu_advice(trt).fp32 == str(tmp_path / "m.onnx")
     # a portable int8 of another model is not it; the same model's is
@@ -153,7 +153,7 @@ def test_only_cpu_runners_get_the_note(tmp_path, caplog, backend, cpu):
 
 def test_a_python_caller_gets_the_note_in_its_words(tmp_path, caplog):
     """The note comes from the library: a notebook's bench gets it as a warning of the aft_export logger,
-    its command in keywords (the command line's says flags)."""
+    with the command line that makes the CPU's int8 (in flags on both faces: it is typed in a shell)."""
     import aft_export
 
     trt = classifier(tmp_path / "m.int8.onnx")
@@ -161,4 +161,4 @@ def test_a_python_caller_gets_the_note_in_its_words(tmp_path, caplog):
         result = aft_export.bench(trt, batch_sizes=1, iters=1, warmup=0)
     assert result.passed
     (note,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("note: ")]
-    assert note.startswith("note: m.int8.onnx is int8 with its rest in fp16") and "precision=int8" in note
+    assert note.startswith("note: m.int8.onnx is int8 with its rest in fp16") and "--precision int8" in note

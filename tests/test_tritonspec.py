@@ -54,8 +54,8 @@ def test_engine_batching_comes_from_its_manifest(onnx_files, tmp_path):
     manifest = json.loads(manifest_path.read_text())
     manifest["input"]["min"][0] = 2
     manifest_path.write_text(json.dumps(manifest))
-    with pytest.raises(AFTExportError, match="smallest batch is 2 .* rebuild it with `aft-export build "
-                                             "batch_profile=1,OPT,MAX`"):
+    with pytest.raises(AFTExportError, match="smallest batch is 2 .* rebuild it with aft-export build "
+                                             "--batch-profile 1,OPT,MAX"):
         describe(engine)
     manifest["input"]["min"][0] = manifest["input"]["max"][0] = 8
     manifest_path.write_text(json.dumps(manifest))

@@ -395,18 +395,18 @@ def test_loading_refuses_an_engine_of_another_library_version_or_gpu(tmp_path):
     assert check_manifest(engine, cpu_rtx)["library"] == RTX  # checks pass; running it needs a GPU
     rtx_gpu = {**cpu_rtx, "gpu": "NVIDIA GeForce RTX 4090", "compute_capability": "8.9"}
     assert check_manifest(engine, rtx_gpu)
-    rebuild = "`aft-export build m.int8.onnx library=tensorrt-rtx batch_profile=1,8,32"
+    rebuild = "aft-export build m.int8.onnx --library tensorrt-rtx --batch-profile 1,8,32"
     with pytest.raises(AFTExportError, match=f"TensorRT-RTX 1.7.1.116, this machine has 1.8.0: .*release that "
-                                             f"built them; rebuild it here: {rebuild} output=m.int8.rtx.engine`$"):
+                                             f"built them; rebuild it here: {rebuild} --output m.int8.rtx.engine$"):
         check_manifest(engine, {**rtx_gpu, "tensorrt_rtx": "1.8.0"})
     with pytest.raises(RuntimeMissing, match="built with TensorRT-RTX 1.7.1.116 and loads only with it; this machine "
-                                             "has TensorRT 10.13.3 .*library=tensorrt batch_profile=1,8,32 "
-                                             "output=m.int8.engine`$"):
+                                             "has TensorRT 10.13.3 .*--library tensorrt --batch-profile 1,8,32 "
+                                             "--output m.int8.engine$"):
         check_manifest(engine, {**rtx_gpu, "tensorrt": "10.13.3", "tensorrt_rtx": None})
     turing = {**rtx_gpu, "gpu": "NVIDIA GeForce RTX 2080 Ti", "compute_capability": "7.5"}
     with pytest.raises(AFTExportError, match="for compute capability the default .*this GPU is 7.5 .* "
-                                             "batch_profile=1,8,32 compute_capabilities=7.5 "
-                                             "output=m.int8.rtx.engine`$"):
+                                             "--batch-profile 1,8,32 --compute-capability 7.5 "
+                                             "--output m.int8.rtx.engine$"):
         check_manifest(engine, turing)
     with pytest.raises(AFTExportError, match="9.0 is not a TensorRT-RTX target: build for standard TensorRT"):
         check_manifest(engine, {**rtx_gpu, "gpu": "NVIDIA H100", "compute_capability": "9.0"})
@@ -417,7 +417,7 @@ def test_loading_refuses_an_engine_of_another_library_version_or_gpu(tmp_path):
         check_manifest(for_turing, rtx_gpu)
     standard = _fake_engine(tmp_path, onnx="m.onnx")  # a manifest from before TensorRT-RTX: library tensorrt
     with pytest.raises(RuntimeMissing, match="loads only with standard TensorRT; this machine has TensorRT-RTX "
-                                             "1.7.1.116 .*library=tensorrt-rtx output=m.rtx.engine`$"):
+                                             "1.7.1.116 .*--library tensorrt-rtx --output m.rtx.engine$"):
         check_manifest(standard, cpu_rtx)
 
 
@@ -427,10 +427,10 @@ def test_rebuild_command():
     m = {"onnx": "model.fp16.onnx", "library": RTX, "build_options": {"batch_profile": "1,8,32",
                                                                      "hw_profile": "16,32,64",
                                                                      "compute_capabilities": ["7.5"]}}  # fmt: skip
-    line = ("`aft-export build model.fp16.onnx library=tensorrt-rtx batch_profile=1,8,32 hw_profile=16,32,64 "
-            "compute_capabilities=7.5 output=model.fp16.rtx.engine`")  # fmt: skip
+    line = ("aft-export build model.fp16.onnx --library tensorrt-rtx --batch-profile 1,8,32 --hw-profile 16,32,64 "
+            "--compute-capability 7.5 --output model.fp16.rtx.engine")  # fmt: skip
     assert rebuild_command(Path("x/model.fp16.rtx.engine"), m) == line
     # a manifest written before the fields were renamed after their flags (batch, hw): the same line
     old = {**m, "build_options": {"batch": "1,8,32", "hw": "16,32,64", "compute_capabilities": ["7.5"]}}
     assert rebuild_command(Path("x/model.fp16.rtx.engine"), old) == line
-    assert rebuild_command(Path("m.engine"), {}) == "`aft-export build MODEL.onnx library=tensorrt output=m.engine`"
+    assert rebuild_command(Path("m.engine"), {}) == "aft-export build MODEL.onnx --library tensorrt --output m.engine"

@@ -1,17 +1,20 @@
-"""The library speaks options, the command line speaks flags (issue 27, item 4).
+"""The library speaks keywords, the command line speaks flags, and no text is rewritten by pattern.
 
-Below the command line (floor 9: ``cli``, ``byo.cli``, ``client``) a message names an
-option by its field in backquotes, `data` or `images=0`, and another
-command's options as a whole command line in backquotes, `aft-export export
-target=tensorrt8`; the command that runs turns them into its own flags through its one
-table (:func:`aft_export.cli.words.option_table`). These tests read the source, so they cover
-every message, raised or not:
+Below the command line (floor 10: ``cli``, ``byo.cli``, ``client``) a message names a parameter
+as data: :func:`aft_export.errors.said` (a template whose fields are the stage's keywords, or
+``Named`` values), and another command's options as a whole command line spelled from the
+declarations, :func:`aft_export.options.commands.command_line`. Each face names them in its own
+words: Python in backquoted keywords, the command line with the running command's flags, read from
+the declarations (:func:`aft_export.cli.words.flag_namer`). These tests read the source, so they
+cover every message, raised or not:
 
+- no message names a declared parameter as text (`images`, `images=0`, `aft-export export
+  target=tensorrt8`): it would read the same on both faces;
 - no module below the command line names one of our flags (``nvtools`` writes
   trtexec/polygraphy scripts, whose flags share names with ours, and is exempt); the one
   place a flag is written there is an ``aft-export`` argument list (the doctor's child
   commands, a script's build line), and it must be a flag of that command;
-- every option a message names is a flag of each command whose code can show it. What a
+- every parameter a message names is a flag of each command whose code can show it. What a
   command's code can reach is read from the source: from the command's function in
   ``cli``, every function, method and class it names, and what those name in turn (a
   name resolved through the module's imports; ``x.name`` to every function or method of
@@ -21,9 +24,9 @@ every message, raised or not:
   :data:`CANNOT_SHOW`, with the reason; one it shows though it has no flag for it (the
   message then names the commands that have one) in :data:`SHOWN_ELSEWHERE`. Fields are
   matched by name: the same name in two options classes is one entry;
-- an option put together at run time is ``{option}`` (any other expression in backquotes is a
-  value, not an option), and every value ``option`` takes is a literal the test finds: a loop
-  over literals, or an argument to a parameter named ``option``.
+- a parameter named at run time is ``Named(option)``, and every value ``option`` takes is a
+  literal the test finds: a loop over literals, or an argument to a parameter named ``option``;
+- every command line a message gives names options of that command.
 
 ``test_a_planted_bad_reference_fails`` shows each check failing on a message planted in a
 module's source.
@@ -56,7 +59,10 @@ OTHER_COMMAND_LINES = {("serving.server", "server_args"): "tritonserver's (--htt
 # (commands, fields, why): each command's code reaches a message naming the field, which it
 # has no flag for. Each pair must still be needed (a stale one fails the test).
 CANNOT_SHOW = [  # the command never shows that message
-    (("bench", "build", "export", "parity", "pipeline", "quantize"), ("versions",),
+    (("bench",), ("batch_size",),
+     "bench --reference evaluates each file in the deploy table at eval's default batch size, which eval's check "
+     "of its batch size never refuses"),
+    (("bench", "build", "export", "parity", "pipeline", "quantize"), ("trt_versions",),
      "only check passes TensorRT versions a user typed; the others check the columns of the rules they know"),
     (("check",), BUILD_FIELDS[1:],
      "check --build builds a graph at its own batch (a fixed one) or the default profile, every other option at "
@@ -102,7 +108,7 @@ SHOWN_ELSEWHERE = [  # the command shows it, as the flag of the commands that ha
      "commands take one"),
     (("bench", "eval", "infer", "info", "serve", "train"), ("weights_key",),
      "a weights file with several state_dicts: the message says which commands choose one"),
-    (("pipeline",), ("allow_fewer", "cache_dir", "simplify", "allow_unsimplified", "batch_size"),
+    (("pipeline",), ("allow_fewer", "cache_dir", "no_cache", "simplify", "allow_unsimplified", "batch_size"),
      "the pipeline runs quantize, export and eval with their defaults: fewer calibration images than asked "
      "for, an unwritable calibration cache, onnxsim failing or eval's batch not fitting in memory stop it, "
      "and the message says which command has the way around"),
@@ -118,11 +124,21 @@ SHOWN_ELSEWHERE = [  # the command shows it, as the flag of the commands that ha
 # ---------------------------------------------------------------- reading the source
 
 
+# what a parameter named as text looks like: `field`, `field=value`, a command line `aft-export CMD ARG field=value`
+OPTION_WORD = re.compile(r"`([a-z][a-z0-9_]*)(?:=([^`]*))?`")
+COMMAND_LINE = re.compile(r"`aft-export ([a-z][a-z-]*)((?: [^`\s]+)*)`")
+
+
 def _cli():
     from aft_export.cli import main
-    from aft_export.cli.words import COMMAND_LINE, OPTION_WORD, option_table
 
-    return main, option_table, OPTION_WORD, COMMAND_LINE
+    return main, None, OPTION_WORD, COMMAND_LINE
+
+
+def _declared(command: str):
+    from aft_export.options.commands import DECLARED
+
+    return DECLARED.get(command)
 
 
 @cache
@@ -308,10 +324,11 @@ def references() -> list[dict]:
                 for arg in m.group(2).split():
                     field, eq, value = arg.partition("=")
                     if eq and "\x00" not in field:
-                        refs.append({**where, "command": m.group(1), "field": field, "value": value})
+                        refs.append({**where, "command": m.group(1), "field": field, "value": value, "text": True})
             plain = command_line.sub("", text)
             for m in option_word.finditer(plain):
-                refs.append({**where, "command": None, "field": m.group(1), "value": m.group(2)})
+                refs.append({**where, "command": None, "field": m.group(1), "value": m.group(2), "text": True,
+                             "stage": None})
             for m in DYNAMIC.finditer(plain):
                 expr = holes[int(m.group(1))]
                 if not (isinstance(expr, ast.Name) and expr.id == "option"):
@@ -321,10 +338,52 @@ def references() -> list[dict]:
                 if values is None and not is_param:
                     raise AssertionError(f"aft_export.{module} line {node.lineno}: {{option}} is neither a loop "
                                          f"over literal field names nor a parameter")  # fmt: skip
-                refs += [{**where, "command": None, "field": v, "value": None} for v in values or ()]
-        refs += [{"module": module, "unit": unit, "line": line, "command": None, "field": field, "value": None}
-                 for line, field in _passed_options(nodes, params)]  # fmt: skip
+                refs += [{**where, "command": None, "field": v, "value": None, "text": True, "stage": None}
+                         for v in values or ()]
+        refs += [{"module": module, "unit": unit, "line": line, "command": None, "field": field, "value": None,
+                  "stage": None} for line, field in _passed_options(nodes, params)]  # fmt: skip
+        refs += [{"module": module, "unit": unit, **ref} for ref in _command_lines(nodes)]
+        refs += [{"module": module, "unit": unit, **ref} for ref in _said(nodes)]
     return refs
+
+
+def _command_lines(nodes) -> list[dict]:
+    """The options each ``command_line(COMMAND, ..., option=value)`` call names."""
+    found = []
+    for node in nodes:
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "command_line"
+                and node.args and isinstance(node.args[0], ast.Constant)):  # fmt: skip
+            found += [{"line": node.lineno, "command": node.args[0].value, "field": k.arg, "value": None}
+                      for k in node.keywords if k.arg]  # fmt: skip
+    return found
+
+
+def _said(nodes) -> list[dict]:
+    """The parameters each message written with ``errors.said`` names, as data: the template's fields
+    that are not values, and each ``Named`` value's keyword (its value where a literal says it), with
+    the stage that says them."""
+    import string
+
+    found = []
+    for node in nodes:
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "said"):
+            continue
+        template, stage = (a.value if isinstance(a, ast.Constant) else None for a in node.args[:2])
+        values = {k.arg: k.value for k in node.keywords}
+        where = dict(line=node.lineno, command=None, stage=stage)
+        for _, field, _, _ in string.Formatter().parse(template):
+            if field and field not in values:
+                found.append({**where, "field": field, "value": None})
+        for value in values.values():
+            if not (isinstance(value, ast.Call) and getattr(value.func, "id", None) == "Named"):
+                continue
+            given = value.args[1] if len(value.args) > 1 else None
+            shown = given.value if isinstance(given, ast.Constant) else None
+            if isinstance(value.args[0], ast.Constant):
+                found.append({**where, "field": value.args[0].value, "value": shown})
+            elif isinstance(value.args[0], ast.Name) and value.args[0].id == "option":  # the loops' literals
+                found += [{**where, "field": v, "value": shown} for v in _option_loops(nodes) or ()]
+    return found
 
 
 # ---------------------------------------------------------------- what each command's code reaches
@@ -421,11 +480,16 @@ def _commands() -> list[str]:
 
 def unmapped(command: str, refs: list[dict], reached: frozenset[str] | None = None) -> list[dict]:
     """The references ``command``'s code can show that its table has no flag for."""
-    main, option_table, _, _ = _cli()
-    table = option_table(main.commands[command])
+    from aft_export.cli.words import flag_namer
+
+    main = _cli()[0]
     reached = reach(command) if reached is None else reached
-    return [r for r in refs if r["command"] is None and r["unit"] in reached and r["field"] not in table
-            and f"{r['field']}={r['value']}" not in table]  # fmt: skip
+    name = flag_namer(command, main.commands[command])
+
+    def own(r) -> bool:  # named by the running command's own flag
+        return not name(r["stage"], r["field"], r["value"]).startswith(("aft-export ", "`"))
+
+    return [r for r in refs if r["command"] is None and r["unit"] in reached and not own(r)]
 
 
 # ---------------------------------------------------------------- the tests
@@ -447,33 +511,52 @@ def test_every_option_a_command_can_show_is_one_of_its_flags():
             else:
                 bad.append(f"{command}: aft_export.{r['module']} line {r['line']}: `{r['field']}`")
     assert bad == [], ("messages name options these commands have no flag for (add the flag to the command's "
-                       "table, WORDS in aft_export/cli/words.py; reword the message; or say why in CANNOT_SHOW or "
+                       "declaration, a `gives` in aft_export/options/commands.py; reword the message; or say why in CANNOT_SHOW or "
                        "SHOWN_ELSEWHERE):\n" + "\n".join(sorted(set(bad))))  # fmt: skip
     assert sorted(listed - used) == [], "entries no longer needed"
 
 
+def test_no_message_names_a_parameter_as_text():
+    """A parameter in backquotes, or a command line with field=value in backquotes, reads the same on
+    both faces: every message names them as data (said, Named, command_line)."""
+    from aft_export.options.commands import DECLARED
+
+    keywords = {p.name for c in DECLARED.values() for p in c.params}
+    bad = [f"aft_export.{r['module']} line {r['line']}: `{r['field']}`" for r in references()
+           if r.get("text") and (r["command"] is not None or r["field"] in keywords)]  # fmt: skip
+    assert bad == []
+
+
 def test_an_option_shown_elsewhere_is_a_flag_of_some_command():
-    """Every option a message names is a flag of at least one command, and where the running
-    command has none, the message says which commands have it."""
+    """Every parameter a message names is declared by at least one command (or is an option of the
+    command line alone: the old --provider), and where the running command has none, the message
+    says which commands have it."""
+    from aft_export.cli.words import flag_namer
+    from aft_export.errors import said
+
+    assert _undeclared() == []
+    assert said("({config})", None).render(flag_namer("eval")) == "(aft-export export/info --config)"
+    assert said("{allow_fewer}", "quantize").render(flag_namer("pipeline")) == "aft-export quantize --allow-fewer"
+
+
+def _undeclared() -> list[str]:
+    """The parameters messages name that no command declares (nor the command line alone has)."""
     from aft_export.cli import main
-    from aft_export.cli.words import in_flags
+    from aft_export.options.commands import DECLARED
 
     fields = {r["field"] for r in references() if r["command"] is None}
-    tables = [_cli()[1](c) for c in main.commands.values()]
-    assert sorted(f for f in fields if not any(f in t for t in tables)) == []
-    assert in_flags("(`config`)", main.commands["eval"]) == "(aft-export info/export --config)"
-    assert in_flags("`allow_fewer`", main.commands["pipeline"]) == "aft-export quantize --allow-fewer"
+    options = {p.name for c in main.commands.values() for p in c.params}
+    return sorted(f for f in fields if not any(f in c for c in DECLARED.values()) and f not in options)
 
 
 def test_every_command_line_in_a_message_names_options_of_that_command():
-    main, option_table, _, _ = _cli()
     bad = []
     for r in references():
         if r["command"] is None:
             continue
-        command = main.commands.get(r["command"])
-        if command is None or r["field"] not in option_table(command):
-            bad.append(f"aft_export.{r['module']} line {r['line']}: `aft-export {r['command']} {r['field']}=...`")
+        declared = _declared(r["command"])
+        if declared is None or r["field"] not in declared:
+            bad.append(f"aft_export.{r['module']} line {r['line']}: aft-export {r['command']} {r['field']}")
     assert bad == []
 
 
@@ -546,52 +629,73 @@ def test_no_module_below_the_command_line_names_our_flags():
     assert flag_mentions() == []
 
 
-def test_the_table_puts_every_kind_of_reference_in_flags():
-    """`field`, `field=value`, a flag's other name, a value of its own, a repeated option, and
-    another command's line: each in the running command's flags (or left as written when it
-    has none)."""
-    from aft_export.cli import main
-    from aft_export.cli.words import in_flags
+def test_a_command_line_is_spelled_from_the_declarations():
+    """A command line in a message: a value, a switch on and off, a repeated option, a positional
+    argument; the same on both faces (it is typed in a shell)."""
+    from aft_export.options.commands import command_line
 
-    export, quantize, pipeline = (main.commands[c] for c in ("export", "quantize", "pipeline"))
-    assert in_flags("give `data` (or `images=0`)", export) == "give --data (or --images 0)"
-    assert in_flags("give `data` (or `images=0`)", pipeline) == "give --data (or --parity-images 0)"
-    # the pipeline: quantisation's `images` are its calibration images; the export's `images=0` its parity images
-    assert in_flags("give `images=20` or `allow_fewer`", quantize) == "give --images 20 or --allow-fewer"
-    assert in_flags("give `images=20` or `allow_fewer`", pipeline) == (
-        "give --calib-images 20 or aft-export quantize --allow-fewer")
-    assert in_flags("or `simplify=False`; `require_aft`", export) == "or --no-simplify; --require-aft"
-    assert in_flags('`cache_dir=""` or another `cache_dir`', quantize) == "--no-cache or another --cache-dir"
-    assert in_flags("e.g. `bench_batch_sizes=(1, 32)`", pipeline) == "e.g. --bench-batch-size 1 --bench-batch-size 32"
-    assert in_flags("`aft-export build m.onnx library=tensorrt batch_profile=1,8,32 output=m.engine`",
-                    export) == "aft-export build m.onnx --library tensorrt --batch-profile 1,8,32 --output m.engine"
-    assert in_flags("`aft-export check versions=8.6`", export) == "aft-export check --trt 8.6"
-    assert in_flags("no option: `aft-export models`, `model.onnx`, `nope`", export) == (
-        "no option: aft-export models, `model.onnx`, `nope`")
+    assert command_line("export", "m.pt", target="tensorrt8", simplify=False, require_aft=True) == (
+        "aft-export export m.pt --target tensorrt8 --no-simplify --require-aft")
+    assert command_line("build", "m.onnx", library="tensorrt", batch_profile="1,8,32", output="m.engine") == (
+        "aft-export build m.onnx --library tensorrt --batch-profile 1,8,32 --output m.engine")
+    assert command_line("check", trt_versions=["8.6", "10.3"]) == "aft-export check --trt 8.6 --trt 10.3"
+    assert command_line("quantize", no_cache=True) == "aft-export quantize --no-cache"
+    with pytest.raises(KeyError):
+        command_line("build", batch_profil="1")
+
+
+def test_a_message_names_its_parameters_in_each_face_s_words():
+    """A message that names parameters as data (errors.said) reads in keywords from Python and in
+    the running command's flags on the command line, from the declarations: the pipeline's flag
+    that gives a stage's keyword its value (quantisation's `images` is --calib-images, the export's
+    `images=0` is --parity-images 0), else the running command's own, else the stage's command line."""
+    from aft_export.cli.words import flag_namer
+    from aft_export.errors import Named, said
+
+    fewer = said("give {eg} or {allow_fewer}", "quantize", eg=Named("images", 20))
+    assert str(fewer) == "give `images=20` or `allow_fewer`"
+    assert fewer.render(flag_namer("quantize")) == "give --images 20 or --allow-fewer"
+    assert fewer.render(flag_namer("pipeline")) == "give --calib-images 20 or aft-export quantize --allow-fewer"
+    none = said("give {data} (or {none}); {what!r} {{x}}", "export", none=Named("images", 0), what="a{b}")
+    assert str(none) == "give `data` (or `images=0`); 'a{b}' {x}"
+    assert none.render(flag_namer("export")) == "give --data (or --images 0); 'a{b}' {x}"
+    assert none.render(flag_namer("pipeline")) == "give --data (or --parity-images 0); 'a{b}' {x}"
+    cache = said("give {without} or another {cache_dir}", "quantize", without=Named("no_cache", True))
+    assert cache.render(flag_namer("quantize")) == "give --no-cache or another --cache-dir"
+    assert said("{simplify}", "export", simplify=Named("simplify", False)).render(flag_namer("export")) == "--no-simplify"
+    sizes = said("e.g. {eg}", "bench", eg=Named("batch_sizes", [1, 32]))
+    assert sizes.render(flag_namer("pipeline")) == "e.g. --bench-batch-size 1 --bench-batch-size 32"
+    assert said("{trt_versions}", "check").render(flag_namer("export")) == "aft-export check --trt"
+    assert said("{images}", None).render(flag_namer("eval")) == "--images"
+    # a copy keeps its parameters (an error crossing processes is pickled)
+    import pickle
+
+    assert pickle.loads(pickle.dumps(fewer)).render(flag_namer("pipeline")) == fewer.render(flag_namer("pipeline"))
 
 
 def test_a_rebuild_command_is_build_s_own_flags():
     """The engine's rebuild line is put together at run time: every option on it is one of build's."""
     from pathlib import Path
 
-    from aft_export.cli import main
-    from aft_export.cli.words import in_flags
     from aft_export.tensorrt.manifest import rebuild_command
 
     m = {"onnx": "model.fp16.onnx", "library": "tensorrt-rtx",
          "build_options": {"batch_profile": "1,8,32", "hw_profile": "16,32,64",
                            "compute_capabilities": ["7.5"]}}  # fmt: skip
-    line = in_flags(rebuild_command(Path("x/model.fp16.rtx.engine"), m), main.commands["eval"])
+    line = rebuild_command(Path("x/model.fp16.rtx.engine"), m)
     assert line == ("aft-export build model.fp16.onnx --library tensorrt-rtx --batch-profile 1,8,32 --hw-profile "
                     "16,32,64 --compute-capability 7.5 --output model.fp16.rtx.engine")  # fmt: skip
 
 
-PLANTS = {  # a message each check must refuse: (module, the message, the command it misleads, the field)
-    "a typo": ("exporting.exporter", "give `verify_dat`", "export", "verify_dat"),
-    "another command's option": ("verify.evaluate", "give `tolerances`", "eval", "tolerances"),
-    "a field its stage has, another command's flag": ("tensorrt.manifest", "give `hw_profile`", "eval", "hw_profile"),
-    "a command line's unknown option": ("tensorrt.manifest", "`aft-export build MODEL.onnx batch_profil=1`", "build", "batch_profil"),
-    "a flag": ("exporting.exporter", "give --verify-data DIR", None, "--verify-data"),
+PLANTS = {  # a message each check must refuse: (module, the message's code, the command it misleads, the field)
+    "a typo": ("exporting.exporter", 'said("give {verify_dat}", "export")', "export", "verify_dat"),
+    "another command's option": ("verify.evaluate", 'said("give {tolerances}", "eval")', "eval", "tolerances"),
+    "a field its stage has, another command's flag": ("tensorrt.manifest", 'said("give {hw_profile}", "build")',
+                                                      "eval", "hw_profile"),
+    "a command line's unknown option": ("tensorrt.manifest", 'command_line("build", "MODEL.onnx", batch_profil="1")',
+                                        "build", "batch_profil"),
+    "a parameter named as text": ("verify.evaluate", '"give `images`"', "text", "images"),
+    "a flag": ("exporting.exporter", '"give --verify-data DIR"', None, "--verify-data"),
 }
 
 
@@ -605,16 +709,20 @@ def test_a_planted_bad_reference_fails(plant, monkeypatch):
               "tensorrt.manifest": "def check_manifest("}[module]  # fmt: skip
     head, _, tail = sources[module].partition(target)
     body = tail.index('"""', tail.index('"""') + 3) + 3  # after the function's docstring
-    sources[module] = head + target + tail[:body] + f"\n    if 0:\n        raise AFTExportError({message!r})" + tail[body:]
+    sources[module] = head + target + tail[:body] + f"\n    if 0:\n        raise AFTExportError({message})" + tail[body:]
     monkeypatch.setattr(__import__(__name__, fromlist=["_sources"]), "_sources", lambda: sources)
     for cached in (_graph, references, _indexed):
         cached.cache_clear()
     try:
         if command is None:
             assert any(field in line for line in flag_mentions())
-        elif "aft-export " in message:
+        elif command == "text":
+            assert [r["field"] for r in references() if r.get("text") and r["field"] == field] == [field]
+        elif message.startswith("command_line"):
             bad = [r for r in references() if r["command"] == command and r["field"] == field]
-            assert bad and field not in _cli()[1](_cli()[0].commands[command])
+            assert bad and field not in _declared(command)
+        elif plant == "a typo":
+            assert _undeclared() == [field]
         else:
             assert [r["field"] for r in unmapped(command, references()) if r["field"] == field] == [field]
     finally:

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aft_export.errors import AFTExportError, Judged, Verdict
+from aft_export.errors import AFTExportError, Judged, Verdict, listed, said
 from aft_export.fileio import sha256_file
 from aft_export.artifacts.graph import DOMAIN, aft_kind
 from aft_export.artifacts.onnxio import ArtifactMeta, external_files, foreign_kind, graph_precision, load_onnx
@@ -85,8 +85,8 @@ def describe_artifact(path, config: str | None = None, preprocessing: ForeignPre
 
 def _refuse_config(config: str | None, path: Path, what: str) -> None:
     if config is not None:
-        raise AFTExportError(f"`config` names the architecture of a plain state_dict checkpoint, and {path} is "
-                             f"{what}, which needs none; leave `config` out")  # fmt: skip
+        raise AFTExportError(said("{config} names the architecture of a plain state_dict checkpoint, and {path} is "
+                                  "{what}, which needs none; leave {config} out", "info", path=path, what=what))  # fmt: skip
 
 
 def refuse_unused_preprocessing(preprocessing: ForeignPreprocessing | None, artifacts) -> None:
@@ -115,9 +115,10 @@ def refuse_unused_preprocessing(preprocessing: ForeignPreprocessing | None, arti
 def _refuse_preprocessing(preprocessing: ForeignPreprocessing | None, path: Path | str, what: str) -> None:
     given = [name for name in GIVEN if preprocessing is not None and getattr(preprocessing, name) is not None]
     if given:
-        words = ", ".join(f"`{name}`" for name in given[:-1]) + (" and " if len(given) > 1 else "") + f"`{given[-1]}`"
-        raise AFTExportError(f"{words} {'says' if len(given) == 1 else 'say'} how to feed an ONNX file another tool "
-                             f"wrote, and {path} is {what}; leave {'it' if len(given) == 1 else 'them'} out")  # fmt: skip
+        words = (listed(given[:-1], "info") + " and " if len(given) > 1 else "") + listed(given[-1:], "info")
+        raise AFTExportError(said("{words} {says} how to feed an ONNX file another tool wrote, and {path} is {what}; "
+                                  "leave {them} out", "info", words=words, says="says" if len(given) == 1 else "say",
+                                  path=path, what=what, them="it" if len(given) == 1 else "them"))  # fmt: skip
 
 
 def described(meta: ArtifactMeta) -> tuple[dict, list[str]]:

@@ -104,14 +104,17 @@ class CpuAdvice:
 
     @property
     def text(self) -> str:
-        """One line, options named by their fields (each command says them in its own flags)."""
+        """One line, with the command line that makes the CPU's int8 (in flags: it is typed in a shell)."""
         counts = ", ".join(f"{v} {k}" for k, v in self.compute.items())
         head = (f"{Path(self.path).name} is int8 with its rest in fp16 ({counts} compute nodes), made for TensorRT: "
                 f"slow in ONNX Runtime on a CPU")  # fmt: skip
         if self.better:
             return f"{head}; the CPU's int8 beside it, {self.better}, is faster here"
-        return (f"{head}; the CPU's int8 is faster here: `aft-export quantize {self.fp32 or 'MODEL.onnx'} "
-                f"precision=int8 target=portable calib=IMAGES output={self.made}`")  # fmt: skip
+        from aft_export.options.commands import command_line
+
+        line = command_line("quantize", self.fp32 or "MODEL.onnx", precision="int8", target="portable", calib="IMAGES",
+                            output=self.made)  # fmt: skip
+        return f"{head}; the CPU's int8 is faster here: {line}"
 
 
 def cpu_advice(path) -> CpuAdvice | None:

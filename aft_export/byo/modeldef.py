@@ -20,7 +20,7 @@ from pathlib import Path
 
 from torch import nn
 
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, said
 
 SYNTAX = "MODULE:FACTORY or path/to/file.py:FACTORY"
 
@@ -46,7 +46,8 @@ def _on_path(folder: Path):
 
 def _import_file(path: Path):
     if not path.is_file():
-        raise AFTExportError(f"model definition file {path} does not exist; check `model_def`")
+        raise AFTExportError(said("model definition file {path} does not exist; check {model_def}", None,
+                                  path=path))
     # a stable, unique module name per file, so two model files named model.py do not collide
     name = f"_aft_user_{path.stem}_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]}"
     if name in sys.modules:
@@ -83,7 +84,7 @@ def load_factory(spec: str):
     """The factory named by ``spec`` (``MODULE:FACTORY`` or ``FILE.py:FACTORY``)."""
     target, sep, attr = str(spec).rpartition(":")
     if not sep or not target or not attr or not attr.replace(".", "_").isidentifier():
-        raise AFTExportError(f"bad `model_def` {spec!r}: expected {SYNTAX}")
+        raise AFTExportError(said("bad {model_def} {spec!r}: expected {SYNTAX}", None, spec=spec, SYNTAX=SYNTAX))
     is_file = target.endswith(".py") or "/" in target or "\\" in target
     module = _import_file(Path(target)) if is_file else _import_module(target)
     obj = module

@@ -43,7 +43,7 @@ from aft_export.data.preprocess import read_mapping, resolve
 from aft_export.byo.swap import layer_variants, plan_swap, quiet_stdout
 from aft_export.byo.verify import prepare_export
 from aft_export.models.checkpoint import ModelMeta
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, said
 from aft_export.models.weights import load_weights
 
 SPEC_KEYS = ("model_def", "weights", "weights_key", "name")
@@ -88,7 +88,8 @@ class UserModel:
         if self.weights:
             load_weights(model, self.weights, self.weights_key, log_fn=log)
         else:
-            note(f"no `weights`: {self.model_def} keeps the parameters its factory gave it")
+            note(said("no {weights}: {model_def_got} keeps the parameters its factory gave it", None,
+                      model_def_got=self.model_def))
         model.eval()
         return model, meta_for(model, self, note)
 
@@ -110,7 +111,7 @@ def meta_for(model: nn.Module, user: UserModel, note=logger.info) -> ModelMeta:
     p = user.preprocessing
     classes = p.class_names(int(out.shape[1]))
     if p.classes is None:
-        note(f"classes: numbered 0..{len(classes) - 1} (give `classes`, a file, for names)")
+        note(said("classes: numbered 0..{value} (give {classes}, a file, for names)", None, value=len(classes) - 1))
     config = ForeignConfig(img_size=size, model_def=user.model_def, weights=user.weights or "",
                            weights_key=user.weights_key or "", variant="+".join(layer_variants(model)) or "none")
     return ModelMeta(config, classes, tuple(p.mean), tuple(p.std), model_name=user.name or user.model_def,

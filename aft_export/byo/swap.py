@@ -59,7 +59,7 @@ import torch
 from torch import Tensor, nn
 
 from aft_export.byo.public import LAYOUTS, PUBLIC_LAYERS, Call, PublicLayer, public_class
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, said
 from aft_export.layers.aft import VARIANTS, AFTConv, AFTLayer, variant_class
 from aft_export.verify.compare import SWAP_MAX_ABS, swap_agreement
 
@@ -199,8 +199,9 @@ def _probe(model: nn.Module, layers: dict[str, nn.Module], example: Tensor) -> d
             path = running[-1]
             where = f" in AFT layer {path} ({_describe_module(layers[path])})"
         raise AFTExportError(
-            f"the model fails on an input of shape {tuple(example.shape)}{where}: {type(exc).__name__}: {first}; "
-            f"check `input_size` and that the layer's shape is one it supports"
+            said("the model fails on an input of shape {value}{where}: {value2}: {first}; check {input_size} and "
+                 "that the layer's shape is one it supports", None, value=tuple(example.shape), where=where,
+                 value2=type(exc).__name__, first=first)
         ) from exc
     finally:
         for h in handles:

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from aft_export.byo.swap import apply_swap, plan_swap, quiet_stdout
 from aft_export.models.checkpoint import ModelMeta
 from aft_export.verify.compare import SWAP_MAX_ABS, swap_agreement
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, said
 from aft_export.options import SWAP_BATCH, SWAP_INPUTS, ExportOptions
 from aft_export.runners import TorchRunner
 
@@ -52,8 +52,8 @@ def prepare_export(model: nn.Module, meta: ModelMeta, images: np.ndarray | None,
     (a look-alike) stays as it is, with a warning naming it and the difference; under
     ``options.require_aft`` that, or a model with no AFT layer, is an error."""
     if options is not None and options.dynamic_hw:
-        raise AFTExportError("a model trained elsewhere exports at its one input size (`input_size`); "
-                             "`dynamic_hw` is for our AFT-conv checkpoints")  # fmt: skip
+        raise AFTExportError(said("a model trained elsewhere exports at its one input size ({input_size}); "
+                                  "{dynamic_hw} is for our AFT-conv checkpoints", None))  # fmt: skip
     require = bool(options is not None and options.require_aft)
     inputs = _inputs(meta, images)
     plan = plan_swap(model, torch.from_numpy(inputs[:2]))
@@ -66,13 +66,15 @@ def prepare_export(model: nn.Module, meta: ModelMeta, images: np.ndarray | None,
         what = (f"{r.path or '(root)'} ({r.source}) has the parameters of {r.to} but does not compute it: "
                 f"{r.reason}")  # fmt: skip
         if require:
-            raise AFTExportError(f"{what}; `require_aft` refuses a layer that does not export as com.aft "
-                                 f"(fix the layer, or export without `require_aft` to keep it as plain ops)")
+            raise AFTExportError(said("{what}; {require_aft} refuses a layer that does not export as com.aft (fix "
+                                      "the layer, or export without {require_aft} to keep it as plain ops)", None,
+                                      what=what))
         log(f"warning: {what}; it exports as plain ONNX ops, with no com.aft node")
     if plan.aft_layers == 0 and not lookalikes:
         if require:
-            raise AFTExportError(f"no AFT layer recognised in {meta.config.model_def}; `require_aft` refuses a "
-                                 f"model that exports without com.aft nodes")  # fmt: skip
+            raise AFTExportError(said("no AFT layer recognised in {model_def_got}; {require_aft} refuses a model "
+                                      "that exports without com.aft nodes", None,
+                                      model_def_got=meta.config.model_def))  # fmt: skip
         log(f"warning: no AFT layer recognised in {meta.config.model_def} (ours, aft-pytorch, comvex.aft, "
             f"labml-nn, or a module with the parameters of one of their layers); it exports as plain ONNX ops, "
             f"with no com.aft node")  # fmt: skip

@@ -23,8 +23,9 @@ One error path for every command, decided here (:class:`_Group` and :class:`_Com
   start;
 - a command's exit status 1 or 3 is its checks' verdict (:class:`aft_export.errors.Verdict`,
   mapped by :func:`_exit`), never read from rendered text;
-- every line of the library's it prints (an error, a log line, a rendered report) is put in
-  that command's flags (:func:`in_flags`, through the command's :func:`option_table`); the API's
+- every line of the library's it prints (an error, a log line, a rendered report) is said in
+  that command's words: a message that names parameters as data (:class:`aft_export.errors.Said`)
+  is rendered with the command's flags, from the declarations (:func:`in_words`); the API's
   progress lines (its log records, :data:`aft_export.api.PROGRESS`) are printed on stdout, or on
   stderr where stdout is the command's JSON (:func:`progress_said`).
 """
@@ -43,7 +44,7 @@ import click
 from aft_export.cli import words
 from aft_export.cli.params import InPlace
 from aft_export.cli.signals import Interrupted, close_progress_bars, library_log, signalled, signals_handled
-from aft_export.cli.words import as_typed, in_flags, rename_args, renamed_used, running
+from aft_export.cli.words import as_typed, in_words, rename_args, renamed_used, running
 from aft_export.errors import (
     EXIT_BAD_INPUT,
     EXIT_FOR,
@@ -58,9 +59,9 @@ from aft_export.version import __version__
 OUTPUT_PARAMS = ("output",)  # parameters that name what a command writes
 
 
-def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
+def _fail(message, code: int = EXIT_BAD_INPUT) -> int:
     close_progress_bars()
-    click.echo(f"error: {' '.join(as_typed(in_flags(message)).split())}", err=True)
+    click.echo(f"error: {' '.join(as_typed(in_words(message)).split())}", err=True)
     return code
 
 
@@ -118,7 +119,7 @@ class _Progress(logging.Handler):
         self.addFilter(lambda record: getattr(record, PROGRESS, False))
 
     def emit(self, record: logging.LogRecord) -> None:
-        say(record.getMessage(), err=self.err)
+        say(record.msg if not record.args else record.getMessage(), err=self.err)
 
 
 @contextlib.contextmanager
@@ -200,7 +201,7 @@ class _Group(click.Group):
                 if signalled:  # an interrupt a library turned into an error (an import it caught)
                     code = _fail(_interrupted_message(signalled[0]), EXIT_SIGNAL_BASE + signalled[0])
                 else:
-                    code = _fail(str(exc), exc.exit_code)
+                    code = _fail(exc.message, exc.exit_code)
             except Exception:
                 if not signalled:
                     raise  # a bug: its traceback, so that it can be reported
@@ -212,11 +213,11 @@ class _Group(click.Group):
 
 def say(text="", err: bool = False) -> None:
     """Print a line of the library's (a log line, a rendered report) in this command's flags."""
-    click.echo(in_flags(str(text)), err=err)
+    click.echo(in_words(text), err=err)
 
 
 def echo(lines: list[str]) -> None:
-    say("\n".join(lines))
+    click.echo("\n".join(in_words(line) for line in lines))
 
 
 def print_json(data) -> None:

@@ -12,7 +12,7 @@ import threading
 
 import click
 
-from aft_export.cli.words import in_flags
+from aft_export.cli.words import in_words
 from aft_export.errors import EXIT_SIGNAL_BASE
 
 
@@ -59,7 +59,7 @@ class _SayHandler(logging.Handler):
         from aft_export.api import PROGRESS
 
         if not getattr(record, PROGRESS, False):  # a command's progress line: said where the command says it
-            click.echo(in_flags(record.getMessage()), err=True)
+            click.echo(in_words(record.msg if not record.args else record.getMessage()), err=True)
 
 
 @contextlib.contextmanager

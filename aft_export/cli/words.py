@@ -1,11 +1,13 @@
-"""The words of each command: the library names an option by its field in backquotes; each
-command says it in its own flags (:func:`in_flags`, through :func:`option_table`), and takes its
-renamed flags for one release (:func:`rename_args`)."""
+"""The words of each command: the library names a parameter as data (:func:`aft_export.errors.said`),
+and each command says it in its own flags, read from the declarations (:func:`flag_namer`); a
+command line in a message is spelled from the declarations where it is written
+(:func:`aft_export.options.commands.command_line`). Nothing is rewritten by pattern. Each command
+takes its renamed flags for one release (:func:`rename_args`)."""
 
 from __future__ import annotations
 
 import dataclasses
-import re
+import os
 
 import click
 
@@ -14,125 +16,104 @@ from aft_export.version import RENAMED_UNTIL
 ROOT: list[click.Group] = []  # the aft-export group, registered by aft_export.cli.base
 
 
-# ---------------------------------------------------------------- the words of each command
+# ---------------------------------------------------------------- renamed flags
 
-# The library names an option by its field, in backquotes: `data`, `images=0`
-# (what a Python user passes), or another command's as a whole command line in backquotes,
-# `aft-export export target=tensorrt8`. Each command turns them into its own flags through one
-# table (:func:`option_table`): derived from its click parameters (an option's destination and
-# its flag's own words both name it: `--tolerance` with destination tolerances answers to
-# `tolerances` and `tolerance`), plus what is written here, per command: fields whose flag says
-# something else (a key `field=value` for one value), and the flags renamed in issue 21 (one
-# word per idea): old flag -> new flag. The old names keep working for one release, hidden from
-# --help, with a note on stderr; an error about the option names the flag as it was typed.
-# docs/cli.md lists them (tools/gen_cli_docs.py).
+# The flags renamed in issue 21 (one word per idea): old flag -> new flag, per command. The old
+# names keep working for one release, hidden from --help, with a note on stderr; an error about
+# the option names the flag as it was typed. docs/cli.md lists them (tools/gen_cli_docs.py).
 
 
 @dataclasses.dataclass(frozen=True)
 class Words:
-    fields: dict = dataclasses.field(default_factory=dict)  # field (or field=value) -> flag
     renamed: dict = dataclasses.field(default_factory=dict)  # old flag -> new flag
 
 
 WORDS = {
-    "train": Words(renamed={"--out": "--output", "--limit": "--images"}),
-    "export": Words(renamed={"--batch": "--batch-dim", "--verify-images": "--images", "--verify-data": "--data"}),
-    "quantize": Words({'cache_dir=""': "--no-cache"}, renamed={"--count": "--images"}),
-    "parity": Words({"overrides": "--tolerance"}),
-    "eval": Words({"limit": "--images"}, renamed={"--limit": "--images"}),
-    "bench": Words(renamed={"--batch": "--batch-size"}),
-    "build": Words(renamed={"--batch": "--batch-profile", "--hw": "--hw-profile"}),
-    "check": Words({"versions": "--trt"}),
-    # the stages the pipeline runs, in its own flags: quantisation samples --calib-images (its
-    # `images`: the pipeline shows it when the calibration source has fewer), bench times
-    # --bench-batch-size; the export verifies on the parity images (its `images=0`, no verification)
-    "pipeline": Words({"images": "--calib-images", "images=0": "--parity-images 0",
-                       "batch_sizes": "--bench-batch-size", "iters": "--bench-iters"},
-                      renamed={"--out": "--output", "--eval-limit": "--eval-images", "--batch": "--bench-batch-size",
-                               "--iters": "--bench-iters"}),
+    "train": Words({"--out": "--output", "--limit": "--images"}),
+    "export": Words({"--batch": "--batch-dim", "--verify-images": "--images", "--verify-data": "--data"}),
+    "quantize": Words({"--count": "--images"}),
+    "eval": Words({"--limit": "--images"}),
+    "bench": Words({"--batch": "--batch-size"}),
+    "build": Words({"--batch": "--batch-profile", "--hw": "--hw-profile"}),
+    "pipeline": Words({"--out": "--output", "--eval-limit": "--eval-images", "--batch": "--bench-batch-size",
+                       "--iters": "--bench-iters"}),
 }  # fmt: skip
-
-OPTION_WORD = re.compile(r"`([a-z][a-z0-9_]*)(?:=([^`]*))?`")  # `field` or `field=value`
-COMMAND_LINE = re.compile(r"`aft-export ([a-z][a-z-]*)((?: [^`\s]+)*)`")  # `aft-export CMD ARG field=value ...`
 
 renamed_used: list[tuple[str, str]] = []  # (old, new) typed in this run
 running: list[click.Command] = []  # the command this run is running
-
-
-def _long(opts) -> str | None:
-    return max((o for o in opts if o.startswith("--")), key=len, default=None)
-
-
-def option_table(command: click.Command) -> dict[str, tuple[str, click.Option | None]]:
-    """The command's table: field (or ``field=value``) -> (its flag, the parameter)."""
-    table: dict[str, tuple[str, click.Option | None]] = {}
-    options = [p for p in command.params if isinstance(p, click.Option) and _long(p.opts)]
-    for p in options:  # a flag's own words: --batch-size answers to batch_size
-        for flag in (*p.opts, *p.secondary_opts):
-            if flag.startswith("--"):
-                table.setdefault(flag[2:].replace("-", "_"), (flag, p))
-    for p in options:  # the destination: the field the option fills
-        table[p.name] = (_long(p.opts), p)
-    by_flag = {f: p for p in options for f in (*p.opts, *p.secondary_opts)}
-    for key, flag in WORDS.get(command.name or "", Words()).fields.items():
-        table[key] = (flag, by_flag.get(flag))
-    return table
 
 
 def renamed_flags(name: str) -> dict[str, str]:
     return WORDS.get(name, Words()).renamed
 
 
-def _flag_text(table: dict, field: str, value: str | None) -> str | None:
-    """``field=value`` in the command's flags, or None when the command has no such option."""
-    if value is not None and f"{field}={value}" in table:
-        return table[f"{field}={value}"][0]
-    if field not in table:
-        return None
-    flag, param = table[field]
-    if value is None:
-        return flag
-    if param is not None and param.is_flag:
-        on = (value.lower() in ("true", "1", "yes")) != (flag in param.secondary_opts)
-        return _long(param.opts) if on else (_long(param.secondary_opts) or f"no {_long(param.opts)}")
-    if param is not None and param.multiple and value[:1] in "([":  # (1, 32): the flag once per value
-        return " ".join(f"{flag} {v.strip()}" for v in value.strip("()[]").split(",") if v.strip())
-    return f"{flag} {value}"
+# ---------------------------------------------------------------- parameters named as data
 
 
-def _elsewhere(command: click.Command, field: str, value: str | None) -> str | None:
-    """``field`` as the flag of the commands that have it, for a command that has not (a
-    message its code shares with them: tests/test_words.py lists each such case)."""
-    groups: dict[str, list[str]] = {}
-    for name, other in ROOT[0].commands.items():
-        text = None if other is command or other.hidden else _flag_text(option_table(other), field, value)
-        if text is not None:
-            groups.setdefault(text, []).append(name)
-    return " or ".join(f"aft-export {'/'.join(names)} {text}" for text, names in groups.items()) or None
+def flag_namer(running: str | None, command_line: click.Command | None = None):
+    """The command line's :data:`~aft_export.errors.Namer` while ``running`` runs: a keyword of the
+    stage that said it is the flag of the running command that gives it its value (the pipeline's
+    --calib-images is quantize's `images`: :attr:`~aft_export.options.params.Param.gives`), or the
+    running command's own flag of that name where the stage is the command or the running command
+    gives that keyword nothing else; else the stage's flag, as its command line (``aft-export
+    quantize --images``); else the command lines of the commands that have it. All from the
+    declarations, but an option of ``command_line`` alone (the old, hidden ``--provider``)."""
+    from aft_export.errors import keyword_name
+    from aft_export.options.commands import DECLARED
+
+    command = DECLARED.get(running or "")
+
+    def name(stage: str, keyword: str, value=None) -> str:
+        if command is not None:
+            given = [p for p in command.params if (stage, keyword) in p.gives]
+            if given:
+                return given[0].spelled(value)
+            others = [p for p in command.params if any(s == stage for s, _ in p.gives)]
+            if keyword in command and (stage == command.name or not any(k == keyword for p in others
+                                                                        for _, k in p.gives)):
+                return command[keyword].spelled(value)
+        declared = DECLARED.get(stage or "")
+        if declared is not None and keyword in declared:
+            return f"aft-export {stage} {declared[keyword].spelled(value)}"
+        groups: dict[str, list[str]] = {}  # no stage that has it: the commands that have it
+        for other in DECLARED.values():
+            if other is not command and keyword in other and not other[keyword].positional:
+                groups.setdefault(other[keyword].spelled(value), []).append(other.name)
+        if groups:
+            return " or ".join(f"aft-export {'/'.join(names)} {text}" for text, names in groups.items())
+        alone = [p for p in (command_line.params if command_line else ()) if p.name == keyword and p.opts]
+        if alone:
+            return alone[0].opts[0] if value is None else f"{alone[0].opts[0]} {value}"
+        return keyword_name(stage, keyword, value)
+
+    return name
 
 
-def in_flags(text: str, command: click.Command | None = None) -> str:
-    """A library message in the words of ``command`` (default: the one running): each
-    `field` or `field=value` as its flag (where it has none, as the flag of the commands that
-    have it), each `aft-export CMD ...` line with that command's flags."""
-    command = command if command is not None else (running[-1] if running else None)
-    if command is None or "`" not in text:
-        return text
+def in_words(message) -> str:
+    """A library message in the running command's words: a :class:`~aft_export.errors.Said` rendered
+    from the declarations; any other text is text, shown as it is. With ``AFT_EXPORT_STRICT_WORDS``
+    set (the test suite sets it), text that names a declared parameter in backquotes is a bug
+    (:func:`named_as_text`): a message that lost its parameters on the way (an f-string around a
+    ``said``)."""
+    from aft_export.errors import Said
 
-    def line(m: re.Match) -> str:
-        other = ROOT[0].commands.get(m.group(1))
-        if other is None:
-            return m.group(0)
-        table, words = option_table(other), [f"aft-export {m.group(1)}"]
-        for arg in m.group(2).split():
-            field, eq, value = arg.partition("=")
-            words.append((_flag_text(table, field, value if eq else None) or arg) if eq else arg)
-        return " ".join(words)
+    if isinstance(message, Said):
+        return message.render(flag_namer(running[-1].name if running else None, running[-1] if running else None))
+    text = str(message)
+    if os.environ.get("AFT_EXPORT_STRICT_WORDS") and named_as_text(text):
+        raise AssertionError(f"a message names {named_as_text(text)} as text, not as data: {text!r}")
+    return text
 
-    table = option_table(command)
-    text = COMMAND_LINE.sub(line, text)
-    return OPTION_WORD.sub(lambda m: (_flag_text(table, m.group(1), m.group(2))
-                                      or _elsewhere(command, m.group(1), m.group(2)) or m.group(0)), text)  # fmt: skip
+
+def named_as_text(text: str) -> list[str]:
+    """The declared parameters ``text`` names as `keyword` or `keyword=value` (none, where every
+    message names them as data)."""
+    from aft_export.options.commands import DECLARED
+
+    if "`" not in text:
+        return []
+    keywords = {p.name for c in DECLARED.values() for p in c.params if not p.positional}
+    return sorted(k for k in keywords if f"`{k}`" in text or f"`{k}=" in text)
 
 
 def rename_args(command: click.Command, args: list[str]) -> list[str]:
@@ -169,5 +150,17 @@ def rename_args(command: click.Command, args: list[str]) -> list[str]:
 def as_typed(message: str) -> str:
     """An error about a renamed option names the flag the user typed, and its new name."""
     for old, new in renamed_used:
-        message = re.sub(rf"(?<![\w-]){re.escape(new)}(?![\w-])", f"{old} (now {new})", message)
+        message = _flag_replaced(message, new, f"{old} (now {new})")
     return message
+
+
+def _flag_replaced(text: str, flag: str, by: str) -> str:
+    """``text`` with each whole ``flag`` (not a part of a longer one, --images in --calib-images) as ``by``."""
+    out, i = [], 0
+    while (j := text.find(flag, i)) != -1:
+        before = text[j - 1] if j else " "
+        after = text[j + len(flag)] if j + len(flag) < len(text) else " "
+        whole = not (before.isalnum() or before in "_-") and not (after.isalnum() or after in "_-")
+        out.append(text[i:j] + (by if whole else flag))
+        i = j + len(flag)
+    return "".join(out) + text[i:]

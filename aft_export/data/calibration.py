@@ -29,7 +29,7 @@ import numpy as np
 from aft_export.data import datasets
 from aft_export.data.images import (IMAGE_EXTENSIONS, MAX_IMAGE_BYTES, TAR_ERRORS, Preprocessing, decode_normalized,
                                     normalize_array, read_image_file, square_crop, tar_error, tar_files)  # fmt: skip
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Named, said
 
 
 
@@ -102,10 +102,9 @@ def _check_count(have: int, count: int, source: str, allow_fewer: bool) -> int:
         raise AFTExportError(f"calibration source {source} holds no images (looked for {', '.join(IMAGE_EXTENSIONS)}); "
                              f"give a folder or tar of images, or .npy/.npz arrays")  # fmt: skip
     if have < count and not allow_fewer:
-        raise AFTExportError(
-            f"calibration source {source} has {have} images but {count} were asked for; "
-            f"give `images={have}` or `allow_fewer` to use what there is"
-        )
+        raise AFTExportError(said("calibration source {source} has {have} images but {count} were asked for; give "
+                                  "{fewer} or {allow_fewer} to use what there is", "quantize", source=source,
+                                  have=have, count=count, fewer=Named("images", have)))  # fmt: skip
     return min(have, count)
 
 
@@ -143,7 +142,8 @@ def load_calibration(source: str | os.PathLike, prep: Preprocessing, count: int 
                      allow_fewer: bool = False, progress: bool = True) -> CalibrationSet:  # fmt: skip
     """Sample ``count`` images from ``source`` with ``seed`` and preprocess them."""
     if count < 1:
-        raise AFTExportError(f"calibration image count must be >= 1, got {count}; e.g. `images=512`")
+        raise AFTExportError(said("calibration image count must be >= 1, got {count}; e.g. {eg}", "quantize",
+                                  count=count, eg=Named("images", 512)))  # fmt: skip
     label = str(source)
     if datasets.is_named(label):
         resolved = datasets.resolve(label)

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from aft_export import readers
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Named, said
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".ppm", ".tif", ".tiff")
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
@@ -59,15 +59,19 @@ class Preprocessing:
     def __post_init__(self) -> None:
         if not isinstance(self.input_size, int) or isinstance(self.input_size, bool) or not (
                 1 <= self.input_size <= readers.MAX_SIDE):  # fmt: skip
-            raise AFTExportError(f"`input_size` must be a whole number of pixels from 1 to {readers.MAX_SIDE}, got "
-                                 f"{self.input_size!r}")  # fmt: skip
+            raise AFTExportError(said("{input_size} must be a whole number of pixels from 1 to {MAX_SIDE}, got "
+                                      "{input_size_got!r}", None, MAX_SIDE=readers.MAX_SIDE,
+                                      input_size_got=self.input_size))  # fmt: skip
         for option in ("mean", "std"):
             value = getattr(self, option)
             if len(value) != 3 or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in value):
-                raise AFTExportError(f"`{option}` takes three numbers (R, G, B of x / 255, finite), got {list(value)!r}; "
-                                     f"e.g. {IMAGENET.split(' and ')[0 if option == 'mean' else 1]}")  # fmt: skip
+                raise AFTExportError(said("{option} takes three numbers (R, G, B of x / 255, finite), got "
+                                          "{value!r}; e.g. {value2}", None, option=Named(option),
+                                          value=list(value),
+                                          value2=IMAGENET.split(' and ')[0 if option == 'mean' else 1]))  # fmt: skip
         if any(s <= 0 for s in self.std):
-            raise AFTExportError(f"`std` must be positive, got {list(self.std)}; give three numbers > 0")
+            raise AFTExportError(said("{std} must be positive, got {value}; give three numbers > 0", None,
+                                      value=list(self.std)))
         if self.classes is not None:
             if not self.classes or not all(isinstance(c, str) and c for c in self.classes):
                 raise AFTExportError("class names must be non-empty strings")
@@ -82,7 +86,7 @@ class Preprocessing:
             return [str(i) for i in range(num_classes)]
         if len(self.classes) != num_classes:
             fix = (f"give one name per output in {origin}" if origin else
-                   "give one name per output (`classes`: a file, one name per line)")  # fmt: skip
+                   said("give one name per output ({classes}: a file, one name per line)", None))  # fmt: skip
             raise AFTExportError(f"{len(self.classes)} class names for a model with {num_classes} outputs; {fix}")
         return list(self.classes)
 
@@ -105,7 +109,7 @@ class Preprocessing:
             mean = readers.numbers(readers.parse_json(meta["mean"], where, "mean", fix), where, "mean", 3, fix=fix)
         if std is None and "std" in meta:
             std = readers.numbers(readers.parse_json(meta["std"], where, "std", fix), where, "std", 3, True, fix)
-        missing = [f"`{option}`" for option, v in (("input_size", size), ("mean", mean), ("std", std)) if v is None]
+        missing = [said("{option}", None, option=Named(option)) for option, v in (("input_size", size), ("mean", mean), ("std", std)) if v is None]
         if missing:
             raise AFTExportError(
                 f"{path} does not say how to preprocess images (no aft-export metadata); "
@@ -114,14 +118,16 @@ class Preprocessing:
         try:
             mean, std = tuple(float(v) for v in mean), tuple(float(v) for v in std)
         except (TypeError, ValueError):
-            raise AFTExportError(f"{path} has malformed preprocessing metadata (mean {mean!r}, std {std!r}); "
-                                 f"give `mean` and `std`") from None  # fmt: skip
+            raise AFTExportError(said("{path} has malformed preprocessing metadata (mean {mean_got!r}, std "
+                                      "{std_got!r}); give {mean} and {std}", None, path=path, mean_got=mean,
+                                      std_got=std)) from None  # fmt: skip
         finite = all(math.isfinite(v) for v in mean + std)
         if (len(mean) != 3 or len(std) != 3 or not finite or min(std) <= 0 or not isinstance(size, int)
                 or not 1 <= size <= readers.MAX_SIDE):  # fmt: skip
-            raise AFTExportError(f"bad preprocessing for {path}: input size {size}, mean {mean}, std {std}; give "
-                                 f"`input_size` from 1 to {readers.MAX_SIDE} and three finite numbers each for `mean` and `std` "
-                                 f"(std > 0)")  # fmt: skip
+            raise AFTExportError(said("bad preprocessing for {path}: input size {size}, mean {mean_got}, std "
+                                      "{std_got}; give {input_size} from 1 to {MAX_SIDE} and three finite numbers "
+                                      "each for {mean} and {std} (std > 0)", None, path=path, size=size,
+                                      mean_got=mean, std_got=std, MAX_SIDE=readers.MAX_SIDE))  # fmt: skip
         return cls(int(size), mean, std)
 
     def record(self) -> dict:

@@ -28,18 +28,18 @@ from typing import Any
 
 from aft_export import readers
 from aft_export.data.images import IMAGENET, Preprocessing
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Named, joined, listed, said
 
 FIELDS = ("input_size", "mean", "std", "classes", "classes_file")
 SIDECAR_SUFFIX = ".preprocess.json"
 
 
-def read_mapping(path: str | Path, fix: str = "check `preprocess`") -> dict[str, Any]:
+def read_mapping(path: str | Path, fix: str = said("check {preprocess}", None)) -> dict[str, Any]:
     """A JSON or YAML file holding one mapping, read with the bounds of :mod:`aft_export.readers`."""
     return readers.read_mapping(path, "preprocessing file", fix)
 
 
-def read_classes_file(path: str | Path, fix: str = "check `classes`") -> tuple[str, ...]:
+def read_classes_file(path: str | Path, fix: str = said("check {classes}", None)) -> tuple[str, ...]:
     """One class name per line; blank lines and ``#`` comments are skipped. ``fix``: what to do
     about a path that is not a readable file (it names where the path came from)."""
     path = Path(path)
@@ -60,21 +60,25 @@ def _floats(value: Any, option: str) -> tuple[float, ...]:
     try:
         return tuple(float(v) for v in value)
     except (TypeError, ValueError):
-        raise AFTExportError(f"`{option}` takes three numbers, e.g. 0.485,0.456,0.406; got {value!r}") from None
+        raise AFTExportError(said("{option} takes three numbers, e.g. 0.485,0.456,0.406; got {value!r}", None,
+                                  option=Named(option), value=value)) from None
 
 
 def _int(value: Any, option: str) -> int:
     if isinstance(value, (list, tuple)):  # [C, H, W] or [H, W] as some configs write it
         sides = [int(v) for v in value[-2:]]
         if len(set(sides)) != 1:
-            raise AFTExportError(f"`{option}` {list(value)} is not square; the exported graph takes square inputs")
+            raise AFTExportError(said("{option} {value} is not square; the exported graph takes square inputs",
+                                      None, option=Named(option), value=list(value)))
         value = sides[0]
     try:
         out = int(value)
     except (TypeError, ValueError):
-        raise AFTExportError(f"`{option}` must be a number of pixels, got {value!r}") from None
+        raise AFTExportError(said("{option} must be a number of pixels, got {value!r}", None, option=Named(option),
+                                  value=value)) from None
     if out != value and not isinstance(value, str):
-        raise AFTExportError(f"`{option}` must be a whole number of pixels, got {value!r}")
+        raise AFTExportError(said("{option} must be a whole number of pixels, got {value!r}", None,
+                                  option=Named(option), value=value))
     return out
 
 
@@ -119,7 +123,7 @@ def file_values(data: dict[str, Any], where: str, base: Path) -> dict[str, Any]:
 
 def resolve(file: str | Path | None = None, *, input_size=None, mean=None, std=None, classes=None,
             base: Path | None = None, extra_keys: tuple[str, ...] = (), missing: str | None = None,
-            fix: str = "check `preprocess`") -> Preprocessing:  # fmt: skip
+            fix: str = said("check {preprocess}", None)) -> Preprocessing:  # fmt: skip
     """Preprocessing from a file and values; a value overrides the file.
 
     ``classes`` is a file of names (a path) or a list of names. ``extra_keys`` are other
@@ -142,11 +146,12 @@ def resolve(file: str | Path | None = None, *, input_size=None, mean=None, std=N
     size = _int(input_size, "input_size") if input_size is not None else from_file.get("input_size")
     mean = _floats(mean, "mean") if mean is not None else from_file.get("mean")
     std = _floats(std, "std") if std is not None else from_file.get("std")
-    absent = [f"`{name}`" for name, v in (("input_size", size), ("mean", mean), ("std", std)) if v is None]
+    absent = [name for name, v in (("input_size", size), ("mean", mean), ("std", std)) if v is None]
     if absent:
         raise AFTExportError(missing or (
-            f"a model trained elsewhere needs its preprocessing: give {', '.join(absent)} (or a `preprocess` "
-            f"JSON/YAML file with input_size, mean, std); ImageNet-trained models use {IMAGENET}"))
+            said("a model trained elsewhere needs its preprocessing: give {absent} (or a {preprocess} JSON/YAML "
+                 "file with input_size, mean, std); ImageNet-trained models use {IMAGENET}", None,
+                 absent=listed(absent), IMAGENET=IMAGENET)))
     names = from_file.get("classes")
     if classes is not None:
         names = tuple(classes) if isinstance(classes, (list, tuple)) else read_classes_file(classes)
@@ -203,18 +208,20 @@ class ForeignPreprocessing:
         """The one line for a file with no preprocessing at all: what the file is first (``what``,
         e.g. "fp32 graph", from :func:`aft_export.artifacts.onnxio.foreign_kind`), then what to give, among
         what the caller takes."""
-        values = [f"`{option}`" for option in ("input_size", "mean", "std") if option in self.takes]
+        values = [option for option in ("input_size", "mean", "std") if option in self.takes]
         give = ""
         if values:
-            give = "give " + (", ".join(values[:-1]) + " and " + values[-1] if len(values) > 1 else values[0])
-            give += " (and `classes`)" if "classes" in self.takes else ""
+            give = "give " + (listed(values[:-1]) + " and " + listed(values[-1:]) if len(values) > 1
+                              else listed(values))  # fmt: skip
+            give += said(" (and {classes})", None) if "classes" in self.takes else ""
         if "preprocess" in self.takes:
-            give = (give + " or " if give else "give ") + "a `preprocess` JSON/YAML file"
+            give = (give + " or " if give else "give ") + said("a {preprocess} JSON/YAML file", None)
         write = f"write {beside.name} beside it" if beside is not None else ""
-        advice = ", or ".join(part for part in (give, write) if part) or "describe it"
-        said = f": it is another tool's {what}, and it" if what else ", so it"
-        return (f"{where} has no aft-export metadata{said} does not say how to preprocess images; {advice} with "
-                f"input_size, mean, std and classes (docs/parity.md, 'Files other tools wrote')")
+        advice = joined(", or ", [part for part in (give, write) if part]) or "describe it"
+        so = f": it is another tool's {what}, and it" if what else ", so it"
+        return said("{where} has no aft-export metadata{so} does not say how to preprocess images; {advice} with "
+                    "input_size, mean, std and classes (docs/parity.md, 'Files other tools wrote')", None,
+                    where=where, so=so, advice=advice)  # fmt: skip
 
     def for_artifact(self, artifact: str | Path | None, where: str = "", what: str = "") -> tuple[Preprocessing, str]:
         """The preprocessing of ``artifact`` (a file without our metadata; None: a graph in
@@ -230,12 +237,13 @@ class ForeignPreprocessing:
             file = str(beside)  # a directory or a FIFO there is refused by the reader, not ignored
         given = [name for name in ("input_size", "mean", "std", "classes") if getattr(self, name) is not None]
         # the JSON beside the file came from no option: a directory or a FIFO there is said as what to remove
-        fix = f"correct or remove {beside.name} beside {Path(artifact).name}" if from_beside else "check `preprocess`"
+        fix = (f"correct or remove {beside.name} beside {Path(artifact).name}" if from_beside
+               else said("check {preprocess}", None))  # fmt: skip
         pre = resolve(file, input_size=self.input_size, mean=self.mean, std=self.std, classes=self.classes,
                       missing=self.missing_message(where, beside, what), fix=fix)  # fmt: skip
-        sources = ([self.origin or "the options (" + ", ".join(f"`{g}`" for g in given) + ")"] if given else []) + (
+        sources = ([self.origin or "the options (" + listed(given) + ")"] if given else []) + (
             [Path(file).name if file == str(beside) else str(file)] if file is not None else [])  # fmt: skip
-        return pre, " and ".join(sources)
+        return pre, joined(" and ", sources)
 
 
 # for a stage whose options have no preprocessing (infer, a Triton repository): only the JSON

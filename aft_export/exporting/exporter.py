@@ -33,7 +33,7 @@ from aft_export.models.checkpoint import ModelMeta
 from aft_export.verify.compare import SIMPLIFY_MAX_ABS, max_abs, metrics
 from aft_export.data.images import normalize_array
 from aft_export.data.datasets import DataNotFound, is_named, load_labelled, verification_data
-from aft_export.errors import AFTExportError, CheckFailed, Judged, Verdict
+from aft_export.errors import AFTExportError, CheckFailed, Judged, Named, Verdict, said
 from aft_export.exporting.forms import to_target  # noqa: F401 (the API: the exporter's last step)
 from aft_export.exporting.functions import attach_functions, registered_schemas, translation_table
 from aft_export.exporting.rewrite import optimize_for_runtime
@@ -223,17 +223,19 @@ def _verification_images(meta, opts: ExportOptions) -> tuple[np.ndarray, str]:
     found as every command finds it (:mod:`aft_export.data.datasets`: $AFT_CIFAR10_DIR, ../shared
     beside a checkout, the one-time download)."""
     source, origin = verification_data(opts.data, meta)
-    said = {"given": "`data`", "checkpoint": "named by the checkpoint", "default": "the default"}[origin]
+    named_by = {"given": said("{data}", "export"), "checkpoint": "named by the checkpoint",
+                "default": "the default"}[origin]  # fmt: skip
     if not is_named(source) and not Path(source).exists():
-        raise AFTExportError(f"verification data {source} does not exist; check `data` (or give "
-                             f"`images=0` to skip verification)")  # fmt: skip
+        raise AFTExportError(said("verification data {source} does not exist; check {data} (or give {none} to skip "
+                                  "verification)", "export", source=source, none=Named("images", 0)))  # fmt: skip
     try:
         data = load_labelled(source, meta.config.img_size, limit=opts.images)
     except DataNotFound as exc:
-        raise AFTExportError(f"verification needs real images and {source} ({said}) was not found: "
-                             f"{'; '.join(exc.tried)}; set AFT_CIFAR10_DIR to a folder holding test.tar, give "
-                             f"`data` (a folder or tar of images), or `images=0` to skip "
-                             f"verification") from None  # fmt: skip
+        raise AFTExportError(said("verification needs real images and {source} ({origin}) was not found: {tried}; "
+                                  "set AFT_CIFAR10_DIR to a folder holding test.tar, give {data} (a folder or tar of "
+                                  "images), or {none} to skip verification", "export", source=source,
+                                  origin=named_by, tried="; ".join(exc.tried),
+                                  none=Named("images", 0))) from None  # fmt: skip
     return normalize_array(data.images, meta.mean, meta.std), str(source)
 
 
@@ -419,7 +421,7 @@ def export_verdict(graph: GraphExport) -> Verdict:
     targeted TensorRT version refuse (the others accept: it is still an export) or warn."""
     return Verdict.combine(
         Verdict.of(unverified=[] if graph.parity is not None else
-                   ["nothing was compared with PyTorch (`images=0`)"]),
+                   [said("nothing was compared with PyTorch ({none})", "export", none=Named("images", 0))]),
         graph.check_report.verdict.at_most_unverified() if graph.check_report is not None else Verdict())
 
 
@@ -439,7 +441,8 @@ def _simplify(proto, images, opts: ExportOptions, info: ModelInfo):
         if opts.allow_unsimplified:
             return proto, {"applied": False, "reason": "onnxsim is not installed"}
         raise AFTExportError(
-            "simplification needs onnxsim: pip install onnxsim (or give `simplify=False`)"
+            said("simplification needs onnxsim: pip install onnxsim (or give {simplify_set})", "export",
+                 simplify_set=Named('simplify', False))
         ) from None
     try:
         simplified, ok = onnxsim.simplify(proto, skipped_optimizers=list(KEEP_MATMUL_ADD))
@@ -456,8 +459,9 @@ def _simplify(proto, images, opts: ExportOptions, info: ModelInfo):
         if opts.allow_unsimplified:
             return proto, {"applied": False, "reason": str(exc).splitlines()[0][:200]}
         raise AFTExportError(
-            f"onnxsim failed: {str(exc).splitlines()[0][:200]}; rerun with `allow_unsimplified` "
-            f"to keep the unsimplified graph, or `simplify=False`"
+            said("onnxsim failed: {value}; rerun with {allow_unsimplified} to keep the unsimplified graph, or "
+                 "{simplify_set}", "export", simplify_set=Named('simplify', False),
+                 value=str(exc).splitlines()[0][:200])
         ) from None
     return simplified, {"applied": True, "nodes_before": before, "nodes_after": len(simplified.graph.node),
                         "max_abs_vs_unsimplified": diff}  # fmt: skip

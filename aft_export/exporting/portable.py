@@ -24,7 +24,7 @@ verifies the result against PyTorch).
 
 from __future__ import annotations
 
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Named, said
 from aft_export.artifacts.graph import inline_functions
 
 OPSET = 19
@@ -46,8 +46,9 @@ def to_portable(model):
     out.opset_import.extend(keep)
     version = keep[0].version if keep else OPSET
     if version > OPSET:
-        raise AFTExportError(f"the portable form is opset {OPSET}; this graph is opset {version}: leave `opset` out "
-                             f"with `target=portable`")  # fmt: skip
+        raise AFTExportError(said("the portable form is opset {OPSET}; this graph is opset {version}: leave "
+                                  "{opset} out with {target_set}", "export",
+                                  target_set=Named('target', 'portable'), OPSET=OPSET, version=version))  # fmt: skip
     if version < OPSET:
         props = list(out.metadata_props)
         meta = {i: list(n.metadata_props) for i, n in enumerate(out.graph.node)}

@@ -34,7 +34,7 @@ from typing import Any, Callable
 import torch
 
 from aft_export.data.images import CIFAR10_MEAN, CIFAR10_STD, Preprocessing
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Named, said
 from aft_export.fileio import atomic_write, sha256_file
 from aft_export.models.classifier import AFTClassifier, ModelConfig, count_params
 from aft_export.models.registry import get_config
@@ -179,7 +179,8 @@ def _load_weights(model: AFTClassifier, state: dict, path: Path) -> None:
     if problems:
         raise AFTExportError(
             f"weights in {path} do not fit config {model.cfg.variant!r}: " + "; ".join(problems)
-            + "; give the config the weights were trained with (`config=NAME`)"
+            + said("; give the config the weights were trained with ({config_set})", None,
+                   config_set=Named('config', 'NAME'))
         )
     problem = dtype_problem(expected, state, path) or nonfinite_problem(state, path)
     if problem:
@@ -242,9 +243,10 @@ def load_checkpoint(
         state = payload.get("state_dict")
         given = get_config(config) if isinstance(config, str) else config
         if given is not None and given != meta.config:  # said, not ignored: the file's own config decides
-            raise AFTExportError(f"{path} records its architecture ({meta.model_name or meta.config.variant}); "
-                                 f"`config` ({config if isinstance(config, str) else 'the one given'}) names the "
-                                 f"architecture of a plain state_dict only: leave it out")  # fmt: skip
+            raise AFTExportError(said("{path} records its architecture ({value}); {config} ({value2}) names the "
+                                      "architecture of a plain state_dict only: leave it out", None, path=path,
+                                      value=meta.model_name or meta.config.variant,
+                                      value2=config if isinstance(config, str) else 'the one given'))  # fmt: skip
     else:
         if weights_key is not None or not (isinstance(payload, dict) and all(
                 isinstance(v, torch.Tensor) for v in payload.values())):  # {"model": ...}, {"state_dict": ...}, EMA
@@ -253,10 +255,9 @@ def load_checkpoint(
                 logging.getLogger("aft_export").warning(selected.note)
             payload = selected.state
         if config is None:
-            raise NeedsConfig(
-                f"{path} is a plain state_dict; say which architecture it is with a config "
-                f"name (`config=NAME`; `aft-export models` lists them)", path
-            )
+            raise NeedsConfig(said("{path} is a plain state_dict; say which architecture it is with a config name "
+                                   "({config_set}; `aft-export models` lists them)", None, path=path,
+                                   config_set=Named("config", "NAME")), path)
         cfg = get_config(config) if isinstance(config, str) else config
         names = classes or [str(i) for i in range(cfg.num_classes)]
         if len(names) != cfg.num_classes:

@@ -24,7 +24,7 @@ from aft_export.version import __version__
 from aft_export.models.checkpoint import load_checkpoint, save_checkpoint
 from aft_export.data.images import CIFAR10_MEAN, CIFAR10_STD, normalize
 from aft_export.data.datasets import data_label, load_labelled
-from aft_export.errors import AFTExportError, Judged, Verdict
+from aft_export.errors import AFTExportError, Judged, Named, Verdict, said
 from aft_export.fileio import claim_output
 from aft_export.options import TrainConfig
 from aft_export.runners.base import available_memory
@@ -89,9 +89,10 @@ def check_training_batch(model: AFTClassifier, batch_size: int) -> None:
     if available is not None and batch_size * per_image > available:
         fits = max(1, available // per_image)
         raise AFTExportError(
-            f"`batch_size={batch_size}` needs about {batch_size * per_image / 2**30:.1f} GB to train "
-            f"({per_image / 2**20:.1f} MB per image: every layer's activations and their gradients) but "
-            f"{available / 2**30:.1f} GB is available; use `batch_size={fits}` or less"
+            said("{batch_size_got} needs about {value:.1f} GB to train ({value2:.1f} MB per image: every layer's "
+                 "activations and their gradients) but {value3:.1f} GB is available; use {fits} or less", "train",
+                 batch_size_got=Named('batch_size', batch_size), fits=Named('batch_size', fits),
+                 value=batch_size * per_image / 2**30, value2=per_image / 2**20, value3=available / 2**30)
         )
 
 

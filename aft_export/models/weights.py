@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, said
 from aft_export.readers import regular_file
 
 # Where training code puts the weights, in the order they are tried. EMA copies are
@@ -138,7 +138,7 @@ def select_state_dict(payload: Any, path: str | Path, key: str | None = None) ->
         note = f"weights: {chosen!r} of {Path(path).name}"
         others = models[1:] + emas
         if others:
-            note += f" (it also holds {others}, not used; `weights_key` chooses)"
+            note += said(" (it also holds {others}, not used; {weights_key} chooses)", None, others=others)
         return Selected(dict(payload[chosen]), chosen, note, choice=bool(others))
     if emas:
         chosen = emas[0]
@@ -146,8 +146,8 @@ def select_state_dict(payload: Any, path: str | Path, key: str | None = None) ->
                         f"weights: {chosen!r} of {Path(path).name}, an EMA copy, the only state_dict in the file",
                         choice=True)  # fmt: skip
     raise AFTExportError(
-        f"{path} holds no state_dict of tensors under any key this tool knows; its top-level keys are "
-        f"{_describe(payload)}; name the one with the weights with `weights_key`"
+        said("{path} holds no state_dict of tensors under any key this tool knows; its top-level keys are {value}; "
+             "name the one with the weights with {weights_key}", None, path=path, value=_describe(payload))
     )
 
 
@@ -233,7 +233,7 @@ def load_weights(model: torch.nn.Module, path: str | Path, key: str | None = Non
     if problems:
         where = f"{path}" + (f" (key {selected.key!r})" if selected.key else "")
         raise AFTExportError(f"weights in {where} do not fit the model: " + "; ".join(problems)
-                             + "; check `model_def` builds the model the weights were trained for")  # fmt: skip
+                             + said("; check {model_def} builds the model the weights were trained for", None))  # fmt: skip
     problem = dtype_problem(expected, state, path)
     if problem is None:  # the parameters only: a model's own buffers may hold -inf masks on purpose
         params = {name for name, _ in model.named_parameters()}

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, fields
 
 from aft_export.verify.compare import EXPORT_MAX_ABS
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Named, said
 from aft_export.artifacts.onnxio import TWO_GB
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.readers import compile_pattern
@@ -110,24 +110,25 @@ class ExportOptions:
 
         newest = onnx.defs.onnx_opset_version()
         if not isinstance(self.opset, int) or self.opset < MIN_OPSET:
-            raise AFTExportError(
-                f"opset {self.opset} is too old: the AFT graph needs opset {MIN_OPSET} or newer "
-                f"(ReduceMax/ReduceSum with axes as an input); use `opset={MIN_OPSET}`"
-            )
+            raise AFTExportError(said("opset {opset_got} is too old: the AFT graph needs opset {oldest} or newer "
+                                      "(ReduceMax/ReduceSum with axes as an input); use {use}", "export",
+                                      opset_got=self.opset, oldest=MIN_OPSET, use=Named("opset", MIN_OPSET)))
         if self.opset > newest:
-            raise AFTExportError(f"opset {self.opset} is newer than this onnx package knows ({newest}); give `opset` "
-                                 f"from {MIN_OPSET} to {newest}")  # fmt: skip
+            raise AFTExportError(said("opset {opset_got} is newer than this onnx package knows ({newest}); give "
+                                      "{opset} from {MIN_OPSET} to {newest}", "export", opset_got=self.opset,
+                                      newest=newest, MIN_OPSET=MIN_OPSET))  # fmt: skip
         if self.op_form not in OP_FORMS:
             raise AFTExportError(f"unknown op form {self.op_form!r}; choose one of {OP_FORMS}")
         if self.target not in TARGETS:
             raise AFTExportError(f"unknown export target {self.target!r}; choose one of {TARGETS}")
         if self.target in TARGET_OPSETS and self.opset != 18:
-            raise AFTExportError(f"the {self.target} form is always opset {TARGET_OPSETS[self.target]} (exported at "
-                                 f"18, then converted); leave `opset` out with `target={self.target}`")  # fmt: skip
+            raise AFTExportError(said("the {target_got} form is always opset {value} (exported at 18, then "
+                                      "converted); leave {opset} out with {target_got}", "export",
+                                      target_got=Named('target', self.target), value=TARGET_OPSETS[self.target]))  # fmt: skip
         parse_batch(self.batch_dim)
         if self.images < 0:
-            raise AFTExportError(f"verification image count must be >= 0, got {self.images}; "
-                                 f"give `images=0` to skip verification")  # fmt: skip
+            raise AFTExportError(said("verification image count must be >= 0, got {images}; give {none} to skip "
+                                      "verification", "export", images=self.images, none=Named("images", 0)))
 
 
 def parse_batch(spec: str | int) -> int | None:
@@ -138,7 +139,8 @@ def parse_batch(spec: str | int) -> int | None:
     if re.fullmatch(r"[0-9]+", text) and 1 <= int(text) <= MAX_BATCH:
         return int(text)
     raise AFTExportError(
-        f"bad batch specification {spec!r} for `batch_dim`; use 'dynamic' or a batch size from 1 to {MAX_BATCH}"
+        said("bad batch specification {spec!r} for {batch_dim}; use 'dynamic' or a batch size from 1 to {MAX_BATCH}",
+             None, spec=spec, MAX_BATCH=MAX_BATCH)
     )
 
 
@@ -224,40 +226,48 @@ class QuantizeOptions:
         if self.method not in METHODS:
             raise AFTExportError(f"unknown calibration method {self.method!r}; choose one of {METHODS}")
         if not (finite(self.percentile) and 0 < self.percentile <= 100):
-            raise AFTExportError(f"percentile must be in (0, 100], got {self.percentile}; e.g. `percentile=99.999`")
+            raise AFTExportError(said("percentile must be in (0, 100], got {percentile_got}; e.g. {percentile_set}",
+                                      "quantize", percentile_set=Named('percentile', 99.999),
+                                      percentile_got=self.percentile))
         if self.images is not None and not (whole(self.images) and self.images >= 1):
-            raise AFTExportError(f"calibration count must be a whole number >= 1, got {self.images!r}; "
-                                 f"e.g. `images=512`")  # fmt: skip
+            raise AFTExportError(said("calibration count must be a whole number >= 1, got {images!r}; e.g. {eg}",
+                                      "quantize", images=self.images, eg=Named("images", 512)))  # fmt: skip
         if not (whole(self.batch_size) and self.batch_size >= 1):
-            raise AFTExportError(f"calibration batch size must be >= 1, got {self.batch_size!r}; e.g. `batch_size=32`")
+            raise AFTExportError(said("calibration batch size must be >= 1, got {batch_size_got!r}; e.g. "
+                                      "{batch_size_set}", "quantize", batch_size_set=Named('batch_size', 32),
+                                      batch_size_got=self.batch_size))
         if self.seed is not None and not (whole(self.seed) and 0 <= self.seed <= MAX_SEED):
             raise AFTExportError(f"calibration seed must be from 0 to {MAX_SEED}, got {self.seed!r}")
         if self.weight_bits not in (None, 7, 8):
             raise AFTExportError(f"int8 weight bits must be 7 or 8, got {self.weight_bits!r}")
         if self.target not in (None, *TARGETS):
-            raise AFTExportError(f"unknown export target {self.target!r} for `target`; choose one of {TARGETS}")
+            raise AFTExportError(said("unknown export target {target_got!r} for {target}; choose one of {TARGETS}",
+                                      "quantize", target_got=self.target, TARGETS=TARGETS))
         if not (finite(self.budget) and 0 <= self.budget <= 100):
-            raise AFTExportError(f"the accuracy budget is a percentage from 0 to 100, got {self.budget}; "
-                                 f"e.g. `budget=0.5`")  # fmt: skip
+            raise AFTExportError(said("the accuracy budget is a percentage from 0 to 100, got {budget_got}; e.g. "
+                                      "{budget_set}", "quantize", budget_set=Named('budget', 0.5),
+                                      budget_got=self.budget))  # fmt: skip
         if self.rest_precision not in (None, *REST_PRECISIONS):
-            raise AFTExportError(f"`rest_precision` must be one of {', '.join(REST_PRECISIONS)}, got "
-                                 f"{self.rest_precision!r}")  # fmt: skip
+            raise AFTExportError(said("{rest_precision} must be one of {value}, got {rest_precision_got!r}",
+                                      "quantize", value=', '.join(REST_PRECISIONS),
+                                      rest_precision_got=self.rest_precision))  # fmt: skip
         for option in ("exclude_regex", "keep_fp32"):  # compiled once, here, by RE2 (linear-time matching)
             for pattern in getattr(self, option):
                 compile_pattern(pattern, option)
         for name in ("exclude_op_types", "quantize_op_types"):
             bad = [t for t in getattr(self, name) if not (isinstance(t, str) and OP_TYPE.fullmatch(t))]
             if bad:
-                raise AFTExportError(f"`{name}` takes ONNX op types such as MatMul or Conv, got {bad[0]!r}")
+                raise AFTExportError(said("{name} takes ONNX op types such as MatMul or Conv, got {value!r}",
+                                          "quantize", name=Named(name), value=bad[0]))
         if self.precision == "fp16":  # an option only int8 reads, given: refused, never silently ignored
             defaults = {f.name: f.default for f in fields(self)}
             given = [n for n in INT8_ONLY if getattr(self, n) != defaults[n]]
             if given:
                 value = getattr(self, given[0])
-                said = f"{given[0]}={value}" if isinstance(value, bool) else given[0]  # a switch: said as set
-                raise AFTExportError(f"`{said}` is an int8 option ({INT8_ONLY[given[0]]}); an fp16 graph has no "
-                                     f"int8 layers and takes no calibration method: leave it out (keep nodes in fp32 "
-                                     f"with `keep_fp32`)")  # fmt: skip
+                option = Named(given[0], value) if isinstance(value, bool) else Named(given[0])  # a switch: as set
+                raise AFTExportError(said("{option} is an int8 option ({what}); an fp16 graph has no int8 layers and "
+                                          "takes no calibration method: leave it out (keep nodes in fp32 with "
+                                          "{keep_fp32})", "quantize", option=option, what=INT8_ONLY[given[0]]))  # fmt: skip
 
 
 # ---------------------------------------------------------------- TensorRT builds
@@ -287,17 +297,22 @@ class BuildOptions:
 
     def __post_init__(self) -> None:
         if self.library not in LIBRARIES:
-            raise AFTExportError(f"`library` must be one of {', '.join(LIBRARIES)}; got {self.library!r}")
+            raise AFTExportError(said("{library} must be one of {value}; got {library_got!r}", "build",
+                                      value=', '.join(LIBRARIES), library_got=self.library))
         for cc in self.compute_capabilities:
             if not re.fullmatch(r"[0-9]{1,2}\.[0-9]", str(cc)):
-                raise AFTExportError(f"`compute_capabilities` take MAJOR.MINOR such as 8.6 or 7.5; got {cc!r}")
+                raise AFTExportError(said("{compute_capabilities} take MAJOR.MINOR such as 8.6 or 7.5; got {cc!r}",
+                                          "build", cc=cc))
         if self.workspace_mb < 1:
-            raise AFTExportError(f"`workspace_mb` must be >= 1, got {self.workspace_mb!r}")
+            raise AFTExportError(said("{workspace_mb} must be >= 1, got {workspace_mb_got!r}", "build",
+                                      workspace_mb_got=self.workspace_mb))
         if self.dla_core is not None and self.dla_core < 0:
-            raise AFTExportError(f"`dla_core` must be >= 0, got {self.dla_core!r}")
+            raise AFTExportError(said("{dla_core} must be >= 0, got {dla_core_got!r}", "build",
+                                      dla_core_got=self.dla_core))
         if self.hardware_compatibility not in HW_LEVELS:
-            raise AFTExportError(f"`hardware_compatibility` must be one of {sorted(HW_LEVELS)}, got "
-                                 f"{self.hardware_compatibility!r}")  # fmt: skip
+            raise AFTExportError(said("{hardware_compatibility} must be one of {value}, got "
+                                      "{hardware_compatibility_got!r}", "build", value=sorted(HW_LEVELS),
+                                      hardware_compatibility_got=self.hardware_compatibility))  # fmt: skip
 
 
 # ---------------------------------------------------------------- pipeline, training
@@ -313,7 +328,8 @@ def whole(value) -> bool:
 
 def check_threads(threads) -> None:
     if not (whole(threads) and 0 <= threads <= MAX_THREADS):
-        raise AFTExportError(f"`threads` must be from 0 (the backend's default) to {MAX_THREADS}, got {threads!r}")
+        raise AFTExportError(said("{threads} must be from 0 (the backend's default) to {MAX_THREADS}, got "
+                                  "{threads_got!r}", None, MAX_THREADS=MAX_THREADS, threads_got=threads))
 
 
 @renamed_fields({"bench_batches": "bench_batch_sizes"})
@@ -341,10 +357,13 @@ class PipelineOptions:
         for option in ("calib_images", "eval_images", "parity_images", "bench_iters"):
             value = getattr(self, option)
             if value is not None and not (whole(value) and value >= 1):
-                raise AFTExportError(f"`{option}` must be a whole number >= 1, got {value!r}")
+                raise AFTExportError(said("{option} must be a whole number >= 1, got {value!r}", "pipeline",
+                                          option=Named(option), value=value))
         if not self.bench_batch_sizes or not all(whole(b) and b >= 1 for b in self.bench_batch_sizes):
-            raise AFTExportError(f"bench batch sizes must be whole numbers >= 1, got {list(self.bench_batch_sizes)}; "
-                                 f"e.g. `bench_batch_sizes=(1, 32)`")  # fmt: skip
+            raise AFTExportError(said("bench batch sizes must be whole numbers >= 1, got {value}; e.g. "
+                                      "{bench_batch_sizes_set}", "pipeline",
+                                      bench_batch_sizes_set=Named('bench_batch_sizes', (1, 32)),
+                                      value=list(self.bench_batch_sizes)))  # fmt: skip
         check_threads(self.threads)
 
 
@@ -381,7 +400,8 @@ class TrainConfig:
         }.items():  # fmt: skip
             value = getattr(self, option)
             if not ok(value):
-                raise AFTExportError(f"`{option}` must be {says}, got {value!r}")
+                raise AFTExportError(said("{option} must be {says}, got {value!r}", "train", option=Named(option),
+                                          says=says, value=value))
         check_threads(self.threads)
 
 
@@ -456,9 +476,11 @@ class DoctorOptions:
         for option in ("calib_images", "parity_images", "eval_images", "bench_iters"):
             value = getattr(self, option)
             if value is not None and not (whole(value) and value >= 1):
-                raise AFTExportError(f"`{option}` must be a whole number >= 1, got {value!r}")
+                raise AFTExportError(said("{option} must be a whole number >= 1, got {value!r}", "doctor",
+                                          option=Named(option), value=value))
         if not (finite(self.timeout) and self.timeout > 0):
-            raise AFTExportError(f"`timeout` must be a number of seconds > 0, got {self.timeout!r}")
+            raise AFTExportError(said("{timeout} must be a number of seconds > 0, got {timeout_got!r}", "doctor",
+                                      timeout_got=self.timeout))
 
 
 # ---------------------------------------------------------------- serving (NVIDIA Triton)
@@ -495,14 +517,15 @@ class ServeOptions:
     def __post_init__(self) -> None:
         for option in ("http_port", "grpc_port", "metrics_port"):
             if not 1 <= getattr(self, option) <= 65535:
-                raise AFTExportError(f"`{option}` must be a port from 1 to 65535, got {getattr(self, option)!r}")
+                raise AFTExportError(said("{option} must be a port from 1 to 65535, got {value!r}", "serve",
+                                          option=Named(option), value=getattr(self, option)))
         if len({self.http_port, self.grpc_port, self.metrics_port}) < 3:
             raise AFTExportError("the HTTP, gRPC and metrics ports must differ")
         _check_triton_common(self.max_batch, self.instances, self.top_k)
         object.__setattr__(self, "backend", backend_of(self.backend, self.provider))
         object.__setattr__(self, "provider", None)
         if self.queue_delay_us < 0 or self.threads < 0 or self.drain_seconds < 0:
-            raise AFTExportError("`queue_delay_us`, `threads` and `drain_seconds` must be >= 0")
+            raise AFTExportError(said("{queue_delay_us}, {threads} and {drain_seconds} must be >= 0", "serve"))
 
 
 @dataclass(frozen=True)
@@ -522,21 +545,26 @@ class TritonRepoOptions:
     def __post_init__(self) -> None:
         _check_triton_common(self.max_batch, self.instances, self.top_k)
         if self.device not in TRITON_DEVICES:
-            raise AFTExportError(f"`device` must be one of {TRITON_DEVICES}, got {self.device!r}")
+            raise AFTExportError(said("{device} must be one of {TRITON_DEVICES}, got {device_got!r}",
+                                      "triton-repo", TRITON_DEVICES=TRITON_DEVICES, device_got=self.device))
         if self.backend not in TRITON_BACKENDS:
-            raise AFTExportError(f"a Triton repository runs ONNX files in one of {', '.join(TRITON_BACKENDS)}, not "
-                                 f"{self.backend!r}; choose the GPU with `device=gpu`")  # fmt: skip
+            raise AFTExportError(said("a Triton repository runs ONNX files in one of {value}, not {backend_got!r}; "
+                                      "choose the GPU with {device_set}", "triton-repo",
+                                      device_set=Named('device', 'gpu'), value=', '.join(TRITON_BACKENDS),
+                                      backend_got=self.backend))  # fmt: skip
         if self.backend == "openvino" and self.device == "gpu":
-            raise AFTExportError("Triton's openvino backend runs on the CPU; leave `device` out (or give "
-                                 "`device=cpu`) with `backend=openvino`")  # fmt: skip
+            raise AFTExportError(said("Triton's openvino backend runs on the CPU; leave {device} out (or give "
+                                      "{device_set}) with {backend_set}", "triton-repo",
+                                      device_set=Named('device', 'cpu'), backend_set=Named('backend', 'openvino')))  # fmt: skip
         if self.queue_delay_us < 0 or self.threads < 0:
-            raise AFTExportError("`queue_delay_us` and `threads` must be >= 0")
+            raise AFTExportError(said("{queue_delay_us} and {threads} must be >= 0", "triton-repo"))
 
 
 def _check_triton_common(max_batch, instances, top_k) -> None:
     if max_batch is not None and not 1 <= max_batch <= MAX_BATCH:
-        raise AFTExportError(f"`max_batch` must be from 1 to {MAX_BATCH}, got {max_batch!r}")
+        raise AFTExportError(said("{max_batch} must be from 1 to {MAX_BATCH}, got {max_batch_got!r}", None,
+                                  MAX_BATCH=MAX_BATCH, max_batch_got=max_batch))
     if instances < 1:
-        raise AFTExportError(f"`instances` must be >= 1, got {instances!r}")
+        raise AFTExportError(said("{instances} must be >= 1, got {instances_got!r}", None, instances_got=instances))
     if top_k < 1:
-        raise AFTExportError(f"`top_k` must be >= 1, got {top_k!r}")
+        raise AFTExportError(said("{top_k} must be >= 1, got {top_k_got!r}", None, top_k_got=top_k))

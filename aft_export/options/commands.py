@@ -330,15 +330,22 @@ PIPELINE = Command("pipeline", (
     Param("op_form", Choice(OP_FORMS), P.op_form, show_default=False, help=f"[default: {P.op_form}]"),
     Param("targets", Choice(TARGETS), P.targets, repeat=True, flag="--target", show_default=False,
           help="Export target(s), repeatable: " + ", ".join(f"{t.name} ({t.stem}*.onnx)" for t in EXPORT_TARGETS.values())
-               + f" [default: {', '.join(P.targets)}]; see export --help."),
-    Param("calib_images", COUNT, P.calib_images, help="Calibration images to sample [default: the recipe's]."),
+               + f" [default: {', '.join(P.targets)}]; see export --help.",
+          gives=(("export", "target"), ("quantize", "target"))),
+    Param("calib_images", COUNT, P.calib_images, help="Calibration images to sample [default: the recipe's].",
+          gives=(("quantize", "images"),)),
+    # the export verifies on the parity images
     Param("parity_images", COUNT, P.parity_images, show_default=False,
-          help=f"Real images parity compares [default: {P.parity_images}]."),
-    Param("eval_images", COUNT, P.eval_images, help="Evaluate a fixed subset of N images [default: all]."),
+          help=f"Real images parity compares [default: {P.parity_images}].",
+          gives=(("parity", "images"), ("export", "images"))),
+    Param("eval_images", COUNT, P.eval_images, help="Evaluate a fixed subset of N images [default: all].",
+          gives=(("eval", "images"),)),
     Param("bench_batch_sizes", BATCH, P.bench_batch_sizes, repeat=True, flag="--bench-batch-size", show_default=False,
-          help=f"Bench batch sizes [default: {' and '.join(map(str, P.bench_batch_sizes))}]."),
+          help=f"Bench batch sizes [default: {' and '.join(map(str, P.bench_batch_sizes))}].",
+          gives=(("bench", "batch_sizes"),)),
     Param("bench_iters", COUNT, P.bench_iters, show_default=False, help=f"Bench runs per batch size [default: "
-                                                                       f"{P.bench_iters}]."),
+                                                                       f"{P.bench_iters}].",
+          gives=(("bench", "iters"),)),
     Param("threads", THREADS, P.threads, show_default=False,
           help=f"CPU threads (0: the backend's default) [default: {P.threads}]."),
     Param("tolerances", Text(), P.tolerances, repeat=True, flag="--tolerance", metavar=TOLERANCE,
@@ -366,6 +373,15 @@ DOCTOR = Command("doctor", (
 
 DECLARED: dict[str, Command] = {c.name: c for c in (EXPORT, QUANTIZE, CHECK, BUILD, PARITY, EVAL, BENCH, INFER, INFO,
                                                      TRAIN, SERVE, TRITON_REPO, PIPELINE, DOCTOR)}  # fmt: skip
+
+
+def command_line(command: str, *arguments, **values) -> str:
+    """A command line to type, ``aft-export COMMAND ARGUMENTS --flag value ...``, spelled from
+    ``command``'s declarations: the same on both faces (it is typed in a shell). A switch set to a
+    true value is its flag, to a false one its flag that turns it off; a repeatable one's list gives
+    the flag once per value. A keyword ``command`` does not declare is a KeyError: a bug here."""
+    declared = DECLARED[command]
+    return " ".join(["aft-export", command, *map(str, arguments), *(declared[k].spelled(v) for k, v in values.items())])
 
 
 def door(command: str, values: dict) -> dict:

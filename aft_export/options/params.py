@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Named, said
 from aft_export.readers import shown
 
 
@@ -273,6 +273,9 @@ class Param:
     # precision: int8)
     cli_required: bool = False
     in_place: bool = False  # a file the command may rewrite in place though it is read (train's resume)
+    # the keywords of the stages it runs that this parameter gives its value to, (stage, keyword): the
+    # pipeline's calib_images is quantize's images; a message of that stage names it by this flag
+    gives: tuple[tuple[str, str], ...] = ()
 
     @property
     def required(self) -> bool:
@@ -285,11 +288,24 @@ class Param:
     def takes(self) -> str:
         return f"{self.kind.takes}, or a list of them" if self.repeat else self.kind.takes
 
+    def spelled(self, value=None) -> str:
+        """How the command line says this parameter, alone or set to ``value``: a switch set on is its
+        flag, set off its flag that turns it off; a repeatable one's list, the flag once per value."""
+        flag = self.name.upper() if self.positional else self.long
+        if value is None:
+            return flag
+        if isinstance(self.kind, Flag):
+            return flag if value else (self.off or f"no {flag}")
+        if self.repeat and isinstance(value, (list, tuple)):
+            return " ".join(f"{flag} {v}" for v in value)
+        return f"{flag} {value}"
+
     def check(self, value, command: str):
         """``value`` as the stages take it (None: the default), or one :class:`ParamError`."""
         if value is None:
             if self.required:
-                raise ParamError(f"`{self.name}` must be given: it takes {self.takes()}", command, self.name)
+                raise ParamError(said("{param} must be given: it takes {takes}", command, param=Named(self.name),
+                                      takes=self.takes()), command, self.name)  # fmt: skip
             return self.default
         try:
             if self.repeat:
@@ -297,8 +313,9 @@ class Param:
             return self.kind.accept(value)
         except Refused:
             got = shown(value, as_json=False)
-            raise ParamError(f"`{self.name}` takes {self.takes()}, got {got} ({type(value).__name__}); give "
-                             f"{_example(self)}", command, self.name) from None  # fmt: skip
+            raise ParamError(said("{param} takes {takes}, got {got} ({type}); give {example}", command,
+                                  param=Named(self.name), takes=self.takes(), got=got, type=type(value).__name__,
+                                  example=_example(self)), command, self.name) from None  # fmt: skip
 
 
 def _items(value) -> list:

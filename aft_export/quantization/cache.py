@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from aft_export.data.calibration import CalibrationSet
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Named, said
 from aft_export.fileio import atomic_write_bytes, cache_root, make_dirs
 from aft_export.options import QuantizeOptions
 from aft_export.quantization.placement import QUANTIZED_OP_TYPES, op_types
@@ -58,5 +58,6 @@ def cached_ranges_ok(path: Path, model, types: tuple[str, ...] = QUANTIZED_OP_TY
 def write_cache_entries(entries) -> None:
     """Write calibration cache entries ``(path, bytes)``: each appears whole or not at all."""
     for path, data in entries:
-        make_dirs(Path(path).parent, "calibration cache", "give `cache_dir=\"\"` to do without, or another `cache_dir`")
+        make_dirs(Path(path).parent, "calibration cache", said("give {without} to do without, or another {cache_dir}",
+                                                               "quantize", without=Named("no_cache", True)))
         atomic_write_bytes(path, data)

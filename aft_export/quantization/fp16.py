@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from aft_export.data.images import Preprocessing
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Named, said
 from aft_export.artifacts.fp32_rule import FP32_KINDS, FP32_RULE, fp32_nodes
 from aft_export.artifacts.graph import aft_kind, node_module, toposort, with_outputs
 from aft_export.quantization import runs
@@ -148,8 +148,9 @@ def upgrade_to_opset_19(model) -> None:
 
     current = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     if current > 19:
-        raise AFTExportError(f"the graph is opset {current}; an fp16 rest is written at opset 19: export at "
-                             f"opset 18 or 19, or keep the rest in fp32 (`rest_precision=fp32`)")  # fmt: skip
+        raise AFTExportError(said("the graph is opset {current}; an fp16 rest is written at opset 19: export at "
+                                  "opset 18 or 19, or keep the rest in fp32 ({rest_precision_set})", "quantize",
+                                  rest_precision_set=Named('rest_precision', 'fp32'), current=current))  # fmt: skip
     changed = set()
     nodes = list(model.graph.node) + [n for f in model.functions for n in f.node]
     for op in {n.op_type for n in nodes if n.domain in ("", "ai.onnx")}:
@@ -160,8 +161,10 @@ def upgrade_to_opset_19(model) -> None:
         if then != now and op not in SAME_AT_19:
             changed.add(op)
     if changed:
-        raise AFTExportError(f"{', '.join(sorted(changed))} change meaning between opset {current} and 19, where "
-                             f"an fp16 rest is written; keep the rest in fp32 (`rest_precision=fp32`)")  # fmt: skip
+        raise AFTExportError(said("{value} change meaning between opset {current} and 19, where an fp16 rest is "
+                                  "written; keep the rest in fp32 ({rest_precision_set})", "quantize",
+                                  rest_precision_set=Named('rest_precision', 'fp32'),
+                                  value=', '.join(sorted(changed)), current=current))  # fmt: skip
     for imports in [model.opset_import] + [f.opset_import for f in model.functions]:
         for o in imports:
             if o.domain in ("", "ai.onnx"):
@@ -186,13 +189,16 @@ def _scale_error(before, after) -> float:
         a = old[node.input[1]].astype(np.float64)
         b = new[node.input[1]].astype(np.float64)
         if not (np.isfinite(b).all() and (b > 0).all()):
-            raise AFTExportError(f"the scale of {node.name} is not a positive fp16 number; keep the rest in fp32 "
-                                 f"(`rest_precision=fp32`)")  # fmt: skip
+            raise AFTExportError(said("the scale of {name} is not a positive fp16 number; keep the rest in fp32 "
+                                      "({rest_precision_set})", "quantize",
+                                      rest_precision_set=Named('rest_precision', 'fp32'), name=node.name))  # fmt: skip
         err = float(np.max(np.abs(b - a) / a)) if a.size else 0.0
         if err > 1e-3:  # fp16 rounds a normal number by at most 2**-11 of it
-            raise AFTExportError(f"the scale of {node.name} ({float(a.min()):.3g}) is below fp16's normal range "
-                                 f"and would change by {100 * err:.2g}%; keep the rest in fp32 "
-                                 f"(`rest_precision=fp32`) or the node out of int8 (`exclude`)")  # fmt: skip
+            raise AFTExportError(said("the scale of {name} ({value:.3g}) is below fp16's normal range and would "
+                                      "change by {value2:.2g}%; keep the rest in fp32 ({rest_precision_set}) or "
+                                      "the node out of int8 ({exclude})", "quantize",
+                                      rest_precision_set=Named('rest_precision', 'fp32'), name=node.name,
+                                      value=float(a.min()), value2=100 * err))  # fmt: skip
         worst = max(worst, err)
     return float(f"{worst:.3g}")
 

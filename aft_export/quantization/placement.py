@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Named, said
 from aft_export.artifacts.graph import toposort
 from aft_export.options import QUANTIZED_OP_TYPES, QuantizeOptions
 from aft_export.readers import as_typed, matching
@@ -63,8 +63,9 @@ def check_exclude(model, opts: QuantizeOptions) -> None:
     have = set(names)
     unknown = [n for n in opts.exclude if n not in have]
     if unknown:
-        raise AFTExportError(f"`exclude` names nodes the graph does not have: {', '.join(unknown[:5])}; give "
-                             f"node names as the graph has them, e.g. {names[0]!r}")  # fmt: skip
+        raise AFTExportError(said("{exclude} names nodes the graph does not have: {value}; give node names as the "
+                                  "graph has them, e.g. {value2!r}", "quantize", value=', '.join(unknown[:5]),
+                                  value2=names[0]))  # fmt: skip
 
 
 def select(model, opts: QuantizeOptions, core: list[str]) -> Selection:
@@ -79,16 +80,18 @@ def select(model, opts: QuantizeOptions, core: list[str]) -> Selection:
     present = {n.op_type for n in model.graph.node}
     missing = [t for t in types if t not in present]
     if opts.quantize_op_types and missing:
-        raise AFTExportError(f"`quantize_op_types` names {', '.join(missing)}, which no node of the graph is; the graph "
-                             f"has {', '.join(sorted(present))}")  # fmt: skip
+        raise AFTExportError(said("{quantize_op_types} names {value}, which no node of the graph is; the graph has "
+                                  "{value2}", "quantize", value=', '.join(missing),
+                                  value2=', '.join(sorted(present))))  # fmt: skip
     by_regex = {p: matching(names, p, "exclude_regex") for p in opts.exclude_regex}
     _no_match("exclude_regex", by_regex, names)
     by_op_type = {t: [n.name for n in model.graph.node if n.op_type == t] for t in opts.exclude_op_types}
     for t, found in by_op_type.items():
         if t not in types or not found:
-            why = (f"it is not quantised (`quantize_op_types`: {', '.join(types)})" if t not in types
+            why = (said("it is not quantised ({quantize_op_types}: {value})", "quantize", value=', '.join(types)) if t not in types
                    else "no node of the graph is one")  # fmt: skip
-            raise AFTExportError(f"`exclude_op_types` names {t}, but {why}; name a quantised op type the graph has")
+            raise AFTExportError(said("{exclude_op_types} names {t}, but {why}; name a quantised op type the graph "
+                                      "has", "quantize", t=t, why=why))
     keep = keep_fp32_nodes(model, opts)
     excluded = ([] if opts.quantize_aft_core else list(core)) + list(opts.exclude)
     for group in (by_regex, by_op_type, keep):
@@ -102,14 +105,17 @@ def _no_match(option: str, found: dict[str, list[str]], names: list[str]) -> Non
     leave the graph as it was (an empty pattern matches every name)."""
     empty = [p for p, v in found.items() if not v]
     if empty:
-        raise AFTExportError(f"`{option}` pattern {as_typed(empty[0])} matches no node of the graph (matched from the start "
-                             f"of the name, as re.match; names look like {names[0]!r}); correct the pattern or "
-                             f"leave it out")  # fmt: skip
+        raise AFTExportError(said("{option} pattern {value} matches no node of the graph (matched from the start "
+                                  "of the name, as re.match; names look like {value2!r}); correct the pattern or "
+                                  "leave it out", "quantize", option=Named(option), value=as_typed(empty[0]),
+                                  value2=names[0]))  # fmt: skip
     every = [p for p, v in found.items() if len(set(v)) == len(set(names))]
     if every:
-        raise AFTExportError(f"`{option}` pattern {as_typed(every[0])} matches every node of the graph ({len(set(names))}), so "
-                             f"the graph would be left as it is; give a pattern that matches only the nodes to keep (from "
-                             f"the start of the name: names look like {names[0]!r})")  # fmt: skip
+        raise AFTExportError(said("{option} pattern {value} matches every node of the graph ({value2}), so the "
+                                  "graph would be left as it is; give a pattern that matches only the nodes to "
+                                  "keep (from the start of the name: names look like {value3!r})", "quantize",
+                                  option=Named(option), value=as_typed(every[0]), value2=len(set(names)),
+                                  value3=names[0]))  # fmt: skip
 
 
 @contextlib.contextmanager

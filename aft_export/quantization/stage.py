@@ -20,7 +20,7 @@ from aft_export.data.calibration import CalibrationSet, load_calibration
 from aft_export.data.images import Preprocessing
 from aft_export.verify.compare import agreement as _agreement
 from aft_export.data.datasets import data_label
-from aft_export.errors import AFTExportError, Judged, Verdict
+from aft_export.errors import AFTExportError, Judged, Named, Verdict, said
 from aft_export.exporting.forms import conversion_problem, to_target
 from aft_export.fileio import claim_output, sha256_file
 from aft_export.artifacts.graph import DOMAIN, aft_core_nodes, inline_functions, name_nodes, node_module, toposort
@@ -34,6 +34,7 @@ from aft_export.quantization import cache, calibrators, fp16, placement, runs
 from aft_export.quantization.sensitivity import sensitivity
 from aft_export.readers import Malformed, read_document, shown
 from aft_export.trtcheck import check_model, enforce
+from aft_export.options.commands import command_line
 
 # recipe entries that describe this run, not the artifact: in the result, not in the file
 RUN_ONLY = ("calibration_cache",)
@@ -135,7 +136,8 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
         cset = load_calibration(calib, prep, opts.images, opts.seed, opts.allow_fewer, progress=progress)
         seconds["load_calibration"] = time.perf_counter() - t
         if cset.requested > len(cset):
-            log(f"calibration: {calib} has only {len(cset)} images; using them (`allow_fewer`)")
+            log(said("calibration: {calib_got} has only {value} images; using them ({allow_fewer})", "quantize",
+                     calib_got=calib, value=len(cset)))
     if cset is not calibration or converted:
         fp32_logits = None  # logits on another set than this one, or of the graph before its conversion
 
@@ -209,15 +211,16 @@ def _in_target_form(model, meta: dict, wanted: str | None, path):
         return model, meta, None
     problem = conversion_problem(model, source, wanted)
     if problem:
-        raise AFTExportError(f"{path} is an {graph_precision(model)} file of the {source} target, which cannot be put "
-                             f"in the {wanted} form here: {problem}; export the model with `aft-export export "
-                             f"target={wanted}` and quantise that file, or leave `target` out to quantise this one "
-                             f"for {source}")  # fmt: skip
+        raise AFTExportError(said("{path} is an {precision} file of the {source} target, which cannot be put in the "
+                                  "{wanted} form here: {problem}; export the model with {line} and quantise that "
+                                  "file, or leave {target} out to quantise this one for {source}", "quantize",
+                                  path=path, precision=graph_precision(model), source=source, wanted=wanted,
+                                  problem=problem, line=command_line("export", target=wanted)))  # fmt: skip
     try:
         model = to_target(model, wanted)
     except (AFTExportError, RuntimeError, ValueError) as exc:  # a graph the form cannot hold
         raise AFTExportError(f"{path} cannot be put in the {wanted} form ({str(exc).splitlines()[0][:200]}); export "
-                             f"the model with `aft-export export target={wanted}` and quantise that file") from None
+                             f"the model with {command_line('export', target=wanted)} and quantise that file") from None
     name_nodes(model)
     return model, read_metadata(model), source
 
@@ -251,8 +254,9 @@ def _check_input_size(model, prep: Preprocessing, path) -> None:
     want = (3, prep.size, prep.size)
     if len(dims) != 4 or any(d is not None and d != w for d, w in zip(dims[1:], want)):
         shown = "x".join("?" if d is None else str(d) for d in dims[1:])
-        raise AFTExportError(f"{path}'s graph takes {shown} inputs but its metadata (or `input_size`) says "
-                             f"{'x'.join(map(str, want))}; export it again, or give the right `input_size`")  # fmt: skip
+        raise AFTExportError(said("{path}'s graph takes {shown} inputs but its metadata (or {input_size}) says "
+                                  "{value}; export it again, or give the right {input_size}", "quantize",
+                                  path=path, shown=shown, value='x'.join(map(str, want))))  # fmt: skip
 
 
 def _refuse_nonfinite(model, model_path, precision: str) -> None:
@@ -316,9 +320,10 @@ def _rest_precision(opts: QuantizeOptions, target) -> str:
     (aft_export.tensorrt.nvtools writes them), not from the graph, so a tensorrt8 graph's rest stays fp32."""
     rest = opts.rest_precision or target.int8_rest
     if rest == "fp16" and target.name == "tensorrt8":
-        raise AFTExportError("`rest_precision=fp16` puts fp16 in the graph, which TensorRT 8.5/8.6 does not take "
-                             "its precisions from (they come from its builder flags: see the file's verify "
-                             "script); leave `rest_precision` out for a tensorrt8 file")  # fmt: skip
+        raise AFTExportError(said("{rest_precision_set} puts fp16 in the graph, which TensorRT 8.5/8.6 does not "
+                                  "take its precisions from (they come from its builder flags: see the file's "
+                                  "verify script); leave {rest_precision} out for a tensorrt8 file", "quantize",
+                                  rest_precision_set=Named('rest_precision', 'fp16')))  # fmt: skip
     return rest
 
 
@@ -346,7 +351,8 @@ class Int8:
             placement.select(model, opts, aft_core_nodes(model))
 
     def without_calibration(self) -> None:
-        raise AFTExportError("int8 needs calibration images: give `calib` (a folder, tar, .npy/.npz or cifar10:train)")
+        raise AFTExportError(said("int8 needs calibration images: give {calib} (a folder, tar, .npy/.npz or "
+                                  "cifar10:train)", "quantize"))
 
     def graph(self, model, opts: QuantizeOptions):
         """The graph to quantise: with ``quantize_aft_core``, the com.aft functions inlined (the

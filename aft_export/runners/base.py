@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Named, said
 
 INPUT = "image"
 OUTPUT = "logits"
@@ -122,9 +122,10 @@ class Runner:
         if available is not None and need > available:
             fits = max(1, available // max(per_image, 1))
             raise AFTExportError(
-                f"batch {batch} of {self.name} needs about {_gb(need)} ({_gb(per_image)} per image: input, output "
-                f"and {LIVE_VALUES}x the largest intermediate value) but {_gb(available)} is available; "
-                f"use `{option}={fits}` or less"
+                said("batch {batch} of {name} needs about {value} ({value2} per image: input, output and "
+                     "{LIVE_VALUES}x the largest intermediate value) but {value3} is available; use {option} or "
+                     "less", None, option=Named(option, fits), batch=batch, name=self.name, value=_gb(need),
+                     value2=_gb(per_image), LIVE_VALUES=LIVE_VALUES, value3=_gb(available))
             )
 
     def finite_logits(self, images: np.ndarray, batch_size: int = 64) -> np.ndarray:

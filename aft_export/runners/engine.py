@@ -21,6 +21,7 @@ from aft_export.runners.base import ModelInfo, Runner
 from aft_export.environment import tensorrt_environment
 from aft_export.tensorrt.library import RTX, import_library, library_logger, require_gpu
 from aft_export.tensorrt.manifest import check_manifest, manifest_problems
+from aft_export.options.commands import command_line
 
 # what running an engine reads from its manifest besides what check_manifest decides with
 READ = ("input", "precision", "model")
@@ -87,9 +88,9 @@ class TrtRunner(Runner):
         lo, hi = self.limits
         x = np.ascontiguousarray(feeds[self.inputs[0]], dtype=np.float32)
         if any(not a <= s <= b for a, s, b in zip(lo, x.shape, hi)):
+            line = command_line("build", batch_profile="MIN,OPT,MAX", hw_profile="MIN,OPT,MAX")
             raise AFTExportError(f"input shape {x.shape} is outside the engine's profile {lo}..{hi}; rebuild with a "
-                                 f"wider profile: `aft-export build batch_profile=MIN,OPT,MAX "
-                                 f"hw_profile=MIN,OPT,MAX`")  # fmt: skip
+                                 f"wider profile: {line}")  # fmt: skip
         with torch.cuda.stream(self.stream):
             xin = torch.from_numpy(x).cuda(non_blocking=True)
             self.context.set_input_shape(self.inputs[0], tuple(x.shape))

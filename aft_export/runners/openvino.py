@@ -37,6 +37,7 @@ from aft_export.artifacts.onnxio import load_onnx
 from aft_export.options import OPENVINO_HINTS, OPENVINO_LATENCY_MAX_BATCH
 from aft_export.runners.base import ModelInfo, Runner
 from aft_export.runners.ort import GraphSignature, check_signature, open_graph
+from aft_export.options.commands import command_line
 
 DEVICES = ("CPU",)
 AFTER_FAILURE = "run it in ONNX Runtime, or export it again with `aft-export export`"
@@ -99,8 +100,9 @@ class OpenVinoRunner(Runner):
         problem = cpu_problem(int8_weight_bits(model, base_dir), cpu_features())
         if problem:
             raise NotForThisCPU(f"{where} is not for this CPU: {problem}; run it in ONNX Runtime, or use the "
-                                f"portable int8 (7-bit weights, safe here): `aft-export quantize MODEL.onnx "
-                                f"target=portable` makes it, and the pipeline writes it as model.portable.int8.onnx")  # fmt: skip
+                                f"portable int8 (7-bit weights, safe here): "
+                                f"{command_line('quantize', 'MODEL.onnx', target='portable')} makes it, and the "
+                                f"pipeline writes it as model.portable.int8.onnx")  # fmt: skip
         self.threads = threads or (os.cpu_count() or 1)
         self.hint = hint
         self._device = device
@@ -114,7 +116,7 @@ class OpenVinoRunner(Runner):
         try:
             if inlined:  # the default export: its com.aft functions (any model-local ones) inlined here, in memory
                 if not in_memory and any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
-                    model = load_onnx(source, whole=("OpenVINO", "export it with `aft-export export target=portable`"))
+                    model = load_onnx(source, whole=("OpenVINO", f"export it with {command_line('export', target='portable')}"))
                 model = inline_functions(model)
             if inlined or in_memory:
                 self._model = self._core.read_model(model.SerializeToString(), b"")

@@ -9,7 +9,7 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from aft_export.errors import AFTExportError, RuntimeMissing
+from aft_export.errors import AFTExportError, RuntimeMissing, said
 from aft_export.fileio import cache_root
 from aft_export.artifacts.graph import activation_bytes_per_image
 from aft_export.artifacts.onnxio import ArtifactMeta, foreign_kind, graph_precision, load_onnx, unfeedable
@@ -102,7 +102,7 @@ def onnx_info(model, where: str, path=None, preprocessing: ForeignPreprocessing 
     pre, origin = foreign.for_artifact(path, where, foreign_kind(model))
     channels, width = _graph_io(model)
     if pre.classes is None and width is None:
-        ask = "give `classes`" if "classes" in foreign.takes else "name them in its preprocessing file (classes)"
+        ask = said("give {classes}", None) if "classes" in foreign.takes else "name them in its preprocessing file (classes)"
         raise AFTExportError(f"{where}'s output has no fixed number of classes and its preprocessing ({origin}) names "
                              f"none; {ask}")  # fmt: skip
     classes = pre.class_names(width, origin) if width is not None else list(pre.classes)

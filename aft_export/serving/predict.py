@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from aft_export.data.images import IMAGE_EXTENSIONS, decode_normalized
-from aft_export.errors import AFTExportError, Judged, Verdict
+from aft_export.errors import AFTExportError, Judged, Named, Verdict, said
 from aft_export.data.preprocess import BESIDE_ONLY
 from aft_export.runners import load_runner
 from aft_export.runtimes import DEFAULT_BACKEND
@@ -60,7 +60,8 @@ def classify(artifact, images, top_k: int = 5, backend: str = DEFAULT_BACKEND) -
     preprocessing (checkpoint fields, ONNX metadata or engine manifest); ``backend``: where an
     ONNX file runs (:data:`~aft_export.runtimes.BACKENDS`)."""
     if top_k < 1:
-        raise AFTExportError(f"`top_k` must be >= 1, got {top_k}; e.g. `top_k=5`")
+        raise AFTExportError(said("{top_k} must be >= 1, got {top_k_got}; e.g. {top_k_set}", "infer",
+                                  top_k_set=Named('top_k', 5), top_k_got=top_k))
     # another tool's ONNX file is described by the JSON beside it (this function takes no preprocessing)
     runner = load_runner(str(artifact), backend, preprocessing=BESIDE_ONLY)
     info = runner.info

@@ -46,7 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from aft_export.data import images as data
-from aft_export.errors import AFTExportError, Judged, Verdict
+from aft_export.errors import AFTExportError, Judged, Named, Verdict, said
 from aft_export.fileio import (atomic_directory, atomic_write_bytes, atomic_write_text, claim_output, copy_file,
                                make_dirs)
 from aft_export.artifacts.graph import inline_functions, int8_weight_bits
@@ -60,6 +60,7 @@ from aft_export.serving.spec import (IMAGE, IMAGE_INPUT, ONNX_CONTAINER, ONNX_CO
                                    describe, endpoint_input, endpoint_outputs, is_rtx_engine, topk,
                                    warmup_image_file)  # fmt: skip
 from aft_export.version import __version__
+from aft_export.options.commands import command_line
 
 PREPROCESSED = "preprocessed"  # the ensemble's tensor between NAME_pre and NAME_net
 PILLOW = "pillow"
@@ -443,8 +444,9 @@ def standard_ops(path: Path):
     """The ONNX file at ``path`` with its model-local functions inlined (as TensorRT's parser and
     aft-export's OpenVINO runner inline them) and the opset imports of the domains no node uses
     any more left out: what a runtime that reads the file as it is can take."""
-    model = inline_functions(load_onnx(path, whole=("triton-repo with `backend=openvino`",
-                                                    "export with `aft-export export target=portable`")))  # fmt: skip
+    model = inline_functions(load_onnx(path, whole=(said("triton-repo with {backend_set}", "triton-repo",
+                                                         backend_set=Named('backend', 'openvino')),
+                                                    f"export with {command_line('export', target='portable')}")))  # fmt: skip
     used = {n.domain for n in model.graph.node} | {"", "ai.onnx"}
     kept = [o for o in model.opset_import if o.domain in used]
     del model.opset_import[:]
@@ -477,7 +479,8 @@ def write_repository(artifacts: list[str], out: str | Path, opts: TritonRepoOpti
     specs = [describe(a, opts.max_batch, (names or {}).get(str(a)), BESIDE_ONLY) for a in artifacts]
     check_artifacts(specs, opts)
     if opts.device == "cpu" and any(s.kind == "engine" for s in specs):
-        raise AFTExportError("`device=cpu`: TensorRT engines run on the GPU only; leave it out or give ONNX files")
+        raise AFTExportError(said("{device_set}: TensorRT engines run on the GPU only; leave it out or give ONNX "
+                                  "files", "triton-repo", device_set=Named('device', 'cpu')))
     # every location a file names, checked before anything is written: a file never chooses where we write
     external = {s.name: _external_data(s) for s in specs}
     out = Path(out)

@@ -56,7 +56,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Named, said
 from aft_export.fileio import atomic_write_bytes, atomic_write_text, copy_file, make_dirs, private_directory
 from aft_export.options import BACKENDS, ServeOptions
 from aft_export.runners.openvino import import_openvino
@@ -159,8 +159,9 @@ def check_ports(opts: ServeOptions) -> None:
                 s.bind((host, port))
             except OSError as exc:
                 if exc.errno == errno.EADDRINUSE:
-                    raise AFTExportError(f"port {port} on {host} ({what}) is in use; choose another with "
-                                         f"`{option}`") from None  # fmt: skip
+                    raise AFTExportError(said("port {port} on {host_got} ({what}) is in use; choose another with "
+                                              "{option}", "serve", option=Named(option), port=port, host_got=host,
+                                              what=what)) from None  # fmt: skip
                 raise AFTExportError(f"cannot listen on {host}:{port} ({what}): {exc.strerror}") from None
 
 
@@ -406,8 +407,8 @@ def serve(artifacts: list[str], opts: ServeOptions | None = None, log=print, sto
     previous = {} if handed else {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     shm_prefix = f"aft-export-serve-{os.getpid()}-{id(stop):x}-"  # one per server, also in one process
     try:
-        log(f"threads: {plan.describe()} (`instances`, `threads`); queue delay {opts.queue_delay_us} us "
-            f"(`queue_delay_us`)")  # fmt: skip
+        log(said("threads: {value} ({instances}, {threads}); queue delay {queue_delay_us_got} us ({queue_delay_us})",
+                 "serve", value=plan.describe(), queue_delay_us_got=opts.queue_delay_us))  # fmt: skip
         with private_directory("aft-export-serve-") as work:
             _run(bundle, specs, opts, served, work, shm_prefix, stop, log)
     finally:

@@ -31,13 +31,14 @@ from pathlib import Path
 import numpy as np
 
 from aft_export.data.images import Preprocessing
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, Named, said
 from aft_export.artifacts.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.options import DEFAULT_MAX_BATCH
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.readers import reason, regular_file
 from aft_export.runners import ENGINE_SUFFIXES, OUTPUT, onnx_info
 from aft_export.tensorrt.manifest import check_manifest, manifest_problems
+from aft_export.options.commands import command_line
 
 IMAGE_INPUT = "image_bytes"
 TOPK_INDEX = "topk_index"
@@ -146,8 +147,8 @@ def describe(path: str | Path, max_batch: int | None = None, name: str | None = 
     suffix = path.suffix.lower()
     if suffix != ".onnx" and suffix not in ENGINE_SUFFIXES:
         raise AFTExportError(f"{path}: Triton serves ONNX files (.onnx) and TensorRT engines "
-                             f"({', '.join(ENGINE_SUFFIXES)}); export a checkpoint first: `aft-export export "
-                             f"CKPT output=model.onnx`")  # fmt: skip
+                             f"({', '.join(ENGINE_SUFFIXES)}); export a checkpoint first: "
+                             f"{command_line('export', 'CKPT', output='model.onnx')}")  # fmt: skip
     spec = _describe_onnx(path, max_batch, preprocessing) if suffix == ".onnx" else _describe_engine(path, max_batch)
     return spec if name is None else replace(spec, name=name)
 
@@ -160,12 +161,13 @@ def _batching(path: Path, batch: tuple[int, int], max_batch: int | None, where: 
         return lo, 0
     if lo > 1:
         raise AFTExportError(f"{path}: its smallest batch is {lo} ({where}) but Triton's dynamic batcher sends "
-                             f"batches from 1; rebuild it with `aft-export build batch_profile=1,OPT,MAX`")  # fmt: skip
+                             f"batches from 1; rebuild it with {command_line('build', batch_profile='1,OPT,MAX')}")  # fmt: skip
     chosen = max_batch if max_batch is not None else (hi if hi != -1 else DEFAULT_MAX_BATCH)
     if hi != -1 and chosen > hi:
-        raise AFTExportError(f"`max_batch={chosen}` is above {path}'s largest batch {hi} ({where}); use "
-                             f"`max_batch={hi}` or rebuild it with a larger maximum (`aft-export build "
-                             f"batch_profile=MIN,OPT,MAX`)")  # fmt: skip
+        raise AFTExportError(said("{chosen} is above {path}'s largest batch {hi} ({where}); use {use} or rebuild it "
+                                  "with a larger maximum ({line})", "triton-repo", chosen=Named("max_batch", chosen),
+                                  path=path, hi=hi, where=where, use=Named("max_batch", hi),
+                                  line=command_line("build", batch_profile="MIN,OPT,MAX")))  # fmt: skip
     return None, chosen
 
 

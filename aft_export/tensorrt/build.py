@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from aft_export.errors import AFTExportError, Judged, RuntimeMissing, Verdict
+from aft_export.errors import AFTExportError, Judged, RuntimeMissing, Verdict, said
 from aft_export.fileio import atomic_write, check_output_path, claim_output
 from aft_export.artifacts.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.data.preprocess import ForeignPreprocessing
@@ -34,6 +34,7 @@ from aft_export.tensorrt.library import (RTX, TITLES, BuildOptions, build_plan, 
 from aft_export.tensorrt.manifest import make_manifest, manifest_path, save_json_atomic
 from aft_export.trtcheck import check_model, enforce
 from aft_export.trtcheck.versions import EDITIONS, parse_version
+from aft_export.options.commands import command_line
 
 # layer output types, as the manifest counts them
 DTYPES = {"FLOAT": "fp32", "HALF": "fp16", "INT8": "int8", "BF16": "bf16", "FP8": "fp8", "INT32": "int32",
@@ -72,7 +73,7 @@ def offline_column(library: str, version: tuple[int, ...]) -> str:
     if not fits:
         raise AFTExportError(f"the offline TensorRT check has no rules for TensorRT-RTX {version[0]}.{version[1]} "
                              f"(it knows {', '.join(c for _, c in have)}); check with that release's parser alone: "
-                             f"`aft-export check library=tensorrt-rtx`, or install tensorrt-rtx-cu12==1.7.1.116")  # fmt: skip
+                             f"{command_line('check', library='tensorrt-rtx')}, or install tensorrt-rtx-cu12==1.7.1.116")  # fmt: skip
     return fits[-1]
 
 
@@ -255,7 +256,8 @@ def _build(trt, library: str, version: tuple[int, ...], builder, network, plan, 
         config.clear_flag(trt.BuilderFlag.TF32)
     if opts.dla_core is not None:
         if builder.num_DLA_cores == 0:
-            raise RuntimeMissing("`dla_core` was given but this device has no DLA (DLA exists on Jetson AGX/NX)")
+            raise RuntimeMissing(said("{dla_core} was given but this device has no DLA (DLA exists on Jetson "
+                                      "AGX/NX)", "build"))
         config.default_device_type = trt.DeviceType.DLA
         config.DLA_core = opts.dla_core
         config.set_flag(trt.BuilderFlag.GPU_FALLBACK)
@@ -324,7 +326,7 @@ def build_engine(onnx_path, out=None, options: BuildOptions | None = None, log=p
         if serialized is None:
             said = "; ".join(m for s, m in logger.messages if s != "WARNING")[:600]
             raise AFTExportError(f"{TITLES[library]} could not build an engine from {onnx_path.name}: "
-                                 + (said or "see its log; rerun with a larger `workspace_mb`"))  # fmt: skip
+                                 + (said or said("see its log; rerun with a larger {workspace_mb}", "build")))  # fmt: skip
         atomic_write(out, lambda tmp: Path(tmp).write_bytes(memoryview(serialized)))
         trt_build = {**asdict(plan), "pinned_fp32_layers": pinned, "offline_check": checked,
                      "parse_seconds": round(parsed.seconds, 3),
@@ -390,8 +392,8 @@ def real_check(onnx_path, offline_status: str, column: str, library: str = "auto
     result["disagreement"] = (None if real_ok == rules_ok else
                               "false pass: the rules accept what the library refuses" if rules_ok else
                               "false refusal: the rules refuse what the library accepts" if build else
-                              "false refusal: the rules refuse what the parser accepts (some rules are its builder's: "
-                              "check with `build` to see whether the builder refuses it)")  # fmt: skip
+                              said("false refusal: the rules refuse what the parser accepts (some rules are its "
+                                   "builder's: check with {build} to see whether the builder refuses it)", "build"))  # fmt: skip
     return result
 
 

@@ -8,7 +8,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from aft_export.errors import EXIT_FOR, AFTExportError, Judged, RuntimeMissing, Verdict
+from aft_export.errors import EXIT_FOR, AFTExportError, Judged, RuntimeMissing, Verdict, said
 
 
 @dataclass
@@ -63,7 +63,8 @@ def check_files(models: list[str], versions: list[str] | None = None, library: s
     from aft_export.trtcheck import check_model
 
     if not models:
-        raise AFTExportError("no ONNX file to check; give one or more (or `rules` to list the rules)")
+        raise AFTExportError(said("no ONNX file to check; give one or more (or {rules} to list the rules)",
+                                  "check"))
     reports = [check_model(m, versions) for m in models]
     real = _real_checks(models, reports, library, build, offline_only)
     return CheckResult(reports, real, [check_verdict(r, x, strict) for r, x in zip(reports, real)])

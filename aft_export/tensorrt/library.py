@@ -52,9 +52,10 @@ from pathlib import Path
 
 from aft_export.environment import tensorrt_libraries
 from aft_export.runtimes import TENSORRT_MODULES
-from aft_export.errors import AFTExportError, RuntimeMissing
+from aft_export.errors import AFTExportError, Named, RuntimeMissing, said
 from aft_export.artifacts.onnxio import ArtifactMeta
 from aft_export.options import BuildOptions
+from aft_export.options.commands import command_line
 
 MIN_TRT = (8, 5)  # JetPack 5.1
 MAX_TRT_MAJOR = 11
@@ -99,16 +100,17 @@ class Profile:
         try:
             values = [int(p) for p in parts]
         except ValueError:
-            raise AFTExportError(f"bad {name} profile {spec!r} (`{option}`); use MIN,OPT,MAX such as 1,8,32, "
-                                 f"or one number") from None  # fmt: skip
+            raise AFTExportError(said("bad {name} profile {spec!r} ({option}); use MIN,OPT,MAX such as 1,8,32, or "
+                                      "one number", "build", option=Named(option), name=name, spec=spec)) from None  # fmt: skip
         if len(values) == 1:
             values *= 3
         if len(values) != 3:
-            raise AFTExportError(f"bad {name} profile {spec!r} (`{option}`); give 1 or 3 numbers (MIN,OPT,MAX)")
+            raise AFTExportError(said("bad {name} profile {spec!r} ({option}); give 1 or 3 numbers (MIN,OPT,MAX)",
+                                      "build", option=Named(option), name=name, spec=spec))
         lo, opt, hi = values
         if lo < 1 or not lo <= opt <= hi:
-            raise AFTExportError(f"inconsistent {name} profile {spec!r} (`{option}`); give MIN,OPT,MAX with "
-                                 f"1 <= min <= opt <= max")  # fmt: skip
+            raise AFTExportError(said("inconsistent {name} profile {spec!r} ({option}); give MIN,OPT,MAX with 1 <= "
+                                      "min <= opt <= max", "build", option=Named(option), name=name, spec=spec))  # fmt: skip
         return cls(lo, opt, hi)
 
 
@@ -136,8 +138,9 @@ def input_profile(model, opts: BuildOptions) -> InputShapes:
         raise AFTExportError(f"input {inp.name} has a dynamic channel count; export with a fixed one")
     batch = opts.batch_profile
     if n is not None and batch is not None and Profile.parse(batch, n, "batch", "batch_profile") != Profile(n, n, n):
-        raise AFTExportError(f"the graph has a fixed batch of {n}; re-export with `aft-export export batch_dim=dynamic` "
-                             f"or use `batch_profile={n}`")  # fmt: skip
+        raise AFTExportError(said("the graph has a fixed batch of {n}; re-export with {line} or use {use}", "build",
+                                  n=n, line=command_line("export", batch_dim="dynamic"),
+                                  use=Named("batch_profile", n)))  # fmt: skip
     meta = ArtifactMeta.of(model)
     size = meta.input_size[-1] if "input_size" in meta else None
     b = Profile.parse(batch if n is None else n, n or 1, "batch", "batch_profile")
@@ -145,13 +148,15 @@ def input_profile(model, opts: BuildOptions) -> InputShapes:
         raise AFTExportError("height and width must be both dynamic or both fixed")
     if h is None:
         if opts.hw_profile is None and size is None:
-            raise AFTExportError("the graph has dynamic height and width: give `hw_profile=MIN,OPT,MAX`")
+            raise AFTExportError(said("the graph has dynamic height and width: give {hw_profile_set}", "build",
+                                      hw_profile_set=Named('hw_profile', 'MIN,OPT,MAX')))
         s = Profile.parse(opts.hw_profile, size, "height/width", "hw_profile")
     else:
         hw = opts.hw_profile
         if hw is not None and Profile.parse(hw, h, "height/width", "hw_profile") != Profile(h, h, h):
-            raise AFTExportError(f"the graph takes {h}x{w} images only; `hw_profile` applies to AFT-conv exports with "
-                                 f"a dynamic height and width (`aft-export export dynamic_hw=true`)")  # fmt: skip
+            raise AFTExportError(said("the graph takes {h}x{w} images only; {hw_profile} applies to AFT-conv exports "
+                                      "with a dynamic height and width ({line})", "build", h=h, w=w,
+                                      line=command_line("export", dynamic_hw=True)))  # fmt: skip
         s = Profile(h, h, h)
     wprof = s if w is None else Profile(w, w, w)
     return InputShapes(inp.name, (b.min, c, s.min, wprof.min), (b.opt, c, s.opt, wprof.opt),
@@ -256,14 +261,16 @@ def hardware_level(level: str, version: tuple[int, ...]) -> str | None:
     if level == "none":
         return None
     if version < (8, 6):
-        raise AFTExportError(f"`hardware_compatibility={level}` needs TensorRT 8.6 or newer; this is "
-                             f"{_dotted(version)}; use none")  # fmt: skip
+        raise AFTExportError(said("{level} needs TensorRT 8.6 or newer; this is {value}; use none", "build",
+                                  level=Named('hardware_compatibility', level), value=_dotted(version)))  # fmt: skip
     if level == "ampere+":
         return "HardwareCompatibilityLevel.AMPERE_PLUS"
     if version < (10, 9):  # SAME_COMPUTE_CAPABILITY came with 10.9 (TensorRT 10.9.0 release notes)
-        raise AFTExportError(f"`hardware_compatibility=same-cc` needs TensorRT 10.9 or newer "
-                             f"(HardwareCompatibilityLevel.SAME_COMPUTE_CAPABILITY); this is "
-                             f"{_dotted(version)}; use ampere+ or none")  # fmt: skip
+        raise AFTExportError(said("{hardware_compatibility_set} needs TensorRT 10.9 or newer "
+                                  "(HardwareCompatibilityLevel.SAME_COMPUTE_CAPABILITY); this is {value}; use "
+                                  "ampere+ or none", "build",
+                                  hardware_compatibility_set=Named('hardware_compatibility', 'same-cc'),
+                                  value=_dotted(version)))  # fmt: skip
     return "HardwareCompatibilityLevel.SAME_COMPUTE_CAPABILITY"
 
 
@@ -271,8 +278,8 @@ def compatibility_flags(version_compatible: bool, version: tuple[int, ...]) -> t
     if not version_compatible:
         return ()
     if version < (8, 6):
-        raise AFTExportError(f"`version_compatible` needs TensorRT 8.6 or newer; this is {_dotted(version)}; "
-                             f"build without it")  # fmt: skip
+        raise AFTExportError(said("{version_compatible} needs TensorRT 8.6 or newer; this is {value}; build "
+                                  "without it", "build", value=_dotted(version)))  # fmt: skip
     return ("BuilderFlag.VERSION_COMPATIBLE",)
 
 
@@ -280,15 +287,16 @@ def rtx_refusals(opts: BuildOptions) -> None:
     """TensorRT-RTX has no DLA, no version or hardware compatibility (engines run only with the
     TensorRT-RTX release that built them; targets are compute capabilities), no TF32 switch, and
     its timing cache is deprecated and forces a GPU: such options are refused, in one line."""
-    given = [f"`{option}`" for option, on in (("dla_core", opts.dla_core is not None),
+    given = [said("{option}", "build", option=Named(option)) for option, on in (("dla_core", opts.dla_core is not None),
                                               ("version_compatible", opts.version_compatible),
                                               ("hardware_compatibility", opts.hardware_compatibility != "none"),
                                               ("tf32", opts.tf32), ("timing_cache", bool(opts.timing_cache))) if on]  # fmt: skip
     if given:
-        raise AFTExportError(f"TensorRT-RTX has no {', '.join(given)} (no DLA, no version or hardware "
-                             f"compatibility: use `compute_capabilities`; no TF32 switch; its timing cache is "
-                             f"deprecated and needs a GPU); leave {'it' if len(given) == 1 else 'them'} out, or "
-                             f"build with standard TensorRT: `library=tensorrt`")  # fmt: skip
+        raise AFTExportError(said("TensorRT-RTX has no {value} (no DLA, no version or hardware compatibility: use "
+                                  "{compute_capabilities}; no TF32 switch; its timing cache is deprecated and "
+                                  "needs a GPU); leave {value2} out, or build with standard TensorRT: {library_set}",
+                                  "build", library_set=Named('library', 'tensorrt'), value=', '.join(given),
+                                  value2='it' if len(given) == 1 else 'them'))  # fmt: skip
 
 
 def compute_capabilities(ccs, library: str) -> tuple[str, ...]:
@@ -298,14 +306,17 @@ def compute_capabilities(ccs, library: str) -> tuple[str, ...]:
     if not ccs:
         return ()
     if library != RTX:
-        raise AFTExportError("`compute_capabilities` are TensorRT-RTX's (engines built ahead of time for the GPUs "
-                             "named); standard TensorRT builds for the GPU it runs on (see "
-                             "`hardware_compatibility`); add `library=tensorrt-rtx` or leave them out")  # fmt: skip
+        raise AFTExportError(said("{compute_capabilities} are TensorRT-RTX's (engines built ahead of time for the "
+                                  "GPUs named); standard TensorRT builds for the GPU it runs on (see "
+                                  "{hardware_compatibility}); add {library_set} or leave them out", "build",
+                                  library_set=Named('library', 'tensorrt-rtx')))  # fmt: skip
     bad = [c for c in ccs if c not in RTX_TARGETS]
     if bad:
-        raise AFTExportError(f"compute capability {', '.join(bad)} is not a TensorRT-RTX target (it builds for "
-                             f"{', '.join(RTX_TARGETS)}: RTX GPUs); Hopper (9.0), data-centre Blackwell and "
-                             f"Jetson take standard TensorRT: `library=tensorrt`")  # fmt: skip
+        raise AFTExportError(said("compute capability {value} is not a TensorRT-RTX target (it builds for "
+                                  "{value2}: RTX GPUs); Hopper (9.0), data-centre Blackwell and Jetson take "
+                                  "standard TensorRT: {library_set}", "build",
+                                  library_set=Named('library', 'tensorrt'), value=', '.join(bad),
+                                  value2=', '.join(RTX_TARGETS)))  # fmt: skip
     return tuple(RTX_TARGETS[c] for c in ccs)
 
 
@@ -355,11 +366,14 @@ def check_engine_name(out, library: str) -> None:
     cannot be mistaken for one another."""
     name = Path(out).name
     if library == RTX and not name.endswith(".rtx.engine"):
-        raise AFTExportError(f"name a TensorRT-RTX engine *.rtx.engine (it loads only with TensorRT-RTX): "
-                             f"`output={name.removesuffix('.engine').removesuffix('.plan')}.rtx.engine`")  # fmt: skip
+        stem = name.removesuffix(".engine").removesuffix(".plan")
+        raise AFTExportError(said("name a TensorRT-RTX engine *.rtx.engine (it loads only with TensorRT-RTX): {use}",
+                                  "build", use=Named("output", f"{stem}.rtx.engine")))  # fmt: skip
     if library != RTX and name.endswith(".rtx.engine"):
-        raise AFTExportError(f"{name} names a TensorRT-RTX engine, but this build uses standard TensorRT; "
-                             f"use `output={name.removesuffix('.rtx.engine')}.engine` or `library=tensorrt-rtx`")  # fmt: skip
+        raise AFTExportError(said("{name} names a TensorRT-RTX engine, but this build uses standard TensorRT; use "
+                                  "{use} or {library_set}", "build", name=name,
+                                  use=Named("output", f"{name.removesuffix('.rtx.engine')}.engine"),
+                                  library_set=Named("library", "tensorrt-rtx")))  # fmt: skip
 
 
 def version_compatible_runs(built: tuple[int, ...], here: tuple[int, ...]) -> bool:

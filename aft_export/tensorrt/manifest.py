@@ -23,6 +23,7 @@ from aft_export.fileio import atomic_write_text, relative_name, sha256_file
 from aft_export.options import BuildOptions
 from aft_export.tensorrt.library import (INSTALL_HINT, RTX, RTX_DEFAULT_TARGETS, RTX_INSTALL_HINT, RTX_TARGETS,
                                          InputShapes, rtx_runs_on, version_compatible_runs, version_tuple)  # fmt: skip
+from aft_export.options.commands import command_line
 
 
 def manifest_path(engine: str | os.PathLike) -> Path:
@@ -126,26 +127,27 @@ def rebuild_command(engine: Path, manifest: dict | None = None, library: str | N
                     cc: str | None = None) -> str:
     """The command that rebuilds ``engine`` here: same ONNX file (as the manifest names it), library,
     profile; for TensorRT-RTX the compute capability of the GPU here when the old targets miss it.
-    In a message's words (backquoted, options as ``field=value``: the command line says its flags).
-    A malformed entry of the manifest is left out, as if absent."""
+    In flags (it is typed in a shell). A malformed entry of the manifest is left out, as if absent."""
     m = manifest if isinstance(manifest, dict) else {}
     m = {k: v for k, v in m.items() if k not in manifest_problems(m)}
     library = library or m.get("library", "tensorrt")
-    parts = ["aft-export", "build", m.get("onnx") or "MODEL.onnx", f"library={library}"]
+    options: dict = {"library": library}
     opts = m.get("build_options") or {}
     # the profiles; old: their fields' names in a manifest written before they were renamed after their flags
     for field, old in (("batch_profile", "batch"), ("hw_profile", "hw")):
         value = opts.get(field, opts.get(old))
         if value:
-            parts.append(f"{field}={value}")
+            options[field] = value
     if library == RTX:
-        parts += [f"compute_capabilities={c}" for c in ([cc] if cc else opts.get("compute_capabilities") or [])]
+        capabilities = [cc] if cc else opts.get("compute_capabilities") or []
+        if capabilities:
+            options["compute_capabilities"] = list(capabilities)
     name = engine.name
     if library == RTX and not name.endswith(".rtx.engine"):
         name = name.removesuffix(".engine") + ".rtx.engine"
     elif library != RTX and name.endswith(".rtx.engine"):
         name = name.removesuffix(".rtx.engine") + ".engine"
-    return "`" + " ".join([*parts, f"output={name}"]) + "`"
+    return command_line("build", m.get("onnx") or "MODEL.onnx", **options, output=name)
 
 
 def check_manifest(engine: str | os.PathLike, env: dict) -> dict:
@@ -160,7 +162,7 @@ def check_manifest(engine: str | os.PathLike, env: dict) -> dict:
     targets, :func:`rtx_runs_on`; TensorRT: the GPU built on, unless hardware-compatible).
     """
     engine = Path(engine)
-    generic = f"rebuild it here: `aft-export build MODEL.onnx output={engine.name}`"
+    generic = f"rebuild it here: {command_line('build', 'MODEL.onnx', output=engine.name)}"
     readers.regular_file(engine, "engine")  # a FIFO or a device is said so, not "does not exist"
     mpath = manifest_path(engine)
     if not (mpath.exists() or mpath.is_symlink()):
@@ -216,7 +218,7 @@ def check_manifest(engine: str | os.PathLike, env: dict) -> dict:
         b, now = version_tuple(built or "0"), version_tuple(here)
         if not opts.get("version_compatible"):
             raise AFTExportError(f"engine {engine} was built with TensorRT {built}, this machine has "
-                                 f"{here}; {rebuild} (or build with `aft-export build version_compatible=true`)")  # fmt: skip
+                                 f"{here}; {rebuild} (or build with {command_line('build', version_compatible=True)})")  # fmt: skip
         if not version_compatible_runs(b, now):
             raise AFTExportError(f"engine {engine} was built with TensorRT {built}, this machine "
                                  f"has {here}: a version-compatible engine runs only on the same or a later "
@@ -228,7 +230,7 @@ def check_manifest(engine: str | os.PathLike, env: dict) -> dict:
         if not ampere_ok:
             raise AFTExportError(f"engine {engine} was built for compute capability {manifest['compute_capability']} "
                                  f"({manifest.get('gpu')}), this GPU is {cc} ({env.get('gpu')}); {rebuild} "
-                                 f"(or build with `aft-export build hardware_compatibility=ampere+`)")  # fmt: skip
+                                 f"(or build with {command_line('build', hardware_compatibility='ampere+')})")  # fmt: skip
     return manifest
 
 

@@ -23,13 +23,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from aft_export.errors import EXIT_FOR, AFTExportError, CheckFailed, Verdict
+from aft_export.errors import EXIT_FOR, AFTExportError, CheckFailed, Verdict, said
 from aft_export.artifacts.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.options import DEFAULT_TARGET, EXPORT_TARGETS
 from aft_export.runners import OrtRunner
 from aft_export.trtcheck.rules import RULES, checks_for
 from aft_export.trtcheck.versions import COLUMNS, EDITIONS, JETPACK, SUPPORTED, Version, parse_version
 from aft_export.trtcheck.view import GraphView
+from aft_export.options.commands import command_line
 
 TARGETS = {  # export target -> the TensorRT versions it is made for (None: not TensorRT)
     **{t.name: tuple(v for v in SUPPORTED if parse_version(v) >= t.oldest_tensorrt)
@@ -191,12 +192,13 @@ def _check(model, name: str, versions: list[str] | None, views: dict) -> CheckRe
     report.findings = list(found.values())
     untargeted = [v for v, s in report.status.items() if s == "not targeted"]
     if untargeted:
-        hint = ("export with `aft-export export target=tensorrt8`" if target == "tensorrt" and meta.ours else "")
+        hint = f"export with {command_line('export', target='tensorrt8')}" if target == "tensorrt" and meta.ours else ""
         made = (f"made for TensorRT {targeted[0]}+ (export target {target})" if meta.ours else
                 f"no export target named (another tool's file): checked as made for TensorRT {targeted[0]}+")  # fmt: skip
         report.notes.append(f"{made}; not checked for "
                             f"{', '.join(untargeted)}" + (f": {hint}" if hint else "")
-                            + " (ask for one with `aft-export check versions=VERSION` to see what its rules would refuse)")  # fmt: skip
+                            + f" (ask for one with {command_line('check', trt_versions='VERSION')} to see what its rules "
+                            f"would refuse)")  # fmt: skip
     return report
 
 
@@ -206,8 +208,8 @@ def _normalise(text: str) -> str:
     try:
         major, minor = parse_version(text)
     except ValueError:
-        raise AFTExportError(f"`versions` {text!r}: give a TensorRT version such as 10.3 (known: "
-                             f"{', '.join(COLUMNS)})") from None  # fmt: skip
+        raise AFTExportError(said("{trt_versions} {text!r}: give a TensorRT version such as 10.3 (known: {known})",
+                                  "check", text=text, known=", ".join(COLUMNS))) from None  # fmt: skip
     return f"{major}.{minor}"
 
 
@@ -215,7 +217,7 @@ def _check_other_runtime(model, report: CheckReport, versions) -> CheckReport:
     """A graph exported for ONNX Runtime on purpose: ONNX Runtime must load it."""
     report.notes.append(f"export target {report.target}: made for ONNX Runtime, not TensorRT; checked by loading "
                         f"it in ONNX Runtime (TensorRT rules not applied"
-                        + (f", `versions` {', '.join(versions)} ignored" if versions else "") + ")")  # fmt: skip
+                        + (f", TensorRT versions {', '.join(versions)} ignored" if versions else "") + ")")  # fmt: skip
     try:
         OrtRunner(model)
         report.status[report.target] = "accepts"

@@ -14,8 +14,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from aft_export.options.commands import command_line
 from aft_export.trtcheck.versions import Version
 from aft_export.trtcheck.view import GraphView
+
+# the command lines the rules' fixes give (in flags on both faces: they are typed in a shell)
+TRT8 = command_line("export", target="tensorrt8")
+OPSET_N = command_line("export", opset="N")
+DECOMPOSED = command_line("export", op_form="decomposed")
+FP16 = command_line("quantize", precision="fp16")
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 MAX_DIMS = 8  # nvinfer1::Dims::MAX_DIMS
@@ -61,8 +68,8 @@ def _fmt(v: Version) -> str:
 
 @rule("opset.range", "the default-domain opset is outside the range the parser supports",
       "ONNX_TRT docs/operators.md header of each version (recorded in trtcheck/ops.json)",
-      "export for this TensorRT: `aft-export export target=tensorrt8` (opset 17) for TensorRT 8.x; "
-      "otherwise an opset inside the range (`aft-export export opset=N`)")  # fmt: skip
+      f"export for this TensorRT: {TRT8} (opset 17) for TensorRT 8.x; "
+      f"otherwise an opset inside the range ({OPSET_N})")  # fmt: skip
 def _opset(view: GraphView, v: Version):
     lo, hi = v.opset_range
     if view.opset > hi:
@@ -75,7 +82,7 @@ def _opset(view: GraphView, v: Version):
       "ONNX_TRT docs/Changelog.md 9.0 EA: 'Added support for ONNX local functions'; before it "
       "ModelImporter.cpp sends an op without a built-in importer to FallbackPluginImporter (a plugin "
       "looked up by op type)",
-      "export the TensorRT 8 form: `aft-export export target=tensorrt8` (functions inlined)",
+      f"export the TensorRT 8 form: {TRT8} (functions inlined)",
       applies=lambda v: not v.imports_local_functions)  # fmt: skip
 def _functions_not_imported(view: GraphView, v: Version):
     names = {f.name for f in view.model.functions}
@@ -88,7 +95,7 @@ def _functions_not_imported(view: GraphView, v: Version):
 @rule("functions.same-name", "two model-local functions share a name",
       "ONNX_TRT ModelImporter.cpp importLocalFunctions (10.1-GA): functions are keyed by name alone "
       "(ctx->localFunctions().insert({name, function})), so the first one of a name is used for every call",
-      "give each body its own name, or export the decomposed op form (`aft-export export op_form=decomposed`)",
+      f"give each body its own name, or export the decomposed op form ({DECOMPOSED})",
       applies=lambda v: v.imports_local_functions)  # fmt: skip
 def _functions_same_name(view: GraphView, v: Version):
     seen: dict[str, tuple] = {}
@@ -256,7 +263,7 @@ _REDUCE_ATTR_ONLY = ("ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "Redu
       "ONNX_TRT 8.6-GA builtin_op_importers.cpp ReduceMax/ReduceMean/ReduceMin/ReduceProd/... call "
       "onnx2trt_utils.cpp reduceTensor without the axes input (only ReduceSum reads it, opset 13+); "
       "10.0-GA onnxOpImporters.cpp passes inputs.at(1)",
-      "export the TensorRT 8 form: `aft-export export target=tensorrt8` (opset 17: axes as an attribute)",
+      f"export the TensorRT 8 form: {TRT8} (opset 17: axes as an attribute)",
       applies=lambda v: not v.reduce_axes_input)  # fmt: skip
 def _reduce_axes_ignored(view: GraphView, v: Version):
     for node in _ops(view, *_REDUCE_ATTR_ONLY):
@@ -305,7 +312,7 @@ def _must_be_constant(view: GraphView, v: Version):
       "ONNX_TRT 8.5-GA/8.6-GA builtin_op_importers.cpp Constant: value_int is read with attrs.get<float> and "
       "value_ints with attrs.get<std::vector<float>> (OnnxAttrs.cpp returns f()/floats(): 0 and empty); "
       "fixed in 9.2 (attrs.get<int64_t>)",
-      "export the TensorRT 8 form: `aft-export export target=tensorrt8` (integer Constants as tensors)",
+      f"export the TensorRT 8 form: {TRT8} (integer Constants as tensors)",
       applies=lambda v: v.v < (9, 2))  # fmt: skip
 def _constant_int(view: GraphView, v: Version):
     for node in _ops(view, "Constant"):
@@ -319,7 +326,7 @@ def _constant_int(view: GraphView, v: Version):
 @rule("shape.start-end", "Shape's start/end attributes are ignored: it returns the whole shape",
       "ONNX_TRT 8.5-GA/8.6-GA builtin_op_importers.cpp Shape is addShape(input) only (the opset-15 start/end "
       "are never read); 10.0 EA onnxOpImporters.cpp Shape slices by start/end",
-      "export the TensorRT 8 form: `aft-export export target=tensorrt8` (Shape followed by Slice)",
+      f"export the TensorRT 8 form: {TRT8} (Shape followed by Slice)",
       applies=lambda v: v.v < (10, 0))  # fmt: skip
 def _shape_start_end(view: GraphView, v: Version):
     for node in _ops(view, "Shape"):
@@ -492,7 +499,7 @@ _SAME_TYPE.update({"Gemm": (0, 1, 2), "Conv": (0, 1, 2), "LayerNormalization": (
 @rule("typed.mixed-inputs", "an op mixes input types in a strongly typed network",
       "TensorRT 11.0 release notes ('Weak typing is no longer supported ... adheres to [the types] strictly'); "
       "ElementWise operator doc (both inputs T1); ONNX_TRT elementwiseHelper inserts no Cast",
-      "insert an explicit Cast so both inputs have one type (`aft-export quantize precision=fp16` does)",
+      f"insert an explicit Cast so both inputs have one type ({FP16} does)",
       applies=lambda v: v.strongly_typed)  # fmt: skip
 def _mixed(view: GraphView, v: Version):
     for node in view.nodes:

@@ -25,24 +25,28 @@ import platform
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from aft_export.data.images import LabelledImages
-from aft_export.errors import AFTExportError, Judged, RuntimeMissing, Verdict
+from aft_export.errors import AFTExportError, Judged, Named, RuntimeMissing, Verdict, said
 from aft_export.verify.evaluate import evaluate_artifacts
 from aft_export.machine import cpu_features
 from aft_export.options import FASTEST_TIE, BenchOptions, ParityOptions
 from aft_export.runtimes import BACKENDS, RUNTIMES as EVERY_RUNTIME, TABLE_RUNTIMES
 from aft_export.verify.parity import run_parity
 from aft_export.runners import ENGINE_SUFFIXES
+from aft_export.options.commands import command_line
+
+if TYPE_CHECKING:  # bench's result type, for the annotation alone (bench_against imports it where it runs)
+    from aft_export.verify.bench import BenchResult
 
 # the runtimes the table lists, in its order (aft_export.runtimes: the CPU's, then the GPU's), and their device classes
 RUNTIMES = TABLE_RUNTIMES
 DEVICE = {r: EVERY_RUNTIME[r].device for r in RUNTIMES}
-ADVICE = ("these figures are this machine's: rerun `aft-export bench FILES reference=CHECKPOINT` on the machine "
-          "you deploy to (its CPU's instruction sets, core count and load decide the order)")  # fmt: skip
+ADVICE = (f"these figures are this machine's: rerun {command_line('bench', 'FILES', reference='CHECKPOINT')} on the "
+          "machine you deploy to (its CPU's instruction sets, core count and load decide the order)")  # fmt: skip
 
 
 @dataclass
@@ -296,7 +300,7 @@ def deploy_table(reference, artifacts: list[str], decoded: LabelledImages, *,
     for f in files:  # a file no runtime here can run (an engine without a GPU) is a row that says why
         if not any(r.path == f for r in rows):
             runtime = next((r for r in runtimes if runs_on(f, r, libraries.get(f))), None)
-            why = runtimes[runtime] if runtime else "its runtime is not among those asked for (`backend`)"
+            why = runtimes[runtime] if runtime else "its runtime is not among the runtimes asked for"
             add(f, runtime or libraries.get(f) or "tensorrt", status="skipped", reason=why)
     by_key = {(r.path, r.runtime): r for r in rows}
     compared = parity_set if parity_set is not None else decoded
@@ -470,11 +474,12 @@ def bench_against(reference: str, artifacts: list[str], data: str | None = None,
     check_reference(reference)
     if backend is not None and backend not in RUNTIMES:
         takes = [b for b in BACKENDS if b in RUNTIMES]  # the values `backend` takes that the table runs
-        raise AFTExportError(f"`backend={backend}` is not a runtime the deploy table runs; with `reference` choose "
-                             f"{', '.join(takes)}, or leave `backend` out for every runtime here (or bench the files "
-                             f"on {backend} without `reference`)")  # fmt: skip
+        raise AFTExportError(said("{backend_got} is not a runtime the deploy table runs; with {reference} choose "
+                                  "{value}, or leave {backend} out for every runtime here (or bench the files on "
+                                  "{backend_got} without {reference})", "bench",
+                                  backend_got=Named('backend', backend), value=', '.join(takes)))  # fmt: skip
     if not isinstance(images, int) or images < 1:
-        raise AFTExportError(f"`images` must be a whole number >= 1, got {images!r}")
+        raise AFTExportError(said("{images} must be a whole number >= 1, got {got!r}", "bench", got=images))
     ref = TorchRunner(str(reference), threads=threads)
     for f in artifacts:  # each file made from this checkpoint, said before anything runs
         check_made_from(ref, f)
@@ -495,7 +500,8 @@ def bench_against(reference: str, artifacts: list[str], data: str | None = None,
                          log=log)  # fmt: skip
     if backend is not None and runtimes.get(backend) != "ok":
         table.verdict = Verdict.combine(table.verdict, Verdict.of(unverified=[
-            f"`backend={backend}` was asked for and cannot run here: {runtimes.get(backend, 'unknown')}"]))
+            said("{backend_got} was asked for and cannot run here: {value}", "bench",
+                 backend_got=Named('backend', backend), value=runtimes.get(backend, 'unknown'))]))
     return BenchResult.of_table(table)
 
 
@@ -509,8 +515,9 @@ def check_made_from(reference, artifact) -> None:
     info = _described(artifact)
     problem = compatibility_problem(reference.info, info) if info is not None else None
     if problem:
-        raise AFTExportError(f"{artifact} {problem}: it was not made from the reference {reference.path}; give the "
-                             f"checkpoint it was made from as `reference`, or bench it without `reference`")  # fmt: skip
+        raise AFTExportError(said("{artifact_got} {problem}: it was not made from the reference {path}; give the "
+                                  "checkpoint it was made from as {reference}, or bench it without {reference}",
+                                  "bench", artifact_got=artifact, problem=problem, path=reference.path))  # fmt: skip
 
 
 def _described(artifact):

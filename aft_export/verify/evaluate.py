@@ -13,7 +13,7 @@ import numpy as np
 
 from aft_export.data.images import LabelledImages, normalize, normalize_array
 from aft_export.data.datasets import load_labelled
-from aft_export.errors import AFTExportError, Judged, RuntimeMissing, Verdict
+from aft_export.errors import AFTExportError, Judged, Named, RuntimeMissing, Verdict, said
 from aft_export.options import EvalOptions
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.runners import load_runner
@@ -80,7 +80,9 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
     if not artifacts:
         raise AFTExportError("nothing to evaluate; give one or more checkpoints or ONNX files")
     if not isinstance(batch_size, int) or batch_size < 1:
-        raise AFTExportError(f"`batch_size` must be >= 1, got {batch_size!r}; e.g. `batch_size={EvalOptions.batch_size}`")
+        raise AFTExportError(said("{batch_size} must be >= 1, got {batch_size_got!r}; e.g. {batch_size_got2}",
+                                  "eval", batch_size_got2=Named('batch_size', EvalOptions.batch_size),
+                                  batch_size_got=batch_size))
     runners, skipped = [], {}
     for i, a in enumerate(artifacts):
         try:
@@ -101,8 +103,8 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
     for artifact, runner in zip(artifacts, runners):
         if runner is not None:
             if images.classes != runner.info.classes:
-                fix = ("name its classes in the data set's order (`classes`, or classes in its preprocessing "
-                       "file)" if runner.info.preprocessing_from else "evaluate on a set with the model's classes")
+                fix = (said("name its classes in the data set's order ({classes}, or classes in its preprocessing "
+                            "file)", "eval") if runner.info.preprocessing_from else "evaluate on a set with the model's classes")
                 raise AFTExportError(f"{images.source} has classes {images.classes[:5]}... but {artifact} predicts "
                                      f"{runner.info.classes[:5]}...; {fix}")  # fmt: skip
             runner.check_batch(min(batch_size, 64), "batch_size")

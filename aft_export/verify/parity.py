@@ -15,7 +15,7 @@ import numpy as np
 from aft_export.verify.compare import judge, metrics, tolerances_with
 from aft_export.data.images import LabelledImages, Preprocessing, normalize_array
 from aft_export.data.datasets import load_labelled, verification_data
-from aft_export.errors import AFTExportError, Judged, RuntimeMissing, Verdict
+from aft_export.errors import AFTExportError, Judged, Named, RuntimeMissing, Verdict, said
 from aft_export.exporting.exporter import ExportOptions, export_graph
 from aft_export.verify.localize import localize
 from aft_export.options import ParityOptions
@@ -130,7 +130,8 @@ def run_parity(checkpoint: str, artifacts: list[str], data=None, images: int = P
         raise AFTExportError(f"nothing to compare with {checkpoint}; give one or more artifacts (ONNX files or "
                              f"engines)")  # fmt: skip
     if not isinstance(images, int) or images < 1:
-        raise AFTExportError(f"`images` must be >= 1, got {images!r}; e.g. `images={ParityOptions.images}`")
+        raise AFTExportError(said("{images} must be >= 1, got {got!r}; e.g. {eg}", "parity", got=images,
+                                  eg=Named("images", ParityOptions.images)))  # fmt: skip
     reference = reference or TorchRunner(checkpoint)
     info = reference.info
     if not isinstance(data, LabelledImages):

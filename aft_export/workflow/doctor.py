@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from aft_export.environment import JETPACK_TRTEXEC, distributions, nvidia_tools, platform_facts, tensorrt_environment
-from aft_export.errors import EXIT_CHECK_FAILED, EXIT_FOR, EXIT_OK, AFTExportError, Judged, Verdict
+from aft_export.errors import EXIT_CHECK_FAILED, EXIT_FOR, EXIT_OK, AFTExportError, Judged, Verdict, said
 from aft_export.fileio import atomic_directory, atomic_write_text, claim_output
 from aft_export.options import ARTIFACT_PRECISIONS, DoctorOptions
 from aft_export.models.resources import default_calibration, zoo_dir
@@ -193,7 +193,7 @@ class _Runner:
             check.status = "ok" if r.returncode in ok_codes else "failed"
         except subprocess.TimeoutExpired as exc:
             output = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-            output += f"\ntimed out after {self.timeout:.0f} s (`timeout`)"
+            output += said("\ntimed out after {timeout_got:.0f} s ({timeout})", "doctor", timeout_got=self.timeout)
             check.status = "failed"
         except OSError as exc:  # the program itself is missing or not executable
             output, check.status = f"error: cannot run {command[0]}: {exc}", "failed"

@@ -48,7 +48,7 @@ from aft_export.verify.deploy import Measured, deploy_table, make_runner, runtim
 from aft_export.data.images import normalize_array
 from aft_export.data.datasets import is_named, load_labelled, verification_data
 from aft_export.environment import distributions, has_gpu, ort_distributions, platform_facts, tensorrt_environment, tensorrt_libraries
-from aft_export.errors import AFTExportError, Verdict
+from aft_export.errors import AFTExportError, Verdict, said
 from aft_export.verify.evaluate import evaluate_artifacts, side_by_side
 from aft_export.exporting.exporter import ExportOptions, export_checkpoint, refuse_over_protobuf_limit
 from aft_export.fileio import atomic_directory, atomic_write_text, claim_output, sha256_file
@@ -128,8 +128,8 @@ def run_pipeline(checkpoint=None, options: PipelineOptions | None = None, log=pr
     source = open_source(checkpoint if checkpoint else default_checkpoint())
     ckpt = Path(source.path)  # the file that stands for the model: names, sizes, the reference's key
     if not ckpt.is_file() and not isinstance(source, CheckpointSource):  # a model_def MODULE:FACTORY, no weights
-        raise AFTExportError(f"the pipeline names its run and reference after a file: {source} has none; give "
-                             f"`weights` (or a model spec file)")  # fmt: skip
+        raise AFTExportError(said("the pipeline names its run and reference after a file: {source} has none; give "
+                                  "{weights} (or a model spec file)", "pipeline", source=source))  # fmt: skip
     if not ckpt.is_file():
         raise AFTExportError(f"checkpoint {ckpt} does not exist" + ("; check the path" if checkpoint else
                              "; pass one: aft-export pipeline CKPT"))  # fmt: skip
@@ -141,8 +141,9 @@ def run_pipeline(checkpoint=None, options: PipelineOptions | None = None, log=pr
     tolerances_with(list(opts.tolerances))  # bad overrides fail before any work
     calib_source, _ = apply_recipe(opts.calib or str(default_calibration()), QuantizeOptions())  # a bad recipe too
     if not is_named(calib_source) and not Path(calib_source).exists():
-        raise AFTExportError(f"calibration source {calib_source} does not exist; give `calib`: the images, or a "
-                             f"recipe such as calibration/cifar10.json")  # fmt: skip
+        raise AFTExportError(said("calibration source {calib_source} does not exist; give {calib}: the images, or "
+                                  "a recipe such as calibration/cifar10.json", "pipeline",
+                                  calib_source=calib_source))  # fmt: skip
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     final = Path(opts.output) if opts.output else Path("runs") / f"{ckpt.stem}-{stamp}"
     # claimed before any work: never an input, and one run at a time (the second fails here)

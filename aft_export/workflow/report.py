@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 
+from aft_export.errors import joined
 from aft_export.tensorrt.library import TITLES
 
 def _fmt(v, spec):
@@ -199,7 +200,7 @@ def _verdict_lines(verdict: dict | None) -> list[str]:
     if not verdict or verdict["status"] == "ok":
         return []
     head = "FAILED" if verdict["status"] == "failed" else "not verified"
-    return [f"result: {head}: " + "; ".join(verdict["reasons"])]
+    return [f"result: {head}: " + joined("; ", verdict["reasons"])]  # a reason may name parameters as data
 
 
 def format_quantize(r: dict) -> list[str]:

@@ -59,7 +59,7 @@ def test_the_tensorrt_form_is_not_for_tensorrt_8(exports):
     assert {"opset.range", "functions.not-imported"} <= rules
     default = check_model(exports["tensorrt", "custom"])
     assert default.status["8.5"] == default.status["8.6"] == "not targeted"
-    assert any("`aft-export export target=tensorrt8`" in n for n in default.notes)
+    assert any("aft-export export --target tensorrt8" in n for n in default.notes)
 
 
 def test_the_landed_defects_are_named_inside_the_function_body(exports, tmp_path):
