@@ -36,7 +36,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from aft_export.errors import AFTExportError, Named, listed, said
+from aft_export.errors import AFTExportError, Named, joined, listed, said
 from aft_export.options.commands import declared
 from aft_export.options import (DEFAULT_BACKEND, BenchOptions, BuildOptions, DoctorOptions, EvalOptions,
                                 ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions,
@@ -76,7 +76,7 @@ READY_BOUND = 120.0  # seconds serve() waits for Triton and every model to be re
 
 def _log(*args) -> None:
     """A stage's progress line to the ``aft_export`` logger (a ``warning:`` line as a warning)."""
-    text = " ".join(str(a) for a in args)
+    text = joined(" ", [a if isinstance(a, str) else str(a) for a in args])  # (a line said as data stays data)
     (logger.warning if text.startswith("warning: ") else logger.info)(text, extra={PROGRESS: True})
 
 

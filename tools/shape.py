@@ -119,6 +119,40 @@ def _runtime_lists() -> list[str]:
     return found
 
 
+def _named_as_text() -> list[str]:
+    """String literals below the command line (not docstrings) that name a declared parameter as text:
+    `keyword`, `keyword=value`, or a backquoted `aft-export COMMAND ... keyword=value` line. Each face
+    could only name those by rewriting text; a parameter named as data (errors.said, Named,
+    options.commands.command_line) is named by each face from the declarations."""
+    from aft_export.options.commands import DECLARED
+
+    keywords = {p.name for c in DECLARED.values() for p in c.params}
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.relative_to(PACKAGE).parts[0] == "cli":
+            continue
+        tree = ast.parse(path.read_text())
+        docs = {id(n.body[0].value) for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
+                and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}  # fmt: skip
+        for node in ast.walk(tree):
+            parts = ([node.value] if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+                     else [v.value for v in node.values if isinstance(v, ast.Constant)] if isinstance(node, ast.JoinedStr)
+                     else [])  # fmt: skip
+            text = "".join(parts)
+            if any(f"`{k}`" in text or f"`{k}=" in text for k in keywords) or (
+                    "`aft-export " in text and "=" in text.split("`aft-export ", 1)[1].split("`")[0]):  # fmt: skip
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    return sorted(set(found))
+
+
+def _patterns_in_words() -> int:
+    """Regular expressions in the command line's words module (cli/words.py): how a message was once put in flags."""
+    tree = ast.parse((PACKAGE / "cli" / "words.py").read_text())
+    return sum(isinstance(n, (ast.Import, ast.ImportFrom)) and any(a.name == "re" for a in n.names)
+               or isinstance(n, ast.ImportFrom) and n.module == "re" for n in ast.walk(tree))
+
+
 def main() -> int:
     modules = _modules()
     root = sorted(p.name for p in PACKAGE.glob("*.py"))
@@ -145,6 +179,12 @@ def main() -> int:
     # where the old word still comes in; everywhere else a backend is a name the door checked, looked up
     old_word = _calls("backend_of")
     print(f"backend names made from the old word: {len(old_word)} calls of runtimes.backend_of ({', '.join(old_word)})")
+    # item 4: the library's messages read right on both faces with no text rewritten
+    text = _named_as_text()
+    print(f"messages that name a parameter as text (not as data): {len(text)}" + "".join(f"\n  {t}" for t in text))
+    print(f"imports of re in cli/words.py (rewriting messages by pattern): {_patterns_in_words()}")
+    print(f"messages that name parameters as data: {len(_calls('said'))} said(...), "
+          f"{len(_calls('command_line'))} command_line(...)")
     lists = _runtime_lists()
     print(f"lists of runtimes spelled outside aft_export/runtimes.py: {len(lists)}" + "".join(
         f"\n  {where}" for where in lists))
