@@ -145,17 +145,6 @@ class Said(str):
     def __radd__(self, other):
         return Said("{a}{b}", None, {"a": other, "b": self}) if isinstance(other, str) else NotImplemented
 
-    def keywords(self) -> list[str]:
-        """The keywords it names, in order."""
-        out = []
-        for _, field, _, _ in string.Formatter().parse(self.template):
-            value = self.values.get(field) if field else None
-            if field and field not in self.values:
-                out.append(field)
-            elif isinstance(value, Named):
-                out.append(value.keyword)
-        return out
-
 
 def _render(template: str, stage: str | None, values: dict, name: Namer) -> str:
     out = []
@@ -173,7 +162,7 @@ def _render(template: str, stage: str | None, values: dict, name: Namer) -> str:
         if isinstance(value, Said):  # a part said by itself: in the same face's words
             out.append(value.render(name))
             continue
-        value = repr(value) if conversion == "r" else value
+        value = {"r": repr, "a": ascii, "s": str}[conversion](value) if conversion else value
         out.append(format(value, spec or ""))
     return "".join(out)
 
@@ -201,13 +190,6 @@ def joined(separator: str, parts) -> str:
         return separator.join(parts)
     values = {f"p{i}": p for i, p in enumerate(parts)}
     return Said(separator.replace("{", "{{").replace("}", "}}").join("{" + k + "}" for k in values), None, values)
-
-
-def after(text: str, message: str) -> str:
-    """``text`` followed by ``message``, a :class:`Said` keeping its parameters."""
-    if isinstance(message, Said):
-        return Said(text.replace("{", "{{").replace("}", "}}") + message.template, message.stage, message.values)
-    return text + message
 
 
 class AFTExportError(Exception):

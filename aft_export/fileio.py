@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from aft_export.errors import AFTExportError, after
+from aft_export.errors import AFTExportError
 
 
 def file_digest(path: str | os.PathLike, algorithm: str = "sha256") -> str:
@@ -277,5 +277,5 @@ def make_dirs(path: Path, what: str = "directory", hint: str = "choose another p
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise AFTExportError(after(f"cannot create the {what} {path} ({exc.strerror or exc}); ", hint)) from None
+        raise AFTExportError(f"cannot create the {what} {path} ({exc.strerror or exc}); " + hint) from None
     return path

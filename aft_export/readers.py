@@ -29,7 +29,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from aft_export.errors import AFTExportError, Named, said
+from aft_export.errors import AFTExportError, Named, Said, said
 
 MAX_BYTES = 8 * 2**20  # a structured file (or one value) larger than this is not read
 MAX_DEPTH = 32  # lists and mappings inside each other (ours need 4)
@@ -53,7 +53,7 @@ class Malformed(AFTExportError, ValueError):
     def __init__(self, where: str, key: str | None, problem: str, fix: str | None = None) -> None:
         self.reason = one_line(f"{key} {problem}" if key else problem)
         fix = fix or (f"correct {key} in {where}" if key else f"correct {where}")
-        super().__init__(one_line(f"{where}: {key} {problem}; {fix}" if key else f"{where} {problem}; {fix}"))
+        super().__init__(one_line(f"{where}: {key} {problem}; " + fix if key else f"{where} {problem}; " + fix))
 
 
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -66,6 +66,9 @@ def one_line(text: str) -> str:
     that quotes what a user wrote stays one line."""
     if text.isprintable():
         return text
+    if isinstance(text, Said):  # our template is one line: the values are what a user wrote
+        return Said(text.template, text.stage, {k: v if not isinstance(v, str) or isinstance(v, Said) and v.isprintable()
+                                                else one_line(v) for k, v in text.values.items()})  # fmt: skip
     return "".join(c if c.isprintable() else _ESCAPES.get(c) or (
         f"\\x{ord(c):02x}" if ord(c) < 0x100 else
         f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else  # a byte that was not UTF-8 (surrogateescape)
@@ -106,14 +109,14 @@ def regular_file(path: str | Path, what: str, fix: str = "check the path") -> Pa
     try:
         st = path.stat()
     except FileNotFoundError:
-        raise AFTExportError(f"{said} does not exist; {fix}") from None
+        raise AFTExportError(f"{said} does not exist; " + fix) from None
     except OSError as exc:  # a component is a file, a name too long, a loop of links, no permission
-        raise AFTExportError(f"{said} cannot be read ({exc.strerror or exc}); {fix}") from None
+        raise AFTExportError(f"{said} cannot be read ({exc.strerror or exc}); " + fix) from None
     if stat.S_ISDIR(st.st_mode):
-        raise AFTExportError(f"{said} is a directory; {fix}")
+        raise AFTExportError(f"{said} is a directory; " + fix)
     if not stat.S_ISREG(st.st_mode):
         kind = next((name for test, name in _SPECIAL if test(st.st_mode)), "special file")
-        raise AFTExportError(f"{said} is a {kind}, not a regular file; {fix}")
+        raise AFTExportError(f"{said} is a {kind}, not a regular file; " + fix)
     return path
 
 
@@ -128,23 +131,23 @@ def contained_file(folder: str | Path, name: str, said: str, fix: str, reserved:
     the returned path, and writes under the normalised name, which cannot leave the folder it is
     written into either."""
     if not isinstance(name, str) or not name or "\x00" in name:
-        raise AFTExportError(one_line(f"{said} {shown(name)}, which is not a file name; {fix}"))
+        raise AFTExportError(one_line(f"{said} {shown(name)}, which is not a file name; " + fix))
     quoted = as_typed(name if len(name) <= 120 else f"{name[:50]}...{name[-67:]}", 120)  # a long one: both its ends
     if name.startswith("/") or Path(name).is_absolute():
         raise AFTExportError(one_line(f"{said} {quoted}, an absolute path: it must be a file in the folder of the "
-                                      f"file that names it; {fix}"))  # fmt: skip
+                                      f"file that names it; " + fix))  # fmt: skip
     parts: list[str] = []
     for part in name.split("/"):
         if part in ("", "."):
             continue
         if part == "..":
             if not parts:
-                raise AFTExportError(one_line(f"{said} {quoted}, outside the folder of the file that names it; {fix}"))
+                raise AFTExportError(one_line(f"{said} {quoted}, outside the folder of the file that names it; " + fix))
             parts.pop()
         else:
             parts.append(part)
     if not parts:
-        raise AFTExportError(one_line(f"{said} {quoted}, which is the folder itself, not a file; {fix}"))
+        raise AFTExportError(one_line(f"{said} {quoted}, which is the folder itself, not a file; " + fix))
     relative = "/".join(parts)
     if parts[0] in reserved:
         raise AFTExportError(one_line(f"{said} {quoted}, the name of a file the output itself holds "
@@ -154,18 +157,18 @@ def contained_file(folder: str | Path, name: str, said: str, fix: str, reserved:
         target = (base / name).resolve()
         st = target.stat()
     except FileNotFoundError:
-        raise AFTExportError(one_line(f"{said} {quoted}, which does not exist in {base}; {fix}")) from None
+        raise AFTExportError(one_line(f"{said} {quoted}, which does not exist in {base}; " + fix)) from None
     except (OSError, RuntimeError) as exc:  # a name too long, a loop of links, no permission
         why = getattr(exc, "strerror", None) or exc
-        raise AFTExportError(one_line(f"{said} {quoted}, which cannot be read ({why}); {fix}")) from None
+        raise AFTExportError(one_line(f"{said} {quoted}, which cannot be read ({why}); " + fix)) from None
     if not target.is_relative_to(base):  # a link inside the folder to a file outside it
         raise AFTExportError(one_line(f"{said} {quoted}, a link to {target}, outside the folder of the file that "
-                                      f"names it; {fix}"))  # fmt: skip
+                                      f"names it; " + fix))  # fmt: skip
     if stat.S_ISDIR(st.st_mode):
-        raise AFTExportError(one_line(f"{said} {quoted}, which is a directory; {fix}"))
+        raise AFTExportError(one_line(f"{said} {quoted}, which is a directory; " + fix))
     if not stat.S_ISREG(st.st_mode):
         kind = next((k for test, k in _SPECIAL if test(st.st_mode)), "special file")
-        raise AFTExportError(one_line(f"{said} {quoted}, which is a {kind}, not a regular file; {fix}"))
+        raise AFTExportError(one_line(f"{said} {quoted}, which is a {kind}, not a regular file; " + fix))
     return relative, target
 
 
@@ -180,7 +183,7 @@ def read_text(path: str | Path, what: str, fix: str = "check the path", limit: i
         with open(path, "rb") as f:
             data = f.read(limit + 1)  # at most: the file may have grown since
     except OSError as exc:
-        raise AFTExportError(one_line(f"{what} {path} cannot be read ({exc.strerror or exc}); {fix}")) from None
+        raise AFTExportError(one_line(f"{what} {path} cannot be read ({exc.strerror or exc}); " + fix)) from None
     if len(data) > limit:
         raise AFTExportError(too_large)
     return decode(data, f"{what} {path}")

@@ -667,6 +667,15 @@ def test_a_message_names_its_parameters_in_each_face_s_words():
     assert sizes.render(flag_namer("pipeline")) == "e.g. --bench-batch-size 1 --bench-batch-size 32"
     assert said("{trt_versions}", "check").render(flag_namer("export")) == "aft-export check --trt"
     assert said("{images}", None).render(flag_namer("eval")) == "--images"
+    # put together with text, joined, cut to one line: still data (an f-string around it would not be)
+    from aft_export.errors import joined
+    from aft_export.readers import one_line
+
+    assert ("why: " + fewer + ".").render(flag_namer("pipeline")) == (
+        "why: give --calib-images 20 or aft-export quantize --allow-fewer.")
+    assert joined("; ", ["a", cache]).render(flag_namer("quantize")) == "a; give --no-cache or another --cache-dir"
+    line = one_line(said("{path} is missing; check {data}", "export", path="a\nb"))
+    assert line.render(flag_namer("export")) == "a\\nb is missing; check --data" and str(line) == "a\\nb is missing; check `data`"
     # a copy keeps its parameters (an error crossing processes is pickled)
     import pickle
 

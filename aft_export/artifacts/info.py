@@ -163,7 +163,7 @@ def describe_onnx(path: Path, preprocessing: ForeignPreprocessing | None = None)
             out["preprocessing"] = {"input_size": list(info.input_size), "mean": list(info.mean),
                                     "std": list(info.std), "classes": info.classes, "from": info.preprocessing_from}  # fmt: skip
         except AFTExportError as exc:
-            out["preprocessing"] = {"missing": str(exc)}
+            out["preprocessing"] = {"missing": exc.message}  # (its parameters kept, for each face)
         return out
     calls = Counter(aft_kind(n) or n.op_type for n in model.graph.node if n.domain == DOMAIN)  # by variant
     values, malformed = described(meta)
@@ -191,7 +191,7 @@ def describe_engine(path: Path) -> dict:
     try:
         manifest = check_manifest(path, {})  # exists, parses, the engine's sha256 matches; no TensorRT needed
     except AFTExportError as exc:
-        return {**out, "manifest_error": str(exc)}
+        return {**out, "manifest_error": exc.message}
     # an entry of the wrong type is "malformed, not shown", as if absent; the rest is shown
     bad = manifest_problems(manifest)
     manifest = {k: v for k, v in manifest.items() if k not in bad}

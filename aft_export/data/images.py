@@ -87,7 +87,7 @@ class Preprocessing:
         if len(self.classes) != num_classes:
             fix = (f"give one name per output in {origin}" if origin else
                    said("give one name per output ({classes}: a file, one name per line)", None))  # fmt: skip
-            raise AFTExportError(f"{len(self.classes)} class names for a model with {num_classes} outputs; {fix}")
+            raise AFTExportError(f"{len(self.classes)} class names for a model with {num_classes} outputs; " + fix)
         return list(self.classes)
 
     @property

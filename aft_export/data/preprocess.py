@@ -43,7 +43,7 @@ def read_classes_file(path: str | Path, fix: str = said("check {classes}", None)
     """One class name per line; blank lines and ``#`` comments are skipped. ``fix``: what to do
     about a path that is not a readable file (it names where the path came from)."""
     path = Path(path)
-    text = readers.read_text(path, "class names file", f"{fix}: give a file with one class name per line")
+    text = readers.read_text(path, "class names file", fix + ": give a file with one class name per line")
     names = tuple(line.strip() for line in text.splitlines())
     names = tuple(n for n in names if n and not n.startswith("#"))
     if not names:

@@ -122,9 +122,9 @@ class ExportOptions:
         if self.target not in TARGETS:
             raise AFTExportError(f"unknown export target {self.target!r}; choose one of {TARGETS}")
         if self.target in TARGET_OPSETS and self.opset != 18:
-            raise AFTExportError(said("the {target_got} form is always opset {value} (exported at 18, then "
-                                      "converted); leave {opset} out with {target_got}", "export",
-                                      target_got=Named('target', self.target), value=TARGET_OPSETS[self.target]))  # fmt: skip
+            raise AFTExportError(said("the {form} form is always opset {value} (exported at 18, then converted); "
+                                      "leave {opset} out with {target_set}", "export", form=self.target,
+                                      target_set=Named("target", self.target), value=TARGET_OPSETS[self.target]))  # fmt: skip
         parse_batch(self.batch_dim)
         if self.images < 0:
             raise AFTExportError(said("verification image count must be >= 0, got {images}; give {none} to skip "

@@ -170,13 +170,13 @@ def check_signature(session, info: ModelInfo, where: str, metadata: bool = True)
     got = first.shape[1:]
     if any(isinstance(g, int) and g != w for g, w in zip(got, info.input_size)):
         raise AFTExportError(f"{where}'s graph takes {'x'.join(map(str, got))} inputs but {says} "
-                             f"input_size {list(info.input_size)}; {fix}")  # fmt: skip
+                             f"input_size {list(info.input_size)}; " + fix)  # fmt: skip
     out = outputs[0].shape if outputs else []
     if len(out) != 2:
         raise AFTExportError(f"{where} gives output of shape {out}, not (N, classes) logits; {graph_fix}")
     if info.classes and isinstance(out[1], int) and out[1] != len(info.classes):
         raise AFTExportError(f"{where}'s graph gives {out[1]} logits but {says.removesuffix(' says')} names "
-                             f"{len(info.classes)} classes; {fix}")  # fmt: skip
+                             f"{len(info.classes)} classes; " + fix)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -393,7 +393,7 @@ def real_check(onnx_path, offline_status: str, column: str, library: str = "auto
                               "false pass: the rules accept what the library refuses" if rules_ok else
                               "false refusal: the rules refuse what the library accepts" if build else
                               said("false refusal: the rules refuse what the parser accepts (some rules are its "
-                                   "builder's: check with {build} to see whether the builder refuses it)", "build"))  # fmt: skip
+                                   "builder's: check with {build} to see whether the builder refuses it)", "check"))  # fmt: skip
     return result
 
 

@@ -205,7 +205,7 @@ def check_manifest(engine: str | os.PathLike, env: dict) -> dict:
                    f"{cc} is not a TensorRT-RTX target: build for standard TensorRT: "
                    f"{rebuild_command(engine, manifest, 'tensorrt')}")  # fmt: skip
             raise AFTExportError(f"engine {engine} was built by TensorRT-RTX for compute capability {which}, this "
-                                 f"GPU is {cc} ({env.get('gpu')}); {fix}")  # fmt: skip
+                                 f"GPU is {cc} ({env.get('gpu')}); " + fix)  # fmt: skip
         return manifest
     rebuild = f"rebuild it here: {rebuild_command(engine, manifest)}"
     here = env.get("tensorrt")

@@ -476,8 +476,8 @@ def bench_against(reference: str, artifacts: list[str], data: str | None = None,
         takes = [b for b in BACKENDS if b in RUNTIMES]  # the values `backend` takes that the table runs
         raise AFTExportError(said("{backend_got} is not a runtime the deploy table runs; with {reference} choose "
                                   "{value}, or leave {backend} out for every runtime here (or bench the files on "
-                                  "{backend_got} without {reference})", "bench",
-                                  backend_got=Named('backend', backend), value=', '.join(takes)))  # fmt: skip
+                                  "{runtime} without {reference})", "bench", runtime=backend,
+                                  backend_got=Named("backend", backend), value=", ".join(takes)))  # fmt: skip
     if not isinstance(images, int) or images < 1:
         raise AFTExportError(said("{images} must be a whole number >= 1, got {got!r}", "bench", got=images))
     ref = TorchRunner(str(reference), threads=threads)

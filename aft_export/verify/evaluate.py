@@ -106,7 +106,7 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
                 fix = (said("name its classes in the data set's order ({classes}, or classes in its preprocessing "
                             "file)", "eval") if runner.info.preprocessing_from else "evaluate on a set with the model's classes")
                 raise AFTExportError(f"{images.source} has classes {images.classes[:5]}... but {artifact} predicts "
-                                     f"{runner.info.classes[:5]}...; {fix}")  # fmt: skip
+                                     f"{runner.info.classes[:5]}...; " + fix)  # fmt: skip
             runner.check_batch(min(batch_size, 64), "batch_size")
 
     def predict(runner):

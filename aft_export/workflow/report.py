@@ -118,7 +118,7 @@ def _info_onnx(d: dict) -> list[str]:
         lines.append("written by   another tool (no aft-export metadata)"
                      + (f": {d['written_as']}" if d.get("written_as") else ""))
         if "missing" in pre:
-            lines.append(f"preprocess   none given: {pre['missing']}")
+            lines.append("preprocess   none given: " + pre["missing"])
         else:
             lines += [f"preprocess   {_preprocessing_line(pre)} (from {pre['from']})",
                       f"classes      {len(pre['classes'])}: {', '.join(pre['classes'])}"]  # fmt: skip
@@ -146,7 +146,7 @@ def _malformed_line(d: dict, label: str = "metadata") -> list[str]:
 def _info_engine(d: dict) -> list[str]:
     lines = [f"engine       {d['path']} ({d['bytes'] / 1e6:.2f} MB)"]
     if "manifest_error" in d:
-        return lines + [f"manifest     {d['manifest']}: {d['manifest_error']}"]
+        return lines + [f"manifest     {d['manifest']}: " + d["manifest_error"]]
     inp = d["input"] or {}
     targets = ", ".join(d["compute_capabilities"]) or ", ".join(d.get("compute_capabilities_default") or []) or "?"
     outputs = ", ".join(f"{v} {k}" for k, v in d["layer_outputs"].items())
@@ -332,7 +332,7 @@ def format_real_check(x: dict | None) -> list[str]:
                                               if x["builds"] else "FAILS"))  # fmt: skip
     lines += [f"  - {e}" for e in x["errors"][:10]]
     lines.append(f"offline rules (column {x['column']}) vs the parser: "
-                 + ("agree" if x["agrees"] else f"DISAGREE ({x['disagreement']})"))
+                 + ("agree" if x["agrees"] else "DISAGREE (" + x["disagreement"] + ")"))
     return lines
 
 
