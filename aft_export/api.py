@@ -151,7 +151,7 @@ def _user_model(model_def, weights, weights_key, preprocess, input_size, mean, s
 def _checked_flags(command: str, given: dict, message: str) -> None:
     bad = [k for k, v in given.items() if v not in (None, False, ())]
     if bad:
-        raise AFTExportError(message.format(option=said("{value}", None, value=Named(bad[0])), command=command))
+        raise AFTExportError(said(message, command, option=Named(bad[0])))  # ``message``: a template of ours
 
 
 # ---------------------------------------------------------------- make

@@ -10,6 +10,7 @@ are one table for every command (``docs/errors.md``):
 
 from __future__ import annotations
 
+import contextvars
 import string
 from dataclasses import dataclass
 from typing import Callable
@@ -112,8 +113,24 @@ class Named:
 Namer = Callable[["str | None", str, object], str]
 
 
+# the API function running (its command), set at its door: a stage's keyword is named as that function's
+# keyword that gives it its value (the pipeline's calib_images is quantize's images)
+RUNNING: contextvars.ContextVar[str | None] = contextvars.ContextVar("aft_export_running", default=None)
+_keyword_of: list[Callable[[str, "str | None", str], str]] = []  # registered by aft_export.options.commands
+
+
+def name_keywords_by(function: Callable[[str, "str | None", str], str]) -> None:
+    """Register how the API function running names a stage's keyword: ``function(running, stage, keyword)``
+    (the declarations, on a floor above this one, plug it in)."""
+    _keyword_of[:] = [function]
+
+
 def keyword_name(stage: str | None, keyword: str, value: object = None) -> str:
-    """The Python face's name of a parameter: its keyword, in backquotes (`images`, `images=0`)."""
+    """The Python face's name of a parameter: the keyword of the API function running that gives the
+    stage's keyword its value (else the keyword itself), in backquotes (`images`, `calib_images=0`)."""
+    running = RUNNING.get()
+    if running is not None and _keyword_of:
+        keyword = _keyword_of[0](running, stage, keyword)
     return f"`{keyword}`" if value is None else f"`{keyword}={value}`"
 
 

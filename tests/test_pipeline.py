@@ -306,3 +306,25 @@ def test_the_step_loop_times_records_and_stops_on_an_error():
         run_steps([PipelineStep("x", (), bad, "x"), PipelineStep("y", (), lambda ctx: after.append(1), "y")],
                   None, {}, lambda *a: None)  # fmt: skip
     assert after == []  # the run stopped at the error; the caller maps it to its exit status
+
+
+def test_a_stage_s_message_names_the_pipeline_s_own_parameter_on_each_face(ckpt, tmp_path, cifar10):
+    """Quantisation's `images` is the pipeline's calib_images: the command line says --calib-images,
+    Python says `calib_images`, each from the declarations (nothing rewritten); nothing is left behind."""
+    from PIL import Image
+    import numpy as np
+
+    import aft_export
+
+    few = tmp_path / "three"
+    few.mkdir()
+    for i in range(3):
+        Image.fromarray(np.full((32, 32, 3), 40 * i, np.uint8)).save(few / f"{i}.png")
+    args = ["pipeline", str(ckpt), "--data", str(cifar10 / "test.tar"), "--calib", str(few), "--calib-images", "5",
+            "--precision", "int8", "--target", "tensorrt"]  # fmt: skip
+    result = CliRunner().invoke(main, [*args, "--output", str(tmp_path / "cli")])
+    assert result.exit_code == 2 and "give --calib-images 3 or aft-export quantize --allow-fewer" in result.output
+    with pytest.raises(AFTExportError, match="give `calib_images=3` or `allow_fewer` to use what there is"):
+        aft_export.pipeline(ckpt, output=str(tmp_path / "py"), data=str(cifar10 / "test.tar"), calib=str(few),
+                            calib_images=5, precisions="int8", targets="tensorrt")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["three"]

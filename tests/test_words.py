@@ -676,6 +676,15 @@ def test_a_message_names_its_parameters_in_each_face_s_words():
     assert joined("; ", ["a", cache]).render(flag_namer("quantize")) == "a; give --no-cache or another --cache-dir"
     line = one_line(said("{path} is missing; check {data}", "export", path="a\nb"))
     assert line.render(flag_namer("export")) == "a\\nb is missing; check --data" and str(line) == "a\\nb is missing; check `data`"
+    # from Python, inside the API function running: its keyword that gives the stage's its value
+    from aft_export.errors import RUNNING
+
+    running = RUNNING.set("pipeline")
+    try:
+        assert str(said("give {eg} or {allow_fewer}", "quantize", eg=Named("images", 20))) == (
+            "give `calib_images=20` or `allow_fewer`")
+    finally:
+        RUNNING.reset(running)
     # a copy keeps its parameters (an error crossing processes is pickled)
     import pickle
 

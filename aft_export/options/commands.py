@@ -16,6 +16,7 @@ import functools
 import inspect
 
 from aft_export.environment import say_ort_conflict
+from aft_export.errors import RUNNING, name_keywords_by
 from aft_export.options import (BACKENDS, CALIB_COUNT, CALIB_SEED, DEFAULT_MAX_BATCH, EXPORT_TARGETS, HW_LEVELS,
                                 LIBRARIES, MAX_BATCH, MAX_SEED, MAX_THREADS, METHODS, OP_FORMS, PRECISIONS,
                                 QUANTIZED_OP_TYPES, REST_PRECISIONS, TARGETS, TRITON_BACKENDS, TRITON_DEVICES,
@@ -375,6 +376,17 @@ DECLARED: dict[str, Command] = {c.name: c for c in (EXPORT, QUANTIZE, CHECK, BUI
                                                      TRAIN, SERVE, TRITON_REPO, PIPELINE, DOCTOR)}  # fmt: skip
 
 
+def keyword_of(running: str, stage: str | None, keyword: str) -> str:
+    """The keyword of ``running``'s API function that gives ``stage``'s ``keyword`` its value (the
+    pipeline's calib_images is quantize's images), else ``keyword``."""
+    command = DECLARED.get(running)
+    given = [p for p in command.params if (stage, keyword) in p.gives] if command is not None else []
+    return given[0].name if given else keyword
+
+
+name_keywords_by(keyword_of)
+
+
 def command_line(command: str, *arguments, **values) -> str:
     """A command line to type, ``aft-export COMMAND ARGUMENTS --flag value ...``, spelled from
     ``command``'s declarations: the same on both faces (it is typed in a shell). A switch set to a
@@ -406,7 +418,11 @@ def declared(command: str):
             say_ort_conflict()  # two ONNX Runtime wheels in one directory: said before anything runs
             bound = signature.bind(*args, **kwargs)
             bound.arguments.update(door(command, dict(bound.arguments)))
-            return function(*bound.args, **bound.kwargs)
+            running = RUNNING.set(command)  # its stages' messages name its keywords (errors.keyword_name)
+            try:
+                return function(*bound.args, **bound.kwargs)
+            finally:
+                RUNNING.reset(running)
 
         at_the_door.declaration = DECLARED[command]
         return at_the_door
