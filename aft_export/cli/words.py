@@ -63,7 +63,7 @@ def flag_namer(running: str | None, command_line: click.Command | None = None):
 
     command = DECLARED.get(running or "")
 
-    def name(stage: str, keyword: str, value=None) -> str:
+    def name(stage: str | None, keyword: str, value=None) -> str:
         if command is not None:
             given = [p for p in command.params if (stage, keyword) in p.gives]
             if given:
