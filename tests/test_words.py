@@ -369,6 +369,8 @@ def _said(nodes) -> list[dict]:
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "said"):
             continue
         template, stage = (a.value if isinstance(a, ast.Constant) else None for a in node.args[:2])
+        if template is None:  # a template handed in (api._checked_flags'): its fields are values, its keywords Named
+            template = ""
         values = {k.arg: k.value for k in node.keywords}
         where = dict(line=node.lineno, command=None, stage=stage)
         for _, field, _, _ in string.Formatter().parse(template):
