@@ -67,8 +67,8 @@ def one_line(text: str) -> str:
     if text.isprintable():
         return text
     if isinstance(text, Said):  # our template is one line: the values are what a user wrote
-        return Said(text.template, text.stage, {k: v if not isinstance(v, str) or isinstance(v, Said) and v.isprintable()
-                                                else one_line(v) for k, v in text.values.items()})  # fmt: skip
+        return Said(text.template, text.stage, {k: one_line(v) if isinstance(v, str) else v
+                                                for k, v in text.values.items()})  # fmt: skip
     return "".join(c if c.isprintable() else _ESCAPES.get(c) or (
         f"\\x{ord(c):02x}" if ord(c) < 0x100 else
         f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else  # a byte that was not UTF-8 (surrogateescape)

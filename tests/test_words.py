@@ -132,7 +132,7 @@ COMMAND_LINE = re.compile(r"`aft-export ([a-z][a-z-]*)((?: [^`\s]+)*)`")
 def _cli():
     from aft_export.cli import main
 
-    return main, None, OPTION_WORD, COMMAND_LINE
+    return main, OPTION_WORD, COMMAND_LINE
 
 
 def _declared(command: str):
@@ -312,7 +312,7 @@ def _passed_options(found, params: dict) -> list[tuple[int, str]]:
 def references() -> list[dict]:
     """Every option reference below the command line: module, unit, line, command (None: the
     command that is running), field, value."""
-    _, _, option_word, command_line = _cli()
+    _, option_word, command_line = _cli()
     params = _option_parameters()
     refs = []
     for module, unit, top, nodes in _indexed():

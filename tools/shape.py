@@ -124,9 +124,8 @@ def _named_as_text() -> list[str]:
     `keyword`, `keyword=value`, or a backquoted `aft-export COMMAND ... keyword=value` line. Each face
     could only name those by rewriting text; a parameter named as data (errors.said, Named,
     options.commands.command_line) is named by each face from the declarations."""
-    from aft_export.options.commands import DECLARED
+    from aft_export.cli.words import named_as_text
 
-    keywords = {p.name for c in DECLARED.values() for p in c.params}
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         if path.relative_to(PACKAGE).parts[0] == "cli":
@@ -140,7 +139,7 @@ def _named_as_text() -> list[str]:
                      else [v.value for v in node.values if isinstance(v, ast.Constant)] if isinstance(node, ast.JoinedStr)
                      else [])  # fmt: skip
             text = "".join(parts)
-            if any(f"`{k}`" in text or f"`{k}=" in text for k in keywords) or (
+            if named_as_text(text) or (
                     "`aft-export " in text and "=" in text.split("`aft-export ", 1)[1].split("`")[0]):  # fmt: skip
                 found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     return sorted(set(found))

@@ -65,9 +65,9 @@ def flag_namer(running: str | None, command_line: click.Command | None = None):
 
     def name(stage: str | None, keyword: str, value=None) -> str:
         if command is not None:
-            given = [p for p in command.params if (stage, keyword) in p.gives]
-            if given:
-                return given[0].spelled(value)
+            given = command.giving(stage, keyword)
+            if given is not None:
+                return given.spelled(value)
             others = [p for p in command.params if any(s == stage for s, _ in p.gives)]
             if keyword in command and (stage == command.name or not any(k == keyword for p in others
                                                                         for _, k in p.gives)):

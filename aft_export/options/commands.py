@@ -379,9 +379,8 @@ DECLARED: dict[str, Command] = {c.name: c for c in (EXPORT, QUANTIZE, CHECK, BUI
 def keyword_of(running: str, stage: str | None, keyword: str) -> str:
     """The keyword of ``running``'s API function that gives ``stage``'s ``keyword`` its value (the
     pipeline's calib_images is quantize's images), else ``keyword``."""
-    command = DECLARED.get(running)
-    given = [p for p in command.params if (stage, keyword) in p.gives] if command is not None else []
-    return given[0].name if given else keyword
+    given = DECLARED[running].giving(stage, keyword) if running in DECLARED else None
+    return given.name if given is not None else keyword
 
 
 name_keywords_by(keyword_of)

@@ -369,3 +369,7 @@ class Command:
 
     def __contains__(self, name: str) -> bool:
         return any(p.name == name for p in self.params)
+
+    def giving(self, stage: str | None, keyword: str) -> Param | None:
+        """The parameter that gives ``stage``'s ``keyword`` its value (:attr:`Param.gives`), if one does."""
+        return next((p for p in self.params if (stage, keyword) in p.gives), None)
