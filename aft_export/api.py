@@ -161,6 +161,7 @@ def _checked_flags(command: str, given: dict, message: str) -> None:
 def export(checkpoint=None, output=None, *, config: str | None = None, opset: int = ExportOptions.opset,
            batch_dim: str = ExportOptions.batch_dim, dynamic_hw: bool = ExportOptions.dynamic_hw,
            op_form: str = ExportOptions.op_form, target: str = ExportOptions.target,
+           input_format: str = ExportOptions.input_format, output_format: str = ExportOptions.output_format,
            simplify: bool = ExportOptions.simplify, allow_unsimplified: bool = ExportOptions.allow_unsimplified,
            images: int = ExportOptions.images, data: str | None = ExportOptions.data,
            model_def: str | None = None, weights: str | None = None, weights_key: str | None = None,
@@ -175,7 +176,7 @@ def export(checkpoint=None, output=None, *, config: str | None = None, opset: in
         raise AFTExportError(said("give {output}, the ONNX file to write", "export"))
     opts = ExportOptions(opset=opset, batch_dim=batch_dim, dynamic_hw=dynamic_hw, op_form=op_form, target=target,
                          simplify=simplify, allow_unsimplified=allow_unsimplified, images=images, data=data,
-                         require_aft=require_aft)  # fmt: skip
+                         require_aft=require_aft, input_format=input_format, output_format=output_format)  # fmt: skip
     if _is_module(checkpoint):
         from aft_export.byo.export import export_model
 

@@ -27,7 +27,7 @@ ORDER = [
     "runners.base", "runners.pytorch", "runners.ort", "runners.openvino", "runners.reference", "runners.engine", "runners",
     # 4 graph work
     "trtcheck.view", "trtcheck.versions", "trtcheck.rules", "trtcheck",
-    "exporting", "exporting.functions", "exporting.rewrite", "exporting.trt8", "exporting.portable", "exporting.forms", "verify.localize",
+    "exporting", "exporting.functions", "exporting.rewrite", "exporting.trt8", "exporting.portable", "exporting.forms", "exporting.pixels", "verify.localize",
     # 5 stages
     "exporting.exporter",
     "quantization.placement", "quantization.runs", "quantization.calibrators", "quantization.cache", "quantization.sensitivity",

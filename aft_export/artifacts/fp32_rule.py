@@ -29,6 +29,8 @@ class Fp32Kind:
     op_types: tuple[str, ...]  # its op types, where the graph has the layer as one node
     modules: tuple[str, ...]  # its PyTorch module classes, where the layer is decomposed (no core)
     why: str
+    # a kind only some files have (a pixel file's first nodes): a graph's record names it where it has it
+    only_where_present: bool = False
 
 
 FP32_RULE = (
@@ -42,6 +44,13 @@ FP32_RULE = (
              "fp16's largest number, after growing 6-10x over 4 blocks; TensorRT-RTX's normalization layer "
              "has no compute-precision setting, so fp32 in the graph is what keeps its statistics fp32 "
              "(benchmarks/fp32_rule.py)"),
+    Fp32Kind("pixel_input", (), ("PixelInput",),
+             "a pixel file's first nodes, x / 255 and (x - mean) / std (aft_export/exporting/pixels.py): pixels reach "
+             "255 and fp16 keeps 11 significant bits, so the normalised image would differ from the one "
+             "PyTorch is fed before the model has computed anything; the issue that made them asks for fp32", True),
+    Fp32Kind("probabilities", (), ("Probabilities",),
+             "the Softmax a file for DeepStream ends with: its probabilities are what the file gives, and fp16 "
+             "would round the small ones to zero", True),
 )  # fmt: skip
 FP32_KINDS = tuple(k.name for k in FP32_RULE)
 

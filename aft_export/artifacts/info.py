@@ -30,7 +30,7 @@ from aft_export.tensorrt.manifest import check_manifest, manifest_path, manifest
 
 # our metadata shown as they are (the rest: classes, preprocessing, the recipe, read below)
 OUR_KEYS = ("model_name", "variant", "export_target", "opset", "aft_op_form", "source_checkpoint", "source_sha256",
-            "tool", "torch_version", "dynamic_batch", "dynamic_hw")  # fmt: skip
+            "tool", "torch_version", "dynamic_batch", "dynamic_hw", "input_format", "output_format")  # fmt: skip
 # our metadata that say how the model is fed (JSON lists, read by ArtifactMeta's typed properties)
 DESCRIBING = ("classes", "input_size", "mean", "std")
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from aft_export import readers
+from aft_export.data.images import INPUT_FORMATS, OUTPUT_FORMATS
 from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write_bytes, check_output_path, file_mode
 from aft_export.artifacts.graph import inline_functions, props, set_props
@@ -233,6 +234,23 @@ class ArtifactMeta:
     @property
     def op_form(self) -> str:
         return self.values.get("aft_op_form", "custom")
+
+    @property
+    def input_format(self) -> str:
+        """What the file takes (:data:`~aft_export.data.images.INPUT_FORMATS`): normalised images where
+        the metadata does not say (every file before pixel inputs)."""
+        return self._one_of("input_format", INPUT_FORMATS)
+
+    @property
+    def output_format(self) -> str:
+        """What the file gives (:data:`~aft_export.data.images.OUTPUT_FORMATS`): logits where unsaid."""
+        return self._one_of("output_format", OUTPUT_FORMATS)
+
+    def _one_of(self, key: str, choices: tuple[str, ...]) -> str:
+        value = self.values.get(key, choices[0])
+        if value not in choices:
+            raise readers.Malformed(self._where, key, f"is {value!r}, not one of {', '.join(choices)}", self.fix)
+        return value
 
 
 # ONNX's QDQ form: float ops between QuantizeLinear/DequantizeLinear pairs (ours, TensorRT's, ModelOpt's,

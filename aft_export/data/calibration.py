@@ -27,15 +27,16 @@ from pathlib import Path
 import numpy as np
 
 from aft_export.data import datasets
-from aft_export.data.images import (IMAGE_EXTENSIONS, MAX_IMAGE_BYTES, TAR_ERRORS, Preprocessing, decode_normalized,
-                                    normalize_array, read_image_file, square_crop, tar_error, tar_files)  # fmt: skip
+from aft_export.data.images import (IMAGE_EXTENSIONS, MAX_IMAGE_BYTES, NORMALIZED, TAR_ERRORS, Preprocessing,
+                                    decode_pixels, model_input, read_image_file, square_crop, tar_error,
+                                    tar_files)  # fmt: skip
 from aft_export.errors import AFTExportError, Named, said
 
 
 
 @dataclass
 class CalibrationSet:
-    tensors: np.ndarray  # (N, 3, H, W) float32, preprocessed
+    tensors: np.ndarray  # what the model takes: (N, 3, H, W) float32 preprocessed, or a pixel file's pixels
     source: str
     requested: int
     seed: int
@@ -109,11 +110,13 @@ def _check_count(have: int, count: int, source: str, allow_fewer: bool) -> int:
 
 
 def _decode(items, prep: Preprocessing, progress: bool) -> np.ndarray:
-    """items: (label, loader) pairs; loader() -> bytes or path. Returns float32 NCHW."""
+    """items: (label, loader) pairs; loader() -> bytes or path. Returns what the model takes: float32
+    NCHW normalised, or a pixel file's pixels (``prep.input_format``)."""
     from tqdm import tqdm
 
     shown = tqdm(items, desc="calibration images", disable=not progress, file=sys.stderr, mininterval=1.0)
-    return decode_normalized(((label, loader()) for label, loader in shown), prep.size, prep.mean, prep.std)
+    pixels = decode_pixels(((label, loader()) for label, loader in shown), prep.size)
+    return model_input(pixels, prep.mean, prep.std, prep.input_format)
 
 
 def _from_array(arr: np.ndarray, path: str, prep: Preprocessing) -> np.ndarray:
@@ -122,8 +125,12 @@ def _from_array(arr: np.ndarray, path: str, prep: Preprocessing) -> np.ndarray:
             from PIL import Image
 
             arr = np.stack([square_crop(Image.fromarray(a), prep.size) for a in arr])
-        return normalize_array(arr, prep.mean, prep.std)
+        return model_input(arr, prep.mean, prep.std, prep.input_format)
     if arr.dtype in (np.float32, np.float64) and arr.ndim == 4 and arr.shape[1] == 3:
+        if prep.input_format != NORMALIZED:  # a float array is taken as normalised: not what this file takes
+            raise AFTExportError(f"{path}: float arrays are taken as normalised images (x / 255 - mean) / std, but "
+                                 f"the model takes raw {prep.input_format} pixels; give images, or uint8 (N, H, W, 3) "
+                                 f"pixel arrays")  # fmt: skip
         if arr.shape[2:] != (prep.size, prep.size):
             raise AFTExportError(
                 f"{path}: preprocessed tensors are {arr.shape[2]}x{arr.shape[3]}, the model takes "

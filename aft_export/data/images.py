@@ -41,6 +41,21 @@ MAX_RESIZE_FACTOR = 64
 MAX_IMAGE_BYTES = 256 * 2**20
 # what a damaged or truncated tar raises while it is read
 TAR_ERRORS = (tarfile.TarError, OSError, EOFError, zlib.error)
+# What a model file takes as its input (an export's ``input_format``, its ``input_format`` metadata):
+# NORMALIZED, the float32 (N, 3, H, W) batch of ``(x / 255 - mean) / std`` every checkpoint takes; or the
+# decoded image's RGB pixels, the normalisation done by the file's first nodes (fp32): uint8 (N, H, W, 3),
+# for applications and Triton clients (a quarter of the bytes), or float32 (N, 3, H, W) in 0-255, what
+# DeepStream's nvinfer feeds with net-scale-factor=1 and zero offsets
+NORMALIZED = "normalized"
+UINT8_NHWC = "uint8-nhwc"
+FLOAT_NCHW = "float-nchw"
+INPUT_FORMATS = (NORMALIZED, UINT8_NHWC, FLOAT_NCHW)
+PIXEL_FORMATS = (UINT8_NHWC, FLOAT_NCHW)
+# what a model file outputs (``output_format``): logits, or the probabilities of a Softmax over them
+# (DeepStream's default classifier parser reads probabilities)
+LOGITS = "logits"
+PROBABILITIES = "probabilities"
+OUTPUT_FORMATS = (LOGITS, PROBABILITIES)
 
 
 @dataclass(frozen=True)
@@ -55,6 +70,8 @@ class Preprocessing:
     mean: tuple[float, float, float]
     std: tuple[float, float, float]
     classes: tuple[str, ...] | None = None  # None: numbered by output index once the width is known
+    # what the model is fed (INPUT_FORMATS): images normalised by the above, or a pixel file's raw pixels
+    input_format: str = NORMALIZED
 
     def __post_init__(self) -> None:
         if not isinstance(self.input_size, int) or isinstance(self.input_size, bool) or not (
@@ -128,10 +145,15 @@ class Preprocessing:
                                       "{std_got}; give {input_size} from 1 to {MAX_SIDE} and three finite numbers "
                                       "each for {mean} and {std} (std > 0)", None, path=path, size=size,
                                       mean_got=mean, std_got=std, MAX_SIDE=readers.MAX_SIDE))  # fmt: skip
-        return cls(int(size), mean, std)
+        input_format = meta.get("input_format", NORMALIZED)
+        if input_format not in INPUT_FORMATS:
+            raise AFTExportError(f"{where} has input_format {input_format!r}, not one of {', '.join(INPUT_FORMATS)}; "
+                                 f"{fix}")  # fmt: skip
+        return cls(int(size), mean, std, input_format=input_format)
 
     def record(self) -> dict:
-        return {"size": self.size, "mean": list(self.mean), "std": list(self.std)}
+        pixels = {"input_format": self.input_format} if self.input_format != NORMALIZED else {}
+        return {"size": self.size, "mean": list(self.mean), "std": list(self.std), **pixels}
 
 
 @dataclass
@@ -353,6 +375,12 @@ def normalize(images, mean, std):
     return x.sub_(m).div_(s)  # in place: one float copy of the images, not three
 
 
+def decode_pixels(items, size: int) -> np.ndarray:
+    """The uint8 (N, size, size, 3) RGB pixels of encoded images, each decoded as every command
+    decodes one (:func:`load_image`); ``items`` as for :func:`decode_normalized`."""
+    return np.stack([load_image(data, size, name=name) for name, data in items])
+
+
 def decode_normalized(items, size: int, mean, std) -> np.ndarray:
     """The float32 (N, 3, size, size) batch a model is fed, from encoded images: each decoded as
     every command decodes one (:func:`load_image`), then ``(x / 255 - mean) / std``
@@ -360,6 +388,22 @@ def decode_normalized(items, size: int, mean, std) -> np.ndarray:
     backend model can call it). ``items``: ``(name, image)`` pairs, ``image`` bytes or a path,
     ``name`` what an error calls it ("" for the path itself)."""
     return normalize_array(np.stack([load_image(data, size, name=name) for name, data in items]), mean, std)
+
+
+
+
+def model_input(pixels: np.ndarray, mean, std, input_format: str = NORMALIZED) -> np.ndarray:
+    """What a model of ``input_format`` is fed for decoded images (uint8 (N, H, W, 3) RGB pixels,
+    as :func:`load_image` makes them): :func:`normalize_array` for a normalised input, the pixels
+    as they are for ``uint8-nhwc``, channels first in float32 for ``float-nchw``."""
+    if input_format == NORMALIZED:
+        return normalize_array(pixels, mean, std)
+    pixels = np.asarray(pixels, dtype=np.uint8)
+    if input_format == UINT8_NHWC:
+        return np.ascontiguousarray(pixels)
+    if input_format == FLOAT_NCHW:
+        return np.ascontiguousarray(pixels.transpose(0, 3, 1, 2)).astype(np.float32)
+    raise AFTExportError(f"unknown input format {input_format!r}; one of {', '.join(INPUT_FORMATS)}")
 
 
 def normalize_array(images: np.ndarray, mean, std) -> np.ndarray:

@@ -31,11 +31,12 @@ import torch
 from aft_export.version import __version__
 from aft_export.models.checkpoint import ModelMeta
 from aft_export.verify.compare import SIMPLIFY_MAX_ABS, max_abs, metrics
-from aft_export.data.images import normalize_array
+from aft_export.data.images import LOGITS, NORMALIZED, PROBABILITIES, normalize_array
 from aft_export.data.datasets import DataNotFound, is_named, load_labelled, verification_data
 from aft_export.errors import AFTExportError, CheckFailed, Judged, Named, Verdict, said
 from aft_export.exporting.forms import to_target  # noqa: F401 (the API: the exporter's last step)
 from aft_export.exporting.functions import attach_functions, registered_schemas, translation_table
+from aft_export.exporting.pixels import with_pixel_input, with_probabilities
 from aft_export.exporting.rewrite import optimize_for_runtime
 from aft_export.fileio import claim_output, sha256_file
 from aft_export.artifacts.graph import DOMAIN, compact_node_metadata, module_by_output, name_nodes, restore_node_metadata
@@ -43,6 +44,7 @@ from aft_export.layers.aft import AFTLayer
 from aft_export.artifacts.onnxio import check_graph, protobuf_limit_problem, read_metadata, save_onnx, set_metadata
 from aft_export.options import MAX_BATCH, OP_FORMS, TARGET_OPSETS, TARGETS, ExportOptions, parse_batch  # noqa: F401 (the API)
 from aft_export.runners import ModelInfo, OrtRunner, TorchRunner
+from aft_export.runners.base import as_output
 from aft_export.models.sources import open_source
 from aft_export.trtcheck import check_model, enforce
 
@@ -216,7 +218,7 @@ def _metadata(meta, opts: ExportOptions) -> dict[str, str]:
     }
 
 
-def _verification_images(meta, opts: ExportOptions) -> tuple[np.ndarray, str]:
+def _verification_images(meta, opts: ExportOptions) -> tuple[np.ndarray, str, np.ndarray]:
     """N real images in the model's preprocessing, and where they came from: ``data``
     where given; else the test data the checkpoint names; else ``cifar10:test``
     (:func:`~aft_export.data.datasets.verification_data`, every command's rule). A named set is
@@ -236,7 +238,7 @@ def _verification_images(meta, opts: ExportOptions) -> tuple[np.ndarray, str]:
                                   "images), or {none} to skip verification", "export", source=source,
                                   origin=named_by, tried="; ".join(exc.tried),
                                   none=Named("images", 0))) from None  # fmt: skip
-    return normalize_array(data.images, meta.mean, meta.std), str(source)
+    return normalize_array(data.images, meta.mean, meta.std), str(source), data.images
 
 
 def _check_finite_outputs(model, cfg, images: np.ndarray | None) -> None:
@@ -292,10 +294,11 @@ class GraphExport:
 
 def export_graph(model, meta: ModelMeta, opts: ExportOptions, images: np.ndarray | None = None,
                  source: str | None = None, log=print, name: str = "the export",
-                 also_check: tuple[str, ...] = ()) -> GraphExport:  # fmt: skip
+                 also_check: tuple[str, ...] = (), pixels: np.ndarray | None = None) -> GraphExport:  # fmt: skip
     """Export a model in memory: torch.onnx, the com.aft functions, checks, onnxsim, the
     target's form, the TensorRT check and, given ``images``, verification against
-    PyTorch. Writes nothing; raises AFTExportError when a check fails. ``also_check``: TensorRT
+    PyTorch (``images`` normalised for PyTorch; a file that takes raw pixels is fed ``pixels``, the
+    same images decoded). Writes nothing; raises AFTExportError when a check fails. ``also_check``: TensorRT
     columns the check also reports on (``check_model``'s ``also``). Where the model's
     source set ``meta.prepare`` it runs first (a model trained elsewhere has its public
     AFT layers swapped for ours there, and the swap verified)."""
@@ -335,6 +338,12 @@ def export_graph(model, meta: ModelMeta, opts: ExportOptions, images: np.ndarray
     result.rewrites = optimize_for_runtime(proto)
     check_graph(proto)
     seconds["rewrite"] = time.perf_counter() - t
+    if opts.input_format != NORMALIZED or opts.output_format != LOGITS:  # the ends, before the target's form
+        t = time.perf_counter()
+        with_pixel_input(proto, opts.input_format, meta.mean, meta.std)
+        if opts.output_format == PROBABILITIES:
+            with_probabilities(proto)
+        seconds["pixels"] = time.perf_counter() - t
     if opts.target != "tensorrt":
         t = time.perf_counter()
         proto = to_target(proto, opts.target)
@@ -352,13 +361,19 @@ def export_graph(model, meta: ModelMeta, opts: ExportOptions, images: np.ndarray
 
     if images is not None:
         t = time.perf_counter()
-        got = OrtRunner(proto, info=info).logits(images)
+        runner = OrtRunner(proto)  # fed as its metadata says: a pixel file the decoded images' pixels
+        if runner.info.input_format == NORMALIZED:
+            got = runner.logits(images)
+        elif pixels is None:
+            raise AFTExportError("a pixel file is verified on the decoded images' pixels; none were given")
+        else:
+            got = runner.pixel_logits(pixels)
         with torch.inference_mode():
             want = torch.cat([model(torch.from_numpy(images[i : i + 256])) for i in range(0, len(images), 256)])
         want = want.numpy()
         if meta.prepare is None:  # the model as given (a prepared one was swapped: not the caller's reference)
             result.reference_logits = want
-        m = metrics(want, got)
+        m = metrics(as_output(want, runner.info.output_format), got)
         parity = {k: m[k] for k in ("images", "max_abs", "mean_abs", "cosine_min", "top1_agreement")}
         parity["data"] = source
         parity["passed"] = bool(parity["max_abs"] <= opts.verify_atol and parity["top1_agreement"] == 1.0)
@@ -380,7 +395,8 @@ def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, con
     ``checkpoint``: a checkpoint path or any model source (:mod:`aft_export.models.sources`;
     None when ``loaded`` is an in-memory model); ``loaded``: the ``(model, meta)`` pair if
     the caller has already loaded it; ``verification``: ``(preprocessed images, where they
-    came from)`` if it has them; ``also_check``: TensorRT columns the check also reports on
+    came from, the same images decoded)`` if it has them (the decoded pixels feed a file that
+    takes raw pixels); ``also_check``: TensorRT columns the check also reports on
     (the result's ``check_report`` holds the whole report, to hand on)."""
     opts = options or ExportOptions()
     model_source = open_source(checkpoint, config) if checkpoint is not None else None
@@ -397,10 +413,12 @@ def export_checkpoint(checkpoint, out, options: ExportOptions | None = None, con
             refuse_over_protobuf_limit(source=model_source)  # before a minute of loading
         model, meta = loaded if loaded is not None else model_source.load(log)
         refuse_over_protobuf_limit(model)  # before the verification images are decoded
-        images, source = (None, None)
+        images, source, pixels = (None, None, None)
         if opts.images:
-            images, source = verification if verification is not None else _verification_images(meta, opts)
-        graph = export_graph(model, meta, opts, images, source, log=logged, name=str(out), also_check=also_check)
+            images, source, *rest = verification if verification is not None else _verification_images(meta, opts)
+            pixels = rest[0] if rest else None
+        graph = export_graph(model, meta, opts, images, source, log=logged, name=str(out), also_check=also_check,
+                             pixels=pixels)  # fmt: skip
         t = time.perf_counter()
         external = save_onnx(graph.model, out, opts.external_data_threshold)
         graph.seconds["save"] = time.perf_counter() - t

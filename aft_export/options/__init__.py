@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from aft_export.verify.compare import EXPORT_MAX_ABS
 from aft_export.errors import AFTExportError, Named, said
 from aft_export.artifacts.onnxio import TWO_GB
+from aft_export.data.images import INPUT_FORMATS, LOGITS, NORMALIZED, OUTPUT_FORMATS  # noqa: F401 (the API)
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.readers import compile_pattern
 # the runtimes, and which are values of `backend`: one table, read here (and named here, as before)
@@ -104,6 +105,11 @@ class ExportOptions:
     # a model trained elsewhere: a layer with the parameters of a known AFT layer that does not
     # compute it (or no AFT layer at all) is an error, not plain ops with a warning
     require_aft: bool = False
+    # what the file takes: normalised images, or raw RGB pixels it normalises itself
+    # (aft_export.data.images.INPUT_FORMATS; aft_export/exporting/pixels.py); what it gives: logits, or
+    # probabilities (DeepStream's classifier parser reads them)
+    input_format: str = NORMALIZED
+    output_format: str = LOGITS
 
     def __post_init__(self) -> None:
         import onnx
@@ -126,6 +132,10 @@ class ExportOptions:
                                       "leave {opset} out with {target_set}", "export", form=self.target,
                                       target_set=Named("target", self.target), value=TARGET_OPSETS[self.target]))  # fmt: skip
         parse_batch(self.batch_dim)
+        for value, choices, what in ((self.input_format, INPUT_FORMATS, "input format"),
+                                     (self.output_format, OUTPUT_FORMATS, "output format")):
+            if value not in choices:
+                raise AFTExportError(f"unknown {what} {value!r}; choose one of {', '.join(choices)}")
         if self.images < 0:
             raise AFTExportError(said("verification image count must be >= 0, got {images}; give {none} to skip "
                                       "verification", "export", images=self.images, none=Named("images", 0)))

@@ -18,10 +18,11 @@ import inspect
 from aft_export.environment import say_ort_conflict
 from aft_export.errors import RUNNING, name_keywords_by
 from aft_export.options import (BACKENDS, CALIB_COUNT, CALIB_SEED, DEFAULT_MAX_BATCH, EXPORT_TARGETS, HW_LEVELS,
-                                LIBRARIES, MAX_BATCH, MAX_SEED, MAX_THREADS, METHODS, OP_FORMS, PRECISIONS,
-                                QUANTIZED_OP_TYPES, REST_PRECISIONS, TARGETS, TRITON_BACKENDS, TRITON_DEVICES,
-                                BenchOptions, BuildOptions, DoctorOptions, EvalOptions, ExportOptions, ParityOptions,
-                                PipelineOptions, QuantizeOptions, ServeOptions, TrainConfig, TritonRepoOptions)  # fmt: skip
+                                INPUT_FORMATS, LIBRARIES, MAX_BATCH, MAX_SEED, MAX_THREADS, METHODS, OP_FORMS,
+                                OUTPUT_FORMATS, PRECISIONS, QUANTIZED_OP_TYPES, REST_PRECISIONS, TARGETS,
+                                TRITON_BACKENDS, TRITON_DEVICES, BenchOptions, BuildOptions, DoctorOptions, EvalOptions,
+                                ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions,
+                                TrainConfig, TritonRepoOptions)  # fmt: skip
 from aft_export.options.params import (REQUIRED, Choice, Classes, Command, Flag, Model, Number, Param, Path, Text,
                                        Triple, Whole)  # fmt: skip
 from aft_export.readers import MAX_SIDE
@@ -92,6 +93,12 @@ EXPORT = Command("export", (
           help="custom: one com.aft node per AFT layer; decomposed: plain ONNX ops."),
     Param("target", Choice(TARGETS), E.target,
           help="; ".join(f"{t.name}: {t.summary}" for t in EXPORT_TARGETS.values()) + "."),
+    Param("input_format", Choice(INPUT_FORMATS), E.input_format,
+          help="What the file takes: normalized images, or raw RGB pixels in 0-255 that its first nodes normalise "
+               "(fp32): uint8-nhwc (uint8 N,H,W,3: applications, Triton clients) or float-nchw (float N,3,H,W: "
+               "DeepStream's nvinfer); see docs/jetson.md."),
+    Param("output_format", Choice(OUTPUT_FORMATS), E.output_format,
+          help="What the file gives: logits, or probabilities (a Softmax, for DeepStream's classifier parser)."),
     Param("simplify", Flag(), E.simplify, off="--no-simplify", help="Run onnxsim."),
     Param("allow_unsimplified", Flag(), E.allow_unsimplified, help="Keep the unsimplified graph if onnxsim fails."),
     Param("images", ZERO_UP, E.images,

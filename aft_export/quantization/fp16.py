@@ -40,8 +40,9 @@ def _blocked_ops(kinds: tuple[str, ...]) -> list[str]:
 
 
 def _rule_record(model, kinds: tuple[str, ...], nodes: list[str]) -> dict:
-    rule = [k for k in FP32_RULE if k.name in kinds]
     present = {aft_kind(n) or n.op_type for n in model.graph.node}  # only what the model holds is listed
+    modules = {(node_module(n) or ("", ""))[1] for n in model.graph.node}
+    rule = [k for k in FP32_RULE if k.name in kinds and not (k.only_where_present and not set(k.modules) & modules)]
     return {"fp32_rule": [k.name for k in rule], "fp32_op_types": sorted({t for k in rule for t in k.op_types} & present),
             "fp32_modules": [m for k in rule for m in k.modules], "fp32_nodes": nodes, "io": "fp32"}  # fmt: skip
 

@@ -24,7 +24,8 @@ RUN_BYTES = 256 << 20
 
 def runner(model, prep: Preprocessing, optimize: bool = True) -> OrtRunner:
     """The graph in ONNX Runtime, fed preprocessed calibration tensors."""
-    return OrtRunner(model, info=ModelInfo([], (3, prep.size, prep.size), prep.mean, prep.std), optimize=optimize)
+    return OrtRunner(model, info=ModelInfo([], (3, prep.size, prep.size), prep.mean, prep.std,
+                                           input_format=prep.input_format), optimize=optimize)  # fmt: skip
 
 
 def logits(model, prep: Preprocessing, tensors: np.ndarray) -> np.ndarray:

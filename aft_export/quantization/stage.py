@@ -17,7 +17,7 @@ import numpy as np
 
 from aft_export.version import __version__
 from aft_export.data.calibration import CalibrationSet, load_calibration
-from aft_export.data.images import Preprocessing
+from aft_export.data.images import UINT8_NHWC, Preprocessing
 from aft_export.verify.compare import agreement as _agreement
 from aft_export.data.datasets import data_label
 from aft_export.errors import AFTExportError, Judged, Named, Verdict, said
@@ -251,6 +251,8 @@ def _check_input_size(model, prep: Preprocessing, path) -> None:
         raise AFTExportError(f"{path} takes {len(inputs)} inputs ({', '.join(i.name for i in inputs)}); an image "
                              f"classifier takes one, (N, 3, H, W): export it again with `aft-export export`")  # fmt: skip
     dims = [d.dim_value if d.HasField("dim_value") else None for d in inputs[0].type.tensor_type.shape.dim]
+    if prep.input_format == UINT8_NHWC and len(dims) == 4:
+        dims = [dims[0], dims[3], dims[1], dims[2]]  # (N, H, W, C) pixels, compared as (N, C, H, W)
     want = (3, prep.size, prep.size)
     if len(dims) != 4 or any(d is not None and d != w for d, w in zip(dims[1:], want)):
         shown = "x".join("?" if d is None else str(d) for d in dims[1:])

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from aft_export.data.images import (INPUT_FORMATS, LOGITS, NORMALIZED, OUTPUT_FORMATS, PROBABILITIES,
+                                    model_input)  # fmt: skip
 from aft_export.errors import AFTExportError, Named, said
 
 INPUT = "image"
@@ -57,6 +59,10 @@ class ModelInfo:
     # file: the options, its NAME.preprocess.json, the checkpoint it is compared with); ""
     # for an artifact that describes itself (a checkpoint, our metadata, an engine manifest)
     preprocessing_from: str = ""
+    # what the model takes and gives (aft_export.data.images.INPUT_FORMATS, OUTPUT_FORMATS): a file
+    # exported for raw pixels normalises them itself; one for DeepStream gives probabilities
+    input_format: str = NORMALIZED
+    output_format: str = LOGITS
 
     @classmethod
     def from_meta(cls, meta) -> ModelInfo:
@@ -75,6 +81,8 @@ class ModelInfo:
                 return f"{name} {list(values)} is not {size[0]} finite numbers"
         if min(self.std) <= 0:
             return f"std {list(self.std)} is not positive"
+        if self.input_format not in INPUT_FORMATS or self.output_format not in OUTPUT_FORMATS:
+            return f"input format {self.input_format!r} or output format {self.output_format!r} is unknown"
         if not isinstance(self.classes, list) or not all(isinstance(c, str) for c in self.classes):
             return "class names are not a list of strings"
         return None
@@ -138,9 +146,36 @@ class Runner:
                                  f"weights are damaged or its computation overflows); re-export or retrain it")  # fmt: skip
         return out
 
+    def feed(self, pixels: np.ndarray) -> np.ndarray:
+        """What this model takes for decoded images (uint8 (N, H, W, 3) RGB pixels): normalised
+        (N, 3, H, W) float32 for a checkpoint or a normal file, the pixels in the file's layout for
+        a file that normalises them itself (:func:`~aft_export.data.images.model_input`)."""
+        info = self.info
+        return model_input(pixels, info.mean, info.std, info.input_format)
+
+    def random_input(self, batch: int, seed: int = 0) -> np.ndarray:
+        """A seeded batch of what the model takes, for timing: normal noise for a normalised input,
+        random pixels for a file that takes them."""
+        c, h, w = self.info.input_size
+        rng = np.random.default_rng(seed)
+        if self.info.input_format == NORMALIZED:
+            return rng.standard_normal((batch, c, h, w), dtype=np.float32)
+        return self.feed(rng.integers(0, 256, (batch, h, w, c), dtype=np.uint8))
+
+    def pixel_logits(self, pixels: np.ndarray, batch_size: int = 64, finite: bool = False) -> np.ndarray:
+        """:meth:`logits` (``finite``: :meth:`finite_logits`) of decoded images, each batch fed as
+        this model takes it (:meth:`feed`): how every stage that holds images runs a model, so a
+        file that takes raw pixels gets them, and a checkpoint our normalisation of them."""
+        step = max(self.fixed_batch or batch_size, 1)
+        run = self.finite_logits if finite else self.logits
+        parts = [run(self.feed(pixels[i : i + step]), batch_size) for i in range(0, len(pixels), step)]
+        return np.concatenate(parts) if parts else np.zeros((0, len(self.info.classes)), np.float32)
+
     def logits(self, images: np.ndarray, batch_size: int = 64) -> np.ndarray:
-        """fp32 logits of preprocessed NCHW float32 images, in batches. A fixed-batch
-        model gets whole batches: the last one is padded and the padding dropped."""
+        """fp32 logits of the model's own input (NCHW float32 preprocessed images, or a pixel
+        file's pixels: :meth:`feed`), in batches. A fixed-batch model gets whole batches: the
+        last one is padded and the padding dropped. A file that gives probabilities gives
+        their logarithms here (:func:`as_output`: logits whose softmax is the probabilities)."""
         step = self.fixed_batch or batch_size
         outs = []
         for i in range(0, len(images), step):
@@ -149,4 +184,22 @@ class Runner:
             if self.fixed_batch and n < step:
                 x = np.concatenate([x, np.repeat(x[-1:], step - n, axis=0)])
             outs.append(self.run({self.input_name: x})[self.output_name][:n].astype(np.float32))
-        return np.concatenate(outs) if outs else np.zeros((0, len(self.info.classes)), np.float32)
+        out = np.concatenate(outs) if outs else np.zeros((0, len(self.info.classes)), np.float32)
+        return np.log(np.maximum(out, PROBABILITY_FLOOR)) if self.info.output_format == PROBABILITIES else out
+
+
+# the smallest probability a log is taken of (float32's smallest normal number): a Softmax in float32
+# underflows to 0 below it, and both sides of a comparison are floored alike (as_output)
+PROBABILITY_FLOOR = np.float32(np.finfo(np.float32).tiny)
+
+
+def as_output(logits: np.ndarray, output_format: str) -> np.ndarray:
+    """What :meth:`Runner.logits` gives for a model of ``output_format`` whose logits are ``logits``:
+    the logits, or for a file that outputs probabilities the floored log of their softmax in
+    float32 (the reference a probability file is compared with)."""
+    if output_format != PROBABILITIES:
+        return logits
+    z = np.asarray(logits, np.float64)
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    return np.log(np.maximum(p.astype(np.float32), PROBABILITY_FLOOR))

@@ -41,7 +41,8 @@ def manifest_info(manifest: dict, engine: str) -> ModelInfo:
     try:
         return ModelInfo(m.classes, m.input_size, m.mean, m.std, source_sha256=m.source_sha256,
                          precision=manifest.get("precision", "fp32"), extra=manifest,
-                         preprocessing_from=m.get("preprocessing_from", ""))  # fmt: skip
+                         preprocessing_from=m.get("preprocessing_from", ""), input_format=m.input_format,
+                         output_format=m.output_format)  # fmt: skip
     except (KeyError, ValueError) as exc:  # readers.Malformed is a ValueError
         raise AFTExportError(f"engine manifest of {engine} lacks the model's metadata ({reason(exc)}); rebuild it") from None
 
@@ -86,7 +87,8 @@ class TrtRunner(Runner):
 
         trt = self.trt
         lo, hi = self.limits
-        x = np.ascontiguousarray(feeds[self.inputs[0]], dtype=np.float32)
+        # the engine's own input type: float32, or uint8 for a file that takes raw pixels
+        x = np.ascontiguousarray(feeds[self.inputs[0]], dtype=trt.nptype(self.engine.get_tensor_dtype(self.inputs[0])))
         if any(not a <= s <= b for a, s, b in zip(lo, x.shape, hi)):
             line = command_line("build", batch_profile="MIN,OPT,MAX", hw_profile="MIN,OPT,MAX")
             raise AFTExportError(f"input shape {x.shape} is outside the engine's profile {lo}..{hi}; rebuild with a "

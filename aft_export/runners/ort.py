@@ -13,6 +13,7 @@ from aft_export.errors import AFTExportError, RuntimeMissing, said
 from aft_export.fileio import cache_root
 from aft_export.artifacts.graph import activation_bytes_per_image
 from aft_export.artifacts.onnxio import ArtifactMeta, foreign_kind, graph_precision, load_onnx, unfeedable
+from aft_export.data.images import UINT8_NHWC
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.runtimes import PROVIDER_BACKENDS
 from aft_export.readers import reason
@@ -60,7 +61,8 @@ def info_from_metadata(model, where: str) -> ModelInfo:
     meta = ArtifactMeta.of(model, where)
     try:
         info = ModelInfo(meta.classes, meta.input_size, meta.mean, meta.std, source_sha256=meta.source_sha256,
-                         precision=graph_precision(model), extra=meta.values)  # fmt: skip
+                         precision=graph_precision(model), extra=meta.values, input_format=meta.input_format,
+                         output_format=meta.output_format)  # fmt: skip
     except KeyError as exc:
         raise AFTExportError(f"{where} has no aft-export metadata (classes, input size, mean/std: {exc} is "
                              f"missing); export it with `aft-export export`") from None  # fmt: skip
@@ -164,10 +166,12 @@ def check_signature(session, info: ModelInfo, where: str, metadata: bool = True)
     if not metadata:
         return
     first = inputs[0]
-    if first.type != "tensor(float)" or len(first.shape) != 4:
-        raise AFTExportError(f"{where} takes {first.type} of shape {first.shape} as input {first.name!r}, not a "
-                             f"float (N, C, H, W) image batch; {graph_fix}")  # fmt: skip
-    got = first.shape[1:]
+    pixels = info.input_format == UINT8_NHWC
+    takes = "a uint8 (N, H, W, C) batch of pixels" if pixels else "a float (N, C, H, W) image batch"
+    if first.type != ("tensor(uint8)" if pixels else "tensor(float)") or len(first.shape) != 4:
+        raise AFTExportError(f"{where} takes {first.type} of shape {first.shape} as input {first.name!r}, not "
+                             f"{takes}; {graph_fix}")  # fmt: skip
+    got = [*first.shape[3:], *first.shape[1:3]] if pixels else first.shape[1:]  # as (C, H, W)
     if any(isinstance(g, int) and g != w for g, w in zip(got, info.input_size)):
         raise AFTExportError(f"{where}'s graph takes {'x'.join(map(str, got))} inputs but {says} "
                              f"input_size {list(info.input_size)}; " + fix)  # fmt: skip

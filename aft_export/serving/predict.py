@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aft_export.data.images import IMAGE_EXTENSIONS, decode_normalized
+from aft_export.data.images import IMAGE_EXTENSIONS, decode_pixels
 from aft_export.errors import AFTExportError, Judged, Named, Verdict, said
 from aft_export.data.preprocess import BESIDE_ONLY
 from aft_export.runners import load_runner
@@ -66,7 +66,7 @@ def classify(artifact, images, top_k: int = 5, backend: str = DEFAULT_BACKEND) -
     runner = load_runner(str(artifact), backend, preprocessing=BESIDE_ONLY)
     info = runner.info
     files = find_images(images)
-    x = decode_normalized((("", str(f)) for f in files), info.input_size[1], info.mean, info.std)
+    x = runner.feed(decode_pixels((("", str(f)) for f in files), info.input_size[1]))  # as the file takes them
     probs = softmax(runner.finite_logits(x))
     k = min(top_k, len(info.classes))
     results = []

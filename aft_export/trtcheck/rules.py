@@ -237,6 +237,21 @@ def _uint8(view: GraphView, v: Version):
                 yield node, f"{node.op_type} {node.name} makes {out} as UINT8; {_fmt(v)} has UINT8 only at graph I/O"
 
 
+@rule("type.uint8-cast", "a Cast from UINT8 to a type other than FLOAT or FLOAT16",
+      "TensorRT API reference, DataType.UINT8 (8.x, 10.x): 'uint8 conversions are only supported for {float32, "
+      "float16}' - 'uint8 conversions are not supported for {int8, int32, bool}'; not in the rtx-1.7 column: "
+      "TensorRT-RTX 1.7.1.116's parser and builder take a UINT8 input cast to INT32 "
+      "(tests/trtcheck/test_rules_vs_parser.py)",
+      "cast a UINT8 input to FLOAT (or FLOAT16) first, then to any other type",
+      applies=lambda v: not v.rtx)  # fmt: skip
+def _uint8_cast(view: GraphView, v: Version):
+    for node in _ops(view, "Cast"):
+        to = next((a.i for a in node.attribute if a.name == "to"), None)
+        if node.input and view.type_name(node.input[0]) == "UINT8" and to not in (1, 10):  # FLOAT, FLOAT16
+            yield node, (f"Cast {node.name} casts UINT8 {node.input[0]} to type {to}; {_fmt(v)} casts UINT8 only "
+                         f"to FLOAT or FLOAT16")  # fmt: skip
+
+
 # ----------------------------------------------------------------------------- literal attributes, constants
 
 

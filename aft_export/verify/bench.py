@@ -60,9 +60,7 @@ class BenchResult(Judged):
 def bench_runner(runner, batch: int, warmup: int = BenchOptions.warmup, iters: int = BenchOptions.iters,
                  seed: int = 0) -> dict:  # fmt: skip
     runner.check_batch(batch, "batch_sizes")  # refused with an estimate, before the kernel kills the run
-    c, h, w = runner.info.input_size
-    x = np.random.default_rng(seed).standard_normal((batch, c, h, w)).astype(np.float32)
-    feeds = {runner.input_name: x}
+    feeds = {runner.input_name: runner.random_input(batch, seed)}
     for _ in range(warmup):
         runner.run(feeds)
     times = []

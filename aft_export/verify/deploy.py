@@ -174,9 +174,7 @@ def time_rows(runners: dict[tuple[str, str], object], batch: int, warmup: int, i
             return False
 
     for key, runner in runners.items():
-        c, h, w = runner.info.input_size
-        x = np.random.default_rng(seed).standard_normal((batch, c, h, w), dtype=np.float32)
-        feeds[key] = {runner.input_name: x}
+        feeds[key] = {runner.input_name: runner.random_input(batch, seed)}
         for _ in range(warmup):
             if not run(key, runner):
                 break

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aft_export.data.images import LabelledImages, normalize, normalize_array
+from aft_export.data.images import LabelledImages, normalize
 from aft_export.data.datasets import load_labelled
 from aft_export.errors import AFTExportError, Judged, Named, RuntimeMissing, Verdict, said
 from aft_export.options import EvalOptions
@@ -113,7 +113,7 @@ def evaluate_artifacts(artifacts, data, batch_size: int = EvalOptions.batch_size
         """Top-5 class indices of every image, and the seconds it took."""
         t0, preds = time.perf_counter(), []
         for i in range(0, len(images), batch_size):
-            x = normalize_array(images.images[i : i + batch_size], runner.info.mean, runner.info.std)
+            x = runner.feed(images.images[i : i + batch_size])  # normalised, or a pixel file's pixels
             preds.append(np.argsort(-runner.finite_logits(x, batch_size=min(batch_size, 64)), axis=1)[:, :5])
         return np.concatenate(preds), time.perf_counter() - t0
 

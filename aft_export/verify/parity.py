@@ -13,7 +13,7 @@ import dataclasses
 import numpy as np
 
 from aft_export.verify.compare import judge, metrics, tolerances_with
-from aft_export.data.images import LabelledImages, Preprocessing, normalize_array
+from aft_export.data.images import LOGITS, NORMALIZED, LabelledImages, Preprocessing, normalize_array
 from aft_export.data.datasets import load_labelled, verification_data
 from aft_export.errors import AFTExportError, Judged, Named, RuntimeMissing, Verdict, said
 from aft_export.exporting.exporter import ExportOptions, export_graph
@@ -21,6 +21,7 @@ from aft_export.verify.localize import localize
 from aft_export.options import ParityOptions
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.runners import OrtRunner, TorchRunner, load_runner
+from aft_export.runners.base import as_output
 
 
 @dataclasses.dataclass
@@ -52,6 +53,17 @@ def stress_inputs(images: np.ndarray, mean, std) -> dict[str, np.ndarray]:
     s = np.asarray(std, np.float32).reshape(1, c, 1, 1)
     consts = np.stack([np.full((c, h, w), v, np.float32) for v in (0.0, 1.0, 0.5)])
     return {"scaled_x4": images[:n] * 4.0, "constant": (consts - m) / s}
+
+
+def pixel_stress_inputs(pixels: np.ndarray) -> dict[str, np.ndarray]:
+    """The stress inputs of a file that takes raw pixels, as decoded images (uint8 (N, H, W, 3)): no
+    pixel is above 255, so the pixel domain's extremes stand in for scaled-up images: real images
+    saturated (each value 0 or 255: the most contrast an image has), and constant black, white and
+    mid-grey (0, 255, 128) images."""
+    n = min(8, len(pixels))
+    _, h, w, c = pixels.shape
+    consts = np.stack([np.full((h, w, c), v, np.uint8) for v in (0, 255, 128)])
+    return {"saturated": np.where(pixels[:n] >= 128, 255, 0).astype(np.uint8), "constant": consts}
 
 
 def compatibility_problem(ref, art) -> str | None:
@@ -137,17 +149,29 @@ def run_parity(checkpoint: str, artifacts: list[str], data=None, images: int = P
     if not isinstance(data, LabelledImages):
         data = load_labelled(verification_data(data, reference.meta)[0], info.input_size[1], limit=images)
     decoded = data
-    x = normalize_array(decoded.images[:images], info.mean, info.std)
-    sets = {"real": x, **stress_inputs(x, info.mean, info.std)}
+    pixels = decoded.images[:images]
+    x = normalize_array(pixels, info.mean, info.std)
+    # each input set: the images a file of normalised input is fed (NCHW, normalised), and those a
+    # file that takes raw pixels is fed (decoded images: it gets their pixels, the reference our
+    # normalisation of them): scaled-up images exist only normalised, saturated ones only as pixels
+    normal_sets = {"real": x, **stress_inputs(x, info.mean, info.std)}
+    pixel_sets = {"real": pixels, **pixel_stress_inputs(pixels)}
     # the reference must itself be finite on the real images: a NaN reference turns every check off
     handed = reference_logits is not None and reference_logits.shape == (len(x), len(info.classes))
-    want = {name: reference.finite_logits(arr) if name == "real" else reference.logits(arr)
-            for name, arr in sets.items() if not (handed and name == "real")}  # fmt: skip
-    if handed:
-        if not np.isfinite(reference_logits).all():
-            raise AFTExportError(f"{reference.name} gives NaN or infinite logits on the real images; a reference made "
-                                 f"of them would mean nothing: re-export or retrain it")  # fmt: skip
-        want = {"real": reference_logits, **want}
+    if handed and not np.isfinite(reference_logits).all():
+        raise AFTExportError(f"{reference.name} gives NaN or infinite logits on the real images; a reference made "
+                             f"of them would mean nothing: re-export or retrain it")  # fmt: skip
+    wanted: dict[tuple[str, str], np.ndarray] = {("normal", "real"): reference_logits} if handed else {}
+
+    def want(kind: str, name: str) -> np.ndarray:
+        """The reference's logits on a set (once each; "real" is the same images both ways)."""
+        key = ("normal", name) if name == "real" else (kind, name)
+        if key not in wanted:
+            arr = normal_sets[name] if key[0] == "normal" else reference.feed(pixel_sets[name])
+            wanted[key] = reference.finite_logits(arr) if name == "real" else reference.logits(arr)
+        return wanted[key]
+
+    want("normal", "real")  # first: a reference that is not finite stops here, before any artifact is loaded
 
     # an ONNX file another tool wrote (no metadata of ours) is fed as the reference is: the
     # checkpoint's preprocessing serves both
@@ -167,18 +191,29 @@ def run_parity(checkpoint: str, artifacts: list[str], data=None, images: int = P
                "tolerance": dataclasses.asdict(tol), "inputs": {}, "failures": []}  # fmt: skip
         if runner.info.preprocessing_from:  # another tool's file: fed as the reference says
             row["preprocessing"] = runner.info.preprocessing_from
+        pixel_file = runner.info.input_format != NORMALIZED
+        if pixel_file:  # fed raw pixels: proven from them, against the checkpoint fed our normalisation
+            row["input_format"] = runner.info.input_format
+        if runner.info.output_format != LOGITS:  # compared as log-probabilities (runners.base.as_output)
+            row["output_format"] = runner.info.output_format
+        kind, sets = ("pixels", pixel_sets) if pixel_file else ("normal", normal_sets)
         for name, arr in sets.items():
-            got = runner.logits(arr)
+            got = runner.pixel_logits(arr) if pixel_file else runner.logits(arr)
+            expected = as_output(want(kind, name), runner.info.output_format)
             if name == "real" and keep_differences:
-                differences[str(artifact)] = np.abs(got - want[name]).ravel()
-            m = metrics(want[name], got)
+                differences[str(artifact)] = np.abs(got - expected).ravel()
+            m = metrics(expected, got)
             fails = judge(m, tol, stress=name != "real")
             row["inputs"][name] = {**m, "passed": not fails}
             row["failures"] += [f"{name}: {f}" for f in fails]
         row["passed"] = not row["failures"]
         row["status"] = "pass" if row["passed"] else "fail"
         if not row["passed"] and str(artifact).endswith(".onnx"):
-            row["divergence"] = _divergence(reference, artifact, artifacts, runner, x, backend)
+            row["divergence"] = (_divergence(reference, artifact, artifacts, runner, x, backend) if not pixel_file
+                                 and runner.info.output_format == LOGITS else
+                                 {"error": "not localised: localisation compares graphs of normalised input and "
+                                           "logits out; export the same options without the pixel input or the "
+                                           "probabilities to localise"})  # fmt: skip
         rows.append(row)
     return ParityResult(str(checkpoint), decoded.source, len(x), rows, sum(r["status"] == "skipped" for r in rows),
                         parity_verdict(rows), differences if keep_differences else None)  # fmt: skip

@@ -103,6 +103,17 @@ def _preprocessing_line(p: dict) -> str:
     return f"{'x'.join(map(str, size))} RGB, mean {p.get('mean', '?')}, std {p.get('std', '?')}"
 
 
+def _in_graph(d: dict) -> str:
+    """What of the preprocessing a file does itself: a pixel file normalises its input; one for
+    DeepStream gives probabilities."""
+    said = []
+    if d.get("input_format", "normalized") != "normalized":
+        said.append(f"it takes raw {d['input_format']} pixels (0-255) and normalises them itself")
+    if d.get("output_format", "logits") != "logits":
+        said.append(f"it gives {d['output_format']}")
+    return f"; {'; '.join(said)}" if said else ""
+
+
 def _info_onnx(d: dict) -> list[str]:
     opsets = ", ".join(f"{k} {v}" for k, v in d["opsets"].items())
     ops = ", ".join(f"{k} {v}" for k, v in list(d["op_types"].items())[:8])
@@ -129,7 +140,7 @@ def _info_onnx(d: dict) -> list[str]:
               "com.aft      " + (", ".join(f"{k} x{v}" for k, v in layers.items()) + f" ({d['com_aft_functions']} "
                                  f"function bodies)" if layers else "none (plain ONNX ops)"),
               f"source       {d.get('source_checkpoint', '?')} (sha256 {d.get('source_sha256', '?')[:16]}...)",
-              f"preprocess   {_preprocessing_line(d['preprocessing'])}",
+              f"preprocess   {_preprocessing_line(d['preprocessing'])}" + _in_graph(d),
               f"classes      {len(d['classes'])}: {', '.join(d['classes'])}", *_malformed_line(d)]  # fmt: skip
     recipe = d.get("recipe_summary")
     if recipe:

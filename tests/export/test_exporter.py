@@ -292,7 +292,7 @@ def test_verification_uses_the_data_the_checkpoint_names(tmp_path, monkeypatch):
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
     meta = load_checkpoint(tmp_path / "m.pt")[1]
-    images, source = export_module._verification_images(meta, ExportOptions(images=4))
+    images, source, _ = export_module._verification_images(meta, ExportOptions(images=4))
     assert images.shape == (4, 3, 32, 32) and source == str(tmp_path / "imgs")
     from aft_export.data.datasets import recorded_test_data as recorded
 

@@ -294,6 +294,20 @@ def test_uint8_only_at_graph_inputs_and_outputs():
     assert check(ok, "10.13").exit_code == 0
 
 
+def test_uint8_casts_only_to_float_or_half():
+    """A pixel file's Cast takes its UINT8 input to FLOAT; a Cast of UINT8 to INT32 is refused by
+    TensorRT 8 and 10 (DataType.UINT8: conversions only to and from float32/float16), and taken by
+    TensorRT-RTX 1.7, whose real parser and builder build it (test_rules_vs_parser)."""
+    u8 = [("x", TensorProto.UINT8, [1, 4])]
+    bad = model([helper.make_node("Cast", ["x"], ["y"], name="to_i", to=TensorProto.INT32)], u8,
+                [("y", TensorProto.INT32, [1, 4])])  # fmt: skip
+    r = check(bad, "8.6", "10.13", "rtx-1.7")
+    assert "type.uint8-cast" in rules(r, "8.6") & rules(r, "10.13") and "type.uint8-cast" not in rules(r, "rtx-1.7")
+    for to in (F, TensorProto.FLOAT16):
+        ok = model([helper.make_node("Cast", ["x"], ["y"], name="to_f", to=to)], u8, [("y", to, [1, 4])])
+        assert "type.uint8-cast" not in rules(check(ok, "10.13", "8.6"), "10.13") | rules(check(ok, "8.6"), "8.6")
+
+
 @pytest.mark.parametrize("op, attrs, what", [
     ("MaxPool", {"kernel_shape": [2, 2], "dilations": [2, 2]}, "dilations"),
     ("Resize", {"antialias": 1, "mode": "linear"}, "antialias"),
