@@ -38,23 +38,25 @@ from typing import TYPE_CHECKING
 
 from aft_export.errors import AFTExportError, Named, joined, listed, said
 from aft_export.options.commands import declared
-from aft_export.options import (DEFAULT_BACKEND, BenchOptions, BuildOptions, DoctorOptions, EvalOptions,
+from aft_export.options import (DEFAULT_BACKEND, BenchOptions, BuildOptions, DeepStreamOptions, DoctorOptions, EvalOptions,
                                 ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions,
                                 TrainConfig, TritonRepoOptions)  # fmt: skip
 
 if TYPE_CHECKING:  # the results' types, for the annotations alone: the stages load when a function runs
-    from aft_export.results import (BenchResult, BuildResult, CheckResult, DoctorResult, EvalResult, ExportResult,
+    from aft_export.results import (BenchResult, BuildResult, CheckResult, DeepStreamResult, DoctorResult, EvalResult,
+                                    ExportResult,
                                     InferResult, InfoResult, ParityResult, PipelineResult, QuantizeResult, RepoResult,
                                     Server, TrainResult)
     from aft_export.serving.server import Served
 
-__all__ = ["bench", "build", "check", "doctor", "evaluate", "export", "info", "infer", "parity", "pipeline",
-           "quantize", "serve", "train", "triton_repo"]  # fmt: skip
+__all__ = ["bench", "build", "check", "deepstream", "doctor", "evaluate", "export", "info", "infer", "parity",
+           "pipeline", "quantize", "serve", "train", "triton_repo"]  # fmt: skip
 
 # the command each function is (the command line's name where it differs: tests/test_api.py)
 COMMANDS = {"export": "export", "quantize": "quantize", "check": "check", "build": "build", "parity": "parity",
             "evaluate": "eval", "bench": "bench", "infer": "infer", "pipeline": "pipeline", "serve": "serve",
-            "triton_repo": "triton-repo", "train": "train", "info": "info", "doctor": "doctor"}  # fmt: skip
+            "triton_repo": "triton-repo", "deepstream": "deepstream", "train": "train", "info": "info",
+            "doctor": "doctor"}  # fmt: skip
 # flags with no keyword: they choose how the command line shows a result, which a result does not need
 NO_KEYWORD = {"json": "to_dict() is what the command prints as JSON"}
 # a repeatable flag's keyword is its name in the plural (+s, y -> ies), but for these: verbs, whose
@@ -282,6 +284,20 @@ def triton_repo(artifacts, output, *, max_batch: int | None = None, instances: i
     return write_repository(_paths(artifacts, "ONNX files or engines"), str(output), opts)
 
 
+@declared("deepstream")
+def deepstream(artifacts, output, *, mode: str = DeepStreamOptions.mode, batch_size: int = DeepStreamOptions.batch_size,
+               gpu_id: int = DeepStreamOptions.gpu_id, threshold: float = DeepStreamOptions.threshold,
+               unique_id: int = DeepStreamOptions.unique_id) -> DeepStreamResult:  # fmt: skip
+    """``aft-export deepstream``: DeepStream nvinfer configs (one per file) and the labels file at
+    ``output``, for the DeepStream form of a model (ONNX files, or run directories holding
+    ``model*.deepstream*.onnx``). Returns :class:`~aft_export.serving.deepstream.DeepStreamResult`."""
+    from aft_export.serving.deepstream import write_deepstream
+
+    opts = DeepStreamOptions(mode=mode, batch_size=batch_size, gpu_id=gpu_id, threshold=threshold, unique_id=unique_id)
+    return write_deepstream([str(a) for a in _paths(artifacts, "DeepStream files or run directories")], str(output),
+                            opts)  # fmt: skip
+
+
 # ---------------------------------------------------------------- check and measure
 
 
@@ -412,7 +428,8 @@ def pipeline(checkpoint=None, *, output: str | None = None, calib: str | None = 
              calib_images: int | None = None, parity_images: int = PipelineOptions.parity_images,
              eval_images: int | None = None, bench_batch_sizes: Sequence[int] = PipelineOptions.bench_batch_sizes,
              bench_iters: int = PipelineOptions.bench_iters, threads: int = PipelineOptions.threads,
-             tolerances: Sequence[str] = (), triton_repo: bool = False, model_def: str | None = None,
+             tolerances: Sequence[str] = (), triton_repo: bool = False, pixel_forms: Sequence[str] = (),
+             model_def: str | None = None,
              weights: str | None = None, weights_key: str | None = None, preprocess: str | None = None,
              input_size: int | None = None, mean=None, std=None, classes=None,
              require_aft: bool = PipelineOptions.require_aft) -> PipelineResult:  # fmt: skip
@@ -438,7 +455,8 @@ def pipeline(checkpoint=None, *, output: str | None = None, calib: str | None = 
                            eval_images=eval_images, parity_images=parity_images,
                            bench_batch_sizes=tuple(dict.fromkeys(bench_batch_sizes)), bench_iters=bench_iters,
                            threads=threads, tolerances=tuple(dict.fromkeys(tolerances)),
-                           triton_repo=triton_repo, require_aft=require_aft)  # fmt: skip
+                           triton_repo=triton_repo, require_aft=require_aft,
+                           pixel_forms=tuple(dict.fromkeys(pixel_forms)))  # fmt: skip
     return run_pipeline(user, opts, log=_log)
 
 

@@ -32,7 +32,7 @@ ORDER = [
     "exporting.exporter",
     "quantization.placement", "quantization.runs", "quantization.calibrators", "quantization.cache", "quantization.sensitivity",
     "quantization.fp16", "quantization.stage",
-    "verify.evaluate", "verify.bench", "tensorrt.build", "tensorrt.nvtools", "models.training", "serving", "serving.predict", "artifacts.info", "workflow", "workflow.plots", "workflow.report", "tensorrt.checks", "serving.spec", "serving.tritonmodel", "serving.repository",
+    "verify.evaluate", "verify.bench", "tensorrt.build", "tensorrt.nvtools", "models.training", "serving", "serving.predict", "artifacts.info", "workflow", "workflow.plots", "workflow.report", "tensorrt.checks", "serving.spec", "serving.tritonmodel", "serving.repository", "serving.deepstream",
     "serving.server",
     # 6 checks across stages
     "verify.parity", "verify.deploy",

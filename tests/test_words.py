@@ -80,6 +80,9 @@ CANNOT_SHOW = [  # the command never shows that message
     (("infer", "triton-repo"), ("preprocess", "input_size", "mean", "std", "classes"),
      "their stages take no preprocessing (predict.classify, tritonrepo.write_repository pass "
      "preprocess.BESIDE_ONLY): the message about another tool's file asks only for the JSON beside it"),
+    (("deepstream",), ("preprocess", "input_size", "mean", "std", "classes"),
+     "deepstream reads only its DeepStream files, described by their own metadata (serving.deepstream refuses any "
+     "other file first): no preprocessing is ever asked for"),
     (("quantize",), ("preprocess", "classes"),
      "quantize reads another tool's file with ForeignPreprocessing(takes=(input_size, mean, std)), what "
      "QuantizeOptions has: the message asks for those and the JSON beside the file, never a file or classes"),

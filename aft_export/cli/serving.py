@@ -36,6 +36,25 @@ def serve_cmd(artifacts, backend, provider, **kw) -> int:
     return EXIT_SIGNAL_BASE + served.signal if served.signal else EXIT_OK
 
 
+@main.command("deepstream")
+@declared_options("deepstream", {"unique_id": [click.option("--json", "as_json", is_flag=True, help="Print JSON.")]})
+def deepstream_cmd(artifacts, output, as_json, **kw) -> None:
+    """Write a DeepStream nvinfer config per file (the DeepStream form: float RGB pixels in,
+    probabilities out; or a run directory of the pipeline's --pixel-form deepstream) and its labels
+    file, naming the engine aft-export build makes on the device; see docs/jetson.md."""
+    from aft_export.api import deepstream
+
+    result = deepstream(artifacts, output, **given(kw))
+    if as_json:
+        return print_json(result.to_dict())
+    lines = [f"wrote {result.path}: {len(result.configs)} configs and {result.labels}"]
+    for c in result.configs:
+        lines += [f"  {c['config']}: {c['precision']}, engine {c['engine']}", f"    build it on the device: {c['build']}"]
+    lines.append("DeepStream did not run here: run the build line on the Jetson, then deepstream-app (docs/jetson.md)")
+    echo(lines)
+    return exit_status(result.verdict)
+
+
 @main.command("triton-repo")
 @declared_options("triton-repo")
 def triton_repo_cmd(artifacts, output, **kw) -> None:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, fields
 from aft_export.verify.compare import EXPORT_MAX_ABS
 from aft_export.errors import AFTExportError, Named, said
 from aft_export.artifacts.onnxio import TWO_GB
-from aft_export.data.images import INPUT_FORMATS, LOGITS, NORMALIZED, OUTPUT_FORMATS  # noqa: F401 (the API)
+from aft_export.data.images import (FLOAT_NCHW, INPUT_FORMATS, LOGITS, NORMALIZED, OUTPUT_FORMATS,  # noqa: F401
+                                    PROBABILITIES, UINT8_NHWC)  # fmt: skip
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.readers import compile_pattern
 # the runtimes, and which are values of `backend`: one table, read here (and named here, as before)
@@ -105,9 +106,8 @@ class ExportOptions:
     # a model trained elsewhere: a layer with the parameters of a known AFT layer that does not
     # compute it (or no AFT layer at all) is an error, not plain ops with a warning
     require_aft: bool = False
-    # what the file takes: normalised images, or raw RGB pixels it normalises itself
-    # (aft_export.data.images.INPUT_FORMATS; aft_export/exporting/pixels.py); what it gives: logits, or
-    # probabilities (DeepStream's classifier parser reads them)
+    # what the file takes: normalised images, or RGB pixels it normalises itself (data.images.INPUT_FORMATS,
+    # exporting/pixels.py); what it gives: logits, or probabilities (DeepStream's classifier parser reads them)
     input_format: str = NORMALIZED
     output_format: str = LOGITS
 
@@ -132,10 +132,9 @@ class ExportOptions:
                                       "leave {opset} out with {target_set}", "export", form=self.target,
                                       target_set=Named("target", self.target), value=TARGET_OPSETS[self.target]))  # fmt: skip
         parse_batch(self.batch_dim)
-        for value, choices, what in ((self.input_format, INPUT_FORMATS, "input format"),
-                                     (self.output_format, OUTPUT_FORMATS, "output format")):
+        for value, choices in ((self.input_format, INPUT_FORMATS), (self.output_format, OUTPUT_FORMATS)):
             if value not in choices:
-                raise AFTExportError(f"unknown {what} {value!r}; choose one of {', '.join(choices)}")
+                raise AFTExportError(f"unknown format {value!r}; choose one of {', '.join(choices)}")
         if self.images < 0:
             raise AFTExportError(said("verification image count must be >= 0, got {images}; give {none} to skip "
                                       "verification", "export", images=self.images, none=Named("images", 0)))
@@ -152,6 +151,11 @@ def parse_batch(spec: str | int) -> int | None:
         said("bad batch specification {spec!r} for {batch_dim}; use 'dynamic' or a batch size from 1 to {MAX_BATCH}",
              None, spec=spec, MAX_BATCH=MAX_BATCH)
     )
+
+
+# the pipeline's pixel files (PipelineOptions.pixel_forms, model.FORM*.onnx): each form's input and output formats
+PIXEL_FORMS = {UINT8_NHWC: (UINT8_NHWC, LOGITS), FLOAT_NCHW: (FLOAT_NCHW, LOGITS),
+               "deepstream": (FLOAT_NCHW, PROBABILITIES)}  # fmt: skip
 
 
 # ---------------------------------------------------------------- quantisation
@@ -342,6 +346,18 @@ def check_threads(threads) -> None:
                                   "{threads_got!r}", None, MAX_THREADS=MAX_THREADS, threads_got=threads))
 
 
+DEEPSTREAM_MODES = ("primary", "secondary")  # whole frames (process-mode 1); objects a detector found (2)
+
+
+@dataclass(frozen=True)
+class DeepStreamOptions:  # a DeepStream nvinfer config (aft_export/serving/deepstream.py; values checked at the door)
+    mode: str = "primary"  # DEEPSTREAM_MODES
+    batch_size: int = 1  # batch-size, and the engine's batch profile 1,N,N
+    gpu_id: int = 0
+    threshold: float = 0.0  # classifier-threshold: 0 attaches the top class to every frame or object, as infer does
+    unique_id: int = 1  # gie-unique-id
+
+
 @renamed_fields({"bench_batches": "bench_batch_sizes"})
 @dataclass(frozen=True)
 class PipelineOptions:
@@ -362,6 +378,9 @@ class PipelineOptions:
     tolerances: tuple[str, ...] = ()
     triton_repo: bool = False  # also write RUN/triton: a Triton model repository of the artifacts
     require_aft: bool = False  # ExportOptions.require_aft
+    # files that take raw pixels, made beside the normal ones at every target and precision
+    # (PIXEL_FORMS): model.uint8-nhwc*.onnx, model.float-nchw*.onnx, model.deepstream*.onnx
+    pixel_forms: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for option in ("calib_images", "eval_images", "parity_images", "bench_iters"):

@@ -17,9 +17,10 @@ import inspect
 
 from aft_export.environment import say_ort_conflict
 from aft_export.errors import RUNNING, name_keywords_by
-from aft_export.options import (BACKENDS, CALIB_COUNT, CALIB_SEED, DEFAULT_MAX_BATCH, EXPORT_TARGETS, HW_LEVELS,
+from aft_export.options import (BACKENDS, CALIB_COUNT, CALIB_SEED, DEEPSTREAM_MODES, DEFAULT_MAX_BATCH,
+                                DeepStreamOptions, EXPORT_TARGETS, HW_LEVELS,
                                 INPUT_FORMATS, LIBRARIES, MAX_BATCH, MAX_SEED, MAX_THREADS, METHODS, OP_FORMS,
-                                OUTPUT_FORMATS, PRECISIONS, QUANTIZED_OP_TYPES, REST_PRECISIONS, TARGETS,
+                                OUTPUT_FORMATS, PIXEL_FORMS, PRECISIONS, QUANTIZED_OP_TYPES, REST_PRECISIONS, TARGETS,
                                 TRITON_BACKENDS, TRITON_DEVICES, BenchOptions, BuildOptions, DoctorOptions, EvalOptions,
                                 ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions,
                                 TrainConfig, TritonRepoOptions)  # fmt: skip
@@ -327,6 +328,20 @@ TRITON_REPO = Command("triton-repo", (
                "backend's default, the container's cores; with --instances N give cores/N)."),
 ), options=R)  # fmt: skip
 
+D = DeepStreamOptions
+DEEPSTREAM = Command("deepstream", (
+    Param("artifacts", Path("either"), REQUIRED, repeat=True, positional=True),
+    Param("output", Path("directory"), REQUIRED, short="-o",
+          help="Directory to write (must not exist, or be empty): a config_infer_<file>.txt per file and labels.txt."),
+    Param("mode", Choice(DEEPSTREAM_MODES), D.mode,
+          help="primary: classify whole frames (process-mode 1); secondary: objects an upstream detector found (2)."),
+    Param("batch_size", COUNT, D.batch_size, help="nvinfer's batch-size, and the engine's batch profile 1,N,N."),
+    Param("gpu_id", ZERO_UP, D.gpu_id, help="The GPU (gpu-id; it is in the engine's name)."),
+    Param("threshold", Number(0.0, 1.0), D.threshold,
+          help="classifier-threshold: a label is attached above this probability (0: always the top class)."),
+    Param("unique_id", COUNT, D.unique_id, help="gie-unique-id of this element."),
+), options=D)  # fmt: skip
+
 PIPELINE = Command("pipeline", (
     Param("checkpoint", Model(module=True), positional=True),  # a module: refused by the pipeline, saying why
     Param("output", Path("directory"), P.output, short="-o", help="Run directory [default: runs/<model>-<UTC time>]."),
@@ -360,6 +375,11 @@ PIPELINE = Command("pipeline", (
           help="Parity limit override."),
     Param("triton_repo", Flag(), P.triton_repo,
           help="Also write RUN/triton: a Triton model repository of the artifacts (aft-export triton-repo)."),
+    Param("pixel_forms", Choice(tuple(PIXEL_FORMS)), P.pixel_forms, repeat=True, flag="--pixel-form",
+          show_default=False,
+          help="Also make files that take raw RGB pixels (0-255), at every target and precision, repeatable: "
+               "uint8-nhwc (model.uint8-nhwc*.onnx), float-nchw (model.float-nchw*.onnx), deepstream (float "
+               "pixels in, probabilities out: model.deepstream*.onnx, with RUN/deepstream/); see docs/jetson.md."),
     *user_model(),
     Param("require_aft", Flag(), P.require_aft, help=REQUIRE_AFT),
 ), options=P)  # fmt: skip
@@ -380,7 +400,8 @@ DOCTOR = Command("doctor", (
 ), options=D)  # fmt: skip
 
 DECLARED: dict[str, Command] = {c.name: c for c in (EXPORT, QUANTIZE, CHECK, BUILD, PARITY, EVAL, BENCH, INFER, INFO,
-                                                     TRAIN, SERVE, TRITON_REPO, PIPELINE, DOCTOR)}  # fmt: skip
+                                                     TRAIN, SERVE, TRITON_REPO, DEEPSTREAM, PIPELINE,
+                                                     DOCTOR)}  # fmt: skip
 
 
 def keyword_of(running: str, stage: str | None, keyword: str) -> str:

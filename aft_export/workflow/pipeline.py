@@ -45,7 +45,7 @@ import numpy as np
 from aft_export.tensorrt.build import build_engine, offline_column
 from aft_export.verify.compare import tolerances_with
 from aft_export.verify.deploy import Measured, deploy_table, make_runner, runtimes_here
-from aft_export.data.images import normalize_array
+from aft_export.data.images import NORMALIZED, model_input, normalize_array
 from aft_export.data.datasets import is_named, load_labelled, verification_data
 from aft_export.environment import distributions, has_gpu, ort_distributions, platform_facts, tensorrt_environment, tensorrt_libraries
 from aft_export.errors import AFTExportError, Verdict, said
@@ -53,15 +53,16 @@ from aft_export.verify.evaluate import evaluate_artifacts, side_by_side
 from aft_export.exporting.exporter import ExportOptions, export_checkpoint, refuse_over_protobuf_limit
 from aft_export.fileio import atomic_directory, atomic_write_text, claim_output, sha256_file
 from aft_export.tensorrt.nvtools import write_verification_commands
-from aft_export.artifacts.onnxio import load_onnx
+from aft_export.artifacts.onnxio import ArtifactMeta, load_onnx
 from aft_export.verify.parity import parity_verdict, run_parity
 from aft_export.artifacts.purpose import engine_made_for, file_purpose
+from aft_export.serving.deepstream import FORM_TAG, write_deepstream
 from aft_export.options import QuantizeOptions
 from aft_export.quantization.cache import write_cache_entries
 from aft_export.quantization.stage import apply_recipe, quantize_model
 from aft_export.workflow.plots import deploy_plots, pipeline_plots
 from aft_export.workflow.report import report_markdown, summary_rows
-from aft_export.options import (EXPORT_TARGETS, PRECISIONS, TARGETS, BenchOptions, PipelineOptions,
+from aft_export.options import (EXPORT_TARGETS, PIXEL_FORMS, PRECISIONS, TARGETS, BenchOptions, PipelineOptions,
                                 TritonRepoOptions)  # fmt: skip
 from aft_export.models.resources import bundled_name, default_calibration, default_checkpoint
 from aft_export.errors import RuntimeMissing
@@ -180,28 +181,33 @@ def pipeline_steps(opts: PipelineOptions, library: str | None) -> list[PipelineS
     made: list[str] = []
     previous = None  # the last quantisation: its calibration set, and its fp32 logits for the same file
     for target in opts.targets:
-        label = "" if target == "tensorrt" else f" {target}"
-        exported = f"export{label}"
-        steps.append(PipelineStep(exported, ("parity inputs", "decoded"), partial(_export, target=target), exported))
-        made.append(exported)
-        for precision in opts.precisions:
-            name = f"quantize {precision}{label}"
-            steps.append(PipelineStep(name, (exported, *([previous] if previous else [])),
-                                      partial(_quantize, precision=precision), name))  # fmt: skip
-            made.append(name)
-            previous = name
+        for form in (None, *opts.pixel_forms):  # the normal file, then each pixel form's (model.FORM*.onnx)
+            label = ("" if target == "tensorrt" else f" {target}") + (f" {form}" if form else "")
+            exported = f"export{label}"
+            steps.append(PipelineStep(exported, ("parity inputs", "decoded", "parity set"),
+                                      partial(_export, target=target, form=form), exported))  # fmt: skip
+            made.append(exported)
+            for precision in opts.precisions:
+                name = f"quantize {precision}{label}"
+                steps.append(PipelineStep(name, (exported, *([previous] if previous else [])),
+                                          partial(_quantize, precision=precision), name))  # fmt: skip
+                made.append(name)
+                previous = name
         if target == CPU_INT8_FROM and cpu_int8_too(opts):
             name = f"quantize int8 {CPU_INT8}"  # the name a portable target's int8 step has: the same file
-            steps.append(PipelineStep(name, (exported, previous), partial(_quantize, precision="int8",
+            steps.append(PipelineStep(name, ("export", previous), partial(_quantize, precision="int8",
                                                                           target=CPU_INT8), name))  # fmt: skip
             made.append(name)
             previous = name
     steps += [
         PipelineStep("onnx files", tuple(made), _onnx_files, "onnx", recorded=False),
         PipelineStep("tensorrt check", ("onnx",), _trt_check, "trt_check"),
-        PipelineStep("verification commands", ("onnx", "parity inputs"), _verification_commands, "verification"),
+        PipelineStep("verification commands", ("onnx", "parity inputs", "parity set"), _verification_commands,
+                     "verification"),
         PipelineStep("tensorrt engines", ("onnx",), _engines if library else _no_engines, "engines"),
         *([PipelineStep("triton repository", ("onnx", "engines"), _triton, "triton")] if opts.triton_repo else []),
+        *([PipelineStep("deepstream configs", ("onnx",), _deepstream, "deepstream")]
+          if FORM_TAG in opts.pixel_forms else []),
         PipelineStep("runners", ("onnx", "engines"), _runners, "runners", recorded=False),
         PipelineStep("parity", ("onnx", "engines", "runners", "parity set"), _parity, "parity"),
         PipelineStep("eval", ("onnx", "engines", "runners", "decoded"), _eval, "eval"),
@@ -230,11 +236,17 @@ def _build_batch(opts: PipelineOptions) -> str:
     return f"1,{max(opts.bench_batch_sizes)},{max(max(opts.bench_batch_sizes), 64)}"
 
 
-def _export(ctx: Context, x, decoded, *, target: str) -> Outcome:
-    fp32 = ctx.work / f"{EXPORT_TARGETS[target].stem}.onnx"
+def _export(ctx: Context, x, decoded, parity_set, *, target: str, form: str | None = None) -> Outcome:
+    """The export for ``target``; ``form``: a pixel form's (:data:`PIXEL_FORMS`), ``model.FORM.onnx``,
+    verified on the parity images' raw pixels."""
+    fp32 = ctx.work / f"{EXPORT_TARGETS[target].stem}{'.' + form if form else ''}.onnx"
+    input_format, output_format = PIXEL_FORMS[form] if form else (ExportOptions.input_format,
+                                                                  ExportOptions.output_format)  # fmt: skip
     exp = export_checkpoint(None, fp32, ExportOptions(op_form=ctx.opts.op_form, target=target, images=len(x),
-                                                      require_aft=ctx.opts.require_aft),
-                            loaded=ctx.loaded, verification=(x, decoded.source), also_check=ctx.also, **_QUIET)  # fmt: skip
+                                                      require_aft=ctx.opts.require_aft, input_format=input_format,
+                                                      output_format=output_format),
+                            loaded=ctx.loaded, verification=(x, decoded.source, parity_set.images), also_check=ctx.also,
+                            **_QUIET)  # fmt: skip
     return Outcome(Made("export", target, fp32, exp.to_dict(), exp.check_report, exp, fp32, _purpose(fp32)),
                    f"{exp.nodes_final} nodes ({exp.aft_nodes} com.aft), onnxsim {exp.simplify['nodes_before']}->"
                    f"{exp.simplify['nodes_after']}, verify max abs {exp.parity['max_abs']:.2e}")  # fmt: skip
@@ -274,12 +286,26 @@ def _trt_check(ctx: Context, onnx: list[Made]) -> Outcome:
                    f"no TensorRT ran)")  # fmt: skip
 
 
-def _verification_commands(ctx: Context, onnx: list[Made], x) -> Outcome:
+def _verification_commands(ctx: Context, onnx: list[Made], x, parity_set) -> Outcome:
+    """Each file's trtexec and polygraphy script, its real data the parity images as the file takes
+    them: ``verify_inputs.npy`` normalised, ``verify_inputs.FORMAT.npy`` a pixel file's pixels."""
     inputs = ctx.work / "verify_inputs.npy"
     np.save(inputs, x)  # the parity images, for polygraphy's real-data comparison
+    info = TorchRunner(str(ctx.ckpt), loaded=ctx.loaded).info
     for m in onnx:
-        write_verification_commands(m.path, batch=_build_batch(ctx.opts), inputs=inputs)
+        form = _input_format(m.path)
+        given = inputs
+        if form != NORMALIZED:
+            given = ctx.work / f"verify_inputs.{form}.npy"
+            if not given.exists():
+                np.save(given, model_input(parity_set.images, info.mean, info.std, form))
+        write_verification_commands(m.path, batch=_build_batch(ctx.opts), inputs=given)
     return Outcome(inputs, f"{len(onnx)} scripts (<artifact>.verify.sh: trtexec and polygraphy per TensorRT generation)")
+
+
+def _input_format(path: Path) -> str:
+    """What an ONNX file the run wrote takes (its ``input_format`` metadata)."""
+    return ArtifactMeta.of(load_onnx(path, external_data=False), str(path)).input_format
 
 
 def _no_engines(ctx: Context, onnx: list[Made]) -> Outcome:
@@ -322,6 +348,14 @@ def _runnable(onnx: list[Made], engines: Engines) -> list[Path]:
 
 def _skipped_note(engines: Engines) -> str:
     return f"; {len(engines.not_run)} engines skipped, no GPU" if engines.not_run else ""
+
+
+def _deepstream(ctx: Context, onnx: list[Made]) -> Outcome:
+    """RUN/deepstream: an nvinfer config per DeepStream file, and the labels file."""
+    files = [str(m.path) for m in onnx if f".{FORM_TAG}." in m.path.name]
+    result = write_deepstream(files, str(ctx.work / "deepstream"))
+    return Outcome(result.to_dict(), f"{ctx.final / 'deepstream'}: {len(result.configs)} nvinfer configs and labels.txt "
+                                     f"(DeepStream cannot run here)")  # fmt: skip
 
 
 def _triton(ctx: Context, onnx: list[Made], engines: Engines) -> Outcome:
