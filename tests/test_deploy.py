@@ -81,6 +81,9 @@ class _Echo:
         self.ms, self.clock, self.fixed_batch, self.input_name, self.runs = ms, clock, None, "image", 0
         self.info = type("I", (), {"input_size": (3, 4, 4)})()
 
+    def random_input(self, batch, seed=0):  # what Runner.random_input gives a normalised input
+        return np.random.default_rng(seed).standard_normal((batch, *self.info.input_size), dtype=np.float32)
+
     def run(self, feeds):
         self.clock.now += self.ms * len(feeds["image"]) / 1e3
         self.runs += 1

@@ -1,7 +1,9 @@
 """The one-command pipeline on a tiny model: run directory, manifest, report, exit codes."""
 
 import json
+from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -270,11 +272,18 @@ def test_the_run_is_a_list_of_declared_steps():
         assert [n for n in names(pipeline.pipeline_steps(opts, None)) if "portable" in n] == (
             ["export portable", "quantize fp16 portable", "quantize int8 portable"] if "portable" in opts.targets
             else [])  # fmt: skip
+    # a pixel form: its export and quantisations after the normal file's, the CPU's int8 still from the normal export
+    px = pipeline.pipeline_steps(PipelineOptions(precisions=("int8",), pixel_forms=("uint8-nhwc", "deepstream")), None)
+    assert names(px)[:6] == ["export", "quantize int8", "export uint8-nhwc", "quantize int8 uint8-nhwc",
+                             "export deepstream", "quantize int8 deepstream"]  # fmt: skip
+    assert next(s for s in px if s.name == "quantize int8 portable").inputs[0] == "export"
+    assert "deepstream configs" in names(px) and "deepstream configs" not in names(both)
     # every input is given or produced by an earlier step
-    known = {"decoded", "parity set", "parity inputs", "steps"}
-    for step in both:
-        assert set(step.inputs) <= known, (step.name, set(step.inputs) - known)
-        known.add(step.produces)
+    for steps in (both, px):
+        known = {"decoded", "parity set", "parity inputs", "steps"}
+        for step in steps:
+            assert set(step.inputs) <= known, (step.name, set(step.inputs) - known)
+            known.add(step.produces)
 
 
 def test_the_step_loop_times_records_and_stops_on_an_error():
@@ -328,3 +337,32 @@ def test_a_stage_s_message_names_the_pipeline_s_own_parameter_on_each_face(ckpt,
         aft_export.pipeline(ckpt, output=str(tmp_path / "py"), data=str(cifar10 / "test.tar"), calib=str(few),
                             calib_images=5, precisions="int8", targets="tensorrt")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["three"]
+
+
+def test_pixel_forms_are_made_proven_and_tabled_beside_the_normal_files(ckpt, tmp_path, cifar10):
+    """--pixel-form adds each form's files at every precision (model.FORM*.onnx), each proven from the
+    parity images' raw pixels, evaluated and timed in the deploy table beside the normal files; the
+    DeepStream form gets RUN/deepstream (an nvinfer config per file, labels.txt) and stays out of
+    RUN/triton, whose models give logits."""
+    out = tmp_path / "runpx"
+    res = CliRunner().invoke(main, _args(ckpt, out, cifar10, "--precision", "int8", "--pixel-form", "uint8-nhwc",
+                                         "--pixel-form", "deepstream", "--triton-repo", *UNTRAINED_INT8))  # fmt: skip
+    assert res.exit_code == (3 if ENGINES == RTX and NO_GPU else 0), res.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    onnx_files = {a for a in manifest["artifacts"] if a.endswith(".onnx")}
+    assert onnx_files == {"model.onnx", "model.int8.onnx", "model.portable.int8.onnx", "model.uint8-nhwc.onnx",
+                          "model.uint8-nhwc.int8.onnx", "model.deepstream.onnx", "model.deepstream.int8.onnx"}
+    rows = {r["artifact"]: r for r in manifest["summary"]}
+    for name in onnx_files:
+        assert rows[name]["parity"] == "pass", (name, rows[name])
+    timed = {(Path(r["artifact"]).name, r["runtime"]) for r in manifest["results"]["deploy"]["rows"]
+             if r["status"] == "ok" and r["p50_ms"] and r["parity"] == "pass"}  # fmt: skip
+    for name in ("model.uint8-nhwc.onnx", "model.uint8-nhwc.int8.onnx", "model.deepstream.onnx"):
+        assert (name, "onnxruntime") in timed, timed
+    assert np.load(out / "verify_inputs.uint8-nhwc.npy").dtype == np.uint8
+    assert np.load(out / "verify_inputs.float-nchw.npy").shape[1] == 3
+    configs = sorted(p.name for p in (out / "deepstream").iterdir())
+    assert configs == ["config_infer_model_deepstream.txt", "config_infer_model_deepstream_int8.txt", "labels.txt"]
+    assert "onnx-file=../model.deepstream.int8.onnx" in (out / "deepstream" / configs[1]).read_text()
+    served = {p.name for p in (out / "triton").iterdir()}
+    assert "model_uint8-nhwc" in served and not any("deepstream" in n for n in served)

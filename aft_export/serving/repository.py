@@ -125,7 +125,7 @@ def net_config(spec: ServedModel, opts: TritonRepoOptions) -> str:
 def pre_config(spec: ServedModel, opts: TritonRepoOptions) -> str:
     """Encoded images -> the tensor, each request as it comes (no batcher of its own)."""
     return config_text(model_dirs(spec)["pre"], 'backend: "python"', spec, [endpoint_input(spec, IMAGE)],
-                       [Tensor(PREPROCESSED, "TYPE_FP32", tuple(spec.batched(*spec.input_size)))],
+                       [Tensor(PREPROCESSED, spec.tensor_type, tuple(spec.batched(*spec.image_shape)))],
                        instances=(opts.instances, "KIND_CPU"), warmup=True)  # fmt: skip
 
 
@@ -217,11 +217,17 @@ def preprocess_source(spec: ServedModel) -> str:
         "except ImportError:  # imported outside Triton (aft-export's tests)\n    pb_utils = None\n\n",
         f"SIZE = {spec.input_size[1]}\nMEAN = np.array({list(spec.mean)}, dtype=np.float32).reshape(3, 1, 1)\n"
         f"STD = np.array({list(spec.std)}, dtype=np.float32).reshape(3, 1, 1)\n"
-        f'INPUT = "{IMAGE_INPUT}"\nOUTPUT = "{PREPROCESSED}"\n\n\n',
+        f'INPUT = "{IMAGE_INPUT}"\nOUTPUT = "{PREPROCESSED}"\nINPUT_FORMAT = "{spec.input_format}"\n\n\n',
         '''def preprocess(encoded: bytes, index: int = 0) -> np.ndarray:
-    """One encoded image (number index of its request) -> float32 (3, SIZE, SIZE), as
-    aft-export's eval preprocesses it."""
-    x = load_image(encoded, SIZE, name=f"{index} of this request").transpose(2, 0, 1).astype(np.float32)
+    """One encoded image (number index of its request) -> what the model takes, as aft-export's
+    eval preprocesses it: float32 (3, SIZE, SIZE) normalised, or for a file that takes raw pixels
+    its pixels, uint8 (SIZE, SIZE, 3) or float32 (3, SIZE, SIZE) in 0-255 (INPUT_FORMAT)."""
+    pixels = load_image(encoded, SIZE, name=f"{index} of this request")
+    if INPUT_FORMAT == "uint8-nhwc":
+        return pixels
+    x = pixels.transpose(2, 0, 1).astype(np.float32)
+    if INPUT_FORMAT == "float-nchw":
+        return x
     return (x / np.float32(255.0) - MEAN) / STD
 
 

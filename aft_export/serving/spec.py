@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aft_export.data.images import Preprocessing
+from aft_export.data.images import LOGITS, NORMALIZED, UINT8_NHWC, Preprocessing
 from aft_export.errors import AFTExportError, Named, said
 from aft_export.artifacts.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.options import DEFAULT_MAX_BATCH
@@ -97,6 +97,20 @@ class ServedModel:
     # an ONNX file another tool wrote: the preprocessing it is served with, for its runners
     # (None: the artifact describes itself)
     preprocessing: ForeignPreprocessing | None = None
+    # what the artifact takes (aft_export.data.images.INPUT_FORMATS): a pixel file's tensor endpoint takes
+    # raw pixels, uint8 [H, W, 3] or float [3, H, W] in 0-255
+    input_format: str = NORMALIZED
+
+    @property
+    def tensor_type(self) -> str:
+        """Triton's data type of the artifact's input."""
+        return "TYPE_UINT8" if self.input_format == UINT8_NHWC else "TYPE_FP32"
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        """One image as the artifact takes it, at its input size: (C, H, W), or (H, W, C) for uint8 pixels."""
+        c, h, w = self.input_size
+        return (h, w, c) if self.input_format == UINT8_NHWC else (c, h, w)
 
     @property
     def image_model(self) -> str:
@@ -182,10 +196,11 @@ def _describe_onnx(path: Path, max_batch: int | None, preprocessing: ForeignPrep
     if len(shape) != 4:
         raise AFTExportError(f"{path}: input {inputs[0].name} has shape {shape}; expected (N, C, H, W)")
     n = shape[0]
+    _refuse_probabilities(path, info.output_format)
     fixed, chosen = _batching(path, (1, -1) if n == -1 else (n, n), max_batch, "its ONNX input's batch dimension")
     return ServedModel(model_name(path), path, "onnx", inputs[0].name, model.graph.output[0].name, tuple(shape[1:]),
                        fixed, chosen, info.classes, info.input_size, info.mean, info.std,
-                       precision=graph_precision(model),
+                       precision=graph_precision(model), input_format=info.input_format,
                        preprocessing=ForeignPreprocessing.of(Preprocessing(info.input_size[-1], info.mean, info.std,
                                                                            tuple(info.classes)), info.preprocessing_from)
                        if info.preprocessing_from else None)  # fmt: skip
@@ -205,14 +220,23 @@ def _describe_engine(path: Path, max_batch: int | None) -> ServedModel:
             raise ValueError(f"malformed {', '.join(bad)}")
         lo, hi = manifest["input"]["min"], manifest["input"]["max"]
         classes, size, mean, std = meta.classes, meta.input_size, meta.mean, meta.std
+        input_format, output_format = meta.input_format, meta.output_format
     except (KeyError, TypeError, ValueError) as exc:
         raise AFTExportError(f"the manifest of {path} lacks the engine's input profile or the model's metadata "
                              f"({reason(exc)}); rebuild it with `aft-export build`") from None  # fmt: skip
+    _refuse_probabilities(path, output_format)
     fixed, chosen = _batching(path, (lo[0], hi[0]), max_batch, "its optimisation profile")
     dims = tuple(a if a == b else -1 for a, b in zip(lo[1:], hi[1:]))
     return ServedModel(model_name(path), path, "engine", manifest["input"].get("name", "image"), OUTPUT, dims, fixed,
                        chosen, classes, size, mean, std, precision=manifest.get("precision", "fp32"),
-                       manifest=manifest)  # fmt: skip
+                       manifest=manifest, input_format=input_format)  # fmt: skip
+
+
+def _refuse_probabilities(path: Path, output_format: str) -> None:
+    """A file that gives probabilities is DeepStream's: Triton's models give logits (and top-k)."""
+    if output_format != LOGITS:
+        raise AFTExportError(f"{path} gives {output_format} (the DeepStream form); Triton serves logits and top-k: "
+                             f"serve the same export with logits out (model.float-nchw*.onnx, or any other)")  # fmt: skip
 
 
 def check_names(models: list[ServedModel]) -> None:
@@ -290,7 +314,7 @@ class Tensor:
 def endpoint_input(spec: ServedModel, endpoint: str) -> Tensor:
     if endpoint == IMAGE:
         return Tensor(IMAGE_INPUT, "TYPE_STRING", tuple(spec.batched(1)))
-    return Tensor(spec.input_name, "TYPE_FP32", tuple(spec.dims))
+    return Tensor(spec.input_name, spec.tensor_type, tuple(spec.dims))
 
 
 def endpoint_outputs(spec: ServedModel, k: int) -> list[Tensor]:
@@ -317,7 +341,7 @@ def warmup_dims(spec: ServedModel, tensor: Tensor) -> tuple[int, ...]:
     """A warm-up request's dims: the input's, with the artifact's own size where it takes any."""
     if tensor.dtype == "TYPE_STRING":
         return tensor.dims
-    concrete = list(spec.input_size)
+    concrete = list(spec.image_shape)
     lead = len(tensor.dims) - len(concrete)
     return tuple(d if d > 0 else concrete[i - lead] for i, d in enumerate(tensor.dims))
 

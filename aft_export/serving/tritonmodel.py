@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aft_export.data.images import decode_normalized
+from aft_export.data.images import UINT8_NHWC, decode_pixels, model_input
 from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write_text
 from aft_export.runners import load_runner
@@ -85,11 +85,12 @@ def load(endpoint: Endpoint):
 
 
 def decode(spec: ServedModel, encoded: np.ndarray) -> np.ndarray:
-    """One request's encoded images -> the normalised float32 (n, C, H, W) batch, exactly as
-    ``eval`` makes it (:func:`~aft_export.data.images.load_image`, then ``(x / 255 - mean) / std``)."""
+    """One request's encoded images -> the batch the artifact takes, exactly as ``eval`` makes it
+    (:func:`~aft_export.data.images.load_image`, then ``(x / 255 - mean) / std`` in float32 (n, C, H, W),
+    or for a pixel file the pixels in its layout: :func:`~aft_export.data.images.model_input`)."""
     flat = encoded.reshape(-1)
-    return decode_normalized(((f"{i} of this request", bytes(b)) for i, b in enumerate(flat)), spec.input_size[1],
-                             spec.mean, spec.std)  # fmt: skip
+    pixels = decode_pixels(((f"{i} of this request", bytes(b)) for i, b in enumerate(flat)), spec.input_size[1])
+    return model_input(pixels, spec.mean, spec.std, spec.input_format)
 
 
 def prepare(endpoint: Endpoint, array: np.ndarray) -> np.ndarray:
@@ -99,6 +100,9 @@ def prepare(endpoint: Endpoint, array: np.ndarray) -> np.ndarray:
             return decode(endpoint.spec, array)
         except AFTExportError as exc:
             raise RequestError(str(exc)) from None
+    if endpoint.spec.input_format == UINT8_NHWC:  # raw pixels: every uint8 is one
+        x = np.ascontiguousarray(array, dtype=np.uint8)
+        return x.reshape((-1, *x.shape[-3:])) if endpoint.spec.fixed_batch is None else x
     x = np.ascontiguousarray(array, dtype=np.float32)
     finite = np.isfinite(x)
     if not finite.all():

@@ -534,9 +534,12 @@ def run_unverified(not_run: dict[str, str], parity: dict, onnx: list[Made]) -> d
 def _triton_repository(artifacts: list[Path], work: Path):
     """RUN/triton: the run's ONNX files (onnxruntime_onnx) and standard TensorRT engines
     (tensorrt_plan, named NAME_trt beside the ONNX file they were built from); TensorRT-RTX
-    engines are left out (Triton's tensorrt_plan backend does not load them)."""
+    engines are left out (Triton's tensorrt_plan backend does not load them), and so are the
+    DeepStream files (probabilities out: Triton's models give logits and top-k)."""
     served, names = [], {}
     for a in artifacts:
+        if f".{FORM_TAG}." in a.name:
+            continue
         if a.suffix == ".onnx":
             served.append(a)
             continue
