@@ -1,7 +1,8 @@
 """Files that take raw pixels, proven on the zoo: parity from raw pixels, and top-1 against the normal file's.
 
-For each ``models/*.pt``: export the normal file (normalised float input) and the two pixel forms
-(``--input-format uint8-nhwc`` and ``float-nchw``: the graph normalises 0-255 RGB pixels itself), and
+For each ``models/*.pt``: export the normal file (normalised float input), the two pixel forms
+(``--input-format uint8-nhwc`` and ``float-nchw``: the graph normalises 0-255 RGB pixels itself) and
+the DeepStream form (float pixels in, ``--output-format probabilities``: compared as log-probabilities), and
 quantise each to fp16 and to int8 (calibrated on ``calibration/cifar10.json``: 512 training images,
 seed 0; the pixel files calibrate on the same images' pixels). Then:
 
@@ -28,7 +29,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 FLOOR = 0.1  # points of top-1 a pixel file may differ from the normal file at its precision (the issue's)
-FORMS = ("normalized", "uint8-nhwc", "float-nchw")
+# form -> (input format, output format)
+FORMS = {"normalized": ("normalized", "logits"), "uint8-nhwc": ("uint8-nhwc", "logits"),
+         "float-nchw": ("float-nchw", "logits"), "deepstream": ("float-nchw", "probabilities")}
 PRECISIONS = ("fp32", "fp16", "int8")
 
 
@@ -36,9 +39,9 @@ def _files(ckpt: Path, out: Path, calib: str, log) -> dict[tuple[str, str], str]
     from aft_export import api
 
     files = {}
-    for form in FORMS:
+    for form, (input_format, output_format) in FORMS.items():
         fp32 = out / f"{ckpt.stem}.{form}.onnx"
-        api.export(str(ckpt), str(fp32), input_format=form, images=0)
+        api.export(str(ckpt), str(fp32), input_format=input_format, output_format=output_format, images=0)
         files[form, "fp32"] = str(fp32)
         for precision in ("fp16", "int8"):
             q = out / f"{ckpt.stem}.{form}.{precision}.onnx"
