@@ -9,6 +9,9 @@ seed 0; the pixel files calibrate on the same images' pixels). Then:
 - parity of every pixel file against the checkpoint, the file fed the decoded test images' raw pixels
   and the checkpoint our normalisation of them, with the per-precision limits of ``aft-export parity``
   (``--parity-images`` images, ONNX Runtime on the CPU; ``--openvino`` repeats it in OpenVINO);
+- the largest difference between each pixel file's logits and the normal file's at its precision, each
+  fed as it takes the parity images, in ONNX Runtime (and OpenVINO): 0 where the graph's normalisation
+  computes what ``normalize_array`` does in the same order;
 - top-1 of every file on the 10,000 test images (decoded once, each file fed as its metadata says),
   each pixel file held to within ``FLOOR`` points of the normal file at its precision.
 
@@ -51,6 +54,10 @@ def _files(ckpt: Path, out: Path, calib: str, log) -> dict[tuple[str, str], str]
     return files
 
 
+def _g(x) -> str:
+    return "" if x is None else f"{x:.3g}"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", nargs="*", help="zoo model names (default: every models/*.pt)")
@@ -62,7 +69,11 @@ def main(argv=None) -> int:
     p.add_argument("--json", help="write the figures here")
     args = p.parse_args(argv)
 
+    import numpy as np
+
     from aft_export.data.datasets import load_labelled
+    from aft_export.runners import load_runner
+    from aft_export.runners.base import as_output
     from aft_export.verify.evaluate import evaluate
     from aft_export.verify.parity import run_parity
 
@@ -81,11 +92,17 @@ def main(argv=None) -> int:
                 decoded[size] = load_labelled(args.data, size, limit=args.images)
             data = decoded[size]
             pixel_files = [f for (form, _), f in files.items() if form != "normalized"]
-            parity = {}
-            for backend in ("onnxruntime", *(("openvino",) if args.openvino else ())):
-                result = run_parity(str(ckpt), pixel_files, data=data.subset(args.parity_images),
-                                    images=min(args.parity_images, len(data)), backend=backend)  # fmt: skip
+            parity, same = {}, {}
+            backends = ("onnxruntime", *(("openvino",) if args.openvino else ()))
+            subset = data.subset(args.parity_images)
+            for backend in backends:
+                result = run_parity(str(ckpt), pixel_files, data=subset, images=len(subset), backend=backend)
                 parity[backend] = {r["artifact"]: r for r in result.artifacts}
+                runners = {f: load_runner(f, backend) for f in files.values()}
+                for (form, precision), f in files.items():  # the same images, each file fed as it takes them
+                    normal = as_output(runners[files["normalized", precision]].pixel_logits(subset.images),
+                                       runners[f].info.output_format)  # a DeepStream file: as log-probabilities
+                    same[backend, f] = float(np.abs(runners[f].pixel_logits(subset.images) - normal).max())
             rows = {r["artifact"]: r for r in evaluate(list(files.values()), data=data).rows}
             model = report["models"][name] = {"images": len(data), "files": []}
             for (form, precision), f in files.items():
@@ -96,8 +113,9 @@ def main(argv=None) -> int:
                     if form != "normalized":
                         r = by_file[f]
                         entry[f"parity_{backend}"] = r["status"]
-                        entry[f"max_abs_{backend}"] = round(r["inputs"]["real"]["max_abs"], 5)
+                        entry[f"max_abs_{backend}"] = r["inputs"]["real"]["max_abs"]
                         entry[f"min_cosine_{backend}"] = round(r["inputs"]["real"]["cosine_min"], 5)
+                        entry[f"vs_normal_max_abs_{backend}"] = same[backend, f]
                         if r["status"] != "pass":
                             failed.append(f"{name} {form} {precision} parity on {backend}: {r.get('failures')}")
                 if form != "normalized" and abs(top1 - normal) > FLOOR:
@@ -105,16 +123,16 @@ def main(argv=None) -> int:
                 model["files"].append(entry)
             model["seconds"] = round(time.perf_counter() - t0, 1)
 
-    print(f"\n| model | input | precision | top-1 | vs normal | parity (ORT) | max abs | min cosine |"
-          + (" parity (OpenVINO) |" if args.openvino else ""))
-    print("|---|---|---|---|---|---|---|---|" + ("---|" if args.openvino else ""))
+    print("\n| model | input | precision | top-1 | vs normal | parity (ORT) | max abs | min cosine | logits vs normal "
+          "(ORT) |" + (" parity (OpenVINO) | logits vs normal (OpenVINO) |" if args.openvino else ""))
+    print("|---|---|---|---|---|---|---|---|---|" + ("---|---|" if args.openvino else ""))
     for name, model in report["models"].items():
         for e in model["files"]:
             cells = [name, e["form"], e["precision"], f"{e['top1']:.2f}", f"{e['vs_normal']:+.2f}",
-                     e.get("parity_onnxruntime", "(reference)"), str(e.get("max_abs_onnxruntime", "")),
-                     str(e.get("min_cosine_onnxruntime", ""))]  # fmt: skip
+                     e.get("parity_onnxruntime", "(reference)"), _g(e.get("max_abs_onnxruntime")),
+                     str(e.get("min_cosine_onnxruntime", "")), _g(e.get("vs_normal_max_abs_onnxruntime"))]  # fmt: skip
             if args.openvino:
-                cells.append(e.get("parity_openvino", ""))
+                cells += [e.get("parity_openvino", ""), _g(e.get("vs_normal_max_abs_openvino"))]
             print("| " + " | ".join(cells) + " |")
     print(f"\n{len(names)} models, {next(iter(report['models'].values()))['images']} test images each; floor: a pixel "
           f"file within {FLOOR} points of the normal file's top-1")  # fmt: skip

@@ -209,24 +209,25 @@ def test_calibration_takes_pixels_for_a_pixel_file(zoo_pixels, tmp_path):
 @pytest.mark.trt
 def test_the_pixel_forms_pass_the_rules_where_the_parsers_accept_and_rtx_builds_them(zoo_pixels, zoo_onnx, cifar10,
                                                                                      tmp_path):  # fmt: skip
-    """``aft-export check --trt 8.5 --trt 8.6 --trt 10.3 --trt 11.4 --trt rtx-1.7 --build`` on each pixel
-    form: the default form at fp32, fp16 and int8 (the int8 TensorRT builds: 8-bit weights, fp16 rest),
-    the TensorRT 8 form (JetPack 5.1/6.0) and the DeepStream form. TensorRT-RTX's real parser parses
-    and its builder builds each, and agrees with the rules' rtx-1.7 column. TensorRT 8.5's parser
-    lists no UINT8 for Cast (its operators.md), so its rules refuse the uint8 form; 8.6 takes it."""
+    """``aft-export check --trt 8.5 --trt 8.6 --trt 10.3 --trt 11.4 --trt rtx-1.7 --build`` on the pixel
+    forms: the default form at fp32, fp16 and int8 (the int8 TensorRT builds: 8-bit weights, fp16 rest),
+    and the TensorRT 8 form (JetPack 5.1/6.0) of the uint8 and DeepStream forms. TensorRT-RTX's real
+    parser parses and its builder builds each, and agrees with the rules' rtx-1.7 column. TensorRT 8.5's
+    parser lists no UINT8 for Cast (its operators.md), so its rules refuse the uint8 form; 8.6 takes it."""
     from aft_export.tensorrt.checks import check_files
     from tests.rtx import need_rtx
 
     need_rtx()
-    files = {(form, p): zoo_pixels[form, p] for form in FORMS for p in ("fp32", "fp16")}
-    for form in FORMS:
-        out = tmp_path / f"{form}.int8.trt.onnx"
-        quantize_model(zoo_pixels[form, "fp32"], out, str(cifar10 / "train.tar"), QuantizeOptions(images=32), **QUIET)
-        files[form, "int8"] = out
-        files[form, "tensorrt8"] = zoo_onnx.export("aft_conv_cifar", tmp_path / f"{form}.trt8.onnx",
-                                                   input_format=form, target="tensorrt8")  # fmt: skip
-    files["deepstream", "tensorrt8"] = zoo_onnx.export("aft_conv_cifar", tmp_path / "ds.trt8.onnx", target="tensorrt8",
-                                                       input_format=FLOAT_NCHW, output_format="probabilities")  # fmt: skip
+    int8 = tmp_path / "uint8.int8.trt.onnx"
+    quantize_model(zoo_pixels[UINT8_NHWC, "fp32"], int8, str(cifar10 / "train.tar"), QuantizeOptions(images=32),
+                   **QUIET)  # fmt: skip
+    files = {(UINT8_NHWC, "fp32"): zoo_pixels[UINT8_NHWC, "fp32"], (UINT8_NHWC, "int8"): int8,
+             (FLOAT_NCHW, "fp16"): zoo_pixels[FLOAT_NCHW, "fp16"],
+             (UINT8_NHWC, "tensorrt8"): zoo_onnx.export("aft_conv_cifar", tmp_path / "u8.trt8.onnx",
+                                                        input_format=UINT8_NHWC, target="tensorrt8"),
+             ("deepstream", "tensorrt8"): zoo_onnx.export("aft_conv_cifar", tmp_path / "ds.trt8.onnx",
+                                                          target="tensorrt8", input_format=FLOAT_NCHW,
+                                                          output_format="probabilities")}  # fmt: skip
     result = check_files([str(p) for p in files.values()], ["8.5", "8.6", "10.3", "11.4", "rtx-1.7"], build=True)
     for (form, kind), d in zip(files, result.to_dict()["files"]):
         real = d["real"]
