@@ -231,14 +231,14 @@ def test_normalize_array_is_normalize_bit_for_bit_without_torch():
     assert np.array_equal(ours, normalize(images, mean, std).numpy())
 
 
-def test_decode_normalized_is_load_image_then_normalize_for_bytes_and_paths(tmp_path):
-    """One decode-and-normalise for calibration, predict and the Triton model: the same batch as
+def test_decode_then_model_input_is_load_image_then_normalize_for_bytes_and_paths(tmp_path):
+    """One decode-and-feed for calibration, predict and the Triton model: the same batch as
     load_image on each image then normalize, from encoded bytes or a path; errors name the image."""
     import io
 
     from PIL import Image
 
-    from aft_export.data.images import decode_normalized
+    from aft_export.data.images import decode_pixels, model_input
     from aft_export.errors import AFTExportError
 
     rng = np.random.default_rng(1)
@@ -250,7 +250,7 @@ def test_decode_normalized_is_load_image_then_normalize_for_bytes_and_paths(tmp_
     (tmp_path / "b.png").write_bytes(blobs[1])
     mean, std = (0.5, 0.4, 0.3), (0.2, 0.25, 0.3)
     want = normalize(np.stack([load_image(b, 32) for b in blobs]), mean, std).numpy()
-    got = decode_normalized([("first", blobs[0]), ("", str(tmp_path / "b.png"))], 32, mean, std)
+    got = model_input(decode_pixels([("first", blobs[0]), ("", str(tmp_path / "b.png"))], 32), mean, std)
     assert got.shape == (2, 3, 32, 32) and got.dtype == np.float32 and np.array_equal(got, want)
     with pytest.raises(AFTExportError, match="the broken one"):
-        decode_normalized([("the broken one", b"not an image")], 32, mean, std)
+        decode_pixels([("the broken one", b"not an image")], 32)

@@ -56,7 +56,7 @@ def _run(tmp_path, cifar10, ckpt, name, hand_on: bool):
     counts = collections.Counter()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("AFT_CACHE_DIR", str(tmp_path / f"cache-{name}"))  # both runs compute their ranges
-        _spy(mp, counts, calib, "decode_normalized", "calibration decodes", per=len)  # images decoded
+        _spy(mp, counts, calib, "decode_pixels", "calibration decodes", per=len)  # images decoded
         for module in (exporter, quantize, build, pipeline):  # every binding of check_model a run reaches
             _spy(mp, counts, module, "check_model", "check_model")
         if not hand_on:

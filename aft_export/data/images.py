@@ -377,19 +377,10 @@ def normalize(images, mean, std):
 
 def decode_pixels(items, size: int) -> np.ndarray:
     """The uint8 (N, size, size, 3) RGB pixels of encoded images, each decoded as every command
-    decodes one (:func:`load_image`); ``items`` as for :func:`decode_normalized`."""
-    return np.stack([load_image(data, size, name=name) for name, data in items])
-
-
-def decode_normalized(items, size: int, mean, std) -> np.ndarray:
-    """The float32 (N, 3, size, size) batch a model is fed, from encoded images: each decoded as
-    every command decodes one (:func:`load_image`), then ``(x / 255 - mean) / std``
-    (:func:`normalize_array`, bit for bit :func:`normalize`; no torch, so a Triton Python
-    backend model can call it). ``items``: ``(name, image)`` pairs, ``image`` bytes or a path,
+    decodes one (:func:`load_image`): what calibration, predict and the Triton model feed a model
+    through :func:`model_input`. ``items``: ``(name, image)`` pairs, ``image`` bytes or a path,
     ``name`` what an error calls it ("" for the path itself)."""
-    return normalize_array(np.stack([load_image(data, size, name=name) for name, data in items]), mean, std)
-
-
+    return np.stack([load_image(data, size, name=name) for name, data in items])
 
 
 def model_input(pixels: np.ndarray, mean, std, input_format: str = NORMALIZED) -> np.ndarray:
