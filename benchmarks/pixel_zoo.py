@@ -15,6 +15,12 @@ seed 0; the pixel files calibrate on the same images' pixels). Then:
 - top-1 of every file on the 10,000 test images (decoded once, each file fed as its metadata says),
   each pixel file held to within ``FLOOR`` points of the normal file at its precision.
 
+With ``--timing``: each fp32 file's p50 latency at batch 1 and images/s at batch 32 in ONNX Runtime (and
+OpenVINO), every file timed in the same interleaved rounds (``aft_export.verify.deploy.time_rows``, 2
+threads, each runtime's files together), printed as a ratio to the normal file's: what the graph's
+first nodes (and for the uint8 form, its four times smaller input) cost or save. The normalisation is
+fp32 in every precision, so the fp32 files say it.
+
 Exit code 1 if a parity check or a floor fails.
 
     python benchmarks/pixel_zoo.py                          # all four zoo models
@@ -54,6 +60,21 @@ def _files(ckpt: Path, out: Path, calib: str, log) -> dict[tuple[str, str], str]
     return files
 
 
+def _timing(files, backends, iters: int) -> dict:
+    """Each fp32 file's p50 at batch 1 and images/s at batch 32, per runtime, interleaved."""
+    from aft_export.runners import load_runner
+    from aft_export.verify.deploy import time_rows
+
+    out = {}
+    for rt in backends:
+        runners = {(form, rt): load_runner(files[form, "fp32"], rt, threads=2) for form in FORMS}
+        b1 = time_rows(runners, 1, warmup=20, iters=iters, rounds=10)
+        b32 = time_rows(runners, 32, warmup=5, iters=max(iters // 4, 10), rounds=10)
+        out[rt] = {form: {"p50_ms_b1": b1[form, rt]["p50_ms"], "images_per_s_b32": b32[form, rt]["images_per_s"]}
+                   for form in FORMS}  # fmt: skip
+    return out
+
+
 def _g(x) -> str:
     return "" if x is None else f"{x:.3g}"
 
@@ -66,6 +87,8 @@ def main(argv=None) -> int:
     p.add_argument("--images", type=int, default=None, help="evaluate the first N test images (default: all)")
     p.add_argument("--parity-images", type=int, default=256, help="images parity compares (default 256)")
     p.add_argument("--openvino", action="store_true", help="also run parity in OpenVINO")
+    p.add_argument("--timing", action="store_true", help="also time the fp32 files, interleaved (ratios to normal)")
+    p.add_argument("--iters", type=int, default=200, help="timed runs per file and batch (default 200)")
     p.add_argument("--json", help="write the figures here")
     args = p.parse_args(argv)
 
@@ -121,6 +144,8 @@ def main(argv=None) -> int:
                 if form != "normalized" and abs(top1 - normal) > FLOOR:
                     failed.append(f"{name} {form} {precision}: top-1 {top1:.2f} vs the normal file's {normal:.2f}")
                 model["files"].append(entry)
+            if args.timing:
+                model["timing"] = _timing(files, backends, args.iters)
             model["seconds"] = round(time.perf_counter() - t0, 1)
 
     print("\n| model | input | precision | top-1 | vs normal | parity (ORT) | max abs | min cosine | logits vs normal "
@@ -136,6 +161,15 @@ def main(argv=None) -> int:
             print("| " + " | ".join(cells) + " |")
     print(f"\n{len(names)} models, {next(iter(report['models'].values()))['images']} test images each; floor: a pixel "
           f"file within {FLOOR} points of the normal file's top-1")  # fmt: skip
+    if args.timing:
+        print("\n| model | runtime | input | p50 ms b1 | vs normal | img/s b32 | vs normal |")
+        print("|---|---|---|---|---|---|---|")
+        for name, model in report["models"].items():
+            for rt, forms in model["timing"].items():
+                n = forms["normalized"]
+                for form, t in forms.items():
+                    print(f"| {name} | {rt} | {form} | {t['p50_ms_b1']:.3f} | {t['p50_ms_b1'] / n['p50_ms_b1']:.2f}x | "
+                          f"{t['images_per_s_b32']:.0f} | {t['images_per_s_b32'] / n['images_per_s_b32']:.2f}x |")
     report["failed"] = failed
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
