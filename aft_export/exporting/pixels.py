@@ -31,8 +31,8 @@ import copy
 import numpy as np
 
 from aft_export.artifacts.graph import MODULE_KEY, MODULE_TYPE_KEY, set_props
-from aft_export.artifacts.onnxio import read_metadata, set_metadata
-from aft_export.data.images import (FLOAT_NCHW, NORMALIZED, PIXEL_FORMATS, PROBABILITIES, UINT8_NHWC)  # fmt: skip
+from aft_export.artifacts.onnxio import check_graph, read_metadata, set_metadata
+from aft_export.data.images import NORMALIZED, PIXEL_FORMATS, PROBABILITIES, UINT8_NHWC
 from aft_export.errors import AFTExportError
 
 PIXEL_MODULE = ("pixel_input", "PixelInput")  # the prologue's aft.module and aft.module_type
@@ -49,7 +49,6 @@ def _marked(node, module: tuple[str, str]):
 def with_pixel_input(model, input_format: str, mean, std):
     """``model`` (a classifier of one normalised float (N, 3, H, W) input, changed in place and
     returned) taking ``input_format``'s pixels under the input's name, normalising them first."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     if input_format == NORMALIZED:
@@ -105,7 +104,7 @@ def with_pixel_input(model, input_format: str, mean, std):
                   "preprocess": "resize shorter side to input height (bicubic), centre crop; RGB pixels in 0-255 "
                                 f"({layout}) in; the graph computes x / 255, (x - mean) / std"})  # fmt: skip
     set_metadata(model, props)
-    onnx.checker.check_model(model)
+    check_graph(model)  # every new value typed and shaped, as the exporter's own graphs are
     return model
 
 
@@ -128,7 +127,8 @@ def with_probabilities(model):
     graph.output.insert(0, out)
     props["output_format"] = PROBABILITIES
     set_metadata(model, props)
+    check_graph(model)
     return model
 
 
-__all__ = ["FLOAT_NCHW", "PIXEL_MODULE", "PROBABILITY_MODULE", "UINT8_NHWC", "with_pixel_input", "with_probabilities"]
+__all__ = ["PIXEL_MODULE", "PROBABILITY_MODULE", "with_pixel_input", "with_probabilities"]

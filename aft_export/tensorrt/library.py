@@ -54,6 +54,7 @@ from aft_export.environment import tensorrt_libraries
 from aft_export.runtimes import TENSORRT_MODULES
 from aft_export.errors import AFTExportError, Named, RuntimeMissing, said
 from aft_export.artifacts.onnxio import ArtifactMeta
+from aft_export.data.images import UINT8_NHWC
 from aft_export.options import BuildOptions
 from aft_export.options.commands import command_line
 
@@ -125,7 +126,8 @@ class InputShapes:
 
 
 def input_profile(model, opts: BuildOptions) -> InputShapes:
-    """The optimisation profile for the ONNX graph's (N, C, H, W) input.
+    """The optimisation profile for the ONNX graph's (N, C, H, W) input, or (N, H, W, C) for a file
+    that takes uint8 pixels (its ``input_format`` metadata).
 
     Dynamic dimensions need a profile; fixed ones must not be given another size.
     """
@@ -133,7 +135,9 @@ def input_profile(model, opts: BuildOptions) -> InputShapes:
     dims = [d.dim_value if d.HasField("dim_value") else None for d in inp.type.tensor_type.shape.dim]
     if len(dims) != 4:
         raise AFTExportError(f"input {inp.name} has {len(dims)} dimensions; expected N, C, H, W")
-    n, c, h, w = dims
+    meta = ArtifactMeta.of(model)
+    nhwc = meta.input_format == UINT8_NHWC
+    n, c, h, w = (dims[0], dims[3], dims[1], dims[2]) if nhwc else dims
     if c is None:
         raise AFTExportError(f"input {inp.name} has a dynamic channel count; export with a fixed one")
     batch = opts.batch_profile
@@ -141,7 +145,6 @@ def input_profile(model, opts: BuildOptions) -> InputShapes:
         raise AFTExportError(said("the graph has a fixed batch of {n}; re-export with {line} or use {use}", "build",
                                   n=n, line=command_line("export", batch_dim="dynamic"),
                                   use=Named("batch_profile", n)))  # fmt: skip
-    meta = ArtifactMeta.of(model)
     size = meta.input_size[-1] if "input_size" in meta else None
     b = Profile.parse(batch if n is None else n, n or 1, "batch", "batch_profile")
     if (h is None) != (w is None):
@@ -159,8 +162,10 @@ def input_profile(model, opts: BuildOptions) -> InputShapes:
                                       line=command_line("export", dynamic_hw=True)))  # fmt: skip
         s = Profile(h, h, h)
     wprof = s if w is None else Profile(w, w, w)
-    return InputShapes(inp.name, (b.min, c, s.min, wprof.min), (b.opt, c, s.opt, wprof.opt),
-                       (b.max, c, s.max, wprof.max))  # fmt: skip
+    shapes = [(b.min, c, s.min, wprof.min), (b.opt, c, s.opt, wprof.opt), (b.max, c, s.max, wprof.max)]
+    if nhwc:
+        shapes = [(bn, hh, ww, cc) for bn, cc, hh, ww in shapes]
+    return InputShapes(inp.name, *shapes)
 
 
 # ---------------------------------------------------------------- environment, versions

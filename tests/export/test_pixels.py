@@ -241,3 +241,16 @@ def test_the_pixel_forms_pass_the_rules_where_the_parsers_accept_and_rtx_builds_
                                    "10.3": "accepts", "11.4": "accepts", "rtx-1.7": "accepts"}, (form, d["status"])
             if not taken_by_85:
                 assert any("Cast input image is UINT8" in f["message"] for f in d["findings"])
+
+
+def test_a_uint8_file_s_engine_profile_is_nhwc(tiny, tiny_onnx):
+    """``build``'s optimisation profile (and NVIDIA's command lines, from the same function) follows the
+    file's layout: (N, H, W, C) for uint8 pixels, with a dynamic height and width too."""
+    from aft_export.options import BuildOptions
+    from aft_export.tensorrt.library import input_profile
+
+    ckpt, _, root = tiny
+    f = tiny_onnx.export(ckpt, root / "dyn.u8.onnx", dynamic_hw=True, input_format=UINT8_NHWC)
+    shapes = input_profile(onnx.load(f), BuildOptions(batch_profile="1,4,8", hw_profile="16,32,64"))
+    assert (shapes.min, shapes.opt, shapes.max) == ((1, 16, 16, 3), (4, 32, 32, 3), (8, 64, 64, 3))
+    assert OrtRunner(str(f)).run({"image": np.zeros((2, 48, 64, 3), np.uint8)})["logits"].shape == (2, 10)
