@@ -82,6 +82,23 @@ def test_the_pixel_input_is_the_graph_s_first_nodes_in_fp32(tiny, form, cifar10)
         with_pixel_input(m, form, (0.5,) * 3, (0.5,) * 3)
 
 
+@pytest.mark.parametrize("target", ["tensorrt8", "portable"])
+def test_every_target_keeps_the_pixel_input(tiny, cifar10, target):
+    """The TensorRT 8 and portable forms are made from the default form after the first nodes are in
+    place: they keep them (inlining, LayerNorm decomposed, opset 17 or 19) and verify from raw pixels."""
+    from aft_export.exporting.exporter import ExportOptions, export_checkpoint
+
+    ckpt, _, root = tiny
+    out = root / f"{target}.u8.onnx"
+    result = export_checkpoint(ckpt, out, ExportOptions(images=8, data=str(cifar10 / "test.tar"), target=target,
+                                                        input_format=UINT8_NHWC), log=lambda *a: None)  # fmt: skip
+    assert result.parity["passed"] and result.parity["max_abs"] < 1e-4
+    m = onnx.load(out)
+    assert m.graph.node[0].op_type == "Cast" and m.graph.input[0].type.tensor_type.elem_type == TensorProto.UINT8
+    meta = {p.key: p.value for p in m.metadata_props}
+    assert meta["export_target"] == target and meta["input_format"] == UINT8_NHWC
+
+
 def _prologue_types(path) -> set[str]:
     """The element types the pixel prologue computes in (inferred), by value name."""
     m = onnx.shape_inference.infer_shapes(onnx.load(path))
