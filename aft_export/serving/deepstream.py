@@ -138,8 +138,7 @@ def deepstream_files(artifacts: list[str]) -> list[Path]:
     for a in artifacts:
         p = Path(a)
         if p.is_dir():
-            found = sorted(f for f in p.glob("*.onnx") if f".{FORM_TAG}." in f.name or f.name.endswith(
-                f".{FORM_TAG}.onnx"))  # fmt: skip
+            found = sorted(f for f in p.glob("*.onnx") if f".{FORM_TAG}." in f.name)
             if not found:
                 raise AFTExportError(said("{dir} holds no DeepStream files (model.deepstream*.onnx); run the pipeline "
                                           "with {line}", "deepstream", dir=p,
