@@ -28,10 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aft_export.artifacts.onnxio import ArtifactMeta, external_files, graph_precision, load_onnx
-from aft_export.data.images import FLOAT_NCHW, PROBABILITIES
 from aft_export.errors import AFTExportError, Judged, Verdict, said
 from aft_export.fileio import atomic_directory, atomic_write_text, claim_output
-from aft_export.options import DEFAULT_TARGET, EXPORT_TARGETS, DeepStreamOptions
+from aft_export.options import DEFAULT_TARGET, EXPORT_TARGETS, PIXEL_FORMS, DeepStreamOptions
 from aft_export.options.commands import command_line
 from aft_export.version import __version__
 
@@ -107,8 +106,8 @@ NETWORK_MODE = {"fp32": 0, "int8": 1, "fp16": 2}
 PROCESS_MODE = {"primary": 1, "secondary": 2}
 CONFIG_PREFIX = "config_infer_"
 LABELS = "labels.txt"
-DEEPSTREAM_FORM = (FLOAT_NCHW, PROBABILITIES)
 FORM_TAG = "deepstream"  # the pipeline's DeepStream files: model*.deepstream*.onnx
+DEEPSTREAM_FORM = PIXEL_FORMS[FORM_TAG]  # (input format, output format): float pixels in, probabilities out
 
 
 @dataclass
@@ -157,8 +156,8 @@ def _described(path: Path) -> tuple[ArtifactMeta, str]:
                              f"run directory holding one")  # fmt: skip
     model = load_onnx(path, external_data=False)
     meta = ArtifactMeta.of(model, str(path))
-    fix = command_line("export", "CKPT", output="model.deepstream.onnx", input_format=FLOAT_NCHW,
-                       output_format=PROBABILITIES)  # fmt: skip
+    fix = command_line("export", "CKPT", output="model.deepstream.onnx", input_format=DEEPSTREAM_FORM[0],
+                       output_format=DEEPSTREAM_FORM[1])  # fmt: skip
     try:
         form = (meta.input_format, meta.output_format)
         classes, size = meta.classes, meta.input_size

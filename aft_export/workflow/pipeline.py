@@ -291,14 +291,14 @@ def _verification_commands(ctx: Context, onnx: list[Made], x, parity_set) -> Out
     them: ``verify_inputs.npy`` normalised, ``verify_inputs.FORMAT.npy`` a pixel file's pixels."""
     inputs = ctx.work / "verify_inputs.npy"
     np.save(inputs, x)  # the parity images, for polygraphy's real-data comparison
-    info = TorchRunner(str(ctx.ckpt), loaded=ctx.loaded).info
+    meta = ctx.loaded[1]  # the checkpoint's normalisation, which a normal file's inputs were made with
     for m in onnx:
         form = _input_format(m.path)
         given = inputs
         if form != NORMALIZED:
             given = ctx.work / f"verify_inputs.{form}.npy"
             if not given.exists():
-                np.save(given, model_input(parity_set.images, info.mean, info.std, form))
+                np.save(given, model_input(parity_set.images, meta.mean, meta.std, form))
         write_verification_commands(m.path, batch=_build_batch(ctx.opts), inputs=given)
     return Outcome(inputs, f"{len(onnx)} scripts (<artifact>.verify.sh: trtexec and polygraphy per TensorRT generation)")
 
