@@ -47,7 +47,8 @@ def deepstream_cmd(artifacts, output, as_json, **kw) -> None:
     result = deepstream(artifacts, output, **given(kw))
     if as_json:
         return print_json(result.to_dict())
-    lines = [f"wrote {result.path}: {len(result.configs)} configs and {result.labels}"]
+    n = len(result.configs)
+    lines = [f"wrote {result.path}: {n} config{'' if n == 1 else 's'} and {result.labels}"]
     for c in result.configs:
         lines += [f"  {c['config']}: {c['precision']}, engine {c['engine']}", f"    build it on the device: {c['build']}"]
     lines.append("DeepStream did not run here: run the build line on the Jetson, then deepstream-app (docs/jetson.md)")
