@@ -83,12 +83,32 @@ def reason(exc: Exception) -> str:
 
 def shown(value: Any, limit: int = 60, as_json: bool = True) -> str:
     """A value as a message shows it, as JSON writes it where it can (null, true, Infinity; else
-    its repr), cut to ``limit`` characters."""
+    its repr), cut to ``limit`` characters. An integer too long for its digits to be shown in
+    whole (Python writes no more than 4300 of them) is its first digits and its length."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _SHOWN_BITS:
+        return long_int(value)
     try:
         text = json.dumps(value, ensure_ascii=False, default=repr) if as_json else repr(value)
     except (ValueError, TypeError, RecursionError):  # a key that is not text, a cycle (YAML aliases)
-        text = repr(value)
+        try:
+            text = repr(value)
+        except ValueError:  # a list holding an integer of more than 4300 digits
+            text = f"a {type(value).__name__} holding an integer too long to show"
     return one_line(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
+_SHOWN_BITS = 190  # about 57 digits: longer integers are shown by their length
+
+
+def long_int(value: int) -> str:
+    """A long integer in a message: its sign, its first digits and its number of digits, computed
+    without writing it out (``10**5000`` is ``1000000000... (5001 digits)``)."""
+    magnitude = abs(value)
+    digits = int(magnitude.bit_length() * math.log10(2)) + 1  # the count, or one too many
+    if 10 ** (digits - 1) > magnitude:
+        digits -= 1
+    head = str(magnitude // 10 ** (digits - 10))
+    return f"{'-' if value < 0 else ''}{head}... ({digits} digits)"
 
 
 def as_typed(text: str, limit: int = 60) -> str:

@@ -11,6 +11,7 @@ import os
 
 import click
 
+from aft_export.options.commands import DECLARED, RENAMED
 from aft_export.version import RENAMED_UNTIL
 
 ROOT: list[click.Group] = []  # the aft-export group, registered by aft_export.cli.base
@@ -18,9 +19,10 @@ ROOT: list[click.Group] = []  # the aft-export group, registered by aft_export.c
 
 # ---------------------------------------------------------------- renamed flags
 
-# The flags renamed in issue 21 (one word per idea): old flag -> new flag, per command. The old
-# names keep working for one release, hidden from --help, with a note on stderr; an error about
-# the option names the flag as it was typed. docs/cli.md lists them (tools/gen_cli_docs.py).
+# The flags renamed in issue 21 (one word per idea): old flag -> new flag, per command, from the renamed
+# keywords (aft_export.options.commands.RENAMED). The old names keep working for one release, hidden from
+# --help, with a note on stderr; an error about the option names the flag as it was typed. docs/cli.md lists
+# them (tools/gen_cli_docs.py).
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,16 +30,8 @@ class Words:
     renamed: dict = dataclasses.field(default_factory=dict)  # old flag -> new flag
 
 
-WORDS = {
-    "train": Words({"--out": "--output", "--limit": "--images"}),
-    "export": Words({"--batch": "--batch-dim", "--verify-images": "--images", "--verify-data": "--data"}),
-    "quantize": Words({"--count": "--images"}),
-    "eval": Words({"--limit": "--images"}),
-    "bench": Words({"--batch": "--batch-size"}),
-    "build": Words({"--batch": "--batch-profile", "--hw": "--hw-profile"}),
-    "pipeline": Words({"--out": "--output", "--eval-limit": "--eval-images", "--batch": "--bench-batch-size",
-                       "--iters": "--bench-iters"}),
-}  # fmt: skip
+WORDS = {command: Words({"--" + old.replace("_", "-"): DECLARED[command][new].long for old, new in keywords.items()})
+         for command, keywords in RENAMED.items()}  # fmt: skip
 
 renamed_used: list[tuple[str, str]] = []  # (old, new) typed in this run
 running: list[click.Command] = []  # the command this run is running

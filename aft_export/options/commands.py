@@ -12,11 +12,12 @@ are the command line's, and name its flags: this table is where they are spelled
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 
 from aft_export.environment import say_ort_conflict
-from aft_export.errors import RUNNING, name_keywords_by
+from aft_export.errors import RUNNING, Named, name_keywords_by, said
 from aft_export.options import (BACKENDS, CALIB_COUNT, CALIB_SEED, DEEPSTREAM_MODES, DEFAULT_MAX_BATCH,
                                 DeepStreamOptions, EXPORT_TARGETS, HW_LEVELS,
                                 INPUT_FORMATS, LIBRARIES, MAX_BATCH, MAX_SEED, MAX_THREADS, METHODS, OP_FORMS,
@@ -24,9 +25,10 @@ from aft_export.options import (BACKENDS, CALIB_COUNT, CALIB_SEED, DEEPSTREAM_MO
                                 TRITON_BACKENDS, TRITON_DEVICES, BenchOptions, BuildOptions, DoctorOptions, EvalOptions,
                                 ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions,
                                 TrainConfig, TritonRepoOptions)  # fmt: skip
-from aft_export.options.params import (REQUIRED, Choice, Classes, Command, Flag, Model, Number, Param, Path, Text,
-                                       Triple, Whole)  # fmt: skip
-from aft_export.readers import MAX_SIDE
+from aft_export.options.params import (REQUIRED, Choice, Classes, Command, Flag, KeywordError, Model, Number, Param,
+                                       Path, Text, Triple, Whole)  # fmt: skip
+from aft_export.readers import MAX_SIDE, shown
+from aft_export.version import RENAMED_FIELDS
 
 
 # ---------------------------------------------------------------- the declarations
@@ -404,6 +406,30 @@ DECLARED: dict[str, Command] = {c.name: c for c in (EXPORT, QUANTIZE, CHECK, BUI
                                                      DOCTOR)}  # fmt: skip
 
 
+# Keywords renamed in issue 21 (one word per idea), per command: old keyword -> new keyword. The command
+# line reads the old flags for one release (aft_export.cli.words derives them from here); Python names the
+# new keyword when the old one is given (:func:`renamed`).
+RENAMED: dict[str, dict[str, str]] = {
+    "train": {"out": "output", "limit": "images"},
+    "export": {"batch": "batch_dim", "verify_images": "images", "verify_data": "data"},
+    "quantize": {"count": "images"},
+    "eval": {"limit": "images"},
+    "bench": {"batch": "batch_sizes"},
+    "build": {"batch": "batch_profile", "hw": "hw_profile"},
+    "pipeline": {"out": "output", "eval_limit": "eval_images", "batch": "bench_batch_sizes", "iters": "bench_iters"},
+}  # fmt: skip
+
+
+def renamed(command: str, keyword: str) -> str | None:
+    """The keyword of ``command`` that ``keyword`` was renamed to (issue 21's names, an options field's old
+    name, and ``provider``, the old name of ``backend``), else None."""
+    declared = DECLARED[command]
+    options = RENAMED_FIELDS.get(declared.options, {}) if declared.options is not None else {}
+    backend = {"provider": "backend"} if "backend" in declared and declared["backend"].kind == BACKEND else {}
+    new = {**backend, **options, **RENAMED.get(command, {})}.get(keyword)
+    return new if new is not None and new in declared else None
+
+
 def keyword_of(running: str, stage: str | None, keyword: str) -> str:
     """The keyword of ``running``'s API function that gives ``stage``'s ``keyword`` its value (the
     pipeline's calib_images is quantize's images), else ``keyword``."""
@@ -432,10 +458,34 @@ def door(command: str, values: dict) -> dict:
     return {k: declared[k].check(v, command) if k in declared else v for k, v in values.items()}
 
 
+def refused_call(command: str, function: str, signature: inspect.Signature, kwargs: dict,
+                 error: TypeError) -> KeywordError:
+    """The one line for a call ``signature`` does not take (:class:`~aft_export.options.params.KeywordError`):
+    an unknown keyword worded as Python words it, ``export() got an unexpected keyword argument
+    'verify_images'``, naming the keyword it was renamed to or, by its spelling, probably meant; any
+    other (too many arguments, a required one missing) is Python's own words after the function's name."""
+    unknown = [k for k in kwargs if k not in signature.parameters]
+    if not unknown:
+        return KeywordError(f"{function}(): {error}; see help(aft_export.{function})", command, "")
+    keyword = unknown[0]
+    new = renamed(command, keyword)
+    known = [*signature.parameters, *(p.name for p in DECLARED[command].params)]
+    meant = new or next(iter(difflib.get_close_matches(keyword, known, n=1, cutoff=0.6)), None)
+    got = shown(keyword, as_json=False)
+    if new:
+        fix = said("it was renamed {new}: give {new} instead", command, new=Named(new))
+    elif meant:
+        fix = said("did you mean {meant}?", command, meant=Named(meant))
+    else:
+        fix = f"see help(aft_export.{function}) for its keywords"
+    return KeywordError(said("{function}() got an unexpected keyword argument {got}; {fix}", command,
+                             function=function, got=got, fix=fix), command, meant or keyword)  # fmt: skip
+
+
 def declared(command: str):
     """Decorate the API function of ``command``: every argument it is given is checked at its door
-    (:func:`door`) before the function runs; the function sees what the stages take. An unknown
-    keyword is Python's own TypeError, as for any function."""
+    (:func:`door`) before the function runs; the function sees what the stages take. A call its
+    signature does not take (an unknown keyword above all) is one line too (:func:`refused_call`)."""
 
     def wrap(function):
         signature = inspect.signature(function)
@@ -443,7 +493,10 @@ def declared(command: str):
         @functools.wraps(function)
         def at_the_door(*args, **kwargs):
             say_ort_conflict()  # two ONNX Runtime wheels in one directory: said before anything runs
-            bound = signature.bind(*args, **kwargs)
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError as error:
+                raise refused_call(command, function.__name__, signature, kwargs, error) from None
             bound.arguments.update(door(command, dict(bound.arguments)))
             running = RUNNING.set(command)  # its stages' messages name its keywords (errors.keyword_name)
             try:

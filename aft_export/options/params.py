@@ -33,8 +33,26 @@ class ParamError(AFTExportError, ValueError):
         self.command, self.param = command, param
 
 
+class KeywordError(ParamError, TypeError):
+    """A call its function's signature does not take: a keyword it does not have (Python's TypeError,
+    worded as Python words it, naming the function and the keyword meant), too many arguments, or a
+    required one missing. Also a TypeError, so that ``except TypeError`` still catches it."""
+
+
 class Refused(Exception):
-    """What a kind raises for a value it does not take (the door words the message)."""
+    """What a kind raises for a value it does not take (the door words the message); ``why``: what is
+    wrong with it beyond what the kind takes (a NUL in a path, an integer no float holds)."""
+
+    def __init__(self, why: str = "") -> None:
+        super().__init__(why)
+        self.why = why
+
+
+# the largest whole number a parameter takes where it declares no bound: what a 64-bit integer holds (a
+# count, a size or a seed beyond it fits no array, no C type and no file format we write)
+MAX_WHOLE = 2**63 - 1
+# what ends a line where text lands in a file or a command line (str.splitlines splits on each)
+LINE_BREAKS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
 
 
 def _is_bool(value) -> bool:
@@ -94,6 +112,8 @@ class Whole(Kind):
             n = int(n)
         if (self.lo is not None and n < self.lo) or (self.hi is not None and n > self.hi):
             raise Refused
+        if abs(n) > MAX_WHOLE:
+            raise Refused("more than a 64-bit integer holds")
         return n
 
 
@@ -111,12 +131,29 @@ class Number(Kind):
         return " ".join(filter(None, ["a finite number", _bounds(self.lo, self.hi, self.lo_open, self.hi_open)]))
 
     def accept(self, value) -> float:
-        x = float(_number(value))
+        x = _number(value)  # an int is compared as an int: exact, whatever its size
         if self.lo is not None and (x < self.lo or (self.lo_open and x == self.lo)):
             raise Refused
         if self.hi is not None and (x > self.hi or (self.hi_open and x == self.hi)):
             raise Refused
-        return x
+        return _float(x)
+
+
+def _float(x) -> float:
+    try:
+        return float(x)
+    except OverflowError:  # an int beyond a float's range (10**400)
+        raise Refused("beyond the range of a float") from None
+
+
+def _text(value: str, lines: bool = False) -> str:
+    """``value`` if no NUL is in it (no path, no C string and no config file holds one) and, unless
+    ``lines``, no line break (which would end a line of a file or a command line it lands in)."""
+    if "\x00" in value:
+        raise Refused("a NUL character, which no path or text we pass on can hold")
+    if not lines and not LINE_BREAKS.isdisjoint(value):
+        raise Refused("a line break, which would end the line of the file or command it lands in")
+    return value
 
 
 @dataclass(frozen=True)
@@ -153,7 +190,7 @@ class Text(Kind):
     def accept(self, value) -> str:
         if not isinstance(value, str) or (not value and not self.empty):
             raise Refused
-        return value
+        return _text(value)
 
 
 @dataclass(frozen=True)
@@ -175,7 +212,7 @@ class Path(Kind):
         text = os.fspath(value)
         if not isinstance(text, str) or not text:
             raise Refused
-        return text
+        return _text(text, lines=True)  # a file may be named with a line break: escaped where shown
 
 
 @dataclass(frozen=True)
@@ -203,10 +240,9 @@ class Triple(Kind):
         if isinstance(parts, (str, bytes, dict)) or not hasattr(parts, "__iter__"):
             raise Refused
         try:
-            out = tuple(float(p) if isinstance(p, str) else _number(p) for p in parts)
+            out = tuple(float(p) if isinstance(p, str) else _float(_number(p)) for p in parts)
         except (ValueError, TypeError):
             raise Refused from None
-        out = tuple(float(v) for v in out)
         if len(out) != 3 or not all(math.isfinite(v) for v in out) or (self.positive and min(out) <= 0):
             raise Refused
         return out
@@ -222,7 +258,7 @@ class Classes(Kind):
         if isinstance(value, (list, tuple)):
             if not value or not all(isinstance(v, str) and v for v in value):
                 raise Refused
-            return tuple(value)
+            return tuple(_text(v) for v in value)  # a name is a line of a labels file
         return Path().accept(value)
 
 
@@ -307,15 +343,17 @@ class Param:
                 raise ParamError(said("{param} must be given: it takes {takes}", command, param=Named(self.name),
                                       takes=self.takes()), command, self.name)  # fmt: skip
             return self.default
-        try:
-            if self.repeat:
-                return tuple(self.kind.accept(v) for v in _items(value))
-            return self.kind.accept(value)
-        except Refused:
-            got = shown(value, as_json=False)
-            raise ParamError(said("{param} takes {takes}, got {got} ({type}); give {example}", command,
-                                  param=Named(self.name), takes=self.takes(), got=got, type=type(value).__name__,
-                                  example=_example(self)), command, self.name) from None  # fmt: skip
+        taken = []
+        for item in _items(value) if self.repeat else [value]:
+            try:
+                taken.append(self.kind.accept(item))
+            except Refused as refused:  # what was wrong with one item of a list is shown with that item
+                got, why = (item, f", {refused.why}") if refused.why else (value, "")
+                raise ParamError(said("{param} takes {takes}, got {got} ({type}){why}; give {example}", command,
+                                      param=Named(self.name), takes=self.takes(), got=shown(got, as_json=False),
+                                      type=type(got).__name__, why=why, example=_example(self)),
+                                 command, self.name) from None  # fmt: skip
+        return tuple(taken) if self.repeat else taken[0]
 
 
 def _items(value) -> list:

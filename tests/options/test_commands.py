@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import aft_export
@@ -30,13 +30,16 @@ NOT_NUMBERS = st.one_of(st.text(max_size=6).filter(lambda s: s != ""), st.just("
                         st.just(b"16"), st.just(True), st.just(False), st.just(np.bool_(True)))  # fmt: skip
 NONFINITE = st.sampled_from([math.nan, math.inf, -math.inf, np.float32("nan"), np.float64("inf")])
 NOT_PATHS = st.one_of(st.integers(), st.floats(allow_nan=True), st.just(b"m.onnx"), st.just(["a.onnx"]),
-                      st.just({"path": "a"}), st.just(""), st.just(True))  # fmt: skip
+                      st.just({"path": "a"}), st.just(""), st.just(True), st.just("m\x00.onnx"))  # fmt: skip
+# ints no float holds, and ints Python will not write out (more than 4300 digits): compared as ints, shown shortened
+HUGE = st.sampled_from([10**400, -(10**400), 10**5000, 2**63])
+NUL_OR_BREAK = st.sampled_from(["a\x00b", "node\nkeys=1", "x\r", "\u2028"])
 
 
 def wrong(kind: kinds.Kind) -> st.SearchStrategy:
     """Values ``kind`` must refuse."""
     if isinstance(kind, kinds.Whole):
-        out = [NOT_NUMBERS, NONFINITE, st.floats(allow_nan=False, allow_infinity=False).filter(
+        out = [NOT_NUMBERS, NONFINITE, HUGE, st.floats(allow_nan=False, allow_infinity=False).filter(
             lambda x: not float(x).is_integer())]  # fmt: skip
         if kind.lo is not None:
             out.append(st.integers(max_value=kind.lo - 1))
@@ -44,7 +47,7 @@ def wrong(kind: kinds.Kind) -> st.SearchStrategy:
             out.append(st.integers(min_value=kind.hi + 1))
         return st.one_of(out)
     if isinstance(kind, kinds.Number):
-        out = [NOT_NUMBERS, NONFINITE]
+        out = [NOT_NUMBERS, NONFINITE] + ([HUGE] if kind.hi is not None else [st.just(10**400), st.just(10**5000)])
         if kind.lo is not None:
             out.append(st.floats(max_value=kind.lo, exclude_max=not kind.lo_open, allow_nan=False,
                                  allow_infinity=False))  # fmt: skip
@@ -58,16 +61,18 @@ def wrong(kind: kinds.Kind) -> st.SearchStrategy:
         return st.one_of(others, st.just(True), st.integers(0, 9) if strings else st.just("7"),
                          st.just(7.5), st.just([kind.values[0]]), NONFINITE)  # fmt: skip
     if isinstance(kind, kinds.Text):
-        out = [st.integers(), st.floats(), st.just(b"text"), st.just({"a": 1}), st.just(True)]
+        out = [st.integers(), st.floats(), st.just(b"text"), st.just({"a": 1}), st.just(True), NUL_OR_BREAK]
         return st.one_of(out + ([] if kind.empty else [st.just("")]))
     if isinstance(kind, kinds.Flag):
         return st.one_of(st.integers(), st.just("True"), st.just("no"), st.floats(), st.just([True]))
     if isinstance(kind, kinds.Triple):
         return st.one_of(st.just([0.5, 0.5]), st.just("1,2"), st.just("a,b,c"), st.just([math.nan, 0.5, 0.5]),
                          st.just("inf,0,0"), st.just(0.5), st.just({"r": 1}), st.just([True, 0.5, 0.5]),
+                         st.just([10**400, 0, 0]), st.just([10**5000, 0, 0]),
                          *([st.just([0, 1, 1]), st.just("-1,1,1")] if kind.positive else []))  # fmt: skip
     if isinstance(kind, kinds.Classes):
-        return st.one_of(st.integers(), st.just([]), st.just(["a", 2]), st.just({"a": 1}), st.just(b"c.txt"))
+        return st.one_of(st.integers(), st.just([]), st.just(["a", 2]), st.just({"a": 1}), st.just(b"c.txt"),
+                         st.just(["cat", "dog\nbird"]), st.just("c\x00.txt"))  # fmt: skip
     if isinstance(kind, (kinds.Path, kinds.Model)):
         return NOT_PATHS
     raise AssertionError(f"no wrong values for {kind}")
@@ -129,8 +134,11 @@ PARAMS = [(command, p.name) for command, declaration in sorted(DECLARED.items())
 @pytest.mark.parametrize("command, name", PARAMS, ids=[f"{c}-{n}" for c, n in PARAMS])
 @settings(max_examples=6, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
+@example(data=None)  # the first hostile value of the parameter's kind, every run (see hostile())
 def test_every_keyword_refuses_wrong_values_at_the_door(command, name, files, data):
-    value = data.draw(wrong_for(DECLARED[command][name]), label=f"{command}({name}=...)")
+    param = DECLARED[command][name]
+    value = data.draw(wrong_for(param), label=f"{command}({name}=...)") if data is not None else (
+        (hostile(param.kind) or [object()])[0])  # fmt: skip
     root = Path(files["ckpt"]).parent  # where every path of the call points
     before = sorted(root.rglob("*"))
     with pytest.raises(AFTExportError) as err:
@@ -139,6 +147,73 @@ def test_every_keyword_refuses_wrong_values_at_the_door(command, name, files, da
     message = str(err.value)
     assert "\n" not in message and message.startswith(f"`{name}` takes ") and "; give " in message, message
     assert sorted(root.rglob("*")) == before  # nothing written
+
+
+def hostile(kind: kinds.Kind) -> list:
+    """The values of ../shared/docs/HOSTILE.md that ``kind`` must refuse, drawn by no chance: ints beyond a float's
+    range and beyond Python's 4300-digit limit, a NUL, a line break where the value lands in a line."""
+    if isinstance(kind, (kinds.Whole, kinds.Number)) or (isinstance(kind, kinds.Choice) and
+                                                          not isinstance(kind.values[0], str)):  # fmt: skip
+        return [10**400, -(10**400), 10**5000]
+    if isinstance(kind, kinds.Triple):
+        return [[10**400, 0, 0], [0, 0, 10**5000], "1,2,3\x00"]
+    if isinstance(kind, kinds.Text):
+        return ["a\x00b", "node\nkeys=1"]
+    if isinstance(kind, kinds.Classes):
+        return [["cat", "dog\nbird"], "c\x00.txt"]
+    if isinstance(kind, (kinds.Path, kinds.Model)):
+        return ["out\x00.onnx"]
+    return []
+
+
+HOSTILE = [(c, p.name, v) for c, p in ((c, p) for c, d in sorted(DECLARED.items()) for p in d.params)
+           for v in hostile(p.kind)]  # fmt: skip
+
+
+@pytest.mark.parametrize("command, name, value", HOSTILE, ids=[f"{c}-{n}-{i}" for i, (c, n, _) in enumerate(HOSTILE)])
+def test_every_keyword_refuses_the_hostile_values_in_one_line(command, name, value, files):
+    """Issue 52: each of these ended in OverflowError, ValueError (a repr of 5001 digits, an embedded null byte)
+    or a value written into a file at 3aefeda. Now one ParamError naming the keyword, its value shortened."""
+    with pytest.raises(ParamError) as err:
+        _call(command, name, value, files)
+    message = str(err.value)
+    assert (err.value.command, err.value.param) == (command, name) and "\n" not in message, message
+    assert message.startswith(f"`{name}` takes ") and len(message) < 600, message
+
+
+def test_a_huge_int_is_shown_by_its_first_digits_and_length():
+    with pytest.raises(ParamError, match=r"got 1000000000\.\.\. \(5001 digits\) \(int\)"):
+        door("bench", {"threads": 10**5000})
+    with pytest.raises(ParamError, match=r"beyond the range of a float"):
+        door("train", {"lr": 10**400})  # in range (> 0), but no float holds it
+    with pytest.raises(ParamError, match=r"more than a 64-bit integer holds"):
+        door("export", {"images": 2**63})
+    assert door("train", {"lr": 10**300})["lr"] == 1e300 and door("export", {"images": 2**63 - 1})["images"] == 2**63 - 1
+
+
+@pytest.mark.parametrize("call, words, meant", [
+    (lambda f: aft_export.export(f["ckpt"], f["out"], verify_images=8),
+     "export() got an unexpected keyword argument 'verify_images'; it was renamed `images`: give `images` instead",
+     "images"),
+    (lambda f: aft_export.serve(f["onnx"], provider="cpu"),
+     "serve() got an unexpected keyword argument 'provider'; it was renamed `backend`: give `backend` instead", "backend"),
+    (lambda f: aft_export.bench(f["onnx"], batches=[1]),
+     "bench() got an unexpected keyword argument 'batches'; it was renamed `batch_sizes`", "batch_sizes"),
+    (lambda f: aft_export.quantize(f["onnx"], f["out"], precison="int8"),
+     "quantize() got an unexpected keyword argument 'precison'; did you mean `precision`?", "precision"),
+    (lambda f: aft_export.evaluate(f["onnx"], data=f["data"], frobnicate=1),
+     "evaluate() got an unexpected keyword argument 'frobnicate'; see help(aft_export.evaluate) for its keywords",
+     "frobnicate"),
+    (lambda f: aft_export.info(f["onnx"], f["onnx"], f["onnx"]), "info(): too many positional arguments", ""),
+], ids=["renamed", "provider", "renamed-field", "misspelt", "unknown", "positional"])  # fmt: skip
+def test_a_call_the_function_does_not_take_is_one_line_and_a_type_error(call, words, meant, files):
+    """An unknown keyword is worded as Python words it, naming the function, and the keyword it was renamed to or
+    probably meant; a ParamError that is also a TypeError, so ``except TypeError`` still catches it."""
+    with pytest.raises(TypeError) as err:
+        call(files)
+    assert isinstance(err.value, ParamError) and isinstance(err.value, AFTExportError)
+    assert str(err.value).startswith(words) and "\n" not in str(err.value), str(err.value)
+    assert err.value.param == meant
 
 
 def test_the_wrong_values_are_wrong_and_the_right_ones_pass():
@@ -183,6 +258,12 @@ CALLS = [  # (call, the keyword refused): a traceback from inside, or a wrong re
     (lambda f: aft_export.export(f["ckpt"], f["out"], images=float("nan")), "images"),
     (lambda f: aft_export.evaluate(f["onnx"], data=f["data"], images=float("nan")), "images"),
     (lambda f: aft_export.quantize(f["onnx"], f["out"], weight_bits=7.9), "weight_bits"),
+    # issue 52's: OverflowError, ValueError from repr, and an embedded null byte, at 3aefeda
+    (lambda f: aft_export.quantize(f["onnx"], f["out"], method="percentile", percentile=10**400), "percentile"),
+    (lambda f: aft_export.deepstream(f["onnx"], f["repo"], threshold=10**400), "threshold"),
+    (lambda f: aft_export.quantize(f["onnx"], f["out"], mean=[10**400, 0, 0]), "mean"),
+    (lambda f: aft_export.bench(f["onnx"], threads=10**5000), "threads"),
+    (lambda f: aft_export.export(f["ckpt"], "out\x00.onnx"), "output"),
 ]
 
 
