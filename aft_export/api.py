@@ -92,14 +92,14 @@ def _paths(value, what: str = "", required: bool = True) -> list[str]:
     return paths
 
 
-def _foreign(preprocess, input_size, mean, std, classes, files=None):
+def _foreign(preprocess, input_size, mean, std, classes, input_format=None, files=None):
     """How an ONNX file another tool wrote is fed, or None where nothing was given. ``files``: the
     command's files; given preprocessing that none of them takes is an error, not ignored."""
-    if all(v is None for v in (preprocess, input_size, mean, std, classes)):
+    if all(v is None for v in (preprocess, input_size, mean, std, classes, input_format)):
         return None
     from aft_export.data.preprocess import ForeignPreprocessing
 
-    pre = ForeignPreprocessing(preprocess, input_size, mean, std, classes)
+    pre = ForeignPreprocessing(preprocess, input_size, mean, std, classes, input_format)
     if files is not None:
         from aft_export.artifacts.info import refuse_unused_preprocessing
 
@@ -238,7 +238,7 @@ def build(model, output=None, *, batch_profile: str | None = BuildOptions.batch_
           tf32: bool = False, hardware_compatibility: str = BuildOptions.hardware_compatibility,
           library: str = BuildOptions.library, compute_capabilities: Sequence[str] = (),
           preprocess: str | None = None, input_size: int | None = None, mean=None, std=None,
-          classes=None) -> BuildResult:  # fmt: skip
+          classes=None, input_format: str | None = None) -> BuildResult:  # fmt: skip
     """``aft-export build``: a TensorRT or TensorRT-RTX engine and its manifest from the ONNX file
     ``model``. Returns :class:`~aft_export.tensorrt.build.BuildResult`."""
     from aft_export.tensorrt.build import build_engine
@@ -248,7 +248,8 @@ def build(model, output=None, *, batch_profile: str | None = BuildOptions.batch_
                         hardware_compatibility=hardware_compatibility, library=library,
                         compute_capabilities=compute_capabilities)  # fmt: skip
     return build_engine(str(model), None if output is None else str(output), opts, log=_log,
-                        preprocessing=_foreign(preprocess, input_size, mean, std, classes, files=[model]))  # fmt: skip
+                        preprocessing=_foreign(preprocess, input_size, mean, std, classes, input_format,
+                                               files=[model]))  # fmt: skip
 
 
 @declared("train")
@@ -351,7 +352,7 @@ def parity(checkpoint, artifacts=(), *, data=None, images: int = ParityOptions.i
 @declared("eval")
 def evaluate(artifacts, *, data, batch_size: int = EvalOptions.batch_size, images: int | None = None,
              backend: str = EvalOptions.backend, preprocess: str | None = None, input_size: int | None = None,
-             mean=None, std=None, classes=None) -> EvalResult:  # fmt: skip
+             mean=None, std=None, classes=None, input_format: str | None = None) -> EvalResult:  # fmt: skip
     """``aft-export eval``: top-1/top-5 of each checkpoint, ONNX file or engine on the labelled
     ``data`` (the first ``images``; None: all), and each one's top-1 agreement with the first.
     Returns :class:`~aft_export.results.EvalResult`."""
@@ -360,7 +361,8 @@ def evaluate(artifacts, *, data, batch_size: int = EvalOptions.batch_size, image
     paths = _paths(artifacts, "checkpoints or ONNX files to evaluate")
     cpu_notes(paths, backend)
     return run_evaluation(paths, str(data), batch_size=batch_size, limit=images, backend=backend,
-                          preprocessing=_foreign(preprocess, input_size, mean, std, classes, files=paths))  # fmt: skip
+                          preprocessing=_foreign(preprocess, input_size, mean, std, classes, input_format,
+                                                 files=paths))  # fmt: skip
 
 
 @declared("bench")
@@ -368,14 +370,15 @@ def bench(artifacts, *, batch_sizes: Sequence[int] = BenchOptions.batch_sizes, w
           iters: int = BenchOptions.iters, threads: int = 0, backend: str | None = None,
           reference: str | None = None, data: str | None = None, images: int | None = None, profile: bool = False,
           preprocess: str | None = None, input_size: int | None = None, mean=None, std=None,
-          classes=None) -> BenchResult:  # fmt: skip
+          classes=None, input_format: str | None = None) -> BenchResult:  # fmt: skip
     """``aft-export bench``: latency and throughput of each artifact at each batch size (``backend``
     None: onnxruntime). With ``reference``, the checkpoint the files were made from: the deploy
     table, every file on every runtime here (or ``backend``'s), proven against it on ``images``
     labelled images of ``data`` and timed. Returns :class:`~aft_export.results.BenchResult` (with
     ``reference``, the table is its ``deploy``)."""
     artifacts = _paths(artifacts, "checkpoints, ONNX files or engines to time")
-    pre = _foreign(preprocess, input_size, mean, std, classes, files=None if reference is not None else artifacts)
+    pre = _foreign(preprocess, input_size, mean, std, classes, input_format,
+                   files=None if reference is not None else artifacts)
     if reference is not None:
         from aft_export.verify.deploy import bench_against
 
@@ -409,13 +412,13 @@ def infer(artifact, images, *, top_k: int = 5, backend: str = DEFAULT_BACKEND) -
 
 @declared("info")
 def info(artifact, *, config: str | None = None, preprocess: str | None = None, input_size: int | None = None,
-         mean=None, std=None, classes=None) -> InfoResult:  # fmt: skip
+         mean=None, std=None, classes=None, input_format: str | None = None) -> InfoResult:  # fmt: skip
     """``aft-export info``: what an artifact is (a checkpoint's config and metrics, an ONNX file's
     target, precision and recipe, an engine's manifest). Returns :class:`~aft_export.results.InfoResult`."""
     from aft_export.artifacts.info import artifact_info
 
     return artifact_info(str(artifact), config=config,
-                         preprocessing=_foreign(preprocess, input_size, mean, std, classes))  # fmt: skip
+                         preprocessing=_foreign(preprocess, input_size, mean, std, classes, input_format))  # fmt: skip
 
 
 # ---------------------------------------------------------------- the whole job
@@ -483,7 +486,7 @@ def serve(artifacts, *, host: str = ServeOptions.host, http_port: int = ServeOpt
           queue_delay_us: int = ServeOptions.queue_delay_us, backend: str = ServeOptions.backend,
           threads: int = ServeOptions.threads, drain_seconds: int = ServeOptions.drain_seconds,
           preprocess: str | None = None, input_size: int | None = None, mean=None, std=None,
-          classes=None) -> Server:  # fmt: skip
+          classes=None, input_format: str | None = None) -> Server:  # fmt: skip
     """``aft-export serve``, without blocking: NVIDIA Triton serving the artifacts (on 127.0.0.1
     unless ``host`` says otherwise), returned once every model is ready (at most
     :data:`READY_BOUND` seconds) as a :class:`~aft_export.results.Server`, a context manager whose
@@ -501,7 +504,8 @@ def serve(artifacts, *, host: str = ServeOptions.host, http_port: int = ServeOpt
     opts = ServeOptions(host=host, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port,
                         max_batch=max_batch, instances=instances, top_k=top_k, queue_delay_us=queue_delay_us,
                         backend=backend, threads=threads, drain_seconds=drain_seconds,
-                        preprocessing=_foreign(preprocess, input_size, mean, std, classes, files=paths))  # fmt: skip
+                        preprocessing=_foreign(preprocess, input_size, mean, std, classes, input_format,
+                                               files=paths))  # fmt: skip
     if _blocking.get():  # serve_until_stopped: here, until a signal
         return run_server(paths, opts, log=_log)
     stop, outcome = _Stop(), {}

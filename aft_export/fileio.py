@@ -80,10 +80,10 @@ def check_output_path(path: str | os.PathLike, inputs=(), directory: bool = Fals
     except OSError as exc:
         raise AFTExportError(f"cannot use {path} as output ({exc.strerror}); choose another output path") from None
     kind = _kind(st.st_mode)
-    wanted = "directory" if directory else "regular file"
+    wanted, plural = ("directory", "directories") if directory else ("regular file", "regular files")
     if kind != wanted:
         raise AFTExportError(f"output {path} is a {kind}, not a {wanted}; aft-export replaces only "
-                             f"{wanted}s: choose another output path")  # fmt: skip
+                             f"{plural}: choose another output path")  # fmt: skip
     for item in inputs or ():
         if item is not None and same_file(path, item):
             how = "" if os.path.abspath(path) == os.path.abspath(item) else " (through a link)"

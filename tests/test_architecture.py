@@ -19,10 +19,10 @@ ORDER = [
     # 1 model and data
     "layers.cores", "layers.ops", "layers.aft", "layers",
     "models.classifier", "models.registry", "models",
-    "data", "data.images", "data.preprocess", "data.datasets", "data.calibration", "quantization", "quantization.ranges", "models.weights",
+    "data", "data.formats", "data.images", "data.preprocess", "data.datasets", "data.calibration", "quantization", "quantization.ranges", "models.weights",
     "models.checkpoint", "models.sources", "models.resources",
     # 2 ONNX, comparison, TensorRT facts
-    "artifacts", "artifacts.graph", "artifacts.fp32_rule", "artifacts.onnxio", "verify", "verify.compare", "options", "options.params", "options.commands", "tensorrt", "tensorrt.library", "tensorrt.manifest", "artifacts.purpose",
+    "artifacts", "artifacts.graph", "artifacts.fp32_rule", "artifacts.onnxio", "artifacts.ends", "verify", "verify.compare", "options", "options.params", "options.commands", "tensorrt", "tensorrt.library", "tensorrt.manifest", "artifacts.purpose",
     # 3 runners
     "runners.base", "runners.pytorch", "runners.ort", "runners.openvino", "runners.reference", "runners.engine", "runners",
     # 4 graph work

@@ -233,17 +233,24 @@ def test_what_keeps_a_graph_from_being_fed_is_said_before_any_advice():
     assert "no preprocessing changes what a graph takes" in message and "`" not in message
     ids = _model()
     ids.graph.input[0].CopyFrom(helper.make_tensor_value_info("ids", TensorProto.INT64, ["n", 128]))
-    assert image_input_problem(ids) == "its input 'ids' is int64 of shape [?, 128], not a float32 (N, C, H, W) image batch"
+    assert image_input_problem(ids) == ("takes int64 of shape [?, 128] as its input 'ids', not a float32 (N, C, H, W) "
+                                        "image batch or uint8 (N, H, W, 3) pixels")  # fmt: skip
     half = _model()
     half.graph.input[0].CopyFrom(helper.make_tensor_value_info("image", TensorProto.FLOAT16, [1, 3, 32, 32]))
-    assert image_input_problem(half) == ("its input 'image' is float16 of shape [1, 3, 32, 32], not a float32 (N, C, "
-                                         "H, W) image batch")  # fmt: skip
+    assert image_input_problem(half) == ("takes float16 of shape [1, 3, 32, 32] as its input 'image', not a float32 "
+                                         "(N, C, H, W) image batch or uint8 (N, H, W, 3) pixels")  # fmt: skip
+    pixels = _model()  # raw pixels: a format of its own (aft_export.data.formats)
+    pixels.graph.input[0].CopyFrom(helper.make_tensor_value_info("image", TensorProto.UINT8, ["n", 32, 32, 3]))
+    assert image_input_problem(pixels) is None
+    planar = _model()
+    planar.graph.input[0].CopyFrom(helper.make_tensor_value_info("image", TensorProto.UINT8, ["n", 3, 32, 32]))
+    assert "takes uint8 of shape [?, 3, 32, 32] as its input 'image', not" in image_input_problem(planar)
     unranked = _model()  # a rank the graph does not declare: let through, as before (the runtime says)
     unranked.graph.input[0].CopyFrom(helper.make_tensor_value_info("image", TensorProto.FLOAT, None))
     assert not unranked.graph.input[0].type.tensor_type.HasField("shape") and image_input_problem(unranked) is None
     gray = _model()
     gray.graph.input[0].CopyFrom(helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 1, 28, 28]))
-    assert "takes 1-channel images, not RGB" in image_input_problem(gray)
+    assert "takes 1-channel images of shape [1, 1, 28, 28] as its input 'image', not RGB" in image_input_problem(gray)
 
 
 def _external(model, tensor_name: str, location: str):

@@ -59,6 +59,9 @@ OTHER_COMMAND_LINES = {("serving.server", "server_args"): "tritonserver's (--htt
 # (commands, fields, why): each command's code reaches a message naming the field, which it
 # has no flag for. Each pair must still be needed (a stale one fails the test).
 CANNOT_SHOW = [  # the command never shows that message
+    (("check", "infer", "parity", "pipeline", "quantize", "triton-repo"), ("input_format",),
+     "runners.ort.onnx_info names `input_format` only when it was given for another tool's file (the "
+     "ForeignPreprocessing of the commands that declare it, foreign()); these commands never give it"),
     (("bench",), ("batch_size",),
      "bench --reference evaluates each file in the deploy table at eval's default batch size, which eval's check "
      "of its batch size never refuses"),

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from aft_export.errors import AFTExportError, Judged, Verdict, listed, said
 from aft_export.fileio import sha256_file
+from aft_export.artifacts.ends import Claim, disagreements, engine_format, graph_ends
 from aft_export.artifacts.graph import DOMAIN, aft_kind
 from aft_export.artifacts.onnxio import ArtifactMeta, external_files, foreign_kind, graph_precision, load_onnx
 from aft_export.data.preprocess import GIVEN, ForeignPreprocessing
@@ -38,11 +39,12 @@ DESCRIBING = ("classes", "input_size", "mean", "std")
 @dataclass
 class InfoResult(Judged):
     """``info``: what an artifact is (``kind``: checkpoint, onnx or engine) and what that kind says
-    (``details``, the fields of its JSON)."""
+    (``details``, the fields of its JSON). Describing checks nothing, but what it could not read as
+    said (``malformed`` metadata, metadata its graph ``contradicted``) leaves it not verified."""
 
     kind: str
     details: dict
-    verdict: Verdict = field(default_factory=Verdict)  # describing checks nothing
+    verdict: Verdict = field(default_factory=Verdict)
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, **copy.deepcopy(self.details)}
@@ -52,7 +54,9 @@ def artifact_info(path, config: str | None = None, preprocessing: ForeignPreproc
     """:func:`describe_artifact`'s description of ``path`` as ``info``'s result."""
     details = describe_artifact(path, config=config, preprocessing=preprocessing)
     kind = details.pop("kind")
-    return InfoResult(kind, details)
+    reasons = [f"{path}: malformed {', '.join(details['malformed'])}"] if details.get("malformed") else []
+    reasons += [details["manifest_error"]] if details.get("manifest_error") else []
+    return InfoResult(kind, details, Verdict.of(unverified=reasons + details.get("contradicted", [])))
 
 
 def describe_artifact(path, config: str | None = None, preprocessing: ForeignPreprocessing | None = None) -> dict:
@@ -156,8 +160,10 @@ def describe_onnx(path: Path, preprocessing: ForeignPreprocessing | None = None)
         "inputs": _values(sig.get_inputs()), "outputs": _values(sig.get_outputs()),
         "precision": graph_precision(model), "aft_export": meta.ours, **file_purpose(model),
     }  # fmt: skip
+    ends = graph_ends(model)  # what it takes and gives: the graph's word, whatever its metadata says
+    ends_said = {"input_format": ends.takes.name, "output_format": ends.gives}
     if not meta.ours:  # another tool's file: what it is, and how it would be fed, if anyone said
-        out["written_as"] = foreign_kind(model)
+        out.update({"written_as": foreign_kind(model), **ends_said})
         try:
             info = onnx_info(model, str(path), path, preprocessing)
             out["preprocessing"] = {"input_size": list(info.input_size), "mean": list(info.mean),
@@ -167,8 +173,10 @@ def describe_onnx(path: Path, preprocessing: ForeignPreprocessing | None = None)
         return out
     calls = Counter(aft_kind(n) or n.op_type for n in model.graph.node if n.domain == DOMAIN)  # by variant
     values, malformed = described(meta)
+    contradicted = disagreements(ends, Claim.of_meta(meta, malformed), str(path))
     out.update({
-        **{k: meta[k] for k in OUR_KEYS if k in meta},
+        **{k: meta[k] for k in OUR_KEYS if k in meta}, **ends_said,
+        **({"contradicted": contradicted} if contradicted else {}),
         "com_aft_layers": dict(sorted(calls.items())), "com_aft_functions": sum(f.domain == DOMAIN for f in model.functions),
         "preprocessing": {k: values[k] for k in ("input_size", "mean", "std") if k in values},
         "classes": values.get("classes", []), **({"malformed": malformed} if malformed else {}),
@@ -198,6 +206,10 @@ def describe_engine(path: Path) -> dict:
     model = ArtifactMeta(manifest.get("model", {}), str(path))
     values, malformed = described(model)
     malformed = bad + [f"model.{k}" for k in malformed]
+    try:  # no graph: the manifest says what the engine takes, held to the profile it records
+        takes, contradicted = engine_format(manifest.get("model"), manifest.get("input") or {}, str(path)).name, []
+    except AFTExportError as exc:
+        takes, contradicted = None, [exc.message]
     network = manifest.get("network") or {}
     return {
         **out, "sha256": manifest.get("engine_sha256"), "library": manifest.get("library", "tensorrt"),
@@ -212,8 +224,9 @@ def describe_engine(path: Path) -> dict:
         "for": engine_made_for(manifest),
         "model_name": model.get("model_name", ""),
         "source_sha256": model.get("source_sha256", ""), "preprocessing_from": model.get("preprocessing_from", ""),
-        "model": values, "build_options": manifest.get("build_options", {}),
-        **({"malformed": malformed} if malformed else {}),
+        "model": values, "build_options": manifest.get("build_options", {}), "input_format": takes,
+        "output_format": model.get("output_format", "logits"),
+        **({"malformed": malformed} if malformed else {}), **({"contradicted": contradicted} if contradicted else {}),
     }  # fmt: skip
 
 

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 from aft_export import readers
-from aft_export.data.images import INPUT_FORMATS, OUTPUT_FORMATS
 from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write_bytes, check_output_path, file_mode
 from aft_export.artifacts.graph import inline_functions, props, set_props
@@ -235,23 +234,6 @@ class ArtifactMeta:
     def op_form(self) -> str:
         return self.values.get("aft_op_form", "custom")
 
-    @property
-    def input_format(self) -> str:
-        """What the file takes (:data:`~aft_export.data.images.INPUT_FORMATS`): normalised images where
-        the metadata does not say (every file before pixel inputs)."""
-        return self._one_of("input_format", INPUT_FORMATS)
-
-    @property
-    def output_format(self) -> str:
-        """What the file gives (:data:`~aft_export.data.images.OUTPUT_FORMATS`): logits where unsaid."""
-        return self._one_of("output_format", OUTPUT_FORMATS)
-
-    def _one_of(self, key: str, choices: tuple[str, ...]) -> str:
-        value = self.values.get(key, choices[0])
-        if value not in choices:
-            raise readers.Malformed(self._where, key, f"is {value!r}, not one of {', '.join(choices)}", self.fix)
-        return value
-
 
 # ONNX's QDQ form: float ops between QuantizeLinear/DequantizeLinear pairs (ours, TensorRT's, ModelOpt's,
 # ONNX Runtime's QuantFormat.QDQ); the QOperator form: integer ops in their place (ONNX Runtime's
@@ -381,10 +363,11 @@ def foreign_kind(model) -> str:
 
 
 def image_input_problem(model) -> str | None:
-    """What keeps a graph from being an image classifier aft-export can feed (None: nothing): more
-    than one input, or an input that is not a float32 (N, 3, H, W) image batch. No preprocessing
-    can change either. An input whose rank the graph does not declare is let through (the
-    runtime says what it takes)."""
+    """What keeps a graph from being an image classifier aft-export can feed (None: nothing), as what
+    the graph does ("takes 2 inputs"): more than one input, or an input that is neither a float32
+    (N, 3, H, W) image batch nor uint8 (N, H, W, 3) pixels (:data:`~aft_export.data.formats.FORMATS`). No
+    preprocessing can change either. An input whose rank the graph does not declare is let through
+    (the runtime says what it takes)."""
     from onnx import TensorProto
 
     inits = {t.name for t in model.graph.initializer}
@@ -396,11 +379,15 @@ def image_input_problem(model) -> str | None:
     dims = ["?" if not d.HasField("dim_value") else str(d.dim_value) for d in t.shape.dim]
     ranked = t.HasField("shape")  # no shape at all: a rank not declared
     shape = f"[{', '.join(dims)}]" if ranked else "unknown rank"
+    pixels = t.elem_type == TensorProto.UINT8 and (not ranked or (len(dims) == 4 and dims[3] in ("?", "3")))
+    if pixels:
+        return None
     if not v.type.HasField("tensor_type") or t.elem_type != TensorProto.FLOAT or (ranked and len(dims) != 4):
         elem = TensorProto.DataType.Name(t.elem_type).lower() if t.elem_type else "an untyped value"
-        return f"its input {v.name!r} is {elem} of shape {shape}, not a float32 (N, C, H, W) image batch"
+        return (f"takes {elem} of shape {shape} as its input {v.name!r}, not a float32 (N, C, H, W) image batch or "
+                f"uint8 (N, H, W, 3) pixels")  # fmt: skip
     if ranked and dims[1] not in ("?", "3"):
-        return f"its input {v.name!r} of shape {shape} takes {dims[1]}-channel images, not RGB (3 channels)"
+        return f"takes {dims[1]}-channel images of shape {shape} as its input {v.name!r}, not RGB (3 channels)"
     return None
 
 
@@ -411,8 +398,8 @@ def unfeedable(model, where: str) -> str | None:
     if problem is None:
         return None
     return (f"{where} has no aft-export metadata: it is another tool's {foreign_kind(model)} that {problem}, and "
-            f"no preprocessing changes what a graph takes; aft-export feeds image classifiers of one float32 "
-            f"(N, 3, H, W) input: give one of those")
+            f"no preprocessing changes what a graph takes; aft-export feeds image classifiers of one input, float32 "
+            f"(N, 3, H, W) images or uint8 (N, H, W, 3) pixels: give one of those")
 
 
 def nonfinite_weights(model) -> list[tuple[str, int, int]]:

@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from aft_export.data import datasets
-from aft_export.data.images import (IMAGE_EXTENSIONS, MAX_IMAGE_BYTES, NORMALIZED, TAR_ERRORS, Preprocessing,
+from aft_export.data.formats import FORMATS
+from aft_export.data.images import (IMAGE_EXTENSIONS, MAX_IMAGE_BYTES, TAR_ERRORS, Preprocessing,
                                     decode_pixels, model_input, read_image_file, square_crop, tar_error,
                                     tar_files)  # fmt: skip
 from aft_export.errors import AFTExportError, Named, said
@@ -120,6 +121,9 @@ def _decode(items, prep: Preprocessing, progress: bool) -> np.ndarray:
 
 
 def _from_array(arr: np.ndarray, path: str, prep: Preprocessing) -> np.ndarray:
+    if 0 in arr.shape:  # no image in it, or images of no pixels
+        raise AFTExportError(f"{path}: the array of shape {tuple(arr.shape)} holds no pixels (a dimension is 0); give "
+                             f"uint8 (N, H, W, 3) images or normalised float (N, 3, H, W) ones, N > 0")  # fmt: skip
     if arr.dtype == np.uint8 and arr.ndim == 4 and arr.shape[-1] == 3:
         if arr.shape[1:3] != (prep.size, prep.size):
             from PIL import Image
@@ -127,7 +131,7 @@ def _from_array(arr: np.ndarray, path: str, prep: Preprocessing) -> np.ndarray:
             arr = np.stack([square_crop(Image.fromarray(a), prep.size) for a in arr])
         return model_input(arr, prep.mean, prep.std, prep.input_format)
     if arr.dtype in (np.float32, np.float64) and arr.ndim == 4 and arr.shape[1] == 3:
-        if prep.input_format != NORMALIZED:  # a float array is taken as normalised: not what this file takes
+        if FORMATS[prep.input_format].pixels:  # a float array is taken as normalised: not what this file takes
             raise AFTExportError(f"{path}: float arrays are taken as normalised images (x / 255 - mean) / std, but "
                                  f"the model takes raw {prep.input_format} pixels; give images, or uint8 (N, H, W, 3) "
                                  f"pixel arrays")  # fmt: skip

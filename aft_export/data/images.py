@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from aft_export import readers
+from aft_export.data.formats import (FLOAT_NCHW, FORMATS, INPUT_FORMATS, LOGITS, NORMALIZED,  # noqa: F401
+                                     OUTPUT_FORMATS, PIXEL_FORMATS, PROBABILITIES, UINT8_NHWC, normalize_array)
 from aft_export.errors import AFTExportError, Named, said
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".ppm", ".tif", ".tiff")
@@ -41,21 +43,8 @@ MAX_RESIZE_FACTOR = 64
 MAX_IMAGE_BYTES = 256 * 2**20
 # what a damaged or truncated tar raises while it is read
 TAR_ERRORS = (tarfile.TarError, OSError, EOFError, zlib.error)
-# What a model file takes as its input (an export's ``input_format``, its ``input_format`` metadata):
-# NORMALIZED, the float32 (N, 3, H, W) batch of ``(x / 255 - mean) / std`` every checkpoint takes; or the
-# decoded image's RGB pixels, the normalisation done by the file's first nodes (fp32): uint8 (N, H, W, 3),
-# for applications and Triton clients (a quarter of the bytes), or float32 (N, 3, H, W) in 0-255, what
-# DeepStream's nvinfer feeds with net-scale-factor=1 and zero offsets
-NORMALIZED = "normalized"
-UINT8_NHWC = "uint8-nhwc"
-FLOAT_NCHW = "float-nchw"
-INPUT_FORMATS = (NORMALIZED, UINT8_NHWC, FLOAT_NCHW)
-PIXEL_FORMATS = (UINT8_NHWC, FLOAT_NCHW)
-# what a model file outputs (``output_format``): logits, or the probabilities of a Softmax over them
-# (DeepStream's default classifier parser reads probabilities)
-LOGITS = "logits"
-PROBABILITIES = "probabilities"
-OUTPUT_FORMATS = (LOGITS, PROBABILITIES)
+# What a model file takes and gives (its ``input_format`` and ``output_format``): the table of
+# aft_export.data.formats
 
 
 @dataclass(frozen=True)
@@ -72,6 +61,9 @@ class Preprocessing:
     classes: tuple[str, ...] | None = None  # None: numbered by output index once the width is known
     # what the model is fed (INPUT_FORMATS): images normalised by the above, or a pixel file's raw pixels
     input_format: str = NORMALIZED
+    # what a user's description of another tool's file says it takes (None: unsaid); the graph decides
+    # input_format, and a stated one it contradicts is an error (aft_export.artifacts.ends)
+    stated_format: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.input_size, int) or isinstance(self.input_size, bool) or not (
@@ -385,23 +377,7 @@ def decode_pixels(items, size: int) -> np.ndarray:
 
 def model_input(pixels: np.ndarray, mean, std, input_format: str = NORMALIZED) -> np.ndarray:
     """What a model of ``input_format`` is fed for decoded images (uint8 (N, H, W, 3) RGB pixels,
-    as :func:`load_image` makes them): :func:`normalize_array` for a normalised input, the pixels
-    as they are for ``uint8-nhwc``, channels first in float32 for ``float-nchw``."""
-    if input_format == NORMALIZED:
-        return normalize_array(pixels, mean, std)
-    pixels = np.asarray(pixels, dtype=np.uint8)
-    if input_format == UINT8_NHWC:
-        return np.ascontiguousarray(pixels)
-    if input_format == FLOAT_NCHW:
-        return np.ascontiguousarray(pixels.transpose(0, 3, 1, 2)).astype(np.float32)
-    raise AFTExportError(f"unknown input format {input_format!r}; one of {', '.join(INPUT_FORMATS)}")
-
-
-def normalize_array(images: np.ndarray, mean, std) -> np.ndarray:
-    """:func:`normalize` in NumPy, bit for bit (the same float32 operations in the same
-    order), for processes that must not import torch (a Triton Python backend model)."""
-    x = np.ascontiguousarray(np.asarray(images, dtype=np.uint8).transpose(0, 3, 1, 2)).astype(np.float32)
-    x /= np.float32(255.0)
-    x -= np.asarray(mean, dtype=np.float32).reshape(1, -1, 1, 1)
-    x /= np.asarray(std, dtype=np.float32).reshape(1, -1, 1, 1)
-    return x
+    as :func:`load_image` makes them): its entry's :meth:`~aft_export.data.formats.InputFormat.feed`."""
+    if input_format not in FORMATS:
+        raise AFTExportError(f"unknown input format {input_format!r}; one of {', '.join(INPUT_FORMATS)}")
+    return FORMATS[input_format].feed(pixels, mean, std)

@@ -9,11 +9,13 @@ values or in a JSON/YAML file::
     mean: [0.4914, 0.4822, 0.4465] # of x / 255, RGB
     std: [0.2470, 0.2435, 0.2616]
     classes_file: classes.txt      # one name per line (or classes: [cat, dog, ...])
+    input_format: uint8-nhwc       # optional: what the file takes (normalized, uint8-nhwc, float-nchw)
 
 An ONNX file from another tool may also have that file beside it, as JSON, named after it
 (:func:`sidecar_path`: ``theirs.onnx`` -> ``theirs.preprocess.json``); every command that
 runs such a file reads it there. Nothing is guessed: a missing input size or normalisation
-is an error that names the option to give.
+is an error that names the option to give. What the file takes is read from its graph
+(:mod:`aft_export.artifacts.ends`); a stated ``input_format`` is held to it, as our own metadata is.
 
 This module is the reader for both (the bring-your-own model code reads it too); it lives on the model-and-data floor so the runners,
 which feed such files, can read it.
@@ -27,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from aft_export import readers
-from aft_export.data.images import IMAGENET, Preprocessing
+from aft_export.data.images import IMAGENET, INPUT_FORMATS, Preprocessing
 from aft_export.errors import AFTExportError, Named, joined, listed, said
 
-FIELDS = ("input_size", "mean", "std", "classes", "classes_file")
+FIELDS = ("input_size", "mean", "std", "classes", "classes_file", "input_format")
 SIDECAR_SUFFIX = ".preprocess.json"
 
 
@@ -118,12 +120,18 @@ def file_values(data: dict[str, Any], where: str, base: Path) -> dict[str, Any]:
         name = readers.text(data["classes_file"], where, "classes_file")
         path = Path(name) if os.path.isabs(name) else base / name
         out["classes"] = read_classes_file(path, f"correct classes_file in {where}")
+    if "input_format" in data:
+        value = data["input_format"]
+        if value not in INPUT_FORMATS:
+            raise readers.Malformed(where, "input_format", f"is {readers.shown(value)}, not one of "
+                                                           f"{', '.join(INPUT_FORMATS)}")  # fmt: skip
+        out["input_format"] = value
     return out
 
 
 def resolve(file: str | Path | None = None, *, input_size=None, mean=None, std=None, classes=None,
-            base: Path | None = None, extra_keys: tuple[str, ...] = (), missing: str | None = None,
-            fix: str = said("check {preprocess}", None)) -> Preprocessing:  # fmt: skip
+            input_format: str | None = None, base: Path | None = None, extra_keys: tuple[str, ...] = (),
+            missing: str | None = None, fix: str = said("check {preprocess}", None)) -> Preprocessing:  # fmt: skip
     """Preprocessing from a file and values; a value overrides the file.
 
     ``classes`` is a file of names (a path) or a list of names. ``extra_keys`` are other
@@ -155,7 +163,7 @@ def resolve(file: str | Path | None = None, *, input_size=None, mean=None, std=N
     names = from_file.get("classes")
     if classes is not None:
         names = tuple(classes) if isinstance(classes, (list, tuple)) else read_classes_file(classes)
-    return Preprocessing(size, mean, std, names)
+    return Preprocessing(size, mean, std, names, stated_format=input_format or from_file.get("input_format"))
 
 
 # ---------------------------------------------------------------- files another tool wrote
@@ -170,7 +178,7 @@ def sidecar_path(artifact: str | Path) -> Path:
 
 
 # what a caller may give for a file another tool wrote (ForeignPreprocessing.takes), by field
-GIVEN = ("preprocess", "input_size", "mean", "std", "classes")
+GIVEN = ("preprocess", "input_size", "mean", "std", "classes", "input_format")
 
 
 @dataclass(frozen=True)
@@ -189,13 +197,14 @@ class ForeignPreprocessing:
     mean: tuple[float, ...] | str | None = None
     std: tuple[float, ...] | str | None = None
     classes: str | tuple[str, ...] | None = None  # a file of names, or the names
+    input_format: str | None = None  # what the file takes, held to its graph (None: the graph says it alone)
     origin: str = ""
     takes: tuple[str, ...] = GIVEN
 
     @classmethod
     def of(cls, pre: Preprocessing, origin: str) -> ForeignPreprocessing:
         """Exactly ``pre`` (no file is read): a checkpoint's preprocessing serving another file."""
-        return cls(None, pre.input_size, tuple(pre.mean), tuple(pre.std), pre.classes, origin)
+        return cls(None, pre.input_size, tuple(pre.mean), tuple(pre.std), pre.classes, origin=origin)
 
     @property
     def complete(self) -> bool:
@@ -235,12 +244,14 @@ class ForeignPreprocessing:
                        and (beside.exists() or beside.is_symlink()))  # fmt: skip
         if from_beside:
             file = str(beside)  # a directory or a FIFO there is refused by the reader, not ignored
-        given = [name for name in ("input_size", "mean", "std", "classes") if getattr(self, name) is not None]
+        given = [name for name in ("input_size", "mean", "std", "classes", "input_format")
+                 if getattr(self, name) is not None]  # fmt: skip
         # the JSON beside the file came from no option: a directory or a FIFO there is said as what to remove
         fix = (f"correct or remove {beside.name} beside {Path(artifact).name}" if from_beside
                else said("check {preprocess}", None))  # fmt: skip
         pre = resolve(file, input_size=self.input_size, mean=self.mean, std=self.std, classes=self.classes,
-                      missing=self.missing_message(where, beside, what), fix=fix)  # fmt: skip
+                      input_format=self.input_format, missing=self.missing_message(where, beside, what),
+                      fix=fix)  # fmt: skip
         sources = ([self.origin or "the options (" + listed(given) + ")"] if given else []) + (
             [Path(file).name if file == str(beside) else str(file)] if file is not None else [])  # fmt: skip
         return pre, joined(" and ", sources)

@@ -362,7 +362,7 @@ def export_graph(model, meta: ModelMeta, opts: ExportOptions, images: np.ndarray
     if images is not None:
         t = time.perf_counter()
         runner = OrtRunner(proto)  # fed as its metadata says: a pixel file the decoded images' pixels
-        if runner.info.input_format == NORMALIZED:
+        if not runner.info.takes.pixels:
             got = runner.logits(images)
         elif pixels is None:
             raise AFTExportError("a pixel file is verified on the decoded images' pixels; none were given")

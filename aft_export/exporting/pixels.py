@@ -30,13 +30,12 @@ import copy
 
 import numpy as np
 
+from aft_export.artifacts.ends import PIXEL_MODULE, PROBABILITY_MODULE, graph_ends
 from aft_export.artifacts.graph import MODULE_KEY, MODULE_TYPE_KEY, set_props
 from aft_export.artifacts.onnxio import check_graph, read_metadata, set_metadata
-from aft_export.data.images import NORMALIZED, PIXEL_FORMATS, PROBABILITIES, UINT8_NHWC
+from aft_export.data.formats import FORMATS, NORMALIZED, PIXEL_FORMATS, PROBABILITIES
 from aft_export.errors import AFTExportError
 
-PIXEL_MODULE = ("pixel_input", "PixelInput")  # the prologue's aft.module and aft.module_type
-PROBABILITY_MODULE = ("probabilities", "Probabilities")
 NORMALIZED_NAME = "image_normalized"  # the prologue's output: what the graph took before
 PROBABILITY_OUTPUT = "probabilities"
 
@@ -56,8 +55,10 @@ def with_pixel_input(model, input_format: str, mean, std):
     if input_format not in PIXEL_FORMATS:
         raise AFTExportError(f"unknown pixel input format {input_format!r}; one of {', '.join(PIXEL_FORMATS)}")
     props = read_metadata(model)
-    if props.get("input_format", NORMALIZED) != NORMALIZED:
-        raise AFTExportError(f"the graph takes {props['input_format']} pixels already; export from the checkpoint")
+    already = graph_ends(model).takes
+    if already.pixels:
+        raise AFTExportError(f"the graph takes {already.name} pixels already; export from the checkpoint")
+    takes = FORMATS[input_format]
     graph = model.graph
     inits = {t.name for t in graph.initializer}
     inputs = [v for v in graph.input if v.name not in inits]
@@ -71,15 +72,15 @@ def with_pixel_input(model, input_format: str, mean, std):
     normalised.name = NORMALIZED_NAME
     graph.value_info.append(normalised)
     nodes, x = [], name
-    if input_format == UINT8_NHWC:
+    if takes.layout == "NHWC":
         nodes.append(helper.make_node("Cast", [x], ["pixels_float"], name="pixels_cast", to=TensorProto.FLOAT))
         nodes.append(helper.make_node("Transpose", ["pixels_float"], ["pixels_nchw"], name="pixels_nchw",
                                       perm=[0, 3, 1, 2]))  # fmt: skip
         x = "pixels_nchw"
         new_dims = [dims[0], dims[2], dims[3], dims[1]]
-        elem = TensorProto.UINT8
     else:
-        new_dims, elem = dims, TensorProto.FLOAT
+        new_dims = dims
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(takes.dtype))
     channels = len(mean)
     graph.initializer.extend([
         numpy_helper.from_array(np.array(255.0, np.float32), "pixels_scale"),
@@ -98,9 +99,8 @@ def with_pixel_input(model, input_format: str, mean, std):
     index = list(graph.input).index(image)
     graph.input.remove(image)
     graph.input.insert(index, pixels)
-    layout = "NHWC" if input_format == UINT8_NHWC else "NCHW"
-    props.update({"input_format": input_format, "input_layout": layout,
-                  "input_dtype": "uint8" if input_format == UINT8_NHWC else "float32",
+    layout = takes.layout
+    props.update({"input_format": input_format, "input_layout": layout, "input_dtype": takes.dtype,
                   "preprocess": "resize shorter side to input height (bicubic), centre crop; RGB pixels in 0-255 "
                                 f"({layout}) in; the graph computes x / 255, (x - mean) / std"})  # fmt: skip
     set_metadata(model, props)
@@ -113,7 +113,7 @@ def with_probabilities(model):
     from onnx import helper
 
     props = read_metadata(model)
-    if props.get("output_format") == PROBABILITIES:
+    if graph_ends(model).gives == PROBABILITIES:
         return model
     graph = model.graph
     logits = graph.output[0]

@@ -59,6 +59,8 @@ def foreign() -> tuple[Param, ...]:
         Param("mean", Triple(), help=f"{FOREIGN}: r,g,b mean of (x / 255)."),
         Param("std", Triple(positive=True), help=f"{FOREIGN}: r,g,b std."),
         Param("classes", Classes(), help=f"{FOREIGN}: class names, one per line."),
+        Param("input_format", Choice(INPUT_FORMATS), help=f"{FOREIGN}: what it takes (its graph says it too, and "
+              "the two must agree): normalized, or raw pixels uint8-nhwc / float-nchw [default: what its graph says]."),
     )  # fmt: skip
 
 

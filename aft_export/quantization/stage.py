@@ -17,15 +17,17 @@ import numpy as np
 
 from aft_export.version import __version__
 from aft_export.data.calibration import CalibrationSet, load_calibration
-from aft_export.data.images import UINT8_NHWC, Preprocessing
+from aft_export.data.formats import FORMATS
+from aft_export.data.images import Preprocessing
 from aft_export.verify.compare import agreement as _agreement
 from aft_export.data.datasets import data_label
-from aft_export.errors import AFTExportError, Judged, Named, Verdict, said
+from aft_export.errors import AFTExportError, Judged, Named, Verdict, listed, said
 from aft_export.exporting.forms import conversion_problem, to_target
 from aft_export.fileio import claim_output, sha256_file
 from aft_export.artifacts.graph import DOMAIN, aft_core_nodes, inline_functions, name_nodes, node_module, toposort
 from aft_export.options import (CALIB_COUNT, CALIB_SEED, DEFAULT_TARGET, EXPORT_TARGETS, MAX_SEED,
                                 QuantizeOptions, whole)  # fmt: skip
+from aft_export.artifacts.ends import Claim, ends_of
 from aft_export.artifacts.onnxio import (ArtifactMeta, check_graph, foreign_kind, graph_precision, load_onnx,
                                nonfinite_weights, quantized_form, read_metadata, save_onnx, set_metadata,
                                unfeedable)  # fmt: skip
@@ -226,20 +228,32 @@ def _in_target_form(model, meta: dict, wanted: str | None, path):
 
 
 def _preprocessing(model, meta: dict, model_path, opts: QuantizeOptions, log) -> Preprocessing:
-    """How calibration images are decoded: from our metadata (``input_size``, ``mean``, ``std``
+    """How calibration images are decoded and fed: from our metadata (``input_size``, ``mean``, ``std``
     override it); for a file another tool wrote, from those options or the JSON beside it
-    (``NAME.preprocess.json``, as every command reads it), after what the file is."""
+    (``NAME.preprocess.json``, as every command reads it), after what the file is. What the file takes
+    is its graph's (:func:`~aft_export.artifacts.ends.ends_of`): a file that normalises its own pixels
+    refuses ``mean``, ``std`` and ``input_size``, which could change nothing."""
     if ArtifactMeta(meta).ours:
-        return Preprocessing.from_metadata(meta, opts.input_size, opts.mean, opts.std, path=str(model_path))
+        takes = ends_of(model, str(model_path)).takes
+        given = [k for k in ("input_size", "mean", "std") if getattr(opts, k) is not None]
+        if takes.pixels and given:
+            raise AFTExportError(said("{given} {say} how to normalise images, and {path} takes {format} pixels that "
+                                      "its first nodes normalise with the values it was exported with; leave {them} "
+                                      "out", "quantize", given=listed(given, "quantize"), path=model_path,
+                                      say="says" if len(given) == 1 else "say", format=takes.name,
+                                      them="it" if len(given) == 1 else "them"))  # fmt: skip
+        pre = Preprocessing.from_metadata(meta, opts.input_size, opts.mean, opts.std, path=str(model_path))
+        return replace(pre, input_format=takes.name)
     problem = unfeedable(model, str(model_path))  # what the file is, before any advice
     if problem:
         raise AFTExportError(problem)
     given = ForeignPreprocessing(input_size=opts.input_size, mean=opts.mean, std=opts.std,
                                  takes=("input_size", "mean", "std"))  # what QuantizeOptions has
     pre, origin = given.for_artifact(model_path, str(model_path), foreign_kind(model))
+    takes = ends_of(model, str(model_path), Claim(f"its preprocessing ({origin})")).takes
     log(f"preprocessing: {model_path} has no aft-export metadata; input {pre.size}, mean {list(pre.mean)}, std "
         f"{list(pre.std)} from {origin}")  # fmt: skip
-    return replace(pre, classes=None)  # calibration needs no class names
+    return replace(pre, classes=None, input_format=takes.name)  # calibration needs no class names
 
 
 def _check_input_size(model, prep: Preprocessing, path) -> None:
@@ -251,8 +265,8 @@ def _check_input_size(model, prep: Preprocessing, path) -> None:
         raise AFTExportError(f"{path} takes {len(inputs)} inputs ({', '.join(i.name for i in inputs)}); an image "
                              f"classifier takes one, (N, 3, H, W): export it again with `aft-export export`")  # fmt: skip
     dims = [d.dim_value if d.HasField("dim_value") else None for d in inputs[0].type.tensor_type.shape.dim]
-    if prep.input_format == UINT8_NHWC and len(dims) == 4:
-        dims = [dims[0], dims[3], dims[1], dims[2]]  # (N, H, W, C) pixels, compared as (N, C, H, W)
+    if len(dims) == 4:  # compared as (N, C, H, W), whatever the layout of its format
+        dims = [dims[0], *FORMATS[prep.input_format].chw(dims)]
     want = (3, prep.size, prep.size)
     if len(dims) != 4 or any(d is not None and d != w for d, w in zip(dims[1:], want)):
         shown = "x".join("?" if d is None else str(d) for d in dims[1:])

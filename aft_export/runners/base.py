@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from aft_export.data.formats import FORMATS, InputFormat
 from aft_export.data.images import (INPUT_FORMATS, LOGITS, NORMALIZED, OUTPUT_FORMATS, PROBABILITIES,
                                     model_input)  # fmt: skip
 from aft_export.errors import AFTExportError, Named, said
@@ -69,6 +70,11 @@ class ModelInfo:
         """What feeding a loaded model needs, from its :class:`~aft_export.models.checkpoint.ModelMeta`."""
         return cls(list(meta.classes), tuple(meta.input_size), tuple(meta.mean), tuple(meta.std),
                    source_sha256=meta.sha256)  # fmt: skip
+
+    @property
+    def takes(self) -> InputFormat:
+        """The entry of :attr:`input_format` in the table of formats."""
+        return FORMATS[self.input_format]
 
     def problem(self) -> str | None:
         """What makes this description unusable for feeding a model (None: nothing)."""

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from aft_export.errors import AFTExportError
+from aft_export.artifacts.ends import Claim, engine_format, engine_input_problem
 from aft_export.artifacts.onnxio import ArtifactMeta
 from aft_export.readers import reason
 from aft_export.runners.base import ModelInfo, Runner
@@ -38,11 +39,12 @@ def manifest_info(manifest: dict, engine: str) -> ModelInfo:
         raise AFTExportError(f"engine manifest of {engine} {what}, so aft-export cannot tell what the engine takes; "
                              f"rebuild it with `aft-export build`")  # fmt: skip
     m = ArtifactMeta(manifest.get("model", {}), engine)
+    takes = engine_format(manifest.get("model"), manifest["input"], engine)  # no graph: the manifest decides
     try:
         return ModelInfo(m.classes, m.input_size, m.mean, m.std, source_sha256=m.source_sha256,
                          precision=manifest.get("precision", "fp32"), extra=manifest,
-                         preprocessing_from=m.get("preprocessing_from", ""), input_format=m.input_format,
-                         output_format=m.output_format)  # fmt: skip
+                         preprocessing_from=m.get("preprocessing_from", ""), input_format=takes.name,
+                         output_format=Claim.of_meta(m).output_format or "logits")  # fmt: skip
     except (KeyError, ValueError) as exc:  # readers.Malformed is a ValueError
         raise AFTExportError(f"engine manifest of {engine} lacks the model's metadata ({reason(exc)}); rebuild it") from None
 
@@ -77,6 +79,12 @@ class TrtRunner(Runner):
         self.inputs = [n for n in self.names if self.engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
         self.input_name = self.inputs[0]
         self.output_name = next(n for n in self.names if n not in self.inputs)
+        # the engine's own input, as TensorRT reads it, held to what its manifest says it takes
+        problem = engine_input_problem(self.info.takes, np.dtype(trt.nptype(self.engine.get_tensor_dtype(
+            self.input_name))).name, tuple(self.engine.get_tensor_shape(self.input_name)))  # fmt: skip
+        if problem:
+            raise AFTExportError(f"the manifest of {engine} says input_format {self.info.input_format}, but the "
+                                 f"engine's {problem}; rebuild the engine with `aft-export build`")  # fmt: skip
         self.stream = torch.cuda.Stream()
         lo, hi = manifest["input"]["min"], manifest["input"]["max"]
         self.fixed_batch = lo[0] if lo[0] == hi[0] else None

@@ -12,14 +12,15 @@ from pathlib import Path
 from aft_export.errors import AFTExportError, RuntimeMissing, said
 from aft_export.fileio import cache_root
 from aft_export.artifacts.graph import activation_bytes_per_image
+from aft_export.artifacts.ends import Claim, ends_of
 from aft_export.artifacts.onnxio import ArtifactMeta, foreign_kind, graph_precision, load_onnx, unfeedable
-from aft_export.data.images import UINT8_NHWC
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.runtimes import PROVIDER_BACKENDS
 from aft_export.readers import reason
 from aft_export.runners.base import ModelInfo, Runner
 
 PROVIDER_KINDS = tuple(PROVIDER_BACKENDS)  # cpu, cuda, tensorrt: the providers a backend names
+ORT_TYPES = {"float32": "tensor(float)", "uint8": "tensor(uint8)"}  # a format's dtype as ONNX Runtime says it
 def import_onnxruntime():
     try:
         import onnxruntime
@@ -57,12 +58,15 @@ def _provider_name(p) -> str:
 
 
 def info_from_metadata(model, where: str) -> ModelInfo:
-    """Classes, input size and normalisation from aft-export's ONNX metadata."""
+    """Classes, input size and normalisation from aft-export's ONNX metadata; what the file takes and
+    gives from its graph (:func:`~aft_export.artifacts.ends.ends_of`: metadata the graph contradicts is an
+    error)."""
     meta = ArtifactMeta.of(model, where)
+    ends = ends_of(model, where)
     try:
         info = ModelInfo(meta.classes, meta.input_size, meta.mean, meta.std, source_sha256=meta.source_sha256,
-                         precision=graph_precision(model), extra=meta.values, input_format=meta.input_format,
-                         output_format=meta.output_format)  # fmt: skip
+                         precision=graph_precision(model), extra=meta.values, input_format=ends.takes.name,
+                         output_format=ends.gives)  # fmt: skip
     except KeyError as exc:
         raise AFTExportError(f"{where} has no aft-export metadata (classes, input size, mean/std: {exc} is "
                              f"missing); export it with `aft-export export`") from None  # fmt: skip
@@ -74,19 +78,6 @@ def info_from_metadata(model, where: str) -> ModelInfo:
         raise AFTExportError(f"{where} has malformed aft-export metadata: {problem}; export it again with "
                              f"`aft-export export`")  # fmt: skip
     return info
-
-
-def _graph_io(model) -> tuple[int | None, int | None]:
-    """(channels of the first input, width of the first output) where the graph fixes them."""
-    inits = {t.name for t in model.graph.initializer}
-    inputs = [v for v in model.graph.input if v.name not in inits]
-
-    def dim(values, index):
-        dims = values[0].type.tensor_type.shape.dim if values else []
-        d = dims[index] if len(dims) > index else None
-        return d.dim_value if d is not None and d.HasField("dim_value") and d.dim_value > 0 else None
-
-    return dim(inputs, 1), dim(list(model.graph.output), 1)
 
 
 def onnx_info(model, where: str, path=None, preprocessing: ForeignPreprocessing | None = None) -> ModelInfo:
@@ -102,14 +93,19 @@ def onnx_info(model, where: str, path=None, preprocessing: ForeignPreprocessing 
     if problem:
         raise AFTExportError(problem)
     pre, origin = foreign.for_artifact(path, where, foreign_kind(model))
-    channels, width = _graph_io(model)
+    fix = (said("leave {input_format} out, or give the format its graph takes", None)
+           if foreign.input_format is not None else said("correct input_format in {origin}", None, origin=origin))
+    ends = ends_of(model, where, Claim(said("its preprocessing ({origin})", None, origin=origin), fix,
+                                       input_format=pre.stated_format))  # fmt: skip
+    channels, width = ends.chw[0], ends.width
     if pre.classes is None and width is None:
         ask = said("give {classes}", None) if "classes" in foreign.takes else "name them in its preprocessing file (classes)"
         raise AFTExportError(f"{where}'s output has no fixed number of classes and its preprocessing ({origin}) names "
                              f"none; {ask}")  # fmt: skip
     classes = pre.class_names(width, origin) if width is not None else list(pre.classes)
     info = ModelInfo(classes, (channels or 3, pre.size, pre.size), pre.mean, pre.std,
-                     precision=graph_precision(model), extra=meta.values, preprocessing_from=origin)  # fmt: skip
+                     precision=graph_precision(model), extra=meta.values, preprocessing_from=origin,
+                     input_format=ends.takes.name, output_format=ends.gives)  # fmt: skip
     problem = info.problem()
     if problem:
         raise AFTExportError(f"the preprocessing of {where} ({origin}) does not fit it: {problem}")
@@ -166,12 +162,12 @@ def check_signature(session, info: ModelInfo, where: str, metadata: bool = True)
     if not metadata:
         return
     first = inputs[0]
-    pixels = info.input_format == UINT8_NHWC
-    takes = "a uint8 (N, H, W, C) batch of pixels" if pixels else "a float (N, C, H, W) image batch"
-    if first.type != ("tensor(uint8)" if pixels else "tensor(float)") or len(first.shape) != 4:
+    fmt = info.takes
+    takes = f"a {fmt.dtype} ({', '.join('N' + fmt.layout[1:])}) batch"
+    if first.type != ORT_TYPES[fmt.dtype] or len(first.shape) != 4:
         raise AFTExportError(f"{where} takes {first.type} of shape {first.shape} as input {first.name!r}, not "
                              f"{takes}; {graph_fix}")  # fmt: skip
-    got = [*first.shape[3:], *first.shape[1:3]] if pixels else first.shape[1:]  # as (C, H, W)
+    got = list(fmt.chw(first.shape))  # as (C, H, W)
     if any(isinstance(g, int) and g != w for g, w in zip(got, info.input_size)):
         raise AFTExportError(f"{where}'s graph takes {'x'.join(map(str, got))} inputs but {says} "
                              f"input_size {list(info.input_size)}; " + fix)  # fmt: skip

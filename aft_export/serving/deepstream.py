@@ -27,6 +27,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aft_export.artifacts.ends import ends_of
 from aft_export.artifacts.onnxio import ArtifactMeta, external_files, graph_precision, load_onnx
 from aft_export.errors import AFTExportError, Judged, Verdict, said
 from aft_export.fileio import atomic_directory, atomic_write_text, claim_output
@@ -158,8 +159,9 @@ def _described(path: Path) -> tuple[ArtifactMeta, str]:
     meta = ArtifactMeta.of(model, str(path))
     fix = command_line("export", "CKPT", output="model.deepstream.onnx", input_format=DEEPSTREAM_FORM[0],
                        output_format=DEEPSTREAM_FORM[1])  # fmt: skip
+    ends = ends_of(model, str(path))  # what it takes and gives: the graph's word, its metadata held to it
+    form = (ends.takes.name, ends.gives)
     try:
-        form = (meta.input_format, meta.output_format)
         classes, size = meta.classes, meta.input_size
     except (KeyError, ValueError):
         raise AFTExportError(f"{path} has no aft-export metadata (classes, input size); export it with {fix}") from None

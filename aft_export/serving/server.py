@@ -391,10 +391,11 @@ def serve(artifacts: list[str], opts: ServeOptions | None = None, log=print, sto
     opts = opts or ServeOptions()
     if not artifacts:
         raise AFTExportError("give one or more ONNX files or engines to serve")
+    # the files first: one that cannot be served is said so before anything is asked of this machine
+    specs = [describe(a, opts.max_batch, preprocessing=opts.preprocessing) for a in artifacts]
     bundle = find_bundle()
     if opts.backend == "openvino":  # missing: said here, before anything starts, not by a model that fails to load
         import_openvino()
-    specs = [describe(a, opts.max_batch, preprocessing=opts.preprocessing) for a in artifacts]
     check_names(specs)
     check_ports(opts)
     plan = thread_plan(opts, 2 * len(specs))

@@ -30,8 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from aft_export.data.images import LOGITS, NORMALIZED, UINT8_NHWC, Preprocessing
+from aft_export.data.formats import FORMATS
+from aft_export.data.images import LOGITS, NORMALIZED, Preprocessing
 from aft_export.errors import AFTExportError, Named, said
+from aft_export.artifacts.ends import Claim, engine_format
 from aft_export.artifacts.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.options import DEFAULT_MAX_BATCH
 from aft_export.data.preprocess import ForeignPreprocessing
@@ -41,6 +43,7 @@ from aft_export.tensorrt.manifest import check_manifest, manifest_problems
 from aft_export.options.commands import command_line
 
 IMAGE_INPUT = "image_bytes"
+TRITON_TYPES = {"float32": "TYPE_FP32", "uint8": "TYPE_UINT8"}  # a format's dtype as Triton says it
 TOPK_INDEX = "topk_index"
 TOPK_LABEL = "topk_label"
 IMAGE_SUFFIX = "_image"
@@ -103,14 +106,13 @@ class ServedModel:
 
     @property
     def tensor_type(self) -> str:
-        """Triton's data type of the artifact's input."""
-        return "TYPE_UINT8" if self.input_format == UINT8_NHWC else "TYPE_FP32"
+        """Triton's data type of the artifact's input (its format's dtype)."""
+        return TRITON_TYPES[FORMATS[self.input_format].dtype]
 
     @property
     def image_shape(self) -> tuple[int, int, int]:
-        """One image as the artifact takes it, at its input size: (C, H, W), or (H, W, C) for uint8 pixels."""
-        c, h, w = self.input_size
-        return (h, w, c) if self.input_format == UINT8_NHWC else (c, h, w)
+        """One image as the artifact takes it, at its input size, in its format's layout."""
+        return FORMATS[self.input_format].image(*self.input_size)
 
     @property
     def image_model(self) -> str:
@@ -220,7 +222,8 @@ def _describe_engine(path: Path, max_batch: int | None) -> ServedModel:
             raise ValueError(f"malformed {', '.join(bad)}")
         lo, hi = manifest["input"]["min"], manifest["input"]["max"]
         classes, size, mean, std = meta.classes, meta.input_size, meta.mean, meta.std
-        input_format, output_format = meta.input_format, meta.output_format
+        input_format = engine_format(manifest["model"], manifest["input"], str(path)).name  # no graph: the manifest
+        output_format = Claim.of_meta(meta).output_format or LOGITS
     except (KeyError, TypeError, ValueError) as exc:
         raise AFTExportError(f"the manifest of {path} lacks the engine's input profile or the model's metadata "
                              f"({reason(exc)}); rebuild it with `aft-export build`") from None  # fmt: skip

@@ -30,7 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from aft_export.data.images import UINT8_NHWC, decode_pixels, model_input
+from aft_export.data.formats import FORMATS
+from aft_export.data.images import decode_pixels, model_input
 from aft_export.errors import AFTExportError
 from aft_export.fileio import atomic_write_text
 from aft_export.runners import load_runner
@@ -100,7 +101,7 @@ def prepare(endpoint: Endpoint, array: np.ndarray) -> np.ndarray:
             return decode(endpoint.spec, array)
         except AFTExportError as exc:
             raise RequestError(str(exc)) from None
-    if endpoint.spec.input_format == UINT8_NHWC:  # raw pixels: every uint8 is one
+    if FORMATS[endpoint.spec.input_format].dtype == "uint8":  # raw pixels: every uint8 is one
         x = np.ascontiguousarray(array, dtype=np.uint8)
         return x.reshape((-1, *x.shape[-3:])) if endpoint.spec.fixed_batch is None else x
     x = np.ascontiguousarray(array, dtype=np.float32)

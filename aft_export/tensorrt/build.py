@@ -279,12 +279,13 @@ def model_entry(model, onnx_path: Path, preprocessing: ForeignPreprocessing | No
     (``preprocessing``, or the JSON beside it), under the same keys, with where it came from. No
     preprocessing at all is an error: the engine could be built but not fed."""
     meta = ArtifactMeta.of(model, str(onnx_path))
+    info = onnx_info(model, str(onnx_path), onnx_path, preprocessing)  # what it takes and gives: from its graph
+    ends = {"input_format": info.input_format, "output_format": info.output_format}
     if meta.ours:
-        return meta.values
-    info = onnx_info(model, str(onnx_path), onnx_path, preprocessing)
+        return {**meta.values, **ends}
     return {"classes": json.dumps(info.classes), "input_size": json.dumps(list(info.input_size)),
             "mean": json.dumps(list(info.mean)), "std": json.dumps(list(info.std)),
-            "preprocessing_from": info.preprocessing_from}  # fmt: skip
+            "preprocessing_from": info.preprocessing_from, **ends}  # fmt: skip
 
 
 def build_engine(onnx_path, out=None, options: BuildOptions | None = None, log=print, checked=None,

@@ -53,8 +53,8 @@ from pathlib import Path
 from aft_export.environment import tensorrt_libraries
 from aft_export.runtimes import TENSORRT_MODULES
 from aft_export.errors import AFTExportError, Named, RuntimeMissing, said
+from aft_export.artifacts.ends import graph_ends
 from aft_export.artifacts.onnxio import ArtifactMeta
-from aft_export.data.images import UINT8_NHWC
 from aft_export.options import BuildOptions
 from aft_export.options.commands import command_line
 
@@ -123,11 +123,12 @@ class InputShapes:
     min: tuple[int, ...]
     opt: tuple[int, ...]
     max: tuple[int, ...]
+    dtype: str = "float32"  # the input's type (NumPy's name): uint8 for a file that takes uint8 pixels
 
 
 def input_profile(model, opts: BuildOptions) -> InputShapes:
     """The optimisation profile for the ONNX graph's (N, C, H, W) input, or (N, H, W, C) for a file
-    that takes uint8 pixels (its ``input_format`` metadata).
+    that takes uint8 pixels (what its graph takes: :func:`~aft_export.artifacts.ends.graph_ends`).
 
     Dynamic dimensions need a profile; fixed ones must not be given another size.
     """
@@ -136,7 +137,8 @@ def input_profile(model, opts: BuildOptions) -> InputShapes:
     if len(dims) != 4:
         raise AFTExportError(f"input {inp.name} has {len(dims)} dimensions; expected N, C, H, W")
     meta = ArtifactMeta.of(model)
-    nhwc = meta.input_format == UINT8_NHWC
+    takes = graph_ends(model).takes
+    nhwc = takes.layout == "NHWC"
     n, c, h, w = (dims[0], dims[3], dims[1], dims[2]) if nhwc else dims
     if c is None:
         raise AFTExportError(f"input {inp.name} has a dynamic channel count; export with a fixed one")
@@ -165,7 +167,7 @@ def input_profile(model, opts: BuildOptions) -> InputShapes:
     shapes = [(b.min, c, s.min, wprof.min), (b.opt, c, s.opt, wprof.opt), (b.max, c, s.max, wprof.max)]
     if nhwc:
         shapes = [(bn, hh, ww, cc) for bn, cc, hh, ww in shapes]
-    return InputShapes(inp.name, *shapes)
+    return InputShapes(inp.name, *shapes, dtype=takes.dtype)
 
 
 # ---------------------------------------------------------------- environment, versions

@@ -57,12 +57,14 @@ def make_manifest(engine: Path, onnx_path: Path, precision: str, shapes: InputSh
                                      ([env["compute_capability"]] if env.get("compute_capability") else [])),
         **({"compute_capabilities_default": list(RTX_DEFAULT_TARGETS) + ["later RTX"]} if rtx and not targets else {}),
         "built_on_gpu": env["gpu"] is not None, "precision": precision,
-        "input": {"name": shapes.name, "min": list(shapes.min), "opt": list(shapes.opt), "max": list(shapes.max)},
+        "input": {"name": shapes.name, "dtype": shapes.dtype, "min": list(shapes.min), "opt": list(shapes.opt),
+                  "max": list(shapes.max)},
         "onnx": onnx_path.name, "onnx_sha256": sha256_file(onnx_path), "engine_sha256": sha256_file(engine),
         "build_options": build_options, "tensorrt_build": trt_build, "build_seconds": round(seconds, 2),
         "parser_warnings": parser_warnings, "network": network, **({"note": RTX_NOTE} if rtx else {}),
         "model": {k: source_meta[k] for k in ("model_name", "classes", "input_size", "mean", "std", "source_sha256",
-                                              "preprocessing_from") if k in source_meta},
+                                              "preprocessing_from", "input_format", "output_format")
+                  if k in source_meta},
     }  # fmt: skip
 
 
@@ -83,10 +85,11 @@ def _dims(v) -> bool:
 
 
 def _profile(v) -> bool:
-    """The input and its optimisation profile: a name, and min, opt and max shapes of one rank (at least the batch)."""
+    """The input and its optimisation profile: a name, its dtype where recorded, and min, opt and max shapes of
+    one rank (at least the batch)."""
     shapes = [v.get(k) for k in ("min", "opt", "max")] if isinstance(v, dict) else []
     return (bool(shapes) and _text(v.get("name", "")) and all(_dims(s) and s for s in shapes)
-            and len({len(s) for s in shapes}) == 1)  # fmt: skip
+            and len({len(s) for s in shapes}) == 1 and _text(v.get("dtype", "")))  # fmt: skip
 
 
 def _count(x) -> bool:

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from aft_export.errors import EXIT_FOR, AFTExportError, CheckFailed, Verdict, said
+from aft_export.artifacts.ends import ends_of
 from aft_export.artifacts.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.options import DEFAULT_TARGET, EXPORT_TARGETS
 from aft_export.runners import OrtRunner
@@ -144,6 +145,7 @@ def check_model(model_or_path, versions: list[str] | None = None, also: tuple[st
 def _check(model, name: str, versions: list[str] | None, views: dict) -> CheckReport:
     """check_model's work, the graph's readings (:class:`GraphView`, per inlining) shared through ``views``."""
     meta = ArtifactMeta.of(model)
+    ends_of(model, name)  # metadata its graph contradicts is refused here too, before any rule is read
     target = meta.export_target
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     report = CheckReport(name, opset, model.ir_version, graph_precision(model),

@@ -248,8 +248,20 @@ def _uint8_cast(view: GraphView, v: Version):
     for node in _ops(view, "Cast"):
         to = next((a.i for a in node.attribute if a.name == "to"), None)
         if node.input and view.type_name(node.input[0]) == "UINT8" and to not in (1, 10):  # FLOAT, FLOAT16
-            yield node, (f"Cast {node.name} casts UINT8 {node.input[0]} to type {to}; {_fmt(v)} casts UINT8 only "
-                         f"to FLOAT or FLOAT16")  # fmt: skip
+            yield node, (f"Cast {node.name} casts UINT8 {node.input[0]} to {_type_name(to)}; {_fmt(v)} casts UINT8 "
+                         f"only to FLOAT or FLOAT16")  # fmt: skip
+
+
+def _type_name(to) -> str:
+    """A Cast's ``to`` as ONNX names the type (INT32), or what is wrong with it."""
+    from onnx import TensorProto
+
+    if to is None:
+        return "no type (its 'to' attribute is missing)"
+    try:
+        return TensorProto.DataType.Name(to)
+    except ValueError:
+        return f"type {to}, which ONNX does not define"
 
 
 # ----------------------------------------------------------------------------- literal attributes, constants

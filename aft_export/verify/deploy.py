@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from aft_export.artifacts.ends import Contradicted
 from aft_export.data.images import LabelledImages
 from aft_export.errors import AFTExportError, Judged, Named, RuntimeMissing, Verdict, said
 from aft_export.verify.evaluate import evaluate_artifacts
@@ -530,11 +531,15 @@ def _described(artifact):
         model = load_onnx(artifact, external_data=False)
         try:
             return info_from_metadata(model, str(artifact)) if ArtifactMeta.of(model).ours else None
+        except Contradicted:  # metadata its graph contradicts: refused, as by every command
+            raise
         except AFTExportError:  # malformed metadata: its rows say so
             return None
     if kind(artifact) == "engine":
         try:
             return manifest_info(_manifest(artifact), str(artifact))
+        except Contradicted:
+            raise
         except AFTExportError:  # no manifest, or a malformed one: its row says so
             return None
     return None

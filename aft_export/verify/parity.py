@@ -13,7 +13,7 @@ import dataclasses
 import numpy as np
 
 from aft_export.verify.compare import judge, metrics, tolerances_with
-from aft_export.data.images import LOGITS, NORMALIZED, LabelledImages, Preprocessing, normalize_array
+from aft_export.data.images import LOGITS, LabelledImages, Preprocessing, normalize_array
 from aft_export.data.datasets import load_labelled, verification_data
 from aft_export.errors import AFTExportError, Judged, Named, RuntimeMissing, Verdict, said
 from aft_export.exporting.exporter import ExportOptions, export_graph
@@ -191,7 +191,7 @@ def run_parity(checkpoint: str, artifacts: list[str], data=None, images: int = P
                "tolerance": dataclasses.asdict(tol), "inputs": {}, "failures": []}  # fmt: skip
         if runner.info.preprocessing_from:  # another tool's file: fed as the reference says
             row["preprocessing"] = runner.info.preprocessing_from
-        pixel_file = runner.info.input_format != NORMALIZED
+        pixel_file = runner.info.takes.pixels
         if pixel_file:  # fed raw pixels: proven from them, against the checkpoint fed our normalisation
             row["input_format"] = runner.info.input_format
         if runner.info.output_format != LOGITS:  # compared as log-probabilities (runners.base.as_output)

@@ -53,7 +53,8 @@ from aft_export.verify.evaluate import evaluate_artifacts, side_by_side
 from aft_export.exporting.exporter import ExportOptions, export_checkpoint, refuse_over_protobuf_limit
 from aft_export.fileio import atomic_directory, atomic_write_text, claim_output, sha256_file
 from aft_export.tensorrt.nvtools import write_verification_commands
-from aft_export.artifacts.onnxio import ArtifactMeta, load_onnx
+from aft_export.artifacts.ends import graph_ends
+from aft_export.artifacts.onnxio import load_onnx
 from aft_export.verify.parity import parity_verdict, run_parity
 from aft_export.artifacts.purpose import engine_made_for, file_purpose
 from aft_export.serving.deepstream import FORM_TAG, write_deepstream
@@ -304,8 +305,8 @@ def _verification_commands(ctx: Context, onnx: list[Made], x, parity_set) -> Out
 
 
 def _input_format(path: Path) -> str:
-    """What an ONNX file the run wrote takes (its ``input_format`` metadata)."""
-    return ArtifactMeta.of(load_onnx(path, external_data=False), str(path)).input_format
+    """What an ONNX file the run wrote takes (its graph's input format)."""
+    return graph_ends(load_onnx(path, external_data=False)).takes.name
 
 
 def _no_engines(ctx: Context, onnx: list[Made]) -> Outcome:

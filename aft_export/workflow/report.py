@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 
+from aft_export.data.formats import FORMATS, LOGITS, NORMALIZED
 from aft_export.errors import joined
 from aft_export.tensorrt.library import TITLES
 
@@ -107,9 +108,10 @@ def _in_graph(d: dict) -> str:
     """What of the preprocessing a file does itself: a pixel file normalises its input; one for
     DeepStream gives probabilities."""
     said = []
-    if d.get("input_format", "normalized") != "normalized":
-        said.append(f"it takes raw {d['input_format']} pixels (0-255) and normalises them itself")
-    if d.get("output_format", "logits") != "logits":
+    takes = FORMATS.get(d.get("input_format") or NORMALIZED)
+    if takes is not None and takes.pixels:
+        said.append(f"it takes {takes.name}: {takes.said}")
+    if d.get("output_format", LOGITS) != LOGITS:
         said.append(f"it gives {d['output_format']}")
     return f"; {'; '.join(said)}" if said else ""
 
@@ -131,7 +133,7 @@ def _info_onnx(d: dict) -> list[str]:
         if "missing" in pre:
             lines.append("preprocess   none given: " + pre["missing"])
         else:
-            lines += [f"preprocess   {_preprocessing_line(pre)} (from {pre['from']})",
+            lines += [f"preprocess   {_preprocessing_line(pre)} (from {pre['from']})" + _in_graph(d),
                       f"classes      {len(pre['classes'])}: {', '.join(pre['classes'])}"]  # fmt: skip
         return lines
     layers = d["com_aft_layers"]
@@ -151,7 +153,9 @@ def _info_onnx(d: dict) -> list[str]:
 
 
 def _malformed_line(d: dict, label: str = "metadata") -> list[str]:
-    return [f"{label:<12} malformed, not shown: {', '.join(d['malformed'])}"] if d.get("malformed") else []
+    lines = [f"{label:<12} malformed, not shown: {', '.join(d['malformed'])}"] if d.get("malformed") else []
+    return lines + [f"{label:<12} contradicted by the {'graph' if label == 'metadata' else 'profile'}: {line}"
+                    for line in d.get("contradicted", [])]
 
 
 def _info_engine(d: dict) -> list[str]:
@@ -174,7 +178,7 @@ def _info_engine(d: dict) -> list[str]:
     if m:
         lines.append(f"preprocess   {_preprocessing_line(m)}"
                      + (f" (from {d['preprocessing_from']}: the ONNX file had no aft-export metadata)"
-                        if d["preprocessing_from"] else ""))  # fmt: skip
+                        if d["preprocessing_from"] else "") + _in_graph(d))  # fmt: skip
         if m.get("classes"):
             lines.append(f"classes      {len(m['classes'])}: {', '.join(m['classes'])}")
     lines += _malformed_line(d, "manifest")

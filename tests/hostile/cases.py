@@ -455,7 +455,7 @@ def _readers() -> list[Case]:
         # metadata values in an ONNX file (ours)
         Case("quantize/metadata input_size 1e400", R, ("quantize", f"{D}/meta_inf.onnx", *QUANTIZE_ON), 2,
              r"metadata: input_size must be a list of whole numbers .*got \[3, Infinity", ("meta_inf.onnx",)),
-        Case("info/metadata nested 5000 deep", R, ("info", f"{D}/meta_deep.onnx"), 0, r"malformed, not shown: mean",
+        Case("info/metadata nested 5000 deep", R, ("info", f"{D}/meta_deep.onnx"), 3, r"malformed, not shown: mean",
              ("meta_deep.onnx",)),
         Case("info/quantization recipe nested 5000 deep", R, ("info", f"{D}/meta_deep_recipe.onnx"), 0,
              r"malformed quantization metadata \(quantization nests", ("meta_deep_recipe.onnx",)),
@@ -465,11 +465,11 @@ def _readers() -> list[Case]:
             ("serve", ("serve", f"{D}/meta_deep.onnx")),
             ("triton-repo", ("triton-repo", f"{D}/meta_deep.onnx", "-o", f"{OUT}/repo"))]],
         # engine manifests: info shows the entry as malformed and goes on; a command that needs it stops
-        Case("info/manifest whose model is a list", R, ("info", f"{D}/e_model_list.engine"), 0,
+        Case("info/manifest whose model is a list", R, ("info", f"{D}/e_model_list.engine"), 3,
              r"manifest +malformed, not shown: model", ("e_model_list.engine",)),
-        Case("info/manifest whose network is text", R, ("info", f"{D}/e_network_text.engine"), 0,
+        Case("info/manifest whose network is text", R, ("info", f"{D}/e_network_text.engine"), 3,
              r"manifest +malformed, not shown: network", ("e_network_text.engine",)),
-        Case("info/manifest whose network.compute is a list", R, ("info", f"{D}/e_compute_list.engine"), 0,
+        Case("info/manifest whose network.compute is a list", R, ("info", f"{D}/e_compute_list.engine"), 3,
              r"manifest +malformed, not shown: network", ("e_compute_list.engine",)),
         # (a command that runs the engine gets that far only with its TensorRT: tests/test_trt.py checks it there)
         Case("triton-repo/manifest whose input is {\"min\": 5}", R,
@@ -481,7 +481,7 @@ def _readers() -> list[Case]:
              ("bench", f"{D}/m.onnx", f"{D}/e_library_list.engine", "--reference", f"{D}/m.pt", "--backend",
               "onnxruntime", "--data", f"{D}/imgs", "--images", "4", "--batch-size", "1", "--iters", "1", "--warmup",
               "0"), 0, r"e_library_list\.engine +tensorrt +gpu .*skipped", ("e_library_list.engine",)),
-        Case("info/manifest nested 5000 deep", R, ("info", f"{D}/e_deep.engine"), 0,
+        Case("info/manifest nested 5000 deep", R, ("info", f"{D}/e_deep.engine"), 3,
              r"unreadable \(nests lists or mappings", ("e_deep.engine",)),
         *[Case(f"{cmd}/manifest whose model is a list", R, argv, 2, r"manifest of .*malformed model",
                ("e_model_list.engine",)) for cmd, argv in [
@@ -531,7 +531,7 @@ def _readers() -> list[Case]:
             ("eval", ("eval", f"{D}/theirs_two.onnx", "--data", f"{D}/imgs", "--input-size", "32")),
             ("quantize", ("quantize", f"{D}/theirs_two.onnx", *QUANTIZE_ON))]],
         Case("eval/another tool's graph of an int64 input", R, ("eval", f"{D}/theirs_int64.onnx", "--data", f"{D}/imgs"),
-             2, r"its input 'image' is int64 of shape .*, not a float32 \(N, C, H, W\) image batch", ("theirs_int64",)),
+             2, r"that takes int64 of shape .* as its input 'image', not a float32 \(N, C, H, W\) image batch", ("theirs_int64",)),
         *[Case(f"{cmd}/a FIFO as the model", R, argv, 2, r"fifo_model\.onnx is a named pipe \(FIFO\)",
                ("fifo_model.onnx",)) for cmd, argv in [
             ("quantize", ("quantize", f"{D}/fifo_model.onnx", *QUANTIZE_ON)),
@@ -689,8 +689,70 @@ EXIT = [
 ]  # fmt: skip
 
 
+# ---------------------------------------------------------------- metadata that lies about the graph (issue 52)
+
+LIES = r"liar_{0}\.onnx: its metadata says input_format {1}; its graph takes float32 \[N, 3, 32, 32\] normalised images"
+
+
+def _lies() -> list[Case]:
+    """A file's graph is the truth: metadata it contradicts is one line naming both on every command (``info``
+    shows the file and exits 3); an unknown format is malformed metadata everywhere; the rest of issue 52."""
+    u8, fl, ds = LIES.format("u8", "uint8-nhwc"), LIES.format("fl", "float-nchw"), LIES.format("ds", "float-nchw")
+    repo = ("-o", f"{OUT}/repo")
+    return [
+        *[Case(f"{cmd}/metadata that says uint8-nhwc of a float graph", "readers", argv, 2, u8, ("liar_u8.onnx",))
+          for cmd, argv in [
+              ("triton-repo", ("triton-repo", f"{D}/liar_u8.onnx", *repo)),
+              ("quantize", ("quantize", f"{D}/liar_u8.onnx", *QUANTIZE_ON)),
+              ("eval", ("eval", f"{D}/liar_u8.onnx", "--data", f"{D}/imgs")),
+              ("build", ("build", f"{D}/liar_u8.onnx", "-o", f"{OUT}/m.engine")),
+              ("check", ("check", f"{D}/liar_u8.onnx"))]],
+        *[Case(f"{cmd}/metadata that says float-nchw of a graph that does not normalise", "readers", argv, 2, fl,
+               ("liar_fl.onnx",)) for cmd, argv in [
+              ("infer", ("infer", f"{D}/liar_fl.onnx", f"{D}/imgs/k0/0.png")),  # "k3 36%", exit 0, at the base
+              ("parity", ("parity", f"{D}/m.pt", f"{D}/liar_fl.onnx", "--data", f"{D}/imgs", "--images", "4")),
+              ("bench", ("bench", f"{D}/liar_fl.onnx", "--reference", f"{D}/m.pt", "--backend", "onnxruntime",
+                         *REFERENCE))]],
+        Case("deepstream/a normal graph whose metadata claims the DeepStream form", "readers",
+             ("deepstream", f"{D}/liar_ds.onnx", *repo), 2, ds, ("liar_ds.onnx",)),
+        Case("info/metadata its graph contradicts", "readers", ("info", f"{D}/liar_u8.onnx"), 3,
+             r"contradicted by the graph: .*" + u8, ("liar_u8.onnx",)),
+        Case("info/an unknown input_format", "readers", ("info", f"{D}/liar_rgb565.onnx"), 3,
+             r"(?s)malformed, not shown: input_format(?!.*rgb565 pixels)", ("liar_rgb565.onnx",)),
+        *[Case(f"{cmd}/an unknown input_format", "readers", argv, 2,
+               r"liar_rgb565\.onnx's metadata: input_format is \"rgb565\", not one of normalized, uint8-nhwc, "
+               r"float-nchw", ("liar_rgb565.onnx",)) for cmd, argv in [
+              ("infer", ("infer", f"{D}/liar_rgb565.onnx", f"{D}/imgs/k0/0.png")),
+              ("triton-repo", ("triton-repo", f"{D}/liar_rgb565.onnx", *repo))]],
+        # another tool's file that takes pixels: read from its graph, and what a user says of it held to it
+        Case("info/another tool's uint8 file", "readers", ("info", f"{D}/theirs_u8.onnx"), 0,
+             r"(?s)^(?!.*that its input).*from theirs_u8\.preprocess\.json\); it takes uint8-nhwc", ("theirs_u8",)),
+        Case("infer/another tool's uint8 file", "readers", ("infer", f"{D}/theirs_u8.onnx", f"{D}/imgs/k0/0.png"), 0,
+             r"k\d", ("theirs_u8",)),
+        Case("eval/--input-format that another tool's graph contradicts", "readers",
+             ("eval", f"{D}/theirs_u8.onnx", "--data", f"{D}/imgs", "--input-format", "float-nchw"), 2,
+             r"theirs_u8\.onnx: its preprocessing \(.*\) says input_format float-nchw; its graph takes uint8 "
+             r"\[N, 32, 32, 3\] raw pixels", ("theirs_u8",)),
+        # the rest
+        Case("quantize/a calibration array with a zero dimension", "crash",
+             ("quantize", f"{D}/m.onnx", "-o", f"{OUT}/q.onnx", "--calib", f"{D}/zero_dim.npy", "--precision", "int8",
+              "--images", "8"), 2, r"zero_dim\.npy: the array of shape \(8, 0, 32, 3\) holds no pixels",
+             ("zero_dim.npy",)),
+        *[Case(f"quantize/{flag} of a file that normalises its own pixels", "nonsense",
+               ("quantize", f"{D}/u8.onnx", *QUANTIZE_ON, flag, value), 2,
+               rf"^error: {flag} says how to normalise images, and .*u8\.onnx takes uint8-nhwc pixels that its first "
+               r"nodes normalise .*; leave it out$", ("u8.onnx",))
+          for flag, value in (("--mean", "0.5,0.5,0.5"), ("--std", "0.5,0.5,0.5"), ("--input-size", "32"))],
+        Case("serve/a probability file, judged before the extras", "readers", ("serve", f"{D}/ds.onnx"), 2,
+             r"ds\.onnx gives probabilities \(the DeepStream form\); Triton serves logits", ("ds.onnx",)),
+        Case("quantize/--exclude with a line break", "nonsense", (*REGEX, "--exclude", "node\nkeys=1"), 2,
+             r"--exclude takes non-empty text, or a list of them, got 'node\\nkeys=1' \(str\), a line break"),
+    ]  # fmt: skip
+
+
 def all_cases() -> list[Case]:
-    cases = _nonsense() + _files() + _destroys() + CRASH + NONFINITE + USAGE + EXIT + _readers() + _elsewhere()
+    cases = (_nonsense() + _files() + _destroys() + CRASH + NONFINITE + USAGE + EXIT + _readers() + _elsewhere()
+             + _lies())
     ids = [c.id for c in cases]
     dup = {i for i in ids if ids.count(i) > 1}
     assert not dup, f"duplicate case ids: {sorted(dup)}"

@@ -543,6 +543,39 @@ SETUPS = {
 }
 
 
+# ---------------------------------------------------------------- files whose metadata lies about their graph (issue 52)
+
+
+def _pixels(model, form: str = "uint8-nhwc", probabilities: bool = False) -> None:
+    """m.onnx as the export makes a pixel file: the prologue that normalises ``form``'s pixels (and a Softmax)."""
+    from aft_export.exporting.pixels import with_pixel_input, with_probabilities
+
+    with_pixel_input(model, form, PRE["mean"], PRE["std"])
+    if probabilities:
+        with_probabilities(model)
+
+
+def _claims(**values):
+    """An edit that sets metadata ``values`` (the graph unchanged): a file whose metadata lies."""
+    return lambda model: [_set_meta(model, k, v) for k, v in values.items()]
+
+
+LIARS = {
+    "liar_u8.onnx": _claims(input_format="uint8-nhwc", input_layout="NHWC", input_dtype="uint8"),
+    "liar_fl.onnx": _claims(input_format="float-nchw"),
+    "liar_ds.onnx": _claims(input_format="float-nchw", output_format="probabilities"),
+    "liar_rgb565.onnx": _claims(input_format="rgb565"),
+}
+SETUPS.update({name: (lambda d, n=name, e=edit: _onnx_edit(d, n, e)) for name, edit in LIARS.items()})
+SETUPS.update({
+    "u8.onnx": lambda d: _onnx_edit(d, "u8.onnx", _pixels),
+    "ds.onnx": lambda d: _onnx_edit(d, "ds.onnx", lambda m: _pixels(m, "float-nchw", probabilities=True)),
+    # another tool's file that takes uint8 pixels: our uint8 file, its metadata stripped, its preprocessing beside it
+    "theirs_u8": lambda d: (_theirs(d, "theirs_u8.onnx", _pixels), _pre(d, "theirs_u8.preprocess.json")),
+    "zero_dim.npy": lambda d: np.save(d / "zero_dim.npy", np.zeros((8, 0, SIZE, 3), np.uint8)),
+})
+
+
 def setup(d: Path, steps) -> None:
     for step in steps:
         SETUPS[step](d)
