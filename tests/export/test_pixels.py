@@ -151,9 +151,16 @@ def test_every_pixel_file_passes_parity_from_raw_pixels(zoo_pixels, test_set, ba
 
 @pytest.mark.parametrize("precision", ["fp16", "int8"])
 def test_reduced_precision_keeps_the_pixel_prologue_in_fp32(zoo_pixels, precision):
+    from aft_export.artifacts.ends import graph_ends
+
     for form in FORMS:
         kept = _prologue_types(zoo_pixels[form, precision])
         assert "FLOAT16" not in kept and "FLOAT" in kept, (form, precision, kept)
+        m = onnx.load(zoo_pixels[form, precision])  # read for what it is, by its mark and, unmarked, by its nodes
+        assert (graph_ends(m).takes.name, graph_ends(m).prologue) == (form, "mark")
+        for node in m.graph.node:
+            del node.metadata_props[:]
+        assert (graph_ends(m).takes.name, graph_ends(m).prologue) == (form, "nodes"), (form, precision)
 
 
 def _mutant(path, out, how: str):
