@@ -40,6 +40,10 @@ MAX_PATTERN = 1000  # characters of one regular expression
 # options (which holds such values), because data and preprocess, on the floor below options, and
 # onnxio read it, and this is the lowest module all three import
 MAX_SIDE = 8192
+# what ends a line where text lands in a file or a command line (str.splitlines splits on each); with NUL,
+# which no path, C string or config file holds: what one line of text may not hold
+LINE_BREAKS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
+_LINE_ENDS = LINE_BREAKS | {"\x00"}
 
 _SPECIAL = ((stat.S_ISFIFO, "named pipe (FIFO)"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
             (stat.S_ISBLK, "block device"))  # fmt: skip
@@ -388,6 +392,9 @@ def names(value: Any, where: str, key: str, fix: str | None = None, yaml: bool =
             hint = " (quote it: YAML reads yes, no and numbers as other types)" if quote else ""
             raise Malformed(where, key, f"must be a list of non-empty names (text); item {i + 1} is "
                                         f"{shown(v)}{hint}", fix)  # fmt: skip
+        if not _LINE_ENDS.isdisjoint(v):  # a name is one line of a labels file
+            raise Malformed(where, key, f"item {i + 1}, {shown(v)}, holds a NUL or a line break, which a name (a "
+                                        f"line of a labels file) cannot hold", fix)  # fmt: skip
     seen, dup = set(), []
     for v in value:
         (dup.append(v) if v in seen else seen.add(v))
@@ -397,10 +404,13 @@ def names(value: Any, where: str, key: str, fix: str | None = None, yaml: bool =
 
 
 def text(value: Any, where: str, key: str, fix: str | None = None) -> str:
-    """A non-empty string."""
+    """A non-empty string of one line (a name, a path: no NUL, no line break)."""
     if not isinstance(value, str) or not value.strip():
         raise Malformed(where, key, f"must be text (a non-empty string), got {shown(value)}", fix)
+    if not _LINE_ENDS.isdisjoint(value):
+        raise Malformed(where, key, f"is {shown(value)}, which holds a NUL or a line break; give one line of text", fix)
     return value
+
 
 
 # ---------------------------------------------------------------- patterns

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aft_export.errors import AFTExportError, Named, said
-from aft_export.readers import shown
+from aft_export.readers import LINE_BREAKS, shown
 
 
 class ParamError(AFTExportError, ValueError):
@@ -51,8 +51,6 @@ class Refused(Exception):
 # the largest whole number a parameter takes where it declares no bound: what a 64-bit integer holds (a
 # count, a size or a seed beyond it fits no array, no C type and no file format we write)
 MAX_WHOLE = 2**63 - 1
-# what ends a line where text lands in a file or a command line (str.splitlines splits on each)
-LINE_BREAKS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
 
 
 def _is_bool(value) -> bool:

@@ -733,6 +733,14 @@ def _lies() -> list[Case]:
              ("eval", f"{D}/theirs_u8.onnx", "--data", f"{D}/imgs", "--input-format", "float-nchw"), 2,
              r"theirs_u8\.onnx: its preprocessing \(.*\) says input_format float-nchw; its graph takes uint8 "
              r"\[N, 32, 32, 3\] raw pixels", ("theirs_u8",)),
+        Case("infer/a preprocessing file whose classes_file holds a NUL", "readers",
+             ("infer", f"{D}/theirs_nul.onnx", f"{D}/imgs/k0/0.png"), 2,
+             r"theirs_nul\.preprocess\.json: classes_file is \"a\\u0000b\", which holds a NUL or a line break",
+             ("theirs_nul",)),
+        Case("infer/a preprocessing file whose class name holds a line break", "readers",
+             ("infer", f"{D}/theirs_break.onnx", f"{D}/imgs/k0/0.png"), 2,
+             r"theirs_break\.preprocess\.json: classes item 1, \"a\\nb\", holds a NUL or a line break",
+             ("theirs_break",)),
         # the rest
         Case("quantize/a calibration array with a zero dimension", "crash",
              ("quantize", f"{D}/m.onnx", "-o", f"{OUT}/q.onnx", "--calib", f"{D}/zero_dim.npy", "--precision", "int8",

@@ -573,6 +573,10 @@ SETUPS.update({
     # another tool's file that takes uint8 pixels: our uint8 file, its metadata stripped, its preprocessing beside it
     "theirs_u8": lambda d: (_theirs(d, "theirs_u8.onnx", _pixels), _pre(d, "theirs_u8.preprocess.json")),
     "zero_dim.npy": lambda d: np.save(d / "zero_dim.npy", np.zeros((8, 0, SIZE, 3), np.uint8)),
+    # a preprocessing file whose classes_file holds a NUL (ValueError: embedded null byte at the base), whose names
+    # hold a line break (a labels file's line each)
+    "theirs_nul": lambda d: _beside(d, "theirs_nul", text=json.dumps({**NO_CLASSES, "classes_file": "a\u0000b"})),
+    "theirs_break": lambda d: _beside(d, "theirs_break", classes=["a\nb", *CLASSES[1:]]),
 })
 
 
