@@ -23,7 +23,7 @@ from aft_export.version import RENAMED_UNTIL, __version__
 
 # the Python API (aft_export/api.py): one function per command, each loaded on first use
 API = ("export", "quantize", "check", "build", "parity", "evaluate", "bench", "infer", "pipeline", "serve",
-       "triton_repo", "deepstream", "train", "info", "doctor")  # fmt: skip
+       "triton_repo", "deepstream", "deepstream_check", "train", "info", "doctor")  # fmt: skip
 __all__ = ["AFTExportError", "__version__", *API, "create_model", "get_config", "list_models", "load_checkpoint",
            "save_checkpoint"]
 _LAZY = {"load_checkpoint": "aft_export.models.checkpoint", "save_checkpoint": "aft_export.models.checkpoint",

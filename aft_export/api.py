@@ -43,19 +43,20 @@ from aft_export.options import (DEFAULT_BACKEND, BenchOptions, BuildOptions, Dee
                                 TrainConfig, TritonRepoOptions)  # fmt: skip
 
 if TYPE_CHECKING:  # the results' types, for the annotations alone: the stages load when a function runs
-    from aft_export.results import (BenchResult, BuildResult, CheckResult, DeepStreamResult, DoctorResult, EvalResult,
-                                    ExportResult,
+    from aft_export.results import (BenchResult, BuildResult, CheckResult, DeepStreamCheckResult, DeepStreamResult,
+                                    DoctorResult, EvalResult, ExportResult,
                                     InferResult, InfoResult, ParityResult, PipelineResult, QuantizeResult, RepoResult,
                                     Server, TrainResult)
     from aft_export.serving.server import Served
 
-__all__ = ["bench", "build", "check", "deepstream", "doctor", "evaluate", "export", "info", "infer", "parity",
-           "pipeline", "quantize", "serve", "train", "triton_repo"]  # fmt: skip
+__all__ = ["bench", "build", "check", "deepstream", "deepstream_check", "doctor", "evaluate", "export", "info", "infer",
+           "parity", "pipeline", "quantize", "serve", "train", "triton_repo"]  # fmt: skip
 
 # the command each function is (the command line's name where it differs: tests/test_api.py)
 COMMANDS = {"export": "export", "quantize": "quantize", "check": "check", "build": "build", "parity": "parity",
             "evaluate": "eval", "bench": "bench", "infer": "infer", "pipeline": "pipeline", "serve": "serve",
-            "triton_repo": "triton-repo", "deepstream": "deepstream", "train": "train", "info": "info",
+            "triton_repo": "triton-repo", "deepstream": "deepstream", "deepstream_check": "deepstream-check",
+            "train": "train", "info": "info",
             "doctor": "doctor"}  # fmt: skip
 # flags with no keyword: they choose how the command line shows a result, which a result does not need
 NO_KEYWORD = {"json": "to_dict() is what the command prints as JSON"}
@@ -286,17 +287,41 @@ def triton_repo(artifacts, output, *, max_batch: int | None = None, instances: i
 
 
 @declared("deepstream")
-def deepstream(artifacts, output, *, mode: str = DeepStreamOptions.mode, batch_size: int = DeepStreamOptions.batch_size,
-               gpu_id: int = DeepStreamOptions.gpu_id, threshold: float = DeepStreamOptions.threshold,
-               unique_id: int = DeepStreamOptions.unique_id) -> DeepStreamResult:  # fmt: skip
-    """``aft-export deepstream``: DeepStream nvinfer configs (one per file) and the labels file at
-    ``output``, for the DeepStream form of a model (ONNX files, or run directories holding
-    ``model*.deepstream*.onnx``). Returns :class:`~aft_export.serving.deepstream.DeepStreamResult`."""
+def deepstream(artifacts, output, *, mode: str = DeepStreamOptions.mode, release: str | None = None,
+               batch_size: int = DeepStreamOptions.batch_size, gpu_id: int = DeepStreamOptions.gpu_id,
+               threshold: float = DeepStreamOptions.threshold, unique_id: int = DeepStreamOptions.unique_id,
+               scaling_filter: str = DeepStreamOptions.scaling_filter, scaling_hw: str = DeepStreamOptions.scaling_hw,
+               operate_on_gie_id: int | None = None, operate_on_class_ids: Sequence[int] = (),
+               min_object_size: int | None = None, data: str | None = None, images: int = DeepStreamOptions.images,
+               object_size: int | None = None) -> DeepStreamResult:  # fmt: skip
+    """``aft-export deepstream``: DeepStream nvinfer configs (one per file, for ``release``; default the oldest
+    whose TensorRT reads the file) and the labels file at ``output``, for the DeepStream form of a model (ONNX
+    files, or run directories holding ``model*.deepstream*.onnx``); with ``data``, each file's top-1 under
+    nvinfer's scaling beside aft-export's preprocessing. Returns
+    :class:`~aft_export.serving.deepstream.DeepStreamResult`."""
     from aft_export.serving.deepstream import write_deepstream
 
-    opts = DeepStreamOptions(mode=mode, batch_size=batch_size, gpu_id=gpu_id, threshold=threshold, unique_id=unique_id)
+    opts = DeepStreamOptions(mode=mode, release=release, batch_size=batch_size, gpu_id=gpu_id, threshold=threshold,
+                             unique_id=unique_id, scaling_filter=scaling_filter, scaling_hw=scaling_hw,
+                             operate_on_gie_id=operate_on_gie_id, operate_on_class_ids=tuple(operate_on_class_ids),
+                             min_object_size=min_object_size, data=data, images=images,
+                             object_size=object_size)  # fmt: skip
     return write_deepstream([str(a) for a in _paths(artifacts, "DeepStream files or run directories")], str(output),
-                            opts)  # fmt: skip
+                            opts, log=_log)  # fmt: skip
+
+
+@declared("deepstream-check")
+def deepstream_check(configs, *, library: str = "auto") -> DeepStreamCheckResult:
+    """``aft-export deepstream-check``, on the device before ``deepstream-app``: for each nvinfer config (a
+    directory: its ``config_infer_*.txt``), whether its engine is the one built from its ``onnx-file``, whether its
+    profile covers ``batch-size`` and ``infer-dims``, and whether it deserialises with the TensorRT installed here
+    (skipped where there is no GPU or no TensorRT). Returns
+    :class:`~aft_export.serving.deepstream.DeepStreamCheckResult`."""
+    from aft_export.options.deepstream import DeepStreamCheckOptions
+    from aft_export.serving.deepstream import check_deepstream
+
+    return check_deepstream([str(c) for c in _paths(configs, "DeepStream configs or the directory holding them")],
+                            DeepStreamCheckOptions(library=library))  # fmt: skip
 
 
 # ---------------------------------------------------------------- check and measure

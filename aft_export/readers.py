@@ -336,6 +336,39 @@ def read_mapping(path: str | Path, what: str, fix: str = "check the path", yaml_
     return data
 
 
+def read_keyfile(path: str | Path, what: str, fix: str = "check the path") -> dict[str, dict[str, str]]:
+    """A GKeyFile (DeepStream's configs) as glib reads one: ``[group]`` lines, ``key=value`` lines, ``#``
+    comments and blank lines; each group's values as text. A line of none of these kinds, a key twice in a group
+    or a key before any group is malformed, named by its line."""
+    text = read_text(path, what, fix)
+    where = f"{what} {path}"
+    groups: dict[str, dict[str, str]] = {}
+    group = None
+    for n, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if stripped.startswith("[") and stripped.endswith("]"):
+            group = groups.setdefault(stripped[1:-1], {})
+            continue
+        key, eq, value = line.partition("=")
+        if group is None or not eq or not key.strip():
+            raise Malformed(where, None, f"line {n} is not a [group] or a key=value line of one: {shown(line)}",
+                            f"correct {where}")  # fmt: skip
+        if key.strip() in group:
+            raise Malformed(where, None, f"line {n} gives {key.strip()} a second time", f"correct {where}")
+        group[key.strip()] = value.strip()
+    return groups
+
+
+def whole_text(value: str, where: str, key: str, lo: int, hi: int) -> int:
+    """A whole number written as text (a GKeyFile value) from ``lo`` to ``hi``."""
+    digits = value.strip()
+    if not (digits.lstrip("-").isascii() and digits.lstrip("-").isdigit()) or len(digits) > MAX_DIGITS:
+        raise Malformed(where, key, f"must be a whole number from {lo} to {hi}, got {shown(value)}")
+    return whole(int(digits), where, key, lo, hi)
+
+
 # ---------------------------------------------------------------- typed values (named by file and key)
 
 

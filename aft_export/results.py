@@ -15,7 +15,7 @@ from aft_export.exporting.exporter import ExportResult
 from aft_export.models.training import TrainResult
 from aft_export.quantization.stage import QuantizeResult
 from aft_export.serving.predict import InferResult
-from aft_export.serving.deepstream import DeepStreamResult
+from aft_export.serving.deepstream import DeepStreamCheckResult, DeepStreamResult
 from aft_export.serving.repository import RepoResult
 from aft_export.tensorrt.build import BuildResult
 from aft_export.tensorrt.checks import CheckResult
@@ -28,7 +28,7 @@ from aft_export.workflow.steps import PipelineResult
 # ``quantize``'s result, built by its stage (the name the Python API's docs give it)
 Quantized = QuantizeResult
 
-__all__ = ["BenchResult", "BuildResult", "CheckResult", "DeepStreamResult", "DoctorResult", "EvalResult",
+__all__ = ["BenchResult", "BuildResult", "CheckResult", "DeepStreamCheckResult", "DeepStreamResult", "DoctorResult", "EvalResult",
            "ExportResult", "InferResult", "InfoResult", "ParityResult", "PipelineResult", "QuantizeResult", "Quantized",
            "RepoResult", "Server", "TrainResult"]  # fmt: skip
 

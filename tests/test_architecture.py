@@ -22,7 +22,7 @@ ORDER = [
     "data", "data.formats", "data.images", "data.preprocess", "data.datasets", "data.calibration", "quantization", "quantization.ranges", "models.weights",
     "models.checkpoint", "models.sources", "models.resources",
     # 2 ONNX, comparison, TensorRT facts
-    "artifacts", "artifacts.graph", "artifacts.fp32_rule", "artifacts.onnxio", "artifacts.ends", "verify", "verify.compare", "options", "options.params", "options.commands", "tensorrt", "tensorrt.library", "tensorrt.manifest", "artifacts.purpose",
+    "artifacts", "artifacts.graph", "artifacts.fp32_rule", "artifacts.onnxio", "artifacts.ends", "verify", "verify.compare", "options.deepstream", "options", "options.params", "options.commands", "tensorrt", "tensorrt.library", "tensorrt.manifest", "artifacts.purpose",
     # 3 runners
     "runners.base", "runners.pytorch", "runners.ort", "runners.openvino", "runners.reference", "runners.engine", "runners",
     # 4 graph work
@@ -32,7 +32,7 @@ ORDER = [
     "exporting.exporter",
     "quantization.placement", "quantization.runs", "quantization.calibrators", "quantization.cache", "quantization.sensitivity",
     "quantization.fp16", "quantization.stage",
-    "verify.evaluate", "verify.bench", "tensorrt.build", "tensorrt.nvtools", "models.training", "serving", "serving.predict", "artifacts.info", "workflow", "workflow.plots", "workflow.report", "tensorrt.checks", "serving.spec", "serving.tritonmodel", "serving.repository", "serving.deepstream",
+    "verify.evaluate", "verify.bench", "tensorrt.build", "tensorrt.nvtools", "models.training", "serving", "serving.predict", "artifacts.info", "workflow", "workflow.plots", "workflow.report", "tensorrt.checks", "serving.spec", "serving.tritonmodel", "serving.repository", "serving.nvinfer", "serving.deepstream",
     "serving.server",
     # 6 checks across stages
     "verify.parity", "verify.deploy",

@@ -89,3 +89,14 @@ def test_suite_cost_counts_each_tests_own_and_childrens_cpu(tmp_path):
     report = subprocess.run([sys.executable, str(REPO / "tools" / "suite_cost.py"), str(record), "--tests", "1"],
                             capture_output=True, text=True, check=True).stdout  # fmt: skip
     assert report.startswith("2 tests: wall ") and "test_spend.py" in report and "the 1 tests that cost" in report
+
+
+def test_deepstream_scaling_measures_the_three_ways(tmp_path, capsys, cifar10):
+    out = tmp_path / "s.json"
+    assert _script("deepstream_scaling").main(["--models", "aft_conv_cifar", "--images", "16", "--sizes", "0", "48",
+                                               "--json", str(out)]) == 0  # fmt: skip
+    rows = json.loads(out.read_text())
+    assert [r["object_size"] for r in rows] == [32, 48] and all(r["images"] == 16 for r in rows)
+    native = rows[0]  # nothing to scale at the input's own size: the three ways are one image
+    assert native["aft_export_top1"] == native["nvinfer_top1"] == native["nvinfer_default_top1"]
+    assert "| aft_conv_cifar | 48x48 |" in capsys.readouterr().out

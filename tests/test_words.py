@@ -59,7 +59,15 @@ OTHER_COMMAND_LINES = {("serving.server", "server_args"): "tritonserver's (--htt
 # (commands, fields, why): each command's code reaches a message naming the field, which it
 # has no flag for. Each pair must still be needed (a stale one fails the test).
 CANNOT_SHOW = [  # the command never shows that message
-    (("check", "infer", "parity", "pipeline", "quantize", "triton-repo"), ("input_format",),
+    (("deepstream",), ("config", "weights_key"),
+     "deepstream loads only ONNX files (its DeepStream files, and for --data the same files in ONNX Runtime), never "
+     "a checkpoint or a weights file, whose messages name these"),
+    (("deepstream",), ("trt_versions",),
+     "deepstream checks each file against its release's TensorRT column alone, never versions a user typed"),
+    (("pipeline",), ("release", "mode", "scaling_filter", "scaling_hw", "object_size"),
+     "the pipeline writes RUN/deepstream with DeepStreamOptions' defaults (each file for its oldest release, primary, "
+     "no measurement): the messages about these options are said only where they are given"),
+    (("check", "deepstream", "infer", "parity", "pipeline", "quantize", "triton-repo"), ("input_format",),
      "runners.ort.onnx_info names `input_format` only when it was given for another tool's file (the "
      "ForeignPreprocessing of the commands that declare it, foreign()); these commands never give it"),
     (("bench",), ("batch_size",),

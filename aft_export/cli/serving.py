@@ -37,22 +37,35 @@ def serve_cmd(artifacts, backend, provider, **kw) -> int:
 
 
 @main.command("deepstream")
-@declared_options("deepstream", {"unique_id": [click.option("--json", "as_json", is_flag=True, help="Print JSON.")]})
+@declared_options("deepstream", {"object_size": [click.option("--json", "as_json", is_flag=True, help="Print JSON.")]})
 def deepstream_cmd(artifacts, output, as_json, **kw) -> None:
     """Write a DeepStream nvinfer config per file (the DeepStream form: float RGB pixels in,
-    probabilities out; or a run directory of the pipeline's --pixel-form deepstream) and its labels
-    file, naming the engine aft-export build makes on the device; see docs/jetson.md."""
+    probabilities out; or a run directory of the pipeline's --pixel-form deepstream) for one DeepStream
+    release, and its labels file, naming the engine aft-export build makes on the device; with --data,
+    measure each file's top-1 under nvinfer's scaling beside aft-export's preprocessing; see
+    docs/jetson.md."""
     from aft_export.api import deepstream
+    from aft_export.workflow.report import format_deepstream
 
     result = deepstream(artifacts, output, **given(kw))
-    if as_json:
-        return print_json(result.to_dict())
-    n = len(result.configs)
-    lines = [f"wrote {result.path}: {n} config{'' if n == 1 else 's'} and {result.labels}"]
-    for c in result.configs:
-        lines += [f"  {c['config']}: {c['precision']}, engine {c['engine']}", f"    build it on the device: {c['build']}"]
-    lines.append("DeepStream did not run here: run the build line on the Jetson, then deepstream-app (docs/jetson.md)")
-    echo(lines)
+    print_json(result.to_dict()) if as_json else echo(format_deepstream(result.to_dict()))
+    return exit_status(result.verdict)
+
+
+@main.command("deepstream-check")
+@declared_options("deepstream-check", {"library": [click.option("--json", "as_json", is_flag=True,
+                                                                help="Print JSON.")]})
+def deepstream_check_cmd(configs, as_json, **kw) -> None:
+    """On the device, before deepstream-app: for each nvinfer config aft-export deepstream wrote (or
+    the directory holding them), check that its engine was built from its onnx-file, that its profile
+    covers batch-size and infer-dims, and that it deserialises with the TensorRT installed here.
+    Exit 0: every check passed; 1: one failed (the line says what to run); 3: one could not run here
+    (no GPU, no TensorRT)."""
+    from aft_export.api import deepstream_check
+    from aft_export.workflow.report import format_deepstream_check
+
+    result = deepstream_check(configs, **given(kw))
+    print_json(result.to_dict()) if as_json else echo(format_deepstream_check(result.to_dict()))
     return exit_status(result.verdict)
 
 

@@ -234,12 +234,14 @@ def _decode_batches(archive: Path, split: str) -> LabelledImages:
                           list(CIFAR10_CLASSES), f"cifar10:{split} ({archive})")  # fmt: skip
 
 
-def load_labelled(source: str | os.PathLike, size: int, limit: int | None = None) -> LabelledImages:
+def load_labelled(source: str | os.PathLike, size: int, limit: int | None = None, resize=None) -> LabelledImages:
     """Decode an ImageFolder directory or tar (``<class>/<image>`` inside) to memory.
 
     Classes are the folder names in sorted order, as torchvision's ImageFolder does.
     ``limit`` keeps a fixed pseudo-random subset of that many images (quick tests).
     ``cifar10:train`` / ``cifar10:test`` name the data set (see :mod:`aft_export.data.datasets`).
+    ``resize``: how each decoded image becomes ``size x size`` (default: aft-export's preprocessing,
+    :func:`~aft_export.data.images.square_crop`; :func:`~aft_export.data.images.stretched`: nvinfer's).
     """
     if limit is not None and limit < 1:
         raise AFTExportError(f"an image limit must be >= 1, got {limit}; leave it out to use every image")
@@ -247,7 +249,7 @@ def load_labelled(source: str | os.PathLike, size: int, limit: int | None = None
     if name is not None:
         resolved = resolve(name)
         if isinstance(resolved, LabelledImages):
-            return dataclasses.replace(_subset_resized(resolved, size, limit), source=name)
+            return dataclasses.replace(_subset_resized(resolved, size, limit, resize), source=name)
         source = resolved
     path = Path(source)
     if not path.exists():
@@ -264,7 +266,7 @@ def load_labelled(source: str | os.PathLike, size: int, limit: int | None = None
         raise AFTExportError(f"{path} is neither an ImageFolder directory nor a tar file; {SOURCES}")
     images, names = [], []
     for cls, label, blob in items:
-        images.append(load_image(blob, size, name=label))
+        images.append(load_image(blob, size, name=label, resize=resize))
         names.append(cls)
     if not images:
         raise AFTExportError(
@@ -286,11 +288,11 @@ def _is_tar(path: Path) -> bool:
         return False
 
 
-def _subset_resized(data: LabelledImages, size: int, limit: int | None) -> LabelledImages:
+def _subset_resized(data: LabelledImages, size: int, limit: int | None, resize=None) -> LabelledImages:
     data = data.subset(limit)
     images, labels = data.images, data.labels
-    if images.shape[1:3] != (size, size):
+    if images.shape[1:3] != (size, size) or resize is not None:
         from PIL import Image
 
-        images = np.stack([square_crop(Image.fromarray(im), size) for im in images])
+        images = np.stack([(resize or square_crop)(Image.fromarray(im), size) for im in images])
     return LabelledImages(images, labels, data.classes, data.source)

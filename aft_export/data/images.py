@@ -178,10 +178,11 @@ def max_image_pixels(size: int) -> int:
     return max(MAX_IMAGE_PIXELS, INPUT_PIXEL_FACTOR * size * size)
 
 
-def load_image(data: bytes | str | os.PathLike, size: int, name: str = "") -> np.ndarray:
+def load_image(data: bytes | str | os.PathLike, size: int, name: str = "", resize=None) -> np.ndarray:
     """Decode one image to RGB uint8 (size, size, 3).
 
-    Resize so the shorter side is ``size`` (bicubic), then centre-crop; images that
+    Resize so the shorter side is ``size`` (bicubic), then centre-crop (:func:`square_crop`, or ``resize``:
+    another way to make the decoded PIL image ``size x size``, :func:`stretched`); images that
     are already ``size x size`` are untouched. Grayscale, palette, RGBA and CMYK are
     converted to RGB; 16-bit and float images are refused, and so is an image whose
     pixel count is absurd for the model (:func:`max_image_pixels`), from its header,
@@ -220,7 +221,7 @@ def load_image(data: bytes | str | os.PathLike, size: int, name: str = "") -> np
             img = bg
         else:
             img = img.convert("RGB")
-    return square_crop(img, size)
+    return (resize or square_crop)(img, size)
 
 
 def square_crop(img, size: int) -> np.ndarray:
@@ -245,6 +246,34 @@ def square_crop(img, size: int) -> np.ndarray:
             box = (left * sx, top * sy, (left + size) * sx, (top + size) * sy)
             img = img.resize((size, size), Image.BICUBIC, box=box)
     return np.asarray(img, dtype=np.uint8)
+
+
+def stretched(filter_name: str, first: int | None = None):
+    """A ``resize`` for :func:`load_image` that does what DeepStream's nvinfer does to a frame or an object: the
+    whole image stretched to ``size x size`` (no crop, the aspect ratio not kept) with PIL's ``filter_name``
+    (NEAREST, BILINEAR, BICUBIC, BOX, LANCZOS); ``first``: the image resized to that square first (bicubic), as a
+    camera sees an object larger than the network's input."""
+    from PIL import Image
+
+    resample = getattr(Image.Resampling, filter_name)
+
+    def stretch(img, size: int) -> np.ndarray:
+        if first is not None:
+            img = img.resize((first, first), Image.Resampling.BICUBIC)
+        return np.asarray(img.resize((size, size), resample), dtype=np.uint8)
+
+    return stretch
+
+
+def cropped(first: int | None = None):
+    """:func:`square_crop` as a ``resize`` for :func:`load_image`, the image first resized to ``first x first``
+    (bicubic) where given, as :func:`stretched` does."""
+    from PIL import Image
+
+    def crop(img, size: int) -> np.ndarray:
+        return square_crop(img.resize((first, first), Image.Resampling.BICUBIC) if first is not None else img, size)
+
+    return crop
 
 
 def read_image_file(path: Path) -> bytes:

@@ -17,6 +17,7 @@ from aft_export.artifacts.onnxio import TWO_GB
 from aft_export.data.images import (FLOAT_NCHW, INPUT_FORMATS, LOGITS, NORMALIZED, OUTPUT_FORMATS,  # noqa: F401
                                     PROBABILITIES, UINT8_NHWC)  # fmt: skip
 from aft_export.data.preprocess import ForeignPreprocessing
+from aft_export.options.deepstream import DEEPSTREAM_MODES, DeepStreamOptions  # noqa: F401  (named here, as before)
 from aft_export.readers import compile_pattern
 # the runtimes, and which are values of `backend`: one table, read here (and named here, as before)
 from aft_export.runtimes import (BACKENDS, DEFAULT_BACKEND, PROVIDER_BACKENDS, TRITON_BACKENDS,  # noqa: F401
@@ -344,18 +345,6 @@ def check_threads(threads) -> None:
     if not (whole(threads) and 0 <= threads <= MAX_THREADS):
         raise AFTExportError(said("{threads} must be from 0 (the backend's default) to {MAX_THREADS}, got "
                                   "{threads_got!r}", None, MAX_THREADS=MAX_THREADS, threads_got=threads))
-
-
-DEEPSTREAM_MODES = ("primary", "secondary")  # whole frames (process-mode 1); objects a detector found (2)
-
-
-@dataclass(frozen=True)
-class DeepStreamOptions:  # a DeepStream nvinfer config (aft_export/serving/deepstream.py; values checked at the door)
-    mode: str = "primary"  # DEEPSTREAM_MODES
-    batch_size: int = 1  # batch-size, and the engine's batch profile 1,N,N
-    gpu_id: int = 0
-    threshold: float = 0.0  # classifier-threshold: 0 attaches the top class to every frame or object, as infer does
-    unique_id: int = 1  # gie-unique-id
 
 
 @renamed_fields({"bench_batches": "bench_batch_sizes"})

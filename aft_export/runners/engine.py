@@ -10,6 +10,7 @@ tests/test_trt_api.py, like aft_export/tensorrt/library.py.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +50,45 @@ def manifest_info(manifest: dict, engine: str) -> ModelInfo:
         raise AFTExportError(f"engine manifest of {engine} lacks the model's metadata ({reason(exc)}); rebuild it") from None
 
 
+def load_engine(engine: str, manifest: dict, env: dict):
+    """``(trt, library, the deserialised engine)`` of ``engine``, whose ``manifest``
+    (:func:`~aft_export.tensorrt.manifest.check_manifest`) says which library built it, with the TensorRT installed
+    here (no torch needed: a Jetson's check runs without it). RuntimeMissing where the library or a GPU is missing;
+    one error where it does not deserialise."""
+    trt, library, version = import_library(manifest.get("library", "tensorrt"))
+    require_gpu(env, library)
+    logger = library_logger(trt, library)
+    runtime = trt.Runtime(logger)
+    if library != RTX and manifest.get("build_options", {}).get("version_compatible") and version >= (8, 6):
+        runtime.engine_host_code_allowed = True  # the plan carries its own lean runtime: we trust it
+    loaded = runtime.deserialize_cuda_engine(Path(engine).read_bytes())
+    if loaded is None:
+        said = "; ".join(m for _, m in logger.messages)[:400]
+        raise AFTExportError(f"{library} could not deserialise {engine}{': ' + said if said else ''}; rebuild it "
+                             f"on this machine")  # fmt: skip
+    return trt, library, loaded
+
+
+@dataclass(frozen=True)
+class EngineInput:
+    """An engine's image input as TensorRT reads it: its name, dtype (NumPy's name) and optimisation profile 0."""
+
+    name: str
+    dtype: str
+    min: tuple[int, ...]
+    opt: tuple[int, ...]
+    max: tuple[int, ...]
+
+
+def engine_input(trt, engine) -> EngineInput:
+    """What a deserialised ``engine`` takes (its first input), read from the engine itself."""
+    names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
+    name = next(n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT)
+    lo, opt, hi = engine.get_tensor_profile_shape(name, 0)
+    return EngineInput(name, np.dtype(trt.nptype(engine.get_tensor_dtype(name))).name, tuple(lo), tuple(opt),
+                       tuple(hi))  # fmt: skip
+
+
 class TrtRunner(Runner):
     backend = "tensorrt"
 
@@ -58,37 +98,29 @@ class TrtRunner(Runner):
         env = tensorrt_environment()
         manifest = check_manifest(engine, env)
         super().__init__(str(engine), manifest_info(manifest, engine))
-        library = manifest.get("library", "tensorrt")
+        trt, library, loaded = load_engine(engine, manifest, env)
         if library == RTX:
             self.backend = RTX
-        trt, library, version = import_library(library)
-        require_gpu(env, library)
-        self.trt = trt
         self.threads = threads
-        logger = library_logger(trt, library)
-        runtime = trt.Runtime(logger)
-        if library != RTX and manifest.get("build_options", {}).get("version_compatible") and version >= (8, 6):
-            runtime.engine_host_code_allowed = True  # the plan carries its own lean runtime: we trust it
-        self.engine = runtime.deserialize_cuda_engine(Path(engine).read_bytes())
-        if self.engine is None:
-            said = "; ".join(m for _, m in logger.messages)[:400]
-            raise AFTExportError(f"{library} could not deserialise {engine}{': ' + said if said else ''}; rebuild it "
-                                 f"on this machine")  # fmt: skip
-        self.context = self.engine.create_execution_context()
-        self.names = [self.engine.get_tensor_name(i) for i in range(self.engine.num_io_tensors)]
-        self.inputs = [n for n in self.names if self.engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
-        self.input_name = self.inputs[0]
-        self.output_name = next(n for n in self.names if n not in self.inputs)
+        self._open(trt, loaded)
         # the engine's own input, as TensorRT reads it, held to what its manifest says it takes
-        problem = engine_input_problem(self.info.takes, np.dtype(trt.nptype(self.engine.get_tensor_dtype(
-            self.input_name))).name, tuple(self.engine.get_tensor_shape(self.input_name)))  # fmt: skip
+        seen = engine_input(trt, loaded)
+        problem = engine_input_problem(self.info.takes, seen.dtype, seen.max)
         if problem:
-            raise AFTExportError(f"the manifest of {engine} says input_format {self.info.input_format}, but the "
+            raise AFTExportError(f"the manifest of {self.path} says input_format {self.info.input_format}, but the "
                                  f"engine's {problem}; rebuild the engine with `aft-export build`")  # fmt: skip
-        self.stream = torch.cuda.Stream()
         lo, hi = manifest["input"]["min"], manifest["input"]["max"]
         self.fixed_batch = lo[0] if lo[0] == hi[0] else None
         self.limits = (lo, hi)
+        self.stream = torch.cuda.Stream()
+
+    def _open(self, trt, engine) -> None:
+        self.trt, self.engine = trt, engine
+        self.context = engine.create_execution_context()
+        self.names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
+        self.inputs = [n for n in self.names if engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
+        self.input_name = self.inputs[0]
+        self.output_name = next(n for n in self.names if n not in self.inputs)
 
     def run(self, feeds):
         import torch

@@ -21,7 +21,51 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SUPPORTED = ("8.5", "8.6", "10.3", "10.13", "11.4")  # standard TensorRT
-JETPACK = {"8.5": "JetPack 5.1", "8.6": "JetPack 6.0", "10.3": "JetPack 6.1/6.2"}
+
+
+@dataclass(frozen=True)
+class JetPack:
+    """A JetPack release: the L4T it is, the TensorRT and DeepStream it ships, and the column of the rules
+    that checks a file for that TensorRT (the newest supported one at or below it), each from ``source``."""
+
+    name: str  # "5.1.2"
+    l4t: str
+    tensorrt: str  # the TensorRT JetPack installs
+    column: str  # SUPPORTED's version whose rules hold for it
+    deepstream: str  # the DeepStream release built for it
+    source: str
+
+
+_DOCKERS = "github.com/NVIDIA-AI-IOT/deepstream_dockers"
+# The Jetson releases, oldest first (the DeepStream table of aft_export/serving/nvinfer.py takes its TensorRT
+# from here). JetPack 6.1 and 6.2 share L4T 36.4's TensorRT 10.3; 6.2 is 6.1 with a faster power mode.
+JETPACKS = (
+    JetPack("5.1.2", "L4T 35.4.1", "8.5.2", "8.5", "6.3",
+            f"{_DOCKERS} branch dev/ds/ds6.3 jetson/ubuntu_base_devel/Dockerfile (l4t-tensorrt:r8.5.2.2) and README "
+            "('JetPack 5.1.2')"),
+    JetPack("6.0", "L4T 36.3", "8.6.2", "8.6", "7.0",
+            f"{_DOCKERS} tag ds7.0 jetson/ubuntu_base_runtime/Dockerfile (l4t-tensorrt:r8.6.2); "
+            "docs.nvidia.com/metropolis/deepstream/7.0/text/DS_Installation.html ('JetPack 6.0 GA (corresponding to "
+            "L4T 36.3 release)')"),
+    JetPack("6.1/6.2", "L4T 36.4", "10.3.0", "10.3", "7.1",
+            f"{_DOCKERS} tag ds7.1 docker/Dockerfile_Jetson_Run (l4t-tensorrt:r10.3.0); "
+            "docs.nvidia.com/metropolis/deepstream/7.1/text/DS_Installation.html ('JetPack 6.1 GA (corresponding to "
+            "L4T 36.4 release)')"),
+    JetPack("7.0", "L4T 38.2", "10.13.2", "10.13", "8.0",
+            "docs.nvidia.com/metropolis/deepstream/dev-guide/text/DS_Migration_guide.html ('DeepStream 8.0 now "
+            f"supports TensorRT 10.9.0.34 for x86 and TensorRT 10.13.2.6 for Jetson'); {_DOCKERS} tag ds8.0 README "
+            "('JetPack 7.0 GA') and jetson_dockerfiles/Dockerfile_Jetson_Run (r38.2)"),
+    JetPack("7.1", "L4T 38.4", "10.13", "10.13", "9.0",
+            "github.com/NVIDIA/DeepStream tag v9.0.0 README.md ('JetPack 7.1 GA (CUDA 13.0, TensorRT 10.13.x)'); "
+            "docs.nvidia.com/metropolis/deepstream/9.0/text/DS_Release_notes.html ('JP 7.1 (r38.4 BSP)')"),
+    JetPack("7.2", "L4T 39.2", "10.16", "10.13", "9.1",
+            "github.com/NVIDIA/DeepStream tag v9.1.0 README.md ('JetPack 7.2 GA (CUDA 13.2, TensorRT 10.16.x)'); "
+            "docs.nvidia.com/metropolis/deepstream/9.1/text/DS_Installation.html ('JetPack 7.2 GA (corresponding to "
+            "L4T 39.2 release)'); 10.16 has no rules of its own: 10.13's, the newest below it, hold"),
+)
+# the JetPack of each TensorRT column the rules check (what `check` says beside a version)
+JETPACK = {c: "JetPack " + "/".join(j.name for j in JETPACKS if j.column == c and j.tensorrt.startswith(c))
+           for c in dict.fromkeys(j.column for j in JETPACKS)}  # fmt: skip
 
 ONNX_TRT = "onnx-tensorrt"
 

@@ -354,7 +354,7 @@ def _skipped_note(engines: Engines) -> str:
 def _deepstream(ctx: Context, onnx: list[Made]) -> Outcome:
     """RUN/deepstream: an nvinfer config per DeepStream file, and the labels file."""
     files = [str(m.path) for m in onnx if f".{FORM_TAG}." in m.path.name]
-    result = write_deepstream(files, str(ctx.work / "deepstream"))
+    result = write_deepstream(files, str(ctx.work / "deepstream"))  # each for the oldest release that reads it
     return Outcome(result.to_dict(), f"{ctx.final / 'deepstream'}: {len(result.configs)} nvinfer configs and labels.txt "
                                      f"(DeepStream cannot run here)")  # fmt: skip
 

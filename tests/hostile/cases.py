@@ -758,9 +758,49 @@ def _lies() -> list[Case]:
     ]  # fmt: skip
 
 
+# ---------------------------------------------------------------- DeepStream configs (issue 53)
+
+
+def _deepstream() -> list[Case]:
+    """Every value written into a config is checked against where it lands: a file name, the labels, the integers
+    nvinfer reads as C ints, configs whose names collide; a file the release cannot read; options that mean nothing."""
+    ds = ("deepstream", f"{D}/ds.onnx", "-o", f"{OUT}/ds")
+    return [
+        Case("deepstream/a file name with a line break", "destroys",
+             ("deepstream", f"{D}/a\nbatch-size=9.deepstream.onnx", "-o", f"{OUT}/ds"), 2,
+             r"holds a line break, a tab, a backslash, a NUL, .* which a DeepStream config's value cannot hold",
+             ("ds_break",)),
+        Case("deepstream/one name in two folders", "destroys", ("deepstream", f"{D}/x/ds.onnx", f"{D}/y/ds.onnx", "-o",
+                                                                  f"{OUT}/ds"), 2,
+             r"x/ds\.onnx and .*y/ds\.onnx would both be written as config_infer_ds\.txt", ("ds_twins",)),
+        Case("deepstream/--batch-size 99999999999", "nonsense", (*ds, "--batch-size", "99999999999"), 2,
+             r"--batch-size", ("ds.onnx",)),
+        Case("deepstream/metadata naming 3 classes for 10 probabilities", "readers",
+             ("deepstream", f"{D}/ds_3classes.onnx", "-o", f"{OUT}/ds"), 2,
+             r"ds_3classes\.onnx's metadata names 3 classes but its graph gives 10 probabilities", ("ds_3classes.onnx",)),
+        Case("deepstream/the portable target's int8 file", "readers",
+             ("deepstream", f"{D}/ds_portable_int8.onnx", "-o", f"{OUT}/ds"), 2,
+             r"is the portable target's int8 file, made for CPUs", ("ds_portable_int8.onnx",)),
+        Case("deepstream/--release 6.3 of a TensorRT 10.3+ file", "nonsense", (*ds, "--release", "6.3"), 2,
+             r"the TensorRT 8\.5\.2 of DeepStream 6\.3 \(JetPack 5\.1\.2\) does not read it .*--target tensorrt8",
+             ("ds.onnx",)),
+        Case("deepstream/object filters of a primary classifier", "nonsense", (*ds, "--operate-on-gie-id", "2"), 2,
+             r"--operate-on-gie-id filter the objects a secondary classifier is given.*give --mode secondary",
+             ("ds.onnx",)),
+        Case("deepstream/--scaling-filter nicest on the GPU", "nonsense", (*ds, "--scaling-filter", "nicest"), 2,
+             r"--scaling-filter nicest is VIC's .*give --scaling-hw vic", ("ds.onnx",)),
+        Case("deepstream/--object-size without --data", "nonsense", (*ds, "--object-size", "77"), 2,
+             r"--object-size sizes the labelled images of a measurement; give --data too", ("ds.onnx",)),
+        Case("deepstream-check/a config that is no GKeyFile", "readers", ("deepstream-check", f"{D}/recipe.json"), 2,
+             r"DeepStream config .*recipe\.json line 1 is not a \[group\] or a key=value line"),
+        Case("deepstream-check/a directory of no configs", "files", ("deepstream-check", f"{D}/imgs"), 2,
+             r"holds no DeepStream configs \(config_infer_\*\.txt\)"),
+    ]  # fmt: skip
+
+
 def all_cases() -> list[Case]:
     cases = (_nonsense() + _files() + _destroys() + CRASH + NONFINITE + USAGE + EXIT + _readers() + _elsewhere()
-             + _lies())
+             + _lies() + _deepstream())
     ids = [c.id for c in cases]
     dup = {i for i in ids if ids.count(i) > 1}
     assert not dup, f"duplicate case ids: {sorted(dup)}"

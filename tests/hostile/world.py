@@ -580,6 +580,30 @@ SETUPS.update({
 })
 
 
+# ---------------------------------------------------------------- DeepStream files (issue 53)
+
+
+def _ds(model) -> None:
+    _pixels(model, "float-nchw", probabilities=True)
+
+
+def _twins(d: Path) -> None:
+    """The DeepStream file under one name in two folders: their configs would share a name."""
+    for sub in ("x", "y"):
+        (d / sub).mkdir()
+        _onnx_edit(d, f"{sub}/ds.onnx", _ds)
+
+
+SETUPS.update({
+    "ds_break": lambda d: _onnx_edit(d, "a\nbatch-size=9.deepstream.onnx", _ds),
+    "ds_twins": _twins,
+    "ds_3classes.onnx": lambda d: _onnx_edit(d, "ds_3classes.onnx",
+                                             lambda m: (_ds(m), _set_meta(m, "classes", json.dumps(CLASSES[:3])))),
+    "ds_portable_int8.onnx": lambda d: _onnx_edit(d, "ds_portable_int8.onnx",
+                                                  lambda m: (_ds(m), _qdq(m), _set_meta(m, "export_target", "portable"))),
+})
+
+
 def setup(d: Path, steps) -> None:
     for step in steps:
         SETUPS[step](d)

@@ -112,7 +112,8 @@ def required(command: str, files: dict[str, str]) -> tuple[tuple, dict]:
         "infer": ((f["onnx"], [f["data"]]), {}), "info": ((f["onnx"],), {}),
         "train": ((), {"model": "aft_simple_test", "data": f["data"], "output": f["out"]}),
         "serve": (([f["onnx"]],), {}), "triton-repo": (([f["onnx"]], f["repo"]), {}),
-        "deepstream": (([f["onnx"]], f["repo"]), {}), "pipeline": ((f["ckpt"],), {}),
+        "deepstream": (([f["onnx"]], f["repo"]), {}), "deepstream-check": (([f["data"]],), {}),
+        "pipeline": ((f["ckpt"],), {}),
         "doctor": (("aft_conv_cifar",), {}),
     }[command]  # fmt: skip
 
