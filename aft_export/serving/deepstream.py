@@ -248,7 +248,7 @@ def config_text(d: Described, out: Path, opts: DeepStreamOptions) -> tuple[str, 
         f"Keys: {keys}.",
         "Not run here: DeepStream cannot be installed where aft-export was tested. On the device, in this config's "
         "folder, first:",
-        f"  cd {shlex.quote(onnx_dir)} && {build}",
+        f"  (cd {shlex.quote(onnx_dir)} && {build})",
         f"  aft-export deepstream-check {shlex.quote(config)}",
         "The check says whether the engine deserialises with the TensorRT installed there, whether its profile covers "
         "batch-size, and whether it is the engine of onnx-file (its manifest's sha256).",
@@ -271,7 +271,8 @@ def config_text(d: Described, out: Path, opts: DeepStreamOptions) -> tuple[str, 
         "classifier-threshold.",
     ]
     if opts.mode == "secondary":
-        classes = values.get("operate-on-class-ids") or "every class (operate-on-class-ids not written)"
+        ids = values.get("operate-on-class-ids")
+        classes = f"class ids {ids}" if ids else "every class (operate-on-class-ids not written)"
         header.append(f"Secondary: objects of the element whose gie-unique-id is {values.get('operate-on-gie-id')} "
                       f"(-1: any), of {classes}, at least {values.get('input-object-min-width')} pixels wide and high; "
                       f"{release.title}'s own floor: {release.min_object}.")  # fmt: skip
@@ -330,7 +331,7 @@ def write_deepstream(artifacts: list[str], output: str, opts: DeepStreamOptions 
     nvinfer's scaling beside aft-export's preprocessing (:func:`measure_scaling`), before anything is written."""
     opts = opts or DeepStreamOptions()
     _check_options(opts)
-    files = deepstream_files(artifacts)
+    files = list(dict.fromkeys(deepstream_files(artifacts)))  # a file given twice is one config
     described = [describe(f, opts) for f in files]
     names: dict[str, Path] = {}
     for d in described:
