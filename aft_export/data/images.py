@@ -137,11 +137,7 @@ class Preprocessing:
                                       "{std_got}; give {input_size} from 1 to {MAX_SIDE} and three finite numbers "
                                       "each for {mean} and {std} (std > 0)", None, path=path, size=size,
                                       mean_got=mean, std_got=std, MAX_SIDE=readers.MAX_SIDE))  # fmt: skip
-        input_format = meta.get("input_format", NORMALIZED)
-        if input_format not in INPUT_FORMATS:
-            raise AFTExportError(f"{where} has input_format {input_format!r}, not one of {', '.join(INPUT_FORMATS)}; "
-                                 f"{fix}")  # fmt: skip
-        return cls(int(size), mean, std, input_format=input_format)
+        return cls(int(size), mean, std)  # what the file takes is its graph's (aft_export.artifacts.ends)
 
     def record(self) -> dict:
         pixels = {"input_format": self.input_format} if self.input_format != NORMALIZED else {}
