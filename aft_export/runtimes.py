@@ -20,6 +20,7 @@ import importlib.util
 from dataclasses import dataclass
 
 from aft_export.errors import AFTExportError, Named, said
+from aft_export.machine import CpuFeatures, cpu_features
 
 CPU, GPU = "cpu", "gpu"
 
@@ -38,6 +39,10 @@ class Runtime:
     backend: bool = False  # a value of `backend`: where eval, parity, bench, infer and serve run ONNX files
     in_table: bool = True  # a runtime of the deploy table (aft_export.verify.deploy)
     triton: bool = False  # a Triton backend that triton-repo writes ONNX files for (aft_export.serving.repository)
+    # the precision it computes a file's fp32 parts in where that is not fp32 ("": as the file says): bf16 is
+    # OpenVINO's inference precision hint; parity holds it to the looser of this and the file's own limits
+    compute: str = ""
+    units: str = ""  # the CpuFeatures field the CPU must have for it to run here (CPU_UNITS): "" for none
 
     @property
     def gpu(self) -> bool:
@@ -48,12 +53,17 @@ class Runtime:
         """What it runs: checkpoint (PyTorch), onnx (ONNX Runtime, OpenVINO) or engine (TensorRT)."""
         return RUNS[self.family]
 
-    def missing(self, gpu: bool, ort_providers: list[str] | None = None) -> str:
+    def missing(self, gpu: bool, ort_providers: list[str] | None = None, cpu: CpuFeatures | None = None) -> str:
         """"" where it can run here, else why not, in one line: no GPU (``gpu``: whether one is
-        visible), its module not installed, or (``ort_providers``: ONNX Runtime's available
-        providers) ONNX Runtime without its provider."""
+        visible), a CPU without the units it computes on (``cpu``: None, this one's; a CPU whose flags
+        cannot be read is not refused here: the runner asks its runtime), its module not installed,
+        or (``ort_providers``: ONNX Runtime's available providers) ONNX Runtime without its provider."""
         if self.gpu and not gpu:
             return "no GPU here"
+        if self.units:
+            cpu = cpu or cpu_features()
+            if getattr(cpu, self.units) is False:
+                return f"this CPU has no {CPU_UNITS[self.units]} ({cpu.describe()})"
         if importlib.util.find_spec(self.module) is None:
             return f"not installed: {self.install}"
         if self.ort_provider and self.ort_provider not in (ort_providers or []):
@@ -61,6 +71,8 @@ class Runtime:
         return ""
 
 
+# the CPU units a runtime may need (Runtime.units: a field of aft_export.machine.CpuFeatures), as said to users
+CPU_UNITS = {"bf16": "bf16 units (AVX512_BF16 or AMX-BF16)"}
 # what each family of runtimes runs
 RUNS = {"torch": "checkpoint", "onnxruntime": "onnx", "openvino": "onnx", "tensorrt": "engine"}
 
@@ -71,6 +83,8 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in (
             "pip install 'aft-export[cpu]'", ort_kind="cpu", backend=True, triton=True),
     Runtime("openvino", "OpenVINO", "OpenVINO, CPU, the openvino extra", CPU, "openvino", "openvino",
             "pip install 'aft-export[openvino]'", backend=True, triton=True),
+    Runtime("openvino-bf16", "OpenVINO", "OpenVINO on CPUs with bf16 units, fp32 computed in bf16", CPU,
+            "openvino", "openvino", "pip install 'aft-export[openvino]'", backend=True, compute="bf16", units="bf16"),
     Runtime("torch-cuda", "PyTorch", "PyTorch, CUDA", GPU, "torch", "torch", "a CUDA build of torch"),
     Runtime("onnxruntime-cuda", "ONNX Runtime", "its CUDA provider, onnxruntime-gpu", GPU, "onnxruntime",
             "onnxruntime", "onnxruntime-gpu with its CUDA provider", ort_kind="cuda",
@@ -83,9 +97,9 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in (
             "pip install 'aft-export[rtx]'"),
 )}  # fmt: skip
 
-# the values of `backend`, in the order its help lists them: ONNX Runtime's three, then OpenVINO
-BACKENDS: dict[str, Runtime] = {n: RUNTIMES[n] for n in
-                                ("onnxruntime", "onnxruntime-cuda", "onnxruntime-tensorrt", "openvino")}  # fmt: skip
+# the values of `backend`, in the order its help lists them: ONNX Runtime's three, then OpenVINO's two
+BACKENDS: dict[str, Runtime] = {n: RUNTIMES[n] for n in ("onnxruntime", "onnxruntime-cuda", "onnxruntime-tensorrt",
+                                                          "openvino", "openvino-bf16")}  # fmt: skip
 DEFAULT_BACKEND = "onnxruntime"
 TABLE_RUNTIMES = tuple(r.name for r in RUNTIMES.values() if r.in_table)
 # the TensorRT libraries that build and run engines -> their Python modules

@@ -206,7 +206,7 @@ def test_the_refusal_of_8_bit_int8_follows_vnni(zoo, monkeypatch, vnni):
     from aft_export.machine import CpuFeatures
 
     need_openvino()
-    cpu = CpuFeatures("x86_64", "a simulated CPU", vnni=vnni, avx512=True, amx=False, avx2=True)
+    cpu = CpuFeatures("x86_64", "a simulated CPU", vnni=vnni, avx512=True, amx=False, avx2=True, bf16=False)
     monkeypatch.setattr(ov, "cpu_features", lambda: cpu)
     model = MODELS[0]
     eight, seven = zoo.file(model, "custom", "int8"), zoo.file(model, "portable", "int8")
@@ -215,7 +215,7 @@ def test_the_refusal_of_8_bit_int8_follows_vnni(zoo, monkeypatch, vnni):
         assert OpenVinoRunner(eight).info.precision == "int8"
     else:
         with pytest.raises(NotForThisCPU, match=r"not for this CPU: OpenVINO computes int8 with 8-bit weights wrongly "
-                                                r"on x86 CPUs without VNNI \(this one: x86_64 \(AVX2, AVX-512; no VNNI, "
+                                                r"on x86 CPUs without VNNI \(this one: x86_64 \(AVX2, AVX-512; no VNNI, BF16, "
                                                 r"AMX\).*portable int8 \(7-bit weights"):  # fmt: skip
             OpenVinoRunner(eight)
     assert OpenVinoRunner(seven).info.precision == "int8"

@@ -133,13 +133,23 @@ def test_the_table_of_a_tiny_model(files, cifar10):
             raise NotForThisCPU("not for this CPU: a made-up refusal")  # the runner's own refusal, said as a skip
         return deploy.make_runner(artifact, runtime, threads=1)
 
-    runtimes = {"torch": "ok", "onnxruntime": "ok", "openvino": "ok", "torch-cuda": "no GPU here"}
+    # openvino-bf16 as this machine has it: run where its CPU has bf16 units, else a row that says why not
+    runtimes = {"torch": "ok", "onnxruntime": "ok", "openvino": "ok", "torch-cuda": "no GPU here",
+                "openvino-bf16": deploy.runtimes_here(gpu=False)["openvino-bf16"]}  # fmt: skip
     table = deploy_table(ref, [str(fp32), str(cpu)], decoded, runtimes=runtimes, make_runner=make, batches=(1, 3),
                          warmup=1, iters=2, threads=1, overrides=["int8.min_top1_agreement=0", "int8.max_abs=100",
                          "int8.min_cosine=0.01"], data_label="random", log=lambda *a: None)  # fmt: skip
     rows = {(r.artifact, r.runtime): r for r in table.rows}
+    bf16 = {("model.onnx", "openvino-bf16"), ("model.portable.int8.onnx", "openvino-bf16")}
     assert set(rows) == {("tiny.pt", "torch"), ("model.onnx", "onnxruntime"), ("model.portable.int8.onnx",
-                         "onnxruntime"), ("model.onnx", "openvino"), ("model.portable.int8.onnx", "openvino")}  # fmt: skip
+                         "onnxruntime"), ("model.onnx", "openvino"), ("model.portable.int8.onnx", "openvino"),
+                         *(bf16 if runtimes["openvino-bf16"] == "ok" else ())}  # fmt: skip
+    if runtimes["openvino-bf16"] == "ok":  # the fp32 file proven against the bf16 limits, the int8 against int8's
+        on_bf16 = rows[("model.onnx", "openvino-bf16")]
+        assert (on_bf16.parity, on_bf16.precision, on_bf16.device, set(on_bf16.timing)) == ("pass", "fp32", "cpu",
+                                                                                             {1, 3})  # fmt: skip
+    else:
+        assert f"Not run: openvino-bf16: {runtimes['openvino-bf16']}" in "\n".join(deploy_lines(table.to_dict()))
     skipped = rows[("model.portable.int8.onnx", "openvino")]
     assert (skipped.status, skipped.reason, skipped.p50_ms, skipped.fastest) == (
         "skipped", "not for this CPU: a made-up refusal", None, [])  # fmt: skip
@@ -157,7 +167,7 @@ def test_the_table_of_a_tiny_model(files, cifar10):
     assert "Deploy on the CPU: fastest at batch 1:" in text and "rerun" in text
     plots = deploy_plots(d)
     assert set(plots) == {"deploy_latency.svg", "deploy_throughput.svg"} and "model.onnx / openvino" in \
-        plots["deploy_latency.svg"] and "model.portable.int8.onnx / openvino" not in plots["deploy_latency.svg"]  # fmt: skip
+        plots["deploy_latency.svg"] and "model.portable.int8.onnx / openvino</text>" not in plots["deploy_latency.svg"]  # fmt: skip
 
 
 def test_bench_against_the_checkpoint(files, cifar10):
@@ -240,7 +250,7 @@ def test_a_runtime_not_installed_is_listed_as_such(monkeypatch):
     table = DeployTable([_row("m.onnx", "onnxruntime")], here, {}, 32, "m.pt", "d")
     mark_fastest(table.rows)
     text = "\n".join(deploy_lines(table.to_dict(), markdown=False))
-    assert "Not run: openvino: not installed: pip install 'aft-export[openvino]'." in text
+    assert "Not run: openvino, openvino-bf16: not installed: pip install 'aft-export[openvino]'." in text
     assert table.verdict.ok  # a runtime missing here changes no exit status
 
 
@@ -280,5 +290,5 @@ def test_the_table_checks_what_it_is_given_before_anything_runs(files, cifar10, 
                                              r"`batch_sizes=\d+` or less$"):  # fmt: skip
         aft_export.bench([fp32], **{**kw, "batch_sizes": [1, 64]})
     with pytest.raises(AFTExportError, match=r"not a runtime the deploy table runs; with `reference` choose "
-                                             r"onnxruntime, onnxruntime-cuda, openvino, or leave"):  # fmt: skip
+                                             r"onnxruntime, onnxruntime-cuda, openvino, openvino-bf16, or leave"):  # fmt: skip
         aft_export.bench([fp32], **{**kw, "backend": "onnxruntime-tensorrt"})

@@ -13,7 +13,7 @@ from aft_export.errors import AFTExportError
 from aft_export.verify.evaluate import evaluate_artifacts
 from aft_export.exporting.exporter import ExportOptions, export_checkpoint
 from aft_export.models import create_model
-from aft_export.verify.compare import TOLERANCES, judge, metrics, tolerances_with
+from aft_export.verify.compare import LOSS, TOLERANCES, judge, judged_precision, metrics, tolerances_with
 from aft_export.verify.parity import run_parity, stress_inputs
 from aft_export.artifacts.onnxio import graph_precision
 from aft_export.runners import OrtRunner, TorchRunner, load_runner
@@ -56,6 +56,17 @@ def test_tolerances_live_in_one_place_and_override():
     for bad in ["fp16", "fp64.max_abs=1", "fp16.nope=1", "fp16.max_abs=abc"]:
         with pytest.raises(AFTExportError, match="bad tolerance"):
             tolerances_with([bad])
+
+
+def test_a_lossier_runtime_brings_its_limits_never_looser_ones():
+    """A file is judged by the lossier of its own precision and what its runtime computes its fp32
+    parts in (openvino-bf16: bf16), in the order of LOSS; bf16 lies between fp16 and int8."""
+    assert LOSS == ("fp32", "fp16", "bf16", "int8")
+    assert TOLERANCES["fp16"].max_abs < TOLERANCES["bf16"].max_abs < TOLERANCES["int8"].max_abs
+    assert TOLERANCES["fp16"].min_cosine > TOLERANCES["bf16"].min_cosine > TOLERANCES["int8"].min_cosine
+    assert [judged_precision(p, "bf16") for p in ("fp32", "fp16", "int8")] == ["bf16", "bf16", "int8"]
+    assert [judged_precision(p) for p in ("fp32", "fp16", "int8")] == ["fp32", "fp16", "int8"]
+    assert judged_precision("fp32", "fp32") == "fp32" and tolerances_with(["bf16.max_abs=1"])["bf16"].max_abs == 1
 
 
 def test_judge_per_precision():

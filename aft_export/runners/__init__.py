@@ -4,7 +4,8 @@
 (its ``family``'s factory, looked up when first asked for). ``load_runner`` picks the runtime from
 the artifact and the ``backend`` (:data:`aft_export.runtimes.BACKENDS`): an ONNX file runs in ONNX
 Runtime on the CPU (``onnxruntime``, the default), in its CUDA or TensorRT provider
-(``onnxruntime-cuda``, ``onnxruntime-tensorrt``) or in OpenVINO (``openvino``); a checkpoint runs
+(``onnxruntime-cuda``, ``onnxruntime-tensorrt``) or in OpenVINO (``openvino``; ``openvino-bf16``:
+its fp32 parts computed in bf16, on CPUs with bf16 units); a checkpoint runs
 in PyTorch, on the GPU with a GPU backend; an engine in TensorRT. The ONNX reference evaluator
 (:class:`ReferenceRunner`) is made directly. A runtime missing here raises
 :class:`~aft_export.errors.RuntimeMissing` (a file OpenVINO computes wrongly on this CPU, its
@@ -64,7 +65,7 @@ def _onnxruntime(source, rt: Runtime, threads: int, info=None, preprocessing=Non
 
 
 def _openvino(source, rt: Runtime, threads: int, info=None, preprocessing=None, **_) -> Runner:
-    return OpenVinoRunner(source, threads=threads, info=info, preprocessing=preprocessing)
+    return OpenVinoRunner(source, threads=threads, info=info, preprocessing=preprocessing, compute=rt.compute)
 
 
 def _tensorrt(source, rt: Runtime, threads: int, **_) -> Runner:

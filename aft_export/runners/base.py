@@ -17,6 +17,7 @@ from aft_export.data.formats import FORMATS, InputFormat
 from aft_export.data.images import (INPUT_FORMATS, LOGITS, NORMALIZED, OUTPUT_FORMATS, PROBABILITIES,
                                     model_input)  # fmt: skip
 from aft_export.errors import AFTExportError, Named, said
+from aft_export.verify.compare import judged_precision
 
 INPUT = "image"
 OUTPUT = "logits"
@@ -99,6 +100,9 @@ class Runner:
     ``logits`` runs preprocessed NCHW images through it in batches."""
 
     backend = ""
+    # the precision the runtime computes the file's fp32 parts in where it is not fp32 ("": as the file
+    # says): bf16 on openvino-bf16 (aft_export.runtimes.Runtime.compute)
+    compute = ""
     fixed_batch: int | None = None
     threads: int = 0
     input_name = INPUT
@@ -111,6 +115,12 @@ class Runner:
     @property
     def name(self) -> str:
         return Path(self.path).name
+
+    @property
+    def judged_as(self) -> str:
+        """The precision whose limits its outputs are held to: the file's own, or the runtime's
+        compute precision where that is lossier (:func:`aft_export.verify.compare.judged_precision`)."""
+        return judged_precision(self.info.precision, self.compute)
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         raise NotImplementedError  # pragma: no cover

@@ -6,8 +6,15 @@
   the file on disk is not touched.
 - **fp32 means fp32**: the CPU plugin's default inference precision is bf16 on CPUs with bf16
   units (AMX, AVX512-BF16), which would put an fp32 file outside the fp32 parity limit, so
-  the runner asks for f32; fp16 and int8 graphs compute in the precision their Q/DQ and casts
-  define (OpenVINO's low-precision transformations run the Q/DQ regions in int8).
+  the ``openvino`` runtime asks for f32; fp16 and int8 graphs compute in the precision their
+  Q/DQ and casts define (OpenVINO's low-precision transformations run the Q/DQ regions in int8).
+- **bf16 where asked**: the ``openvino-bf16`` runtime asks for bf16 (``compute="bf16"``), what
+  the CPU plugin picks by itself on such CPUs: the fp32 parts of any file (all of an fp32
+  file, what lies outside the Q/DQ regions of an int8 one) run in bf16, and parity holds the
+  outputs to the bf16 limits (:func:`aft_export.verify.compare.judged_precision`). Where
+  OpenVINO says the CPU cannot compute in bf16 (its ``OPTIMIZATION_CAPABILITIES`` lack BF16:
+  it would run fp32 and call it bf16), the runner refuses to be made
+  (:class:`~aft_export.errors.NotForThisCPU`: the stages report it as skipped).
 - **Two hints**: a batch of up to :data:`~aft_export.options.OPENVINO_LATENCY_MAX_BATCH`
   images runs on a model compiled with the LATENCY hint (one request, every thread on it); a
   larger one on a model compiled with the THROUGHPUT hint, split over OpenVINO's optimal
@@ -38,10 +45,14 @@ from aft_export.options import OPENVINO_HINTS, OPENVINO_LATENCY_MAX_BATCH
 from aft_export.runners.base import ModelInfo, Runner
 from aft_export.runners.ort import GraphSignature, check_signature, open_graph
 from aft_export.options.commands import command_line
+from aft_export.runtimes import RUNTIMES
 
 DEVICES = ("CPU",)
 AFTER_FAILURE = "run it in ONNX Runtime, or export it again with `aft-export export`"
 INSTALL = "pip install 'aft-export[openvino]'"
+# what the runner computes a file's fp32 parts in (Runtime.compute; "": fp32) -> OpenVINO's INFERENCE_PRECISION_HINT
+# and the OPTIMIZATION_CAPABILITIES entry that says the CPU has units for it (None: every CPU)
+COMPUTE = {"": ("f32", None), "bf16": ("bf16", "BF16")}  # fmt: skip
 
 
 def import_openvino():
@@ -66,6 +77,12 @@ def cpu_problem(weight_bits: int | None, cpu: CpuFeatures) -> str | None:
             f"{cpu.describe()}; its int8 dot products add pairs of products in saturating 16 bits)")  # fmt: skip
 
 
+def capabilities(core, device: str = "CPU") -> list[str]:
+    """What OpenVINO says ``device`` computes (its OPTIMIZATION_CAPABILITIES: FP32, INT8, BF16 where the
+    CPU has bf16 units, ...)."""
+    return list(core.get_property(device, "OPTIMIZATION_CAPABILITIES"))
+
+
 def hint_for(batch: int, hint: str = "auto") -> str:
     """OpenVINO's PERFORMANCE_HINT for a run of ``batch`` images: ``hint`` as given, or for
     ``auto`` LATENCY up to :data:`OPENVINO_LATENCY_MAX_BATCH` images and THROUGHPUT above."""
@@ -78,12 +95,12 @@ class OpenVinoRunner(Runner):
     backend = "openvino"
 
     def __init__(self, source, threads: int = 0, info: ModelInfo | None = None, device: str = "CPU",
-                 preprocessing=None, hint: str = "auto") -> None:  # fmt: skip
+                 preprocessing=None, hint: str = "auto", compute: str = "") -> None:  # fmt: skip
         """``source``: a path or a ModelProto; ``info``: what to feed a graph a stage made
         itself; ``preprocessing``: how to feed a file another tool wrote
         (:func:`~aft_export.runners.ort.onnx_info`); ``threads``: CPU inference threads in
-        all (0: OpenVINO's default, all cores); ``hint``: auto, latency or throughput (see the
-        module doc)."""
+        all (0: OpenVINO's default, all cores); ``hint``: auto, latency or throughput; ``compute``:
+        "" (fp32) or bf16, what the file's fp32 parts are computed in (see the module doc)."""
         import onnx
 
         ov = import_openvino()
@@ -91,6 +108,9 @@ class OpenVinoRunner(Runner):
             raise AFTExportError(f"unknown OpenVINO device {device!r}; choose one of {DEVICES}")
         if hint not in OPENVINO_HINTS:
             raise AFTExportError(f"unknown OpenVINO hint {hint!r}; choose one of {', '.join(OPENVINO_HINTS)}")
+        if compute not in COMPUTE:
+            raise AFTExportError(f"unknown OpenVINO compute precision {compute!r}; choose one of "
+                                 f"{', '.join(repr(c) for c in COMPUTE)}")  # fmt: skip
         graph = open_graph(source, info, preprocessing=preprocessing)
         model, in_memory, where, info = graph.model, graph.in_memory, graph.where, graph.info
         super().__init__(graph.name, info)
@@ -106,10 +126,18 @@ class OpenVinoRunner(Runner):
         self.threads = threads or (os.cpu_count() or 1)
         self.hint = hint
         self._device = device
-        self._config = {"INFERENCE_PRECISION_HINT": "f32"}
+        self._core = ov.Core()
+        hinted, needs = COMPUTE[compute]
+        if needs and needs not in capabilities(self._core, device):
+            raise NotForThisCPU(f"OpenVINO cannot compute in {compute} on this CPU ({cpu_features().describe()}; "
+                                f"it has no bf16 units, AVX512_BF16 or AMX-BF16): run {where} in openvino, which "
+                                f"computes it as the file says")  # fmt: skip
+        self.compute = compute
+        # its runtime's name (openvino, openvino-bf16): the runtime of this family that computes so
+        self.backend = next(r.name for r in RUNTIMES.values() if r.family == "openvino" and r.compute == compute)
+        self._config = {"INFERENCE_PRECISION_HINT": hinted}
         if threads:
             self._config["INFERENCE_NUM_THREADS"] = int(threads)
-        self._core = ov.Core()
         self._ov = ov
         local = {(f.domain, f.name) for f in model.functions}
         inlined = any((n.domain, n.op_type) in local for n in model.graph.node)

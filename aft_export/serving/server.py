@@ -56,7 +56,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from aft_export.errors import AFTExportError, Named, said
+from aft_export.errors import AFTExportError, Named, RuntimeMissing, said
 from aft_export.fileio import atomic_write_bytes, atomic_write_text, copy_file, make_dirs, private_directory
 from aft_export.options import BACKENDS, ServeOptions
 from aft_export.runners.openvino import import_openvino
@@ -394,8 +394,14 @@ def serve(artifacts: list[str], opts: ServeOptions | None = None, log=print, sto
     # the files first: one that cannot be served is said so before anything is asked of this machine
     specs = [describe(a, opts.max_batch, preprocessing=opts.preprocessing) for a in artifacts]
     bundle = find_bundle()
-    if opts.backend == "openvino":  # missing: said here, before anything starts, not by a model that fails to load
+    runtime = BACKENDS[opts.backend]
+    if runtime.family == "openvino":  # missing, or a CPU without its units: said here, not by a model that fails to load
         import_openvino()
+        why = runtime.missing(gpu=True)
+        if why:
+            raise RuntimeMissing(said("{backend_got} cannot serve here: {why}; serve with {backend_set}", "serve",
+                                      backend_got=Named("backend", opts.backend), why=why,
+                                      backend_set=Named("backend", "openvino")))  # fmt: skip
     check_names(specs)
     check_ports(opts)
     plan = thread_plan(opts, 2 * len(specs))

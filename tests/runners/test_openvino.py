@@ -18,10 +18,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from aft_export.errors import AFTExportError
+from aft_export.errors import AFTExportError, NotForThisCPU
 from aft_export.machine import CpuFeatures
 from aft_export.options import OPENVINO_LATENCY_MAX_BATCH
-from aft_export.runners import ModelInfo, OpenVinoRunner, OrtRunner, ReferenceRunner
+from aft_export.runners import ModelInfo, OpenVinoRunner, OrtRunner, ReferenceRunner, runtime_runner
+from aft_export.verify.compare import TOLERANCES
 from aft_export.runners.openvino import cpu_problem, hint_for
 from tests.conftest import need_openvino
 
@@ -131,6 +132,34 @@ def test_openvino_runner_threads_and_fixed_batch():
     assert np.abs(runner.logits(x, batch_size=2).reshape(5, C) - _formula(x).reshape(5, C)).max() < 1e-5
 
 
+def test_openvino_bf16_computes_in_bf16_where_the_cpu_can_and_is_refused_where_it_cannot(served_onnx, monkeypatch):
+    """openvino-bf16 asks OpenVINO for bf16: where OpenVINO says this CPU computes it, the numbers are not
+    fp32's (the hint took) and are within the bf16 limits; where it does not (simulated on every machine,
+    and real on a CPU without bf16 units), the runner is refused as not for this CPU, never run as fp32."""
+    import aft_export.runners.openvino as ov_runner
+
+    ov = need_openvino()
+    dynamic, _ = served_onnx
+    fp32 = runtime_runner(str(dynamic), "openvino", 1)
+    x = fp32.random_input(4, 0)
+    assert (fp32.backend, fp32.compute, fp32.judged_as) == ("openvino", "", "fp32")
+    if "BF16" in ov_runner.capabilities(ov.Core()):
+        bf16 = runtime_runner(str(dynamic), "openvino-bf16", 1)
+        assert (bf16.backend, bf16.compute, bf16.judged_as, bf16.info.precision) == (
+            "openvino-bf16", "bf16", "bf16", "fp32")  # fmt: skip
+        assert 0 < np.abs(bf16.logits(x) - fp32.logits(x)).max() <= TOLERANCES["bf16"].max_abs
+    else:
+        with pytest.raises(NotForThisCPU, match="OpenVINO cannot compute in bf16 on this CPU"):
+            runtime_runner(str(dynamic), "openvino-bf16", 1)
+    monkeypatch.setattr(ov_runner, "capabilities", lambda core, device="CPU": ["FP32", "INT8"])
+    with pytest.raises(NotForThisCPU, match=r"^OpenVINO cannot compute in bf16 on this CPU \(.*\): run .* in "
+                                            r"openvino, which computes it as the file says$"):  # fmt: skip
+        OpenVinoRunner(str(dynamic), compute="bf16")
+    assert OpenVinoRunner(str(dynamic), threads=1).backend == "openvino"  # fp32 needs no units
+    with pytest.raises(AFTExportError, match=r"^unknown OpenVINO compute precision 'fp16'; choose one of '', 'bf16'$"):
+        OpenVinoRunner(str(dynamic), compute="fp16")
+
+
 def test_a_batch_split_over_the_throughput_requests_gives_the_unsplit_logits(served_onnx):
     """The default export (com.aft functions, inlined in memory) at batches of 1 to 9: the
     THROUGHPUT model's batch split over OpenVINO's requests gives, image by image, the logits of
@@ -166,10 +195,10 @@ def test_a_fixed_batch_graph_runs_whole(served_onnx):
     assert np.abs(runner.logits(x) - want).max() <= 1e-4
 
 
-X86_VNNI = CpuFeatures("x86_64", "an x86 CPU with VNNI", vnni=True, avx512=True, amx=False, avx2=True)
-X86_AVX2 = CpuFeatures("x86_64", "an x86 CPU without VNNI", vnni=False, avx512=False, amx=False, avx2=True)
-X86_UNKNOWN = CpuFeatures("x86_64", "", vnni=None, avx512=None, amx=None, avx2=None)
-ARM = CpuFeatures("aarch64", "an Arm CPU", vnni=False, avx512=False, amx=False, avx2=False)
+X86_VNNI = CpuFeatures("x86_64", "an x86 CPU with VNNI", vnni=True, avx512=True, amx=False, avx2=True, bf16=False)
+X86_AVX2 = CpuFeatures("x86_64", "an x86 CPU without VNNI", vnni=False, avx512=False, amx=False, avx2=True, bf16=False)
+X86_UNKNOWN = CpuFeatures("x86_64", "", vnni=None, avx512=None, amx=None, avx2=None, bf16=None)
+ARM = CpuFeatures("aarch64", "an Arm CPU", vnni=False, avx512=False, amx=False, avx2=False, bf16=False)
 
 
 def test_not_for_this_cpu_is_8_bit_int8_weights_on_x86_without_vnni():
@@ -177,7 +206,7 @@ def test_not_for_this_cpu_is_8_bit_int8_weights_on_x86_without_vnni():
     full-range int8 weights on an x86 CPU known to lack VNNI are refused."""
     problem = cpu_problem(8, X86_AVX2)
     assert problem.startswith("OpenVINO computes int8 with 8-bit weights wrongly on x86 CPUs without VNNI")
-    assert "x86_64 (AVX2; no AVX-512, VNNI, AMX)" in problem and "saturating 16 bits" in problem
+    assert "x86_64 (AVX2; no AVX-512, VNNI, BF16, AMX)" in problem and "saturating 16 bits" in problem
     for bits, cpu in ((8, X86_VNNI), (7, X86_AVX2), (None, X86_AVX2), (8, ARM), (8, X86_UNKNOWN)):
         assert cpu_problem(bits, cpu) is None, (bits, cpu)
 
