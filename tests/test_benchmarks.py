@@ -100,3 +100,25 @@ def test_deepstream_scaling_measures_the_three_ways(tmp_path, capsys, cifar10):
     native = rows[0]  # nothing to scale at the input's own size: the three ways are one image
     assert native["aft_export_top1"] == native["nvinfer_top1"] == native["nvinfer_default_top1"]
     assert "| aft_conv_cifar | 48x48 |" in capsys.readouterr().out
+
+
+def test_bf16_zoo_proves_the_bf16_limits_or_says_why_it_cannot(tmp_path, capsys, cifar10):
+    """benchmarks/bf16_zoo.py on one zoo model and 1,000 test images: on a CPU with bf16 units the bf16
+    row of TOLERANCES holds what was measured and top-1 stays within its floor; elsewhere exit 3, said."""
+    from aft_export.runtimes import RUNTIMES
+    from tests.conftest import need_openvino
+
+    need_openvino()
+    out = tmp_path / "bf16.json"
+    rc = _script("bf16_zoo").main(["--models", "aft_simple_cifar", "--images", "1000", "--data",
+                                   str(cifar10 / "test.tar"), "--out", str(tmp_path), "--json", str(out)])  # fmt: skip
+    text = capsys.readouterr()
+    if RUNTIMES["openvino-bf16"].missing(gpu=False):
+        assert rc == 3 and "openvino-bf16 cannot run here: this CPU has no bf16 units" in text.err
+        return
+    assert rc == 0, text.out
+    report = json.loads(out.read_text())
+    assert report["images"] == 1000 and report["broken"] == []
+    cell = report["rows"][0]["fp32/openvino-bf16"]
+    assert cell["judged_as"] == "bf16" and cell["failures"] == [] and 0 < cell["max_abs"] <= report["code"]["max_abs"]
+    assert "| aft_simple_cifar |" in text.out and "| max_abs |" in text.out

@@ -68,7 +68,7 @@ TOLERANCES: dict[str, Tolerance] = {
                       tie_margin=1e-1),
     # an fp32 file computed in bf16 (openvino-bf16): 2.5x the worst each metric reached on the zoo's 10,000
     # CIFAR-10 test images (four models), rounded outward; `python benchmarks/bf16_zoo.py` measures it again
-    "bf16": Tolerance(max_abs=0.4, min_cosine=0.985, min_top1_agreement=0.99, stress_min_cosine=0.999,
+    "bf16": Tolerance(max_abs=0.4, min_cosine=0.985, min_top1_agreement=0.99, stress_min_cosine=0.9992,
                       tie_margin=0.25),
     "int8": Tolerance(max_abs=1.0, min_cosine=0.98, min_top1_agreement=0.95, stress_min_cosine=0.0),
 }
