@@ -1,9 +1,10 @@
 """What to deploy where, for the zoo and the 224 configs: the deploy table's rows as ratios to ONNX Runtime fp32.
 
 For each model: the default export (fp32, tensorrt target), its TensorRT int8 (the rest in fp16),
-and the CPU's int8 (``quantize --target portable``: the rest in fp32, 7-bit weights), each on
-every runtime installed here (PyTorch eager for the checkpoint, ONNX Runtime and OpenVINO for the
-ONNX files), through :func:`aft_export.verify.deploy.deploy_table`: parity against the checkpoint, top-1,
+the CPU's int8 (``quantize --target portable``: the rest in fp32, 7-bit weights) and the same with
+the AFT core quantised too (``--quantize-aft-core``), each on every runtime installed here (PyTorch
+eager for the checkpoint; ONNX Runtime, OpenVINO and, on a CPU with bf16 units, OpenVINO with its
+fp32 computed in bf16 for the ONNX files), through :func:`aft_export.verify.deploy.deploy_table`: parity against the checkpoint, top-1,
 and timing in interleaved rounds at one thread count for every runner, the whole timing done
 ``--repeats`` times and the median of each row taken. Prints, per model, every row's ratio to ONNX
 Runtime fp32 (latency at batch 1, images/s at the large batch: above 1 is faster) and the rows the
@@ -40,6 +41,11 @@ QUIET = dict(log=lambda *a: None)
 UNTRAINED = ["int8.min_top1_agreement=0.9"]
 
 
+# the int8 files beside the default export: (suffix, quantize's target, whether the AFT core is quantised too)
+FILES = ((".int8.onnx", None, False), (".portable.int8.onnx", "portable", False),
+         (".portable.core.int8.onnx", "portable", True))  # fmt: skip
+
+
 def _files(name: str, out: Path, calib: str, calib_count: int) -> tuple[Path, list[Path]]:
     """The checkpoint and the three ONNX files of ``name`` (made once, reused from ``out``)."""
     from aft_export.exporting.exporter import ExportOptions, export_checkpoint
@@ -56,10 +62,11 @@ def _files(name: str, out: Path, calib: str, calib_count: int) -> tuple[Path, li
     if not fp32.is_file():
         export_checkpoint(ckpt, fp32, ExportOptions(images=0), **QUIET)
     files = [fp32]
-    for suffix, target in ((".int8.onnx", None), (".portable.int8.onnx", "portable")):
+    for suffix, target, core in FILES:
         path = out / f"{name}{suffix}"
         if not path.is_file():
-            quantize_model(fp32, path, calib, QuantizeOptions(precision="int8", target=target, images=calib_count),
+            quantize_model(fp32, path, calib, QuantizeOptions(precision="int8", target=target, images=calib_count,
+                                                              quantize_aft_core=core),
                            progress=False, **QUIET)  # fmt: skip
         files.append(path)
     return ckpt, files
@@ -118,9 +125,12 @@ def print_table(name: str, table: dict) -> None:
         print("| " + " | ".join(cells) + " |")
 
 
-COLUMNS = [(".onnx", "openvino", "fp32 OV"), (".int8.onnx", "onnxruntime", "TRT int8 ORT"),
-           (".portable.int8.onnx", "onnxruntime", "CPU int8 ORT"), (".int8.onnx", "openvino", "TRT int8 OV"),
-           (".portable.int8.onnx", "openvino", "CPU int8 OV")]  # fmt: skip
+COLUMNS = [(".onnx", "openvino", "fp32 OV"), (".onnx", "openvino-bf16", "fp32 OV bf16"),
+           (".int8.onnx", "onnxruntime", "TRT int8 ORT"), (".portable.int8.onnx", "onnxruntime", "CPU int8 ORT"),
+           (".int8.onnx", "openvino", "TRT int8 OV"), (".portable.int8.onnx", "openvino", "CPU int8 OV"),
+           (".portable.int8.onnx", "openvino-bf16", "CPU int8 OV bf16"),
+           (".portable.core.int8.onnx", "onnxruntime", "CPU int8 +core ORT"),
+           (".portable.core.int8.onnx", "openvino", "CPU int8 +core OV")]  # fmt: skip
 
 
 def summary(tables: dict) -> list[str]:

@@ -1,4 +1,4 @@
-"""aft-export bench --profile: ONNX Runtime's time per op type, rendered and in JSON."""
+"""aft-export bench --profile: ONNX Runtime's and OpenVINO's time per op type, rendered and in JSON."""
 
 import json
 import tempfile
@@ -36,6 +36,30 @@ def test_bench_profile_shares_by_op_type(tmp_path, tiny_onnx):
 
     res = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch-size", "1", "--iters", "2", "--profile"])
     assert res.exit_code == 0, res.output
-    assert "ONNX Runtime profile over 2 runs" in res.output and "MatMul" in res.output
+    assert "ONNX Runtime profile over 2 runs on onnxruntime" in res.output and "MatMul" in res.output
     res = CliRunner().invoke(main, ["bench", str(onnx_path), "--batch-size", "1", "--iters", "2", "--json"])
     assert "profiles" not in json.loads(res.output)
+
+
+def test_bench_profile_on_openvino_names_each_kernel_and_the_reference_ones(tmp_path, tiny_onnx):
+    """OpenVINO's node counters, by node type and the kernel it ran: the shares sum to one, the runs
+    counted are the timed ones (the warm-up left out), and reference kernels (ref*) are flagged."""
+    from tests.conftest import need_openvino
+
+    need_openvino()
+    ckpt = tiny_onnx.ckpt(tmp_path / "full.pt", "aft_full_test")
+    onnx_path = tmp_path / "full.onnx"
+    tiny_onnx.export(ckpt, onnx_path)
+    res = CliRunner().invoke(main, ["bench", str(onnx_path), "--backend", "openvino", "--batch-size", "2", "--iters",
+                                    "3", "--warmup", "1", "--threads", "1", "--profile", "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    (prof,) = json.loads(res.output)["profiles"]
+    assert (prof["batch"], prof["runs"]) == (2, 3) and abs(sum(r["share"] for r in prof["ops"]) - 1.0) < 1e-6
+    kinds = {r["op_type"].split(" [")[0] for r in prof["ops"]}
+    assert {"MatMul", "FullyConnected"} & kinds and all(r["op_type"].endswith("]") for r in prof["ops"])
+    assert all(r["reference"] == r["op_type"].split(" [")[1].startswith("ref") for r in prof["ops"])
+    res = CliRunner().invoke(main, ["bench", str(onnx_path), "--backend", "openvino", "--batch-size", "2", "--iters",
+                                    "2", "--threads", "1", "--profile"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "OpenVINO profile over 2 runs on openvino" in res.output
+    assert ("reference kernels" in res.output) == any(r["reference"] for r in prof["ops"])

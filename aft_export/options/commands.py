@@ -248,8 +248,9 @@ BENCH = Command("bench", (
                                                 "checkpoint's test data, else cifar10:test]."),
     Param("images", COUNT, None, show_default=False,
           help=f"With --reference: labelled images for top-1 (parity: the first 64) [default: {BenchOptions.images}]."),
-    Param("profile", Flag(), False, help="Also ONNX Runtime's time per op type for each ONNX file and batch (its "
-                                         "profiler, in a session of its own; fused ops under their own names)."),
+    Param("profile", Flag(), False, help="Also the runtime's time per op type for each ONNX file and batch, in a "
+                                         "session of its own: ONNX Runtime's profiler (fused ops under their own "
+                                         "names), or OpenVINO's node counters with the kernel each op ran."),
     *foreign(),
 ), options=BenchOptions)  # fmt: skip
 

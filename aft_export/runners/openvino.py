@@ -95,12 +95,13 @@ class OpenVinoRunner(Runner):
     backend = "openvino"
 
     def __init__(self, source, threads: int = 0, info: ModelInfo | None = None, device: str = "CPU",
-                 preprocessing=None, hint: str = "auto", compute: str = "") -> None:  # fmt: skip
+                 preprocessing=None, hint: str = "auto", compute: str = "", profile: bool = False) -> None:  # fmt: skip
         """``source``: a path or a ModelProto; ``info``: what to feed a graph a stage made
         itself; ``preprocessing``: how to feed a file another tool wrote
         (:func:`~aft_export.runners.ort.onnx_info`); ``threads``: CPU inference threads in
         all (0: OpenVINO's default, all cores); ``hint``: auto, latency or throughput; ``compute``:
-        "" (fp32) or bf16, what the file's fp32 parts are computed in (see the module doc)."""
+        "" (fp32) or bf16, what the file's fp32 parts are computed in (see the module doc);
+        ``profile``: count each node's time (OpenVINO's PERF_COUNT), read with :meth:`op_profile`."""
         import onnx
 
         ov = import_openvino()
@@ -108,7 +109,7 @@ class OpenVinoRunner(Runner):
             raise AFTExportError(f"unknown OpenVINO device {device!r}; choose one of {DEVICES}")
         if hint not in OPENVINO_HINTS:
             raise AFTExportError(f"unknown OpenVINO hint {hint!r}; choose one of {', '.join(OPENVINO_HINTS)}")
-        if compute not in COMPUTE:
+        if not isinstance(compute, str) or compute not in COMPUTE:
             raise AFTExportError(f"unknown OpenVINO compute precision {compute!r}; choose one of "
                                  f"{', '.join(repr(c) for c in COMPUTE)}")  # fmt: skip
         graph = open_graph(source, info, preprocessing=preprocessing)
@@ -136,6 +137,10 @@ class OpenVinoRunner(Runner):
         # its runtime's name (openvino, openvino-bf16): the runtime of this family that computes so
         self.backend = next(r.name for r in RUNTIMES.values() if r.family == "openvino" and r.compute == compute)
         self._config = {"INFERENCE_PRECISION_HINT": hinted}
+        self._profile: list | None = None
+        if profile:  # the node times of every run on the LATENCY model (one request: each run whole)
+            self._config["PERF_COUNT"] = True
+            self.hint, self._profile = "latency", []
         if threads:
             self._config["INFERENCE_NUM_THREADS"] = int(threads)
         self._ov = ov
@@ -189,8 +194,33 @@ class OpenVinoRunner(Runner):
         # a fixed-batch graph takes its whole batch in one request: nothing to split
         if self.fixed_batch is not None or hint_for(batch, self.hint) == "LATENCY":
             result = self._request.infer(feeds)
+            if self._profile is not None:
+                self._count()
             return {name: np.array(result[out]) for name, out in zip(self._output_names, self._request.model_outputs)}
         return self._run_split(feeds, batch)
+
+    def _count(self) -> None:
+        """Keep the last run's node times: (node type, kernel, node name, ms) of each node it executed."""
+        self._profile.append([(n.node_type, n.exec_type, n.node_name, n.real_time.total_seconds() * 1e3)
+                              for n in self._request.profiling_info if n.status == n.Status.EXECUTED])  # fmt: skip
+
+    def op_profile(self, skip_runs: int = 0) -> list[dict]:
+        """Node time by OpenVINO's node type and the kernel it ran (``op_type``: ``Gather [ref_any_f32]``;
+        ``reference``: a kernel named ``ref*``, OpenVINO's reference implementation rather than an
+        optimised one), largest first, as :meth:`OrtRunner.op_profile` gives ONNX Runtime's: ``ms``
+        (summed over the runs after the first ``skip_runs``), ``share`` of the node time, ``nodes``."""
+        if self._profile is None:
+            raise AFTExportError("this runner was not made with profile=True")
+        ms: dict[tuple[str, str], float] = {}
+        names: dict[tuple[str, str], set] = {}
+        for run in self._profile[skip_runs:]:
+            for kind, kernel, name, took in run:
+                ms[kind, kernel] = ms.get((kind, kernel), 0.0) + took
+                names.setdefault((kind, kernel), set()).add(name)
+        total = sum(ms.values())
+        return [{"op_type": f"{kind} [{kernel}]", "ms": t, "share": t / total if total else 0.0,
+                 "nodes": len(names[kind, kernel]), "reference": kernel.startswith("ref")}
+                for (kind, kernel), t in sorted(ms.items(), key=lambda kv: -kv[1])]  # fmt: skip
 
     def _run_split(self, feeds: dict, batch: int) -> dict:
         """One batch split over the THROUGHPUT model's requests, run at once, joined in order."""

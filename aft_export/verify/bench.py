@@ -18,7 +18,7 @@ from aft_export.errors import AFTExportError, Judged, Named, RuntimeMissing, Ver
 from aft_export.options import BenchOptions, check_threads
 from aft_export.runtimes import BACKENDS
 from aft_export.data.preprocess import ForeignPreprocessing
-from aft_export.runners import OrtRunner, load_runner
+from aft_export.runners import OpenVinoRunner, OrtRunner, load_runner
 
 
 @dataclass
@@ -90,9 +90,10 @@ def bench(artifacts: list[str], batches=BenchOptions.batch_sizes, warmup: int = 
           preprocessing: ForeignPreprocessing | None = None) -> BenchResult:  # fmt: skip
     """Latency and throughput of each artifact at each batch size (a :class:`BenchResult`). ``runners``: runners
     already made, by artifact path; ``preprocessing``: the input size of an ONNX file another
-    tool wrote (or the JSON beside it). ``profile``: also ONNX Runtime's time per op type for
+    tool wrote (or the JSON beside it). ``profile``: also the runtime's time per op type for
     each ONNX file at each batch size (``iters`` runs after one warm-up, in a profiling
-    session of its own, so the timings above are not slowed by the profiler). ``backend``: where
+    session of its own, so the timings above are not slowed by the profiler): ONNX Runtime's
+    profiler, or OpenVINO's node counters with the kernel each op type ran. ``backend``: where
     ONNX files run (:data:`~aft_export.runtimes.BACKENDS`)."""
     if warmup < 0 or iters < 1 or not batches or min(batches) < 1:
         raise AFTExportError(said("bench needs {iters} >= 1, {warmup} >= 0 and {batch_sizes} of sizes >= 1 (got "
@@ -128,11 +129,17 @@ def bench_verdict(skipped: list[dict]) -> Verdict:
 
 
 def _profile(artifact, runner, batch: int, iters: int, backend: str, threads: int, preprocessing=None) -> dict:
-    """ONNX Runtime's time per op type for one artifact at one batch size."""
+    """The runtime's time per op type for one artifact at one batch size: ONNX Runtime's profiler, or
+    OpenVINO's node counters (each op type with the kernel it ran), after one warm-up run."""
     entry = {"artifact": str(artifact), "batch": batch, "runs": iters}
-    if not isinstance(runner, OrtRunner):
-        return {**entry, "ops": [], "reason": f"profiles come from ONNX Runtime; {runner.backend} has none here"}
-    prof = OrtRunner(str(artifact), BACKENDS[backend].ort_kind, threads=threads, profile=True,
-                     preprocessing=preprocessing)  # fmt: skip
-    bench_runner(prof, batch, warmup=1, iters=iters)
-    return {**entry, "ops": prof.op_profile(skip_runs=1)}
+    if isinstance(runner, OrtRunner):
+        prof = OrtRunner(str(artifact), BACKENDS[backend].ort_kind, threads=threads, profile=True,
+                         preprocessing=preprocessing)  # fmt: skip
+        bench_runner(prof, batch, warmup=1, iters=iters)
+        return {**entry, "ops": prof.op_profile(skip_runs=1)}
+    if isinstance(runner, OpenVinoRunner):
+        prof = OpenVinoRunner(str(artifact), threads=threads, preprocessing=preprocessing, compute=runner.compute,
+                              profile=True)  # fmt: skip
+        bench_runner(prof, batch, warmup=1, iters=iters)
+        return {**entry, "ops": prof.op_profile(skip_runs=1)}
+    return {**entry, "ops": [], "reason": f"profiles come from ONNX Runtime and OpenVINO; {runner.backend} has none"}

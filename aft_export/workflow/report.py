@@ -10,6 +10,7 @@ from pathlib import Path
 from aft_export.data.formats import FORMATS, LOGITS, NORMALIZED
 from aft_export.errors import joined
 from aft_export.tensorrt.library import TITLES
+from aft_export.runtimes import RUNTIMES
 
 def _fmt(v, spec):
     return "-" if v is None else format(v, spec)
@@ -304,15 +305,22 @@ def format_bench(report: dict) -> list[str]:
     for s in report["skipped"]:
         lines.append(f"{s['artifact'][-32:]:32s} {'batch ' + str(s['batch']) if s['batch'] else 'all batches'}: "
                      f"skipped ({s['reason']})")  # fmt: skip
+    runtimes = {r["artifact"]: r["backend"] for r in report["rows"]}
     for p in report.get("profiles", []):
-        lines += ["", f"{p['artifact']}, batch {p['batch']}: ONNX Runtime profile over {p['runs']} runs"]
+        backend = runtimes.get(p["artifact"], "")
+        title = RUNTIMES[backend].title if backend in RUNTIMES else "the runtime's"
+        lines += ["", f"{p['artifact']}, batch {p['batch']}: {title} profile over {p['runs']} runs on {backend}"]
         if not p["ops"]:
             lines.append(f"  no profile: {p.get('reason', 'no node events recorded')}")
             continue
-        lines.append(f"  {'op type':28s} {'share':>6s} {'ms/run':>8s} {'nodes':>5s}")
+        width = max(28, *(len(op["op_type"]) for op in p["ops"]))  # OpenVINO's: the op type and its kernel
+        lines.append(f"  {'op type':{width}s} {'share':>6s} {'ms/run':>8s} {'nodes':>5s}")
         for op in p["ops"]:
-            lines.append(f"  {op['op_type'][:28]:28s} {100 * op['share']:5.1f}% {op['ms'] / p['runs']:8.2f} "
+            lines.append(f"  {op['op_type']:{width}s} {100 * op['share']:5.1f}% {op['ms'] / p['runs']:8.2f} "
                          f"{op['nodes']:5d}")  # fmt: skip
+        slow = sum(op["share"] for op in p["ops"] if op.get("reference"))
+        if slow:
+            lines.append(f"  {100 * slow:.1f}% of the node time in OpenVINO's reference kernels (ref*)")
     return lines
 
 
