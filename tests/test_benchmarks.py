@@ -122,3 +122,16 @@ def test_bf16_zoo_proves_the_bf16_limits_or_says_why_it_cannot(tmp_path, capsys,
     cell = report["rows"][0]["fp32/openvino-bf16"]
     assert cell["judged_as"] == "bf16" and cell["failures"] == [] and 0 < cell["max_abs"] <= report["code"]["max_abs"]
     assert "| aft_simple_cifar |" in text.out and "| max_abs |" in text.out
+
+
+def test_runtime_quiet_times_every_pair(tmp_path, capsys):
+    """benchmarks/runtime_quiet.py on the zoo's smallest case (its figures are for docs, not asserts)."""
+    from tests.conftest import need_openvino
+
+    need_openvino()
+    out = tmp_path / "q.json"
+    assert _script("runtime_quiet").main(["--model", "aft_simple_cifar", "--batch", "1", "--rounds", "1", "--iters",
+                                          "2", "--json", str(out)]) == 0  # fmt: skip
+    report = json.loads(out.read_text())
+    assert len(report["ms"]) == 5 and all(v > 0 for v in report["ms"].values()) and len(report["ratios"]) == 3
+    assert "openvino: after default / after force_spinning_stop" in capsys.readouterr().out

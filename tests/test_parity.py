@@ -372,3 +372,16 @@ def test_a_divergence_is_printed_with_the_digits_that_put_it_past_its_limit():
     assert _beyond(0.2500010127603942, 0.25) == "0.250001"
     assert _beyond(0.3, 0.25) == "0.3" and _beyond(1234.5678, 1e-3) == "1.23e+03"
     assert _beyond(0.25012, 0.2501) == "0.25012"  # "0.25" would be below it
+
+
+def test_onnx_runtime_pools_stop_spinning_when_a_run_returns(pair):
+    """The intra-op pool spins between the nodes of a run, never after it (force_spinning_stop), so
+    that a runtime run next in the process gets the cores (benchmarks/runtime_quiet.py measures it);
+    ``spinning=False`` also stops it within runs."""
+    onnx_path = pair[1]
+    spins = OrtRunner(str(onnx_path), threads=1)
+    still = OrtRunner(str(onnx_path), threads=1, spinning=False)
+    entry = "session.force_spinning_stop"
+    assert spins.session.get_session_options().get_session_config_entry(entry) == "1"
+    assert still.session.get_session_options().get_session_config_entry(entry) == "1"
+    assert still.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"

@@ -248,6 +248,11 @@ class OrtRunner(Runner):
         if not optimize:
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         options.intra_op_num_threads = threads  # 0: ONNX Runtime's default (all cores)
+        # the pool's threads spin between the nodes of a run, never after it: a pool left spinning
+        # after its run took the cores of whatever ran next in the process (OpenVINO's int8 measured
+        # 45% slower right after an ONNX Runtime run on 2 cores); ONNX Runtime's own back-to-back runs
+        # are as fast (benchmarks/runtime_quiet.py measures both)
+        options.add_session_config_entry("session.force_spinning_stop", "1")
         if not spinning:
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             options.add_session_config_entry("session.inter_op.allow_spinning", "0")
