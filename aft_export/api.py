@@ -212,7 +212,7 @@ def quantize(model, output, *, precision: str = QuantizeOptions.precision, calib
              exclude: Sequence[str] = (), exclude_regex: Sequence[str] = (), exclude_op_types: Sequence[str] = (),
              quantize_op_types: Sequence[str] = (), keep_fp32: Sequence[str] = (), target: str | None = None,
              weight_bits: int | None = None, rest_precision: str | None = None,
-             quantize_aft_core: bool | None = None, sensitivity: bool = False, budget: float = QuantizeOptions.budget,
+             quantize_aft_core: bool = False, sensitivity: bool = False, budget: float = QuantizeOptions.budget,
              allow_fewer: bool = False, cache_dir: str | None = None, no_cache: bool = False,
              input_size: int | None = None, mean=None, std=None) -> QuantizeResult:  # fmt: skip
     """``aft-export quantize``: an int8 (Q/DQ, calibrated on ``calib``) or fp16 graph from the fp32

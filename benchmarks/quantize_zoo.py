@@ -61,8 +61,7 @@ def main(argv=None) -> int:
                         help="test images through the ONNX reference evaluator (0: none)")
     parser.add_argument("--no-networks", action="store_true", help="do not parse the files with TensorRT-RTX")
     parser.add_argument("--quantize-aft-core", action="store_true",
-                        help="int8: quantise every AFT core too (measures what it costs in accuracy; without it, "
-                             "each target's default)")
+                        help="int8: quantise the AFT core too (measures what the option costs in accuracy)")
     parser.add_argument("--cpu-int8", action="store_true", help="also the CPU's int8 (quantize --target portable: "
                         "the rest in fp32, 7-bit weights)")
     parser.add_argument("--trt8-int8", action="store_true", help="also the int8 for TensorRT 8.5/8.6 (quantize "
@@ -90,7 +89,6 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     quiet = dict(log=lambda *a: None)
     rows, decoded = [], {}  # the test split by input size, decoded once
-    core = True if args.quantize_aft_core else None  # None: each target's default (ExportTarget.int8_core)
     for name in names:
         t0 = time.perf_counter()
         fp32 = out / f"{name}.onnx"
@@ -108,8 +106,7 @@ def main(argv=None) -> int:
             last = reports[kind] = quantize_model(
                 fp32, files[kind], args.calib, QuantizeOptions(precision=precision, method=args.method,
                                                                rest_precision=rest, target=target,
-                                                               quantize_aft_core=core if precision == "int8"
-                                                               else None),
+                                                               quantize_aft_core=args.quantize_aft_core),
                 progress=False, calibration=last and last.calibration, fp32_logits=last and last.fp32_logits,
                 **quiet)  # fmt: skip
         keys = ["fp32", *kinds]

@@ -707,25 +707,6 @@ def test_quantize_aft_core_option_puts_the_core_matmuls_in_int8(tmp_path):
     assert {"core_matmul", "core_den", "qkv"} <= _quantized(out)
 
 
-def test_the_aft_core_is_quantised_for_the_variants_its_target_names(tmp_path):
-    """quantize_aft_core left out: the target's ExportTarget.int8_core decides, per variant (the portable
-    target's: AFT-local, where it was measured faster on OpenVINO and no slower on ONNX Runtime); a tuple
-    names the variants; True every one, False none."""
-    from aft_export.options import EXPORT_TARGETS
-
-    assert EXPORT_TARGETS["portable"].int8_core == ("AFTLocal",) and EXPORT_TARGETS["tensorrt"].int8_core == ()
-    src = _aft_block(tmp_path / "b.onnx")  # an AFT-full block, in the default (tensorrt) target
-    x = np.random.default_rng(1).standard_normal((64, 3, 8, 8)).astype(np.float32)
-    np.save(tmp_path / "x.npy", x)
-    made = {}
-    for label, core in (("named", ("AFTFull",)), ("other", ("AFTLocal",)), ("default", None), ("off", False)):
-        out = tmp_path / f"{label}.onnx"
-        result = quantize_model(src, out, str(tmp_path / "x.npy"), _opts(tmp_path, quantize_aft_core=core), **QUIET)
-        made[label] = ("core_matmul" in _quantized(out), result.recipe.get("aft_core"))
-    assert made == {"named": (True, ["AFTFull"]), "other": (False, None), "default": (False, None),
-                    "off": (False, None)}  # fmt: skip
-
-
 def test_trained_biases_keep_every_int8_matmul_on_an_integer_kernel(onnx_models, tmp_path):
     """With non-zero biases (as after training) onnxsim would turn each token Linear's
     MatMul + Add into Reshape -> Gemm -> Reshape, and ONNX Runtime runs an int8 Gemm with

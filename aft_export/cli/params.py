@@ -66,7 +66,7 @@ def click_param(command: str, param: Param):
         attrs = dict(help=param.help or None, required=param.required or param.cli_required, callback=callback,
                      show_default=param.show_default, metavar=param.metavar)  # fmt: skip
         if isinstance(kind, kinds.Flag):
-            attrs.update(is_flag=True, default=None if default is None else bool(default))  # None: the stage decides
+            attrs.update(is_flag=True, default=bool(default))
         else:
             attrs.update(type=click_type(param), multiple=param.repeat, default=default)
         if attrs["required"]:

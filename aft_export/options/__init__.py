@@ -52,10 +52,6 @@ class ExportTarget:
     # parity limit, 0.98), 0.986 without it (8-bit weights: 0.979); its 3 input channels give int8 little to
     # speed up
     int8_stem_fp32: bool = False
-    # int8: the AFT variants whose core (the products on exp(w) and exp(K)) is quantised too when
-    # QuantizeOptions.quantize_aft_core is left out: where benchmarks/deploy_table.py measured it faster on some
-    # of the target's runtimes and slower on none
-    int8_core: tuple[str, ...] = ()
     # the runtimes a file of the target is for, as `info` and the pipeline's report say it
     # (aft_export.artifacts.purpose.made_for): fp32 files; int8 files whose rest is fp32; files that compute in
     # fp16 (an fp16 graph, an int8 graph's fp16 rest), which are for GPUs: CPUs have no fast fp16 kernels
@@ -75,7 +71,7 @@ EXPORT_TARGETS = {t.name: t for t in (  # the forms: aft_export/exporting/trt8.p
                  "(JetPack 5.1/6.0) and newer", fp16_runtimes="TensorRT 8.5/8.6 (JetPack 5.1/6.0) and newer"),
     ExportTarget("portable", "any conforming runtime (ONNX Runtime, OpenVINO, the ONNX reference, "
                  "TensorRT 10.3+; opset 19, IR 9, functions inlined, standard ops only)", 19, (10, 3), 7,
-                 "model.portable", int8_stem_fp32=True, int8_core=("AFTLocal",),
+                 "model.portable", int8_stem_fp32=True,
                  runtimes="any conforming runtime: ONNX Runtime, OpenVINO, TensorRT 10.3+",
                  int8_runtimes="CPUs: ONNX Runtime, OpenVINO", fp16_runtimes="GPUs: TensorRT 10.3+, ONNX Runtime "
                  "(CUDA)"),
@@ -230,9 +226,7 @@ class QuantizeOptions:
     # target's ExportTarget.int8_rest. fp16 keeps what the fixed rule says in fp32
     # (aft_export/quantization/fp16.py) and the graph's input and output in fp32
     rest_precision: str | None = None
-    # int8: the AFT core quantised too (True), kept in float (False), or None: the target's ExportTarget.int8_core
-    # (a tuple of variants, what settling None gives)
-    quantize_aft_core: bool | tuple[str, ...] | None = None
+    quantize_aft_core: bool = False
     sensitivity: bool = False  # rank nodes; exclude the worst until the budget is met
     budget: float = 0.5  # % top-1 disagreement with fp32 on the calibration images
     allow_fewer: bool = False

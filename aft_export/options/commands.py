@@ -154,10 +154,9 @@ QUANTIZE = Command("quantize", (
           help="int8: what the graph computes in outside its int8 layers; fp16 keeps the AFT core and LayerNorm in "
                "fp32 (opset 19, fp16 scales) [default: "
                + ", ".join(f"{t.int8_rest} for {n}" for n, t in EXPORT_TARGETS.items()) + "]."),
-    Param("quantize_aft_core", Flag(), Q.quantize_aft_core, off="--no-quantize-aft-core",
-          help="int8: quantise the AFT core's matrix products too (inlines the com.aft functions) [default: "
-               + "; ".join(f"{n}: {', '.join(t.int8_core) or 'none'}" for n, t in EXPORT_TARGETS.items())
-               + ", where it was measured faster]."),
+    Param("quantize_aft_core", Flag(), Q.quantize_aft_core,
+          help="int8: quantise the AFT core too (inlines the com.aft functions; ONNX Runtime does not fuse those "
+               "MatMuls, so slower on CPU; not advised)."),
     Param("sensitivity", Flag(), Q.sensitivity, help="int8: rank nodes, keep the worst in float until --budget."),
     Param("budget", Number(0, 100), Q.budget,
           help="Sensitivity: allowed % top-1 disagreement with fp32 on the calibration images."),

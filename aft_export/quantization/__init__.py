@@ -14,9 +14,7 @@ form every other node owned directly by an AFT module (see
 :func:`aft_export.artifacts.graph.aft_core_nodes`). ``quantize_aft_core``
 inlines the ``com.aft`` functions and quantises the core's MatMuls/Convs too: their
 operands ``exp(w - max)`` and ``exp(K - max)`` lie in (0, 1], so int8 keeps only 7 bits
-of them and rounds small weights to 0. Left out, the export target decides per variant
-(``ExportTarget.int8_core``: the portable target's AFT-local, measured faster on OpenVINO and as
-fast on ONNX Runtime).
+of them and rounds small weights to 0; it is measured, not the default.
 
 Placement is for the runtime as well as for TensorRT: every layer that reads a
 quantised activation gets its own Q -> DQ pair (:func:`.placement.qdq_per_consumer`),

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aft_export.errors import AFTExportError, Named, said
-from aft_export.artifacts.graph import aft_kind, node_module, toposort
+from aft_export.artifacts.graph import toposort
 from aft_export.options import QUANTIZED_OP_TYPES, QuantizeOptions
 from aft_export.readers import as_typed, matching
 
@@ -36,7 +36,6 @@ class Selection:
     by_op_type: dict[str, list[str]]  # exclude_op_types op type -> its nodes
     keep_fp32: dict[str, list[str]]  # keep_fp32 pattern -> the nodes it matched
     stem: list[str] = field(default_factory=list)  # the stem kept out of int8 (`stem_fp32`)
-    core: tuple[str, ...] = ()  # the AFT variants whose core is quantised (`quantize_aft_core`)
 
     def fp32_nodes(self) -> list[str]:
         return list(dict.fromkeys(n for names in self.keep_fp32.values() for n in names))
@@ -94,30 +93,11 @@ def select(model, opts: QuantizeOptions, core: list[str]) -> Selection:
             raise AFTExportError(said("{exclude_op_types} names {t}, but {why}; name a quantised op type the graph "
                                       "has", "quantize", t=t, why=why))
     keep = keep_fp32_nodes(model, opts)
-    of = core_variant_of(model, core)
-    variants = core_variants(of, opts.quantize_aft_core)
-    excluded = [n for n in core if of[n] not in variants] + list(opts.exclude)
+    excluded = ([] if opts.quantize_aft_core else list(core)) + list(opts.exclude)
     for group in (by_regex, by_op_type, keep):
         excluded += [n for found in group.values() for n in found]
     stem = [n.name for n in model.graph.node if n.op_type in types][:1] if opts.stem_fp32 else []
-    return Selection(types, list(dict.fromkeys(excluded + stem)), by_regex, by_op_type, keep, stem, variants)
-
-
-def core_variant_of(model, core: list[str]) -> dict[str, str | None]:
-    """Each ``core`` node's AFT variant (``AFTFull``, ...): a com.aft node's own, an inlined body node's
-    module type."""
-    wanted = set(core)
-    return {n.name: aft_kind(n) or (node_module(n) or (None, None))[1] for n in model.graph.node if n.name in wanted}
-
-
-def core_variants(of: dict[str, str | None], quantize_aft_core) -> tuple[str, ...]:
-    """The variants among the core nodes (``of``: :func:`core_variant_of`) that an int8 run quantises:
-    every one (True), none (False, None), or those named (a tuple: the target's ExportTarget.int8_core)."""
-    present = tuple(dict.fromkeys(v for v in of.values() if v))
-    if quantize_aft_core is True:
-        return present
-    return tuple(v for v in present if quantize_aft_core and v in quantize_aft_core)
-
+    return Selection(types, list(dict.fromkeys(excluded + stem)), by_regex, by_op_type, keep, stem)
 
 
 def _no_match(option: str, found: dict[str, list[str]], names: list[str]) -> None:

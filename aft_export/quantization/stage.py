@@ -355,13 +355,10 @@ class Int8:
 
     def settle(self, opts: QuantizeOptions, target) -> QuantizeOptions:
         """The options with what the export target decides filled in: the weights' bits
-        (QuantizeOptions.weight_bits), the stem (ExportTarget.int8_stem_fp32), the rest's precision,
-        and the variants whose core is quantised (ExportTarget.int8_core)."""
+        (QuantizeOptions.weight_bits), the stem (ExportTarget.int8_stem_fp32), the rest's precision."""
         return replace(opts, rest_precision=_rest_precision(opts, target),
                        weight_bits=target.int8_weight_bits if opts.weight_bits is None else opts.weight_bits,
-                       stem_fp32=target.int8_stem_fp32 if opts.stem_fp32 is None else opts.stem_fp32,
-                       quantize_aft_core=(target.int8_core or False) if opts.quantize_aft_core is None
-                       else opts.quantize_aft_core)  # fmt: skip
+                       stem_fp32=target.int8_stem_fp32 if opts.stem_fp32 is None else opts.stem_fp32)  # fmt: skip
 
     def check_choices(self, model, opts: QuantizeOptions) -> None:
         """Names, patterns and op types chosen against the graph, before any image is decoded
@@ -423,7 +420,6 @@ class Int8:
             "excluded_modules": sorted({node_module(by_name[n])[0] for n in exclude
                                         if n in by_name and node_module(by_name[n])}),
             "quantized_nodes": len(placement.quantized_nodes(qmodel, types)),
-            **({"aft_core": list(chosen.core)} if chosen.core else {}),
             "rest_precision": opts.rest_precision,
             "calibration_cache": "hit" if cached else ("written" if entry else "off"),
         }  # fmt: skip
