@@ -106,7 +106,8 @@ def main(argv=None) -> int:
             last = reports[kind] = quantize_model(
                 fp32, files[kind], args.calib, QuantizeOptions(precision=precision, method=args.method,
                                                                rest_precision=rest, target=target,
-                                                               quantize_aft_core=args.quantize_aft_core),
+                                                               quantize_aft_core=args.quantize_aft_core and
+                                                               precision == "int8"),
                 progress=False, calibration=last and last.calibration, fp32_logits=last and last.fp32_logits,
                 **quiet)  # fmt: skip
         keys = ["fp32", *kinds]

@@ -155,8 +155,8 @@ QUANTIZE = Command("quantize", (
                "fp32 (opset 19, fp16 scales) [default: "
                + ", ".join(f"{t.int8_rest} for {n}" for n, t in EXPORT_TARGETS.items()) + "]."),
     Param("quantize_aft_core", Flag(), Q.quantize_aft_core,
-          help="int8: quantise the AFT core too (inlines the com.aft functions; ONNX Runtime does not fuse those "
-               "MatMuls, so slower on CPU; not advised)."),
+          help="int8: quantise the AFT core too (inlines the com.aft functions): faster in OpenVINO on AFT-full and "
+               "AFT-local, slower elsewhere (docs/quantize.md); bench --reference says which on your CPU."),
     Param("sensitivity", Flag(), Q.sensitivity, help="int8: rank nodes, keep the worst in float until --budget."),
     Param("budget", Number(0, 100), Q.budget,
           help="Sensitivity: allowed % top-1 disagreement with fp32 on the calibration images."),
