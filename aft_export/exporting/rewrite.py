@@ -20,6 +20,14 @@ differently) and the module metadata of the nodes it touches:
 
 Both are good for TensorRT too (standard ops it parses; fewer, larger products), so
 they are applied for every export target.
+
+* :func:`split_fused_projections`, for the portable form only (the CPU's): torch's exporter
+  fuses the q/k/v projections that read one value into one MatMul on their concatenated
+  weights, then a ``Split``. OpenVINO's CPU plugin runs that Split (a ``VariadicSplit`` on the
+  last axis) in a reference kernel, and ONNX Runtime copies the parts; one MatMul per part, its
+  weight sliced at export, computes the same products with no copy. Measured with
+  ``python benchmarks/profile_cpu.py`` and ``benchmarks/deploy_table.py``
+  (docs/runtimes.md): faster or as fast on every CPU reader; TensorRT's parser reads either.
 """
 
 from __future__ import annotations
@@ -157,3 +165,82 @@ def merge_shared_matmuls(model) -> int:
 def optimize_for_runtime(model) -> dict[str, int]:
     """Every rewrite above, in place; how many places each changed."""
     return {"gelu_reordered": gelu_for_fusion(model), "matmuls_merged": merge_shared_matmuls(model)}
+
+
+def split_fused_projections(model) -> int:
+    """Replace each ``MatMul`` by a constant 2-D weight (then, or not, an ``Add`` of a constant 1-D bias)
+    that only a ``Split`` on the last axis reads by one ``MatMul`` (and ``Add``) per part, on the
+    weight's (and bias's) columns of that part, writing the Split's outputs; node metadata kept.
+    Returns the number of Splits removed; edits ``model`` in place."""
+    from onnx import helper, numpy_helper
+
+    values = constant_values(model)
+    producer = {o: n for n in model.graph.node for o in n.output}
+    readers = _consumers(model)
+    graph_outputs = {o.name for o in model.graph.output}
+
+    def only_reader(name: str, node) -> bool:
+        return name not in graph_outputs and [id(r) for r in readers.get(name, [])] == [id(node)]
+
+    replace: dict[int, list] = {}
+    added = []
+    for split in [n for n in model.graph.node if n.op_type == "Split" and n.domain in ("", "ai.onnx")]:
+        attrs = {a.name: helper.get_attribute_value(a) for a in split.attribute}
+        if attrs.get("axis", 0) != -1:
+            continue
+        add = producer.get(split.input[0])
+        matmul, bias = add, None
+        if add is not None and add.op_type == "Add":
+            operands = [(producer.get(i), i) for i in add.input]
+            found = [(n, i) for n, i in operands if n is not None and n.op_type == "MatMul"]
+            other = [i for i in add.input if i in values]
+            if len(found) != 1 or len(other) != 1 or not only_reader(found[0][1], add):
+                continue
+            matmul, bias = found[0][0], values[other[0]]
+        else:
+            add = None
+        if matmul is None or matmul.op_type != "MatMul" or matmul.input[1] not in values:
+            continue
+        weight = values[matmul.input[1]]
+        if weight.ndim != 2 or (bias is not None and bias.shape != (weight.shape[1],)):
+            continue
+        if not only_reader((add or matmul).output[0], split):
+            continue
+        parts = len(split.output)
+        sizes = values.get(split.input[1]) if len(split.input) > 1 and split.input[1] else None
+        if sizes is None:
+            if weight.shape[1] % parts:
+                continue
+            sizes = [weight.shape[1] // parts] * parts
+        sizes = [int(v) for v in sizes]
+        if sum(sizes) != weight.shape[1] or len(sizes) != parts:
+            continue
+        ends = np.cumsum([0, *sizes])
+        nodes = []
+        for j, out in enumerate(split.output):
+            w_name = f"{matmul.input[1]}/part{j}"
+            added.append(numpy_helper.from_array(np.ascontiguousarray(weight[:, ends[j]:ends[j + 1]]), w_name))
+            mm = helper.make_node("MatMul", [matmul.input[0], w_name], [out if add is None else f"{out}/matmul"],
+                                  name=f"{matmul.name}/part{j}")  # fmt: skip
+            set_props(mm, props(matmul))
+            nodes.append(mm)
+            if add is not None:
+                b_name = f"{out}/bias"
+                added.append(numpy_helper.from_array(np.ascontiguousarray(bias[ends[j]:ends[j + 1]]), b_name))
+                plus = helper.make_node("Add", [mm.output[0], b_name], [out], name=f"{add.name}/part{j}")
+                set_props(plus, props(add))
+                nodes.append(plus)
+        replace[id(split)] = nodes
+        replace[id(matmul)] = []
+        if add is not None:
+            replace[id(add)] = []
+    if not replace:
+        return 0
+    out = [n for node in model.graph.node for n in replace.get(id(node), [node])]
+    del model.graph.node[:]
+    model.graph.node.extend(out)
+    model.graph.initializer.extend(added)
+    read = {i for n in model.graph.node for i in n.input} | graph_outputs
+    for t in [t for t in model.graph.initializer if t.name not in read]:
+        model.graph.initializer.remove(t)
+    return sum(1 for nodes in replace.values() if nodes)

@@ -60,6 +60,8 @@ def test_portable_files_are_standard_ops_at_opset_19(portable, precision):
         assert report["parity"]["passed"] and report["aft_nodes"] == 0
         assert report["trt_check"]["status"] == {"8.5": "not targeted", "8.6": "not targeted", "10.3": "accepts",
                                                  "10.13": "accepts", "11.4": "accepts"}  # fmt: skip
+    # the fused q/k/v projection split back into one MatMul per part (exporting.rewrite.split_fused_projections)
+    assert not any(n.op_type == "Split" for n in model.graph.node)
     if precision == "int8":  # 7-bit weights (QuantizeOptions.weight_bits): no overflow in OpenVINO without VNNI
         inits = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
         weights = [inits[n.input[0]] for n in model.graph.node if n.op_type == "DequantizeLinear"

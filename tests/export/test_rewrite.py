@@ -11,7 +11,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from aft_export.models.checkpoint import load_checkpoint
 from aft_export.exporting.exporter import ExportOptions, _torch_export
-from aft_export.exporting.rewrite import gelu_for_fusion, merge_shared_matmuls, optimize_for_runtime
+from aft_export.exporting.rewrite import (gelu_for_fusion, merge_shared_matmuls, optimize_for_runtime,
+                                         split_fused_projections)
 from aft_export.artifacts.graph import AFT_LAYER_TYPES, node_module
 from aft_export.runners import ModelInfo, OrtRunner
 from aft_export.trtcheck import check_model
@@ -116,3 +117,58 @@ def test_exported_graph_rewritten_outputs_unchanged(full_ckpt, op_form):
     with torch.inference_mode():
         want = model.double()(torch.from_numpy(x).double()).numpy()
     assert np.abs(got - want).max() <= 1e-4 * max(1.0, np.abs(want).max())
+
+
+def _fused_projection(bias: bool, sizes=(4, 2, 4), axis=-1, extra_reader=False):
+    """x (n, 5, 6) @ W (6, 10) [+ b] -> Split on the last axis into ``sizes``, each part doubled
+    (``extra_reader``: the product is also a graph output, so it must stay)."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((6, 10)).astype(np.float32), "W"),
+             numpy_helper.from_array(np.array(sizes, np.int64), "sizes")]
+    nodes = [helper.make_node("MatMul", ["image", "W"], ["mm"], name="qkv")]
+    split_in = "mm"
+    if bias:
+        inits.append(numpy_helper.from_array(rng.standard_normal(10).astype(np.float32), "b"))
+        nodes.append(helper.make_node("Add", ["mm", "b"], ["biased"], name="qkv_bias"))
+        split_in = "biased"
+    nodes.append(helper.make_node("Split", [split_in, "sizes"], ["q", "k", "v"], name="split", axis=axis))
+    nodes += [helper.make_node("Add", [p, p], [f"{p}2"]) for p in "qkv"]
+    outputs = [helper.make_tensor_value_info(f"{p}2", TensorProto.FLOAT, ["n", 5, w] if axis == -1 else None)
+               for p, w in zip("qkv", sizes)]  # fmt: skip
+    if extra_reader:
+        outputs.append(helper.make_tensor_value_info(split_in, TensorProto.FLOAT, ["n", 5, 10]))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["n", 5, 6])],
+                              outputs, inits)  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_a_fused_projection_is_split_into_one_matmul_per_part(bias):
+    """One MatMul (and bias Add) per part of the Split, on the weight's columns of that part, writing the
+    Split's outputs: the same products to the last bit, no Split, the fused weight gone; metadata kept."""
+    before = _fused_projection(bias)
+    before.graph.node[0].metadata_props.add(key="aft.module", value="blocks.0.mixer")
+    after = onnx.ModelProto()
+    after.CopyFrom(before)
+    assert split_fused_projections(after) == 1 and split_fused_projections(after) == 0
+    onnx.checker.check_model(after, full_check=True)
+    ops = [n.op_type for n in after.graph.node]
+    assert "Split" not in ops and ops.count("MatMul") == 3 and ops.count("Add") == 3 + 3 * bias
+    inits = {t.name: numpy_helper.to_array(t) for t in after.graph.initializer}
+    assert "W" not in inits and [inits[f"W/part{j}"].shape for j in range(3)] == [(6, 4), (6, 2), (6, 4)]
+    assert all(dict((p.key, p.value) for p in n.metadata_props).get("aft.module") == "blocks.0.mixer"
+               for n in after.graph.node if n.op_type == "MatMul")  # fmt: skip
+    x = np.random.default_rng(1).standard_normal((3, 5, 6)).astype(np.float32)
+    import onnxruntime as ort
+
+    run = [ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"image": x})
+           for m in (before, after)]  # fmt: skip
+    assert all(np.array_equal(a, b) for a, b in zip(*run))
+
+
+@pytest.mark.parametrize("kind", ["axis_0", "read_elsewhere", "uneven"])
+def test_a_projection_that_is_not_a_plain_fused_one_is_left_alone(kind):
+    model = {"axis_0": lambda: _fused_projection(True, axis=0), "read_elsewhere": lambda: _fused_projection(
+        True, extra_reader=True), "uneven": lambda: _fused_projection(False, sizes=(4, 2, 3))}[kind]()  # fmt: skip
+    before = model.SerializeToString()
+    assert split_fused_projections(model) == 0 and model.SerializeToString() == before
