@@ -349,9 +349,10 @@ def _openvino_notes(specs: list[ServedModel], opts: TritonRepoOptions, bits: dic
              "- Triton's openvino backend cannot ask for fp32 inference (its one precision parameter, `HINT_BF16`, "
              "only turns bf16 on): on a CPU with bf16 units (AVX512_BF16 or AMX-BF16: `grep -oE "
              "'avx512_bf16|amx_bf16' /proc/cpuinfo` prints something) OpenVINO computes the fp32 parts of every "
-             "model here in bf16, as aft-export's `openvino-bf16` runtime does, and elsewhere in fp32, as its "
-             "`openvino` does. Prove a model as that host will run it: `aft-export parity CHECKPOINT FILE "
-             "--backend openvino-bf16` on such a CPU (bf16's limits), `--backend openvino` on another. Where bf16 "
+             "model here in bf16, as aft-export's openvino-bf16 runtime does, and elsewhere in fp32, as its "
+             "openvino runtime does. Prove a model as that host will run it: "
+             f"`{command_line('parity', 'CHECKPOINT', 'FILE', backend='openvino-bf16')}` on such a CPU (bf16's "
+             f"limits), `{command_line('parity', 'CHECKPOINT', 'FILE', backend='openvino')}` on another. Where bf16 "
              "must not be used, write the repository for ONNX Runtime (the default of `aft-export triton-repo`)."]  # fmt: skip
     eight = [s.name for s in ours if bits.get(s.name) == 8]
     if eight:
