@@ -135,3 +135,21 @@ def test_runtime_quiet_times_every_pair(tmp_path, capsys):
     report = json.loads(out.read_text())
     assert len(report["ms"]) == 5 and all(v > 0 for v in report["ms"].values()) and len(report["ratios"]) == 3
     assert "openvino: after default / after force_spinning_stop" in capsys.readouterr().out
+
+
+def test_portable_rewrites_times_before_and_after_with_the_same_outputs(tmp_path, capsys):
+    """benchmarks/portable_rewrites.py on one zoo model: every CPU runtime, fp32 and int8, before and after;
+    ONNX Runtime computes the same outputs either way (the rewrites reorder no sum)."""
+    from tests.conftest import need_openvino
+
+    need_openvino()
+    out = tmp_path / "r.json"
+    assert _script("portable_rewrites").main(["--models", "aft_full_cifar", "--batches", "2", "--iters", "2",
+                                              "--repeats", "1", "--slack", "100", "--out", str(tmp_path),
+                                              "--json", str(out)]) == 0  # fmt: skip
+    rows = json.loads(out.read_text())
+    assert {(r["file"], r["runtime"]) for r in rows} >= {("fp32", "onnxruntime"), ("int8", "onnxruntime"),
+                                                         ("fp32", "openvino"), ("int8", "openvino")}  # fmt: skip
+    assert all(r["max_diff"] == 0 for r in rows if r["runtime"] == "onnxruntime")
+    assert all(r["before_ms"] > 0 and r["after_ms"] > 0 for r in rows) and "| aft_full_cifar | int8 |" in \
+        capsys.readouterr().out  # fmt: skip

@@ -196,16 +196,21 @@ def aft_projection_nodes(model) -> list[str]:
 
 def constant_values(model) -> dict:
     """Every value the graph holds as a constant, by name: its initializers and the outputs of its
-    ``Constant`` nodes (a ``value`` tensor or a ``value_float``), as NumPy arrays."""
+    ``Constant`` nodes (a ``value`` tensor, or ``value_float(s)``, ``value_int(s)``), as NumPy arrays."""
     import numpy as np
     from onnx import numpy_helper
 
     values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    scalars = {"value_float": lambda a: np.array(a.f, np.float32), "value_floats": lambda a: np.array(a.floats, np.float32),
+               "value_int": lambda a: np.array(a.i, np.int64), "value_ints": lambda a: np.array(a.ints, np.int64)}  # fmt: skip
     for node in model.graph.node:
-        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
-            values[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
-        elif node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value_float":
-            values[node.output[0]] = np.array(node.attribute[0].f, np.float32)
+        if node.op_type != "Constant" or not node.attribute:
+            continue
+        first = node.attribute[0]
+        if first.name == "value":
+            values[node.output[0]] = numpy_helper.to_array(first.t)
+        elif first.name in scalars:
+            values[node.output[0]] = scalars[first.name](first)
     return values
 
 

@@ -14,9 +14,10 @@ load an int8 graph of opset 18. The portable form is, on top of the exported gra
   TensorRT 10.3+/TensorRT-RTX (opset <= 20) all read; quantising a portable file keeps its
   opset, so its int8 ``DequantizeLinear`` is version 19;
 * IR version 9, the IR of opset 19 (ONNX 1.14), which every one of those reads;
-* each fused projection split back into one MatMul per part
-  (:func:`aft_export.exporting.rewrite.split_fused_projections`): the CPU readers run the parts
-  faster than the fused product and its Split.
+* each fused projection split back into one MatMul per part, and each merged product of the AFT
+  core back into two (:func:`aft_export.exporting.rewrite.split_fused_projections`,
+  :func:`~aft_export.exporting.rewrite.unmerge_shared_products`): the CPU readers run them faster
+  than the fused products and their splits.
 
 What it does not do, unlike ``tensorrt8``: go down to opset 17 (reductions with ``axes``
 attributes, Constants as tensors, ``Shape`` without start/end, no ``CastLike`` or
@@ -29,19 +30,22 @@ from __future__ import annotations
 
 from aft_export.errors import AFTExportError, Named, said
 from aft_export.artifacts.graph import inline_functions
-from aft_export.exporting.rewrite import split_fused_projections
+from aft_export.exporting.rewrite import split_fused_projections, unmerge_shared_products
 
 OPSET = 19
 IR_VERSION = 9  # ONNX 1.14's IR, the first with opset 19
 
 
-def to_portable(model):
+def to_portable(model, rewrites: bool = True):
     """A new ModelProto: ``model`` (opset 18, com.aft functions) with the functions inlined,
-    only standard ops, converted to opset 19."""
+    only standard ops, converted to opset 19 (``rewrites`` False: without the CPU readers' rewrites,
+    to measure them: benchmarks/portable_rewrites.py)."""
     import onnx
 
     out = inline_functions(model)
-    split_fused_projections(out)
+    if rewrites:
+        split_fused_projections(out)
+        unmerge_shared_products(out)
     bad = sorted({f"{n.domain}::{n.op_type}" for n in out.graph.node if n.domain not in ("", "ai.onnx")})
     if bad:
         raise AFTExportError(f"the portable form cannot hold custom ops without a function body: {bad}")

@@ -25,9 +25,14 @@ they are applied for every export target.
   fuses the q/k/v projections that read one value into one MatMul on their concatenated
   weights, then a ``Split``. OpenVINO's CPU plugin runs that Split (a ``VariadicSplit`` on the
   last axis) in a reference kernel, and ONNX Runtime copies the parts; one MatMul per part, its
-  weight sliced at export, computes the same products with no copy. Measured with
-  ``python benchmarks/profile_cpu.py`` and ``benchmarks/deploy_table.py``
-  (docs/runtimes.md): faster or as fast on every CPU reader; TensorRT's parser reads either.
+  weight sliced at export, computes the same products with no copy. ``python
+  benchmarks/portable_rewrites.py`` times the portable files with and without both rewrites on every
+  CPU reader (docs/runtimes.md); TensorRT's parser reads either.
+* :func:`unmerge_shared_products`, for the portable form too: the merged numerator and denominator
+  product above (``MatMul(ew, Concat(eK V, eK))``, then a ``Split``, or the AFT-full body's
+  ``Reshape`` and two ``Gather`` s) back as two MatMuls on ``ew``: the CPU readers ran the two
+  products faster than the merged one and its split (OpenVINO's ``Gather`` in a reference kernel).
+  TensorRT's files keep the merged product (their target is the default export's).
 """
 
 from __future__ import annotations
@@ -243,4 +248,61 @@ def split_fused_projections(model) -> int:
     read = {i for n in model.graph.node for i in n.input} | graph_outputs
     for t in [t for t in model.graph.initializer if t.name not in read]:
         model.graph.initializer.remove(t)
+    return sum(1 for nodes in replace.values() if nodes)
+
+
+def unmerge_shared_products(model) -> int:
+    """Replace each ``MatMul(a, Concat(b1, b2, axis=-1))`` whose product only a two-way ``Split`` on the
+    last axis reads, or only a ``Reshape`` to ``[0, 0, 2, -1]`` read by a ``Gather`` of index 0 and one of
+    index 1 on axis 2 (the AFT-full body), by ``MatMul(a, b1)`` and ``MatMul(a, b2)`` writing those outputs;
+    node metadata kept. Returns the number of products split; edits ``model`` in place."""
+    from onnx import helper
+
+    values = constant_values(model)
+    producer = {o: n for n in model.graph.node for o in n.output}
+    readers = _consumers(model)
+    graph_outputs = {o.name for o in model.graph.output}
+
+    def read_by(name: str) -> list:
+        return [] if name in graph_outputs else readers.get(name, [])
+
+    def attr(node, name, default=None):
+        return next((helper.get_attribute_value(a) for a in node.attribute if a.name == name), default)
+
+    replace: dict[int, list] = {}
+    for matmul in [n for n in model.graph.node if n.op_type == "MatMul" and n.domain in ("", "ai.onnx")]:
+        cat = producer.get(matmul.input[1])
+        if cat is None or cat.op_type != "Concat" or len(cat.input) != 2 or attr(cat, "axis") != -1:
+            continue
+        if len(read_by(cat.output[0])) != 1:
+            continue
+        users = read_by(matmul.output[0])
+        if len(users) != 1:
+            continue
+        user, outputs, gone = users[0], None, []
+        if user.op_type == "Split" and attr(user, "axis") == -1 and len(user.output) == 2:
+            sizes = values.get(user.input[1]) if len(user.input) > 1 and user.input[1] else None
+            if sizes is None or len(set(int(v) for v in sizes)) == 1:  # equal halves: each one operand's width
+                outputs, gone = list(user.output), [user]
+        elif user.op_type == "Reshape" and [int(v) for v in values.get(user.input[1], [])] == [0, 0, 2, -1]:
+            gathers = read_by(user.output[0])
+            index = {int(values[g.input[1]]): g for g in gathers if g.op_type == "Gather" and attr(g, "axis") == 2
+                     and g.input[1] in values and values[g.input[1]].ndim == 0}  # fmt: skip
+            if len(gathers) == 2 and sorted(index) == [0, 1]:
+                outputs, gone = [index[0].output[0], index[1].output[0]], [user, *gathers]
+        if outputs is None:
+            continue
+        parts = [helper.make_node("MatMul", [matmul.input[0], cat.input[j]], [outputs[j]], name=f"{matmul.name}/part{j}")
+                 for j in (0, 1)]  # fmt: skip
+        for n in parts:
+            set_props(n, props(matmul))
+        replace[id(matmul)] = parts
+        for n in (cat, *gone):
+            replace[id(n)] = []
+    if not replace:
+        return 0
+    # each product goes where its matmul was (the later of its operands is ready there)
+    out = [n for node in model.graph.node for n in replace.get(id(node), [node])]
+    del model.graph.node[:]
+    model.graph.node.extend(out)
     return sum(1 for nodes in replace.values() if nodes)

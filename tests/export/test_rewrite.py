@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 from aft_export.models.checkpoint import load_checkpoint
 from aft_export.exporting.exporter import ExportOptions, _torch_export
 from aft_export.exporting.rewrite import (gelu_for_fusion, merge_shared_matmuls, optimize_for_runtime,
-                                         split_fused_projections)
+                                         split_fused_projections, unmerge_shared_products)
 from aft_export.artifacts.graph import AFT_LAYER_TYPES, node_module
 from aft_export.runners import ModelInfo, OrtRunner
 from aft_export.trtcheck import check_model
@@ -172,3 +172,62 @@ def test_a_projection_that_is_not_a_plain_fused_one_is_left_alone(kind):
         True, extra_reader=True), "uneven": lambda: _fused_projection(False, sizes=(4, 2, 3))}[kind]()  # fmt: skip
     before = model.SerializeToString()
     assert split_fused_projections(model) == 0 and model.SerializeToString() == before
+
+
+def _merged_product(form: str):
+    """ew (n, 5, 5) @ Concat(a, b, axis=-1), a and b (n, 5, 3), split back into the two products: by a Split
+    (the decomposed form's merge) or by a Reshape to [0, 0, 2, -1] and a Gather of each half on axis 2 (the
+    AFT-full body's, its constants as value_ints and value_int)."""
+    const = lambda name, **kw: helper.make_node("Constant", [], [name], name=name, **kw)  # noqa: E731
+    nodes = [helper.make_node("Concat", ["a", "b"], ["cat"], axis=-1),
+             helper.make_node("MatMul", ["ew", "cat"], ["both"], name="core")]  # fmt: skip
+    if form == "split":
+        nodes += [const("sizes", value=numpy_helper.from_array(np.array([3, 3], np.int64))),
+                  helper.make_node("Split", ["both", "sizes"], ["num", "den"], axis=-1)]  # fmt: skip
+    else:
+        nodes += [const("shape", value_ints=[0, 0, 2, -1]), const("i0", value_int=0), const("i1", value_int=1),
+                  helper.make_node("Reshape", ["both", "shape"], ["halves"]),
+                  helper.make_node("Gather", ["halves", "i0"], ["num"], axis=2),
+                  helper.make_node("Gather", ["halves", "i1"], ["den"], axis=2)]  # fmt: skip
+    nodes.append(helper.make_node("Div", ["num", "den"], ["y"]))
+    inputs = [helper.make_tensor_value_info("ew", TensorProto.FLOAT, ["n", 5, 5])] + [
+        helper.make_tensor_value_info(x, TensorProto.FLOAT, ["n", 5, 3]) for x in "ab"]
+    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 5, 3])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+
+
+@pytest.mark.parametrize("form", ["split", "gather"])
+def test_a_merged_product_is_unmerged_into_two_matmuls(form):
+    """The merged numerator/denominator product back as two MatMuls on the shared left operand, writing
+    the outputs its split wrote: the same values to the bit, no Concat, Split, Reshape or Gather left."""
+    before = _merged_product(form)
+    before.graph.node[1].metadata_props.add(key="aft.module", value="blocks.0.mixer")
+    after = onnx.ModelProto()
+    after.CopyFrom(before)
+    assert unmerge_shared_products(after) == 1 and unmerge_shared_products(after) == 0
+    onnx.checker.check_model(after, full_check=True)
+    ops = [n.op_type for n in after.graph.node if n.op_type != "Constant"]
+    assert ops == ["MatMul", "MatMul", "Div"]
+    assert all(dict((p.key, p.value) for p in n.metadata_props)["aft.module"] == "blocks.0.mixer"
+               for n in after.graph.node if n.op_type == "MatMul")  # fmt: skip
+    rng = np.random.default_rng(2)
+    feeds = {"ew": rng.random((2, 5, 5), np.float32), "a": rng.standard_normal((2, 5, 3)).astype(np.float32),
+             "b": rng.random((2, 5, 3), np.float32) + 0.5}  # fmt: skip
+    import onnxruntime as ort
+
+    run = [ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+           for m in (before, after)]  # fmt: skip
+    assert np.array_equal(*run)
+
+
+def test_the_default_exports_merged_core_is_unmerged_in_the_portable_form(full_ckpt):
+    """AFT-full's body (com.aft, inlined) has its merged product; the portable form has two MatMuls instead."""
+    from aft_export.exporting.forms import to_target
+    from aft_export.exporting.exporter import export_graph
+
+    model, meta = load_checkpoint(full_ckpt)
+    graph = export_graph(model, meta, ExportOptions(images=0, simplify=False)).model
+    portable = to_target(graph, "portable")
+    core = [n.op_type for n in portable.graph.node if "mixer" in n.name]
+    assert core.count("MatMul") == 2 * sum(n.domain == "com.aft" for n in graph.graph.node) > 0
+    assert not {"Gather", "Concat", "Split"} & set(core)
