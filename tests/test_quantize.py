@@ -7,7 +7,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from click.testing import CliRunner
-from onnx import TensorProto, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 from aft_export.cli import main
 from aft_export.errors import AFTExportError
@@ -1068,3 +1068,20 @@ def test_the_precision_is_chosen_once_as_one_strategy_per_precision():
     source = inspect.getsource(stage)  # (rest_precision is another option, the int8 strategy's)
     assert len(re.findall(r"\bopts\.precision\b", source)) == 1
     assert not re.search(r"(?<!rest_)precision [!=]= \"", source)
+
+
+def test_a_cached_range_file_must_cover_every_operand_the_quantiser_reads(tmp_path):
+    """An activation x activation MatMul (the AFT core's) reads two quantised operands: a cache entry that
+    has the first's range alone (made for another form of the graph) is recomputed, not trusted."""
+    import json
+
+    from aft_export.quantization.cache import cached_ranges_ok
+
+    graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "g",
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 4, 4]) for n in "ab"],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 4])])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    entry = tmp_path / "ranges.json"
+    for covered, trusted in ((["a"], False), (["a", "b"], True)):
+        entry.write_text(json.dumps({"data": {n: {"lowest": -1.0, "highest": 1.0} for n in covered}}))
+        assert cached_ranges_ok(entry, model) is trusted

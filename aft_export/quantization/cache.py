@@ -41,8 +41,10 @@ def cache_path(opts: QuantizeOptions, model_sha: str, cset: CalibrationSet) -> P
 
 
 def cached_ranges_ok(path: Path, model, types: tuple[str, ...] = QUANTIZED_OP_TYPES) -> bool:
-    """A cache file that parses and names a range for every input of every quantisable
-    node; anything else (a truncated or foreign file) is recomputed, not trusted."""
+    """A cache file that parses and names a range for every activation the quantiser reads (every float
+    input of every quantisable node: :func:`~aft_export.quantization.calibrators.calibration_tensors`, the
+    second operand of an activation x activation MatMul included); anything else (a truncated or
+    foreign file, or one made for another graph) is recomputed, not trusted."""
     try:  # bounded, UTF-8, nesting checked (readers): a crafted file is recomputed, never a traceback
         data = parse_json(read_text(path, "calibration cache file"), str(path))
     except AFTExportError:
@@ -50,9 +52,9 @@ def cached_ranges_ok(path: Path, model, types: tuple[str, ...] = QUANTIZED_OP_TY
     ranges = data.get("data") if isinstance(data, dict) else None  # ORT's save_tensors_data layout
     if not isinstance(ranges, dict) or not ranges:
         return False
-    inits = {t.name for t in model.graph.initializer}
-    wanted = {i for n in model.graph.node if n.op_type in types for i in n.input[:1] if i not in inits}
-    return wanted <= set(ranges)
+    from aft_export.quantization.calibrators import calibration_tensors
+
+    return set(calibration_tensors(model, types)) <= set(ranges)
 
 
 def write_cache_entries(entries) -> None:

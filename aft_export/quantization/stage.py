@@ -7,6 +7,7 @@ offline TensorRT check; the steps live in the package's other modules (see
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import tempfile
 import time
@@ -151,8 +152,9 @@ def _quantize(model_path, out: Path, calib, opts: QuantizeOptions, log, progress
                     "source_onnx_sha256": model_sha, **({"converted_from": converted} if converted else {}),
                     "calibration": _calibration_record(cset, out)}  # fmt: skip
     t = time.perf_counter()
-    # the ranges cache is keyed by the file's sha256: a graph converted from it is another graph
-    graph_key = model_sha if not converted else f"{model_sha}:{target.name}"
+    # the ranges cache is keyed by the file's sha256; a graph converted from it is another graph, keyed by its
+    # own bytes (what the conversion makes can change between releases: its ranges must not be reused then)
+    graph_key = model_sha if not converted else hashlib.sha256(model.SerializeToString()).hexdigest()
     qmodel, made, result_extra = how.quantize(model, cset, opts, core, graph_key, prep, log)
     recipe.update(made)
     seconds["quantize"] = time.perf_counter() - t
