@@ -1,6 +1,9 @@
+import importlib
 import os
 import shutil
 from pathlib import Path
+from types import ModuleType
+from typing import NoReturn
 
 import pytest
 
@@ -24,35 +27,35 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
+def unavailable(reason: str) -> NoReturn:
+    """Skip with ``reason``; under CI, which provides every dependency and data set the tests need
+    (.ci/run), fail instead: what CI provides is never silently skipped. The one home of "import it, or
+    skip, but fail under CI" (:func:`need_module`, the CIFAR-10 fixture, tests/rtx.py, tests/servekit.py,
+    tests/byo/publicpkgs.py)."""
+    if in_ci():
+        pytest.fail(f"{reason}; CI provides it, so this fails instead of skipping (unset CI to skip locally)",
+                    pytrace=False)  # fmt: skip
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def cifar10() -> Path:
     path = cifar10_dir()
     missing = [name for name in CIFAR10_FILES if not (path / name).is_file()]
     if missing:
-        reason = f"CIFAR-10 not found: {', '.join(missing)} missing in {path} (set AFT_CIFAR10_DIR)"
-        if in_ci():
-            pytest.fail(f"{reason}; CI runs every test that needs the data, so this fails instead of "
-                        f"skipping (unset CI to skip them locally)", pytrace=False)  # fmt: skip
-        pytest.skip(reason)
+        unavailable(f"CIFAR-10 not found: {', '.join(missing)} missing in {path} (set AFT_CIFAR10_DIR)")
     return path
 
 
 OPENVINO_INSTALL = "pip install -e '.[test]' (it pins openvino)"
 
 
-def need_module(name: str, install: str):
-    """The module ``name``; where it is missing a skip with the install line, and under CI, which installs
-    every extra the tests need (.ci/run), a failure: a dependency CI installs is never silently skipped."""
-    import importlib
-
+def need_module(name: str, install: str) -> ModuleType:
+    """The module ``name``; where it is missing, :func:`unavailable` with the install line."""
     try:
         return importlib.import_module(name)
     except ImportError as exc:
-        reason = f"needs {name} ({type(exc).__name__}: {exc}): {install}"
-        if in_ci():
-            pytest.fail(f"{reason}; CI installs it, so this fails instead of skipping (unset CI to skip locally)",
-                        pytrace=False)  # fmt: skip
-        pytest.skip(reason)
+        unavailable(f"needs {name} ({type(exc).__name__}: {exc}): {install}")
 
 
 def need_openvino():

@@ -17,9 +17,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-import pytest
 
-from tests.conftest import in_ci
+from tests.conftest import need_module
 
 INSTALL = "pip install tensorrt-rtx-cu12==1.7.1.116"
 DUPLICATE_NAME = "already exists, the output tensors of this new instance will not be queryable"
@@ -28,15 +27,7 @@ DUPLICATE_NAME = "already exists, the output tensors of this new instance will n
 def need_rtx():
     """The ``tensorrt_rtx`` module; where it is missing a skip with the install line, and
     under CI (which installs it) a failure."""
-    try:
-        import tensorrt_rtx
-    except ImportError as exc:
-        reason = f"needs TensorRT-RTX ({type(exc).__name__}: {exc}): {INSTALL}"
-        if in_ci():
-            pytest.fail(f"{reason}; CI installs TensorRT-RTX, so this fails instead of skipping (unset CI to "
-                        f"skip it locally)", pytrace=False)  # fmt: skip
-        pytest.skip(reason)
-    return tensorrt_rtx
+    return need_module("tensorrt_rtx", INSTALL)
 
 
 @functools.lru_cache(maxsize=1)

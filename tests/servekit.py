@@ -9,7 +9,6 @@ the install line.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import os
 import signal
@@ -19,9 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
-from tests.conftest import REPO, in_ci
+from tests.conftest import REPO, need_module
 
 INSTALL = "pip install -e '.[serve]'"
 START_TIMEOUT = 90  # seconds for Triton and its models to be ready (2 shared cores)
@@ -40,14 +38,7 @@ ENGINE_PROFILE_MAX = 16
 
 def need(name: str):
     """The module; where it is missing a skip with the install line, under CI a failure."""
-    try:
-        return importlib.import_module(name)
-    except ImportError as exc:
-        reason = f"needs {name} ({type(exc).__name__}: {exc}): {INSTALL}"
-        if in_ci():
-            pytest.fail(f"{reason}; CI installs the serve extra, so this fails instead of skipping (unset CI to "
-                        f"skip locally)", pytrace=False)  # fmt: skip
-        pytest.skip(reason)
+    return need_module(name, INSTALL)
 
 
 def largest_first(logits, k: int):

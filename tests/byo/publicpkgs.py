@@ -15,9 +15,8 @@ import importlib.machinery
 import sys
 import types
 
-import pytest
 
-from tests.conftest import in_ci
+from tests.conftest import need_module
 
 INSTALL = "pip install --no-deps -r tests/byo/requirements.txt"  # the pins live there (README, .ci/run)
 
@@ -25,14 +24,7 @@ INSTALL = "pip install --no-deps -r tests/byo/requirements.txt"  # the pins live
 def need(name: str):
     """The module; where it is missing a skip with the install line, and under CI (which
     installs them, .ci/run) a failure, as tests/conftest.py does for CIFAR-10."""
-    try:
-        return importlib.import_module(name)
-    except ImportError as exc:
-        reason = f"needs {name} ({type(exc).__name__}: {exc}): {INSTALL}"
-        if in_ci():
-            pytest.fail(f"{reason}; CI installs the public AFT packages, so this fails instead of skipping "
-                        f"(unset CI to skip them locally)", pytrace=False)  # fmt: skip
-        pytest.skip(reason)
+    return need_module(name, INSTALL)
 
 
 class _Unavailable(types.ModuleType):
