@@ -120,6 +120,13 @@ def runtime(name: str) -> Runtime:
     return found
 
 
+def title_of(name: str) -> str:
+    """A runtime's (or TensorRT library's: the libraries are the engine runtimes of :data:`RUNTIMES`)
+    product name for sentences; a name the table does not know, as it is (an engine manifest's own word)."""
+    found = RUNTIMES.get(name) if isinstance(name, str) else None
+    return found.title if found else str(name)
+
+
 def backend_of(backend: str | None = None, provider: str | None = None) -> str:
     """The backend that ``backend`` (one of :data:`BACKENDS`; None: :data:`DEFAULT_BACKEND`) and the old
     ``provider`` word (cpu, cuda, tensorrt: :data:`PROVIDER_BACKENDS`) name together. The one place an

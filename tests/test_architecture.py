@@ -22,17 +22,18 @@ ORDER = [
     "data", "data.formats", "data.images", "data.preprocess", "data.datasets", "data.calibration", "quantization", "quantization.ranges", "models.weights",
     "models.checkpoint", "models.sources", "models.resources",
     # 2 ONNX, comparison, TensorRT facts
-    "artifacts", "artifacts.graph", "artifacts.fp32_rule", "artifacts.onnxio", "artifacts.ends", "verify", "verify.compare", "options.deepstream", "options", "options.params", "options.commands", "tensorrt", "tensorrt.library", "tensorrt.manifest", "artifacts.purpose",
+    "artifacts", "artifacts.graph", "artifacts.fp32_rule", "artifacts.onnxio", "artifacts.ends", "verify", "verify.compare", "options.deepstream", "options", "options.params", "options.commands", "artifacts.purpose",
+    # the offline TensorRT rules: below every runner (checking a file offline runs no runtime)
+    "trtcheck.view", "trtcheck.versions", "trtcheck.rules", "trtcheck", "tensorrt", "tensorrt.library", "tensorrt.manifest",
     # 3 runners
     "runners.base", "runners.pytorch", "runners.ort", "runners.openvino", "runners.reference", "runners.engine", "runners",
     # 4 graph work
-    "trtcheck.view", "trtcheck.versions", "trtcheck.rules", "trtcheck",
     "exporting", "exporting.functions", "exporting.rewrite", "exporting.trt8", "exporting.portable", "exporting.forms", "exporting.pixels", "verify.localize",
     # 5 stages
     "exporting.exporter",
     "quantization.placement", "quantization.runs", "quantization.calibrators", "quantization.cache", "quantization.sensitivity",
     "quantization.fp16", "quantization.stage",
-    "verify.evaluate", "verify.bench", "tensorrt.build", "tensorrt.nvtools", "models.training", "serving", "serving.predict", "artifacts.info", "workflow", "workflow.plots", "workflow.report", "tensorrt.checks", "serving.spec", "serving.tritonmodel", "serving.repository", "serving.nvinfer", "serving.deepstream",
+    "verify.evaluate", "verify.bench", "tensorrt.build", "tensorrt.checks", "tensorrt.nvtools", "models.training", "serving", "serving.predict", "artifacts.info", "workflow", "workflow.plots", "workflow.report", "serving.spec", "serving.tritonmodel", "serving.repository", "serving.nvinfer", "serving.deepstream",
     "serving.server",
     # 6 checks across stages
     "verify.parity", "verify.deploy",
@@ -47,7 +48,7 @@ ORDER = [
 
 
 # where each floor begins in ORDER (the floor of a module: the last start at or before it)
-FLOOR_STARTS = {"errors": 0, "layers.cores": 1, "artifacts": 2, "runners.base": 3, "trtcheck.view": 4,
+FLOOR_STARTS = {"errors": 0, "layers.cores": 1, "artifacts": 2, "runners.base": 3, "exporting": 4,
                 "exporting.exporter": 5, "verify.parity": 6, "byo.modeldef": 7, "workflow.steps": 8,
                 "results": 9, "cli.words": 10}  # fmt: skip
 

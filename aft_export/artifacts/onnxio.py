@@ -285,6 +285,12 @@ INTEGER_OPS = ("MatMulInteger", "ConvInteger", "QGemm", "MatMulIntegerToFloat", 
 PRODUCT_OPS = ("MatMul", "Gemm", "Conv", "ConvTranspose")  # inputs 0 and 1 (data, weights) are what they compute on
 
 
+def compute_nodes(compute: dict) -> str:
+    """Compute nodes (or layers) per precision: ``28 int8, 64 fp16, 97 fp32`` (and any other precision)."""
+    return ", ".join(f"{compute.get(k, 0)} {k}" for k in ("int8", "fp16", "fp32")) + "".join(
+        f", {v} {k}" for k, v in compute.items() if k not in ("int8", "fp16", "fp32"))  # fmt: skip
+
+
 def compute_precisions(model) -> dict[str, int]:
     """How many of the graph's compute nodes compute in each precision: ``{"int8": 28, "fp16": 64,
     "fp32": 97}`` (int8, fp16, fp32 first, then any other). Read from the graph alone, so it says

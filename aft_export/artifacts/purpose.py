@@ -19,8 +19,7 @@ from pathlib import Path
 
 from aft_export.artifacts.onnxio import ArtifactMeta, compute_precisions, graph_precision, load_onnx
 from aft_export.options import DEFAULT_TARGET, EXPORT_TARGETS
-from aft_export.runtimes import DEFAULT_BACKEND
-from aft_export.tensorrt.library import TITLES
+from aft_export.runtimes import DEFAULT_BACKEND, title_of
 
 SLOW_ON_CPUS = "slow in ONNX Runtime on CPUs: use the portable int8"
 CPU_INT8 = EXPORT_TARGETS["portable"]  # the target whose int8 is the CPU's (fp32 rest, 7-bit weights)
@@ -80,7 +79,7 @@ def engine_made_for(record: dict) -> str:
     hand-edited manifest that is not what it should be (a library that is not text, targets that
     are not a list of texts) is said as malformed, not shown; the rest is shown."""
     library = record.get("library") or "tensorrt"
-    title = TITLES.get(library, library) if isinstance(library, str) else "an engine (library malformed, not shown)"
+    title = title_of(library) if isinstance(library, str) else "an engine (library malformed, not shown)"
     version = record.get("library_version") or ""
     cc = record.get("compute_capabilities") or []
     if not isinstance(cc, list) or not all(isinstance(c, str) for c in cc):

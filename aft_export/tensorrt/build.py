@@ -28,8 +28,9 @@ from aft_export.fileio import atomic_write, check_output_path, claim_output
 from aft_export.artifacts.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.environment import tensorrt_environment
+from aft_export.runtimes import title_of
 from aft_export.runners import onnx_info
-from aft_export.tensorrt.library import (RTX, TITLES, BuildOptions, build_plan, check_engine_name, engine_name,
+from aft_export.tensorrt.library import (RTX, BuildOptions, build_plan, check_engine_name, engine_name,
                                          import_library, input_profile, library_logger, require_gpu)  # fmt: skip
 from aft_export.tensorrt.manifest import make_manifest, manifest_path, save_json_atomic
 from aft_export.trtcheck import check_model, enforce
@@ -319,14 +320,14 @@ def build_engine(onnx_path, out=None, options: BuildOptions | None = None, log=p
         t0 = time.perf_counter()
         parsed = parse(onnx_path, library, plan, keep=True)
         if not parsed.ok:
-            raise AFTExportError(f"{TITLES[library]}'s ONNX parser rejected {onnx_path.name}: "
+            raise AFTExportError(f"{title_of(library)}'s ONNX parser rejected {onnx_path.name}: "
                                  + "; ".join(parsed.errors[:10]))  # fmt: skip
         _, builder, network, _, logger = parsed.objects
         pinned = _pin_fp32_layers(trt, network, version, library) if plan.pin_fp32_layers else 0
         serialized, targets = _build(trt, library, version, builder, network, plan, shapes, opts)
         if serialized is None:
             said = "; ".join(m for s, m in logger.messages if s != "WARNING")[:600]
-            raise AFTExportError(f"{TITLES[library]} could not build an engine from {onnx_path.name}: "
+            raise AFTExportError(f"{title_of(library)} could not build an engine from {onnx_path.name}: "
                                  + (said or said("see its log; rerun with a larger {workspace_mb}", "build")))  # fmt: skip
         atomic_write(out, lambda tmp: Path(tmp).write_bytes(memoryview(serialized)))
         trt_build = {**asdict(plan), "pinned_fp32_layers": pinned, "offline_check": checked,
@@ -405,7 +406,7 @@ def check_verdict(report, real: dict | None = None, strict: bool = False) -> Ver
     ``strict`` so does the rules' disagreeing with the parser."""
     failed, name = [], Path(report.path).name
     if real:
-        title = f"{TITLES[real['library']]} {real['version']}"
+        title = f"{title_of(real['library'])} {real['version']}"
         if real["verdict"] == "refuses":
             failed.append(f"{title}'s {'builder' if real['parses'] else 'parser'} refuses {name}")
         if strict and not real["agrees"]:

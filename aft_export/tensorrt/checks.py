@@ -8,7 +8,9 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from aft_export.artifacts.onnxio import compute_nodes
 from aft_export.errors import EXIT_FOR, AFTExportError, Judged, RuntimeMissing, Verdict, said
+from aft_export.runtimes import title_of
 
 
 @dataclass
@@ -30,13 +32,12 @@ class CheckResult(Judged):
     def lines(self) -> list[str]:
         """What ``check`` prints as text: the rules, or each file's table with the installed parser's result."""
         from aft_export.trtcheck import format_report, format_rules
-        from aft_export.workflow.report import format_real_check
 
         if self.rules is not None:
             return format_rules(self.rules)
         out: list[str] = []
         for i, (report, real) in enumerate(zip(self.reports, self.real)):
-            out += ([""] if i else []) + format_report(report) + format_real_check(real)
+            out += ([""] if i else []) + format_report(report) + real_check_lines(real)
         return out
 
     def to_dict(self) -> dict:
@@ -45,6 +46,26 @@ class CheckResult(Judged):
         files = [{**r.to_dict(), **({"real": x, "verdict": v.to_dict(), "exit_code": EXIT_FOR[v.status]} if x else {})}
                  for r, x, v in zip(self.reports, self.real, self.verdicts)]  # fmt: skip
         return {"files": files, "verdict": self.verdict.to_dict()}
+
+
+def real_check_lines(x: dict | None) -> list[str]:
+    """``check``'s lines for the installed library (:func:`aft_export.tensorrt.build.real_check`): what its
+    ONNX parser (and, asked for, its builder) made of the file, beside the offline rules."""
+    if not x:
+        return []
+    title = f"{title_of(x['library'])} {x['version']}"
+    warned = "warnings not captured" if x["warnings"] is None else f"{len(x['warnings'])} warnings"
+    lines = [f"parser, {title}: {'parses it' if x['parses'] else 'REFUSES it'} ({len(x['errors'])} errors, {warned})"]
+    if x.get("network"):
+        lines.append(f"parsed network, {title}: {x['network']['num_layers']} layers; compute layers "
+                     f"{compute_nodes(x['network'].get('compute') or {})}")  # fmt: skip
+    if x["builds"] is not None:
+        lines.append(f"builder, {title}: " + (f"builds it ({x['engine_bytes'] / 1e6:.2f} MB engine, in memory)"
+                                              if x["builds"] else "FAILS"))  # fmt: skip
+    lines += [f"  - {e}" for e in x["errors"][:10]]
+    lines.append(f"offline rules (column {x['column']}) vs the parser: "
+                 + ("agree" if x["agrees"] else "DISAGREE (" + x["disagreement"] + ")"))
+    return lines
 
 
 def rules_result(versions: list[str] | None = None) -> CheckResult:
@@ -65,9 +86,29 @@ def check_files(models: list[str], versions: list[str] | None = None, library: s
     if not models:
         raise AFTExportError(said("no ONNX file to check; give one or more (or {rules} to list the rules)",
                                   "check"))
-    reports = [check_model(m, versions) for m in models]
+    reports = [_load_in_its_runtime(m, check_model(m, versions)) for m in models]
     real = _real_checks(models, reports, library, build, offline_only)
     return CheckResult(reports, real, [check_verdict(r, x, strict) for r, x in zip(reports, real)])
+
+
+def _load_in_its_runtime(model, report):
+    """A file made for ONNX Runtime on purpose (the offline rules leave it "not loaded"): ONNX Runtime
+    must load it."""
+    from aft_export.runners import OrtRunner
+    from aft_export.trtcheck import Finding
+
+    if report.status.get(report.target) != "not loaded":
+        return report
+    report.notes.append("checked by loading it in ONNX Runtime")
+    try:
+        OrtRunner(model)
+        report.status[report.target] = "accepts"
+    except AFTExportError as exc:
+        report.status[report.target] = "refuses"
+        report.findings.append(Finding("ort.load", "error", [report.target], None, None, "", None,
+                                       f"ONNX Runtime cannot load the graph: {str(exc).splitlines()[0][:300]}",
+                                       "re-export the model", "onnxruntime.InferenceSession"))  # fmt: skip
+    return report
 
 
 def _real_checks(models, reports, library: str, also_build: bool, offline_only: bool) -> list:

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aft_export.environment import tensorrt_libraries
-from aft_export.runtimes import TENSORRT_MODULES
+from aft_export.runtimes import TENSORRT_MODULES, title_of
 from aft_export.errors import AFTExportError, Named, RuntimeMissing, said
 from aft_export.artifacts.ends import graph_ends
 from aft_export.artifacts.onnxio import ArtifactMeta
@@ -64,7 +64,6 @@ MAX_TRT_MAJOR = 11
 MIN_RTX = (1, 7)
 MAX_RTX_MAJOR = 1
 RTX = "tensorrt-rtx"
-TITLES = {"tensorrt": "TensorRT", RTX: "TensorRT-RTX"}
 INSTALL_HINT = ("x86-64 with an NVIDIA GPU: pip install 'tensorrt>=10.3'; Jetson: use the TensorRT that "
                 "JetPack installs (python3 -c 'import tensorrt')")  # fmt: skip
 RTX_INSTALL_HINT = "pip install 'aft-export[rtx]' (tensorrt-rtx-cu12==1.7.1.116; builds on a CPU, runs on RTX GPUs)"
@@ -222,7 +221,7 @@ def choose_library(requested: str, installed) -> str:
                              f"TensorRT-RTX: {RTX_INSTALL_HINT})")  # fmt: skip
     if requested not in installed:
         hint = RTX_INSTALL_HINT if requested == RTX else INSTALL_HINT
-        raise RuntimeMissing(f"{TITLES[requested]} is not installed here ({hint})")
+        raise RuntimeMissing(f"{title_of(requested)} is not installed here ({hint})")
     return requested
 
 

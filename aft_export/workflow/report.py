@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
+from aft_export.artifacts.onnxio import compute_nodes
 from aft_export.data.formats import FORMATS, LOGITS, NORMALIZED
 from aft_export.errors import joined
-from aft_export.tensorrt.library import TITLES
 from aft_export.runtimes import RUNTIMES
+
 
 def _fmt(v, spec):
     return "-" if v is None else format(v, spec)
@@ -46,17 +46,6 @@ def summary_table(summary: list[dict], batches) -> list[str]:
             + " | ".join(_fmt(r["latency_ms"].get(b), ".3f") for b in batches) + " | "
             + " | ".join(_fmt(r["images_per_s"].get(b), ".0f") for b in batches) + " |")  # fmt: skip
     return lines
-
-
-def compute_layers(network: dict) -> str:
-    """One cell: a parsed network's compute layers per precision (``build.network_summary``)."""
-    return compute_nodes(network.get("compute") or {})
-
-
-def compute_nodes(compute: dict) -> str:
-    """Compute nodes (or layers) per precision: ``28 int8, 64 fp16, 97 fp32`` (and any other precision)."""
-    return ", ".join(f"{compute.get(k, 0)} {k}" for k in ("int8", "fp16", "fp32")) + "".join(
-        f", {v} {k}" for k, v in compute.items() if k not in ("int8", "fp16", "fp32"))  # fmt: skip
 
 
 def network_table(engines: dict) -> list[str]:
@@ -339,26 +328,6 @@ def _preprocessing_notes(rows: list[dict]) -> list[str]:
     """Where the preprocessing of each file another tool wrote came from."""
     return [f"{r['artifact']}: no aft-export metadata; preprocessing from {r['preprocessing']}"
             for r in rows if r.get("preprocessing")]  # fmt: skip
-
-
-def format_real_check(x: dict | None) -> list[str]:
-    """``check``'s lines for the installed library (:func:`aft_export.tensorrt.build.real_check`): what its
-    ONNX parser (and, asked for, its builder) made of the file, beside the offline rules."""
-    if not x:
-        return []
-    title = f"{TITLES.get(x['library'], x['library'])} {x['version']}"
-    warned = "warnings not captured" if x["warnings"] is None else f"{len(x['warnings'])} warnings"
-    lines = [f"parser, {title}: {'parses it' if x['parses'] else 'REFUSES it'} ({len(x['errors'])} errors, {warned})"]
-    if x.get("network"):
-        lines.append(f"parsed network, {title}: {x['network']['num_layers']} layers; compute layers "
-                     f"{compute_layers(x['network'])}")  # fmt: skip
-    if x["builds"] is not None:
-        lines.append(f"builder, {title}: " + (f"builds it ({x['engine_bytes'] / 1e6:.2f} MB engine, in memory)"
-                                              if x["builds"] else "FAILS"))  # fmt: skip
-    lines += [f"  - {e}" for e in x["errors"][:10]]
-    lines.append(f"offline rules (column {x['column']}) vs the parser: "
-                 + ("agree" if x["agrees"] else "DISAGREE (" + x["disagreement"] + ")"))
-    return lines
 
 
 def format_predictions(result: dict) -> list[str]:

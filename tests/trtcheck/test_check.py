@@ -111,14 +111,34 @@ def test_the_landed_int32_bias_dequantize_is_named(tmp_path):
     assert len(bias) == 2 and all(f.versions == list(SUPPORTED) for f in bias)
 
 
-def test_other_runtime_target_is_checked_by_that_runtime(exports, tmp_path):
+def test_other_runtime_target_is_checked_by_that_runtime(exports, tmp_path, monkeypatch):
+    """TensorRT's rules do not apply to a file made for ONNX Runtime; the offline checker runs no runtime
+    (it says the file was not loaded: unverified), the check stage loads it there."""
+    import aft_export.runners as runners
+    from aft_export.tensorrt.checks import check_files
+
     model = onnx.load(exports["tensorrt", "decomposed"])
     for p in model.metadata_props:
         if p.key == "export_target":
             p.value = "ort-cpu"
-    report = check_model(model)
+    path = tmp_path / "ort.onnx"
+    onnx.save(model, path)
+
+    def no_runtime(*a, **k):
+        raise AssertionError("the offline checker ran ONNX Runtime")
+
+    with monkeypatch.context() as m:
+        m.setattr(runners, "OrtRunner", no_runtime)
+        offline = check_model(model)
+    assert offline.status == {"ort-cpu": "not loaded"} and offline.verdict.status == "unverified"
+    assert "not TensorRT" in offline.notes[0] and "was not loaded" in offline.verdict.reasons[0]
+    report = check_files([str(path)], offline_only=True).reports[0]
     assert report.status == {"ort-cpu": "accepts"} and report.exit_code == 0
-    assert "not TensorRT" in report.notes[0]
+    assert "not TensorRT" in report.notes[0] and "loading it in ONNX Runtime" in report.notes[1]
+    model.graph.node[0].op_type = "NoSuchOp"
+    onnx.save(model, path)
+    report = check_files([str(path)], offline_only=True).reports[0]
+    assert report.status == {"ort-cpu": "refuses"} and [f.rule for f in report.findings] == ["ort.load"]
 
 
 def test_versions_without_rules_are_warnings_not_passes(exports):
