@@ -152,6 +152,42 @@ def _patterns_in_words() -> int:
                or isinstance(n, ast.ImportFrom) and n.module == "re" for n in ast.walk(tree))
 
 
+# what a file is, by its suffix, is decided in artifacts/kinds.py alone; the one other reading of a suffix
+# is a weights file's format inside a checkpoint (safetensors or a pickle: models.weights, models.checkpoint)
+KIND_SUFFIXES = (".onnx", ".engine", ".plan", ".pt", ".pth")
+FORMAT_ONLY = {"models/weights.py", "models/checkpoint.py"}
+# the modules that hold how a parameter is declared, checked and worded (issue 55's count, 1,967 at 3aefeda)
+PARAMETER_MODULES = ("options", "cli/params.py", "cli/words.py", "errors.py")
+
+
+def _kind_by_suffix() -> list[str]:
+    """Comparisons (``==``, ``!=``, ``in``, ``endswith``) of a path against a kind's suffix literal, or of
+    anything against a ``*_SUFFIXES`` tuple, outside artifacts/kinds.py (and models/sources.py's registry)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = str(path.relative_to(PACKAGE))
+        if rel in ("artifacts/kinds.py", "models/sources.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            parts = ([node.left, *node.comparators] if isinstance(node, ast.Compare) else
+                     [*node.args] if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "endswith"
+                     else [])  # fmt: skip
+            for part in parts:
+                named = [e for e in ast.walk(part) if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                         and e.value.lower() in KIND_SUFFIXES + (() if rel in FORMAT_ONLY else (".safetensors",))]
+                tuples = [e for e in ast.walk(part) if isinstance(e, ast.Name) and e.id.endswith("_SUFFIXES")]
+                if named or tuples:
+                    found.append(f"{rel}:{node.lineno}")
+                    break
+    return found
+
+
+def _parameter_lines() -> int:
+    paths = [p for m in PARAMETER_MODULES for p in ((PACKAGE / m).rglob("*.py") if (PACKAGE / m).is_dir()
+                                                    else [PACKAGE / m])]  # fmt: skip
+    return sum(_lines(p) for p in paths)
+
+
 def main() -> int:
     modules = _modules()
     root = sorted(p.name for p in PACKAGE.glob("*.py"))
@@ -187,6 +223,10 @@ def main() -> int:
     lists = _runtime_lists()
     print(f"lists of runtimes spelled outside aft_export/runtimes.py: {len(lists)}" + "".join(
         f"\n  {where}" for where in lists))
+    by_suffix = _kind_by_suffix()
+    print(f"a path's kind decided by its suffix outside artifacts/kinds.py: {len(by_suffix)}" + "".join(
+        f"\n  {where}" for where in by_suffix))
+    print(f"lines of {', '.join(PARAMETER_MODULES)}: {_parameter_lines()} (1,967 at 3aefeda)")
     over = (len(root) > ROOT_MODULES or worst_cli[1] > CLI_LINES or any(p not in TABLES for p in long)
             or upward or cycles)  # fmt: skip
     return 1 if over else 0

@@ -24,7 +24,8 @@ from aft_export.artifacts.onnxio import ArtifactMeta, external_files, foreign_ki
 from aft_export.data.preprocess import GIVEN, ForeignPreprocessing
 from aft_export.artifacts.purpose import engine_made_for, file_purpose
 from aft_export.readers import reason
-from aft_export.runners import ENGINE_SUFFIXES, is_model_source, onnx_info
+from aft_export.artifacts.kinds import ENGINE, ONNX, expected, is_model_source, kind_of
+from aft_export.runners import onnx_info
 from aft_export.runners.ort import GraphSignature
 from aft_export.models.sources import load_model
 from aft_export.tensorrt.manifest import check_manifest, manifest_path, manifest_problems
@@ -70,21 +71,20 @@ def describe_artifact(path, config: str | None = None, preprocessing: ForeignPre
         raise AFTExportError(f"artifact {path} does not exist; check the path")
     if path.is_dir():
         raise AFTExportError(f"{path} is a directory; give a checkpoint, an ONNX file or an engine")
-    suffix = path.suffix.lower()
-    if suffix == ".onnx":
+    kind = kind_of(path)
+    if kind is ONNX:
         _refuse_config(config, path, "an ONNX file")
         return describe_onnx(path, preprocessing)
-    if suffix in ENGINE_SUFFIXES:
+    if kind is ENGINE:
         _refuse_config(config, path, "an engine")
         _refuse_preprocessing(preprocessing, path, "an engine, whose manifest says how it is fed")
         return describe_engine(path)
-    if is_model_source(suffix):
+    if kind is not None and kind.model_source:
         _refuse_preprocessing(preprocessing, path, "a checkpoint or model spec, not an ONNX file")
         from aft_export.models.checkpoint import describe  # here: describing an ONNX file loads no torch
 
         return {"kind": "checkpoint", **describe(path, loaded=load_model(str(path), config=config))}
-    raise AFTExportError(f"{path}: unknown artifact type; give a checkpoint (.pt, .pth, .safetensors), a model spec "
-                         f"(.yaml, .yml, .json), an ONNX file (.onnx) or an engine ({', '.join(ENGINE_SUFFIXES)})")  # fmt: skip
+    raise AFTExportError(f"{path}: unknown artifact type; give {expected()}")
 
 
 def _refuse_config(config: str | None, path: Path, what: str) -> None:
@@ -100,16 +100,16 @@ def refuse_unused_preprocessing(preprocessing: ForeignPreprocessing | None, arti
     if preprocessing is None or not artifacts:
         return
     for artifact in map(Path, artifacts):
-        suffix = artifact.suffix.lower()
+        kind = kind_of(artifact)
         if not artifact.is_file():
             return
-        if suffix == ".onnx":
+        if kind is ONNX:
             try:
                 if not ArtifactMeta.of(load_onnx(artifact, external_data=False), str(artifact)).ours:
                     return  # another tool's file: it takes what was given
             except AFTExportError:
                 return
-        elif not (suffix in ENGINE_SUFFIXES or is_model_source(suffix)):
+        elif not (kind is ENGINE or is_model_source(artifact)):
             return
     names = str(artifacts[0]) if len(artifacts) == 1 else "each of " + ", ".join(str(a) for a in artifacts)
     _refuse_preprocessing(preprocessing, names, "a file that says how it is fed (a checkpoint, an engine or an "

@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from aft_export.artifacts.kinds import ONNX, is_onnx
 from aft_export.artifacts.onnxio import ArtifactMeta, compute_precisions, graph_precision, load_onnx
 from aft_export.options import DEFAULT_TARGET, EXPORT_TARGETS
 from aft_export.runtimes import DEFAULT_BACKEND, title_of
@@ -124,7 +125,7 @@ def cpu_advice(path) -> CpuAdvice | None:
     Reads the file's graph, not its weights; a file it cannot read gets no advice (the command
     that runs it says what is wrong)."""
     path = Path(path)
-    if path.suffix.lower() != ".onnx" or not path.is_file():
+    if not is_onnx(path) or not path.is_file():
         return None
     try:
         model = load_onnx(path, external_data=False)
@@ -135,7 +136,7 @@ def cpu_advice(path) -> CpuAdvice | None:
     compute = compute_precisions(model)
     if not compute.get("fp16"):
         return None
-    stem = path.name[: -len(".onnx")].removesuffix(".int8")
+    stem = ONNX.stem(path.name).removesuffix(".int8")
     made = f"{stem}.{CPU_INT8.name}.int8.onnx"
     source = ArtifactMeta.of(model).source_sha256
     better = path.with_name(made)
@@ -166,7 +167,7 @@ def cpu_notes(paths, backend: str | None, logger) -> None:
         return
     once: dict[str, str] = {}
     for path in (str(p) for p in paths if isinstance(p, (str, os.PathLike))):
-        if path.lower().endswith(".onnx") and os.path.isfile(path):
+        if is_onnx(path) and os.path.isfile(path):
             once.setdefault(os.path.realpath(path), path)  # each file once, as first given
     for path in once.values():
         advice = cpu_advice(path)

@@ -29,19 +29,9 @@ from aft_export.runners.engine import TrtRunner
 from aft_export.runners.openvino import OpenVinoRunner
 from aft_export.runners.ort import PROVIDER_KINDS, OrtRunner, info_from_metadata, onnx_info, ort_providers
 from aft_export.runners.reference import ReferenceRunner
-from aft_export.models.sources import SPEC_SUFFIXES, source_suffixes
+from aft_export.artifacts.kinds import ENGINE, ONNX, expected, kind_of
 
-CHECKPOINT_SUFFIXES = (".pt", ".pth", ".safetensors")
-ENGINE_SUFFIXES = (".engine", ".plan")
-
-
-def is_model_source(suffix: str) -> bool:
-    """Whether a file of ``suffix`` (lower case) is a model source PyTorch runs: a checkpoint, a model
-    spec or the file of a registered reader (:mod:`aft_export.models.sources`)."""
-    return suffix in CHECKPOINT_SUFFIXES or suffix in SPEC_SUFFIXES or suffix in source_suffixes()
-
-
-__all__ = ["CHECKPOINT_SUFFIXES", "INPUT", "OUTPUT", "PROVIDER_KINDS", "ModelInfo", "OpenVinoRunner", "OrtRunner",
+__all__ = ["INPUT", "OUTPUT", "PROVIDER_KINDS", "ModelInfo", "OpenVinoRunner", "OrtRunner",
            "ReferenceRunner", "Runner", "TorchRunner", "TrtRunner", "info_from_metadata", "load_runner", "onnx_info",
            "onnx_runner", "ort_providers", "runtime_runner"]  # fmt: skip
 
@@ -110,12 +100,11 @@ def load_runner(artifact: str, backend: str = DEFAULT_BACKEND, config: str | Non
     if not path.exists():
         raise AFTExportError(f"artifact {path} does not exist; check the path")
     on = _backend(backend)
-    suffix = path.suffix.lower()
-    if is_model_source(suffix):
+    kind = kind_of(path)
+    if kind is not None and kind.model_source:
         return runtime_runner(path, "torch-cuda" if on.gpu else "torch", threads, config=config)
-    if suffix == ".onnx":
+    if kind is ONNX:
         return runtime_runner(str(path), backend, threads, preprocessing=preprocessing, spinning=spinning)
-    if suffix in ENGINE_SUFFIXES:
+    if kind is ENGINE:
         return runtime_runner(path, "tensorrt", threads)
-    raise AFTExportError(f"{path}: unknown artifact type; expected a checkpoint (.pt, .pth, .safetensors), "
-                         f"a model spec (.yaml, .yml, .json), .onnx or a TensorRT .engine")
+    raise AFTExportError(f"{path}: unknown artifact type; expected {expected()}")

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from aft_export import readers
 from aft_export.artifacts.ends import Ends, ends_of
+from aft_export.artifacts.kinds import is_onnx
 from aft_export.artifacts.onnxio import ArtifactMeta, external_files, graph_precision, load_onnx
 from aft_export.errors import AFTExportError, Judged, Named, RuntimeMissing, Verdict, said
 from aft_export.fileio import atomic_directory, atomic_write_text, claim_output, sha256_file
@@ -120,7 +121,7 @@ def describe(path: Path, opts: DeepStreamOptions) -> Described:
     made for CPUs, or a file the release's TensorRT does not read (the rules of ``trtcheck``)."""
     from aft_export.trtcheck import check_model
 
-    if path.suffix.lower() != ".onnx" or not path.is_file():
+    if not is_onnx(path) or not path.is_file():
         raise AFTExportError(f"{path} is not an ONNX file; give the DeepStream form of a model (an ONNX file) or a "
                              f"run directory holding one")  # fmt: skip
     model = load_onnx(path, external_data=False)

@@ -38,7 +38,8 @@ from aft_export.artifacts.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.options import DEFAULT_MAX_BATCH
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.readers import reason, regular_file
-from aft_export.runners import ENGINE_SUFFIXES, OUTPUT, onnx_info
+from aft_export.artifacts.kinds import ENGINE, ONNX, expected, kind_of
+from aft_export.runners import OUTPUT, onnx_info
 from aft_export.tensorrt.manifest import check_manifest, manifest_problems
 from aft_export.options.commands import command_line
 
@@ -58,10 +59,8 @@ def model_name(path: str | Path) -> str:
     of characters other than letters, digits, ``_`` and ``-`` made one ``_``
     (``model.int8.onnx`` -> ``model_int8``)."""
     stem = Path(path).name
-    for suffix in (".onnx", *ENGINE_SUFFIXES):
-        if stem.lower().endswith(suffix):
-            stem = stem[: -len(suffix)]
-            break
+    kind = kind_of(stem)
+    stem = kind.stem(stem) if kind in (ONNX, ENGINE) else stem
     name = re.sub(r"[^A-Za-z0-9_-]+", "_", stem).strip("_")
     if not name:
         raise AFTExportError(f"cannot make a Triton model name from {path}; rename the file")
@@ -160,12 +159,11 @@ def describe(path: str | Path, max_batch: int | None = None, name: str | None = 
     ``preprocessing``: how an ONNX file another tool wrote is fed (else the JSON beside it,
     :func:`~aft_export.runners.onnx_info`)."""
     path = regular_file(path, "artifact")  # a FIFO or a device is said so, not "does not exist"
-    suffix = path.suffix.lower()
-    if suffix != ".onnx" and suffix not in ENGINE_SUFFIXES:
-        raise AFTExportError(f"{path}: Triton serves ONNX files (.onnx) and TensorRT engines "
-                             f"({', '.join(ENGINE_SUFFIXES)}); export a checkpoint first: "
+    kind = kind_of(path)
+    if kind not in (ONNX, ENGINE):
+        raise AFTExportError(f"{path}: Triton serves {expected(ONNX, ENGINE)}; export a checkpoint first: "
                              f"{command_line('export', 'CKPT', output='model.onnx')}")  # fmt: skip
-    spec = _describe_onnx(path, max_batch, preprocessing) if suffix == ".onnx" else _describe_engine(path, max_batch)
+    spec = _describe_onnx(path, max_batch, preprocessing) if kind is ONNX else _describe_engine(path, max_batch)
     return spec if name is None else replace(spec, name=name)
 
 

@@ -37,7 +37,7 @@ from aft_export.machine import cpu_features
 from aft_export.options import FASTEST_TIE, BenchOptions, ParityOptions
 from aft_export.runtimes import BACKENDS, RUNTIMES as EVERY_RUNTIME, TABLE_RUNTIMES
 from aft_export.verify.parity import run_parity
-from aft_export.runners import ENGINE_SUFFIXES
+from aft_export.artifacts.kinds import CHECKPOINT, SOURCE, expected, kind_of
 from aft_export.options.commands import command_line
 
 if TYPE_CHECKING:  # bench's result type, for the annotation alone (bench_against imports it where it runs)
@@ -124,10 +124,8 @@ class DeployTable(Judged):
 def kind(artifact: str | Path) -> str:
     """onnx or engine by the file's suffix; anything else is a checkpoint or another model source (a spec
     file), which runs in PyTorch."""
-    suffix = Path(artifact).suffix.lower()
-    if suffix == ".onnx":
-        return "onnx"
-    return "engine" if suffix in ENGINE_SUFFIXES else "checkpoint"
+    found = kind_of(artifact)
+    return CHECKPOINT.name if found is None or found.model_source else found.name
 
 
 def runs_on(artifact: str | Path, runtime: str, engine_library: str | None = None) -> bool:
@@ -429,9 +427,10 @@ def _size(path: str) -> int:
 
 
 def check_reference(reference) -> None:
-    if Path(str(reference)).suffix.lower() in (".onnx", *ENGINE_SUFFIXES):
-        raise AFTExportError(f"the reference {reference} must be the checkpoint the files were made from (a .pt, "
-                             f".pth or .safetensors file, or a model spec), not an exported file")  # fmt: skip
+    found = kind_of(reference)
+    if found is not None and not found.model_source:
+        raise AFTExportError(f"the reference {reference} must be the checkpoint the files were made from "
+                             f"({expected(CHECKPOINT, SOURCE)}), not an exported file")  # fmt: skip
 
 
 def runtimes_here(gpu: bool | None = None) -> dict[str, str]:

@@ -153,16 +153,17 @@ def side_by_side(artifacts, backend: str, loaded=None) -> tuple[dict, int] | Non
     small models run about 1.4x more images per CPU second on one thread than on two
     (aft_conv_cifar, 2 cores). ``loaded``: the first artifact is a model source already in
     memory, ``(model, meta)``."""
-    from aft_export.runners import CHECKPOINT_SUFFIXES, onnx_runner
+    from aft_export.artifacts.kinds import CHECKPOINT, is_onnx, kind_of
+    from aft_export.runners import onnx_runner
 
     paths = [str(a) for a in artifacts]
     cores = os.cpu_count() or 1
     if cores < 2 or len(paths) < 2 or backend != "onnxruntime":
         return None
     torch_at = [i for i, p in enumerate(paths) if (i == 0 and loaded is not None)
-                or Path(p).suffix.lower() in CHECKPOINT_SUFFIXES]  # fmt: skip
+                or kind_of(p) is CHECKPOINT]  # fmt: skip
     onnx = [p for i, p in enumerate(paths) if i not in torch_at]
-    if len(torch_at) > 1 or not all(Path(p).suffix.lower() == ".onnx" for p in onnx):
+    if len(torch_at) > 1 or not all(is_onnx(p) for p in onnx):
         return None
     if not all(Path(p).is_file() for i, p in enumerate(paths) if not (i == 0 and loaded is not None)):
         return None  # a missing file goes the usual way, to its usual error

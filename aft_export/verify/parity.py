@@ -12,6 +12,7 @@ import dataclasses
 
 import numpy as np
 
+from aft_export.artifacts.kinds import is_onnx
 from aft_export.verify.compare import judge, metrics, tolerances_with
 from aft_export.data.images import LOGITS, LabelledImages, Preprocessing, normalize_array
 from aft_export.data.datasets import load_labelled, verification_data
@@ -97,7 +98,7 @@ def _divergence(reference_runner, artifact, artifacts, runner, images, backend) 
     meta = runner.info.extra
     reference = None
     for other in artifacts:
-        if other == artifact or not str(other).endswith(".onnx"):
+        if other == artifact or not is_onnx(other):
             continue
         try:
             cand = OrtRunner(str(other))
@@ -210,7 +211,7 @@ def run_parity(checkpoint: str, artifacts: list[str], data=None, images: int = P
             row["failures"] += [f"{name}: {f}" for f in fails]
         row["passed"] = not row["failures"]
         row["status"] = "pass" if row["passed"] else "fail"
-        if not row["passed"] and str(artifact).endswith(".onnx"):
+        if not row["passed"] and is_onnx(artifact):
             row["divergence"] = (_divergence(reference, artifact, artifacts, runner, x, backend) if not pixel_file
                                  and runner.info.output_format == LOGITS else
                                  {"error": "not localised: localisation compares graphs of normalised input and "

@@ -53,6 +53,7 @@ from aft_export.verify.evaluate import evaluate_artifacts, side_by_side
 from aft_export.exporting.exporter import ExportOptions, export_checkpoint, refuse_over_protobuf_limit
 from aft_export.fileio import atomic_directory, atomic_write_text, claim_output, sha256_file
 from aft_export.tensorrt.nvtools import write_verification_commands
+from aft_export.artifacts.kinds import is_onnx
 from aft_export.artifacts.ends import graph_ends
 from aft_export.artifacts.onnxio import load_onnx
 from aft_export.verify.parity import parity_verdict, run_parity
@@ -413,8 +414,8 @@ def _deploy(ctx: Context, onnx: list[Made], engines: Engines, runners: dict, dec
     by_path = {r["artifact"]: r for r in ev}
     measured = {"torch": Measured(eval={ckpt: by_path[ckpt]}),
                 "onnxruntime": Measured(parity={r["artifact"]: r for r in parity.report["artifacts"]
-                                                if r["artifact"].endswith(".onnx")},
-                                        eval={p: r for p, r in by_path.items() if p.endswith(".onnx")})}  # fmt: skip
+                                                if is_onnx(r["artifact"])},
+                                        eval={p: r for p, r in by_path.items() if is_onnx(p)})}  # fmt: skip
     libraries = {str(e): (engines.records or {}).get(e.name, {}).get("library", "tensorrt") for e in engines.files}
     for lib in set(libraries.values()):  # the engines' parity and top-1, where they ran
         measured[lib] = Measured(parity={r["artifact"]: r for r in parity.report["artifacts"] if r["artifact"] in libraries},
@@ -541,7 +542,7 @@ def _triton_repository(artifacts: list[Path], work: Path):
     for a in artifacts:
         if f".{FORM_TAG}." in a.name:
             continue
-        if a.suffix == ".onnx":
+        if is_onnx(a):
             served.append(a)
             continue
         manifest = Path(str(a) + ".json")
