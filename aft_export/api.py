@@ -220,15 +220,8 @@ def quantize(model, output, *, precision: str = QuantizeOptions.precision, calib
     (``aft_export.results.Quantized``)."""
     from aft_export.quantization.stage import quantize_model
 
-    opts = QuantizeOptions(precision=precision, method=method, percentile=percentile, images=images,
-                           batch_size=batch_size, seed=seed, per_channel=per_channel, exclude=exclude,
-                           exclude_regex=exclude_regex, exclude_op_types=exclude_op_types,
-                           quantize_op_types=quantize_op_types, keep_fp32=keep_fp32, target=target,
-                           weight_bits=weight_bits,
-                           rest_precision=rest_precision, quantize_aft_core=quantize_aft_core,
-                           sensitivity=sensitivity, budget=budget, allow_fewer=allow_fewer,
-                           cache_dir="" if no_cache else cache_dir, input_size=input_size,
-                           mean=mean, std=std)  # fmt: skip
+    values = {k: v for k, v in locals().items() if k != "cache_dir"}
+    opts = quantize.declaration.options_of(values, cache_dir="" if no_cache else cache_dir)
     return quantize_model(str(model), str(output), None if calib is None else str(calib), opts, log=_log)
 
 

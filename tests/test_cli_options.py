@@ -171,7 +171,7 @@ def test_a_renamed_field_s_old_name_works_until_the_release_that_drops_it(owner,
 
 
 def test_an_old_keyword_is_checked_as_the_new_field():
-    with pytest.warns(DeprecationWarning), pytest.raises(AFTExportError, match="e.g. `images=512`"):
+    with pytest.warns(DeprecationWarning), pytest.raises(AFTExportError, match="`images` takes a whole number >= 1, got 0"):
         QuantizeOptions(count=0)
     with pytest.warns(DeprecationWarning), pytest.raises(AFTExportError, match="e.g. `bench_batch_sizes=\\(1, 32\\)`"):
         PipelineOptions(bench_batches=())

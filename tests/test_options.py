@@ -45,19 +45,32 @@ def test_train_config_takes_good_values():
     assert (config.lr, config.epochs, config.images, config.seed) == (1e-4, 1, 10, MAX_SEED)
 
 
-QUANTIZE = {  # field: (bad values, a word of its message)
-    "percentile": ([0, NAN, 101, INF, -1], "percentile must be in (0, 100]"),
-    "images": ([0, -5, 1.5], "calibration count must be a whole number >= 1"),
-    "batch_size": ([0, -1, 2.5], "calibration batch size must be >= 1"),
-    "seed": ([-1, MAX_SEED + 1, 0.5], f"calibration seed must be from 0 to {MAX_SEED}"),
-    "weight_bits": ([6, 9, 7.5, "7"], "int8 weight bits must be 7 or 8"),
-    "budget": ([NAN, -1, 101, INF], "the accuracy budget is a percentage from 0 to 100"),
+QUANTIZE = {  # field: bad values; each refused by its declaration, in its words (what the field takes)
+    "percentile": [0, NAN, 101, INF, -1], "images": [0, -5, 1.5], "batch_size": [0, -1, 2.5],
+    "seed": [-1, MAX_SEED + 1, 0.5], "weight_bits": [6, 9, 7.5, "7"], "budget": [NAN, -1, 101, INF],
+    "precision": ["int4", None.__class__], "method": ["max"], "target": ["trt"], "rest_precision": ["bf16"],
+    "per_channel": [0, "yes"], "exclude": ["", [1]], "cache_dir": [b"dir"], "input_size": [0, 8193], "mean": [(1, 2)],
 }
 
 
-@pytest.mark.parametrize("field,value,said", [(f, v, s) for f, (values, s) in QUANTIZE.items() for v in values])
-def test_quantize_options_refuse_each_bad_value(field, value, said):
-    _refused(lambda: QuantizeOptions(**{field: value}), said)
+@pytest.mark.parametrize("field,value", [(f, v) for f, values in QUANTIZE.items() for v in values])
+def test_quantize_options_refuse_each_bad_value(field, value):
+    from aft_export.options.params import params_of
+
+    (param,) = params_of(QuantizeOptions, field)
+    _refused(lambda: QuantizeOptions(**{field: value}), f"`{field}` takes {param.takes()}, got ")
+
+
+def test_a_quantize_option_is_declared_once_and_checked_by_its_declaration():
+    """The dataclass field is the declaration: the command's parameter is it (its kind, default and help),
+    and the API's door and the dataclass refuse a value alike."""
+    from aft_export.api import quantize
+    from aft_export.options.commands import DECLARED
+
+    seed = DECLARED["quantize"]["seed"]
+    assert seed.default is QuantizeOptions.seed is None and seed.kind.hi == MAX_SEED and "recipe" in seed.help
+    for make in (lambda: QuantizeOptions(seed=-1), lambda: quantize("m.onnx", "o.onnx", seed=-1)):
+        _refused(make, f"`seed` takes {seed.takes()}, got -1 (int)")
 
 
 @pytest.mark.parametrize("field,value", [("weight_bits", 7), ("method", "entropy"), ("percentile", 99.0),

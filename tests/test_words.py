@@ -97,7 +97,7 @@ CANNOT_SHOW = [  # the command never shows that message
     (("quantize",), ("preprocess", "classes"),
      "quantize reads another tool's file with ForeignPreprocessing(takes=(input_size, mean, std)), what "
      "QuantizeOptions has: the message asks for those and the JSON beside the file, never a file or classes"),
-    (("pipeline",), ("opset", "batch_dim", "percentile", "budget", "exclude", "device", "queue_delay_us",
+    (("pipeline",), ("opset", "batch_dim", "exclude", "device", "queue_delay_us",
                      "max_batch", "instances", "top_k", "exclude_op_types", "quantize_op_types", "keep_fp32",
                      "warmup"),
      "the pipeline sets these itself: it exports at the default opset with a dynamic batch, quantises with the "
@@ -630,6 +630,11 @@ def flag_mentions() -> list[str]:
         theirs = {line for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
                   and (module, node.name) in OTHER_COMMAND_LINES
                   for line in range(node.lineno, node.end_lineno + 1)}  # fmt: skip
+        # a declared parameter's flags and help (options.params.declare(..., help=...), its --help text) name flags
+        theirs |= {line for node in ast.walk(tree) if isinstance(node, ast.Call)
+                   and getattr(node.func, "id", None) == "declare" for k in node.keywords
+                   if k.arg in ("help", "flag", "off")
+                   for line in range(k.value.lineno, k.value.end_lineno + 1)}  # fmt: skip
         for i, text in enumerate(_sources()[module].splitlines(), 1):
             if i in theirs:
                 continue

@@ -188,6 +188,63 @@ def _parameter_lines() -> int:
     return sum(_lines(p) for p in paths)
 
 
+def _parameter_places() -> dict[tuple[str, str], list[str]]:
+    """Where each parameter that fills an options field is written, by this rule: its field's default
+    (``options/``), its declaration (a ``declare(...)`` field, or a ``Param("name", ...)`` literal in the
+    command's declaration, ``options/commands.py``), its keyword in the API function's signature, a keyword
+    ``name=`` in a call of the options class in ``api.py``, and a check in ``__post_init__`` that reads no
+    other field (a rule spanning fields is not counted). Two is the floor: the declaration and the signature."""
+    import inspect
+
+    import aft_export.api as api
+    from aft_export.options.commands import DECLARED
+    from aft_export.options.params import PARAM
+
+    commands_tree = ast.parse((PACKAGE / "options" / "commands.py").read_text())
+    literals: dict[str, set[str]] = {}  # command variable's Command name -> Param names written there
+    for node in ast.walk(commands_tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Command" and node.args:
+            name = node.args[0].value
+            literals[name] = {c.args[0].value for c in ast.walk(node) if isinstance(c, ast.Call)
+                              and getattr(c.func, "id", None) == "Param" and c.args
+                              and isinstance(c.args[0], ast.Constant)}  # fmt: skip
+    api_tree = ast.parse((PACKAGE / "api.py").read_text())
+    options_tree = {p: ast.parse(p.read_text()) for p in (PACKAGE / "options").glob("*.py")}
+    out = {}
+    for command in DECLARED.values():
+        if command.options is None:
+            continue
+        fields = command.options.__dataclass_fields__
+        cls = command.options.__name__
+        checks = {}  # field -> single-field checks in __post_init__
+        for tree in options_tree.values():
+            for c in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls):
+                for f in (n for n in c.body if isinstance(n, ast.FunctionDef) and n.name == "__post_init__"):
+                    for stmt in (n for n in ast.walk(f) if isinstance(n, ast.If)):
+                        attrs = [a for a in ast.walk(stmt) if isinstance(a, ast.Attribute)
+                                 and isinstance(a.value, ast.Name) and a.value.id == "self"]  # fmt: skip
+                        bare = sum(isinstance(n, ast.Name) and n.id == "self" for n in ast.walk(stmt)) > len(attrs)
+                        read = {a.attr for a in attrs}
+                        if len(read) == 1 and not bare:  # getattr(self, ...) or fields(self): it spans fields
+                            field = read.pop()
+                            checks[field] = checks.get(field, 0) + 1
+        calls = {k.arg for n in ast.walk(api_tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == cls
+                 for k in n.keywords}  # fmt: skip
+        function = getattr(api, command.function or command.name.replace("-", "_"), None)
+        signature = inspect.signature(function).parameters if function else {}
+        for p in command.params:
+            if not command.fills(p.name):
+                continue
+            declared = PARAM in fields[p.name].metadata
+            places = (["declaration"] if declared else ["field default"]) + (
+                ["Param literal"] if p.name in literals.get(command.name, ()) else []) + (
+                ["signature"] if p.name in signature else []) + (
+                ["options call in api"] if p.name in calls else []) + (
+                ["__post_init__ check"] * checks.get(p.name, 0))  # fmt: skip
+            out[command.name, p.name] = places
+    return out
+
+
 def main() -> int:
     modules = _modules()
     root = sorted(p.name for p in PACKAGE.glob("*.py"))
@@ -227,6 +284,12 @@ def main() -> int:
     print(f"a path's kind decided by its suffix outside artifacts/kinds.py: {len(by_suffix)}" + "".join(
         f"\n  {where}" for where in by_suffix))
     print(f"lines of {', '.join(PARAMETER_MODULES)}: {_parameter_lines()} (1,967 at 3aefeda)")
+    places = _parameter_places()
+    over = {k: v for k, v in places.items() if len(v) > 2}
+    print(f"parameters that fill an options field: {len(places)}, written in {sum(map(len, places.values()))} "
+          f"places; in more than two (the declaration and the signature): {len(over)}")
+    done = sorted({c for c, _ in places} - {c for c, _ in over})
+    print(f"  commands whose every such parameter is written twice at most: {', '.join(done) or 'none'}")
     over = (len(root) > ROOT_MODULES or worst_cli[1] > CLI_LINES or any(p not in TABLES for p in long)
             or upward or cycles)  # fmt: skip
     return 1 if over else 0

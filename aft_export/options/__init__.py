@@ -18,7 +18,8 @@ from aft_export.data.images import (FLOAT_NCHW, INPUT_FORMATS, LOGITS, NORMALIZE
                                     PROBABILITIES, UINT8_NHWC)  # fmt: skip
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.options.deepstream import DEEPSTREAM_MODES, DeepStreamOptions  # noqa: F401  (named here, as before)
-from aft_export.readers import compile_pattern
+from aft_export.options.params import Choice, Flag, Number, Path, Text, Triple, Whole, check_declared, declare
+from aft_export.readers import MAX_SIDE, compile_pattern
 # the runtimes, and which are values of `backend`: one table, read here (and named here, as before)
 from aft_export.runtimes import (BACKENDS, DEFAULT_BACKEND, PROVIDER_BACKENDS, TRITON_BACKENDS,  # noqa: F401
                                  backend_of)  # fmt: skip
@@ -84,6 +85,7 @@ MAX_BATCH = 65536
 # has cores, and the seeds numpy's and torch's generators both take
 MAX_THREADS = 1024
 MAX_SEED = 2**32 - 1
+SEED, SIDE = Whole(0, MAX_SEED), Whole(1, MAX_SIDE)  # the kinds of a seed and of an image side
 MIN_OPSET = 18  # the com.aft bodies: ReduceMax/ReduceSum with axes as an input
 # a model trained elsewhere: inputs its layer swap is verified on (the verification
 # images, topped up with seeded random ones), and the batch they run in
@@ -190,82 +192,83 @@ INT8_ONLY = {
 @renamed_fields({"count": "images"})
 @dataclass(frozen=True)
 class QuantizeOptions:
-    precision: str = "int8"
-    method: str = "percentile"
-    percentile: float = 99.999
-    images: int | None = None  # calibration images to sample; None: the recipe's count, else CALIB_COUNT
-    batch_size: int = 32
-    seed: int | None = None  # None: the recipe's, else CALIB_SEED
-    per_channel: bool = True
+    """``quantize``'s options, each declared here (:func:`~aft_export.options.params.declare`): the command's
+    parameters of the same names are these fields (:data:`aft_export.options.commands.QUANTIZE`)."""
+
+    precision: str = declare(Choice(PRECISIONS), "int8", cli_required=True,
+                             help="int8: explicit Q/DQ, the rest in --rest-precision; fp16: mixed precision (AFT "
+                                  "core and LayerNorm in fp32).")
+    method: str = declare(Choice(METHODS), "percentile", help="int8 range calibration.")
+    percentile: float = declare(Number(0, 100, lo_open=True), 99.999, help="For --method percentile.")
+    # calibration images to sample; None: the recipe's count, else CALIB_COUNT
+    images: int | None = declare(Whole(1), help=f"Calibration images to sample [default: the recipe's, else "
+                                                f"{CALIB_COUNT}].")
+    batch_size: int = declare(Whole(1), 32, help="Calibration batch size.")
+    seed: int | None = declare(SEED, help=f"Seed of the calibration sample [default: the recipe's, else {CALIB_SEED}].")
+    per_channel: bool = declare(Flag(), True, off="--per-tensor", help="int8 weight scales.")
     # int8 weights in 8 bits, or 7 (ORT's reduce_range): None, the target's ExportTarget.int8_weight_bits
     # (7 for portable, 8 otherwise). OpenVINO's CPU int8 kernels on x86 without VNNI (AVX2, AVX-512F) sum pairs of
     # u8 x s8 products in saturating 16 bits, which full-range weights overflow (measured:
     # cosine 0.33 against PyTorch on aft_conv_cifar, AVX2 AMD EPYC); 7-bit weights cannot
     # overflow and give ONNX Runtime's result there. TensorRT has no such limit: its targets
     # keep 8 bits.
-    weight_bits: int | None = None
+    weight_bits: int | None = declare(
+        Choice((7, 8)), help="int8: weights in 8 bits, or 7 (no overflow in OpenVINO's int8 kernels on CPUs without "
+        "VNNI) [default: " + ", ".join(f"{t.int8_weight_bits} for {n}" for n, t in EXPORT_TARGETS.items()) + "].")
     # int8: keep the stem (the graph's first MatMul/Gemm/Conv) out of int8; None: the target's
     # ExportTarget.int8_stem_fp32 (the portable target's 7-bit int8 keeps it)
     stem_fp32: bool | None = None
-    # the export target the file is for (TARGETS); None: the fp32 file's (its export_target metadata). It
-    # decides the int8 defaults (ExportTarget.int8_weight_bits, int8_rest); another target than the file's
-    # puts the graph in that target's form first, as the exporter does (aft_export/exporting/forms.py: from
-    # the default tensorrt form only)
-    target: str | None = None
-    exclude: tuple[str, ...] = ()  # node names kept in floating point
+    # the export target the file is for; None: the fp32 file's (its export_target metadata). It decides the
+    # int8 defaults (ExportTarget.int8_weight_bits, int8_rest); another target than the file's puts the graph in
+    # that target's form first, as the exporter does (aft_export/exporting/forms.py: from the default tensorrt
+    # form only)
+    target: str | None = declare(
+        Choice(TARGETS), help="The export target the file is for; it decides int8's defaults (--rest-precision, "
+        "--weight-bits). Another target than the fp32 file's puts the graph in that target's form first (from the "
+        "default tensorrt export only): --target portable makes the CPU's int8 (rest fp32, 7-bit weights) [default: "
+        "the fp32 file's target].")
+    exclude: tuple[str, ...] = declare(Text(), (), repeat=True,
+                                       help="Node name to keep out of int8 (int8), or in fp32 (fp16) (repeatable).")
     # int8: nodes kept out of int8 by regular expression over node names (RE2's syntax, matched from
     # the start of the name, as Python's re.match and ModelOpt's --nodes_to_exclude do) and by op type
-    exclude_regex: tuple[str, ...] = ()
-    exclude_op_types: tuple[str, ...] = ()
+    exclude_regex: tuple[str, ...] = declare(
+        Text(empty=True), (), repeat=True, metavar="REGEX",
+        help="int8: keep the nodes whose names this regular expression matches (from the start, as re.match and "
+             "ModelOpt's --nodes_to_exclude) out of int8 (repeatable).")
+    exclude_op_types: tuple[str, ...] = declare(Text(), (), repeat=True, flag="--exclude-op-type", metavar="OP",
+                                                help="int8: keep every node of this op type out of int8 (repeatable).")
     # int8: the op types quantised; (): QUANTIZED_OP_TYPES
-    quantize_op_types: tuple[str, ...] = ()
+    quantize_op_types: tuple[str, ...] = declare(
+        Text(), (), repeat=True, flag="--quantize-op-type", metavar="OP",
+        help=f"int8: an op type to quantise (repeatable) [default: {', '.join(QUANTIZED_OP_TYPES)}].")
     # nodes kept in fp32 by regular expression over node names (RE2, from the start): out of int8,
     # and out of an fp16 graph or an int8 graph's fp16 rest
-    keep_fp32: tuple[str, ...] = ()
-    # int8: what the graph computes outside its int8 layers (REST_PRECISIONS); None: the export
-    # target's ExportTarget.int8_rest. fp16 keeps what the fixed rule says in fp32
-    # (aft_export/quantization/fp16.py) and the graph's input and output in fp32
-    rest_precision: str | None = None
-    quantize_aft_core: bool = False
-    sensitivity: bool = False  # rank nodes; exclude the worst until the budget is met
-    budget: float = 0.5  # % top-1 disagreement with fp32 on the calibration images
-    allow_fewer: bool = False
-    cache_dir: str | None = None  # None: ~/.cache/aft-export/calibration; "" disables
-    input_size: int | None = None
-    mean: tuple[float, ...] | None = None
-    std: tuple[float, ...] | None = None
+    keep_fp32: tuple[str, ...] = declare(
+        Text(empty=True), (), repeat=True, metavar="REGEX",
+        help="Keep the nodes whose names this regular expression matches in fp32: out of int8 and out of fp16 "
+             "(repeatable).")
+    # int8: what the graph computes outside its int8 layers; None: the export target's ExportTarget.int8_rest.
+    # fp16 keeps what the fixed rule says in fp32 (aft_export/quantization/fp16.py) and the graph's input and
+    # output in fp32
+    rest_precision: str | None = declare(
+        Choice(REST_PRECISIONS), help="int8: what the graph computes in outside its int8 layers; fp16 keeps the AFT "
+        "core and LayerNorm in fp32 (opset 19, fp16 scales) [default: "
+        + ", ".join(f"{t.int8_rest} for {n}" for n, t in EXPORT_TARGETS.items()) + "].")
+    quantize_aft_core: bool = declare(
+        Flag(), False, help="int8: quantise the AFT core too (inlines the com.aft functions): faster in OpenVINO on "
+        "AFT-full and AFT-local, slower elsewhere (docs/quantize.md); bench --reference says which on your CPU.")
+    sensitivity: bool = declare(Flag(), False, help="int8: rank nodes, keep the worst in float until --budget.")
+    budget: float = declare(Number(0, 100), 0.5,  # % top-1 disagreement with fp32 on the calibration images
+                            help="Sensitivity: allowed % top-1 disagreement with fp32 on the calibration images.")
+    allow_fewer: bool = declare(Flag(), False, help="Use fewer calibration images if the source has fewer.")
+    cache_dir: str | None = declare(Path("directory", empty="no cache"),
+                                    help="Calibration cache [default: ~/.cache/aft-export/calibration].")
+    input_size: int | None = declare(SIDE, help="For models without aft-export metadata: square input size.")
+    mean: tuple[float, ...] | None = declare(Triple(), help="For models without metadata: r,g,b mean of (x / 255).")
+    std: tuple[float, ...] | None = declare(Triple(positive=True), help="For models without metadata: r,g,b std.")
 
     def __post_init__(self) -> None:
-        if self.precision not in PRECISIONS:
-            raise AFTExportError(f"unknown precision {self.precision!r}; choose one of {PRECISIONS}")
-        if self.method not in METHODS:
-            raise AFTExportError(f"unknown calibration method {self.method!r}; choose one of {METHODS}")
-        if not (finite(self.percentile) and 0 < self.percentile <= 100):
-            raise AFTExportError(said("percentile must be in (0, 100], got {percentile_got}; e.g. {percentile_set}",
-                                      "quantize", percentile_set=Named('percentile', 99.999),
-                                      percentile_got=self.percentile))
-        if self.images is not None and not (whole(self.images) and self.images >= 1):
-            raise AFTExportError(said("calibration count must be a whole number >= 1, got {images!r}; e.g. {eg}",
-                                      "quantize", images=self.images, eg=Named("images", 512)))  # fmt: skip
-        if not (whole(self.batch_size) and self.batch_size >= 1):
-            raise AFTExportError(said("calibration batch size must be >= 1, got {batch_size_got!r}; e.g. "
-                                      "{batch_size_set}", "quantize", batch_size_set=Named('batch_size', 32),
-                                      batch_size_got=self.batch_size))
-        if self.seed is not None and not (whole(self.seed) and 0 <= self.seed <= MAX_SEED):
-            raise AFTExportError(f"calibration seed must be from 0 to {MAX_SEED}, got {self.seed!r}")
-        if self.weight_bits not in (None, 7, 8):
-            raise AFTExportError(f"int8 weight bits must be 7 or 8, got {self.weight_bits!r}")
-        if self.target not in (None, *TARGETS):
-            raise AFTExportError(said("unknown export target {target_got!r} for {target}; choose one of {TARGETS}",
-                                      "quantize", target_got=self.target, TARGETS=TARGETS))
-        if not (finite(self.budget) and 0 <= self.budget <= 100):
-            raise AFTExportError(said("the accuracy budget is a percentage from 0 to 100, got {budget_got}; e.g. "
-                                      "{budget_set}", "quantize", budget_set=Named('budget', 0.5),
-                                      budget_got=self.budget))  # fmt: skip
-        if self.rest_precision not in (None, *REST_PRECISIONS):
-            raise AFTExportError(said("{rest_precision} must be one of {value}, got {rest_precision_got!r}",
-                                      "quantize", value=', '.join(REST_PRECISIONS),
-                                      rest_precision_got=self.rest_precision))  # fmt: skip
+        check_declared(self, "quantize")
         for option in ("exclude_regex", "keep_fp32"):  # compiled once, here, by RE2 (linear-time matching)
             for pattern in getattr(self, option):
                 compile_pattern(pattern, option)

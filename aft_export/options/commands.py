@@ -18,18 +18,18 @@ import inspect
 
 from aft_export.environment import say_ort_conflict
 from aft_export.errors import RUNNING, Named, name_keywords_by, said
-from aft_export.options import (BACKENDS, CALIB_COUNT, CALIB_SEED, DEEPSTREAM_MODES, DEFAULT_MAX_BATCH,
+from aft_export.options import (BACKENDS, DEEPSTREAM_MODES, DEFAULT_MAX_BATCH,
                                 DeepStreamOptions, EXPORT_TARGETS, HW_LEVELS,
-                                INPUT_FORMATS, LIBRARIES, MAX_BATCH, MAX_SEED, MAX_THREADS, METHODS, OP_FORMS,
-                                OUTPUT_FORMATS, PIXEL_FORMS, PRECISIONS, QUANTIZED_OP_TYPES, REST_PRECISIONS, TARGETS,
+                                INPUT_FORMATS, LIBRARIES, MAX_BATCH, MAX_THREADS, OP_FORMS, SEED, SIDE,
+                                OUTPUT_FORMATS, PIXEL_FORMS, PRECISIONS, TARGETS,
                                 TRITON_BACKENDS, TRITON_DEVICES, BenchOptions, BuildOptions, DoctorOptions, EvalOptions,
                                 ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions,
                                 TrainConfig, TritonRepoOptions)  # fmt: skip
 from aft_export.options.deepstream import (C_INT_MAX, DEEPSTREAM_RELEASES, MIN_OBJECT, NVINFER_MAX_BATCH,
                                            SCALING_FILTERS, SCALING_HW, DeepStreamCheckOptions)  # fmt: skip
 from aft_export.options.params import (REQUIRED, Choice, Classes, Command, Flag, KeywordError, Model, Number, Param,
-                                       Path, Text, Triple, Whole)  # fmt: skip
-from aft_export.readers import MAX_SIDE, shown
+                                       Path, Text, Triple, Whole, params_of)  # fmt: skip
+from aft_export.readers import shown
 from aft_export.version import RENAMED_FIELDS
 
 
@@ -38,9 +38,7 @@ from aft_export.version import RENAMED_FIELDS
 COUNT, ZERO_UP = Whole(1), Whole(0)
 BATCH = Whole(1)  # the upper bound is the memory a batch needs, estimated by each command
 THREADS = Whole(0, MAX_THREADS)  # 0: the backend's default
-SEED = Whole(0, MAX_SEED)
 PORT = Whole(1, 65535)
-SIDE = Whole(1, MAX_SIDE)
 BACKEND = Choice(tuple(BACKENDS))
 DATA = Path("either", named=True)  # a folder, a tar or a named set (cifar10:test)
 
@@ -119,54 +117,15 @@ EXPORT = Command("export", (
 QUANTIZE = Command("quantize", (
     Param("model", Path(), REQUIRED, positional=True),
     Param("output", Path(), REQUIRED, short="-o", help="ONNX file to write."),
-    Param("precision", Choice(PRECISIONS), Q.precision, cli_required=True,
-          help="int8: explicit Q/DQ, the rest in --rest-precision; fp16: mixed precision (AFT core and LayerNorm in "
-               "fp32)."),
+    *params_of(Q, "precision"),
     Param("calib", DATA, help="Calibration images: folder, tar, .npy/.npz, cifar10:train, or a recipe such as "
                               "calibration/cifar10.json (needed for int8)."),
-    Param("method", Choice(METHODS), Q.method, help="int8 range calibration."),
-    Param("percentile", Number(0, 100, lo_open=True), Q.percentile, help="For --method percentile."),
-    Param("images", COUNT, Q.images, help=f"Calibration images to sample [default: the recipe's, else {CALIB_COUNT}]."),
-    Param("batch_size", BATCH, Q.batch_size, help="Calibration batch size."),
-    Param("seed", SEED, Q.seed, help=f"Seed of the calibration sample [default: the recipe's, else {CALIB_SEED}]."),
-    Param("per_channel", Flag(), Q.per_channel, off="--per-tensor", help="int8 weight scales."),
-    Param("exclude", Text(), Q.exclude, repeat=True,
-          help="Node name to keep out of int8 (int8), or in fp32 (fp16) (repeatable)."),
-    Param("exclude_regex", Text(empty=True), Q.exclude_regex, repeat=True, metavar="REGEX",
-          help="int8: keep the nodes whose names this regular expression matches (from the start, as re.match and "
-               "ModelOpt's --nodes_to_exclude) out of int8 (repeatable)."),
-    Param("exclude_op_types", Text(), Q.exclude_op_types, repeat=True, flag="--exclude-op-type", metavar="OP",
-          help="int8: keep every node of this op type out of int8 (repeatable)."),
-    Param("quantize_op_types", Text(), Q.quantize_op_types, repeat=True, flag="--quantize-op-type", metavar="OP",
-          help=f"int8: an op type to quantise (repeatable) [default: {', '.join(QUANTIZED_OP_TYPES)}]."),
-    Param("keep_fp32", Text(empty=True), Q.keep_fp32, repeat=True, metavar="REGEX",
-          help="Keep the nodes whose names this regular expression matches in fp32: out of int8 and out of fp16 "
-               "(repeatable)."),
-    Param("target", Choice(TARGETS), Q.target,
-          help="The export target the file is for; it decides int8's defaults (--rest-precision, --weight-bits). "
-               "Another target than the fp32 file's puts the graph in that target's form first (from the default "
-               "tensorrt export only): --target portable makes the CPU's int8 (rest fp32, 7-bit weights) [default: "
-               "the fp32 file's target]."),
-    Param("weight_bits", Choice((7, 8)), Q.weight_bits,
-          help="int8: weights in 8 bits, or 7 (no overflow in OpenVINO's int8 kernels on CPUs without VNNI) "
-               "[default: " + ", ".join(f"{t.int8_weight_bits} for {n}" for n, t in EXPORT_TARGETS.items()) + "]."),
-    Param("rest_precision", Choice(REST_PRECISIONS), Q.rest_precision,
-          help="int8: what the graph computes in outside its int8 layers; fp16 keeps the AFT core and LayerNorm in "
-               "fp32 (opset 19, fp16 scales) [default: "
-               + ", ".join(f"{t.int8_rest} for {n}" for n, t in EXPORT_TARGETS.items()) + "]."),
-    Param("quantize_aft_core", Flag(), Q.quantize_aft_core,
-          help="int8: quantise the AFT core too (inlines the com.aft functions): faster in OpenVINO on AFT-full and "
-               "AFT-local, slower elsewhere (docs/quantize.md); bench --reference says which on your CPU."),
-    Param("sensitivity", Flag(), Q.sensitivity, help="int8: rank nodes, keep the worst in float until --budget."),
-    Param("budget", Number(0, 100), Q.budget,
-          help="Sensitivity: allowed % top-1 disagreement with fp32 on the calibration images."),
-    Param("allow_fewer", Flag(), Q.allow_fewer, help="Use fewer calibration images if the source has fewer."),
-    Param("cache_dir", Path("directory"), Q.cache_dir,
-          help="Calibration cache [default: ~/.cache/aft-export/calibration]."),
+    *params_of(Q, "method", "percentile", "images", "batch_size", "seed", "per_channel", "exclude", "exclude_regex",
+               "exclude_op_types", "quantize_op_types", "keep_fp32", "target", "weight_bits", "rest_precision",
+               "quantize_aft_core", "sensitivity", "budget", "allow_fewer"),
+    *params_of(Q, "cache_dir", kind=Path("directory")),  # a directory: its "" (no cache) is no_cache's
     Param("no_cache", Flag(), False, help="Neither read nor write the calibration cache."),
-    Param("input_size", SIDE, Q.input_size, help="For models without aft-export metadata: square input size."),
-    Param("mean", Triple(), help="For models without metadata: r,g,b mean of (x / 255)."),
-    Param("std", Triple(positive=True), help="For models without metadata: r,g,b std."),
+    *params_of(Q, "input_size", "mean", "std"),
 ), options=Q)  # fmt: skip
 
 CHECK = Command("check", (

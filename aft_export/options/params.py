@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aft_export.errors import AFTExportError, Named, said
@@ -179,7 +179,7 @@ class Choice(Kind):
 class Text(Kind):
     """Text (a name, a pattern, a profile such as 1,8,32)."""
 
-    empty: bool = False  # "" taken (it says something, as cache_dir="" does)
+    empty: bool = False  # "" taken (it says something: an empty pattern matches every name)
 
     @property
     def takes(self) -> str:
@@ -198,16 +198,20 @@ class Path(Kind):
 
     what: str = "file"
     named: bool = False
+    empty: str = ""  # what "" says, where it is taken (QuantizeOptions.cache_dir's "": no cache)
 
     @property
     def takes(self) -> str:
         noun = {"file": "a file's path", "directory": "a directory's path", "either": "a path"}[self.what]
-        return f"{noun}{' or a data set name' if self.named else ''} (str or os.PathLike)"
+        empty = f", or \"\" for {self.empty}" if self.empty else ""
+        return f"{noun}{' or a data set name' if self.named else ''} (str or os.PathLike){empty}"
 
     def accept(self, value) -> str:
         if isinstance(value, (bytes, bytearray)) or not isinstance(value, (str, os.PathLike)):
             raise Refused
         text = os.fspath(value)
+        if isinstance(text, str) and not text and self.empty:
+            return text
         if not isinstance(text, str) or not text:
             raise Refused
         return _text(text, lines=True)  # a file may be named with a line break: escaped where shown
@@ -379,6 +383,40 @@ def _example(p: Param) -> str:
     return f"e.g. {[example] if p.repeat else example!r}"
 
 
+PARAM = "aft_export.param"  # the key of a declared field's metadata (:func:`declare`)
+
+
+def declare(kind: Kind, default: Any = None, help: str = "", **how) -> Any:
+    """A field of an options dataclass that is a parameter of its command, declared in this one place: what
+    it takes (``kind``), its default, its help and how the command line spells it (``how``: the other fields
+    of :class:`Param`). The command's declaration reads it (:func:`params_of`), and through it the door, the
+    click option, ``--help`` and docs/cli.md; the dataclass checks its own values by it
+    (:func:`check_declared`), and a recipe's values are checked by it too."""
+    return field(default=default, metadata={PARAM: (kind, help, how)})
+
+
+def params_of(options: type, *names: str, **override) -> tuple[Param, ...]:
+    """The :class:`Param` of each declared field ``names`` of the dataclass ``options`` (every declared
+    field, in order, where none is named); ``override``: a field of :class:`Param` set for all of them."""
+    found = options.__dataclass_fields__
+    names = names or tuple(n for n, f in found.items() if PARAM in f.metadata)
+    out = []
+    for name in names:
+        kind, help_, how = found[name].metadata[PARAM]
+        out.append(replace(Param(name, kind, found[name].default, help_, **how), **override))
+    return tuple(out)
+
+
+def check_declared(options, command: str) -> None:
+    """Each declared field of the dataclass instance ``options`` held to its declaration (the door's
+    check, for a dataclass made in Python): the first value its field does not take is one
+    :class:`ParamError`. None and the default are taken as they are."""
+    for p in params_of(type(options)):
+        value = getattr(options, p.name)
+        if value is not None and not (type(value) is type(p.default) and value == p.default):
+            p.check(value, command)
+
+
 @dataclass(frozen=True)
 class Command:
     """A command's declared parameters, in the order its ``--help`` lists them."""
@@ -391,6 +429,11 @@ class Command:
     def fills(self, param: str) -> bool:
         """Whether the parameter ``param`` fills the field of that name of :attr:`options`."""
         return self.options is not None and param in getattr(self.options, "__dataclass_fields__", {})
+
+    def options_of(self, values: dict, **given):
+        """:attr:`options` made from the API function's ``values`` (its keywords: those that fill a field),
+        and ``given`` (fields set otherwise)."""
+        return self.options(**{k: v for k, v in values.items() if self.fills(k)}, **given)
 
     def __post_init__(self) -> None:
         names = [p.name for p in self.params]

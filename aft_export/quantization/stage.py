@@ -26,8 +26,8 @@ from aft_export.errors import AFTExportError, Judged, Named, Verdict, listed, sa
 from aft_export.exporting.forms import conversion_problem, to_target
 from aft_export.fileio import claim_output, sha256_file
 from aft_export.artifacts.graph import DOMAIN, aft_core_nodes, inline_functions, name_nodes, node_module, toposort
-from aft_export.options import (CALIB_COUNT, CALIB_SEED, DEFAULT_TARGET, EXPORT_TARGETS, MAX_SEED,
-                                QuantizeOptions, whole)  # fmt: skip
+from aft_export.options import CALIB_COUNT, CALIB_SEED, DEFAULT_TARGET, EXPORT_TARGETS, QuantizeOptions
+from aft_export.options.params import Refused, params_of
 from aft_export.artifacts.ends import Claim, ends_of
 from aft_export.artifacts.onnxio import (ArtifactMeta, check_graph, foreign_kind, graph_precision, load_onnx,
                                nonfinite_weights, quantized_form, read_metadata, save_onnx, set_metadata,
@@ -317,11 +317,13 @@ def apply_recipe(calib, opts: QuantizeOptions):
         if not isinstance(source, str) or not source:
             raise AFTExportError(f"calibration recipe {path} is malformed (it needs a 'source' naming the images); "
                                  f"{RECIPE_HELP}")  # fmt: skip
-        for key, ok, says in (("count", lambda v: whole(v) and v >= 1, "a whole number >= 1"),
-                              ("seed", lambda v: whole(v) and 0 <= v <= MAX_SEED, f"from 0 to {MAX_SEED}")):  # fmt: skip
-            if key in recipe and not ok(recipe[key]):
-                raise AFTExportError(f"calibration recipe {path}: {key} must be {says}, got {shown(recipe[key])}; "
-                                     f"{RECIPE_HELP}")  # fmt: skip
+        for key, param in zip(("count", "seed"), params_of(QuantizeOptions, "images", "seed")):  # their kinds
+            try:
+                if key in recipe:
+                    param.kind.accept(recipe[key])
+            except Refused:
+                raise AFTExportError(f"calibration recipe {path}: {key} must be {param.kind.takes}, got "
+                                     f"{shown(recipe[key])}; {RECIPE_HELP}") from None  # fmt: skip
         calib = source if ":" in source or Path(source).is_absolute() else str(path.parent / source)
     opts = replace(opts, images=opts.images or recipe.get("count", CALIB_COUNT),
                    seed=opts.seed if opts.seed is not None else recipe.get("seed", CALIB_SEED))  # fmt: skip
