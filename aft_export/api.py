@@ -237,10 +237,7 @@ def build(model, output=None, *, batch_profile: str | None = BuildOptions.batch_
     ``model``. Returns :class:`~aft_export.tensorrt.build.BuildResult`."""
     from aft_export.tensorrt.build import build_engine
 
-    opts = BuildOptions(batch_profile=batch_profile, hw_profile=hw_profile, workspace_mb=workspace_mb,
-                        timing_cache=timing_cache, dla_core=dla_core, version_compatible=version_compatible, tf32=tf32,
-                        hardware_compatibility=hardware_compatibility, library=library,
-                        compute_capabilities=compute_capabilities)  # fmt: skip
+    opts = build.declaration.options_of(locals())
     return build_engine(str(model), None if output is None else str(output), opts, log=_log,
                         preprocessing=_foreign(preprocess, input_size, mean, std, classes, input_format,
                                                files=[model]))  # fmt: skip
@@ -258,11 +255,7 @@ def train(*, model: str, data: str, output: str, test_data: str | None = None, e
     :class:`~aft_export.results.TrainResult`."""
     from aft_export.models.training import train as run_training
 
-    cfg = TrainConfig(model=model, data=data, output=output, test_data=test_data, epochs=epochs,
-                      batch_size=batch_size, lr=lr, weight_decay=weight_decay, warmup_epochs=warmup_epochs,
-                      label_smoothing=label_smoothing, val_fraction=val_fraction, seed=seed, threads=threads,
-                      images=images, resume=resume, progress=progress)  # fmt: skip
-    return run_training(cfg)
+    return run_training(train.declaration.options_of(locals()))
 
 
 @declared("triton-repo")

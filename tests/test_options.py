@@ -37,7 +37,7 @@ TRAIN = {  # field: bad values (the check's message names the field)
 
 @pytest.mark.parametrize("field,value", [(f, v) for f, values in TRAIN.items() for v in values])
 def test_train_config_refuses_each_bad_value_naming_its_field(field, value):
-    _refused(lambda: TrainConfig("aft_simple_test", "data", "out.pt", **{field: value}), f"`{field}` must be ")
+    _refused(lambda: TrainConfig("aft_simple_test", "data", "out.pt", **{field: value}), f"`{field}` takes ")
 
 
 def test_train_config_takes_good_values():

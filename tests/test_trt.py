@@ -274,7 +274,7 @@ def test_library_choice():
         choose_library("tensorrt", rtx_only)
     with pytest.raises(AFTExportError, match="unknown TensorRT library 'rtx'"):
         choose_library("rtx", both)
-    with pytest.raises(AFTExportError, match="`library` must be one of auto, tensorrt, tensorrt-rtx"):
+    with pytest.raises(AFTExportError, match="`library` takes one of auto, tensorrt, tensorrt-rtx, got 'rtx'"):
         BuildOptions(library="rtx")
 
 

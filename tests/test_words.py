@@ -81,8 +81,7 @@ CANNOT_SHOW = [  # the command never shows that message
     (("pipeline",), BUILD_FIELDS,
      "the pipeline builds its own dynamic-batch exports, with a profile of its bench batch sizes and the library "
      "installed"),
-    (("doctor",), ("library", "batch_profile", "hw_profile", "workspace_mb", "dla_core", "hardware_compatibility",
-                   "compute_capabilities"),
+    (("doctor",), ("batch_profile", "hw_profile", "compute_capabilities"),
      "the doctor's engines are built by child `aft-export build` commands (whose messages speak build's flags); "
      "in its own process it only writes NVIDIA's scripts for its dynamic-batch exports, with a fixed profile"),
     (("bench", "parity"), ("opset", "target", "batch_dim", "simplify", "allow_unsimplified"),

@@ -18,7 +18,8 @@ from aft_export.data.images import (FLOAT_NCHW, INPUT_FORMATS, LOGITS, NORMALIZE
                                     PROBABILITIES, UINT8_NHWC)  # fmt: skip
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.options.deepstream import DEEPSTREAM_MODES, DeepStreamOptions  # noqa: F401  (named here, as before)
-from aft_export.options.params import Choice, Flag, Number, Path, Text, Triple, Whole, check_declared, declare
+from aft_export.options.params import (REQUIRED, Choice, Flag, Number, Path, Text, Triple, Whole, check_declared,
+                                       declare)  # fmt: skip
 from aft_export.readers import MAX_SIDE, compile_pattern
 # the runtimes, and which are values of `backend`: one table, read here (and named here, as before)
 from aft_export.runtimes import (BACKENDS, DEFAULT_BACKEND, PROVIDER_BACKENDS, TRITON_BACKENDS,  # noqa: F401
@@ -86,6 +87,8 @@ MAX_BATCH = 65536
 MAX_THREADS = 1024
 MAX_SEED = 2**32 - 1
 SEED, SIDE = Whole(0, MAX_SEED), Whole(1, MAX_SIDE)  # the kinds of a seed and of an image side
+THREADS = Whole(0, MAX_THREADS)  # 0: the backend's default
+DATA = Path("either", named=True)  # a folder, a tar or a named set (cifar10:test)
 MIN_OPSET = 18  # the com.aft bodies: ReduceMax/ReduceSum with axes as an input
 # a model trained elsewhere: inputs its layer swap is verified on (the verification
 # images, topped up with seeded random ones), and the batch they run in
@@ -298,39 +301,39 @@ LIBRARIES = ("auto", "tensorrt", "tensorrt-rtx")
 @renamed_fields({"batch": "batch_profile", "hw": "hw_profile"})
 @dataclass(frozen=True)
 class BuildOptions:
-    batch_profile: str | None = "1,8,32"
-    hw_profile: str | None = None  # AFT-conv with dynamic height and width: "MIN,OPT,MAX" pixels
-    workspace_mb: int = 1024
-    timing_cache: str | None = None  # loaded if present, saved after the build
-    dla_core: int | None = None  # Jetson DLA, with GPU fallback
-    version_compatible: bool = False
-    hardware_compatibility: str = "none"  # none | ampere+ | same-cc
+    """``build``'s options, each declared here: the command's parameters of these names are these fields."""
+
+    batch_profile: str | None = declare(Text(), "1,8,32", help="The engine's batch sizes MIN,OPT,MAX (or one number).")
+    # AFT-conv with dynamic height and width: "MIN,OPT,MAX" pixels
+    hw_profile: str | None = declare(Text(), help="AFT-conv exported with --dynamic-hw: height/width MIN,OPT,MAX.")
+    workspace_mb: int = declare(Whole(1), 1024, help="Builder workspace limit.")
+    timing_cache: str | None = declare(Path(), help="Timing cache file: loaded if present, saved after.")
+    dla_core: int | None = declare(Whole(0), help="Jetson: build for this DLA core, with GPU fallback.")
+    version_compatible: bool = declare(
+        Flag(), False, help="Engine loadable by later TensorRT of the same major, and 10.x engines by 11.x (8.6 by "
+        "10.x); needs TensorRT 8.6+.")
     # TF32 math for fp32 matrix products and convolutions (Ampere+). TensorRT enables it by
     # default; it is a precision the graph does not say (~1e-3 relative error, outside the
     # fp32 parity limit), so it is off unless asked for.
-    tf32: bool = False
-    library: str = "auto"  # auto | tensorrt | tensorrt-rtx
+    tf32: bool = declare(Flag(), False, help="Allow TF32 for fp32 math (Ampere+: faster, ~1e-3 relative error).")
+    hardware_compatibility: str = declare(Choice(tuple(sorted(HW_LEVELS))), "none",
+                                          help="Engine loadable on other GPUs of that level.")
+    library: str = declare(
+        Choice(LIBRARIES), "auto", help="tensorrt: standard TensorRT (builds on the GPU it is for; Hopper, Jetson); "
+        "tensorrt-rtx: TensorRT for RTX (builds ahead of time on any CPU, runs on RTX GPUs); auto: TensorRT where "
+        "installed, else TensorRT-RTX.")
     # TensorRT-RTX target GPUs, "X.Y" each; () is the library's own default (aft_export.tensorrt.library)
-    compute_capabilities: tuple[str, ...] = ()
+    compute_capabilities: tuple[str, ...] = declare(
+        Text(), (), repeat=True, flag="--compute-capability", metavar="X.Y",
+        help="TensorRT-RTX: target GPU (repeatable; 7.5, 8.0, 8.6, 8.9, 12.0, 12.1) [default: the library's, 8.6 and "
+             "later].")
 
     def __post_init__(self) -> None:
-        if self.library not in LIBRARIES:
-            raise AFTExportError(said("{library} must be one of {value}; got {library_got!r}", "build",
-                                      value=', '.join(LIBRARIES), library_got=self.library))
+        check_declared(self, "build")
         for cc in self.compute_capabilities:
             if not re.fullmatch(r"[0-9]{1,2}\.[0-9]", str(cc)):
                 raise AFTExportError(said("{compute_capabilities} take MAJOR.MINOR such as 8.6 or 7.5; got {cc!r}",
                                           "build", cc=cc))
-        if self.workspace_mb < 1:
-            raise AFTExportError(said("{workspace_mb} must be >= 1, got {workspace_mb_got!r}", "build",
-                                      workspace_mb_got=self.workspace_mb))
-        if self.dla_core is not None and self.dla_core < 0:
-            raise AFTExportError(said("{dla_core} must be >= 0, got {dla_core_got!r}", "build",
-                                      dla_core_got=self.dla_core))
-        if self.hardware_compatibility not in HW_LEVELS:
-            raise AFTExportError(said("{hardware_compatibility} must be one of {value}, got "
-                                      "{hardware_compatibility_got!r}", "build", value=sorted(HW_LEVELS),
-                                      hardware_compatibility_got=self.hardware_compatibility))  # fmt: skip
 
 
 # ---------------------------------------------------------------- pipeline, training
@@ -390,40 +393,29 @@ class PipelineOptions:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    model: str
-    data: str
-    output: str
-    epochs: int = 12
-    batch_size: int = 128
-    lr: float = 2e-3
-    weight_decay: float = 0.05
-    warmup_epochs: float = 1.0
-    label_smoothing: float = 0.1
-    val_fraction: float = 0.1
-    seed: int = 0
-    threads: int = 0  # 0: torch's default
-    test_data: str | None = None
-    images: int | None = None  # use only the first N training images (smoke tests)
-    resume: str | None = None
-    progress: bool = True
+    """``train``'s options, each declared here: the command's parameters are these fields."""
+
+    model: str = declare(Text(), REQUIRED, help="Registry config name (`aft-export models`).")
+    data: str = declare(DATA, REQUIRED, help="ImageFolder directory or tar.")
+    output: str = declare(Path(), REQUIRED, short="-o", help="Checkpoint to write.")
+    epochs: int = declare(Whole(1), 12)
+    batch_size: int = declare(Whole(1), 128)
+    lr: float = declare(Number(0, lo_open=True), 2e-3)
+    weight_decay: float = declare(Number(0), 0.05)
+    warmup_epochs: float = declare(Number(0), 1.0)
+    label_smoothing: float = declare(Number(0, 1, hi_open=True), 0.1)
+    val_fraction: float = declare(Number(0, 1, hi_open=True), 0.1, help="Held-out validation share.")
+    seed: int = declare(SEED, 0)
+    threads: int = declare(THREADS, 0, show_default=False, help="Torch CPU threads (0: default).")
+    test_data: str | None = declare(DATA, help="Labelled test set evaluated at the end.")
+    # use only the first N training images (smoke tests)
+    images: int | None = declare(Whole(1), help="Train on the first N images only (smoke tests).")
+    resume: str | None = declare(Path(), in_place=True, help="Continue from an epoch checkpoint (it may be --output "
+                                                            "itself: the run goes on in place).")
+    progress: bool = declare(Flag(), True, off="--no-progress", help="A progress bar on stderr.")
 
     def __post_init__(self) -> None:
-        for option, (ok, says) in {  # field: (test, what it must be)
-            "epochs": (lambda v: whole(v) and v >= 1, "a whole number >= 1"),
-            "batch_size": (lambda v: whole(v) and v >= 1, "a whole number >= 1"),
-            "lr": (lambda v: finite(v) and v > 0, "a finite number > 0"),
-            "weight_decay": (lambda v: finite(v) and v >= 0, "a finite number >= 0"),
-            "warmup_epochs": (lambda v: finite(v) and v >= 0, "a finite number >= 0"),
-            "label_smoothing": (lambda v: finite(v) and 0 <= v < 1, "in [0, 1)"),
-            "val_fraction": (lambda v: finite(v) and 0 <= v < 1, "in [0, 1)"),
-            "seed": (lambda v: whole(v) and 0 <= v <= MAX_SEED, f"from 0 to {MAX_SEED}"),
-            "images": (lambda v: v is None or (whole(v) and v >= 1), "a whole number >= 1"),
-        }.items():  # fmt: skip
-            value = getattr(self, option)
-            if not ok(value):
-                raise AFTExportError(said("{option} must be {says}, got {value!r}", "train", option=Named(option),
-                                          says=says, value=value))
-        check_threads(self.threads)
+        check_declared(self, "train")
 
 
 # ---------------------------------------------------------------- runtimes (backends): aft_export.runtimes

@@ -19,8 +19,8 @@ import inspect
 from aft_export.environment import say_ort_conflict
 from aft_export.errors import RUNNING, Named, name_keywords_by, said
 from aft_export.options import (BACKENDS, DEEPSTREAM_MODES, DEFAULT_MAX_BATCH,
-                                DeepStreamOptions, EXPORT_TARGETS, HW_LEVELS,
-                                INPUT_FORMATS, LIBRARIES, MAX_BATCH, MAX_THREADS, OP_FORMS, SEED, SIDE,
+                                DeepStreamOptions, EXPORT_TARGETS,
+                                INPUT_FORMATS, LIBRARIES, MAX_BATCH, OP_FORMS, SIDE, THREADS, DATA,
                                 OUTPUT_FORMATS, PIXEL_FORMS, PRECISIONS, TARGETS,
                                 TRITON_BACKENDS, TRITON_DEVICES, BenchOptions, BuildOptions, DoctorOptions, EvalOptions,
                                 ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions,
@@ -37,10 +37,8 @@ from aft_export.version import RENAMED_FIELDS
 
 COUNT, ZERO_UP = Whole(1), Whole(0)
 BATCH = Whole(1)  # the upper bound is the memory a batch needs, estimated by each command
-THREADS = Whole(0, MAX_THREADS)  # 0: the backend's default
 PORT = Whole(1, 65535)
 BACKEND = Choice(tuple(BACKENDS))
-DATA = Path("either", named=True)  # a folder, a tar or a named set (cifar10:test)
 
 BACKEND_LIST = ", ".join(f"{b.name} ({b.summary})" for b in BACKENDS.values())
 BACKEND_HELP = (f"Where .onnx artifacts run: {BACKEND_LIST}. A GPU backend also runs checkpoints in PyTorch on "
@@ -149,24 +147,7 @@ BUILD = Command("build", (
     Param("model", Path(), REQUIRED, positional=True),
     Param("output", Path(), short="-o",
           help="Engine file to write [default: MODEL.engine, or MODEL.rtx.engine for TensorRT-RTX]."),
-    Param("batch_profile", Text(), B.batch_profile, help="The engine's batch sizes MIN,OPT,MAX (or one number)."),
-    Param("hw_profile", Text(), B.hw_profile, help="AFT-conv exported with --dynamic-hw: height/width MIN,OPT,MAX."),
-    Param("workspace_mb", COUNT, B.workspace_mb, help="Builder workspace limit."),
-    Param("timing_cache", Path(), B.timing_cache, help="Timing cache file: loaded if present, saved after."),
-    Param("dla_core", ZERO_UP, B.dla_core, help="Jetson: build for this DLA core, with GPU fallback."),
-    Param("version_compatible", Flag(), B.version_compatible,
-          help="Engine loadable by later TensorRT of the same major, and 10.x engines by 11.x (8.6 by 10.x); needs "
-               "TensorRT 8.6+."),
-    Param("tf32", Flag(), B.tf32, help="Allow TF32 for fp32 math (Ampere+: faster, ~1e-3 relative error)."),
-    Param("hardware_compatibility", Choice(tuple(sorted(HW_LEVELS))), B.hardware_compatibility,
-          help="Engine loadable on other GPUs of that level."),
-    Param("library", Choice(LIBRARIES), B.library,
-          help="tensorrt: standard TensorRT (builds on the GPU it is for; Hopper, Jetson); tensorrt-rtx: TensorRT "
-               "for RTX (builds ahead of time on any CPU, runs on RTX GPUs); auto: TensorRT where installed, else "
-               "TensorRT-RTX."),
-    Param("compute_capabilities", Text(), B.compute_capabilities, repeat=True, flag="--compute-capability",
-          metavar="X.Y", help="TensorRT-RTX: target GPU (repeatable; 7.5, 8.0, 8.6, 8.9, 12.0, 12.1) [default: the "
-                              "library's, 8.6 and later]."),
+    *params_of(B),
     *foreign(),
 ), options=B)  # fmt: skip
 
@@ -226,25 +207,9 @@ INFO = Command("info", (
     *foreign(),
 ))  # fmt: skip
 
-TRAIN = Command("train", (
-    Param("model", Text(), REQUIRED, help="Registry config name (`aft-export models`)."),
-    Param("data", DATA, REQUIRED, help="ImageFolder directory or tar."),
-    Param("output", Path(), REQUIRED, short="-o", help="Checkpoint to write."),
-    Param("test_data", DATA, T.test_data, help="Labelled test set evaluated at the end."),
-    Param("epochs", COUNT, T.epochs),
-    Param("batch_size", BATCH, T.batch_size),
-    Param("lr", Number(0, lo_open=True), T.lr),
-    Param("weight_decay", Number(0), T.weight_decay),
-    Param("warmup_epochs", Number(0), T.warmup_epochs),
-    Param("label_smoothing", Number(0, 1, hi_open=True), T.label_smoothing),
-    Param("val_fraction", Number(0, 1, hi_open=True), T.val_fraction, help="Held-out validation share."),
-    Param("seed", SEED, T.seed),
-    Param("threads", THREADS, T.threads, show_default=False, help="Torch CPU threads (0: default)."),
-    Param("images", COUNT, T.images, help="Train on the first N images only (smoke tests)."),
-    Param("resume", Path(), T.resume, in_place=True,
-          help="Continue from an epoch checkpoint (it may be --output itself: the run goes on in place)."),
-    Param("progress", Flag(), T.progress, off="--no-progress", help="A progress bar on stderr."),
-), options=T)  # fmt: skip
+TRAIN = Command("train", params_of(T, "model", "data", "output", "test_data", "epochs", "batch_size", "lr",
+                                   "weight_decay", "warmup_epochs", "label_smoothing", "val_fraction", "seed",
+                                   "threads", "images", "resume", "progress"), options=T)  # fmt: skip
 
 
 def _triton(owner) -> tuple[Param, ...]:

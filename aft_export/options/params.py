@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, replace
 from typing import Any
 
 from aft_export.errors import AFTExportError, Named, said
@@ -351,11 +351,14 @@ class Param:
                 taken.append(self.kind.accept(item))
             except Refused as refused:  # what was wrong with one item of a list is shown with that item
                 got, why = (item, f", {refused.why}") if refused.why else (value, "")
-                raise ParamError(said("{param} takes {takes}, got {got} ({type}){why}; give {example}", command,
-                                      param=Named(self.name), takes=self.takes(), got=shown(got, as_json=False),
-                                      type=type(got).__name__, why=why, example=_example(self)),
-                                 command, self.name) from None  # fmt: skip
+                raise self.refusal(got, command, why) from None
         return tuple(taken) if self.repeat else taken[0]
+
+    def refusal(self, got, command: str, why: str = "") -> ParamError:
+        """The one line for ``got``, a value this parameter does not take."""
+        return ParamError(said("{param} takes {takes}, got {got} ({type}){why}; give {example}", command,
+                               param=Named(self.name), takes=self.takes(), got=shown(got, as_json=False),
+                               type=type(got).__name__, why=why, example=_example(self)), command, self.name)  # fmt: skip
 
 
 def _items(value) -> list:
@@ -392,6 +395,8 @@ def declare(kind: Kind, default: Any = None, help: str = "", **how) -> Any:
     of :class:`Param`). The command's declaration reads it (:func:`params_of`), and through it the door, the
     click option, ``--help`` and docs/cli.md; the dataclass checks its own values by it
     (:func:`check_declared`), and a recipe's values are checked by it too."""
+    if default is REQUIRED:  # a field with no default: the dataclass and the command both need it
+        return field(metadata={PARAM: (kind, help, how)})
     return field(default=default, metadata={PARAM: (kind, help, how)})
 
 
@@ -403,16 +408,20 @@ def params_of(options: type, *names: str, **override) -> tuple[Param, ...]:
     out = []
     for name in names:
         kind, help_, how = found[name].metadata[PARAM]
-        out.append(replace(Param(name, kind, found[name].default, help_, **how), **override))
+        default = found[name].default
+        out.append(replace(Param(name, kind, REQUIRED if default is MISSING else default, help_, **how), **override))
     return tuple(out)
 
 
 def check_declared(options, command: str) -> None:
     """Each declared field of the dataclass instance ``options`` held to its declaration (the door's
     check, for a dataclass made in Python): the first value its field does not take is one
-    :class:`ParamError`. None and the default are taken as they are."""
+    :class:`ParamError`. The default is taken as it is, and None where the field's type takes it."""
+    fields = type(options).__dataclass_fields__
     for p in params_of(type(options)):
         value = getattr(options, p.name)
+        if value is None and p.default is not None and "None" not in str(fields[p.name].type):
+            raise p.refusal(value, command)  # None is "not given" at a door; a field holds what it is given
         if value is not None and not (type(value) is type(p.default) and value == p.default):
             p.check(value, command)
 
