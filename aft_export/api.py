@@ -464,13 +464,8 @@ def pipeline(checkpoint=None, *, output: str | None = None, calib: str | None = 
         from aft_export.models.sources import open_source
 
         user = open_source(str(checkpoint))
-    opts = PipelineOptions(output=output, calib=calib, data=data, precisions=tuple(dict.fromkeys(precisions)),
-                           op_form=op_form, targets=tuple(dict.fromkeys(targets)), calib_images=calib_images,
-                           eval_images=eval_images, parity_images=parity_images,
-                           bench_batch_sizes=tuple(dict.fromkeys(bench_batch_sizes)), bench_iters=bench_iters,
-                           threads=threads, tolerances=tuple(dict.fromkeys(tolerances)),
-                           triton_repo=triton_repo, require_aft=require_aft,
-                           pixel_forms=tuple(dict.fromkeys(pixel_forms)))  # fmt: skip
+    values = {k: tuple(dict.fromkeys(v)) if isinstance(v, tuple) else v for k, v in locals().items()}  # each once
+    opts = pipeline.declaration.options_of(values)
     return run_pipeline(user, opts, log=_log)
 
 
@@ -484,9 +479,7 @@ def doctor(model: str = "aft_conv_cifar", *, output: str | None = None, data: st
     one run directory with doctor.json. Returns :class:`~aft_export.workflow.doctor.DoctorResult`."""
     from aft_export.workflow.doctor import run_doctor
 
-    opts = DoctorOptions(output=output, data=data, calib=calib, calib_images=calib_images,
-                         parity_images=parity_images, eval_images=eval_images, bench_iters=bench_iters,
-                         timeout=timeout)  # fmt: skip
+    opts = doctor.declaration.options_of(locals())
     return run_doctor(str(model), opts, log=_log)
 
 

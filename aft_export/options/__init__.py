@@ -7,7 +7,6 @@ has its flag's name; a field renamed to it keeps its old name for one release (r
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, fields
 
@@ -18,6 +17,8 @@ from aft_export.data.images import (FLOAT_NCHW, INPUT_FORMATS, LOGITS, NORMALIZE
                                     PROBABILITIES, UINT8_NHWC)  # fmt: skip
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.options.deepstream import DEEPSTREAM_MODES, DeepStreamOptions  # noqa: F401  (named here, as before)
+from aft_export.options.targets import (DEFAULT_TARGET, EXPORT_TARGETS, OP_FORMS, TARGET_OPSETS, TARGETS,  # noqa: F401
+                                        ExportTarget)  # fmt: skip
 from aft_export.options.params import (REQUIRED, Choice, Flag, Number, Path, Text, Triple, Whole, check_declared,
                                        declare)  # fmt: skip
 from aft_export.readers import MAX_SIDE, compile_pattern
@@ -28,59 +29,6 @@ from aft_export.version import renamed_fields
 
 # ---------------------------------------------------------------- export
 
-OP_FORMS = ("custom", "decomposed")
-
-
-@dataclass(frozen=True)
-class ExportTarget:
-    """What a graph is made for, and what that means everywhere it matters: the one table of
-    export targets (the exporter, the quantiser, the TensorRT check, trtexec/polygraphy
-    commands, the pipeline and the command line's help all read it)."""
-
-    name: str
-    summary: str  # for --help
-    opset: int | None  # fixed opset (exported at 18, then converted); None: ExportOptions.opset
-    oldest_tensorrt: tuple[int, int]  # the oldest TensorRT whose ONNX parser reads the form
-    int8_weight_bits: int  # QuantizeOptions.weight_bits when left out (see there)
-    stem: str  # the pipeline's file name for it: STEM.onnx, STEM.int8.onnx, ...
-    # what an int8 graph computes outside its int8 layers when QuantizeOptions.rest_precision is
-    # left out: fp16 where the runtime's types come from the graph and fp16 is fast (strongly typed
-    # TensorRT 10.3+/11 and TensorRT-RTX); fp32 where it does not (TensorRT 8 takes precision from
-    # builder flags; the CPU runtimes the portable form is for run fp16 slowly)
-    int8_rest: str = "fp32"
-    # int8: the stem (the first MatMul/Gemm/Conv, on the image's channels) kept out of int8 when
-    # QuantizeOptions.stem_fp32 is left out. With 7-bit weights it lost the most: aft_conv_cifar's lowest
-    # per-image cosine with PyTorch over 3,000 test images was 0.976 with the stem in int8 (under int8's
-    # parity limit, 0.98), 0.986 without it (8-bit weights: 0.979); its 3 input channels give int8 little to
-    # speed up
-    int8_stem_fp32: bool = False
-    # the runtimes a file of the target is for, as `info` and the pipeline's report say it
-    # (aft_export.artifacts.purpose.made_for): fp32 files; int8 files whose rest is fp32; files that compute in
-    # fp16 (an fp16 graph, an int8 graph's fp16 rest), which are for GPUs: CPUs have no fast fp16 kernels
-    runtimes: str = ""
-    int8_runtimes: str = ""
-    fp16_runtimes: str = ""
-
-
-EXPORT_TARGETS = {t.name: t for t in (  # the forms: aft_export/exporting/trt8.py, aft_export/exporting/portable.py
-    ExportTarget("tensorrt", "TensorRT 10.3+/11 (opset 18, com.aft functions)", None, (10, 3), 8, "model", "fp16",
-                 runtimes="TensorRT 10.3+/11, TensorRT-RTX, ONNX Runtime",
-                 int8_runtimes="TensorRT 10.3+/11, TensorRT-RTX, ONNX Runtime",
-                 fp16_runtimes="TensorRT 10.3+/11, TensorRT-RTX"),
-    ExportTarget("tensorrt8", "TensorRT 8.5/8.6 (JetPack 5.1/6.0) and newer (opset 17, functions inlined, "
-                 "LayerNorm decomposed)", 17, (8, 5), 8, "model.trt8",
-                 runtimes="TensorRT 8.5/8.6 (JetPack 5.1/6.0) and newer", int8_runtimes="TensorRT 8.5/8.6 "
-                 "(JetPack 5.1/6.0) and newer", fp16_runtimes="TensorRT 8.5/8.6 (JetPack 5.1/6.0) and newer"),
-    ExportTarget("portable", "any conforming runtime (ONNX Runtime, OpenVINO, the ONNX reference, "
-                 "TensorRT 10.3+; opset 19, IR 9, functions inlined, standard ops only)", 19, (10, 3), 7,
-                 "model.portable", int8_stem_fp32=True,
-                 runtimes="any conforming runtime: ONNX Runtime, OpenVINO, TensorRT 10.3+",
-                 int8_runtimes="CPUs: ONNX Runtime, OpenVINO", fp16_runtimes="GPUs: TensorRT 10.3+, ONNX Runtime "
-                 "(CUDA)"),
-)}  # fmt: skip
-TARGETS = tuple(EXPORT_TARGETS)
-DEFAULT_TARGET = "tensorrt"  # also what a file without export_target metadata was made for
-TARGET_OPSETS = {t.name: t.opset for t in EXPORT_TARGETS.values() if t.opset is not None}
 MAX_BATCH = 65536
 # limits of what a command line may ask for: more CPU threads than any machine this runs on
 # has cores, and the seeds numpy's and torch's generators both take
@@ -339,10 +287,6 @@ class BuildOptions:
 # ---------------------------------------------------------------- pipeline, training
 
 
-def finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -353,42 +297,69 @@ def check_threads(threads) -> None:
                                   "{threads_got!r}", None, MAX_THREADS=MAX_THREADS, threads_got=threads))
 
 
+REQUIRE_AFT = ("Fail (exit 2) unless every AFT-like layer exports as a com.aft node: a layer with the parameters of a "
+               "known AFT layer that does not compute it, or a model with no AFT layer, is an error instead of plain "
+               "ONNX ops with a warning.")  # fmt: skip
+TOLERANCE = "PREC.FIELD=VALUE"  # a parity limit's override, as the command line takes it
+PIPELINE_PRECISIONS, PIPELINE_TARGETS, PIPELINE_BATCHES = ("fp16", "int8"), ("tensorrt",), (1, 32)
+
+
 @renamed_fields({"bench_batches": "bench_batch_sizes"})
 @dataclass(frozen=True)
 class PipelineOptions:
-    output: str | None = None  # default: runs/<checkpoint stem>-<UTC time>
-    calib: str | None = None  # default: the bundled calibration/cifar10.json
-    data: str | None = None  # None: the test data the checkpoint names, else cifar10:test (datasets.verification_data)
-    precisions: tuple[str, ...] = ("fp16", "int8")
-    op_form: str = "custom"
+    """``pipeline``'s options, each declared here: the command's parameters of these names are these fields
+    (``gives``: the stages' keywords each one sets, so that a stage's message names the pipeline's flag)."""
+
+    output: str | None = declare(Path("directory"), short="-o",
+                                 help="Run directory [default: runs/<model>-<UTC time>].")
+    calib: str | None = declare(DATA, help="Calibration images or recipe [default: calibration/cifar10.json].")
+    # None: the test data the checkpoint names, else cifar10:test (datasets.verification_data)
+    data: str | None = declare(DATA, help="Labelled images for parity and eval [default: the checkpoint's test data, "
+                                          "else cifar10:test].")
+    precisions: tuple[str, ...] = declare(
+        Choice(tuple(sorted(PRECISIONS))), PIPELINE_PRECISIONS, repeat=True, flag="--precision", show_default=False,
+        help=f"Reduced precisions to build [default: {' and '.join(PIPELINE_PRECISIONS)}].")
+    op_form: str = declare(Choice(OP_FORMS), "custom", show_default=False, help="[default: custom]")
     # export targets: tensorrt (TensorRT 10.3+/11) -> model*.onnx; tensorrt8 (8.5+) -> model.trt8*.onnx;
     # portable (any conforming runtime) -> model.portable*.onnx
-    targets: tuple[str, ...] = ("tensorrt",)
-    calib_images: int | None = None  # None: the recipe's count
-    eval_images: int | None = None  # None: the whole labelled set
-    parity_images: int = 64
-    bench_batch_sizes: tuple[int, ...] = (1, 32)
-    bench_iters: int = 30
-    threads: int = 0
-    tolerances: tuple[str, ...] = ()
-    triton_repo: bool = False  # also write RUN/triton: a Triton model repository of the artifacts
-    require_aft: bool = False  # ExportOptions.require_aft
+    targets: tuple[str, ...] = declare(
+        Choice(TARGETS), PIPELINE_TARGETS, repeat=True, flag="--target", show_default=False,
+        gives=(("export", "target"), ("quantize", "target")),
+        help="Export target(s), repeatable: " + ", ".join(f"{t.name} ({t.stem}*.onnx)" for t in EXPORT_TARGETS.values())
+             + f" [default: {', '.join(PIPELINE_TARGETS)}]; see export --help.")
+    calib_images: int | None = declare(Whole(1), gives=(("quantize", "images"),),  # None: the recipe's count
+                                       help="Calibration images to sample [default: the recipe's].")
+    eval_images: int | None = declare(Whole(1), gives=(("eval", "images"),),  # None: the whole labelled set
+                                      help="Evaluate a fixed subset of N images [default: all].")
+    # the export verifies on the parity images
+    parity_images: int = declare(Whole(1), 64, show_default=False, gives=(("parity", "images"), ("export", "images")),
+                                 help="Real images parity compares [default: 64].")
+    bench_batch_sizes: tuple[int, ...] = declare(
+        Whole(1), PIPELINE_BATCHES, repeat=True, flag="--bench-batch-size", show_default=False,
+        gives=(("bench", "batch_sizes"),),
+        help=f"Bench batch sizes [default: {' and '.join(map(str, PIPELINE_BATCHES))}].")
+    bench_iters: int = declare(Whole(1), 30, show_default=False, gives=(("bench", "iters"),),
+                               help="Bench runs per batch size [default: 30].")
+    threads: int = declare(THREADS, 0, show_default=False, help="CPU threads (0: the backend's default) [default: 0].")
+    tolerances: tuple[str, ...] = declare(Text(), (), repeat=True, flag="--tolerance", metavar=TOLERANCE,
+                                          help="Parity limit override.")
+    # also write RUN/triton: a Triton model repository of the artifacts
+    triton_repo: bool = declare(Flag(), False, help="Also write RUN/triton: a Triton model repository of the "
+                                                   "artifacts (aft-export triton-repo).")
     # files that take raw pixels, made beside the normal ones at every target and precision
     # (PIXEL_FORMS): model.uint8-nhwc*.onnx, model.float-nchw*.onnx, model.deepstream*.onnx
-    pixel_forms: tuple[str, ...] = ()
+    pixel_forms: tuple[str, ...] = declare(
+        Choice(tuple(PIXEL_FORMS)), (), repeat=True, flag="--pixel-form", show_default=False,
+        help="Also make files that take raw RGB pixels (0-255), at every target and precision, repeatable: "
+             "uint8-nhwc (model.uint8-nhwc*.onnx), float-nchw (model.float-nchw*.onnx), deepstream (float "
+             "pixels in, probabilities out: model.deepstream*.onnx, with RUN/deepstream/); see docs/jetson.md.")
+    require_aft: bool = declare(Flag(), False, help=REQUIRE_AFT)  # ExportOptions.require_aft
 
     def __post_init__(self) -> None:
-        for option in ("calib_images", "eval_images", "parity_images", "bench_iters"):
-            value = getattr(self, option)
-            if value is not None and not (whole(value) and value >= 1):
-                raise AFTExportError(said("{option} must be a whole number >= 1, got {value!r}", "pipeline",
-                                          option=Named(option), value=value))
-        if not self.bench_batch_sizes or not all(whole(b) and b >= 1 for b in self.bench_batch_sizes):
-            raise AFTExportError(said("bench batch sizes must be whole numbers >= 1, got {value}; e.g. "
-                                      "{bench_batch_sizes_set}", "pipeline",
-                                      bench_batch_sizes_set=Named('bench_batch_sizes', (1, 32)),
-                                      value=list(self.bench_batch_sizes)))  # fmt: skip
-        check_threads(self.threads)
+        check_declared(self, "pipeline")
+        if not self.bench_batch_sizes:
+            raise AFTExportError(said("give at least one bench batch size, e.g. {bench_batch_sizes_set}", "pipeline",
+                                      bench_batch_sizes_set=Named('bench_batch_sizes', PIPELINE_BATCHES)))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -472,28 +443,24 @@ FASTEST_TIE = 0.03
 
 @dataclass(frozen=True)
 class DoctorOptions:
-    """``aft-export doctor``: every check in one run directory (aft_export/workflow/doctor.py)."""
+    """``aft-export doctor``: every check in one run directory (aft_export/workflow/doctor.py); each option
+    declared here."""
 
-    output: str | None = None  # default: runs/doctor-<model>-<UTC time>
+    output: str | None = declare(Path("directory"), short="-o",  # default: runs/doctor-<model>-<UTC time>
+                                 help="Run directory [default: runs/doctor-<model>-<UTC time>].")
     # labelled images for the export's verification, parity and eval; None: each check takes the test data the
     # checkpoint names, else cifar10:test (datasets.verification_data, every command's rule)
-    data: str | None = None
-    calib: str | None = None  # default: the bundled calibration/cifar10.json
-    calib_images: int | None = None  # None: the recipe's count
-    parity_images: int = 64
-    eval_images: int | None = None  # None: the whole labelled set
-    bench_iters: int = 50
-    timeout: float = 3600.0  # seconds one check may take
+    data: str | None = declare(DATA, help="Labelled images for the export's verification, parity and eval [default: "
+                                          "the checkpoint's test data, else cifar10:test].")
+    calib: str | None = declare(DATA, help="Calibration images or recipe [default: calibration/cifar10.json].")
+    calib_images: int | None = declare(Whole(1), help="Calibration images to sample [default: the recipe's].")
+    parity_images: int = declare(Whole(1), 64)
+    eval_images: int | None = declare(Whole(1), help="Evaluate a fixed subset of N images [default: all].")
+    bench_iters: int = declare(Whole(1), 50, help="Bench runs per batch size.")
+    timeout: float = declare(Number(0, lo_open=True), 3600.0, help="Seconds one check may take.")
 
     def __post_init__(self) -> None:
-        for option in ("calib_images", "parity_images", "eval_images", "bench_iters"):
-            value = getattr(self, option)
-            if value is not None and not (whole(value) and value >= 1):
-                raise AFTExportError(said("{option} must be a whole number >= 1, got {value!r}", "doctor",
-                                          option=Named(option), value=value))
-        if not (finite(self.timeout) and self.timeout > 0):
-            raise AFTExportError(said("{timeout} must be a number of seconds > 0, got {timeout_got!r}", "doctor",
-                                      timeout_got=self.timeout))
+        check_declared(self, "doctor")
 
 
 # ---------------------------------------------------------------- serving (NVIDIA Triton)

@@ -21,10 +21,10 @@ from aft_export.errors import RUNNING, Named, name_keywords_by, said
 from aft_export.options import (BACKENDS, DEEPSTREAM_MODES, DEFAULT_MAX_BATCH,
                                 DeepStreamOptions, EXPORT_TARGETS,
                                 INPUT_FORMATS, LIBRARIES, MAX_BATCH, OP_FORMS, SIDE, THREADS, DATA,
-                                OUTPUT_FORMATS, PIXEL_FORMS, PRECISIONS, TARGETS,
+                                OUTPUT_FORMATS, TARGETS,
                                 TRITON_BACKENDS, TRITON_DEVICES, BenchOptions, BuildOptions, DoctorOptions, EvalOptions,
                                 ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions,
-                                TrainConfig, TritonRepoOptions)  # fmt: skip
+                                TrainConfig, TritonRepoOptions, REQUIRE_AFT, TOLERANCE)  # fmt: skip
 from aft_export.options.deepstream import (C_INT_MAX, DEEPSTREAM_RELEASES, MIN_OBJECT, NVINFER_MAX_BATCH,
                                            SCALING_FILTERS, SCALING_HW, DeepStreamCheckOptions)  # fmt: skip
 from aft_export.options.params import (REQUIRED, Choice, Classes, Command, Flag, KeywordError, Model, Number, Param,
@@ -79,10 +79,6 @@ def user_model() -> tuple[Param, ...]:
     )  # fmt: skip
 
 
-REQUIRE_AFT = ("Fail (exit 2) unless every AFT-like layer exports as a com.aft node: a layer with the parameters of a "
-               "known AFT layer that does not compute it, or a model with no AFT layer, is an error instead of plain "
-               "ONNX ops with a warning.")  # fmt: skip
-TOLERANCE = "PREC.FIELD=VALUE"
 E, Q, B, T, P = ExportOptions, QuantizeOptions, BuildOptions, TrainConfig, PipelineOptions
 
 EXPORT = Command("export", (
@@ -313,59 +309,17 @@ DEEPSTREAM_CHECK = Command("deepstream-check", (
 
 PIPELINE = Command("pipeline", (
     Param("checkpoint", Model(module=True), positional=True),  # a module: refused by the pipeline, saying why
-    Param("output", Path("directory"), P.output, short="-o", help="Run directory [default: runs/<model>-<UTC time>]."),
-    Param("calib", DATA, P.calib, help="Calibration images or recipe [default: calibration/cifar10.json]."),
-    Param("data", DATA, P.data,
-          help="Labelled images for parity and eval [default: the checkpoint's test data, else cifar10:test]."),
-    Param("precisions", Choice(tuple(sorted(PRECISIONS))), P.precisions, repeat=True, flag="--precision",
-          show_default=False, help=f"Reduced precisions to build [default: {' and '.join(P.precisions)}]."),
-    Param("op_form", Choice(OP_FORMS), P.op_form, show_default=False, help=f"[default: {P.op_form}]"),
-    Param("targets", Choice(TARGETS), P.targets, repeat=True, flag="--target", show_default=False,
-          help="Export target(s), repeatable: " + ", ".join(f"{t.name} ({t.stem}*.onnx)" for t in EXPORT_TARGETS.values())
-               + f" [default: {', '.join(P.targets)}]; see export --help.",
-          gives=(("export", "target"), ("quantize", "target"))),
-    Param("calib_images", COUNT, P.calib_images, help="Calibration images to sample [default: the recipe's].",
-          gives=(("quantize", "images"),)),
-    # the export verifies on the parity images
-    Param("parity_images", COUNT, P.parity_images, show_default=False,
-          help=f"Real images parity compares [default: {P.parity_images}].",
-          gives=(("parity", "images"), ("export", "images"))),
-    Param("eval_images", COUNT, P.eval_images, help="Evaluate a fixed subset of N images [default: all].",
-          gives=(("eval", "images"),)),
-    Param("bench_batch_sizes", BATCH, P.bench_batch_sizes, repeat=True, flag="--bench-batch-size", show_default=False,
-          help=f"Bench batch sizes [default: {' and '.join(map(str, P.bench_batch_sizes))}].",
-          gives=(("bench", "batch_sizes"),)),
-    Param("bench_iters", COUNT, P.bench_iters, show_default=False, help=f"Bench runs per batch size [default: "
-                                                                       f"{P.bench_iters}].",
-          gives=(("bench", "iters"),)),
-    Param("threads", THREADS, P.threads, show_default=False,
-          help=f"CPU threads (0: the backend's default) [default: {P.threads}]."),
-    Param("tolerances", Text(), P.tolerances, repeat=True, flag="--tolerance", metavar=TOLERANCE,
-          help="Parity limit override."),
-    Param("triton_repo", Flag(), P.triton_repo,
-          help="Also write RUN/triton: a Triton model repository of the artifacts (aft-export triton-repo)."),
-    Param("pixel_forms", Choice(tuple(PIXEL_FORMS)), P.pixel_forms, repeat=True, flag="--pixel-form",
-          show_default=False,
-          help="Also make files that take raw RGB pixels (0-255), at every target and precision, repeatable: "
-               "uint8-nhwc (model.uint8-nhwc*.onnx), float-nchw (model.float-nchw*.onnx), deepstream (float "
-               "pixels in, probabilities out: model.deepstream*.onnx, with RUN/deepstream/); see docs/jetson.md."),
+    *params_of(P, "output", "calib", "data", "precisions", "op_form", "targets", "calib_images", "parity_images",
+               "eval_images", "bench_batch_sizes", "bench_iters", "threads", "tolerances", "triton_repo",
+               "pixel_forms"),
     *user_model(),
-    Param("require_aft", Flag(), P.require_aft, help=REQUIRE_AFT),
+    *params_of(P, "require_aft"),
 ), options=P)  # fmt: skip
 
 D = DoctorOptions
 DOCTOR = Command("doctor", (
     Param("model", Model(), "aft_conv_cifar", positional=True),
-    Param("output", Path("directory"), D.output, short="-o",
-          help="Run directory [default: runs/doctor-<model>-<UTC time>]."),
-    Param("data", DATA, D.data, help="Labelled images for the export's verification, parity and eval [default: "
-                                     "the checkpoint's test data, else cifar10:test]."),
-    Param("calib", DATA, D.calib, help="Calibration images or recipe [default: calibration/cifar10.json]."),
-    Param("calib_images", COUNT, D.calib_images, help="Calibration images to sample [default: the recipe's]."),
-    Param("parity_images", COUNT, D.parity_images),
-    Param("eval_images", COUNT, D.eval_images, help="Evaluate a fixed subset of N images [default: all]."),
-    Param("bench_iters", COUNT, D.bench_iters, help="Bench runs per batch size."),
-    Param("timeout", Number(0, lo_open=True), D.timeout, help="Seconds one check may take."),
+    *params_of(D),
 ), options=D)  # fmt: skip
 
 DECLARED: dict[str, Command] = {c.name: c for c in (EXPORT, QUANTIZE, CHECK, BUILD, PARITY, EVAL, BENCH, INFER, INFO,
