@@ -177,9 +177,7 @@ def export(checkpoint=None, output=None, *, config: str | None = None, opset: in
 
     if output is None:
         raise AFTExportError(said("give {output}, the ONNX file to write", "export"))
-    opts = ExportOptions(opset=opset, batch_dim=batch_dim, dynamic_hw=dynamic_hw, op_form=op_form, target=target,
-                         simplify=simplify, allow_unsimplified=allow_unsimplified, images=images, data=data,
-                         require_aft=require_aft, input_format=input_format, output_format=output_format)  # fmt: skip
+    opts = export.declaration.options_of(locals())
     if _is_module(checkpoint):
         from aft_export.byo.export import export_model
 
@@ -267,8 +265,7 @@ def triton_repo(artifacts, output, *, max_batch: int | None = None, instances: i
     Returns :class:`~aft_export.serving.repository.RepoResult`."""
     from aft_export.serving.repository import write_repository
 
-    opts = TritonRepoOptions(max_batch=max_batch, instances=instances, top_k=top_k, queue_delay_us=queue_delay_us,
-                             device=device, backend=backend, threads=threads)  # fmt: skip
+    opts = triton_repo.declaration.options_of(locals())
     return write_repository(_paths(artifacts, "ONNX files or engines"), str(output), opts)
 
 
@@ -505,11 +502,8 @@ def serve(artifacts, *, host: str = ServeOptions.host, http_port: int = ServeOpt
 
     paths = _paths(artifacts, "ONNX files or engines to serve")
     cpu_notes(paths, backend)
-    opts = ServeOptions(host=host, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port,
-                        max_batch=max_batch, instances=instances, top_k=top_k, queue_delay_us=queue_delay_us,
-                        backend=backend, threads=threads, drain_seconds=drain_seconds,
-                        preprocessing=_foreign(preprocess, input_size, mean, std, classes, input_format,
-                                               files=paths))  # fmt: skip
+    opts = serve.declaration.options_of(locals(), preprocessing=_foreign(preprocess, input_size, mean, std, classes,
+                                                                       input_format, files=paths))  # fmt: skip
     if _blocking.get():  # serve_until_stopped: here, until a signal
         return run_server(paths, opts, log=_log)
     stop, outcome = _Stop(), {}

@@ -90,9 +90,9 @@ def test_container_lookup_matches_the_tensorrt_patch_version(monkeypatch):
 
 
 @pytest.mark.parametrize("kw,message", [
-    (dict(http_port=0), "`http_port` must be a port"), (dict(grpc_port=8000), "must differ"),
-    (dict(max_batch=0), "`max_batch` must be from 1"), (dict(instances=0), "`instances` must be >= 1"),
-    (dict(top_k=0), "`top_k` must be >= 1"), (dict(queue_delay_us=-1), ">= 0"),
+    (dict(http_port=0), "`http_port` takes a whole number from 1 to 65535, got 0"), (dict(grpc_port=8000), "must differ"),
+    (dict(max_batch=0), "`max_batch` takes a whole number from 1 to 65536, got 0"), (dict(instances=0), "`instances` takes a whole number >= 1, got 0"),
+    (dict(top_k=0), "`top_k` takes a whole number >= 1, got 0"), (dict(queue_delay_us=-1), ">= 0"),
 ])  # fmt: skip
 def test_serve_options_are_checked_once(kw, message):
     with pytest.raises(AFTExportError, match=message):
@@ -100,7 +100,7 @@ def test_serve_options_are_checked_once(kw, message):
 
 
 def test_repository_options_are_checked_once():
-    with pytest.raises(AFTExportError, match="`device` must be one of"):
+    with pytest.raises(AFTExportError, match="`device` takes one of auto, gpu, cpu, got 'tpu'"):
         TritonRepoOptions(device="tpu")
-    with pytest.raises(AFTExportError, match="`max_batch` must be from 1"):
+    with pytest.raises(AFTExportError, match="`max_batch` takes a whole number from 1 to 65536"):
         TritonRepoOptions(max_batch=0)

@@ -96,8 +96,8 @@ CANNOT_SHOW = [  # the command never shows that message
     (("quantize",), ("preprocess", "classes"),
      "quantize reads another tool's file with ForeignPreprocessing(takes=(input_size, mean, std)), what "
      "QuantizeOptions has: the message asks for those and the JSON beside the file, never a file or classes"),
-    (("pipeline",), ("opset", "batch_dim", "exclude", "device", "queue_delay_us",
-                     "max_batch", "instances", "top_k", "exclude_op_types", "quantize_op_types", "keep_fp32",
+    (("pipeline",), ("opset", "batch_dim", "exclude", "device",
+                     "max_batch", "exclude_op_types", "quantize_op_types", "keep_fp32",
                      "warmup"),
      "the pipeline sets these itself: it exports at the default opset with a dynamic batch, quantises with the "
      "default method and no exclusions, benches with BenchOptions.warmup, writes the Triton repository with its "

@@ -37,6 +37,7 @@ MAX_SEED = 2**32 - 1
 SEED, SIDE = Whole(0, MAX_SEED), Whole(1, MAX_SIDE)  # the kinds of a seed and of an image side
 THREADS = Whole(0, MAX_THREADS)  # 0: the backend's default
 DATA = Path("either", named=True)  # a folder, a tar or a named set (cifar10:test)
+ZERO_UP, PORT = Whole(0), Whole(1, 65535)
 MIN_OPSET = 18  # the com.aft bodies: ReduceMax/ReduceSum with axes as an input
 # a model trained elsewhere: inputs its layer swap is verified on (the verification
 # images, topped up with seeded random ones), and the batch they run in
@@ -44,32 +45,57 @@ SWAP_INPUTS = 64
 SWAP_BATCH = 16
 
 
+BACKEND = Choice(tuple(BACKENDS))
+BACKEND_LIST = ", ".join(f"{b.name} ({b.summary})" for b in BACKENDS.values())
+BACKEND_HELP = (f"Where .onnx artifacts run: {BACKEND_LIST}. A GPU backend also runs checkpoints in PyTorch on "
+                f"the GPU; engines run in TensorRT.")  # fmt: skip
+REQUIRE_AFT = ("Fail (exit 2) unless every AFT-like layer exports as a com.aft node: a layer with the parameters of a "
+               "known AFT layer that does not compute it, or a model with no AFT layer, is an error instead of plain "
+               "ONNX ops with a warning.")  # fmt: skip
+
+
 @dataclass(frozen=True)
 class ExportOptions:
-    opset: int = 18
-    batch_dim: str = "dynamic"  # "dynamic" or a fixed batch size such as "8"
-    dynamic_hw: bool = False  # AFT-conv only: dynamic height and width too
-    op_form: str = "custom"
-    target: str = DEFAULT_TARGET
-    simplify: bool = True
-    allow_unsimplified: bool = False  # continue without onnxsim if it fails
-    images: int = 64  # real images the export is verified on (0: none)
-    data: str | None = None  # where they come from (None: the data rule, datasets.verification_data)
-    verify_atol: float = EXPORT_MAX_ABS
-    external_data_threshold: int = TWO_GB  # bytes of weights above which .data is used
-    # a model trained elsewhere: a layer with the parameters of a known AFT layer that does not
-    # compute it (or no AFT layer at all) is an error, not plain ops with a warning
-    require_aft: bool = False
+    """``export``'s options, each declared here: the command's parameters of these names are these fields."""
+
+    opset: int = declare(Whole(), 18, help="ONNX opset (18 or newer).")
+    batch_dim: str = declare(Text(), "dynamic",  # "dynamic" or a fixed batch size such as "8"
+                             help="The graph's batch dimension: 'dynamic' or a fixed batch size.")
+    dynamic_hw: bool = declare(Flag(), False, help="AFT-conv only: dynamic height and width.")
+    op_form: str = declare(Choice(OP_FORMS), "custom",
+                           help="custom: one com.aft node per AFT layer; decomposed: plain ONNX ops.")
+    target: str = declare(Choice(TARGETS), DEFAULT_TARGET,
+                          help="; ".join(f"{t.name}: {t.summary}" for t in EXPORT_TARGETS.values()) + ".")
     # what the file takes: normalised images, or RGB pixels it normalises itself (data.images.INPUT_FORMATS,
     # exporting/pixels.py); what it gives: logits, or probabilities (DeepStream's classifier parser reads them)
-    input_format: str = NORMALIZED
-    output_format: str = LOGITS
+    input_format: str = declare(
+        Choice(INPUT_FORMATS), NORMALIZED,
+        help="What the file takes: normalized images, or raw RGB pixels in 0-255 that its first nodes normalise "
+             "(fp32): uint8-nhwc (uint8 N,H,W,3: applications, Triton clients) or float-nchw (float N,3,H,W: "
+             "DeepStream's nvinfer); see docs/jetson.md.")
+    output_format: str = declare(
+        Choice(OUTPUT_FORMATS), LOGITS,
+        help="What the file gives: logits, or probabilities (a Softmax, for DeepStream's classifier parser).")
+    simplify: bool = declare(Flag(), True, off="--no-simplify", help="Run onnxsim.")
+    allow_unsimplified: bool = declare(Flag(), False,  # continue without onnxsim if it fails
+                                       help="Keep the unsimplified graph if onnxsim fails.")
+    images: int = declare(ZERO_UP, 64,  # real images the export is verified on (0: none)
+                          help="Real images to verify the export on (0: skip; the exit status is then 3, not verified).")
+    # where they come from (None: the data rule, datasets.verification_data)
+    data: str | None = declare(DATA, help="Images to verify on: ImageFolder directory or tar [default: a zoo "
+                                          "checkpoint's test set].")
+    # a model trained elsewhere: a layer with the parameters of a known AFT layer that does not
+    # compute it (or no AFT layer at all) is an error, not plain ops with a warning
+    require_aft: bool = declare(Flag(), False, help=REQUIRE_AFT)
+    verify_atol: float = EXPORT_MAX_ABS
+    external_data_threshold: int = TWO_GB  # bytes of weights above which .data is used
 
     def __post_init__(self) -> None:
         import onnx
 
+        check_declared(self, "export")
         newest = onnx.defs.onnx_opset_version()
-        if not isinstance(self.opset, int) or self.opset < MIN_OPSET:
+        if self.opset < MIN_OPSET:
             raise AFTExportError(said("opset {opset_got} is too old: the AFT graph needs opset {oldest} or newer "
                                       "(ReduceMax/ReduceSum with axes as an input); use {use}", "export",
                                       opset_got=self.opset, oldest=MIN_OPSET, use=Named("opset", MIN_OPSET)))
@@ -77,21 +103,11 @@ class ExportOptions:
             raise AFTExportError(said("opset {opset_got} is newer than this onnx package knows ({newest}); give "
                                       "{opset} from {MIN_OPSET} to {newest}", "export", opset_got=self.opset,
                                       newest=newest, MIN_OPSET=MIN_OPSET))  # fmt: skip
-        if self.op_form not in OP_FORMS:
-            raise AFTExportError(f"unknown op form {self.op_form!r}; choose one of {OP_FORMS}")
-        if self.target not in TARGETS:
-            raise AFTExportError(f"unknown export target {self.target!r}; choose one of {TARGETS}")
         if self.target in TARGET_OPSETS and self.opset != 18:
             raise AFTExportError(said("the {form} form is always opset {value} (exported at 18, then converted); "
                                       "leave {opset} out with {target_set}", "export", form=self.target,
                                       target_set=Named("target", self.target), value=TARGET_OPSETS[self.target]))  # fmt: skip
         parse_batch(self.batch_dim)
-        for value, choices in ((self.input_format, INPUT_FORMATS), (self.output_format, OUTPUT_FORMATS)):
-            if value not in choices:
-                raise AFTExportError(f"unknown format {value!r}; choose one of {', '.join(choices)}")
-        if self.images < 0:
-            raise AFTExportError(said("verification image count must be >= 0, got {images}; give {none} to skip "
-                                      "verification", "export", images=self.images, none=Named("images", 0)))
 
 
 def parse_batch(spec: str | int) -> int | None:
@@ -297,9 +313,6 @@ def check_threads(threads) -> None:
                                   "{threads_got!r}", None, MAX_THREADS=MAX_THREADS, threads_got=threads))
 
 
-REQUIRE_AFT = ("Fail (exit 2) unless every AFT-like layer exports as a com.aft node: a layer with the parameters of a "
-               "known AFT layer that does not compute it, or a model with no AFT layer, is an error instead of plain "
-               "ONNX ops with a warning.")  # fmt: skip
 TOLERANCE = "PREC.FIELD=VALUE"  # a parity limit's override, as the command line takes it
 PIPELINE_PRECISIONS, PIPELINE_TARGETS, PIPELINE_BATCHES = ("fp16", "int8"), ("tensorrt",), (1, 32)
 
@@ -404,14 +417,20 @@ OPENVINO_LATENCY_MAX_BATCH = 1
 
 @dataclass(frozen=True)
 class ParityOptions:
-    images: int = 64  # real images compared
-    backend: str = DEFAULT_BACKEND  # where ONNX files run (BACKENDS)
+    images: int = declare(Whole(1), 64, help="Number of real images.")  # real images compared
+    backend: str = declare(BACKEND, DEFAULT_BACKEND, help=BACKEND_HELP)  # where ONNX files run
+
+    def __post_init__(self) -> None:
+        check_declared(self, "parity")
 
 
 @dataclass(frozen=True)
 class EvalOptions:
-    batch_size: int = 500
-    backend: str = DEFAULT_BACKEND
+    batch_size: int = declare(Whole(1), 500)
+    backend: str = declare(BACKEND, DEFAULT_BACKEND, help=BACKEND_HELP)
+
+    def __post_init__(self) -> None:
+        check_declared(self, "eval")
 
 
 @renamed_fields({"batches": "batch_sizes"})
@@ -472,79 +491,81 @@ DEFAULT_MAX_BATCH = 32
 TRITON_DEVICES = ("auto", "gpu", "cpu")  # a repository's instance kind: KIND_AUTO, KIND_GPU, KIND_CPU
 
 
+def _triton():
+    """The fields ``serve`` and ``triton-repo`` both declare, each made once here:
+    max_batch, instances, top_k, queue_delay_us."""
+    return (declare(Whole(1, MAX_BATCH),  # None: DEFAULT_MAX_BATCH, or an engine's profile maximum
+                    help=f"Largest batch [default: {DEFAULT_MAX_BATCH} for a dynamic-batch ONNX file, an engine's "
+                         f"profile maximum; a fixed-batch export is served without batching]."),
+            declare(Whole(1), 1, help="Model instances (one runner each)."),  # per served model
+            declare(Whole(1), 5, help="Classes in topk_index and topk_label."),
+            # how long the dynamic batcher holds a request for others to join it: none (measured with
+            # benchmarks/bench_serve.py: a delay adds itself to every request at one client, and under
+            # load the requests that queue while a batch runs are batched anyway)
+            declare(ZERO_UP, 0, help="How long the dynamic batcher holds a request for others to join it."))
+
+
 @dataclass(frozen=True)
 class ServeOptions:
+    """``serve``'s options, each declared here: the command's parameters of these names are these fields."""
+
     # loopback only: Triton's own default is every interface (0.0.0.0)
-    host: str = "127.0.0.1"
-    http_port: int = 8000
-    grpc_port: int = 8001
-    metrics_port: int = 8002
-    max_batch: int | None = None  # None: DEFAULT_MAX_BATCH, or an engine's profile maximum
-    instances: int = 1  # model instances (one runner each) per served model
-    backend: str = DEFAULT_BACKEND  # where ONNX files run, inside Triton's Python backend stub (BACKENDS)
+    host: str = declare(Text(), "127.0.0.1", help="Address HTTP, gRPC and metrics listen on (0.0.0.0: every "
+                                                  "interface).")
+    http_port: int = declare(PORT, 8000)
+    grpc_port: int = declare(PORT, 8001)
+    metrics_port: int = declare(PORT, 8002)
+    max_batch: int | None
+    instances: int
+    top_k: int
+    queue_delay_us: int
+    max_batch, instances, top_k, queue_delay_us = _triton()
+    backend: str = declare(BACKEND, DEFAULT_BACKEND, help=f"Where ONNX files run, inside Triton's Python backend "
+                                                          f"stub: {BACKEND_LIST}; engines run in TensorRT.")
     provider: str | None = None  # the old word for `backend` (cpu, cuda, tensorrt), for one release: read into it
-    top_k: int = 5
-    # how long the dynamic batcher holds a request for others to join it: none (measured with
-    # benchmarks/bench_serve.py: a delay adds itself to every request at one client, and under
-    # load the requests that queue while a batch runs are batched anyway)
-    queue_delay_us: int = 0
-    threads: int = 0  # per model instance; 0: the CPUs this process may use shared out among all the instances
-    # on SIGINT/SIGTERM, how long Triton waits for the requests in flight
-    drain_seconds: int = 30
+    # per model instance; 0: the CPUs this process may use shared out among all the instances
+    threads: int = declare(THREADS, 0, help="Threads per model instance, ONNX Runtime's or OpenVINO's (0: the CPUs this "
+                                            "process may use, shared out among the instances of every model; printed "
+                                            "at start).")
+    drain_seconds: int = declare(Whole(0, 3600), 30,
+                                 help="On SIGINT/SIGTERM, how long Triton waits for the requests in flight.")
     # how an ONNX file another tool wrote is fed (None: the JSON beside it)
     preprocessing: ForeignPreprocessing | None = None
 
     def __post_init__(self) -> None:
-        for option in ("http_port", "grpc_port", "metrics_port"):
-            if not 1 <= getattr(self, option) <= 65535:
-                raise AFTExportError(said("{option} must be a port from 1 to 65535, got {value!r}", "serve",
-                                          option=Named(option), value=getattr(self, option)))
+        check_declared(self, "serve")
         if len({self.http_port, self.grpc_port, self.metrics_port}) < 3:
             raise AFTExportError("the HTTP, gRPC and metrics ports must differ")
-        _check_triton_common(self.max_batch, self.instances, self.top_k)
         object.__setattr__(self, "backend", backend_of(self.backend, self.provider))
         object.__setattr__(self, "provider", None)
-        if self.queue_delay_us < 0 or self.threads < 0 or self.drain_seconds < 0:
-            raise AFTExportError(said("{queue_delay_us}, {threads} and {drain_seconds} must be >= 0", "serve"))
 
 
 @dataclass(frozen=True)
 class TritonRepoOptions:
-    max_batch: int | None = None  # as ServeOptions
-    instances: int = 1
+    """``triton-repo``'s options, each declared here: the command's parameters of these names are these fields."""
+
+    max_batch: int | None
+    instances: int
+    top_k: int
+    queue_delay_us: int
+    max_batch, instances, top_k, queue_delay_us = _triton()
     # the classifier's instance kind: auto (Triton's KIND_AUTO: the GPUs where there are any,
     # else the CPU), gpu or cpu; engines are always gpu, OpenVINO always cpu
-    device: str = "auto"
-    backend: str = DEFAULT_BACKEND  # the Triton backend of ONNX files (TRITON_BACKENDS)
-    top_k: int = 5
-    queue_delay_us: int = 0  # as ServeOptions
+    device: str = declare(Choice(TRITON_DEVICES), "auto",
+                          help="Where ONNX models run (instance_group kind; auto: Triton's KIND_AUTO, the GPUs where "
+                               "there are any, else the CPU); engines always on the GPU.")
+    backend: str = declare(Choice(TRITON_BACKENDS), DEFAULT_BACKEND,
+                           help="Triton's backend for ONNX files: onnxruntime (onnxruntime_onnx, CPU or GPU) or openvino "
+                                "(CPU; the file with its functions inlined, a complete config).")
     # per instance: ONNX Runtime's intra_op_thread_count, OpenVINO's INFERENCE_NUM_THREADS; 0: the
     # backend's default, the container's cores
-    threads: int = 0
+    threads: int = declare(THREADS, 0, help="Threads per instance: ONNX Runtime's intra_op_thread_count, OpenVINO's "
+                                            "INFERENCE_NUM_THREADS (0: the backend's default, the container's cores; "
+                                            "with --instances N give cores/N).")
 
     def __post_init__(self) -> None:
-        _check_triton_common(self.max_batch, self.instances, self.top_k)
-        if self.device not in TRITON_DEVICES:
-            raise AFTExportError(said("{device} must be one of {TRITON_DEVICES}, got {device_got!r}",
-                                      "triton-repo", TRITON_DEVICES=TRITON_DEVICES, device_got=self.device))
-        if self.backend not in TRITON_BACKENDS:
-            raise AFTExportError(said("a Triton repository runs ONNX files in one of {value}, not {backend_got!r}; "
-                                      "choose the GPU with {device_set}", "triton-repo",
-                                      device_set=Named('device', 'gpu'), value=', '.join(TRITON_BACKENDS),
-                                      backend_got=self.backend))  # fmt: skip
+        check_declared(self, "triton-repo")
         if self.backend == "openvino" and self.device == "gpu":
             raise AFTExportError(said("Triton's openvino backend runs on the CPU; leave {device} out (or give "
                                       "{device_set}) with {backend_set}", "triton-repo",
                                       device_set=Named('device', 'cpu'), backend_set=Named('backend', 'openvino')))  # fmt: skip
-        if self.queue_delay_us < 0 or self.threads < 0:
-            raise AFTExportError(said("{queue_delay_us} and {threads} must be >= 0", "triton-repo"))
-
-
-def _check_triton_common(max_batch, instances, top_k) -> None:
-    if max_batch is not None and not 1 <= max_batch <= MAX_BATCH:
-        raise AFTExportError(said("{max_batch} must be from 1 to {MAX_BATCH}, got {max_batch_got!r}", None,
-                                  MAX_BATCH=MAX_BATCH, max_batch_got=max_batch))
-    if instances < 1:
-        raise AFTExportError(said("{instances} must be >= 1, got {instances_got!r}", None, instances_got=instances))
-    if top_k < 1:
-        raise AFTExportError(said("{top_k} must be >= 1, got {top_k_got!r}", None, top_k_got=top_k))

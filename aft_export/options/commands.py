@@ -18,13 +18,10 @@ import inspect
 
 from aft_export.environment import say_ort_conflict
 from aft_export.errors import RUNNING, Named, name_keywords_by, said
-from aft_export.options import (BACKENDS, DEEPSTREAM_MODES, DEFAULT_MAX_BATCH,
-                                DeepStreamOptions, EXPORT_TARGETS,
-                                INPUT_FORMATS, LIBRARIES, MAX_BATCH, OP_FORMS, SIDE, THREADS, DATA,
-                                OUTPUT_FORMATS, TARGETS,
-                                TRITON_BACKENDS, TRITON_DEVICES, BenchOptions, BuildOptions, DoctorOptions, EvalOptions,
-                                ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions,
-                                TrainConfig, TritonRepoOptions, REQUIRE_AFT, TOLERANCE)  # fmt: skip
+from aft_export.options import (BACKEND, BACKEND_HELP, DATA, DEEPSTREAM_MODES, INPUT_FORMATS, LIBRARIES, SIDE,
+                                THREADS, TOLERANCE, ZERO_UP, BenchOptions, BuildOptions, DeepStreamOptions,
+                                DoctorOptions, EvalOptions, ExportOptions, ParityOptions, PipelineOptions,
+                                QuantizeOptions, ServeOptions, TrainConfig, TritonRepoOptions)  # fmt: skip
 from aft_export.options.deepstream import (C_INT_MAX, DEEPSTREAM_RELEASES, MIN_OBJECT, NVINFER_MAX_BATCH,
                                            SCALING_FILTERS, SCALING_HW, DeepStreamCheckOptions)  # fmt: skip
 from aft_export.options.params import (REQUIRED, Choice, Classes, Command, Flag, KeywordError, Model, Number, Param,
@@ -35,15 +32,8 @@ from aft_export.version import RENAMED_FIELDS
 
 # ---------------------------------------------------------------- the declarations
 
-COUNT, ZERO_UP = Whole(1), Whole(0)
+COUNT = Whole(1)
 BATCH = Whole(1)  # the upper bound is the memory a batch needs, estimated by each command
-PORT = Whole(1, 65535)
-BACKEND = Choice(tuple(BACKENDS))
-
-BACKEND_LIST = ", ".join(f"{b.name} ({b.summary})" for b in BACKENDS.values())
-BACKEND_HELP = (f"Where .onnx artifacts run: {BACKEND_LIST}. A GPU backend also runs checkpoints in PyTorch on "
-                f"the GPU; engines run in TensorRT.")  # fmt: skip
-
 FOREIGN = "For an ONNX file another tool wrote (no aft-export metadata)"
 
 
@@ -85,27 +75,10 @@ EXPORT = Command("export", (
     Param("checkpoint", Model(module=True), positional=True),
     Param("output", Path(), REQUIRED, short="-o", help="ONNX file to write."),
     Param("config", Text(), help="Registry config name, for plain state_dict files."),
-    Param("opset", Whole(), E.opset, help="ONNX opset (18 or newer)."),
-    Param("batch_dim", Text(), E.batch_dim, help="The graph's batch dimension: 'dynamic' or a fixed batch size."),
-    Param("dynamic_hw", Flag(), E.dynamic_hw, help="AFT-conv only: dynamic height and width."),
-    Param("op_form", Choice(OP_FORMS), E.op_form,
-          help="custom: one com.aft node per AFT layer; decomposed: plain ONNX ops."),
-    Param("target", Choice(TARGETS), E.target,
-          help="; ".join(f"{t.name}: {t.summary}" for t in EXPORT_TARGETS.values()) + "."),
-    Param("input_format", Choice(INPUT_FORMATS), E.input_format,
-          help="What the file takes: normalized images, or raw RGB pixels in 0-255 that its first nodes normalise "
-               "(fp32): uint8-nhwc (uint8 N,H,W,3: applications, Triton clients) or float-nchw (float N,3,H,W: "
-               "DeepStream's nvinfer); see docs/jetson.md."),
-    Param("output_format", Choice(OUTPUT_FORMATS), E.output_format,
-          help="What the file gives: logits, or probabilities (a Softmax, for DeepStream's classifier parser)."),
-    Param("simplify", Flag(), E.simplify, off="--no-simplify", help="Run onnxsim."),
-    Param("allow_unsimplified", Flag(), E.allow_unsimplified, help="Keep the unsimplified graph if onnxsim fails."),
-    Param("images", ZERO_UP, E.images,
-          help="Real images to verify the export on (0: skip; the exit status is then 3, not verified)."),
-    Param("data", DATA, E.data,
-          help="Images to verify on: ImageFolder directory or tar [default: a zoo checkpoint's test set]."),
+    *params_of(E, "opset", "batch_dim", "dynamic_hw", "op_form", "target", "input_format", "output_format",
+               "simplify", "allow_unsimplified", "images", "data"),
     *user_model(),
-    Param("require_aft", Flag(), E.require_aft, help=REQUIRE_AFT),
+    *params_of(E, "require_aft"),
 ), options=E)  # fmt: skip
 
 QUANTIZE = Command("quantize", (
@@ -152,19 +125,19 @@ PARITY = Command("parity", (
     Param("artifacts", Path(), (), repeat=True, positional=True),
     Param("data", DATA, help="Images: ImageFolder directory or tar [default: the checkpoint's test data, else "
                              "cifar10:test]."),
-    Param("images", COUNT, ParityOptions.images, help="Number of real images."),
+    *params_of(ParityOptions, "images"),
     Param("tolerances", Text(), (), repeat=True, flag="--tolerance", metavar=TOLERANCE,
           help="Override a limit, e.g. fp16.max_abs=0.1 (repeatable)."),
-    Param("backend", BACKEND, ParityOptions.backend, help=BACKEND_HELP),
+    *params_of(ParityOptions, "backend"),
     *user_model(),
 ), options=ParityOptions)  # fmt: skip
 
 EVAL = Command("eval", (
     Param("artifacts", Path(), REQUIRED, repeat=True, positional=True),
     Param("data", DATA, REQUIRED, help="Labelled ImageFolder directory or tar."),
-    Param("batch_size", BATCH, EvalOptions.batch_size),
+    *params_of(EvalOptions, "batch_size"),
     Param("images", COUNT, help="Evaluate a fixed subset of N images [default: all]."),
-    Param("backend", BACKEND, EvalOptions.backend, help=BACKEND_HELP),
+    *params_of(EvalOptions, "backend"),
     *foreign(),
 ), function="evaluate", options=EvalOptions)  # fmt: skip
 
@@ -208,33 +181,11 @@ TRAIN = Command("train", params_of(T, "model", "data", "output", "test_data", "e
                                    "threads", "images", "resume", "progress"), options=T)  # fmt: skip
 
 
-def _triton(owner) -> tuple[Param, ...]:
-    return (
-        Param("max_batch", Whole(1, MAX_BATCH), owner.max_batch,
-              help=f"Largest batch [default: {DEFAULT_MAX_BATCH} for a dynamic-batch ONNX file, an engine's profile "
-                   f"maximum; a fixed-batch export is served without batching]."),
-        Param("instances", COUNT, owner.instances, help="Model instances (one runner each)."),
-        Param("top_k", COUNT, owner.top_k, help="Classes in topk_index and topk_label."),
-        Param("queue_delay_us", ZERO_UP, owner.queue_delay_us,
-              help="How long the dynamic batcher holds a request for others to join it."),
-    )  # fmt: skip
-
-
 S = ServeOptions
 SERVE = Command("serve", (
     Param("artifacts", Path(), REQUIRED, repeat=True, positional=True),
-    Param("host", Text(), S.host, help="Address HTTP, gRPC and metrics listen on (0.0.0.0: every interface)."),
-    Param("http_port", PORT, S.http_port),
-    Param("grpc_port", PORT, S.grpc_port),
-    Param("metrics_port", PORT, S.metrics_port),
-    *_triton(S),
-    Param("backend", BACKEND, S.backend, help=f"Where ONNX files run, inside Triton's Python backend stub: "
-                                              f"{BACKEND_LIST}; engines run in TensorRT."),
-    Param("threads", THREADS, S.threads,
-          help="Threads per model instance, ONNX Runtime's or OpenVINO's (0: the CPUs this process may use, shared "
-               "out among the instances of every model; printed at start)."),
-    Param("drain_seconds", Whole(0, 3600), S.drain_seconds,
-          help="On SIGINT/SIGTERM, how long Triton waits for the requests in flight."),
+    *params_of(S, "host", "http_port", "grpc_port", "metrics_port", "max_batch", "instances", "top_k",
+               "queue_delay_us", "backend", "threads", "drain_seconds"),
     *foreign(),
 ), options=S)  # fmt: skip
 
@@ -243,16 +194,7 @@ TRITON_REPO = Command("triton-repo", (
     Param("artifacts", Path(), REQUIRED, repeat=True, positional=True),
     Param("output", Path("directory"), REQUIRED, short="-o",
           help="Repository directory to create (must not exist, or be empty)."),
-    *_triton(R),
-    Param("device", Choice(TRITON_DEVICES), R.device,
-          help="Where ONNX models run (instance_group kind; auto: Triton's KIND_AUTO, the GPUs where there are any, "
-               "else the CPU); engines always on the GPU."),
-    Param("backend", Choice(TRITON_BACKENDS), R.backend,
-          help="Triton's backend for ONNX files: onnxruntime (onnxruntime_onnx, CPU or GPU) or openvino (CPU; the "
-               "file with its functions inlined, a complete config)."),
-    Param("threads", THREADS, R.threads,
-          help="Threads per instance: ONNX Runtime's intra_op_thread_count, OpenVINO's INFERENCE_NUM_THREADS (0: the "
-               "backend's default, the container's cores; with --instances N give cores/N)."),
+    *params_of(R, "max_batch", "instances", "top_k", "queue_delay_us", "device", "backend", "threads"),
 ), options=R)  # fmt: skip
 
 D = DeepStreamOptions
