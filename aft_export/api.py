@@ -284,11 +284,7 @@ def deepstream(artifacts, output, *, mode: str = DeepStreamOptions.mode, release
     :class:`~aft_export.serving.deepstream.DeepStreamResult`."""
     from aft_export.serving.deepstream import write_deepstream
 
-    opts = DeepStreamOptions(mode=mode, release=release, batch_size=batch_size, gpu_id=gpu_id, threshold=threshold,
-                             unique_id=unique_id, scaling_filter=scaling_filter, scaling_hw=scaling_hw,
-                             operate_on_gie_id=operate_on_gie_id, operate_on_class_ids=tuple(operate_on_class_ids),
-                             min_object_size=min_object_size, data=data, images=images,
-                             object_size=object_size)  # fmt: skip
+    opts = deepstream.declaration.options_of(locals())
     return write_deepstream([str(a) for a in _paths(artifacts, "DeepStream files or run directories")], str(output),
                             opts, log=_log)  # fmt: skip
 
@@ -300,11 +296,10 @@ def deepstream_check(configs, *, library: str = "auto") -> DeepStreamCheckResult
     profile covers ``batch-size`` and ``infer-dims``, and whether it deserialises with the TensorRT installed here
     (skipped where there is no GPU or no TensorRT). Returns
     :class:`~aft_export.serving.deepstream.DeepStreamCheckResult`."""
-    from aft_export.options.deepstream import DeepStreamCheckOptions
     from aft_export.serving.deepstream import check_deepstream
 
     return check_deepstream([str(c) for c in _paths(configs, "DeepStream configs or the directory holding them")],
-                            DeepStreamCheckOptions(library=library))  # fmt: skip
+                            deepstream_check.declaration.options_of(locals()))  # fmt: skip
 
 
 # ---------------------------------------------------------------- check and measure

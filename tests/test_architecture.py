@@ -22,7 +22,7 @@ ORDER = [
     "data", "data.formats", "data.images", "data.preprocess", "data.datasets", "data.calibration", "quantization", "quantization.ranges", "models.weights",
     "models.checkpoint", "models.sources", "models.resources",
     # 2 ONNX, comparison, TensorRT facts
-    "artifacts", "artifacts.kinds", "artifacts.graph", "artifacts.fp32_rule", "artifacts.onnxio", "artifacts.ends", "verify", "verify.compare", "options.deepstream", "options.targets", "options.params", "options", "options.commands", "artifacts.purpose",
+    "artifacts", "artifacts.kinds", "artifacts.graph", "artifacts.fp32_rule", "artifacts.onnxio", "artifacts.ends", "verify", "verify.compare", "options.params", "options.targets", "options.deepstream", "options", "options.commands", "artifacts.purpose",
     # the offline TensorRT rules: below every runner (checking a file offline runs no runtime)
     "trtcheck.view", "trtcheck.versions", "trtcheck.rules", "trtcheck", "tensorrt", "tensorrt.library", "tensorrt.manifest",
     # 3 runners

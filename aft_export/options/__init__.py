@@ -17,10 +17,10 @@ from aft_export.data.images import (FLOAT_NCHW, INPUT_FORMATS, LOGITS, NORMALIZE
                                     PROBABILITIES, UINT8_NHWC)  # fmt: skip
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.options.deepstream import DEEPSTREAM_MODES, DeepStreamOptions  # noqa: F401  (named here, as before)
-from aft_export.options.targets import (DEFAULT_TARGET, EXPORT_TARGETS, OP_FORMS, TARGET_OPSETS, TARGETS,  # noqa: F401
-                                        ExportTarget)  # fmt: skip
-from aft_export.options.params import (REQUIRED, Choice, Flag, Number, Path, Text, Triple, Whole, check_declared,
-                                       declare)  # fmt: skip
+from aft_export.options.targets import (DEFAULT_TARGET, EXPORT_TARGETS, LIBRARIES, OP_FORMS, TARGET_OPSETS,  # noqa: F401
+                                        TARGETS, ExportTarget)  # fmt: skip
+from aft_export.options.params import (REQUIRED, Choice, Flag, Model, Number, Path, Text, Triple, Whole,
+                                       check_declared, declare)  # fmt: skip
 from aft_export.readers import MAX_SIDE, compile_pattern
 # the runtimes, and which are values of `backend`: one table, read here (and named here, as before)
 from aft_export.runtimes import (BACKENDS, DEFAULT_BACKEND, PROVIDER_BACKENDS, TRITON_BACKENDS,  # noqa: F401
@@ -258,8 +258,6 @@ class QuantizeOptions:
 # ---------------------------------------------------------------- TensorRT builds
 
 HW_LEVELS = ("none", "ampere+", "same-cc")
-# auto: standard TensorRT where it is installed, else TensorRT-RTX (aft_export.tensorrt.library.choose_library)
-LIBRARIES = ("auto", "tensorrt", "tensorrt-rtx")
 
 
 @renamed_fields({"batch": "batch_profile", "hw": "hw_profile"})
@@ -436,22 +434,31 @@ class EvalOptions:
 @renamed_fields({"batches": "batch_sizes"})
 @dataclass(frozen=True)
 class BenchOptions:
-    batch_sizes: tuple[int, ...] = (1, 32)
-    backend: str = DEFAULT_BACKEND
+    """``bench``'s options and the pipeline's bench; its fields of the command's names are its parameters."""
+
+    batch_sizes: tuple[int, ...] = declare(Whole(1), (1, 32), repeat=True, flag="--batch-size",
+                                           help="Batch size to time (repeatable).")
+    backend: str = declare(BACKEND, DEFAULT_BACKEND, help=BACKEND_HELP)
     # runs before timing, for `aft-export bench` and the pipeline's bench alike (the pipeline
     # used 5 of its own): first runs pay for ONNX Runtime's arena growth, thread-pool start
     # and, on a GPU, clocks ramping up; 10 keeps both reports' latencies comparable
-    warmup: int = 10
-    iters: int = 50
+    warmup: int = declare(ZERO_UP, 10)
+    iters: int = declare(Whole(1), 50)
     # the deploy table (aft_export.verify.deploy) times its rows in this many interleaved rounds, each row once a
     # round in turn, so that a change of load falls on every row alike
     rounds: int = 5
     # with a reference checkpoint: the deploy table (aft_export.verify.deploy), every file on every runtime
     # here, proven on `images` labelled images of `data` (None: the checkpoint's test data, else
     # cifar10:test) before it is timed
-    reference: str | None = None
-    data: str | None = None
-    images: int = 1000
+    reference: str | None = declare(
+        Model(), help="The checkpoint the files were made from: the deploy table, every file on every runtime here, "
+        "proven against it (parity, top-1) and timed, the fastest that passes marked per device.")
+    data: str | None = declare(DATA, help="With --reference: labelled images for parity and top-1 [default: the "
+                                          "checkpoint's test data, else cifar10:test].")
+    images: int = declare(Whole(1), 1000)
+
+    def __post_init__(self) -> None:
+        check_declared(self, "bench")
 
 
 # the deploy table's fastest row, per device class: rows within this fraction of the fastest are a tie

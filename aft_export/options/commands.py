@@ -18,14 +18,13 @@ import inspect
 
 from aft_export.environment import say_ort_conflict
 from aft_export.errors import RUNNING, Named, name_keywords_by, said
-from aft_export.options import (BACKEND, BACKEND_HELP, DATA, DEEPSTREAM_MODES, INPUT_FORMATS, LIBRARIES, SIDE,
-                                THREADS, TOLERANCE, ZERO_UP, BenchOptions, BuildOptions, DeepStreamOptions,
-                                DoctorOptions, EvalOptions, ExportOptions, ParityOptions, PipelineOptions,
-                                QuantizeOptions, ServeOptions, TrainConfig, TritonRepoOptions)  # fmt: skip
-from aft_export.options.deepstream import (C_INT_MAX, DEEPSTREAM_RELEASES, MIN_OBJECT, NVINFER_MAX_BATCH,
-                                           SCALING_FILTERS, SCALING_HW, DeepStreamCheckOptions)  # fmt: skip
-from aft_export.options.params import (REQUIRED, Choice, Classes, Command, Flag, KeywordError, Model, Number, Param,
-                                       Path, Text, Triple, Whole, params_of)  # fmt: skip
+from aft_export.options import (BACKEND, BACKEND_HELP, DATA, INPUT_FORMATS, LIBRARIES, SIDE, THREADS, TOLERANCE,
+                                BenchOptions, BuildOptions, DeepStreamOptions, DoctorOptions, EvalOptions,
+                                ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions,
+                                TrainConfig, TritonRepoOptions)  # fmt: skip
+from aft_export.options.deepstream import DeepStreamCheckOptions
+from aft_export.options.params import (REQUIRED, Choice, Classes, Command, Flag, KeywordError, Model, Param, Path, Text,
+                                       Triple, Whole, params_of)  # fmt: skip
 from aft_export.readers import shown
 from aft_export.version import RENAMED_FIELDS
 
@@ -143,20 +142,15 @@ EVAL = Command("eval", (
 
 BENCH = Command("bench", (
     Param("artifacts", Path(), REQUIRED, repeat=True, positional=True),
-    Param("batch_sizes", BATCH, BenchOptions.batch_sizes, repeat=True, flag="--batch-size",
-          help="Batch size to time (repeatable)."),
-    Param("warmup", ZERO_UP, BenchOptions.warmup),
-    Param("iters", COUNT, BenchOptions.iters),
+    *params_of(BenchOptions, "batch_sizes", "warmup", "iters"),
     Param("threads", THREADS, 0, show_default=False, help="CPU threads (0: the backend's default)."),
-    Param("backend", BACKEND, None, show_default=False,
-          help=BACKEND_HELP + f" [default: {BenchOptions.backend}; with --reference: every runtime here]."),
-    Param("reference", Model(), BenchOptions.reference,
-          help="The checkpoint the files were made from: the deploy table, every file on every runtime here, proven "
-               "against it (parity, top-1) and timed, the fastest that passes marked per device."),
-    Param("data", DATA, BenchOptions.data, help="With --reference: labelled images for parity and top-1 [default: the "
-                                                "checkpoint's test data, else cifar10:test]."),
-    Param("images", COUNT, None, show_default=False,
-          help=f"With --reference: labelled images for top-1 (parity: the first 64) [default: {BenchOptions.images}]."),
+    # None: the deploy table's every runtime with a reference, else the default backend
+    *params_of(BenchOptions, "backend", default=None, show_default=False,
+               help=BACKEND_HELP + f" [default: {BenchOptions.backend}; with --reference: every runtime here]."),
+    *params_of(BenchOptions, "reference", "data"),
+    *params_of(BenchOptions, "images", default=None, show_default=False,  # None: BenchOptions.images
+               help=f"With --reference: labelled images for top-1 (parity: the first 64) [default: "
+                    f"{BenchOptions.images}]."),
     Param("profile", Flag(), False, help="Also the runtime's time per op type for each ONNX file and batch, in a "
                                          "session of its own: ONNX Runtime's profiler (fused ops under their own "
                                          "names), or OpenVINO's node counters with the kernel each op ran."),
@@ -202,51 +196,12 @@ DEEPSTREAM = Command("deepstream", (
     Param("artifacts", Path("either"), REQUIRED, repeat=True, positional=True),
     Param("output", Path("directory"), REQUIRED, short="-o",
           help="Directory to write (must not exist, or be empty): a config_infer_<file>.txt per file and labels.txt."),
-    Param("mode", Choice(DEEPSTREAM_MODES), D.mode,
-          help="primary: classify whole frames (process-mode 1); secondary: objects an upstream detector found (2)."),
-    Param("release", Choice(DEEPSTREAM_RELEASES), D.release, show_default=False,
-          help="The DeepStream release the config is for: its keys, and the TensorRT the file must be read by "
-               "(6.3: JetPack 5.1.2, TensorRT 8.5; 7.0: JetPack 6.0, 8.6; 7.1: JetPack 6.1/6.2, 10.3; 8.0: JetPack "
-               "7.0; 9.0: JetPack 7.1; 9.1: JetPack 7.2) [default: the oldest whose TensorRT reads the file: 6.3 for "
-               "--target tensorrt8 files, 7.1 for the others]; see docs/jetson.md."),
-    Param("batch_size", Whole(1, NVINFER_MAX_BATCH), D.batch_size,
-          help=f"nvinfer's batch-size (at most {NVINFER_MAX_BATCH}, what nvinfer takes), and the engine's batch "
-               f"profile 1,N,N."),
-    Param("gpu_id", Whole(0, C_INT_MAX), D.gpu_id, help="The GPU (gpu-id; it is in the engine's name)."),
-    Param("threshold", Number(0.0, 1.0), D.threshold,
-          help="classifier-threshold: a label is attached above this probability (0: always the top class)."),
-    Param("unique_id", Whole(1, C_INT_MAX), D.unique_id, help="gie-unique-id of this element."),
-    Param("scaling_filter", Choice(SCALING_FILTERS), D.scaling_filter,
-          help="scaling-filter: how nvinfer scales frames or objects to the input size. cubic (GPU-Cubic; VIC: 5-tap) "
-               "is the closest to the bicubic resize the model was trained and proven on; nvinfer's own default is "
-               "nearest neighbour, which aliases downscaled frames."),
-    Param("scaling_hw", Choice(SCALING_HW), D.scaling_hw,
-          help="scaling-compute-hw: gpu (GPU-Cubic), vic (Jetson's VIC: the filter's VIC variant, off the GPU) or "
-               "default (VIC on Jetson, the GPU on x86)."),
-    Param("operate_on_gie_id", Whole(-1, C_INT_MAX), D.operate_on_gie_id, show_default=False,
-          help="Secondary mode: classify the objects of the element of this gie-unique-id (-1: of any element) "
-               "[default: 1, the detector NVIDIA's samples number 1]."),
-    Param("operate_on_class_ids", Whole(0, C_INT_MAX), D.operate_on_class_ids, repeat=True,
-          flag="--operate-on-class-id", metavar="ID", show_default=False,
-          help="Secondary mode: classify objects of this class id of the detector only (repeatable) [default: "
-               "objects of every class]."),
-    Param("min_object_size", Whole(0, C_INT_MAX), D.min_object_size, show_default=False,
-          help=f"Secondary mode: objects narrower or lower than this are not classified (input-object-min-width and "
-               f"-height) [default: {MIN_OBJECT}, the floor DeepStream 6.3 puts on every object, so that every "
-               f"release does the same]."),
-    Param("data", DATA, D.data, help="Also measure: the top-1 of each file on these labelled images, under nvinfer's "
-                                     "scaling (stretched to the input size with --scaling-filter's CPU stand-in, and "
-                                     "with nvinfer's default, nearest) beside aft-export's own preprocessing."),
-    Param("images", COUNT, D.images, help="With --data: how many labelled images."),
-    Param("object_size", SIDE, D.object_size,
-          help="With --data: resize each image to this square first (bicubic), as a camera sees an object larger "
-               "than the network's input, so that the scaling has something to do."),
+    *params_of(D),
 ), options=D)  # fmt: skip
 
 DEEPSTREAM_CHECK = Command("deepstream-check", (
     Param("configs", Path("either"), REQUIRED, repeat=True, positional=True),
-    Param("library", Choice(LIBRARIES), DeepStreamCheckOptions.library,
-          help="The TensorRT that deserialises the engines: tensorrt (a Jetson's), tensorrt-rtx, or auto."),
+    *params_of(DeepStreamCheckOptions),
 ), function="deepstream_check", options=DeepStreamCheckOptions)  # fmt: skip
 
 PIPELINE = Command("pipeline", (

@@ -1,9 +1,12 @@
-"""The export targets, one table (:data:`EXPORT_TARGETS`): what a graph is made for and what that means
-everywhere it matters. Named in :mod:`aft_export.options` too, as before."""
+"""What a file is made for: the export targets, one table (:data:`EXPORT_TARGETS`: what a graph is made for
+and what that means everywhere it matters), and the TensorRT libraries an engine is built with
+(:data:`LIBRARIES`). Named in :mod:`aft_export.options` too, as before."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from aft_export.runtimes import TENSORRT_MODULES
 
 OP_FORMS = ("custom", "decomposed")
 
@@ -58,3 +61,6 @@ EXPORT_TARGETS = {t.name: t for t in (  # the forms: aft_export/exporting/trt8.p
 TARGETS = tuple(EXPORT_TARGETS)
 DEFAULT_TARGET = "tensorrt"  # also what a file without export_target metadata was made for
 TARGET_OPSETS = {t.name: t.opset for t in EXPORT_TARGETS.values() if t.opset is not None}
+# auto: standard TensorRT where it is installed, else TensorRT-RTX (aft_export.tensorrt.library.choose_library);
+# the others, the runtime table's engine runtimes (tensorrt, tensorrt-rtx)
+LIBRARIES = ("auto", *TENSORRT_MODULES)
