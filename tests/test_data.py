@@ -254,3 +254,15 @@ def test_decode_then_model_input_is_load_image_then_normalize_for_bytes_and_path
     assert got.shape == (2, 3, 32, 32) and got.dtype == np.float32 and np.array_equal(got, want)
     with pytest.raises(AFTExportError, match="the broken one"):
         decode_pixels([("the broken one", b"not an image")], 32)
+
+
+def test_the_format_tables_answer_what_code_asks_of_a_format():
+    """data.formats: each input format says whether it is pixels, each output format whether a Softmax makes
+    it; a name no table has is neither (code asks the table, never compares names)."""
+    from aft_export.data.formats import (FORMATS, OUTPUT_FORMATS, OUTPUTS, gives_probabilities, input_format,
+                                         takes_pixels)
+
+    assert [n for n in FORMATS if takes_pixels(n)] == ["uint8-nhwc", "float-nchw"] and not takes_pixels("normalized")
+    assert OUTPUT_FORMATS == ("logits", "probabilities") and str(OUTPUTS["logits"]) == "logits"
+    assert gives_probabilities("probabilities") and not gives_probabilities("logits")
+    assert not takes_pixels("rgb") and not gives_probabilities(None) and input_format("uint8-nhwc").layout == "NHWC"

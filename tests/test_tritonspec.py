@@ -34,7 +34,7 @@ def test_model_names_come_from_the_file_name(path, name):
 
 def test_onnx_batching_comes_from_the_graph(onnx_files):
     d = describe(onnx_files["dynamic"])
-    assert (d.name, d.kind, d.input_name, d.output_name) == ("conv", "onnx", "image", "logits")
+    assert (d.name, d.kind.name, d.input_name, d.output_name) == ("conv", "onnx", "image", "logits")
     assert d.fixed_batch is None and d.max_batch == DEFAULT_MAX_BATCH and d.dims == [3, 32, 32]
     assert d.image_model == "conv_image" and len(d.classes) == 10 and d.input_size == (3, 32, 32)
     assert describe(onnx_files["dynamic"], max_batch=5).max_batch == 5
@@ -46,7 +46,7 @@ def test_onnx_batching_comes_from_the_graph(onnx_files):
 def test_engine_batching_comes_from_its_manifest(onnx_files, tmp_path):
     engine = engine_with_manifest(tmp_path, onnx_files["dynamic"], "conv.engine")
     e = describe(engine)
-    assert (e.kind, e.name, e.max_batch, e.fixed_batch, e.dims) == ("engine", "conv", 16, None, [3, 32, 32])
+    assert (e.kind.name, e.name, e.max_batch, e.fixed_batch, e.dims) == ("engine", "conv", 16, None, [3, 32, 32])
     assert describe(engine, max_batch=8).max_batch == 8
     with pytest.raises(AFTExportError, match="`max_batch=17` is above .* largest batch 16"):
         describe(engine, max_batch=17)

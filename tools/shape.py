@@ -155,14 +155,17 @@ def _patterns_in_words() -> int:
 # what a file is, by its suffix, is decided in artifacts/kinds.py alone; the one other reading of a suffix
 # is a weights file's format inside a checkpoint (safetensors or a pickle: models.weights, models.checkpoint)
 KIND_SUFFIXES = (".onnx", ".engine", ".plan", ".pt", ".pth")
+KIND_NAMES = ("onnx", "engine", "checkpoint")  # the kinds' own words (FileKind.name), compared: the runtime table's
+# `runs` column holds them too (runtimes.py, below the kinds' floor)
 FORMAT_ONLY = {"models/weights.py", "models/checkpoint.py"}
 # the modules that hold how a parameter is declared, checked and worded (issue 55's count, 1,967 at 3aefeda)
 PARAMETER_MODULES = ("options", "cli/params.py", "cli/words.py", "errors.py")
 
 
 def _kind_by_suffix() -> list[str]:
-    """Comparisons (``==``, ``!=``, ``in``, ``endswith``) of a path against a kind's suffix literal, or of
-    anything against a ``*_SUFFIXES`` tuple, outside artifacts/kinds.py (and models/sources.py's registry)."""
+    """Comparisons (``==``, ``!=``, ``in``, ``endswith``) of a path against a kind's suffix literal, of a kind
+    against its name, or of anything against a ``*_SUFFIXES`` tuple, outside artifacts/kinds.py (and
+    models/sources.py's registry)."""
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = str(path.relative_to(PACKAGE))
@@ -174,11 +177,36 @@ def _kind_by_suffix() -> list[str]:
                      else [])  # fmt: skip
             for part in parts:
                 named = [e for e in ast.walk(part) if isinstance(e, ast.Constant) and isinstance(e.value, str)
-                         and e.value.lower() in KIND_SUFFIXES + (() if rel in FORMAT_ONLY else (".safetensors",))]
+                         and (e.value.lower() in KIND_SUFFIXES + (() if rel in FORMAT_ONLY else (".safetensors",))
+                              or isinstance(node, ast.Compare) and rel != "runtimes.py" and e.value in KIND_NAMES)]
                 tuples = [e for e in ast.walk(part) if isinstance(e, ast.Name) and e.id.endswith("_SUFFIXES")]
                 if named or tuples:
                     found.append(f"{rel}:{node.lineno}")
                     break
+    return found
+
+
+# the names of the file formats (aft_export.data.formats' tables) and the constants that hold them
+FORMAT_NAMES = ("normalized", "uint8-nhwc", "float-nchw", "logits", "probabilities")
+FORMAT_CONSTANTS = ("NORMALIZED", "UINT8_NHWC", "FLOAT_NCHW", "LOGITS", "PROBABILITIES")
+
+
+def _format_names_compared() -> list[str]:
+    """Comparisons (``==``, ``!=``, ``in``) with a format's name or its constant outside data/formats.py (the
+    table), but in the code serving/repository.py writes for Triton's Python backend, which cannot import
+    the package and says so."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = str(path.relative_to(PACKAGE))
+        if rel == "data/formats.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Compare):
+                continue
+            parts = [node.left, *node.comparators]
+            if any(isinstance(e, ast.Constant) and e.value in FORMAT_NAMES or isinstance(e, ast.Name)
+                   and e.id in FORMAT_CONSTANTS for part in parts for e in ast.walk(part)):  # fmt: skip
+                found.append(f"{rel}:{node.lineno}")
     return found
 
 
@@ -281,8 +309,11 @@ def main() -> int:
     print(f"lists of runtimes spelled outside aft_export/runtimes.py: {len(lists)}" + "".join(
         f"\n  {where}" for where in lists))
     by_suffix = _kind_by_suffix()
-    print(f"a path's kind decided by its suffix outside artifacts/kinds.py: {len(by_suffix)}" + "".join(
+    print(f"a path's kind decided by its suffix or named outside artifacts/kinds.py: {len(by_suffix)}" + "".join(
         f"\n  {where}" for where in by_suffix))
+    formats = _format_names_compared()
+    print(f"a file format's name compared outside data/formats.py: {len(formats)}" + "".join(
+        f"\n  {where}" for where in formats))
     print(f"lines of {', '.join(PARAMETER_MODULES)}: {_parameter_lines()} (1,967 at 3aefeda)")
     places = _parameter_places()
     over = {k: v for k, v in places.items() if len(v) > 2}

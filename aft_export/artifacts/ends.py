@@ -27,7 +27,7 @@ from aft_export import readers
 from aft_export.artifacts.graph import node_module
 from aft_export.artifacts.onnxio import ArtifactMeta
 from aft_export.data.formats import (FLOAT_NCHW, FORMATS, INPUT_FORMATS, LOGITS, NORMALIZED, OUTPUT_FORMATS,
-                                     PROBABILITIES, UINT8_NHWC, InputFormat)  # fmt: skip
+                                     PROBABILITIES, UINT8_NHWC, InputFormat, gives_probabilities)  # fmt: skip
 from aft_export.errors import AFTExportError, said
 
 PIXEL_MODULE = ("pixel_input", "PixelInput")  # the prologue's aft.module and aft.module_type
@@ -156,7 +156,7 @@ def disagreements(ends: Ends, claim: Claim, where: str) -> list[str]:
         out.append(said(line, None, where=where, by=claim.by, key="input_format", claimed=claim.input_format,
                         does=f"takes {ends.what}", fix=claim.fix))  # fmt: skip
     if claim.output_format is not None and claim.output_format != ends.gives:
-        gives = ("probabilities (a Softmax makes its output)" if ends.gives == PROBABILITIES
+        gives = ("probabilities (a Softmax makes its output)" if gives_probabilities(ends.gives)
                  else f"logits (no Softmax makes its output {readers.shown(ends.output)})")  # fmt: skip
         out.append(said(line, None, where=where, by=claim.by, key="output_format", claimed=claim.output_format,
                         does=f"gives {gives}", fix=claim.fix))  # fmt: skip

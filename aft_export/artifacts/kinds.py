@@ -34,6 +34,7 @@ ENGINE = FileKind("engine", "an engine", (".engine", ".plan"), False)
 CHECKPOINT = FileKind("checkpoint", "a checkpoint", (".pt", ".pth", ".safetensors"), True)
 SOURCE = FileKind("source", "a model spec", SPEC_SUFFIXES, True)  # and every suffix a reader is registered for
 KINDS = (ONNX, ENGINE, CHECKPOINT, SOURCE)
+NAMED = {k.name: k for k in KINDS}  # a kind by the word a report or a JSON file holds
 
 
 def kind_of(path) -> FileKind | None:

@@ -24,7 +24,6 @@ UINT8_NHWC = "uint8-nhwc"
 FLOAT_NCHW = "float-nchw"
 LOGITS = "logits"
 PROBABILITIES = "probabilities"
-OUTPUT_FORMATS = (LOGITS, PROBABILITIES)
 
 
 @dataclass(frozen=True)
@@ -76,6 +75,37 @@ FORMATS: dict[str, InputFormat] = {f.name: f for f in (
 )}  # fmt: skip
 INPUT_FORMATS = tuple(FORMATS)
 PIXEL_FORMATS = tuple(name for name, f in FORMATS.items() if f.pixels)
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    """One format a file's output may give: its ``name``, and whether a Softmax makes it (``softmax``:
+    probabilities, which a comparison takes the floored log of, :func:`aft_export.runners.base.as_output`;
+    else logits)."""
+
+    name: str
+    softmax: bool
+
+    def __str__(self) -> str:
+        return self.name
+
+
+OUTPUTS: dict[str, OutputFormat] = {f.name: f for f in (OutputFormat(LOGITS, False), OutputFormat(PROBABILITIES, True))}
+OUTPUT_FORMATS = tuple(OUTPUTS)
+
+
+def takes_pixels(name) -> bool:
+    """Whether the input format ``name`` is raw pixels the graph normalises (False: normalised images, or no
+    format of the table)."""
+    found = FORMATS.get(name)
+    return found is not None and found.pixels
+
+
+def gives_probabilities(name) -> bool:
+    """Whether the output format ``name`` is a Softmax's probabilities (False: logits, or no format of the
+    table)."""
+    found = OUTPUTS.get(name)
+    return found is not None and found.softmax
 
 
 def input_format(name: str) -> InputFormat:

@@ -24,7 +24,8 @@ import numpy as np
 
 from aft_export import readers
 from aft_export.data.formats import (FLOAT_NCHW, FORMATS, INPUT_FORMATS, LOGITS, NORMALIZED,  # noqa: F401
-                                     OUTPUT_FORMATS, PIXEL_FORMATS, PROBABILITIES, UINT8_NHWC, normalize_array)
+                                     OUTPUT_FORMATS, PIXEL_FORMATS, PROBABILITIES, UINT8_NHWC, normalize_array,
+                                     takes_pixels)
 from aft_export.errors import AFTExportError, Named, said
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".ppm", ".tif", ".tiff")
@@ -140,7 +141,7 @@ class Preprocessing:
         return cls(int(size), mean, std)  # what the file takes is its graph's (aft_export.artifacts.ends)
 
     def record(self) -> dict:
-        pixels = {"input_format": self.input_format} if self.input_format != NORMALIZED else {}
+        pixels = {"input_format": self.input_format} if takes_pixels(self.input_format) else {}
         return {"size": self.size, "mean": list(self.mean), "std": list(self.std), **pixels}
 
 

@@ -31,7 +31,8 @@ import torch
 from aft_export.version import __version__
 from aft_export.models.checkpoint import ModelMeta
 from aft_export.verify.compare import SIMPLIFY_MAX_ABS, max_abs, metrics
-from aft_export.data.images import LOGITS, NORMALIZED, PROBABILITIES, normalize_array
+from aft_export.data.formats import gives_probabilities, takes_pixels
+from aft_export.data.images import normalize_array
 from aft_export.data.datasets import DataNotFound, is_named, load_labelled, verification_data
 from aft_export.errors import AFTExportError, CheckFailed, Judged, Named, Verdict, said
 from aft_export.exporting.forms import to_target  # noqa: F401 (the API: the exporter's last step)
@@ -338,10 +339,10 @@ def export_graph(model, meta: ModelMeta, opts: ExportOptions, images: np.ndarray
     result.rewrites = optimize_for_runtime(proto)
     check_graph(proto)
     seconds["rewrite"] = time.perf_counter() - t
-    if opts.input_format != NORMALIZED or opts.output_format != LOGITS:  # the ends, before the target's form
+    if takes_pixels(opts.input_format) or gives_probabilities(opts.output_format):  # the ends, before the form
         t = time.perf_counter()
         with_pixel_input(proto, opts.input_format, meta.mean, meta.std)
-        if opts.output_format == PROBABILITIES:
+        if gives_probabilities(opts.output_format):
             with_probabilities(proto)
         seconds["pixels"] = time.perf_counter() - t
     if opts.target != "tensorrt":

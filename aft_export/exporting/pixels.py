@@ -33,7 +33,7 @@ import numpy as np
 from aft_export.artifacts.ends import PIXEL_MODULE, PROBABILITY_MODULE, graph_ends
 from aft_export.artifacts.graph import MODULE_KEY, MODULE_TYPE_KEY, set_props
 from aft_export.artifacts.onnxio import check_graph, read_metadata, set_metadata
-from aft_export.data.formats import FORMATS, NORMALIZED, PIXEL_FORMATS, PROBABILITIES
+from aft_export.data.formats import FORMATS, PIXEL_FORMATS, PROBABILITIES, gives_probabilities, takes_pixels
 from aft_export.errors import AFTExportError
 
 NORMALIZED_NAME = "image_normalized"  # the prologue's output: what the graph took before
@@ -50,10 +50,10 @@ def with_pixel_input(model, input_format: str, mean, std):
     returned) taking ``input_format``'s pixels under the input's name, normalising them first."""
     from onnx import TensorProto, helper, numpy_helper
 
-    if input_format == NORMALIZED:
-        return model
-    if input_format not in PIXEL_FORMATS:
+    if input_format not in FORMATS:
         raise AFTExportError(f"unknown pixel input format {input_format!r}; one of {', '.join(PIXEL_FORMATS)}")
+    if not takes_pixels(input_format):
+        return model
     props = read_metadata(model)
     already = graph_ends(model).takes
     if already.pixels:
@@ -113,7 +113,7 @@ def with_probabilities(model):
     from onnx import helper
 
     props = read_metadata(model)
-    if graph_ends(model).gives == PROBABILITIES:
+    if gives_probabilities(graph_ends(model).gives):
         return model
     graph = model.graph
     logits = graph.output[0]

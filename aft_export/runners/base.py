@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from aft_export.data.formats import FORMATS, InputFormat
-from aft_export.data.images import (INPUT_FORMATS, LOGITS, NORMALIZED, OUTPUT_FORMATS, PROBABILITIES,
+from aft_export.data.formats import FORMATS, InputFormat, gives_probabilities, takes_pixels
+from aft_export.data.images import (INPUT_FORMATS, LOGITS, NORMALIZED, OUTPUT_FORMATS,
                                     model_input)  # fmt: skip
 from aft_export.errors import AFTExportError, Named, said
 from aft_export.verify.compare import judged_precision
@@ -174,7 +174,7 @@ class Runner:
         random pixels for a file that takes them."""
         c, h, w = self.info.input_size
         rng = np.random.default_rng(seed)
-        if self.info.input_format == NORMALIZED:
+        if not takes_pixels(self.info.input_format):
             return rng.standard_normal((batch, c, h, w), dtype=np.float32)
         return self.feed(rng.integers(0, 256, (batch, h, w, c), dtype=np.uint8))
 
@@ -201,7 +201,7 @@ class Runner:
                 x = np.concatenate([x, np.repeat(x[-1:], step - n, axis=0)])
             outs.append(self.run({self.input_name: x})[self.output_name][:n].astype(np.float32))
         out = np.concatenate(outs) if outs else np.zeros((0, len(self.info.classes)), np.float32)
-        return np.log(np.maximum(out, PROBABILITY_FLOOR)) if self.info.output_format == PROBABILITIES else out
+        return np.log(np.maximum(out, PROBABILITY_FLOOR)) if gives_probabilities(self.info.output_format) else out
 
 
 # the smallest probability a log is taken of (float32's smallest normal number): a Softmax in float32
@@ -213,7 +213,7 @@ def as_output(logits: np.ndarray, output_format: str) -> np.ndarray:
     """What :meth:`Runner.logits` gives for a model of ``output_format`` whose logits are ``logits``:
     the logits, or for a file that outputs probabilities the floored log of their softmax in
     float32 (the reference a probability file is compared with)."""
-    if output_format != PROBABILITIES:
+    if not gives_probabilities(output_format):
         return logits
     z = np.asarray(logits, np.float64)
     p = np.exp(z - z.max(axis=1, keepdims=True))

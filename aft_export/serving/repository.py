@@ -50,6 +50,7 @@ from aft_export.errors import AFTExportError, Judged, Named, Verdict, said
 from aft_export.fileio import (atomic_directory, atomic_write_bytes, atomic_write_text, claim_output, copy_file,
                                make_dirs)
 from aft_export.artifacts.graph import inline_functions, int8_weight_bits
+from aft_export.artifacts.kinds import ENGINE, ONNX
 from aft_export.artifacts.onnxio import ExternalFile, external_files, load_onnx, save_onnx
 from aft_export.options import TritonRepoOptions
 from aft_export.runtimes import RUNTIMES, TRITON_BACKENDS
@@ -87,11 +88,11 @@ KINDS = {"gpu": "KIND_GPU", "cpu": "KIND_CPU", "auto": "KIND_AUTO"}
 
 
 def _openvino(spec: ServedModel, opts: TritonRepoOptions) -> bool:
-    return spec.kind == "onnx" and opts.backend == "openvino"
+    return spec.kind is ONNX and opts.backend == "openvino"
 
 
 def _net_kind(spec: ServedModel, opts: TritonRepoOptions) -> str:
-    if spec.kind == "engine":
+    if spec.kind is ENGINE:
         return "KIND_GPU"
     return "KIND_CPU" if _openvino(spec, opts) else KINDS[opts.device]
 
@@ -110,7 +111,7 @@ def openvino_parameters(opts: TritonRepoOptions) -> dict[str, str]:
 def net_config(spec: ServedModel, opts: TritonRepoOptions) -> str:
     """The artifact itself in ONNX Runtime, OpenVINO or TensorRT; dynamically batched (the one
     batcher of both endpoints); the backend's thread parameters; a warm-up request of zeros."""
-    if spec.kind == "engine":
+    if spec.kind is ENGINE:
         kind, params = 'platform: "tensorrt_plan"', None
     elif _openvino(spec, opts):
         kind, params = 'backend: "openvino"\ndefault_model_filename: "model.onnx"', openvino_parameters(opts)
@@ -221,7 +222,9 @@ def preprocess_source(spec: ServedModel) -> str:
         '''def preprocess(encoded: bytes, index: int = 0) -> np.ndarray:
     """One encoded image (number index of its request) -> what the model takes, as aft-export's
     eval preprocesses it: float32 (3, SIZE, SIZE) normalised, or for a file that takes raw pixels
-    its pixels, uint8 (SIZE, SIZE, 3) or float32 (3, SIZE, SIZE) in 0-255 (INPUT_FORMAT)."""
+    its pixels, uint8 (SIZE, SIZE, 3) or float32 (3, SIZE, SIZE) in 0-255 (INPUT_FORMAT). This code runs in
+    Triton's Python backend, which cannot import aft_export: it names the formats of the package's table
+    (aft_export.data.formats) itself, the one place outside that table that does."""
     pixels = load_image(encoded, SIZE, name=f"{index} of this request")
     if INPUT_FORMAT == "uint8-nhwc":
         return pixels
@@ -306,9 +309,9 @@ def _container_line(spec: ServedModel) -> str:
 def _release(specs: list[ServedModel]) -> str | None:
     """The container release to build from: the ONNX one, an engine's from the table, or
     None where the table has none (the user names it)."""
-    if not any(s.kind == "engine" for s in specs):
+    if not any(s.kind is ENGINE for s in specs):
         return ONNX_CONTAINER
-    tags = {c for s in specs if s.kind == "engine"
+    tags = {c for s in specs if s.kind is ENGINE
             for c, _, _ in containers_for_tensorrt(s.manifest.get("tensorrt") or "")}  # fmt: skip
     return next(iter(tags)) if len(tags) == 1 else None
 
@@ -367,19 +370,19 @@ def _openvino_notes(specs: list[ServedModel], opts: TritonRepoOptions, bits: dic
 
 
 def readme(specs: list[ServedModel], opts: TritonRepoOptions, bits: dict[str, int | None] | None = None) -> str:
-    gpu = any(s.kind == "engine" for s in specs) or opts.device == "gpu"
+    gpu = any(s.kind is ENGINE for s in specs) or opts.device == "gpu"
     release = _release(specs)
     models = []
     for s in specs:
         d = model_dirs(s)
         batch = f"fixed batch {s.fixed_batch} (no batching)" if s.fixed_batch else f"batches up to {s.max_batch}"
-        runtime = "TensorRT engine" if s.kind == "engine" else RUNTIME_NAMES[opts.backend]
+        runtime = "TensorRT engine" if s.kind is ENGINE else RUNTIME_NAMES[opts.backend]
         models += [f"- `{d['tensor']}`: `{s.input_name}` FP32 {dims_text(s.dims)} (normalised) -> `{s.output_name}`, "
                    f"`{TOPK_INDEX}`, `{TOPK_LABEL}`; {batch}",
                    f"- `{d['image']}`: `{IMAGE_INPUT}` BYTES {dims_text(s.batched(1))} (encoded images) -> the same",
                    f"- `{d['net']}` ({runtime}, {s.precision}; logits only; instances {_net_kind(s, opts)}), "
                    f"`{d['pre']}`, `{d['topk']}`: the ensembles' steps"]  # fmt: skip
-    engines = [_container_line(s) for s in specs if s.kind == "engine"]
+    engines = [_container_line(s) for s in specs if s.kind is ENGINE]
     first = specs[0]
     lines = [
         "# Triton model repository", "",
@@ -426,7 +429,7 @@ def _external_data(spec: ServedModel) -> list[ExternalFile]:
     """The external data files of an ONNX file, checked (:func:`~aft_export.artifacts.onnxio.external_files`):
     each a regular file in the file's own folder, none named as the version directory's own files,
     so that copying each under its name writes inside that directory and nowhere else."""
-    if spec.kind != "onnx":
+    if spec.kind is not ONNX:
         return []
     return external_files(load_onnx(spec.path, external_data=False), spec.path, reserved=NET_FILES)
 
@@ -466,7 +469,7 @@ def standard_ops(path: Path):
 
 def check_artifacts(specs: list[ServedModel], opts: TritonRepoOptions) -> None:
     for s in specs:
-        if s.kind == "engine" and is_rtx_engine(s.path, s.manifest):
+        if s.kind is ENGINE and is_rtx_engine(s.path, s.manifest):
             raise AFTExportError(f"{s.path} is a TensorRT-RTX engine; Triton's tensorrt_plan backend loads standard "
                                  f"TensorRT engines only: give the ONNX file it was built from (onnxruntime_onnx) or "
                                  f"an engine built with TensorRT")  # fmt: skip
@@ -488,7 +491,7 @@ def write_repository(artifacts: list[str], out: str | Path, opts: TritonRepoOpti
     # another tool's ONNX file is described by the JSON beside it: these options take no preprocessing
     specs = [describe(a, opts.max_batch, (names or {}).get(str(a)), BESIDE_ONLY) for a in artifacts]
     check_artifacts(specs, opts)
-    if opts.device == "cpu" and any(s.kind == "engine" for s in specs):
+    if opts.device == "cpu" and any(s.kind is ENGINE for s in specs):
         raise AFTExportError(said("{device_set}: TensorRT engines run on the GPU only; leave it out or give ONNX "
                                   "files", "triton-repo", device_set=Named('device', 'cpu')))
     # every location a file names, checked before anything is written: a file never chooses where we write
@@ -501,7 +504,7 @@ def write_repository(artifacts: list[str], out: str | Path, opts: TritonRepoOpti
             d = model_dirs(s)
             k = s.k(opts.top_k)
             net = make_dirs(work / d["net"] / "1")
-            if s.kind == "engine":
+            if s.kind is ENGINE:
                 copy_file(s.path, net / "model.plan")
             elif _openvino(s, opts) and _has_local_functions(s.path):  # Triton's openvino backend: standard ops
                 save_onnx(standard_ops(s.path), net / "model.onnx")

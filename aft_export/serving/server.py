@@ -56,6 +56,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from aft_export.artifacts.kinds import ENGINE
 from aft_export.errors import AFTExportError, Named, RuntimeMissing, said
 from aft_export.fileio import atomic_write_bytes, atomic_write_text, copy_file, make_dirs, private_directory
 from aft_export.options import BACKENDS, ServeOptions
@@ -436,7 +437,7 @@ def _run(bundle: Bundle, specs, opts: ServeOptions, served: Served, work: Path, 
     write_models(make_dirs(work / "repo"), specs, opts, served.plan, status)
     if stop.event.is_set():
         return
-    gpu = BACKENDS[opts.backend].gpu or any(s.kind == "engine" for s in specs)
+    gpu = BACKENDS[opts.backend].gpu or any(s.kind is ENGINE for s in specs)
     args = [str(bundle.tritonserver), *server_args(backends, work / "repo", opts, shm_prefix, gpu)]
     proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env=server_env(bundle), cwd=work, start_new_session=True, preexec_fn=_pdeathsig)  # fmt: skip

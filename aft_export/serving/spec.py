@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aft_export.data.formats import FORMATS
+from aft_export.data.formats import FORMATS, gives_probabilities
 from aft_export.data.images import LOGITS, NORMALIZED, Preprocessing
 from aft_export.errors import AFTExportError, Named, said
 from aft_export.artifacts.ends import Claim, engine_format
@@ -38,7 +38,7 @@ from aft_export.artifacts.onnxio import ArtifactMeta, graph_precision, load_onnx
 from aft_export.options import DEFAULT_MAX_BATCH
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.readers import reason, regular_file
-from aft_export.artifacts.kinds import ENGINE, ONNX, expected, kind_of
+from aft_export.artifacts.kinds import ENGINE, NAMED, ONNX, FileKind, expected, kind_of
 from aft_export.runners import OUTPUT, onnx_info
 from aft_export.tensorrt.manifest import check_manifest, manifest_problems
 from aft_export.options.commands import command_line
@@ -84,7 +84,7 @@ class ServedModel:
 
     name: str
     path: Path
-    kind: str  # "onnx" | "engine"
+    kind: FileKind  # ONNX or ENGINE (aft_export.artifacts.kinds)
     input_name: str
     output_name: str
     image_dims: tuple[int, ...]  # one image: (C, H, W), -1 where the artifact takes any size
@@ -133,7 +133,7 @@ class ServedModel:
     def to_json(self) -> str:
         """The description as JSON (what a Triton Python backend model of ``serve`` is
         given, so that it serves what the server described, without reading it again)."""
-        return json.dumps({**asdict(self), "path": str(self.path)})
+        return json.dumps({**asdict(self), "path": str(self.path), "kind": self.kind.name})
 
     @classmethod
     def from_json(cls, text: str) -> ServedModel:
@@ -142,7 +142,8 @@ class ServedModel:
         pre = d.get("preprocessing")
         if pre is not None:  # lists back to the tuples its values were
             pre = ForeignPreprocessing(**{k: tuple(v) if isinstance(v, list) else v for k, v in pre.items()})
-        return cls(**{**d, "path": Path(d["path"]), **{k: tuple(d[k]) for k in tuples}, "preprocessing": pre})
+        return cls(**{**d, "path": Path(d["path"]), "kind": NAMED[d["kind"]], **{k: tuple(d[k]) for k in tuples},
+                      "preprocessing": pre})  # fmt: skip
 
 
 def _dim(d) -> int:
@@ -198,7 +199,7 @@ def _describe_onnx(path: Path, max_batch: int | None, preprocessing: ForeignPrep
     n = shape[0]
     _refuse_probabilities(path, info.output_format)
     fixed, chosen = _batching(path, (1, -1) if n == -1 else (n, n), max_batch, "its ONNX input's batch dimension")
-    return ServedModel(model_name(path), path, "onnx", inputs[0].name, model.graph.output[0].name, tuple(shape[1:]),
+    return ServedModel(model_name(path), path, ONNX, inputs[0].name, model.graph.output[0].name, tuple(shape[1:]),
                        fixed, chosen, info.classes, info.input_size, info.mean, info.std,
                        precision=graph_precision(model), input_format=info.input_format,
                        preprocessing=ForeignPreprocessing.of(Preprocessing(info.input_size[-1], info.mean, info.std,
@@ -228,14 +229,14 @@ def _describe_engine(path: Path, max_batch: int | None) -> ServedModel:
     _refuse_probabilities(path, output_format)
     fixed, chosen = _batching(path, (lo[0], hi[0]), max_batch, "its optimisation profile")
     dims = tuple(a if a == b else -1 for a, b in zip(lo[1:], hi[1:]))
-    return ServedModel(model_name(path), path, "engine", manifest["input"].get("name", "image"), OUTPUT, dims, fixed,
+    return ServedModel(model_name(path), path, ENGINE, manifest["input"].get("name", "image"), OUTPUT, dims, fixed,
                        chosen, classes, size, mean, std, precision=manifest.get("precision", "fp32"),
                        manifest=manifest, input_format=input_format)  # fmt: skip
 
 
 def _refuse_probabilities(path: Path, output_format: str) -> None:
     """A file that gives probabilities is DeepStream's: Triton's models give logits (and top-k)."""
-    if output_format != LOGITS:
+    if gives_probabilities(output_format):
         raise AFTExportError(f"{path} gives {output_format} (the DeepStream form); Triton serves logits and top-k: "
                              f"serve the same export with logits out (model.float-nchw*.onnx, or any other)")  # fmt: skip
 

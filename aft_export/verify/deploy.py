@@ -37,7 +37,7 @@ from aft_export.machine import cpu_features
 from aft_export.options import FASTEST_TIE, BenchOptions, ParityOptions
 from aft_export.runtimes import BACKENDS, RUNTIMES as EVERY_RUNTIME, TABLE_RUNTIMES
 from aft_export.verify.parity import run_parity
-from aft_export.artifacts.kinds import CHECKPOINT, SOURCE, expected, kind_of
+from aft_export.artifacts.kinds import CHECKPOINT, ENGINE, ONNX, SOURCE, FileKind, expected, kind_of
 from aft_export.options.commands import command_line
 
 if TYPE_CHECKING:  # bench's result type, for the annotation alone (bench_against imports it where it runs)
@@ -121,20 +121,20 @@ class DeployTable(Judged):
                 "verdict": self.verdict.to_dict()}  # fmt: skip
 
 
-def kind(artifact: str | Path) -> str:
-    """onnx or engine by the file's suffix; anything else is a checkpoint or another model source (a spec
+def kind(artifact: str | Path) -> FileKind:
+    """ONNX or ENGINE by the file's name; anything else is a CHECKPOINT or another model source (a spec
     file), which runs in PyTorch."""
     found = kind_of(artifact)
-    return CHECKPOINT.name if found is None or found.model_source else found.name
+    return CHECKPOINT if found is None or found.model_source else found
 
 
 def runs_on(artifact: str | Path, runtime: str, engine_library: str | None = None) -> bool:
     """Whether ``runtime`` is one that runs ``artifact`` at all (a checkpoint in PyTorch, an ONNX file
     in ONNX Runtime or OpenVINO, an engine in the library that built it)."""
     k = kind(artifact)
-    if k == "engine":
+    if k is ENGINE:
         return runtime == (engine_library or "tensorrt")
-    return runtime in RUNTIMES and EVERY_RUNTIME[runtime].runs == k
+    return runtime in RUNTIMES and EVERY_RUNTIME[runtime].runs == k.name
 
 
 def load_average() -> list[float] | None:
@@ -406,9 +406,9 @@ def made_for_device(artifact: str) -> str:
     portable target, ``gpu`` for the TensorRT targets and engines), "" for a checkpoint or a file that
     does not say."""
     k = kind(artifact)
-    if k == "engine":
+    if k is ENGINE:
         return "gpu"
-    if k != "onnx":
+    if k is not ONNX:
         return ""
     from aft_export.artifacts.onnxio import ArtifactMeta, load_onnx
     from aft_export.artifacts.purpose import target_device
@@ -494,7 +494,7 @@ def bench_against(reference: str, artifacts: list[str], data: str | None = None,
                          make_runner=lambda a, r: make_runner(a, r, threads=threads), batches=tuple(batches),
                          warmup=warmup, iters=iters, threads=threads, parity_images=parity_images,
                          data_label=str(data or source), purposes=purposes,
-                         engine_libraries={str(a): _engine_library(a) for a in artifacts if kind(a) == "engine"},
+                         engine_libraries={str(a): _engine_library(a) for a in artifacts if kind(a) is ENGINE},
                          log=log)  # fmt: skip
     if backend is not None and runtimes.get(backend) != "ok":
         table.verdict = Verdict.combine(table.verdict, Verdict.of(unverified=[
@@ -526,7 +526,7 @@ def _described(artifact):
     from aft_export.runners import info_from_metadata
     from aft_export.runners.engine import manifest_info
 
-    if kind(artifact) == "onnx":  # a file that is not ONNX, or whose data lies elsewhere: said now, exit 2
+    if kind(artifact) is ONNX:  # a file that is not ONNX, or whose data lies elsewhere: said now, exit 2
         model = load_onnx(artifact, external_data=False)
         try:
             return info_from_metadata(model, str(artifact)) if ArtifactMeta.of(model).ours else None
@@ -534,7 +534,7 @@ def _described(artifact):
             raise
         except AFTExportError:  # malformed metadata: its rows say so
             return None
-    if kind(artifact) == "engine":
+    if kind(artifact) is ENGINE:
         try:
             return manifest_info(_manifest(artifact), str(artifact))
         except Contradicted:
@@ -550,9 +550,9 @@ def _purpose_of(artifact) -> str:
     from aft_export.artifacts.purpose import engine_made_for, file_purpose
 
     try:
-        if kind(artifact) == "onnx":
+        if kind(artifact) is ONNX:
             return file_purpose(load_onnx(artifact, external_data=False))["for"]
-        if kind(artifact) == "engine":
+        if kind(artifact) is ENGINE:
             return engine_made_for(_manifest(artifact))
     except AFTExportError:
         return ""
@@ -576,4 +576,4 @@ def _manifest(engine) -> dict:
 
 def _engine_library(engine) -> str:
     library = _manifest(engine).get("library")
-    return library if library in RUNTIMES and EVERY_RUNTIME[library].runs == "engine" else "tensorrt"
+    return library if library in RUNTIMES and EVERY_RUNTIME[library].runs == ENGINE.name else "tensorrt"

@@ -14,7 +14,8 @@ import numpy as np
 
 from aft_export.artifacts.kinds import is_onnx
 from aft_export.verify.compare import judge, metrics, tolerances_with
-from aft_export.data.images import LOGITS, LabelledImages, Preprocessing, normalize_array
+from aft_export.data.formats import gives_probabilities
+from aft_export.data.images import LabelledImages, Preprocessing, normalize_array
 from aft_export.data.datasets import load_labelled, verification_data
 from aft_export.errors import AFTExportError, Judged, Named, RuntimeMissing, Verdict, said
 from aft_export.exporting.exporter import ExportOptions, export_graph
@@ -197,7 +198,7 @@ def run_parity(checkpoint: str, artifacts: list[str], data=None, images: int = P
         pixel_file = runner.info.takes.pixels
         if pixel_file:  # fed raw pixels: proven from them, against the checkpoint fed our normalisation
             row["input_format"] = runner.info.input_format
-        if runner.info.output_format != LOGITS:  # compared as log-probabilities (runners.base.as_output)
+        if gives_probabilities(runner.info.output_format):  # compared as log-probabilities (runners.base.as_output)
             row["output_format"] = runner.info.output_format
         kind, sets = ("pixels", pixel_sets) if pixel_file else ("normal", normal_sets)
         for name, arr in sets.items():
@@ -213,7 +214,7 @@ def run_parity(checkpoint: str, artifacts: list[str], data=None, images: int = P
         row["status"] = "pass" if row["passed"] else "fail"
         if not row["passed"] and is_onnx(artifact):
             row["divergence"] = (_divergence(reference, artifact, artifacts, runner, x, backend) if not pixel_file
-                                 and runner.info.output_format == LOGITS else
+                                 and not gives_probabilities(runner.info.output_format) else
                                  {"error": "not localised: localisation compares graphs of normalised input and "
                                            "logits out; export the same options without the pixel input or the "
                                            "probabilities to localise"})  # fmt: skip

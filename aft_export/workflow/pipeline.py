@@ -45,7 +45,8 @@ import numpy as np
 from aft_export.tensorrt.build import build_engine, offline_column
 from aft_export.verify.compare import tolerances_with
 from aft_export.verify.deploy import Measured, deploy_table, make_runner, runtimes_here
-from aft_export.data.images import NORMALIZED, model_input, normalize_array
+from aft_export.data.formats import takes_pixels
+from aft_export.data.images import model_input, normalize_array
 from aft_export.data.datasets import is_named, load_labelled, verification_data
 from aft_export.environment import distributions, has_gpu, ort_distributions, platform_facts, tensorrt_environment, tensorrt_libraries
 from aft_export.errors import AFTExportError, Verdict, said
@@ -297,7 +298,7 @@ def _verification_commands(ctx: Context, onnx: list[Made], x, parity_set) -> Out
     for m in onnx:
         form = _input_format(m.path)
         given = inputs
-        if form != NORMALIZED:
+        if takes_pixels(form):
             given = ctx.work / f"verify_inputs.{form}.npy"
             if not given.exists():
                 np.save(given, model_input(parity_set.images, meta.mean, meta.std, form))

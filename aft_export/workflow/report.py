@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from aft_export.artifacts.kinds import CHECKPOINT, ENGINE, NAMED, ONNX
 from aft_export.artifacts.onnxio import compute_nodes
-from aft_export.data.formats import FORMATS, LOGITS, NORMALIZED
+from aft_export.data.formats import FORMATS, NORMALIZED, gives_probabilities
 from aft_export.errors import joined
 from aft_export.runtimes import RUNTIMES
 
@@ -67,10 +68,10 @@ def network_table(engines: dict) -> list[str]:
 
 def format_info(d: dict) -> list[str]:
     """``aft-export info``: what :func:`aft_export.artifacts.info.describe_artifact` read, by kind."""
-    kind = d.get("kind", "checkpoint")
-    if kind == "onnx":
+    kind = NAMED.get(d.get("kind"), CHECKPOINT)
+    if kind is ONNX:
         return _info_onnx(d)
-    if kind == "engine":
+    if kind is ENGINE:
         return _info_engine(d)
     c, h, w = d["input_size"]
     metrics = d["metrics"]
@@ -101,7 +102,7 @@ def _in_graph(d: dict) -> str:
     takes = FORMATS.get(d.get("input_format") or NORMALIZED)
     if takes is not None and takes.pixels:
         said.append(f"it takes {takes.name}: {takes.said}")
-    if d.get("output_format", LOGITS) != LOGITS:
+    if gives_probabilities(d.get("output_format")):
         said.append(f"it gives {d['output_format']}")
     return f"; {'; '.join(said)}" if said else ""
 
