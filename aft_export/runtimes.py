@@ -101,6 +101,7 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in (
 BACKENDS: dict[str, Runtime] = {n: RUNTIMES[n] for n in ("onnxruntime", "onnxruntime-cuda", "onnxruntime-tensorrt",
                                                           "openvino", "openvino-bf16")}  # fmt: skip
 DEFAULT_BACKEND = "onnxruntime"
+REFERENCE = "torch"  # the checkpoint in PyTorch on the CPU: what every file is proven against
 TABLE_RUNTIMES = tuple(r.name for r in RUNTIMES.values() if r.in_table)
 # the TensorRT libraries that build and run engines -> their Python modules
 TENSORRT_MODULES = {r.name: r.module for r in RUNTIMES.values() if r.runs == "engine"}

@@ -210,6 +210,29 @@ def _format_names_compared() -> list[str]:
     return found
 
 
+def _runtime_names_compared() -> list[str]:
+    """Comparisons (``==``, ``!=``, ``in``) of a runtime's name as a literal (a key of aft_export.runtimes.RUNTIMES)
+    outside runtimes.py: code that branches on a backend's name rather than on a column of its row. (The
+    TensorRT library's name, RTX, is compared under ``library == RTX`` on purpose: tests/test_trt_api.py reads
+    those branches to check each library's API names; they are not counted.)"""
+    from aft_export.runtimes import RUNTIMES, TENSORRT_MODULES
+
+    names = set(RUNTIMES) - set(TENSORRT_MODULES)
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = str(path.relative_to(PACKAGE))
+        if rel == "runtimes.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Compare):
+                continue
+            called = {id(a) for c in ast.walk(node) if isinstance(c, ast.Call) for a in c.args}  # a module's name
+            if any(isinstance(e, ast.Constant) and e.value in names and id(e) not in called
+                   for part in [node.left, *node.comparators] for e in ast.walk(part)):  # fmt: skip
+                found.append(f"{rel}:{node.lineno}")
+    return found
+
+
 def _parameter_lines() -> int:
     paths = [p for m in PARAMETER_MODULES for p in ((PACKAGE / m).rglob("*.py") if (PACKAGE / m).is_dir()
                                                     else [PACKAGE / m])]  # fmt: skip
@@ -311,6 +334,8 @@ def main() -> int:
     by_suffix = _kind_by_suffix()
     print(f"a path's kind decided by its suffix or named outside artifacts/kinds.py: {len(by_suffix)}" + "".join(
         f"\n  {where}" for where in by_suffix))
+    names = _runtime_names_compared()
+    print(f"a runtime's name compared outside runtimes.py: {len(names)}" + "".join(f"\n  {w}" for w in names))
     formats = _format_names_compared()
     print(f"a file format's name compared outside data/formats.py: {len(formats)}" + "".join(
         f"\n  {where}" for where in formats))

@@ -43,7 +43,8 @@ from aft_export.fileio import claim_output, sha256_file
 from aft_export.artifacts.graph import DOMAIN, compact_node_metadata, module_by_output, name_nodes, restore_node_metadata
 from aft_export.layers.aft import AFTLayer
 from aft_export.artifacts.onnxio import check_graph, protobuf_limit_problem, read_metadata, save_onnx, set_metadata
-from aft_export.options import MAX_BATCH, OP_FORMS, TARGET_OPSETS, TARGETS, ExportOptions, parse_batch  # noqa: F401 (the API)
+from aft_export.options import (DEFAULT_TARGET, MAX_BATCH, OP_FORMS, TARGET_OPSETS, TARGETS,  # noqa: F401 (the API)
+                                ExportOptions, parse_batch)  # fmt: skip
 from aft_export.runners import ModelInfo, OrtRunner, TorchRunner
 from aft_export.runners.base import as_output
 from aft_export.models.sources import open_source
@@ -345,7 +346,7 @@ def export_graph(model, meta: ModelMeta, opts: ExportOptions, images: np.ndarray
         if gives_probabilities(opts.output_format):
             with_probabilities(proto)
         seconds["pixels"] = time.perf_counter() - t
-    if opts.target != "tensorrt":
+    if opts.target != DEFAULT_TARGET:
         t = time.perf_counter()
         proto = to_target(proto, opts.target)
         seconds[opts.target] = time.perf_counter() - t

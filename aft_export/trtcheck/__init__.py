@@ -198,7 +198,7 @@ def _check(model, name: str, versions: list[str] | None, views: dict) -> CheckRe
     report.findings = list(found.values())
     untargeted = [v for v, s in report.status.items() if s == "not targeted"]
     if untargeted:
-        hint = f"export with {command_line('export', target='tensorrt8')}" if target == "tensorrt" and meta.ours else ""
+        hint = f"export with {command_line('export', target='tensorrt8')}" if target == DEFAULT_TARGET and meta.ours else ""
         made = (f"made for TensorRT {targeted[0]}+ (export target {target})" if meta.ours else
                 f"no export target named (another tool's file): checked as made for TensorRT {targeted[0]}+")  # fmt: skip
         report.notes.append(f"{made}; not checked for "

@@ -35,7 +35,7 @@ from aft_export.errors import AFTExportError, Judged, Named, RuntimeMissing, Ver
 from aft_export.verify.evaluate import evaluate_artifacts
 from aft_export.machine import cpu_features
 from aft_export.options import FASTEST_TIE, BenchOptions, ParityOptions
-from aft_export.runtimes import BACKENDS, RUNTIMES as EVERY_RUNTIME, TABLE_RUNTIMES
+from aft_export.runtimes import BACKENDS, REFERENCE, RUNTIMES as EVERY_RUNTIME, TABLE_RUNTIMES
 from aft_export.verify.parity import run_parity
 from aft_export.artifacts.kinds import CHECKPOINT, ENGINE, ONNX, SOURCE, FileKind, expected, kind_of
 from aft_export.options.commands import command_line
@@ -277,7 +277,7 @@ def deploy_table(reference, artifacts: list[str], decoded: LabelledImages, *,
             continue
         for f in [f for f in files if runs_on(f, runtime, libraries.get(f))]:
             row = add(f, runtime)
-            if f == ref_path and runtime == "torch":
+            if f == ref_path and runtime == REFERENCE:
                 runners[(f, runtime)] = reference
                 row.precision, row.parity, row.threads = "fp32", "reference", reference.threads
                 continue
@@ -311,7 +311,7 @@ def deploy_table(reference, artifacts: list[str], decoded: LabelledImages, *,
             if rt != runtime or row.status != "ok":
                 continue
             try:
-                if f != ref_path or runtime != "torch":  # the checkpoint on the GPU is compared with the CPU's
+                if f != ref_path or runtime != REFERENCE:  # the checkpoint on the GPU is compared with the CPU's
                     p = given.parity.get(f)
                     if p is None:
                         log(f"deploy: parity of {row.artifact} on {runtime}")
@@ -487,7 +487,7 @@ def bench_against(reference: str, artifacts: list[str], data: str | None = None,
     decoded = load_labelled(source, ref.info.input_size[1], limit=images)
     runtimes = runtimes_here()
     if backend is not None:
-        runtimes = {r: why for r, why in runtimes.items() if r in ("torch", backend)}
+        runtimes = {r: why for r, why in runtimes.items() if r in (REFERENCE, backend)}
     purposes = {str(a): _purpose_of(a) for a in artifacts}
     purposes[str(reference)] = "PyTorch"
     table = deploy_table(ref, [str(a) for a in artifacts], decoded, runtimes=runtimes,

@@ -15,6 +15,7 @@ from aft_export.data.images import LabelledImages, normalize
 from aft_export.data.datasets import load_labelled
 from aft_export.errors import AFTExportError, Judged, Named, RuntimeMissing, Verdict, said
 from aft_export.options import EvalOptions
+from aft_export.runtimes import DEFAULT_BACKEND
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.runners import load_runner
 
@@ -158,7 +159,7 @@ def side_by_side(artifacts, backend: str, loaded=None) -> tuple[dict, int] | Non
 
     paths = [str(a) for a in artifacts]
     cores = os.cpu_count() or 1
-    if cores < 2 or len(paths) < 2 or backend != "onnxruntime":
+    if cores < 2 or len(paths) < 2 or backend != DEFAULT_BACKEND:  # ONNX Runtime on the CPU
         return None
     torch_at = [i for i, p in enumerate(paths) if (i == 0 and loaded is not None)
                 or kind_of(p) is CHECKPOINT]  # fmt: skip

@@ -61,6 +61,7 @@ from aft_export.verify.parity import parity_verdict, run_parity
 from aft_export.artifacts.purpose import engine_made_for, file_purpose
 from aft_export.serving.deepstream import FORM_TAG, write_deepstream
 from aft_export.options import QuantizeOptions
+from aft_export.runtimes import DEFAULT_BACKEND, REFERENCE
 from aft_export.quantization.cache import write_cache_entries
 from aft_export.quantization.stage import apply_recipe, quantize_model
 from aft_export.workflow.plots import deploy_plots, pipeline_plots
@@ -423,7 +424,7 @@ def _deploy(ctx: Context, onnx: list[Made], engines: Engines, runners: dict, dec
                                  eval={p: r for p, r in by_path.items() if p in libraries})  # fmt: skip
 
     def make(artifact: str, runtime: str):
-        if artifact in runners and runtime in ("onnxruntime", "torch", *libraries.values()):  # made once already
+        if artifact in runners and runtime in (DEFAULT_BACKEND, REFERENCE, *libraries.values()):  # made already
             return runners[artifact]
         if artifact in engines.not_run:
             raise RuntimeMissing(engines.not_run[artifact])
