@@ -26,6 +26,26 @@ CPU, GPU = "cpu", "gpu"
 
 
 @dataclass(frozen=True)
+class TritonBackend:
+    """How NVIDIA Triton runs a runtime's ONNX files (``triton-repo`` writes its config): Triton's name for the
+    backend, the config's line naming it, whether it runs on the CPU alone (its instances are KIND_CPU whatever
+    ``device`` says, and ``device`` gpu is refused) and whether it reads model-local functions (else the file
+    goes in with them inlined)."""
+
+    name: str
+    config: str
+    cpu_only: bool
+    reads_functions: bool
+
+
+TRITON: dict[str, TritonBackend] = {b.name: b for b in (
+    TritonBackend("onnxruntime_onnx", 'platform: "onnxruntime_onnx"', cpu_only=False, reads_functions=True),
+    TritonBackend("openvino", 'backend: "openvino"\ndefault_model_filename: "model.onnx"', cpu_only=True,
+                  reads_functions=False),
+)}  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Runtime:
     name: str  # the word everywhere: option values, reports, JSON (the runner's own Runner.backend)
     title: str  # its product's name, for sentences
@@ -38,7 +58,7 @@ class Runtime:
     ort_provider: str | None = None  # the provider ONNX Runtime must list for it to run here (a GPU one)
     backend: bool = False  # a value of `backend`: where eval, parity, bench, infer and serve run ONNX files
     in_table: bool = True  # a runtime of the deploy table (aft_export.verify.deploy)
-    triton: bool = False  # a Triton backend that triton-repo writes ONNX files for (aft_export.serving.repository)
+    triton: str = ""  # the Triton backend (TRITON) triton-repo writes its ONNX files for; "": none
     # the precision it computes a file's fp32 parts in where that is not fp32 ("": as the file says): bf16 is
     # OpenVINO's inference precision hint; parity holds it to the looser of this and the file's own limits
     compute: str = ""
@@ -47,6 +67,10 @@ class Runtime:
     @property
     def gpu(self) -> bool:
         return self.device == GPU
+
+    @property
+    def triton_backend(self) -> TritonBackend | None:
+        return TRITON.get(self.triton)
 
     @property
     def runs(self) -> str:
@@ -80,9 +104,9 @@ RUNS = {"torch": "checkpoint", "onnxruntime": "onnx", "openvino": "onnx", "tenso
 RUNTIMES: dict[str, Runtime] = {r.name: r for r in (
     Runtime("torch", "PyTorch", "PyTorch, CPU", CPU, "torch", "torch", "pip install torch==2.13.0"),
     Runtime("onnxruntime", "ONNX Runtime", "ONNX Runtime, CPU", CPU, "onnxruntime", "onnxruntime",
-            "pip install 'aft-export[cpu]'", ort_kind="cpu", backend=True, triton=True),
+            "pip install 'aft-export[cpu]'", ort_kind="cpu", backend=True, triton="onnxruntime_onnx"),
     Runtime("openvino", "OpenVINO", "OpenVINO, CPU, the openvino extra", CPU, "openvino", "openvino",
-            "pip install 'aft-export[openvino]'", backend=True, triton=True),
+            "pip install 'aft-export[openvino]'", backend=True, triton="openvino"),
     Runtime("openvino-bf16", "OpenVINO", "OpenVINO on CPUs with bf16 units, fp32 computed in bf16", CPU,
             "openvino", "openvino", "pip install 'aft-export[openvino]'", backend=True, compute="bf16", units="bf16"),
     Runtime("torch-cuda", "PyTorch", "PyTorch, CUDA", GPU, "torch", "torch", "a CUDA build of torch"),

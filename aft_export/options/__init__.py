@@ -23,7 +23,7 @@ from aft_export.options.params import (REQUIRED, Choice, Flag, Model, Number, Pa
                                        check_declared, declare)  # fmt: skip
 from aft_export.readers import MAX_SIDE, compile_pattern
 # the runtimes, and which are values of `backend`: one table, read here (and named here, as before)
-from aft_export.runtimes import (BACKENDS, DEFAULT_BACKEND, PROVIDER_BACKENDS, TRITON_BACKENDS,  # noqa: F401
+from aft_export.runtimes import (BACKENDS, DEFAULT_BACKEND, PROVIDER_BACKENDS, RUNTIMES, TRITON_BACKENDS,  # noqa: F401
                                  backend_of)  # fmt: skip
 from aft_export.version import renamed_fields
 
@@ -572,7 +572,8 @@ class TritonRepoOptions:
 
     def __post_init__(self) -> None:
         check_declared(self, "triton-repo")
-        if self.backend == "openvino" and self.device == "gpu":
-            raise AFTExportError(said("Triton's openvino backend runs on the CPU; leave {device} out (or give "
-                                      "{device_set}) with {backend_set}", "triton-repo",
-                                      device_set=Named('device', 'cpu'), backend_set=Named('backend', 'openvino')))  # fmt: skip
+        triton = RUNTIMES[self.backend].triton_backend
+        if triton.cpu_only and self.device == "gpu":
+            raise AFTExportError(said("Triton's {name} backend runs on the CPU; leave {device} out (or give "
+                                      "{device_set}) with {backend_set}", "triton-repo", name=triton.name,
+                                      device_set=Named('device', 'cpu'), backend_set=Named('backend', self.backend)))  # fmt: skip

@@ -53,7 +53,7 @@ from aft_export.artifacts.graph import inline_functions, int8_weight_bits
 from aft_export.artifacts.kinds import ENGINE, ONNX
 from aft_export.artifacts.onnxio import ExternalFile, external_files, load_onnx, save_onnx
 from aft_export.options import TritonRepoOptions
-from aft_export.runtimes import RUNTIMES, TRITON_BACKENDS
+from aft_export.runtimes import RUNTIMES, TRITON_BACKENDS, TritonBackend
 from aft_export.data.preprocess import BESIDE_ONLY
 from aft_export.serving.spec import (IMAGE, IMAGE_INPUT, ONNX_CONTAINER, ONNX_CONTAINER_SOURCE, TENSOR, TOPK_INDEX,
                                    TOPK_LABEL, TRITON_CONTAINERS_SOURCE, WARMUP_DIR, WARMUP_IMAGE, ServedModel, Tensor,
@@ -87,14 +87,15 @@ def model_dirs(spec: ServedModel) -> dict[str, str]:
 KINDS = {"gpu": "KIND_GPU", "cpu": "KIND_CPU", "auto": "KIND_AUTO"}
 
 
-def _openvino(spec: ServedModel, opts: TritonRepoOptions) -> bool:
-    return spec.kind is ONNX and opts.backend == "openvino"
+def _triton(spec: ServedModel, opts: TritonRepoOptions) -> TritonBackend | None:
+    """The Triton backend that runs ``spec``: the backend's (an ONNX file), or None (an engine: tensorrt_plan)."""
+    return RUNTIMES[opts.backend].triton_backend if spec.kind is ONNX else None
 
 
 def _net_kind(spec: ServedModel, opts: TritonRepoOptions) -> str:
     if spec.kind is ENGINE:
         return "KIND_GPU"
-    return "KIND_CPU" if _openvino(spec, opts) else KINDS[opts.device]
+    return "KIND_CPU" if _triton(spec, opts).cpu_only else KINDS[opts.device]
 
 
 def openvino_parameters(opts: TritonRepoOptions) -> dict[str, str]:
@@ -108,16 +109,23 @@ def openvino_parameters(opts: TritonRepoOptions) -> dict[str, str]:
     return params
 
 
+def _ort_parameters(opts: TritonRepoOptions) -> dict[str, str]:
+    """Triton's onnxruntime backend's thread parameters: ``threads`` per instance (0: its default)."""
+    return {"intra_op_thread_count": str(opts.threads), "inter_op_thread_count": "1", "execution_mode": "0"}
+
+
+# each Triton backend's parameters (TRITON), from the options
+PARAMETERS = {"onnxruntime_onnx": _ort_parameters, "openvino": openvino_parameters}
+
+
 def net_config(spec: ServedModel, opts: TritonRepoOptions) -> str:
     """The artifact itself in ONNX Runtime, OpenVINO or TensorRT; dynamically batched (the one
     batcher of both endpoints); the backend's thread parameters; a warm-up request of zeros."""
     if spec.kind is ENGINE:
         kind, params = 'platform: "tensorrt_plan"', None
-    elif _openvino(spec, opts):
-        kind, params = 'backend: "openvino"\ndefault_model_filename: "model.onnx"', openvino_parameters(opts)
     else:
-        kind = 'platform: "onnxruntime_onnx"'
-        params = {"intra_op_thread_count": str(opts.threads), "inter_op_thread_count": "1", "execution_mode": "0"}
+        triton = _triton(spec, opts)
+        kind, params = triton.config, PARAMETERS[triton.name](opts)
     return config_text(model_dirs(spec)["net"], kind, spec, [endpoint_input(spec, TENSOR)],
                        [endpoint_outputs(spec, 1)[0]], queue_delay_us=opts.queue_delay_us,
                        instances=(opts.instances, _net_kind(spec, opts)), parameters=params, warmup=True)  # fmt: skip
@@ -343,11 +351,14 @@ def dockerfile(specs: list[ServedModel]) -> str:
 RUNTIME_NAMES = {name: RUNTIMES[name].title for name in TRITON_BACKENDS}
 
 
-def _openvino_notes(specs: list[ServedModel], opts: TritonRepoOptions, bits: dict[str, int | None]) -> list[str]:
+def _noted(specs: list[ServedModel], opts: TritonRepoOptions) -> dict[str, list[ServedModel]]:
+    """The models of each Triton backend that has notes of its own (:data:`NOTES`)."""
+    by = {name: [s for s in specs if (t := _triton(s, opts)) is not None and t.name == name] for name in NOTES}
+    return {name: ours for name, ours in by.items() if ours}
+
+
+def _openvino_notes(ours: list[ServedModel], bits: dict[str, int | None]) -> list[str]:
     """What the container's openvino backend does differently from aft-export's own OpenVINO runs."""
-    ours = [s for s in specs if _openvino(s, opts)]
-    if not ours:
-        return []
     notes = ["OpenVINO notes:", "",
              "- Triton's openvino backend cannot ask for fp32 inference (its one precision parameter, `HINT_BF16`, "
              "only turns bf16 on): on a CPU with bf16 units (AVX512_BF16 or AMX-BF16: `grep -oE "
@@ -369,6 +380,10 @@ def _openvino_notes(specs: list[ServedModel], opts: TritonRepoOptions, bits: dic
     return [*notes, ""]
 
 
+# the notes a Triton backend's models get in the repository's README (TRITON), from its models and their int8 bits
+NOTES = {"openvino": _openvino_notes}
+
+
 def readme(specs: list[ServedModel], opts: TritonRepoOptions, bits: dict[str, int | None] | None = None) -> str:
     gpu = any(s.kind is ENGINE for s in specs) or opts.device == "gpu"
     release = _release(specs)
@@ -387,7 +402,7 @@ def readme(specs: list[ServedModel], opts: TritonRepoOptions, bits: dict[str, in
     lines = [
         "# Triton model repository", "",
         f"Written by aft-export {__version__} (`aft-export triton-repo`). Models:", "", *models, "",
-        *_openvino_notes(specs, opts, bits or {}),
+        *(line for name, ours in _noted(specs, opts).items() for line in NOTES[name](ours, bits or {})),
         "Each `config.pbtxt` is Triton's ModelConfig in protobuf text format; `*_pre/1/model.py` decodes images with "
         f"aft-export's own code (Pillow). The `Dockerfile` bakes Pillow {pillow_version()} (the version aft-export eval "
         "decoded with) into Triton's container and copies the models in: nothing is installed when a container "
@@ -506,7 +521,7 @@ def write_repository(artifacts: list[str], out: str | Path, opts: TritonRepoOpti
             net = make_dirs(work / d["net"] / "1")
             if s.kind is ENGINE:
                 copy_file(s.path, net / "model.plan")
-            elif _openvino(s, opts) and _has_local_functions(s.path):  # Triton's openvino backend: standard ops
+            elif not _triton(s, opts).reads_functions and _has_local_functions(s.path):  # standard ops only
                 save_onnx(standard_ops(s.path), net / "model.onnx")
             else:
                 copy_file(s.path, net / "model.onnx")
@@ -523,7 +538,7 @@ def write_repository(artifacts: list[str], out: str | Path, opts: TritonRepoOpti
             make_dirs(work / d["image"] / "1")
             atomic_write_text(work / d["image"] / "config.pbtxt", ensemble_config(s, opts, image=True))
         bits = {s.name: int8_weight_bits(load_onnx(s.path, external_data=False), str(s.path.parent))
-                for s in specs if _openvino(s, opts)}  # fmt: skip
+                for ours in _noted(specs, opts).values() for s in ours}  # fmt: skip
         atomic_write_text(work / "README.md", readme(specs, opts, bits))
         atomic_write_text(work / "Dockerfile", dockerfile(specs))
         atomic_write_text(work / "client.py", client_source())

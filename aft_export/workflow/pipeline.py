@@ -89,8 +89,9 @@ def _versions() -> dict:
     found = distributions(("torch", "onnx", "onnxsim", "onnxscript", "numpy", "tensorrt"))
     ort = ort_distributions()
     out = {"aft-export": __version__, "python": facts["python"], "platform": facts["platform"]}
+    found = {**found, "onnxruntime": next(iter(ort.values()), None)}
     for name in ("torch", "onnx", "onnxruntime", "onnxsim", "onnxscript", "numpy", "tensorrt"):
-        out[name] = next(iter(ort.values()), None) if name == "onnxruntime" else found.get(name)
+        out[name] = found.get(name)
     out["tensorrt_rtx"] = tensorrt_environment()["tensorrt_rtx"]
     return out
 
