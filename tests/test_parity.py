@@ -385,3 +385,18 @@ def test_onnx_runtime_pools_stop_spinning_when_a_run_returns(pair):
     assert spins.session.get_session_options().get_session_config_entry(entry) == "1"
     assert still.session.get_session_options().get_session_config_entry(entry) == "1"
     assert still.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
+
+
+def test_a_result_with_skipped_artifacts_decides_its_own_verdict_again():
+    """What the pipeline could not run (an engine with no GPU here) joins the result as a skipped row, and the
+    result decides its verdict again where it lives: not verified, never a pass, and its `passed` is the rule's."""
+    from aft_export.errors import Verdict
+    from aft_export.verify.parity import ParityResult
+
+    ok = {"artifact": "m.onnx", "status": "pass", "passed": True, "failures": []}
+    result = ParityResult("m.pt", "cifar10:test", 8, [ok], 0, Verdict())
+    more = result.with_skipped({"m.engine": "no GPU here"})
+    assert (result.verdict.status, more.verdict.status, more.skipped, more.passed) == ("ok", "unverified", 1, True)
+    assert more.to_dict()["artifacts"][1] == {"artifact": "m.engine", "status": "skipped", "reason": "no GPU here",
+                                              "passed": None}
+    assert "m.engine skipped by parity: no GPU here" in more.verdict.reasons and result.artifacts == [ok]

@@ -46,6 +46,14 @@ class ParityResult(Judged):
                 "artifacts": copy.deepcopy(self.artifacts), "passed": self.passed, "skipped": self.skipped,
                 "verdict": self.verdict.to_dict()}  # fmt: skip
 
+    def with_skipped(self, skipped: dict[str, str]) -> ParityResult:
+        """This result with the artifacts that could not run here (path -> why) as skipped rows, its verdict
+        decided again here (a skipped artifact is never a pass: not verified)."""
+        rows = self.artifacts + [{"artifact": a, "status": "skipped", "reason": why, "passed": None}
+                                 for a, why in skipped.items()]  # fmt: skip
+        return dataclasses.replace(self, artifacts=rows, skipped=self.skipped + len(skipped),
+                                   verdict=parity_verdict(rows))
+
 
 def stress_inputs(images: np.ndarray, mean, std) -> dict[str, np.ndarray]:
     """Scaled-up real images, and constant black, white and mid-grey images (NCHW, normalised)."""

@@ -57,7 +57,7 @@ from aft_export.tensorrt.nvtools import write_verification_commands
 from aft_export.artifacts.kinds import is_onnx
 from aft_export.artifacts.ends import graph_ends
 from aft_export.artifacts.onnxio import load_onnx
-from aft_export.verify.parity import parity_verdict, run_parity
+from aft_export.verify.parity import run_parity
 from aft_export.artifacts.purpose import engine_made_for, file_purpose
 from aft_export.serving.deepstream import FORM_TAG, write_deepstream
 from aft_export.options import QuantizeOptions
@@ -382,12 +382,7 @@ def _parity(ctx: Context, onnx: list[Made], engines: Engines, runners: dict, par
     result = run_parity(str(ctx.ckpt), [str(a) for a in runnable], parity_set, images=len(parity_set),
                         overrides=list(ctx.opts.tolerances), reference=runners[str(ctx.ckpt)], keep_differences=True,
                         runners=runners, reference_logits=reference_logits)  # fmt: skip
-    par = result.to_dict()
-    not_run = engines.not_run
-    par["artifacts"] += [{"artifact": a, "status": "skipped", "reason": why, "passed": None} for a, why in not_run.items()]
-    par["skipped"] += len(not_run)
-    par["passed"] = par["passed"] and not not_run
-    par["verdict"] = parity_verdict(par["artifacts"]).to_dict()
+    par = result.with_skipped(engines.not_run).to_dict()
     diffs = {Path(a).name: d for a, d in result.differences.items()}
     failed = [Path(r["artifact"]).name for r in par["artifacts"] if r["status"] == "fail"]
     return Outcome(ParityRun(par, diffs, failed),
