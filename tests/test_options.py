@@ -97,3 +97,9 @@ def test_check_threads_refuses_what_is_not_a_thread_count(threads):
 def test_check_threads_takes_0_to_the_most():
     for threads in (0, 1, MAX_THREADS):
         check_threads(threads)
+
+
+def test_a_repeatable_field_holds_a_tuple_whatever_it_was_given():
+    """A repeatable option given one text is that one value, never its characters; a list becomes a tuple."""
+    assert QuantizeOptions(exclude="node").exclude == ("node",)
+    assert QuantizeOptions(keep_fp32=["a", "b"]).keep_fp32 == ("a", "b")

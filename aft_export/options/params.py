@@ -423,7 +423,9 @@ def check_declared(options, command: str) -> None:
         if value is None and p.default is not None and "None" not in str(fields[p.name].type):
             raise p.refusal(value, command)  # None is "not given" at a door; a field holds what it is given
         if value is not None and not (type(value) is type(p.default) and value == p.default):
-            p.check(value, command)
+            taken = p.check(value, command)
+            if p.repeat:  # one value or a list of them, held as the tuple the door makes (a str is one value)
+                object.__setattr__(options, p.name, taken)
 
 
 @dataclass(frozen=True)
