@@ -233,6 +233,30 @@ def _runtime_names_compared() -> list[str]:
     return found
 
 
+def _passed_in_dicts() -> list[str]:
+    """Where a result's row decides its own ``passed`` as a dict: a ``"passed"`` key or item set to anything but
+    a result's attribute (``self.passed``, ``result.passed``), outside ``to_dict``. A typed row with its own
+    verdict is the aim (each result renders itself)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = str(path.relative_to(PACKAGE))
+        tree = ast.parse(path.read_text())
+        skip = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name == "to_dict"
+                for n in ast.walk(f)}  # fmt: skip
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            values = []
+            if isinstance(node, ast.Dict):
+                values = [v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant) and k.value == "passed"]
+            elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant)
+                                                      and t.slice.value == "passed" for t in node.targets):  # fmt: skip
+                values = [node.value]
+            if any(not (isinstance(v, ast.Attribute) and v.attr == "passed") for v in values):
+                found.append(f"{rel}:{node.lineno}")
+    return found
+
+
 def _parameter_lines() -> int:
     paths = [p for m in PARAMETER_MODULES for p in ((PACKAGE / m).rglob("*.py") if (PACKAGE / m).is_dir()
                                                     else [PACKAGE / m])]  # fmt: skip
@@ -334,6 +358,8 @@ def main() -> int:
     by_suffix = _kind_by_suffix()
     print(f"a path's kind decided by its suffix or named outside artifacts/kinds.py: {len(by_suffix)}" + "".join(
         f"\n  {where}" for where in by_suffix))
+    rows = _passed_in_dicts()
+    print(f"rows that decide their own `passed` as a dict: {len(rows)}" + "".join(f"\n  {w}" for w in rows))
     names = _runtime_names_compared()
     print(f"a runtime's name compared outside runtimes.py: {len(names)}" + "".join(f"\n  {w}" for w in names))
     formats = _format_names_compared()
