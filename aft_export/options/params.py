@@ -70,14 +70,15 @@ def _number(value) -> float | int:
 
 
 def _bounds(lo, hi, lo_open: bool = False, hi_open: bool = False) -> str:
+    lo, hi = (v if v is None or isinstance(v, int) else format(v, "g") for v in (lo, hi))  # 4294967295, not 4.29e+09
     if lo is not None and hi is not None:
         if lo_open or hi_open:
-            return f"in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
-        return f"from {lo:g} to {hi:g}"
+            return f"in {'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
+        return f"from {lo} to {hi}"
     if lo is not None:
-        return f"{'>' if lo_open else '>='} {lo:g}"
+        return f"{'>' if lo_open else '>='} {lo}"
     if hi is not None:
-        return f"{'<' if hi_open else '<='} {hi:g}"
+        return f"{'<' if hi_open else '<='} {hi}"
     return ""
 
 
