@@ -191,46 +191,38 @@ FORMAT_NAMES = ("normalized", "uint8-nhwc", "float-nchw", "logits", "probabiliti
 FORMAT_CONSTANTS = ("NORMALIZED", "UINT8_NHWC", "FLOAT_NCHW", "LOGITS", "PROBABILITIES")
 
 
-def _format_names_compared() -> list[str]:
-    """Comparisons (``==``, ``!=``, ``in``) with a format's name or its constant outside data/formats.py (the
-    table), but in the code serving/repository.py writes for Triton's Python backend, which cannot import
-    the package and says so."""
+def _compared(table: str, literals, names=()) -> list[str]:
+    """Comparisons (``==``, ``!=``, ``in``) outside the module ``table`` in which one of ``literals`` (not an
+    argument of a call: a module's or a package's name) or a name of ``names`` takes part."""
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = str(path.relative_to(PACKAGE))
-        if rel == "data/formats.py":
+        if rel == table:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Compare):
                 continue
-            parts = [node.left, *node.comparators]
-            if any(isinstance(e, ast.Constant) and e.value in FORMAT_NAMES or isinstance(e, ast.Name)
-                   and e.id in FORMAT_CONSTANTS for part in parts for e in ast.walk(part)):  # fmt: skip
+            called = {id(a) for c in ast.walk(node) if isinstance(c, ast.Call) for a in c.args}
+            if any(isinstance(e, ast.Constant) and e.value in literals and id(e) not in called
+                   or isinstance(e, ast.Name) and e.id in names for e in ast.walk(node)):  # fmt: skip
                 found.append(f"{rel}:{node.lineno}")
     return found
+
+
+def _format_names_compared() -> list[str]:
+    """A format's name or its constant compared outside data/formats.py (the table). The code serving/repository.py
+    writes for Triton's Python backend, which cannot import the package, names them in a string, and says so."""
+    return _compared("data/formats.py", FORMAT_NAMES, FORMAT_CONSTANTS)
 
 
 def _runtime_names_compared() -> list[str]:
-    """Comparisons (``==``, ``!=``, ``in``) of a runtime's name as a literal (a key of aft_export.runtimes.RUNTIMES)
-    outside runtimes.py: code that branches on a backend's name rather than on a column of its row. (The
-    TensorRT library's name, RTX, is compared under ``library == RTX`` on purpose: tests/test_trt_api.py reads
-    those branches to check each library's API names; they are not counted.)"""
+    """A runtime's name as a literal (a key of aft_export.runtimes.RUNTIMES) compared outside runtimes.py: code
+    that branches on a backend's name rather than on a column of its row. (The TensorRT library's name, RTX, is
+    compared under ``library == RTX`` on purpose: tests/test_trt_api.py reads those branches to check each
+    library's API names; they are not counted.)"""
     from aft_export.runtimes import RUNTIMES, TENSORRT_MODULES
 
-    names = set(RUNTIMES) - set(TENSORRT_MODULES)
-    found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        rel = str(path.relative_to(PACKAGE))
-        if rel == "runtimes.py":
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if not isinstance(node, ast.Compare):
-                continue
-            called = {id(a) for c in ast.walk(node) if isinstance(c, ast.Call) for a in c.args}  # a module's name
-            if any(isinstance(e, ast.Constant) and e.value in names and id(e) not in called
-                   for part in [node.left, *node.comparators] for e in ast.walk(part)):  # fmt: skip
-                found.append(f"{rel}:{node.lineno}")
-    return found
+    return _compared("runtimes.py", set(RUNTIMES) - set(TENSORRT_MODULES))
 
 
 def _passed_in_dicts() -> list[str]:

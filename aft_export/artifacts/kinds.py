@@ -48,10 +48,6 @@ def is_onnx(path) -> bool:
     return kind_of(path) is ONNX
 
 
-def is_engine(path) -> bool:
-    return kind_of(path) is ENGINE
-
-
 def is_model_source(path) -> bool:
     """A checkpoint or another model source: what PyTorch runs."""
     kind = kind_of(path)

@@ -42,6 +42,20 @@ import numpy as np
 from aft_export.artifacts.graph import AFT_LAYER_TYPES, constant_values, node_module, props, set_props
 
 
+def _wiring(model) -> tuple[dict, dict, dict[str, list], set[str]]:
+    """What a rewrite reads of the graph: its constants' values, each tensor's producer and readers, and
+    the graph's outputs."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    return constant_values(model), producer, _consumers(model), {o.name for o in model.graph.output}
+
+
+def _replace_nodes(model, replace: dict[int, list]) -> None:
+    """Each node whose id ``replace`` holds by those nodes, in its place (an empty list: removed)."""
+    out = [n for node in model.graph.node for n in replace.get(id(node), [node])]
+    del model.graph.node[:]
+    model.graph.node.extend(out)
+
+
 def _consumers(model) -> dict[str, list]:
     found: dict[str, list] = {}
     for node in model.graph.node:
@@ -179,10 +193,7 @@ def split_fused_projections(model) -> int:
     Returns the number of Splits removed; edits ``model`` in place."""
     from onnx import helper, numpy_helper
 
-    values = constant_values(model)
-    producer = {o: n for n in model.graph.node for o in n.output}
-    readers = _consumers(model)
-    graph_outputs = {o.name for o in model.graph.output}
+    values, producer, readers, graph_outputs = _wiring(model)
 
     def only_reader(name: str, node) -> bool:
         return name not in graph_outputs and [id(r) for r in readers.get(name, [])] == [id(node)]
@@ -241,9 +252,7 @@ def split_fused_projections(model) -> int:
             replace[id(add)] = []
     if not replace:
         return 0
-    out = [n for node in model.graph.node for n in replace.get(id(node), [node])]
-    del model.graph.node[:]
-    model.graph.node.extend(out)
+    _replace_nodes(model, replace)
     model.graph.initializer.extend(added)
     read = {i for n in model.graph.node for i in n.input} | graph_outputs
     for t in [t for t in model.graph.initializer if t.name not in read]:
@@ -258,10 +267,7 @@ def unmerge_shared_products(model) -> int:
     node metadata kept. Returns the number of products split; edits ``model`` in place."""
     from onnx import helper
 
-    values = constant_values(model)
-    producer = {o: n for n in model.graph.node for o in n.output}
-    readers = _consumers(model)
-    graph_outputs = {o.name for o in model.graph.output}
+    values, producer, readers, graph_outputs = _wiring(model)
 
     def read_by(name: str) -> list:
         return [] if name in graph_outputs else readers.get(name, [])
@@ -299,10 +305,6 @@ def unmerge_shared_products(model) -> int:
         replace[id(matmul)] = parts
         for n in (cat, *gone):
             replace[id(n)] = []
-    if not replace:
-        return 0
     # each product goes where its matmul was (the later of its operands is ready there)
-    out = [n for node in model.graph.node for n in replace.get(id(node), [node])]
-    del model.graph.node[:]
-    model.graph.node.extend(out)
+    _replace_nodes(model, replace)
     return sum(1 for nodes in replace.values() if nodes)

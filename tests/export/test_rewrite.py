@@ -142,16 +142,28 @@ def _fused_projection(bias: bool, sizes=(4, 2, 4), axis=-1, extra_reader=False):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
 
 
+def _rewritten_once(before, rewrite):
+    """A copy of ``before`` that ``rewrite`` changed once (and then found nothing more to do in), checked."""
+    after = onnx.ModelProto()
+    after.CopyFrom(before)
+    assert rewrite(after) == 1 and rewrite(after) == 0
+    onnx.checker.check_model(after, full_check=True)
+    return after
+
+
+def _ort_outputs(model, feeds) -> list:
+    import onnxruntime as ort
+
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
 @pytest.mark.parametrize("bias", [False, True])
 def test_a_fused_projection_is_split_into_one_matmul_per_part(bias):
     """One MatMul (and bias Add) per part of the Split, on the weight's columns of that part, writing the
     Split's outputs: the same products to the last bit, no Split, the fused weight gone; metadata kept."""
     before = _fused_projection(bias)
     before.graph.node[0].metadata_props.add(key="aft.module", value="blocks.0.mixer")
-    after = onnx.ModelProto()
-    after.CopyFrom(before)
-    assert split_fused_projections(after) == 1 and split_fused_projections(after) == 0
-    onnx.checker.check_model(after, full_check=True)
+    after = _rewritten_once(before, split_fused_projections)
     ops = [n.op_type for n in after.graph.node]
     assert "Split" not in ops and ops.count("MatMul") == 3 and ops.count("Add") == 3 + 3 * bias
     inits = {t.name: numpy_helper.to_array(t) for t in after.graph.initializer}
@@ -159,10 +171,7 @@ def test_a_fused_projection_is_split_into_one_matmul_per_part(bias):
     assert all(dict((p.key, p.value) for p in n.metadata_props).get("aft.module") == "blocks.0.mixer"
                for n in after.graph.node if n.op_type == "MatMul")  # fmt: skip
     x = np.random.default_rng(1).standard_normal((3, 5, 6)).astype(np.float32)
-    import onnxruntime as ort
-
-    run = [ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"image": x})
-           for m in (before, after)]  # fmt: skip
+    run = [_ort_outputs(m, {"image": x}) for m in (before, after)]
     assert all(np.array_equal(a, b) for a, b in zip(*run))
 
 
@@ -202,10 +211,7 @@ def test_a_merged_product_is_unmerged_into_two_matmuls(form):
     the outputs its split wrote: the same values to the bit, no Concat, Split, Reshape or Gather left."""
     before = _merged_product(form)
     before.graph.node[1].metadata_props.add(key="aft.module", value="blocks.0.mixer")
-    after = onnx.ModelProto()
-    after.CopyFrom(before)
-    assert unmerge_shared_products(after) == 1 and unmerge_shared_products(after) == 0
-    onnx.checker.check_model(after, full_check=True)
+    after = _rewritten_once(before, unmerge_shared_products)
     ops = [n.op_type for n in after.graph.node if n.op_type != "Constant"]
     assert ops == ["MatMul", "MatMul", "Div"]
     assert all(dict((p.key, p.value) for p in n.metadata_props)["aft.module"] == "blocks.0.mixer"
@@ -213,10 +219,7 @@ def test_a_merged_product_is_unmerged_into_two_matmuls(form):
     rng = np.random.default_rng(2)
     feeds = {"ew": rng.random((2, 5, 5), np.float32), "a": rng.standard_normal((2, 5, 3)).astype(np.float32),
              "b": rng.random((2, 5, 3), np.float32) + 0.5}  # fmt: skip
-    import onnxruntime as ort
-
-    run = [ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-           for m in (before, after)]  # fmt: skip
+    run = [_ort_outputs(m, feeds)[0] for m in (before, after)]
     assert np.array_equal(*run)
 
 
