@@ -125,11 +125,14 @@ def _real_checks(models, reports, library: str, also_build: bool, offline_only: 
             raise
         return [None] * len(models)
     from aft_export.tensorrt.build import offline_column, real_check
-    from aft_export.trtcheck import check_model
+    from aft_export.trtcheck import TARGETS, check_model
 
     column = offline_column(name, version)
     out = []
     for model, report in zip(models, reports):
+        if TARGETS.get(report.target, ()) is None:  # made for ONNX Runtime: its runtime judged it, not TensorRT's
+            out.append(None)
+            continue
         status = report.status.get(column)
         if status in (None, "not targeted"):
             status = check_model(model, [column]).status[column]
