@@ -9,7 +9,8 @@ import math
 import pytest
 
 from aft_export.errors import AFTExportError
-from aft_export.options import MAX_SEED, MAX_THREADS, QuantizeOptions, TrainConfig, check_threads
+from aft_export.options import MAX_SEED, MAX_THREADS, QuantizeOptions, TrainConfig
+from aft_export.verify.bench import bench as run_bench
 
 NAN, INF = math.nan, math.inf
 
@@ -90,13 +91,19 @@ def test_quantize_options_take_good_values():
 
 
 @pytest.mark.parametrize("threads", [-1, MAX_THREADS + 1, 1.5, NAN, "2", True])
-def test_check_threads_refuses_what_is_not_a_thread_count(threads):
-    _refused(lambda: check_threads(threads), f"`threads` must be from 0 (the backend's default) to {MAX_THREADS}")
+def test_the_bench_stage_refuses_what_is_not_a_thread_count(threads):
+    # the stage holds its values to bench's declarations, as its door does (the pipeline calls the stage)
+    _refused(lambda: run_bench([], threads=threads), f"`threads` takes a whole number from 0 to {MAX_THREADS}")
 
 
-def test_check_threads_takes_0_to_the_most():
+@pytest.mark.parametrize("bad", [dict(batches=[]), dict(batches=[0]), dict(iters=0), dict(warmup=-1)])
+def test_the_bench_stage_refuses_what_bench_does_not_take(bad):
+    _refused(lambda: run_bench([], **bad), f"`{next(iter(bad)).replace('batches', 'batch_sizes')}` takes")
+
+
+def test_the_bench_stage_takes_0_to_the_most_threads():
     for threads in (0, 1, MAX_THREADS):
-        check_threads(threads)
+        assert run_bench([], threads=threads).rows == []
 
 
 def test_a_repeatable_field_holds_a_tuple_whatever_it_was_given():

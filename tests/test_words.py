@@ -97,10 +97,9 @@ CANNOT_SHOW = [  # the command never shows that message
      "quantize reads another tool's file with ForeignPreprocessing(takes=(input_size, mean, std)), what "
      "QuantizeOptions has: the message asks for those and the JSON beside the file, never a file or classes"),
     (("pipeline",), ("opset", "batch_dim", "exclude", "device",
-                     "max_batch", "exclude_op_types", "quantize_op_types", "keep_fp32",
-                     "warmup"),
+                     "max_batch", "exclude_op_types", "quantize_op_types", "keep_fp32"),
      "the pipeline sets these itself: it exports at the default opset with a dynamic batch, quantises with the "
-     "default method and no exclusions, benches with BenchOptions.warmup, writes the Triton repository with its "
+     "default method and no exclusions, writes the Triton repository with its "
      "defaults"),
     (("quantize",), ("opset",),
      "quantize puts only an opset-18 default export in another target's form (export.forms.conversion_problem "

@@ -19,7 +19,7 @@ from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.options.deepstream import DEEPSTREAM_MODES, DeepStreamOptions  # noqa: F401  (named here, as before)
 from aft_export.options.targets import (DEFAULT_TARGET, EXPORT_TARGETS, LIBRARIES, OP_FORMS, TARGET_OPSETS,  # noqa: F401
                                         TARGETS, ExportTarget)  # fmt: skip
-from aft_export.options.params import (REQUIRED, Choice, Flag, Model, Number, Path, Text, Triple, Whole,
+from aft_export.options.params import (REQUIRED, Choice, Flag, Model, Number, Opset, Path, Text, Triple, Whole,
                                        check_declared, declare)  # fmt: skip
 from aft_export.readers import MAX_SIDE, compile_pattern
 # the runtimes, and which are values of `backend`: one table, read here (and named here, as before)
@@ -38,7 +38,7 @@ SEED, SIDE = Whole(0, MAX_SEED), Whole(1, MAX_SIDE)  # the kinds of a seed and o
 THREADS = Whole(0, MAX_THREADS)  # 0: the backend's default
 DATA = Path("either", named=True)  # a folder, a tar or a named set (cifar10:test)
 ZERO_UP, PORT = Whole(0), Whole(1, 65535)
-MIN_OPSET = 18  # the com.aft bodies: ReduceMax/ReduceSum with axes as an input
+MIN_OPSET = 18
 # a model trained elsewhere: inputs its layer swap is verified on (the verification
 # images, topped up with seeded random ones), and the batch they run in
 SWAP_INPUTS = 64
@@ -58,7 +58,8 @@ REQUIRE_AFT = ("Fail (exit 2) unless every AFT-like layer exports as a com.aft n
 class ExportOptions:
     """``export``'s options, each declared here: the command's parameters of these names are these fields."""
 
-    opset: int = declare(Whole(), 18, help="ONNX opset (18 or newer).")
+    opset: int = declare(Opset(MIN_OPSET), 18, help="ONNX opset (18 or newer: the AFT functions' ReduceMax and "
+                                                    "ReduceSum take their axes as an input).")
     batch_dim: str = declare(Text(), "dynamic",  # "dynamic" or a fixed batch size such as "8"
                              help="The graph's batch dimension: 'dynamic' or a fixed batch size.")
     dynamic_hw: bool = declare(Flag(), False, help="AFT-conv only: dynamic height and width.")
@@ -91,18 +92,7 @@ class ExportOptions:
     external_data_threshold: int = TWO_GB  # bytes of weights above which .data is used
 
     def __post_init__(self) -> None:
-        import onnx
-
         check_declared(self, "export")
-        newest = onnx.defs.onnx_opset_version()
-        if self.opset < MIN_OPSET:
-            raise AFTExportError(said("opset {opset_got} is too old: the AFT graph needs opset {oldest} or newer "
-                                      "(ReduceMax/ReduceSum with axes as an input); use {use}", "export",
-                                      opset_got=self.opset, oldest=MIN_OPSET, use=Named("opset", MIN_OPSET)))
-        if self.opset > newest:
-            raise AFTExportError(said("opset {opset_got} is newer than this onnx package knows ({newest}); give "
-                                      "{opset} from {MIN_OPSET} to {newest}", "export", opset_got=self.opset,
-                                      newest=newest, MIN_OPSET=MIN_OPSET))  # fmt: skip
         if self.target in TARGET_OPSETS and self.opset != 18:
             raise AFTExportError(said("the {form} form is always opset {value} (exported at 18, then converted); "
                                       "leave {opset} out with {target_set}", "export", form=self.target,
@@ -301,16 +291,6 @@ class BuildOptions:
 # ---------------------------------------------------------------- pipeline, training
 
 
-def whole(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def check_threads(threads) -> None:
-    if not (whole(threads) and 0 <= threads <= MAX_THREADS):
-        raise AFTExportError(said("{threads} must be from 0 (the backend's default) to {MAX_THREADS}, got "
-                                  "{threads_got!r}", None, MAX_THREADS=MAX_THREADS, threads_got=threads))
-
-
 TOLERANCE = "PREC.FIELD=VALUE"  # a parity limit's override, as the command line takes it
 PIPELINE_PRECISIONS, PIPELINE_TARGETS, PIPELINE_BATCHES = ("fp16", "int8"), ("tensorrt",), (1, 32)
 
@@ -346,7 +326,7 @@ class PipelineOptions:
     parity_images: int = declare(Whole(1), 64, show_default=False, gives=(("parity", "images"), ("export", "images")),
                                  help="Real images parity compares [default: 64].")
     bench_batch_sizes: tuple[int, ...] = declare(
-        Whole(1), PIPELINE_BATCHES, repeat=True, flag="--bench-batch-size", show_default=False,
+        Whole(1), PIPELINE_BATCHES, repeat=True, nonempty=True, flag="--bench-batch-size", show_default=False,
         gives=(("bench", "batch_sizes"),),
         help=f"Bench batch sizes [default: {' and '.join(map(str, PIPELINE_BATCHES))}].")
     bench_iters: int = declare(Whole(1), 30, show_default=False, gives=(("bench", "iters"),),
@@ -368,9 +348,6 @@ class PipelineOptions:
 
     def __post_init__(self) -> None:
         check_declared(self, "pipeline")
-        if not self.bench_batch_sizes:
-            raise AFTExportError(said("give at least one bench batch size, e.g. {bench_batch_sizes_set}", "pipeline",
-                                      bench_batch_sizes_set=Named('bench_batch_sizes', PIPELINE_BATCHES)))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -436,7 +413,7 @@ class EvalOptions:
 class BenchOptions:
     """``bench``'s options and the pipeline's bench; its fields of the command's names are its parameters."""
 
-    batch_sizes: tuple[int, ...] = declare(Whole(1), (1, 32), repeat=True, flag="--batch-size",
+    batch_sizes: tuple[int, ...] = declare(Whole(1), (1, 32), repeat=True, nonempty=True, flag="--batch-size",
                                            help="Batch size to time (repeatable).")
     backend: str = declare(BACKEND, DEFAULT_BACKEND, help=BACKEND_HELP)
     # runs before timing, for `aft-export bench` and the pipeline's bench alike (the pipeline

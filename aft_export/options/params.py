@@ -117,6 +117,24 @@ class Whole(Kind):
 
 
 @dataclass(frozen=True)
+class Opset(Whole):
+    """An ONNX opset from ``lo`` to the newest the installed onnx package knows (asked when a value other than
+    the default is checked: the options import no onnx)."""
+
+    @property
+    def takes(self) -> str:
+        return f"an ONNX opset >= {self.lo} that the installed onnx package knows"
+
+    def accept(self, value) -> int:
+        import onnx
+
+        n, newest = super().accept(value), onnx.defs.onnx_opset_version()
+        if n > newest:
+            raise Refused(f"newer than this onnx package knows ({newest})")
+        return n
+
+
+@dataclass(frozen=True)
 class Number(Kind):
     """A finite number in its range (open at either end where said)."""
 
@@ -302,6 +320,7 @@ class Param:
     default: Any = None
     help: str = ""
     repeat: bool = False  # one value or a list of them (the command line: the flag repeated)
+    nonempty: bool = False  # a repeatable one refuses an empty list
     flag: str = ""  # the long flag: default --NAME with - for _ (a repeatable one's singular, given here)
     off: str = ""  # a switch's flag that turns it off (simplify's, no-simplify)
     short: str = ""  # -o
@@ -353,6 +372,8 @@ class Param:
             except Refused as refused:  # what was wrong with one item of a list is shown with that item
                 got, why = (item, f", {refused.why}") if refused.why else (value, "")
                 raise self.refusal(got, command, why) from None
+        if self.nonempty and not taken:
+            raise self.refusal(value, command, ", no value")
         return tuple(taken) if self.repeat else taken[0]
 
     def refusal(self, got, command: str, why: str = "") -> ParamError:
@@ -382,7 +403,7 @@ def _example(p: Param) -> str:
     elif isinstance(kind, Choice):
         example = kind.values[0]
     else:
-        example = {Whole: max(1, kind.lo or 0) if isinstance(kind, Whole) else None, Number: 1.0, Flag: True,
+        example = {Whole: max(1, kind.lo or 0) if isinstance(kind, Whole) else None, Opset: getattr(kind, 'lo', None), Number: 1.0, Flag: True,
                    Triple: [0.485, 0.456, 0.406], Text: "text", Classes: "classes.txt", Model: "model.pt"}[type(kind)]
     return f"e.g. {[example] if p.repeat else example!r}"
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from aft_export.errors import AFTExportError, Judged, Named, RuntimeMissing, Verdict, said
-from aft_export.options import BenchOptions, check_threads
+from aft_export.errors import Judged, RuntimeMissing, Verdict
+from aft_export.options import BenchOptions
+from aft_export.options.commands import BENCH
 from aft_export.runtimes import BACKENDS
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.runners import OpenVinoRunner, OrtRunner, load_runner
@@ -95,12 +96,8 @@ def bench(artifacts: list[str], batches=BenchOptions.batch_sizes, warmup: int = 
     session of its own, so the timings above are not slowed by the profiler): ONNX Runtime's
     profiler, or OpenVINO's node counters with the kernel each op type ran. ``backend``: where
     ONNX files run (:data:`~aft_export.runtimes.BACKENDS`)."""
-    if warmup < 0 or iters < 1 or not batches or min(batches) < 1:
-        raise AFTExportError(said("bench needs {iters} >= 1, {warmup} >= 0 and {batch_sizes} of sizes >= 1 (got "
-                                  "{got_iters}, {got_warmup}, batches {batches})", "bench",
-                                  got_iters=Named("iters", iters), got_warmup=Named("warmup", warmup),
-                                  batches=list(batches)))  # fmt: skip
-    check_threads(threads)
+    for name, value in (("batch_sizes", batches), ("warmup", warmup), ("iters", iters), ("threads", threads)):
+        BENCH[name].check(value, "bench")  # held to bench's declarations, as its door holds them
     rows, skipped, profiles = [], [], []
     for artifact in artifacts:
         try:

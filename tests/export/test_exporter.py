@@ -231,7 +231,7 @@ def test_failed_verification_writes_nothing(ckpts, tmp_path, cifar10):
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [(dict(opset=13), "opset 13 is too old"), (dict(opset=99), "newer than this onnx"),
+    [(dict(opset=13), "`opset` takes an ONNX opset >= 18"), (dict(opset=99), "newer than this onnx"),
      (dict(batch_dim="two"), "bad batch specification 'two'"), (dict(batch_dim="0"), "bad batch"),
      (dict(op_form="fused"), "`op_form` takes one of custom, decomposed, got 'fused'")],
 )  # fmt: skip
