@@ -63,6 +63,9 @@ class Runtime:
     # OpenVINO's inference precision hint; parity holds it to the looser of this and the file's own limits
     compute: str = ""
     units: str = ""  # the CpuFeatures field the CPU must have for it to run here (CPU_UNITS): "" for none
+    # serve says it is missing here (its module, the CPU's units) before Triton starts (aft_export.serving.server):
+    # inside Triton's Python backend stub a model it cannot run would only fail to load
+    checked_before_serving: bool = False
 
     @property
     def gpu(self) -> bool:
@@ -106,9 +109,10 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in (
     Runtime("onnxruntime", "ONNX Runtime", "ONNX Runtime, CPU", CPU, "onnxruntime", "onnxruntime",
             "pip install 'aft-export[cpu]'", ort_kind="cpu", backend=True, triton="onnxruntime_onnx"),
     Runtime("openvino", "OpenVINO", "OpenVINO, CPU, the openvino extra", CPU, "openvino", "openvino",
-            "pip install 'aft-export[openvino]'", backend=True, triton="openvino"),
+            "pip install 'aft-export[openvino]'", backend=True, triton="openvino", checked_before_serving=True),
     Runtime("openvino-bf16", "OpenVINO", "OpenVINO on CPUs with bf16 units, fp32 computed in bf16", CPU,
-            "openvino", "openvino", "pip install 'aft-export[openvino]'", backend=True, compute="bf16", units="bf16"),
+            "openvino", "openvino", "pip install 'aft-export[openvino]'", backend=True, compute="bf16", units="bf16",
+            checked_before_serving=True),
     Runtime("torch-cuda", "PyTorch", "PyTorch, CUDA", GPU, "torch", "torch", "a CUDA build of torch"),
     Runtime("onnxruntime-cuda", "ONNX Runtime", "its CUDA provider, onnxruntime-gpu", GPU, "onnxruntime",
             "onnxruntime", "onnxruntime-gpu with its CUDA provider", ort_kind="cuda",
@@ -143,6 +147,12 @@ def runtime(name: str) -> Runtime:
     if found is None:
         raise AFTExportError(f"unknown runtime {name!r}; choose one of {', '.join(RUNTIMES)}")
     return found
+
+
+def computing(family: str, compute: str) -> Runtime:
+    """The runtime of ``family`` that computes a file's fp32 parts in ``compute`` ("": as the file says): the name
+    a runner of that family runs under (OpenVINO's: openvino, openvino-bf16)."""
+    return next(r for r in RUNTIMES.values() if r.family == family and r.compute == compute)
 
 
 def title_of(name: str) -> str:

@@ -45,7 +45,7 @@ from aft_export.options import OPENVINO_HINTS, OPENVINO_LATENCY_MAX_BATCH
 from aft_export.runners.base import ModelInfo, Runner
 from aft_export.runners.ort import GraphSignature, check_signature, open_graph
 from aft_export.options.commands import command_line
-from aft_export.runtimes import RUNTIMES
+from aft_export.runtimes import computing
 
 DEVICES = ("CPU",)
 AFTER_FAILURE = "run it in ONNX Runtime, or export it again with `aft-export export`"
@@ -135,7 +135,7 @@ class OpenVinoRunner(Runner):
                                 f"computes it as the file says")  # fmt: skip
         self.compute = compute
         # its runtime's name (openvino, openvino-bf16): the runtime of this family that computes so
-        self.backend = next(r.name for r in RUNTIMES.values() if r.family == "openvino" and r.compute == compute)
+        self.backend = computing("openvino", compute).name
         self._config = {"INFERENCE_PRECISION_HINT": hinted}
         self._profile: list | None = None
         if profile:  # the node times of every run on the LATENCY model (one request: each run whole)

@@ -396,7 +396,7 @@ def serve(artifacts: list[str], opts: ServeOptions | None = None, log=print, sto
     specs = [describe(a, opts.max_batch, preprocessing=opts.preprocessing) for a in artifacts]
     bundle = find_bundle()
     runtime = BACKENDS[opts.backend]
-    if runtime.family == "openvino":  # missing, or a CPU without its units: said here, not by a model that fails to load
+    if runtime.checked_before_serving:  # missing, or a CPU without its units: said here, not by a model that fails to load
         import_openvino()
         why = runtime.missing(gpu=True)
         if why:
