@@ -8,7 +8,7 @@ has its flag's name; a field renamed to it keeps its old name for one release (r
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import fields
 
 from aft_export.verify.compare import EXPORT_MAX_ABS
 from aft_export.errors import AFTExportError, Named, said
@@ -20,7 +20,7 @@ from aft_export.options.deepstream import DEEPSTREAM_MODES, DeepStreamOptions  #
 from aft_export.options.targets import (DEFAULT_TARGET, EXPORT_TARGETS, LIBRARIES, OP_FORMS, TARGET_OPSETS,  # noqa: F401
                                         TARGETS, ExportTarget)  # fmt: skip
 from aft_export.options.params import (REQUIRED, Choice, Flag, Model, Number, Opset, Path, Text, Triple, Whole,
-                                       check_declared, declare)  # fmt: skip
+                                       declare, options_of)  # fmt: skip
 from aft_export.readers import MAX_SIDE, compile_pattern
 # the runtimes, and which are values of `backend`: one table, read here (and named here, as before)
 from aft_export.runtimes import (BACKENDS, DEFAULT_BACKEND, PROVIDER_BACKENDS, RUNTIMES, TRITON_BACKENDS,  # noqa: F401
@@ -54,7 +54,7 @@ REQUIRE_AFT = ("Fail (exit 2) unless every AFT-like layer exports as a com.aft n
                "ONNX ops with a warning.")  # fmt: skip
 
 
-@dataclass(frozen=True)
+@options_of("export")
 class ExportOptions:
     """``export``'s options, each declared here: the command's parameters of these names are these fields."""
 
@@ -92,7 +92,6 @@ class ExportOptions:
     external_data_threshold: int = TWO_GB  # bytes of weights above which .data is used
 
     def __post_init__(self) -> None:
-        check_declared(self, "export")
         if self.target in TARGET_OPSETS and self.opset != 18:
             raise AFTExportError(said("the {form} form is always opset {value} (exported at 18, then converted); "
                                       "leave {opset} out with {target_set}", "export", form=self.target,
@@ -147,7 +146,7 @@ INT8_ONLY = {
 
 
 @renamed_fields({"count": "images"})
-@dataclass(frozen=True)
+@options_of("quantize")
 class QuantizeOptions:
     """``quantize``'s options, each declared here (:func:`~aft_export.options.params.declare`): the command's
     parameters of the same names are these fields (:data:`aft_export.options.commands.QUANTIZE`)."""
@@ -225,7 +224,6 @@ class QuantizeOptions:
     std: tuple[float, ...] | None = declare(Triple(positive=True), help="For models without metadata: r,g,b std.")
 
     def __post_init__(self) -> None:
-        check_declared(self, "quantize")
         for option in ("exclude_regex", "keep_fp32"):  # compiled once, here, by RE2 (linear-time matching)
             for pattern in getattr(self, option):
                 compile_pattern(pattern, option)
@@ -251,7 +249,7 @@ HW_LEVELS = ("none", "ampere+", "same-cc")
 
 
 @renamed_fields({"batch": "batch_profile", "hw": "hw_profile"})
-@dataclass(frozen=True)
+@options_of("build")
 class BuildOptions:
     """``build``'s options, each declared here: the command's parameters of these names are these fields."""
 
@@ -281,7 +279,6 @@ class BuildOptions:
              "later].")
 
     def __post_init__(self) -> None:
-        check_declared(self, "build")
         for cc in self.compute_capabilities:
             if not re.fullmatch(r"[0-9]{1,2}\.[0-9]", str(cc)):
                 raise AFTExportError(said("{compute_capabilities} take MAJOR.MINOR such as 8.6 or 7.5; got {cc!r}",
@@ -296,7 +293,7 @@ PIPELINE_PRECISIONS, PIPELINE_TARGETS, PIPELINE_BATCHES = ("fp16", "int8"), ("te
 
 
 @renamed_fields({"bench_batches": "bench_batch_sizes"})
-@dataclass(frozen=True)
+@options_of("pipeline")
 class PipelineOptions:
     """``pipeline``'s options, each declared here: the command's parameters of these names are these fields
     (``gives``: the stages' keywords each one sets, so that a stage's message names the pipeline's flag)."""
@@ -346,11 +343,8 @@ class PipelineOptions:
              "pixels in, probabilities out: model.deepstream*.onnx, with RUN/deepstream/); see docs/jetson.md.")
     require_aft: bool = declare(Flag(), False, help=REQUIRE_AFT)  # ExportOptions.require_aft
 
-    def __post_init__(self) -> None:
-        check_declared(self, "pipeline")
 
-
-@dataclass(frozen=True)
+@options_of("train")
 class TrainConfig:
     """``train``'s options, each declared here: the command's parameters are these fields."""
 
@@ -373,9 +367,6 @@ class TrainConfig:
                                                             "itself: the run goes on in place).")
     progress: bool = declare(Flag(), True, off="--no-progress", help="A progress bar on stderr.")
 
-    def __post_init__(self) -> None:
-        check_declared(self, "train")
-
 
 # ---------------------------------------------------------------- runtimes (backends): aft_export.runtimes
 
@@ -390,26 +381,20 @@ OPENVINO_LATENCY_MAX_BATCH = 1
 # ---------------------------------------------------------------- checks and measurements
 
 
-@dataclass(frozen=True)
+@options_of("parity")
 class ParityOptions:
     images: int = declare(Whole(1), 64, help="Number of real images.")  # real images compared
     backend: str = declare(BACKEND, DEFAULT_BACKEND, help=BACKEND_HELP)  # where ONNX files run
 
-    def __post_init__(self) -> None:
-        check_declared(self, "parity")
 
-
-@dataclass(frozen=True)
+@options_of("eval")
 class EvalOptions:
     batch_size: int = declare(Whole(1), 500)
     backend: str = declare(BACKEND, DEFAULT_BACKEND, help=BACKEND_HELP)
 
-    def __post_init__(self) -> None:
-        check_declared(self, "eval")
-
 
 @renamed_fields({"batches": "batch_sizes"})
-@dataclass(frozen=True)
+@options_of("bench")
 class BenchOptions:
     """``bench``'s options and the pipeline's bench; its fields of the command's names are its parameters."""
 
@@ -434,9 +419,6 @@ class BenchOptions:
                                           "checkpoint's test data, else cifar10:test].")
     images: int = declare(Whole(1), 1000)
 
-    def __post_init__(self) -> None:
-        check_declared(self, "bench")
-
 
 # the deploy table's fastest row, per device class: rows within this fraction of the fastest are a tie
 # (one run's noise: aft_conv_cifar's two int8 files in OpenVINO differ by 0-2% from run to run), and a
@@ -444,7 +426,7 @@ class BenchOptions:
 FASTEST_TIE = 0.03
 
 
-@dataclass(frozen=True)
+@options_of("doctor")
 class DoctorOptions:
     """``aft-export doctor``: every check in one run directory (aft_export/workflow/doctor.py); each option
     declared here."""
@@ -461,9 +443,6 @@ class DoctorOptions:
     eval_images: int | None = declare(Whole(1), help="Evaluate a fixed subset of N images [default: all].")
     bench_iters: int = declare(Whole(1), 50, help="Bench runs per batch size.")
     timeout: float = declare(Number(0, lo_open=True), 3600.0, help="Seconds one check may take.")
-
-    def __post_init__(self) -> None:
-        check_declared(self, "doctor")
 
 
 # ---------------------------------------------------------------- serving (NVIDIA Triton)
@@ -489,7 +468,7 @@ def _triton():
             declare(ZERO_UP, 0, help="How long the dynamic batcher holds a request for others to join it."))
 
 
-@dataclass(frozen=True)
+@options_of("serve")
 class ServeOptions:
     """``serve``'s options, each declared here: the command's parameters of these names are these fields."""
 
@@ -517,14 +496,13 @@ class ServeOptions:
     preprocessing: ForeignPreprocessing | None = None
 
     def __post_init__(self) -> None:
-        check_declared(self, "serve")
         if len({self.http_port, self.grpc_port, self.metrics_port}) < 3:
             raise AFTExportError("the HTTP, gRPC and metrics ports must differ")
         object.__setattr__(self, "backend", backend_of(self.backend, self.provider))
         object.__setattr__(self, "provider", None)
 
 
-@dataclass(frozen=True)
+@options_of("triton-repo")
 class TritonRepoOptions:
     """``triton-repo``'s options, each declared here: the command's parameters of these names are these fields."""
 
@@ -548,7 +526,6 @@ class TritonRepoOptions:
                                             "with --instances N give cores/N).")
 
     def __post_init__(self) -> None:
-        check_declared(self, "triton-repo")
         triton = RUNTIMES[self.backend].triton_backend
         if triton.cpu_only and self.device == "gpu":
             raise AFTExportError(said("Triton's {name} backend runs on the CPU; leave {device} out (or give "

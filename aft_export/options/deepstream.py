@@ -7,9 +7,7 @@ written for. Pure data, like the rest of :mod:`aft_export.options`; values are c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from aft_export.options.params import Choice, Number, Path, Whole, check_declared, declare
+from aft_export.options.params import Choice, Number, Path, Whole, declare, options_of
 from aft_export.options.targets import LIBRARIES
 from aft_export.readers import MAX_SIDE
 
@@ -24,7 +22,7 @@ C_INT_MAX = 2**31 - 1  # the largest value of a GKeyFile integer (a C int), nvin
 MIN_OBJECT = 16  # DeepStream 6.3's floor on an object's size, MIN_INPUT_OBJECT_WIDTH/HEIGHT
 
 
-@dataclass(frozen=True)
+@options_of("deepstream")
 class DeepStreamOptions:
     """A DeepStream nvinfer config (aft_export/serving/deepstream.py): ``deepstream``'s options, each declared
     here (the command's parameters of these names are these fields)."""
@@ -81,19 +79,13 @@ class DeepStreamOptions:
         Whole(1, MAX_SIDE), help="With --data: resize each image to this square first (bicubic), as a camera sees "
         "an object larger than the network's input, so that the scaling has something to do.")
 
-    def __post_init__(self) -> None:
-        check_declared(self, "deepstream")
-
 
 SECONDARY_DEFAULTS = {"operate_on_gie_id": 1, "min_object_size": MIN_OBJECT}
 
 
-@dataclass(frozen=True)
+@options_of("deepstream-check")
 class DeepStreamCheckOptions:
     """``aft-export deepstream-check``: a config's engine, on the device (serving/deepstream.py)."""
 
     library: str = declare(Choice(LIBRARIES), "auto", help="The TensorRT that deserialises the engines: tensorrt (a "
                                                            "Jetson's), tensorrt-rtx, or auto.")
-
-    def __post_init__(self) -> None:
-        check_declared(self, "deepstream-check")

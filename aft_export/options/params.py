@@ -450,6 +450,25 @@ def check_declared(options, command: str) -> None:
                 object.__setattr__(options, p.name, taken)
 
 
+def options_of(command: str):
+    """Make the class an options dataclass of ``command`` (frozen): each declared field is held to its
+    declaration when one is made (:func:`check_declared`), then to the class's own ``__post_init__``, where
+    it has one (the rules that span fields: what no one field's declaration can say)."""
+
+    def make(cls):
+        rules = cls.__dict__.get("__post_init__")
+
+        def __post_init__(self) -> None:
+            check_declared(self, command)
+            if rules is not None:
+                rules(self)
+
+        cls.__post_init__ = __post_init__
+        return dataclass(frozen=True)(cls)
+
+    return make
+
+
 @dataclass(frozen=True)
 class Command:
     """A command's declared parameters, in the order its ``--help`` lists them."""
