@@ -113,24 +113,16 @@ class Named:
 Namer = Callable[["str | None", str, object], str]
 
 
-# the API function running (its command), set at its door: a stage's keyword is named as that function's
-# keyword that gives it its value (the pipeline's calib_images is quantize's images)
-RUNNING: contextvars.ContextVar[str | None] = contextvars.ContextVar("aft_export_running", default=None)
-_keyword_of: list[Callable[[str, "str | None", str], str]] = []  # registered by aft_export.options.commands
-
-
-def name_keywords_by(function: Callable[[str, "str | None", str], str]) -> None:
-    """Register how the API function running names a stage's keyword: ``function(running, stage, keyword)``
-    (the declarations, on a floor above this one, plug it in)."""
-    _keyword_of[:] = [function]
+# the API function running, set at its door (aft_export.options.commands.declared): its keyword that gives a
+# stage's keyword its value (the pipeline's calib_images is quantize's images), by (stage, keyword)
+RUNNING: contextvars.ContextVar[Callable[["str | None", str], str] | None] = contextvars.ContextVar(
+    "aft_export_running", default=None)
 
 
 def keyword_name(stage: str | None, keyword: str, value: object = None) -> str:
     """The Python face's name of a parameter: the keyword of the API function running that gives the
     stage's keyword its value (else the keyword itself), in backquotes (`images`, `calib_images=0`)."""
-    running = RUNNING.get()
-    if running is not None and _keyword_of:
-        keyword = _keyword_of[0](running, stage, keyword)
+    keyword = (RUNNING.get() or (lambda _, k: k))(stage, keyword)
     return f"`{keyword}`" if value is None else f"`{keyword}={value}`"
 
 

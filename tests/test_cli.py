@@ -256,9 +256,9 @@ def _command(name):
 def test_renamed_flags_are_the_new_names_and_hidden_from_help():
     import re
 
-    from aft_export.cli.words import WORDS
+    from aft_export.cli.words import RENAMED_FLAGS
 
-    for name, renamed in ((n, w.renamed) for n, w in WORDS.items()):
+    for name, renamed in RENAMED_FLAGS.items():
         opts = {o for p in _command(name).params for o in getattr(p, "opts", ())}
         text = run(name, "--help").output
         for old, new in renamed.items():
@@ -270,9 +270,9 @@ def test_renamed_flags_are_the_new_names_and_hidden_from_help():
 def test_old_flag_names_map_onto_the_new_ones():
     """Each old name, spelt `--old V` or `--old=V`, becomes the new one; a value that
     looks like an old flag stays a value; nothing after `--` is touched."""
-    from aft_export.cli.words import WORDS, rename_args as _rename_args, renamed_used as _renamed_used
+    from aft_export.cli.words import RENAMED_FLAGS, rename_args as _rename_args, renamed_used as _renamed_used
 
-    for name, renamed in ((n, w.renamed) for n, w in WORDS.items()):
+    for name, renamed in RENAMED_FLAGS.items():
         for old, new in renamed.items():
             _renamed_used.clear()
             assert _rename_args(_command(name), [old, "7"]) == [new, "7"]

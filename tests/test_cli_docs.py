@@ -25,13 +25,13 @@ def test_cli_reference_is_current():
 
 def test_cli_reference_has_every_command_and_rename():
     from aft_export.cli import main
-    from aft_export.cli.words import WORDS
+    from aft_export.cli.words import RENAMED_FLAGS
 
     text = _tool().render()
     for name, command in main.commands.items():
         assert (f"## aft-export {name}\n" in text) != command.hidden, name
         assert f"Usage: aft-export {name} " in text, name
-    for command, renamed in ((n, w.renamed) for n, w in WORDS.items()):
+    for command, renamed in RENAMED_FLAGS.items():
         for old, new in renamed.items():
             assert f"| `{command}` | `{old}` | `{new}` |" in text
 

@@ -575,12 +575,12 @@ def test_every_command_line_in_a_message_names_options_of_that_command():
 
 
 def _our_flags() -> set[str]:
-    from aft_export.cli.words import WORDS
+    from aft_export.cli.words import RENAMED_FLAGS
 
     main = _cli()[0]
     flags = {o for c in main.commands.values() for p in c.params
              for o in (*getattr(p, "opts", ()), *getattr(p, "secondary_opts", ())) if o.startswith("--")}  # fmt: skip
-    return flags | {old for w in WORDS.values() for old in w.renamed}
+    return flags | {old for renamed in RENAMED_FLAGS.values() for old in renamed}
 
 
 def _argv_lists(tree) -> list[tuple[str, ast.Constant]]:
@@ -697,8 +697,9 @@ def test_a_message_names_its_parameters_in_each_face_s_words():
     assert line.render(flag_namer("export")) == "a\\nb is missing; check --data" and str(line) == "a\\nb is missing; check `data`"
     # from Python, inside the API function running: its keyword that gives the stage's its value
     from aft_export.errors import RUNNING
+    from aft_export.options.commands import keywords_of
 
-    running = RUNNING.set("pipeline")
+    running = RUNNING.set(keywords_of("pipeline"))
     try:
         assert str(said("give {eg} or {allow_fewer}", "quantize", eg=Named("images", 20))) == (
             "give `calib_images=20` or `allow_fewer`")

@@ -3,7 +3,7 @@
 
 Every command's help as ``aft-export CMD --help`` prints it (at a fixed width, so that the
 file does not depend on the terminal), the table of renamed flags from
-``aft_export.cli.words.WORDS`` (each command's table) and that of renamed option fields from
+``aft_export.cli.words.RENAMED_FLAGS`` (each command's renamed flags) and that of renamed option fields from
 ``aft_export.version.RENAMED_FIELDS``. Nothing is typed in by hand; tests/test_cli_docs.py fails when
 the checked-in file differs from what this writes.
 
@@ -72,7 +72,7 @@ def render() -> str:
     import click
 
     from aft_export.cli import main
-    from aft_export.cli.words import RENAMED_UNTIL, WORDS
+    from aft_export.cli.words import RENAMED_FLAGS, RENAMED_UNTIL
     from aft_export.options import PROVIDER_BACKENDS
 
     root = click.Context(main, info_name="aft-export", terminal_width=WIDTH, max_content_width=WIDTH)
@@ -105,7 +105,7 @@ def render() -> str:
         "| command | old flag | new flag |",
         "|---|---|---|",
     ]
-    renamed = {command: dict(WORDS[command].renamed) for command in WORDS}
+    renamed = {command: dict(flags) for command, flags in RENAMED_FLAGS.items()}
     for name in names:  # the old --provider VALUE: --backend's value by its own name
         if any(p.name == "provider" and p.hidden for p in main.get_command(root, name).params):
             renamed.setdefault(name, {})["--provider " + ", ".join(PROVIDER_BACKENDS)] = (

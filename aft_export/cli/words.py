@@ -6,7 +6,6 @@ takes its renamed flags for one release (:func:`rename_args`)."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 
 import click
@@ -25,20 +24,12 @@ ROOT: list[click.Group] = []  # the aft-export group, registered by aft_export.c
 # them (tools/gen_cli_docs.py).
 
 
-@dataclasses.dataclass(frozen=True)
-class Words:
-    renamed: dict = dataclasses.field(default_factory=dict)  # old flag -> new flag
-
-
-WORDS = {command: Words({"--" + old.replace("_", "-"): DECLARED[command][new].long for old, new in keywords.items()})
-         for command, keywords in RENAMED.items()}  # fmt: skip
+# command -> {old flag -> new flag}
+RENAMED_FLAGS = {command: {"--" + old.replace("_", "-"): DECLARED[command][new].long for old, new in keywords.items()}
+                 for command, keywords in RENAMED.items()}  # fmt: skip
 
 renamed_used: list[tuple[str, str]] = []  # (old, new) typed in this run
 running: list[click.Command] = []  # the command this run is running
-
-
-def renamed_flags(name: str) -> dict[str, str]:
-    return WORDS.get(name, Words()).renamed
 
 
 # ---------------------------------------------------------------- parameters named as data
@@ -114,7 +105,7 @@ def rename_args(command: click.Command, args: list[str]) -> list[str]:
     """``args`` with the command's old flag names replaced by the new ones (a note on
     stderr for each). Option values are skipped, so a value that looks like an old flag
     stays a value; nothing after ``--`` is touched."""
-    renamed = renamed_flags(command.name or "")
+    renamed = RENAMED_FLAGS.get(command.name or "", {})
     if not renamed:
         return args
     takes_value = {o for p in command.params if isinstance(p, click.Option) and not p.is_flag and not p.count

@@ -67,8 +67,6 @@ class ExportOptions:
                            help="custom: one com.aft node per AFT layer; decomposed: plain ONNX ops.")
     target: str = declare(Choice(TARGETS), DEFAULT_TARGET,
                           help="; ".join(f"{t.name}: {t.summary}" for t in EXPORT_TARGETS.values()) + ".")
-    # what the file takes: normalised images, or RGB pixels it normalises itself (data.images.INPUT_FORMATS,
-    # exporting/pixels.py); what it gives: logits, or probabilities (DeepStream's classifier parser reads them)
     input_format: str = declare(
         Choice(INPUT_FORMATS), NORMALIZED,
         help="What the file takes: normalized images, or raw RGB pixels in 0-255 that its first nodes normalise "
@@ -85,8 +83,6 @@ class ExportOptions:
     # where they come from (None: the data rule, datasets.verification_data)
     data: str | None = declare(DATA, help="Images to verify on: ImageFolder directory or tar [default: a zoo "
                                           "checkpoint's test set].")
-    # a model trained elsewhere: a layer with the parameters of a known AFT layer that does not
-    # compute it (or no AFT layer at all) is an error, not plain ops with a warning
     require_aft: bool = declare(Flag(), False, help=REQUIRE_AFT)
     verify_atol: float = EXPORT_MAX_ABS
     external_data_threshold: int = TWO_GB  # bytes of weights above which .data is used
@@ -156,7 +152,6 @@ class QuantizeOptions:
                                   "core and LayerNorm in fp32).")
     method: str = declare(Choice(METHODS), "percentile", help="int8 range calibration.")
     percentile: float = declare(Number(0, 100, lo_open=True), 99.999, help="For --method percentile.")
-    # calibration images to sample; None: the recipe's count, else CALIB_COUNT
     images: int | None = declare(Whole(1), help=f"Calibration images to sample [default: the recipe's, else "
                                                 f"{CALIB_COUNT}].")
     batch_size: int = declare(Whole(1), 32, help="Calibration batch size.")
@@ -174,10 +169,6 @@ class QuantizeOptions:
     # int8: keep the stem (the graph's first MatMul/Gemm/Conv) out of int8; None: the target's
     # ExportTarget.int8_stem_fp32 (the portable target's 7-bit int8 keeps it)
     stem_fp32: bool | None = None
-    # the export target the file is for; None: the fp32 file's (its export_target metadata). It decides the
-    # int8 defaults (ExportTarget.int8_weight_bits, int8_rest); another target than the file's puts the graph in
-    # that target's form first, as the exporter does (aft_export/exporting/forms.py: from the default tensorrt
-    # form only)
     target: str | None = declare(
         Choice(TARGETS), help="The export target the file is for; it decides int8's defaults (--rest-precision, "
         "--weight-bits). Another target than the fp32 file's puts the graph in that target's form first (from the "
@@ -185,27 +176,19 @@ class QuantizeOptions:
         "the fp32 file's target].")
     exclude: tuple[str, ...] = declare(Text(), (), repeat=True,
                                        help="Node name to keep out of int8 (int8), or in fp32 (fp16) (repeatable).")
-    # int8: nodes kept out of int8 by regular expression over node names (RE2's syntax, matched from
-    # the start of the name, as Python's re.match and ModelOpt's --nodes_to_exclude do) and by op type
     exclude_regex: tuple[str, ...] = declare(
         Text(empty=True), (), repeat=True, metavar="REGEX",
         help="int8: keep the nodes whose names this regular expression matches (from the start, as re.match and "
              "ModelOpt's --nodes_to_exclude) out of int8 (repeatable).")
     exclude_op_types: tuple[str, ...] = declare(Text(), (), repeat=True, flag="--exclude-op-type", metavar="OP",
                                                 help="int8: keep every node of this op type out of int8 (repeatable).")
-    # int8: the op types quantised; (): QUANTIZED_OP_TYPES
     quantize_op_types: tuple[str, ...] = declare(
         Text(), (), repeat=True, flag="--quantize-op-type", metavar="OP",
         help=f"int8: an op type to quantise (repeatable) [default: {', '.join(QUANTIZED_OP_TYPES)}].")
-    # nodes kept in fp32 by regular expression over node names (RE2, from the start): out of int8,
-    # and out of an fp16 graph or an int8 graph's fp16 rest
     keep_fp32: tuple[str, ...] = declare(
         Text(empty=True), (), repeat=True, metavar="REGEX",
         help="Keep the nodes whose names this regular expression matches in fp32: out of int8 and out of fp16 "
              "(repeatable).")
-    # int8: what the graph computes outside its int8 layers; None: the export target's ExportTarget.int8_rest.
-    # fp16 keeps what the fixed rule says in fp32 (aft_export/quantization/fp16.py) and the graph's input and
-    # output in fp32
     rest_precision: str | None = declare(
         Choice(REST_PRECISIONS), help="int8: what the graph computes in outside its int8 layers; fp16 keeps the AFT "
         "core and LayerNorm in fp32 (opset 19, fp16 scales) [default: "
@@ -254,7 +237,6 @@ class BuildOptions:
     """``build``'s options, each declared here: the command's parameters of these names are these fields."""
 
     batch_profile: str | None = declare(Text(), "1,8,32", help="The engine's batch sizes MIN,OPT,MAX (or one number).")
-    # AFT-conv with dynamic height and width: "MIN,OPT,MAX" pixels
     hw_profile: str | None = declare(Text(), help="AFT-conv exported with --dynamic-hw: height/width MIN,OPT,MAX.")
     workspace_mb: int = declare(Whole(1), 1024, help="Builder workspace limit.")
     timing_cache: str | None = declare(Path(), help="Timing cache file: loaded if present, saved after.")
@@ -272,7 +254,6 @@ class BuildOptions:
         Choice(LIBRARIES), "auto", help="tensorrt: standard TensorRT (builds on the GPU it is for; Hopper, Jetson); "
         "tensorrt-rtx: TensorRT for RTX (builds ahead of time on any CPU, runs on RTX GPUs); auto: TensorRT where "
         "installed, else TensorRT-RTX.")
-    # TensorRT-RTX target GPUs, "X.Y" each; () is the library's own default (aft_export.tensorrt.library)
     compute_capabilities: tuple[str, ...] = declare(
         Text(), (), repeat=True, flag="--compute-capability", metavar="X.Y",
         help="TensorRT-RTX: target GPU (repeatable; 7.5, 8.0, 8.6, 8.9, 12.0, 12.1) [default: the library's, 8.6 and "
@@ -301,15 +282,12 @@ class PipelineOptions:
     output: str | None = declare(Path("directory"), short="-o",
                                  help="Run directory [default: runs/<model>-<UTC time>].")
     calib: str | None = declare(DATA, help="Calibration images or recipe [default: calibration/cifar10.json].")
-    # None: the test data the checkpoint names, else cifar10:test (datasets.verification_data)
     data: str | None = declare(DATA, help="Labelled images for parity and eval [default: the checkpoint's test data, "
                                           "else cifar10:test].")
     precisions: tuple[str, ...] = declare(
         Choice(tuple(sorted(PRECISIONS))), PIPELINE_PRECISIONS, repeat=True, flag="--precision", show_default=False,
         help=f"Reduced precisions to build [default: {' and '.join(PIPELINE_PRECISIONS)}].")
     op_form: str = declare(Choice(OP_FORMS), "custom", show_default=False, help="[default: custom]")
-    # export targets: tensorrt (TensorRT 10.3+/11) -> model*.onnx; tensorrt8 (8.5+) -> model.trt8*.onnx;
-    # portable (any conforming runtime) -> model.portable*.onnx
     targets: tuple[str, ...] = declare(
         Choice(TARGETS), PIPELINE_TARGETS, repeat=True, flag="--target", show_default=False,
         gives=(("export", "target"), ("quantize", "target")),
@@ -319,7 +297,6 @@ class PipelineOptions:
                                        help="Calibration images to sample [default: the recipe's].")
     eval_images: int | None = declare(Whole(1), gives=(("eval", "images"),),  # None: the whole labelled set
                                       help="Evaluate a fixed subset of N images [default: all].")
-    # the export verifies on the parity images
     parity_images: int = declare(Whole(1), 64, show_default=False, gives=(("parity", "images"), ("export", "images")),
                                  help="Real images parity compares [default: 64].")
     bench_batch_sizes: tuple[int, ...] = declare(
@@ -331,11 +308,8 @@ class PipelineOptions:
     threads: int = declare(THREADS, 0, show_default=False, help="CPU threads (0: the backend's default) [default: 0].")
     tolerances: tuple[str, ...] = declare(Text(), (), repeat=True, flag="--tolerance", metavar=TOLERANCE,
                                           help="Parity limit override.")
-    # also write RUN/triton: a Triton model repository of the artifacts
     triton_repo: bool = declare(Flag(), False, help="Also write RUN/triton: a Triton model repository of the "
                                                    "artifacts (aft-export triton-repo).")
-    # files that take raw pixels, made beside the normal ones at every target and precision
-    # (PIXEL_FORMS): model.uint8-nhwc*.onnx, model.float-nchw*.onnx, model.deepstream*.onnx
     pixel_forms: tuple[str, ...] = declare(
         Choice(tuple(PIXEL_FORMS)), (), repeat=True, flag="--pixel-form", show_default=False,
         help="Also make files that take raw RGB pixels (0-255), at every target and precision, repeatable: "
@@ -361,7 +335,6 @@ class TrainConfig:
     seed: int = declare(SEED, 0)
     threads: int = declare(THREADS, 0, show_default=False, help="Torch CPU threads (0: default).")
     test_data: str | None = declare(DATA, help="Labelled test set evaluated at the end.")
-    # use only the first N training images (smoke tests)
     images: int | None = declare(Whole(1), help="Train on the first N images only (smoke tests).")
     resume: str | None = declare(Path(), in_place=True, help="Continue from an epoch checkpoint (it may be --output "
                                                             "itself: the run goes on in place).")
@@ -409,9 +382,6 @@ class BenchOptions:
     # the deploy table (aft_export.verify.deploy) times its rows in this many interleaved rounds, each row once a
     # round in turn, so that a change of load falls on every row alike
     rounds: int = 5
-    # with a reference checkpoint: the deploy table (aft_export.verify.deploy), every file on every runtime
-    # here, proven on `images` labelled images of `data` (None: the checkpoint's test data, else
-    # cifar10:test) before it is timed
     reference: str | None = declare(
         Model(), help="The checkpoint the files were made from: the deploy table, every file on every runtime here, "
         "proven against it (parity, top-1) and timed, the fastest that passes marked per device.")
@@ -433,8 +403,6 @@ class DoctorOptions:
 
     output: str | None = declare(Path("directory"), short="-o",  # default: runs/doctor-<model>-<UTC time>
                                  help="Run directory [default: runs/doctor-<model>-<UTC time>].")
-    # labelled images for the export's verification, parity and eval; None: each check takes the test data the
-    # checkpoint names, else cifar10:test (datasets.verification_data, every command's rule)
     data: str | None = declare(DATA, help="Labelled images for the export's verification, parity and eval [default: "
                                           "the checkpoint's test data, else cifar10:test].")
     calib: str | None = declare(DATA, help="Calibration images or recipe [default: calibration/cifar10.json].")
@@ -486,7 +454,6 @@ class ServeOptions:
     backend: str = declare(BACKEND, DEFAULT_BACKEND, help=f"Where ONNX files run, inside Triton's Python backend "
                                                           f"stub: {BACKEND_LIST}; engines run in TensorRT.")
     provider: str | None = None  # the old word for `backend` (cpu, cuda, tensorrt), for one release: read into it
-    # per model instance; 0: the CPUs this process may use shared out among all the instances
     threads: int = declare(THREADS, 0, help="Threads per model instance, ONNX Runtime's or OpenVINO's (0: the CPUs this "
                                             "process may use, shared out among the instances of every model; printed "
                                             "at start).")
@@ -511,16 +478,12 @@ class TritonRepoOptions:
     top_k: int
     queue_delay_us: int
     max_batch, instances, top_k, queue_delay_us = _triton()
-    # the classifier's instance kind: auto (Triton's KIND_AUTO: the GPUs where there are any,
-    # else the CPU), gpu or cpu; engines are always gpu, OpenVINO always cpu
     device: str = declare(Choice(TRITON_DEVICES), "auto",
                           help="Where ONNX models run (instance_group kind; auto: Triton's KIND_AUTO, the GPUs where "
                                "there are any, else the CPU); engines always on the GPU.")
     backend: str = declare(Choice(TRITON_BACKENDS), DEFAULT_BACKEND,
                            help="Triton's backend for ONNX files: onnxruntime (onnxruntime_onnx, CPU or GPU) or openvino "
                                 "(CPU; the file with its functions inlined, a complete config).")
-    # per instance: ONNX Runtime's intra_op_thread_count, OpenVINO's INFERENCE_NUM_THREADS; 0: the
-    # backend's default, the container's cores
     threads: int = declare(THREADS, 0, help="Threads per instance: ONNX Runtime's intra_op_thread_count, OpenVINO's "
                                             "INFERENCE_NUM_THREADS (0: the backend's default, the container's cores; "
                                             "with --instances N give cores/N).")

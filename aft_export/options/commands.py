@@ -17,7 +17,7 @@ import functools
 import inspect
 
 from aft_export.environment import say_ort_conflict
-from aft_export.errors import RUNNING, Named, name_keywords_by, said
+from aft_export.errors import RUNNING, Named, said
 from aft_export.options import (BACKEND, BACKEND_HELP, DATA, INPUT_FORMATS, LIBRARIES, SIDE, THREADS, TOLERANCE,
                                 BenchOptions, BuildOptions, DeepStreamOptions, DoctorOptions, EvalOptions,
                                 ExportOptions, ParityOptions, PipelineOptions, QuantizeOptions, ServeOptions,
@@ -248,14 +248,15 @@ def renamed(command: str, keyword: str) -> str | None:
     return new if new is not None and new in declared else None
 
 
-def keyword_of(running: str, stage: str | None, keyword: str) -> str:
-    """The keyword of ``running``'s API function that gives ``stage``'s ``keyword`` its value (the
-    pipeline's calib_images is quantize's images), else ``keyword``."""
-    given = DECLARED[running].giving(stage, keyword) if running in DECLARED else None
-    return given.name if given is not None else keyword
+def keywords_of(command: str):
+    """How ``command``'s API function names a stage's keyword (:data:`aft_export.errors.RUNNING`): as its own
+    keyword that gives it its value (the pipeline's calib_images is quantize's images), else as it is."""
 
+    def name(stage: str | None, keyword: str) -> str:
+        given = DECLARED[command].giving(stage, keyword)
+        return keyword if given is None else given.name
 
-name_keywords_by(keyword_of)
+    return name
 
 
 def command_line(command: str, *arguments, **values) -> str:
@@ -316,7 +317,7 @@ def declared(command: str):
             except TypeError as error:
                 raise refused_call(command, function.__name__, signature, kwargs, error) from None
             bound.arguments.update(door(command, dict(bound.arguments)))
-            running = RUNNING.set(command)  # its stages' messages name its keywords (errors.keyword_name)
+            running = RUNNING.set(keywords_of(command))  # its stages' messages name its keywords (errors.keyword_name)
             try:
                 return function(*bound.args, **bound.kwargs)
             finally:
