@@ -8,7 +8,7 @@ has its flag's name; a field renamed to it keeps its old name for one release (r
 from __future__ import annotations
 
 import re
-from dataclasses import fields
+from dataclasses import dataclass, fields
 
 from aft_export.verify.compare import EXPORT_MAX_ABS
 from aft_export.errors import AFTExportError, Named, said
@@ -422,22 +422,25 @@ DEFAULT_MAX_BATCH = 32
 TRITON_DEVICES = ("auto", "gpu", "cpu")  # a repository's instance kind: KIND_AUTO, KIND_GPU, KIND_CPU
 
 
-def _triton():
-    """The fields ``serve`` and ``triton-repo`` both declare, each made once here:
-    max_batch, instances, top_k, queue_delay_us."""
-    return (declare(Whole(1, MAX_BATCH),  # None: DEFAULT_MAX_BATCH, or an engine's profile maximum
-                    help=f"Largest batch [default: {DEFAULT_MAX_BATCH} for a dynamic-batch ONNX file, an engine's "
-                         f"profile maximum; a fixed-batch export is served without batching]."),
-            declare(Whole(1), 1, help="Model instances (one runner each)."),  # per served model
-            declare(Whole(1), 5, help="Classes in topk_index and topk_label."),
-            # how long the dynamic batcher holds a request for others to join it: none (measured with
-            # benchmarks/bench_serve.py: a delay adds itself to every request at one client, and under
-            # load the requests that queue while a batch runs are batched anyway)
-            declare(ZERO_UP, 0, help="How long the dynamic batcher holds a request for others to join it."))
+@dataclass(frozen=True)
+class TritonFields:
+    """The fields ``serve`` and ``triton-repo`` both declare, each once, here."""
+
+    max_batch: int | None = declare(Whole(1, MAX_BATCH),  # None: DEFAULT_MAX_BATCH, or an engine's profile maximum
+                                    help=f"Largest batch [default: {DEFAULT_MAX_BATCH} for a dynamic-batch ONNX file, "
+                                         f"an engine's profile maximum; a fixed-batch export is served without "
+                                         f"batching].")
+    instances: int = declare(Whole(1), 1, help="Model instances (one runner each).")  # per served model
+    top_k: int = declare(Whole(1), 5, help="Classes in topk_index and topk_label.")
+    # how long the dynamic batcher holds a request for others to join it: none (measured with
+    # benchmarks/bench_serve.py: a delay adds itself to every request at one client, and under
+    # load the requests that queue while a batch runs are batched anyway)
+    queue_delay_us: int = declare(ZERO_UP, 0, help="How long the dynamic batcher holds a request for others to join "
+                                                   "it.")
 
 
 @options_of("serve")
-class ServeOptions:
+class ServeOptions(TritonFields):
     """``serve``'s options, each declared here: the command's parameters of these names are these fields."""
 
     # loopback only: Triton's own default is every interface (0.0.0.0)
@@ -446,11 +449,6 @@ class ServeOptions:
     http_port: int = declare(PORT, 8000)
     grpc_port: int = declare(PORT, 8001)
     metrics_port: int = declare(PORT, 8002)
-    max_batch: int | None
-    instances: int
-    top_k: int
-    queue_delay_us: int
-    max_batch, instances, top_k, queue_delay_us = _triton()
     backend: str = declare(BACKEND, DEFAULT_BACKEND, help=f"Where ONNX files run, inside Triton's Python backend "
                                                           f"stub: {BACKEND_LIST}; engines run in TensorRT.")
     provider: str | None = None  # the old word for `backend` (cpu, cuda, tensorrt), for one release: read into it
@@ -470,14 +468,9 @@ class ServeOptions:
 
 
 @options_of("triton-repo")
-class TritonRepoOptions:
+class TritonRepoOptions(TritonFields):
     """``triton-repo``'s options, each declared here: the command's parameters of these names are these fields."""
 
-    max_batch: int | None
-    instances: int
-    top_k: int
-    queue_delay_us: int
-    max_batch, instances, top_k, queue_delay_us = _triton()
     device: str = declare(Choice(TRITON_DEVICES), "auto",
                           help="Where ONNX models run (instance_group kind; auto: Triton's KIND_AUTO, the GPUs where "
                                "there are any, else the CPU); engines always on the GPU.")
