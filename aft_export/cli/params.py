@@ -5,6 +5,7 @@ line alone (``--json``, the old ``--provider``)."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import click
@@ -93,19 +94,10 @@ def declared_options(command: str, extra: dict[str, list] | None = None):
             options.append(click.option("--provider", type=PROVIDERS, hidden=True, callback=_provider_alias,
                                         help="The old name of --backend (cpu, cuda, tensorrt)."))  # fmt: skip
         options += extra.get(param.name, [])
-    return apply_options(options)
+    return lambda fn: functools.reduce(lambda f, option: option(f), reversed(options), fn)  # the first option on top
 
 
 JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-
-
-def apply_options(options):
-    def wrap(fn):
-        for opt in reversed(options):
-            fn = opt(fn)
-        return fn
-
-    return wrap
 
 
 def given(kw: dict) -> dict:
