@@ -27,9 +27,16 @@ checked: from its ``MIN_TRT`` to its ``MAX_TRT_MAJOR`` (11 where it has none). V
 are assumed to have what both neighbours have.
 
 TensorRT-RTX (``rtx-1.7``, the ``tensorrt_rtx`` bindings) is one more version, of another library: it
-reports 1.x, so code branches on the library before comparing versions, and the analyser reads
-``library == RTX`` / ``library != "tensorrt-rtx"`` (a variable named ``library``; ``RTX`` is
-aft_export.tensorrt.library's name for "tensorrt-rtx") like a version check. A module-level constant named ``RTX_*`` holds TensorRT-RTX names only and is checked against
+reports 1.x, so code branches on the library before comparing versions, and the analyser reads those
+branches like a version check, decided for the library of the version analysed:
+- a column of the library's row in aft_export.tensorrt.library's table (``LIBRARIES``: a boolean column of
+  ``Library``), read as ``lib.COLUMN`` (a variable named ``lib``) or ``library_of(...).COLUMN``:
+  ``if lib.takes_targets:``, ``if not library_of(library).strongly_typed``. Its value is the table's own
+  (imported here), so a row that changes is analysed as it now is.
+- ``library == RTX`` / ``library != "tensorrt-rtx"`` (a variable named ``library``; ``RTX`` is
+  aft_export.tensorrt.library's name for "tensorrt-rtx"): the table's module decides a library's releases
+  so (check_trt_version); no other module compares a library's name (tools/shape.py counts them).
+A module-level constant named ``RTX_*`` holds TensorRT-RTX names only and is checked against
 TensorRT-RTX's API only. A module is checked for TensorRT-RTX when it defines ``MIN_RTX`` or defines
 neither ``MIN_TRT`` nor ``MIN_RTX`` (the modules that take the versions from aft_export/tensorrt/library.py).
 """
@@ -37,6 +44,7 @@ neither ``MIN_TRT`` nor ``MIN_RTX`` (the modules that take the versions from aft
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib.util
 import json
 import re
@@ -45,8 +53,9 @@ from pathlib import Path
 import pytest
 
 from aft_export.errors import AFTExportError
-from aft_export.tensorrt.library import (RTX_TARGETS, BuildOptions, build_plan, compute_capabilities, hardware_level, network_flags,
-                            precision_flags)  # fmt: skip
+from aft_export.tensorrt.library import (LIBRARIES, RTX_TARGETS, BuildOptions, Library, build_plan,
+                                         compute_capabilities, hardware_level, network_flags,
+                                         precision_flags)  # fmt: skip
 from tests.conftest import REPO
 
 DATA = json.loads((Path(__file__).parent / "data" / "trt_api.json").read_text())
@@ -78,6 +87,11 @@ PARAM_TYPES = {"builder": "Builder", "network": "INetworkDefinition", "config": 
                "tensor": "ITensor"}  # fmt: skip
 TYPE_ALIASES = {"nvonnxparser::IParserError": "ParserError"}
 VERSION_NAMES = {"version", "trt_version"}
+# a library's row (aft_export.tensorrt.library.Library) read as a guard: ROW_NAMES.COLUMN or ROW_LOOKUPS(...).COLUMN,
+# COLUMN one of its boolean columns (in every row)
+ROW_NAMES, ROW_LOOKUPS = {"lib"}, {"library_of"}
+ROW_COLUMNS = {f.name for f in dataclasses.fields(Library)
+               if all(isinstance(getattr(row, f.name), bool) for row in LIBRARIES.values())}  # fmt: skip
 RESOLVERS = {"_trt_attr"}  # resolves "BuilderFlag.FP16" at run time; the literals are checked where written
 ENUM_VALUE_ATTRS = {"name", "value"}  # what pybind11 gives every enum value
 TRT_PY = REPO / "aft_export" / "tensorrt" / "library.py"
@@ -171,6 +185,8 @@ class Analyser:
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             inner = self.decide(test.operand)
             return None if inner is None else not inner
+        if isinstance(test, ast.Attribute) and test.attr in ROW_COLUMNS and _reads_row(test.value):
+            return getattr(LIBRARIES[self.library], test.attr)  # the table's own value for this library
         if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
                 and test.left.id == "library" and isinstance(test.ops[0], (ast.Eq, ast.NotEq))):  # fmt: skip
             other = test.comparators[0]
@@ -373,6 +389,13 @@ class Analyser:
             if isinstance(child, ast.expr):
                 self.expr(child, env)
         return False
+
+
+def _reads_row(node) -> bool:
+    """Whether ``node`` is a library's row: a variable of ROW_NAMES, or a call of ROW_LOOKUPS."""
+    if isinstance(node, ast.Name):
+        return node.id in ROW_NAMES
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ROW_LOOKUPS
 
 
 def _dotted_name(node) -> str | None:
@@ -658,6 +681,51 @@ def build(trt, config, library, version):
     unguarded = analyse(code.replace("    if library == RTX:\n        config.num_compute_capabilities = 1\n"
                                      "        return\n", ""))["problems"]  # fmt: skip
     assert (10, "BuilderFlag.INT8", ["11.4", "rtx-1.7"]) in unguarded
+
+
+LIBRARY_COLUMNS = """MIN_TRT = (10, 3)
+MIN_RTX = (1, 7)
+def build(trt, config, library, version):
+    lib = library_of(library)
+    if lib.takes_targets:
+        config.num_compute_capabilities = 1
+    if not lib.strongly_typed and version < (11, 0):
+        config.set_flag(trt.BuilderFlag.INT8)
+    if library_of(library).strongly_typed:
+        return
+    config.set_flag(trt.BuilderFlag.FP16)
+"""
+
+
+def test_library_columns_are_read_like_version_checks():
+    """A column of the library's row guards like a version check (``lib.takes_targets``,
+    ``library_of(library).strongly_typed``), decided for the library analysed; without the guard,
+    the name the other library lacks is reported."""
+    result = analyse(LIBRARY_COLUMNS)
+    assert result["versions"] == ["10.3", "10.13", "11.4", "rtx-1.7"]
+    assert result["problems"] == [(11, "BuilderFlag.FP16", ["11.4"])]  # after the strongly typed exit: standard only
+    assert result["used"]["IBuilderConfig.num_compute_capabilities"] == ["rtx-1.7"]
+    assert result["used"]["BuilderFlag.INT8"] == ["10.3", "10.13"]
+    unguarded = analyse(LIBRARY_COLUMNS.replace("    if lib.takes_targets:\n        config", "    config"))
+    assert (5, "IBuilderConfig.num_compute_capabilities", ["10.3", "10.13", "11.4"]) in unguarded["problems"]
+    unguarded = analyse(LIBRARY_COLUMNS.replace("not lib.strongly_typed and ", ""))["problems"]
+    assert (8, "BuilderFlag.INT8", ["rtx-1.7"]) in unguarded  # 11.4: still under its version check
+    # a row of another name, or an attribute that is no column of it, decides nothing: both branches are live
+    for guard in ("row.takes_targets", "lib.no_such_column", "lib.suffix"):
+        problems = analyse(LIBRARY_COLUMNS.replace("lib.takes_targets", guard))["problems"]
+        assert (6, "IBuilderConfig.num_compute_capabilities", ["10.3", "10.13", "11.4"]) in problems, guard
+
+
+@pytest.mark.parametrize("key", list(VERSIONS))
+def test_library_columns_are_decided_from_the_table(key):
+    """Each boolean column decides as aft_export.tensorrt.library's table says for the version's library."""
+    analyser = Analyser(APIS[key], VERSIONS[key], {}, LIBRARY[key])
+    row = LIBRARIES[LIBRARY[key]]
+    assert ROW_COLUMNS >= {"strongly_typed", "takes_targets", "builds_without_gpu", "version_compatible"}
+    for column in ROW_COLUMNS:
+        for guard in (f"lib.{column}", f"library_of(library).{column}"):
+            assert analyser.decide(ast.parse(guard).body[0].value) is getattr(row, column), guard
+            assert analyser.decide(ast.parse(f"not {guard}").body[0].value) is not getattr(row, column), guard
 
 
 # ---------------------------------------------------------------- the version-dependent choices

@@ -217,12 +217,39 @@ def _format_names_compared() -> list[str]:
 
 def _runtime_names_compared() -> list[str]:
     """A runtime's name as a literal (a key of aft_export.runtimes.RUNTIMES) compared outside runtimes.py: code
-    that branches on a backend's name rather than on a column of its row. (The TensorRT library's name, RTX, is
-    compared under ``library == RTX`` on purpose: tests/test_trt_api.py reads those branches to check each
-    library's API names; they are not counted.)"""
+    that branches on a backend's name rather than on a column of its row. (The TensorRT libraries' names are
+    counted apart, against their own table: :func:`_library_names_compared`.)"""
     from aft_export.runtimes import RUNTIMES, TENSORRT_MODULES
 
     return _compared("runtimes.py", set(RUNTIMES) - set(TENSORRT_MODULES))
+
+
+def _library_names_compared() -> list[str]:
+    """A TensorRT library's name compared outside tensorrt/library.py (the libraries' table, LIBRARIES), by this
+    rule: a comparison (``==``, ``!=``, ``in``, ``not in``) with an operand, or an item of a tuple, list or set
+    operand, that is a library's name as a literal (the engine runtimes of aft_export.runtimes, TENSORRT_MODULES:
+    "tensorrt", "tensorrt-rtx") or the constant ``RTX``. Code that branches on a library reads a column of its row
+    (``library_of(name).takes_targets``), which tests/test_trt_api.py reads like a version check. The word
+    "tensorrt" is the default export target's name too: an export target is compared with options.DEFAULT_TARGET.
+    A name inside an operand is not one (a default: verify/deploy.py's ``runtime == (engine_library or
+    "tensorrt")`` compares two runtimes' names, an engine whose manifest names no library being standard
+    TensorRT's)."""
+    from aft_export.runtimes import TENSORRT_MODULES
+
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = str(path.relative_to(PACKAGE))
+        if rel == "tensorrt/library.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Compare):
+                continue
+            operands = [node.left, *node.comparators]
+            items = [e for o in operands for e in (o.elts if isinstance(o, (ast.Tuple, ast.List, ast.Set)) else [o])]
+            if any(isinstance(e, ast.Constant) and isinstance(e.value, str) and e.value in TENSORRT_MODULES
+                   or isinstance(e, ast.Name) and e.id == "RTX" for e in items):  # fmt: skip
+                found.append(f"{rel}:{node.lineno}")
+    return found
 
 
 def _passed_in_dicts() -> list[str]:
@@ -357,6 +384,9 @@ def main() -> int:
     formats = _format_names_compared()
     print(f"a file format's name compared outside data/formats.py: {len(formats)}" + "".join(
         f"\n  {where}" for where in formats))
+    libraries = _library_names_compared()
+    print(f"a TensorRT library's name compared outside tensorrt/library.py: {len(libraries)}" + "".join(
+        f"\n  {where}" for where in libraries))
     print(f"lines of {', '.join(PARAMETER_MODULES)}: {_parameter_lines()} (1,967 at 3aefeda)")
     places = _parameter_places()
     over = {k: v for k, v in places.items() if len(v) > 2}

@@ -21,7 +21,7 @@ from aft_export.artifacts.onnxio import ArtifactMeta
 from aft_export.readers import reason
 from aft_export.runners.base import ModelInfo, Runner
 from aft_export.environment import tensorrt_environment
-from aft_export.tensorrt.library import RTX, import_library, library_logger, require_gpu
+from aft_export.tensorrt.library import import_library, library_logger, library_of, require_gpu
 from aft_export.tensorrt.manifest import check_manifest, manifest_problems
 from aft_export.options.commands import command_line
 
@@ -59,7 +59,8 @@ def load_engine(engine: str, manifest: dict, env: dict):
     require_gpu(env, library)
     logger = library_logger(trt, library)
     runtime = trt.Runtime(logger)
-    if library != RTX and manifest.get("build_options", {}).get("version_compatible") and version >= (8, 6):
+    if (library_of(library).version_compatible and manifest.get("build_options", {}).get("version_compatible")
+            and version >= (8, 6)):  # fmt: skip
         runtime.engine_host_code_allowed = True  # the plan carries its own lean runtime: we trust it
     loaded = runtime.deserialize_cuda_engine(Path(engine).read_bytes())
     if loaded is None:
@@ -99,8 +100,7 @@ class TrtRunner(Runner):
         manifest = check_manifest(engine, env)
         super().__init__(str(engine), manifest_info(manifest, engine))
         trt, library, loaded = load_engine(engine, manifest, env)
-        if library == RTX:
-            self.backend = RTX
+        self.backend = library  # the runtime's name (aft_export.runtimes): tensorrt or tensorrt-rtx
         self.threads = threads
         self._open(trt, loaded)
         # the engine's own input, as TensorRT reads it, held to what its manifest says it takes

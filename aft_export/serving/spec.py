@@ -40,6 +40,7 @@ from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.readers import reason, regular_file
 from aft_export.artifacts.kinds import ENGINE, NAMED, ONNX, FileKind, expected, kind_of
 from aft_export.runners import OUTPUT, onnx_info
+from aft_export.tensorrt.library import library_named, library_of
 from aft_export.tensorrt.manifest import check_manifest, manifest_problems
 from aft_export.options.commands import command_line
 
@@ -208,8 +209,11 @@ def _describe_onnx(path: Path, max_batch: int | None, preprocessing: ForeignPrep
 
 
 def is_rtx_engine(path: Path, manifest: dict) -> bool:
-    """A TensorRT-RTX engine (``*.rtx.engine``, or a manifest that says so)."""
-    return path.name.lower().endswith(".rtx.engine") or str(manifest.get("library", "")).lower() == "tensorrt-rtx"
+    """A TensorRT-RTX engine (``*.rtx.engine``, or a manifest that says so): one Triton's tensorrt_plan backend
+    does not load (its library's row, :data:`~aft_export.tensorrt.library.LIBRARIES`, says so)."""
+    named = library_named(path.name.lower())
+    return (named is not None and not named.triton_plan) or \
+        not library_of(str(manifest.get("library", "")).lower()).triton_plan  # fmt: skip
 
 
 def _describe_engine(path: Path, max_batch: int | None) -> ServedModel:

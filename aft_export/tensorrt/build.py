@@ -2,7 +2,8 @@
 
 One code path for both libraries (:mod:`aft_export.tensorrt.library`): standard TensorRT, which builds on
 the GPU the engine is for, and TensorRT-RTX, which builds ahead of time on a CPU. They differ
-only where their APIs do, each difference under ``library == RTX``: the network flags and
+only where their APIs do, each difference under a column of the library's row
+(:data:`~aft_export.tensorrt.library.LIBRARIES`, ``lib.takes_targets``): the network flags and
 TensorRT 8's precision flags, TF32/DLA/hardware compatibility/timing cache (standard only),
 target compute capabilities (TensorRT-RTX only). The library- and version-dependent choices
 and the manifest live in :mod:`aft_export.tensorrt.library`; the graph is checked first against the
@@ -30,8 +31,8 @@ from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.environment import tensorrt_environment
 from aft_export.runtimes import title_of
 from aft_export.runners import onnx_info
-from aft_export.tensorrt.library import (RTX, BuildOptions, build_plan, check_engine_name, engine_name,
-                                         import_library, input_profile, library_logger, require_gpu)  # fmt: skip
+from aft_export.tensorrt.library import (BuildOptions, build_plan, check_engine_name, engine_name, import_library,
+                                         input_profile, library_logger, library_of, require_gpu)  # fmt: skip
 from aft_export.tensorrt.manifest import make_manifest, manifest_path, save_json_atomic
 from aft_export.trtcheck import check_model, enforce
 from aft_export.trtcheck.versions import EDITIONS, parse_version
@@ -67,9 +68,10 @@ def offline_column(library: str, version: tuple[int, ...]) -> str:
     :data:`aft_export.trtcheck.versions.EDITIONS`), for a newer release of the same major the
     newest such column not newer than it. A TensorRT-RTX the check has no column for is an error:
     standard TensorRT's rules are not its rules."""
-    if library != RTX:
+    prefix = library_of(library).rules
+    if not prefix:
         return f"{version[0]}.{version[1]}"
-    have = sorted((parse_version(c.removeprefix("rtx-")), c) for c in EDITIONS if c.startswith("rtx-"))
+    have = sorted((parse_version(c.removeprefix(prefix)), c) for c in EDITIONS if c.startswith(prefix))
     fits = [c for v, c in have if v[0] == version[0] and v <= tuple(version[:2])]
     if not fits:
         raise AFTExportError(f"the offline TensorRT check has no rules for TensorRT-RTX {version[0]}.{version[1]} "
@@ -103,7 +105,7 @@ def _pin_fp32_layers(trt, network, version: tuple[int, ...], library: str = "ten
     LayerNorm of an fp16 graph in fp32 instead of choosing fp16 for them. The parser gives each
     tensor the graph's type (Cast becomes a layer with that output type), so the network's tensor
     types are the graph's. Returns how many layers were pinned."""
-    if library == RTX or version >= (9, 0):  # strongly typed: the graph's types hold; 11.x and RTX lack the setters
+    if library_of(library).strongly_typed or version >= (9, 0):  # the graph's types hold; 11.x, RTX lack the setters
         return 0
     pinned = 0
     for i in range(network.num_layers):
@@ -246,7 +248,8 @@ def _build(trt, library: str, version: tuple[int, ...], builder, network, plan, 
     profile = builder.create_optimization_profile()
     profile.set_shape(shapes.name, shapes.min, shapes.opt, shapes.max)
     config.add_optimization_profile(profile)
-    if library == RTX:  # targets on the config, read back as the builder config reports them
+    lib = library_of(library)
+    if lib.takes_targets:  # targets on the config, read back as the builder config reports them
         config.num_compute_capabilities = len(plan.compute_capabilities)
         for i, name in enumerate(plan.compute_capabilities):
             if not config.set_compute_capability(_trt_attr(trt, name), i):
@@ -303,6 +306,7 @@ def build_engine(onnx_path, out=None, options: BuildOptions | None = None, log=p
     described = model_entry(model, onnx_path, preprocessing)
     precision = graph_precision(model)
     trt, library, version = import_library(opts.library)
+    lib = library_of(library)
     out = check_output_path(out if out is not None else engine_name(onnx_path, library),
                             inputs=[onnx_path, opts.timing_cache])
     # claimed for the build: a second run writing the same engine fails at its start (the command line's claim
@@ -314,7 +318,7 @@ def build_engine(onnx_path, out=None, options: BuildOptions | None = None, log=p
         plan = build_plan(version, precision, opts, library)  # library- and version-dependent option errors first
         checked = check_for_version(onnx_path, version, log, library, checked)  # what this parser would refuse
         env = tensorrt_environment()
-        if library != RTX:
+        if not lib.builds_without_gpu:
             require_gpu(env)  # TensorRT-RTX builds ahead of time, on the CPU
 
         t0 = time.perf_counter()
@@ -338,7 +342,7 @@ def build_engine(onnx_path, out=None, options: BuildOptions | None = None, log=p
                                  trt.__version__, targets, parsed.network, parsed.warnings)  # fmt: skip
         save_json_atomic(manifest_path(out), manifest)
         flags = ", ".join(plan.network_flags + plan.builder_flags) or "no flags"
-        if library == RTX:
+        if lib.takes_targets:
             where = ("for compute capability " + ", ".join(targets)) if targets else \
                 "for TensorRT-RTX's default targets"
             runs = "built, not run: no GPU here" if env["gpu"] is None else "built ahead of time"

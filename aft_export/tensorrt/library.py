@@ -36,10 +36,12 @@ timing cache (deprecated there, and they force a GPU), and its engines load only
 exact TensorRT-RTX version that built them (NVIDIA's TensorRT-RTX docs: "Porting Guide for
 TensorRT Applications", "CPU-Only AOT and TensorRT-RTX Engines", "Engine Compatibility").
 :func:`choose_library` picks one (``auto``: TensorRT where installed, else TensorRT-RTX);
-every choice that depends on the library is a function of ``(version, library)`` here, and
-the code that calls TensorRT branches on ``library == RTX`` before any version comparison
-(RTX reports 1.x), which ``tests/test_trt_api.py`` reads like the version checks, against the
-API of the ``tensorrt_rtx`` bindings too.
+every choice that depends on the library is a function of ``(version, library)`` here. What
+each library does differently is one table, :data:`LIBRARIES` (a :class:`Library` row each,
+looked up by :func:`library_of`): code branches on a column of its row (``lib.strongly_typed``,
+``lib.takes_targets``), never on a library's name, and before any version comparison (RTX
+reports 1.x); ``tests/test_trt_api.py`` reads those columns from this table like the version
+checks, against the API of the ``tensorrt_rtx`` bindings too.
 
 Every engine gets a manifest beside it: :mod:`aft_export.tensorrt.manifest`.
 """
@@ -77,6 +79,75 @@ RTX_TARGETS = {"7.5": "ComputeCapability.SM75", "8.0": "ComputeCapability.SM80",
 # GPU devices with compute capability 8.6, 8.9, 12.0, 12.1, and later" (TensorRT-RTX docs, "CPU-Only AOT
 # and TensorRT-RTX Engines"); Turing (7.5) needs it set explicitly
 RTX_DEFAULT_TARGETS = ("8.6", "8.9", "12.0", "12.1")
+
+
+# ---------------------------------------------------------------- the libraries
+
+
+@dataclass(frozen=True)
+class Library:
+    """What a TensorRT library does differently, as the code that builds, records and runs its engines asks
+    it: one row of :data:`LIBRARIES` each. Its name is its runtime's (:data:`aft_export.runtimes.RUNTIMES`),
+    which holds its title (:func:`~aft_export.runtimes.title_of`) and its Python module."""
+
+    name: str  # the word everywhere: the `library` option, an engine manifest's "library", its runtime's name
+    install: str  # what to install where it is missing (a sentence's parenthesis)
+    suffix: str  # how its engines' default file name ends (engine_name)
+    # its engines' names end with its suffix, and no other library's do: they load nowhere else (check_engine_name)
+    named_by_suffix: bool
+    # every network is strongly typed, whatever the version: no precision flags, no fp32 layers pinned
+    strongly_typed: bool
+    # builds for the compute capabilities set on its builder config (RTX_TARGETS; none: its default ones), which
+    # the manifest records, rather than for the GPU it builds on
+    takes_targets: bool
+    builds_without_gpu: bool  # builds ahead of time on any machine; only running an engine needs a GPU
+    # takes the options of a build on its GPU: DLA, TF32, version and hardware compatibility, the timing cache
+    # (else each is refused, in one line: rtx_refusals)
+    gpu_options: bool
+    # version-compatible engines exist (from 8.6: version_compatible_runs); else an engine loads only with the
+    # release that built it
+    version_compatible: bool
+    # the offline rules' column for its parser (aft_export.trtcheck): "" its own major.minor, else the prefix
+    # of its edition's columns ("rtx-": rtx-1.7)
+    rules: str
+    # its version is the manifest's "tensorrt" entry too, as manifests written before TensorRT-RTX hold it
+    tensorrt_entry: bool
+    triton_plan: bool  # Triton's tensorrt_plan backend loads its engines (NVIDIA's container has standard TensorRT)
+
+    @property
+    def module(self) -> str:
+        """Its Python module (``tensorrt``, ``tensorrt_rtx``): the runtime table's."""
+        return TENSORRT_MODULES[self.name]
+
+    @property
+    def env_key(self) -> str:
+        """The key of its version in :func:`~aft_export.environment.tensorrt_environment` (its module's name)."""
+        return self.module
+
+
+# in the order auto chooses them (choose_library): standard TensorRT where it is installed, else TensorRT-RTX
+LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
+    Library("tensorrt", INSTALL_HINT, ".engine", named_by_suffix=False, strongly_typed=False, takes_targets=False,
+            builds_without_gpu=False, gpu_options=True, version_compatible=True, rules="", tensorrt_entry=True,
+            triton_plan=True),
+    Library(RTX, RTX_INSTALL_HINT, ".rtx.engine", named_by_suffix=True, strongly_typed=True, takes_targets=True,
+            builds_without_gpu=True, gpu_options=False, version_compatible=False, rules="rtx-",
+            tensorrt_entry=False, triton_plan=False),
+)}  # fmt: skip
+
+
+def library_of(name) -> Library:
+    """The row of the library ``name`` names. Any other name (a manifest without "library", or one edited by
+    hand) reads as standard TensorRT, as engines were read before TensorRT-RTX; the `library` option's
+    value is checked where it is chosen (:func:`choose_library`)."""
+    found = LIBRARIES.get(name) if isinstance(name, str) else None
+    return found or LIBRARIES["tensorrt"]
+
+
+def library_named(name: str) -> Library | None:
+    """The library an engine's file name says it is for: the one whose suffix names its engines
+    (``*.rtx.engine``: TensorRT-RTX); None for any other name (``*.engine``, ``*.plan``)."""
+    return next((lib for lib in LIBRARIES.values() if lib.named_by_suffix and name.endswith(lib.suffix)), None)
 
 
 # ---------------------------------------------------------------- options, profiles
@@ -189,7 +260,7 @@ def _dotted(version: tuple[int, ...]) -> str:
 def check_trt_version(version: str, library: str = "tensorrt") -> tuple[int, ...]:
     """``version`` as a tuple of ints; AFTExportError for a TensorRT (or TensorRT-RTX) aft-export does not support."""
     v = version_tuple(version)
-    if library == RTX:
+    if library == RTX:  # each library's releases, in its own words: decided here, by name
         if v[:2] < MIN_RTX or v[0] > MAX_RTX_MAJOR:
             raise AFTExportError(f"TensorRT-RTX {version} is not supported: aft-export's use of its API is checked "
                                  f"against {_dotted(MIN_RTX)} to {MAX_RTX_MAJOR}.x; {RTX_INSTALL_HINT}")  # fmt: skip
@@ -220,8 +291,7 @@ def choose_library(requested: str, installed) -> str:
         raise RuntimeMissing(f"neither TensorRT nor TensorRT-RTX is installed here (TensorRT: {INSTALL_HINT}; "
                              f"TensorRT-RTX: {RTX_INSTALL_HINT})")  # fmt: skip
     if requested not in installed:
-        hint = RTX_INSTALL_HINT if requested == RTX else INSTALL_HINT
-        raise RuntimeMissing(f"{title_of(requested)} is not installed here ({hint})")
+        raise RuntimeMissing(f"{title_of(requested)} is not installed here ({library_of(requested).install})")
     return requested
 
 
@@ -235,7 +305,7 @@ def import_library(library: str = "auto"):
 
 def network_flags(version: tuple[int, ...], library: str = "tensorrt") -> tuple[str, ...]:
     """NetworkDefinitionCreationFlag members for ``create_network``."""
-    if library == RTX:  # always strongly typed; STRONGLY_TYPED is the one member it has, and it is accepted
+    if library_of(library).strongly_typed:  # TensorRT-RTX: STRONGLY_TYPED, its one member, is accepted
         return ("NetworkDefinitionCreationFlag.STRONGLY_TYPED",)
     if version < (9, 0):
         return ("NetworkDefinitionCreationFlag.EXPLICIT_BATCH",)  # 8.x: no strongly typed networks yet
@@ -253,7 +323,7 @@ def precision_flags(version: tuple[int, ...], precision: str, library: str = "te
     so that the layers the graph keeps in fp32 (AFT core, LayerNorm), pinned by
     :func:`_pin_fp32_layers`, are not moved to fp16. TensorRT-RTX is always strongly typed.
     """
-    if library == RTX or version >= (9, 0):
+    if library_of(library).strongly_typed or version >= (9, 0):
         return ()
     if precision == "int8":
         return ("BuilderFlag.INT8",)
@@ -311,7 +381,7 @@ def compute_capabilities(ccs, library: str) -> tuple[str, ...]:
     ccs = tuple(dict.fromkeys(str(c) for c in ccs))
     if not ccs:
         return ()
-    if library != RTX:
+    if not library_of(library).takes_targets:
         raise AFTExportError(said("{compute_capabilities} are TensorRT-RTX's (engines built ahead of time for the "
                                   "GPUs named); standard TensorRT builds for the GPU it runs on (see "
                                   "{hardware_compatibility}); add {library_set} or leave them out", "build",
@@ -351,7 +421,7 @@ class BuildPlan:
 def build_plan(version: tuple[int, ...], precision: str, opts: BuildOptions, library: str = "tensorrt") -> BuildPlan:
     """Every library- and version-dependent choice of a build; option errors raised here, before any build."""
     ccs = compute_capabilities(opts.compute_capabilities, library)
-    if library == RTX:
+    if not library_of(library).gpu_options:
         rtx_refusals(opts)
         return BuildPlan(network_flags(version, library), (), None, False, library, ccs)
     flags = precision_flags(version, precision) + compatibility_flags(opts.version_compatible, version)
@@ -364,22 +434,35 @@ def engine_name(onnx_path, library: str) -> Path:
     TensorRT-RTX ``model.int8.rtx.engine`` (its engines load nowhere else, so the name says so)."""
     onnx_path = Path(onnx_path)
     stem = onnx_path.name.removesuffix(".onnx")
-    return onnx_path.with_name(f"{stem}.rtx.engine" if library == RTX else f"{stem}.engine")
+    return onnx_path.with_name(stem + library_of(library).suffix)
 
 
 def check_engine_name(out, library: str) -> None:
     """A TensorRT-RTX engine is named ``*.rtx.engine`` and only such an engine is, so the two kinds
     cannot be mistaken for one another."""
     name = Path(out).name
-    if library == RTX and not name.endswith(".rtx.engine"):
+    lib, said_by = library_of(library), library_named(name)
+    if lib.named_by_suffix and said_by is not lib:  # TensorRT-RTX's engine, not named so
         stem = name.removesuffix(".engine").removesuffix(".plan")
         raise AFTExportError(said("name a TensorRT-RTX engine *.rtx.engine (it loads only with TensorRT-RTX): {use}",
-                                  "build", use=Named("output", f"{stem}.rtx.engine")))  # fmt: skip
-    if library != RTX and name.endswith(".rtx.engine"):
+                                  "build", use=Named("output", stem + lib.suffix)))  # fmt: skip
+    if said_by is not None and said_by is not lib:  # named for TensorRT-RTX, built with standard TensorRT
         raise AFTExportError(said("{name} names a TensorRT-RTX engine, but this build uses standard TensorRT; use "
                                   "{use} or {library_set}", "build", name=name,
-                                  use=Named("output", f"{name.removesuffix('.rtx.engine')}.engine"),
-                                  library_set=Named("library", "tensorrt-rtx")))  # fmt: skip
+                                  use=Named("output", name.removesuffix(said_by.suffix) + lib.suffix),
+                                  library_set=Named("library", said_by.name)))  # fmt: skip
+
+
+def engine_file_name(name: str, library: str) -> str:
+    """``name`` (an engine's file name) made right for an engine of ``library`` (what
+    :func:`check_engine_name` asks): ``m.engine`` becomes ``m.rtx.engine`` for TensorRT-RTX, and
+    ``m.rtx.engine`` becomes ``m.engine`` for standard TensorRT; a name that is right stays."""
+    lib, said_by = library_of(library), library_named(name)
+    if lib.named_by_suffix and said_by is not lib:
+        return name.removesuffix(".engine") + lib.suffix
+    if said_by is not None and said_by is not lib:
+        return name.removesuffix(said_by.suffix) + lib.suffix
+    return name
 
 
 def version_compatible_runs(built: tuple[int, ...], here: tuple[int, ...]) -> bool:
@@ -438,7 +521,7 @@ def library_logger(trt, library: str):
 
 def require_gpu(env: dict, library: str = "tensorrt") -> None:
     if env.get("gpu") is None:
-        if library == RTX:
+        if library_of(library).builds_without_gpu:
             raise RuntimeMissing("no GPU: a TensorRT-RTX engine is built ahead of time on any machine but runs only "
                                  "on an RTX GPU (compute capability 7.5 and up), and none is visible here "
                                  "(torch.cuda.is_available() is False)")  # fmt: skip

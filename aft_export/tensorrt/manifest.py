@@ -21,8 +21,8 @@ from aft_export.version import __version__
 from aft_export.errors import AFTExportError, RuntimeMissing
 from aft_export.fileio import atomic_write_text, relative_name, sha256_file
 from aft_export.options import BuildOptions
-from aft_export.tensorrt.library import (INSTALL_HINT, RTX, RTX_DEFAULT_TARGETS, RTX_INSTALL_HINT, RTX_TARGETS,
-                                         InputShapes, rtx_runs_on, version_compatible_runs, version_tuple)  # fmt: skip
+from aft_export.tensorrt.library import (LIBRARIES, RTX_DEFAULT_TARGETS, RTX_TARGETS, InputShapes, engine_file_name,
+                                         library_of, rtx_runs_on, version_compatible_runs, version_tuple)  # fmt: skip
 from aft_export.options.commands import command_line
 
 
@@ -42,26 +42,28 @@ def make_manifest(engine: Path, onnx_path: Path, precision: str, shapes: InputSh
     """The manifest written beside an engine. ``targets``: the compute capabilities the engine is for
     (TensorRT-RTX: as the builder config reports them, [] for the library's default; standard
     TensorRT: the GPU it was built on)."""
-    rtx = library == RTX
-    version = library_version or env.get("tensorrt_rtx" if rtx else "tensorrt")
+    lib = library_of(library)
+    version = library_version or env.get(lib.env_key)
     build_options = asdict(opts)
     if opts.timing_cache:  # the manifest travels with the engine: the cache named relative to it
         build_options["timing_cache"] = relative_name(opts.timing_cache, engine.parent)
     return {
         "format": "aft-export.engine.v1", "tool": f"aft-export {__version__}",
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "library": library, "library_version": version, "tensorrt": None if rtx else version,
+        "library": library, "library_version": version, "tensorrt": version if lib.tensorrt_entry else None,
         "cuda": env["cuda"], "gpu": env["gpu"],
-        "compute_capability": None if rtx else env["compute_capability"],
+        "compute_capability": None if lib.takes_targets else env["compute_capability"],
         "compute_capabilities": list(targets if targets is not None else
                                      ([env["compute_capability"]] if env.get("compute_capability") else [])),
-        **({"compute_capabilities_default": list(RTX_DEFAULT_TARGETS) + ["later RTX"]} if rtx and not targets else {}),
+        **({"compute_capabilities_default": list(RTX_DEFAULT_TARGETS) + ["later RTX"]}
+           if lib.takes_targets and not targets else {}),
         "built_on_gpu": env["gpu"] is not None, "precision": precision,
         "input": {"name": shapes.name, "dtype": shapes.dtype, "min": list(shapes.min), "opt": list(shapes.opt),
                   "max": list(shapes.max)},
         "onnx": onnx_path.name, "onnx_sha256": sha256_file(onnx_path), "engine_sha256": sha256_file(engine),
         "build_options": build_options, "tensorrt_build": trt_build, "build_seconds": round(seconds, 2),
-        "parser_warnings": parser_warnings, "network": network, **({"note": RTX_NOTE} if rtx else {}),
+        "parser_warnings": parser_warnings, "network": network,
+        **({"note": RTX_NOTE} if lib.builds_without_gpu else {}),
         "model": {k: source_meta[k] for k in ("model_name", "classes", "input_size", "mean", "std", "source_sha256",
                                               "preprocessing_from", "input_format", "output_format")
                   if k in source_meta},
@@ -141,16 +143,12 @@ def rebuild_command(engine: Path, manifest: dict | None = None, library: str | N
         value = opts.get(field, opts.get(old))
         if value:
             options[field] = value
-    if library == RTX:
+    if library_of(library).takes_targets:
         capabilities = [cc] if cc else opts.get("compute_capabilities") or []
         if capabilities:
             options["compute_capabilities"] = list(capabilities)
-    name = engine.name
-    if library == RTX and not name.endswith(".rtx.engine"):
-        name = name.removesuffix(".engine") + ".rtx.engine"
-    elif library != RTX and name.endswith(".rtx.engine"):
-        name = name.removesuffix(".rtx.engine") + ".engine"
-    return command_line("build", m.get("onnx") or "MODEL.onnx", **options, output=name)
+    return command_line("build", m.get("onnx") or "MODEL.onnx", **options,
+                        output=engine_file_name(engine.name, library))
 
 
 def check_manifest(engine: str | os.PathLike, env: dict) -> dict:
@@ -187,16 +185,17 @@ def check_manifest(engine: str | os.PathLike, env: dict) -> dict:
     if sha256_file(engine) != recorded:
         raise AFTExportError(f"engine {engine} is corrupt or was replaced: its sha256 differs from its manifest; "
                              f"rebuild it here: {rebuild_command(engine, manifest)}")  # fmt: skip
-    library = manifest.get("library", "tensorrt")
+    lib = library_of(manifest.get("library"))
+    instead = next(o for o in LIBRARIES.values() if o is not lib)  # the library a machine may have in its place
     built = manifest.get("library_version") or manifest.get("tensorrt")
     opts = manifest.get("build_options", {})
     cc = env.get("compute_capability")
-    if library == RTX:
-        here, other = env.get("tensorrt_rtx"), env.get("tensorrt")
+    if not lib.version_compatible:  # TensorRT-RTX: only the release that built it, on the GPUs it targets
+        here, other = env.get(lib.env_key), env.get(instead.env_key)
         if here is None and other is not None:
             raise RuntimeMissing(f"engine {engine} was built with TensorRT-RTX {built} and loads only with it; this "
-                                 f"machine has TensorRT {other} and no TensorRT-RTX ({RTX_INSTALL_HINT}); or "
-                                 f"rebuild it for TensorRT: {rebuild_command(engine, manifest, 'tensorrt')}")  # fmt: skip
+                                 f"machine has TensorRT {other} and no TensorRT-RTX ({lib.install}); or "
+                                 f"rebuild it for TensorRT: {rebuild_command(engine, manifest, instead.name)}")  # fmt: skip
         if here is not None and here != built:
             raise AFTExportError(f"engine {engine} was built with TensorRT-RTX {built}, this machine has {here}: "
                                  f"TensorRT-RTX engines load only with the release that built them; rebuild it "
@@ -211,12 +210,12 @@ def check_manifest(engine: str | os.PathLike, env: dict) -> dict:
                                  f"GPU is {cc} ({env.get('gpu')}); " + fix)  # fmt: skip
         return manifest
     rebuild = f"rebuild it here: {rebuild_command(engine, manifest)}"
-    here = env.get("tensorrt")
-    if here is None and env.get("tensorrt_rtx") is not None:
+    here = env.get(lib.env_key)
+    if here is None and env.get(instead.env_key) is not None:
         raise RuntimeMissing(f"engine {engine} was built with TensorRT {built} and loads only with standard "
-                             f"TensorRT; this machine has TensorRT-RTX {env['tensorrt_rtx']} and no TensorRT "
-                             f"({INSTALL_HINT}); or rebuild it for TensorRT-RTX: "
-                             f"{rebuild_command(engine, manifest, RTX)}")  # fmt: skip
+                             f"TensorRT; this machine has TensorRT-RTX {env[instead.env_key]} and no TensorRT "
+                             f"({lib.install}); or rebuild it for TensorRT-RTX: "
+                             f"{rebuild_command(engine, manifest, instead.name)}")  # fmt: skip
     if here is not None and built != here:
         b, now = version_tuple(built or "0"), version_tuple(here)
         if not opts.get("version_compatible"):

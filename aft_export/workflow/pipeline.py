@@ -61,18 +61,19 @@ from aft_export.verify.parity import run_parity
 from aft_export.artifacts.purpose import engine_made_for, file_purpose
 from aft_export.serving.deepstream import FORM_TAG, write_deepstream
 from aft_export.options import QuantizeOptions
-from aft_export.runtimes import DEFAULT_BACKEND, REFERENCE
+from aft_export.runtimes import DEFAULT_BACKEND, REFERENCE, title_of
 from aft_export.quantization.cache import write_cache_entries
 from aft_export.quantization.stage import apply_recipe, quantize_model
 from aft_export.workflow.plots import deploy_plots, pipeline_plots
 from aft_export.workflow.report import report_markdown, summary_rows
-from aft_export.options import (EXPORT_TARGETS, PIXEL_FORMS, PRECISIONS, TARGETS, BenchOptions, PipelineOptions,
-                                TritonRepoOptions)  # fmt: skip
+from aft_export.options import (DEFAULT_TARGET, EXPORT_TARGETS, PIXEL_FORMS, PRECISIONS, TARGETS, BenchOptions,
+                                PipelineOptions, TritonRepoOptions)  # fmt: skip
 from aft_export.models.resources import bundled_name, default_calibration, default_checkpoint
 from aft_export.errors import RuntimeMissing
 from aft_export.runners import OrtRunner, TorchRunner, TrtRunner
 from aft_export.models.sources import CheckpointSource, open_source
-from aft_export.tensorrt.library import (INSTALL_HINT, RTX, RTX_INSTALL_HINT, BuildOptions, engine_name, import_library)  # fmt: skip
+from aft_export.tensorrt.library import (INSTALL_HINT, LIBRARIES, RTX_INSTALL_HINT, BuildOptions, engine_name,
+                                         import_library)  # fmt: skip
 from aft_export.trtcheck import check_model
 from aft_export.trtcheck.versions import parse_version
 from aft_export.serving.repository import write_repository
@@ -105,11 +106,10 @@ def engine_library(installed, gpu: bool) -> tuple[str | None, str]:
     """The library the engine step builds with, or None and why not (one line). Standard TensorRT
     where it is installed and a GPU is visible (it builds on the GPU the engine is for); else
     TensorRT-RTX where it is installed (it builds ahead of time on the CPU, for RTX GPUs)."""
-    if "tensorrt" in installed and gpu:
-        return "tensorrt", ""
-    if RTX in installed:
-        return RTX, ""
-    if "tensorrt" in installed:
+    for lib in LIBRARIES.values():  # in the table's order: standard TensorRT first
+        if lib.name in installed and (gpu or lib.builds_without_gpu):
+            return lib.name, ""
+    if any(name in installed for name in LIBRARIES):  # installed, but it builds on a GPU and none is here
         return None, (f"TensorRT is installed but no CUDA GPU is visible, and TensorRT-RTX (which builds on a CPU) "
                       f"is not ({RTX_INSTALL_HINT}); no engines built")  # fmt: skip
     return None, (f"neither TensorRT nor TensorRT-RTX is installed here (TensorRT: {INSTALL_HINT}; TensorRT-RTX: "
@@ -187,7 +187,7 @@ def pipeline_steps(opts: PipelineOptions, library: str | None) -> list[PipelineS
     previous = None  # the last quantisation: its calibration set, and its fp32 logits for the same file
     for target in opts.targets:
         for form in (None, *opts.pixel_forms):  # the normal file, then each pixel form's (model.FORM*.onnx)
-            label = ("" if target == "tensorrt" else f" {target}") + (f" {form}" if form else "")
+            label = ("" if target == DEFAULT_TARGET else f" {target}") + (f" {form}" if form else "")
             exported = f"export{label}"
             steps.append(PipelineStep(exported, ("parity inputs", "decoded", "parity set"),
                                       partial(_export, target=target, form=form), exported))  # fmt: skip
@@ -335,8 +335,7 @@ def _engines(ctx: Context, onnx: list[Made]) -> Outcome:
             out.not_run[str(engine)] = f"skipped, {why}" if why.startswith("no GPU") else f"skipped: {why}"
         except AFTExportError as exc:  # e.g. a TensorRT-RTX engine on a GPU it does not target (Hopper)
             out.not_run[str(engine)] = f"skipped, not for this GPU: {exc}"
-    title = "TensorRT-RTX" if ctx.library == RTX else "TensorRT"
-    detail = f"{len(out.files)} {title} engines built"
+    detail = f"{len(out.files)} {title_of(ctx.library)} engines built"
     if out.not_run:
         detail += ", not run: " + ("no GPU here" if all("no GPU" in r for r in out.not_run.values())
                                    else "; ".join(sorted(set(out.not_run.values()))))  # fmt: skip
