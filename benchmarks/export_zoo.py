@@ -42,8 +42,8 @@ def main() -> int:
             total = time.perf_counter() - t
             p = res.parity
             print(f"{ckpt.stem:18s} {form:10s} {total:7.1f} {res.seconds['export']:8.1f} {res.nodes_exported:5d} "
-                  f"{res.nodes_final:5d} {res.aft_nodes:3d} {p['max_abs']:9.2e} {p['mean_abs']:9.2e} "
-                  f"{p['cosine_min']:9.7f} {100 * p['top1_agreement']:7.1f}%")  # fmt: skip
+                  f"{res.nodes_final:5d} {res.aft_nodes:3d} {p.max_abs:9.2e} {p.mean_abs:9.2e} "
+                  f"{p.cosine_min:9.7f} {100 * p.top1_agreement:7.1f}%")  # fmt: skip
             rows.append({"model": ckpt.stem, "form": form, "total_s": round(total, 2), **res.to_dict()})
     print(f"files in {out}")
     if args.json:

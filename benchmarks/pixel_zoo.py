@@ -120,7 +120,7 @@ def main(argv=None) -> int:
             subset = data.subset(args.parity_images)
             for backend in backends:
                 result = run_parity(str(ckpt), pixel_files, data=subset, images=len(subset), backend=backend)
-                parity[backend] = {r["artifact"]: r for r in result.artifacts}
+                parity[backend] = {r.artifact: r.to_dict() for r in result.artifacts}
                 runners = {f: load_runner(f, backend) for f in files.values()}
                 for (form, precision), f in files.items():  # the same images, each file fed as it takes them
                     normal = as_output(runners[files["normalized", precision]].pixel_logits(subset.images),

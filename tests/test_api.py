@@ -173,7 +173,7 @@ def test_export_and_quantize_results_are_their_json(made):
 def test_parity_eval_bench_infer_info_check_results_are_their_json(made):
     ckpt, onnx, data = made["ckpt"], made["onnx"], made["data"]
     p = aft_export.parity(ckpt, [onnx], data=data, images=4)
-    assert p.passed and p.verdict.ok and p.artifacts[0]["status"] == "pass"
+    assert p.passed and p.verdict.ok and p.artifacts[0].status == "pass"
     _same(_printed(p), _cli_json("parity", ckpt, onnx, "--data", data, "--images", "4"))
     e = aft_export.evaluate([ckpt, onnx], data=data, images=20)
     assert e.passed
@@ -239,7 +239,7 @@ def test_a_users_module_exports_quantises_and_passes_parity(made):
     q = aft_export.quantize(root / "net.onnx", root / "net.fp16.onnx", precision="fp16", calib=data, images=8,
                             no_cache=True)  # fmt: skip
     p = aft_export.parity(net, [e.path, q.path], data=data, images=4, **pre)
-    assert p.passed and [r["precision"] for r in p.artifacts] == ["fp32", "fp16"] and p.reference == "Net"
+    assert p.passed and [r.precision for r in p.artifacts] == ["fp32", "fp16"] and p.reference == "Net"
 
 
 def test_serve_returns_a_handle_that_stops_the_server(served_onnx):

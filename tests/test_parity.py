@@ -391,12 +391,46 @@ def test_a_result_with_skipped_artifacts_decides_its_own_verdict_again():
     """What the pipeline could not run (an engine with no GPU here) joins the result as a skipped row, and the
     result decides its verdict again where it lives: not verified, never a pass, and its `passed` is the rule's."""
     from aft_export.errors import Verdict
-    from aft_export.verify.parity import ParityResult
+    from aft_export.verify.parity import ParityResult, ParityRow
 
-    ok = {"artifact": "m.onnx", "status": "pass", "passed": True, "failures": []}
+    ok = ParityRow("m.onnx", "onnxruntime", "fp32")
     result = ParityResult("m.pt", "cifar10:test", 8, [ok], 0, Verdict())
     more = result.with_skipped({"m.engine": "no GPU here"})
     assert (result.verdict.status, more.verdict.status, more.skipped, more.passed) == ("ok", "unverified", 1, True)
     assert more.to_dict()["artifacts"][1] == {"artifact": "m.engine", "status": "skipped", "reason": "no GPU here",
                                               "passed": None}
     assert "m.engine skipped by parity: no GPU here" in more.verdict.reasons and result.artifacts == [ok]
+
+
+def test_a_parity_row_decides_its_own_passed_and_renders_the_report_s_keys_in_their_order():
+    """A row is typed: its `passed` (every input set within its limits; None where skipped) is decided by it
+    alone, its status and the verdict read it, and it renders the keys the JSON report has always had, in
+    their order, an optional one only where it is said; the rendering is a copy."""
+    import dataclasses
+
+    from aft_export.verify.compare import TOLERANCES
+    from aft_export.verify.parity import InputParity, ParityRow, parity_verdict
+
+    inputs = {"real": InputParity({"max_abs": 0.5}, ["max abs 0.5 > 0.4"]),
+              "constant": InputParity({"max_abs": 0})}  # fmt: skip
+    row = ParityRow("m.onnx", "openvino-bf16", "fp32", TOLERANCES["bf16"], inputs, judged_as="bf16",
+                    divergence={"error": "not localised"})  # fmt: skip
+    d = row.to_dict()
+    assert list(d) == ["artifact", "backend", "precision", "tolerance", "inputs", "failures", "judged_as",
+                       "passed", "status", "divergence"]  # fmt: skip
+    assert d["inputs"] == {"real": {"max_abs": 0.5, "passed": False},
+                           "constant": {"max_abs": 0, "passed": True}}  # fmt: skip
+    assert (d["failures"], d["passed"], d["status"]) == (["real: max abs 0.5 > 0.4"], False, "fail")
+    assert d["tolerance"] == dataclasses.asdict(TOLERANCES["bf16"])
+    assert d["divergence"] == {"error": "not localised"}
+    d["inputs"]["real"]["max_abs"], d["divergence"]["error"] = 1.0, "changed"
+    assert row.inputs["real"].metrics["max_abs"] == 0.5 and row.divergence == {"error": "not localised"}
+    assert parity_verdict([row]).reasons == ("m.onnx fails parity: real: max abs 0.5 > 0.4",)
+    fine = ParityRow("m.onnx", "onnxruntime", "fp32", TOLERANCES["fp32"],
+                     {"real": InputParity({"max_abs": 0})})
+    assert (fine.passed, fine.status) == (True, "pass")
+    assert list(fine.to_dict()) == ["artifact", "backend", "precision", "tolerance", "inputs", "failures",
+                                    "passed", "status"]  # fmt: skip
+    skipped = ParityRow.skipped("m.engine", "no GPU")
+    assert skipped.to_dict() == {"artifact": "m.engine", "status": "skipped", "reason": "no GPU",
+                                 "passed": None}  # fmt: skip

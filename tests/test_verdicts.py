@@ -70,11 +70,12 @@ def test_each_stage_s_verdict_from_its_rows():
     from aft_export.tensorrt.build import check_verdict
     from aft_export.workflow.doctor import Check, DoctorResult
     from aft_export.verify.evaluate import eval_verdict
-    from aft_export.verify.parity import parity_verdict
+    from aft_export.verify.parity import InputParity, ParityRow, parity_verdict
 
-    rows = [{"artifact": "a.onnx", "status": "pass", "failures": []},
-            {"artifact": "b.onnx", "status": "fail", "failures": ["real: max_abs 0.2 > 0.1"]},
-            {"artifact": "c.engine", "status": "skipped", "reason": "no GPU here"}]  # fmt: skip
+    rows = [ParityRow("a.onnx", inputs={"real": InputParity({})}),
+            ParityRow("b.onnx", inputs={"real": InputParity({}, ["max_abs 0.2 > 0.1"])}),
+            ParityRow.skipped("c.engine", "no GPU here")]  # fmt: skip
+    assert [(r.status, r.passed) for r in rows] == [("pass", True), ("fail", False), ("skipped", None)]
     assert parity_verdict(rows) == Verdict("failed", ("b.onnx fails parity: real: max_abs 0.2 > 0.1",
                                                       "c.engine skipped by parity: no GPU here"))
     assert parity_verdict(rows[::2]).status == "unverified" and parity_verdict(rows[:1]).ok

@@ -61,7 +61,7 @@ from torch import Tensor, nn
 from aft_export.byo.public import LAYOUTS, PUBLIC_LAYERS, Call, PublicLayer, public_class
 from aft_export.errors import AFTExportError, said
 from aft_export.layers.aft import VARIANTS, AFTConv, AFTLayer, variant_class
-from aft_export.verify.compare import SWAP_MAX_ABS, swap_agreement
+from aft_export.verify.compare import SWAP_MAX_ABS, SwapAgreement, swap_agreement
 
 
 @dataclass
@@ -124,9 +124,10 @@ def _layout(module: nn.Module) -> list[PublicLayer]:
     return []
 
 
-def _prove(module: nn.Module, ours: nn.Module, calls: list[Call], seed: int = 0) -> dict:
+def _prove(module: nn.Module, ours: nn.Module, calls: list[Call], seed: int = 0) -> SwapAgreement:
     """``ours`` against ``module`` on the calls the probe recorded and, for a one-tensor
-    call, seeded random tokens of that shape: :func:`~aft_export.verify.compare.swap_agreement`."""
+    call, seeded random tokens of that shape: :func:`~aft_export.verify.compare.swap_agreement`
+    (failed, with the error, where ours cannot take or give what theirs does)."""
     inputs = [(c.args, c.kwargs) for c in calls[:2]]
     first = calls[0]
     if len(first.args) == 1 and not first.kwargs and isinstance(first.args[0], Tensor):
@@ -143,7 +144,7 @@ def _prove(module: nn.Module, ours: nn.Module, calls: list[Call], seed: int = 0)
         return swap_agreement(torch.cat(want).numpy(), torch.cat(got).numpy(), SWAP_MAX_ABS)
     except Exception as exc:  # noqa: BLE001 - their layer takes or returns something ours does not
         first_line = (str(exc).strip().splitlines() or [""])[0]
-        return {"passed": False, "max_abs": float("inf"), "error": f"{type(exc).__name__}: {first_line}"}
+        return SwapAgreement.failed(f"{type(exc).__name__}: {first_line}")
 
 
 def _variant(layer: str) -> str:
@@ -312,22 +313,22 @@ def _by_layout(plan: SwapPlan, path: str, module: nn.Module, source: str, seen: 
         try:
             replacement, desc = entry.build(module, f"AFT layer {path} ({entry.source})", seen[0])
         except AFTExportError as exc:
-            tried.append((entry, {"passed": False, "max_abs": float("inf"), "error": str(exc)}))
+            tried.append((entry, SwapAgreement.failed(str(exc))))
             continue
         proof = _prove(module, replacement, seen)
-        if proof["passed"]:
+        if proof.passed:
             plan.replacements[path] = replacement
-            proven = (f"{source} (the parameters of {entry.source}, proven on {proof['inputs']} "
-                      f"inputs: max abs {proof['max_abs']:.2g})")
+            proven = (f"{source} (the parameters of {entry.source}, proven on {proof.inputs} "
+                      f"inputs: max abs {proof.max_abs:.2g})")
             plan.layers.append(LayerReport(path, proven, "mapped", desc.split(" as ")[0]))
             return
         tried.append((entry, proof))
-    entry, proof = min(tried, key=lambda item: item[1]["max_abs"])
+    entry, proof = min(tried, key=lambda item: item[1].max_abs)
     ours = entry.ours
-    why = proof.get("error") or (f"max abs difference {proof['max_abs']:.3g} from our {ours} on "
-                                 f"{proof['inputs']} probe inputs (limit {proof['atol']:g})"
-                                 + (f", {proof['swapped_nonfinite_values']} non-finite values"
-                                    if proof["swapped_nonfinite_values"] else ""))  # fmt: skip
+    why = proof.error or (f"max abs difference {proof.max_abs:.3g} from our {ours} on "
+                          f"{proof.inputs} probe inputs (limit {proof.atol:g})"
+                          + (f", {proof.swapped_nonfinite_values} non-finite values"
+                             if proof.swapped_nonfinite_values else ""))  # fmt: skip
     plan.layers.append(LayerReport(path, source, "look-alike", entry.source, reason=why))
 
 

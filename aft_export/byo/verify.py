@@ -11,13 +11,15 @@ and be finite everywhere; otherwise nothing is exported.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import torch
 from torch import Tensor, nn
 
 from aft_export.byo.swap import apply_swap, plan_swap, quiet_stdout
 from aft_export.models.checkpoint import ModelMeta
-from aft_export.verify.compare import SWAP_MAX_ABS, swap_agreement
+from aft_export.verify.compare import SWAP_MAX_ABS, SwapAgreement, swap_agreement
 from aft_export.errors import AFTExportError, said
 from aft_export.options import SWAP_BATCH, SWAP_INPUTS, ExportOptions
 from aft_export.runners import TorchRunner
@@ -29,7 +31,7 @@ def _outputs(model: nn.Module, x: Tensor, batch: int) -> np.ndarray:
 
 
 def verify_swap(original: nn.Module, swapped: nn.Module, inputs: Tensor, atol: float = SWAP_MAX_ABS,
-                batch: int = SWAP_BATCH) -> dict:  # fmt: skip
+                batch: int = SWAP_BATCH) -> SwapAgreement:  # fmt: skip
     """Any module (a whole classifier or one layer) against its swapped copy, per input:
     :func:`~aft_export.verify.compare.swap_agreement` of their outputs."""
     return swap_agreement(_outputs(original, inputs, batch), _outputs(swapped, inputs, batch), atol)
@@ -47,10 +49,11 @@ def prepare_export(model: nn.Module, meta: ModelMeta, images: np.ndarray | None,
                    options: ExportOptions | None = None, log=print) -> tuple[nn.Module, dict]:  # fmt: skip
     """Our layers in place of theirs, verified on ``images`` (real, normalised) and random
     inputs; returns the swapped copy (the original is left untouched) and the report
-    (``layers``, ``swap_check``), also recorded in ``meta.config`` (the ONNX metadata's
-    ``config``). A layer with the parameters of a public layout that does not compute it
-    (a look-alike) stays as it is, with a warning naming it and the difference; under
-    ``options.require_aft`` that, or a model with no AFT layer, is an error."""
+    (``layers``, and ``swap_check``: the :class:`~aft_export.verify.compare.SwapAgreement`), also
+    recorded, rendered, in ``meta.config`` (the ONNX metadata's ``config``). A layer with the
+    parameters of a public layout that does not compute it (a look-alike) stays as it is, with a
+    warning naming it and the difference; under ``options.require_aft`` that, or a model with no
+    AFT layer, is an error."""
     if options is not None and options.dynamic_hw:
         raise AFTExportError(said("a model trained elsewhere exports at its one input size ({input_size}); "
                                   "{dynamic_hw} is for our AFT-conv checkpoints", None))  # fmt: skip
@@ -82,19 +85,19 @@ def prepare_export(model: nn.Module, meta: ModelMeta, images: np.ndarray | None,
     with quiet_stdout():  # some public layers print on every call
         want = TorchRunner(meta.path, loaded=(model, meta)).logits(inputs, SWAP_BATCH)
         got = TorchRunner(meta.path, loaded=(swapped, meta)).logits(inputs, SWAP_BATCH)
-    check = swap_agreement(want, got)
-    check["real_inputs"] = 0 if images is None else min(len(images), SWAP_INPUTS)
-    if not check["passed"]:
+    real = 0 if images is None else min(len(images), SWAP_INPUTS)
+    check = replace(swap_agreement(want, got), real_inputs=real)
+    if not check.passed:
         raise AFTExportError(
-            f"the swapped model differs from the original: max abs {check['max_abs']:.3g} over images whose "
-            f"original logits are finite (limit {check['atol']:g}), {check['swapped_nonfinite_values']} "
+            f"the swapped model differs from the original: max abs {check.max_abs:.3g} over images whose "
+            f"original logits are finite (limit {check.atol:g}), {check.swapped_nonfinite_values} "
             f"non-finite values; nothing was written"
         )
     if plan.replacements:
-        log(f"swap verified on {check['inputs']} inputs ({check['real_inputs']} real): max abs "
-            f"{check['max_abs']:.3g} (limit {check['atol']:g})"
-            + (f"; the original overflows on {check['original_nonfinite_images']}, ours is finite"
-               if check["original_nonfinite_images"] else ""))  # fmt: skip
+        log(f"swap verified on {check.inputs} inputs ({check.real_inputs} real): max abs "
+            f"{check.max_abs:.3g} (limit {check.atol:g})"
+            + (f"; the original overflows on {check.original_nonfinite_images}, ours is finite"
+               if check.original_nonfinite_images else ""))  # fmt: skip
     meta.config.variant = "+".join(plan.variants) or "none"
-    meta.config.swap = {**plan.to_dict(), "swap_check": check}
+    meta.config.swap = {**plan.to_dict(), "swap_check": check.to_dict()}
     return swapped, {"layers": meta.config.swap["layers"], "swap_check": check}

@@ -30,7 +30,7 @@ import torch
 
 from aft_export.version import __version__
 from aft_export.models.checkpoint import ModelMeta
-from aft_export.verify.compare import SIMPLIFY_MAX_ABS, max_abs, metrics
+from aft_export.verify.compare import SIMPLIFY_MAX_ABS, SwapAgreement, max_abs, metrics
 from aft_export.data.formats import gives_probabilities, takes_pixels
 from aft_export.data.images import normalize_array
 from aft_export.data.datasets import DataNotFound, is_named, load_labelled, verification_data
@@ -51,6 +51,34 @@ from aft_export.models.sources import open_source
 from aft_export.trtcheck import check_model, enforce
 
 
+@dataclass(frozen=True)
+class ExportParity:
+    """The export's verification against PyTorch (:attr:`ExportResult.parity`): ONNX Runtime's logits
+    on ``images`` real images from ``data``, against the model's. Its ``passed`` is the one rule of an
+    export: within ``atol`` (the options' ``verify_atol``; not rendered) with every top-1 the same."""
+
+    images: int
+    max_abs: float
+    mean_abs: float
+    cosine_min: float
+    top1_agreement: float
+    data: str | None
+    atol: float
+
+    @classmethod
+    def of(cls, m: dict, data: str | None, atol: float) -> ExportParity:
+        """From the metrics of :func:`~aft_export.verify.compare.metrics`."""
+        return cls(m["images"], m["max_abs"], m["mean_abs"], m["cosine_min"], m["top1_agreement"], data, atol)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.max_abs <= self.atol and self.top1_agreement == 1.0)
+
+    def to_dict(self) -> dict:
+        return {"images": self.images, "max_abs": self.max_abs, "mean_abs": self.mean_abs,
+                "cosine_min": self.cosine_min, "top1_agreement": self.top1_agreement, "data": self.data,
+                "passed": self.passed}  # fmt: skip
+
 
 @dataclass
 class ExportResult(Judged):
@@ -63,13 +91,13 @@ class ExportResult(Judged):
     nodes_final: int
     seconds: dict[str, float] = field(default_factory=dict)
     simplify: dict | None = None
-    parity: dict | None = None
+    parity: ExportParity | None = None
     trt_check: dict | None = None  # TensorRT compatibility per version (aft_export.trtcheck)
     rewrites: dict | None = None  # aft_export.exporting.rewrite: places each rewrite changed
     # what the model's source did first (ModelMeta.prepare; a model trained elsewhere: what
     # became of each AFT layer, and the swap check), and every warning the export gave
     layers: list[dict] | None = None
-    swap_check: dict | None = None
+    swap_check: SwapAgreement | None = None
     warnings: list[str] = field(default_factory=list)
     # not verified: against PyTorch (images=0), or by the rules of a targeted TensorRT
     # that refuses or warns (when all of them refuse, the export fails instead)
@@ -83,7 +111,10 @@ class ExportResult(Judged):
 
     def to_dict(self) -> dict:
         handed_on = ("check_report", "reference_logits")
-        plain = asdict(replace(self, **dict.fromkeys(handed_on)))  # asdict would copy what is handed on
+        rows = {"parity": self.parity, "swap_check": self.swap_check}  # typed rows: each renders itself
+        # asdict would copy what is handed on, and render a row without its own `passed`
+        plain = asdict(replace(self, **dict.fromkeys(handed_on + tuple(rows))))
+        plain.update({k: None if row is None else row.to_dict() for k, row in rows.items()})  # in place
         return {k: v for k, v in plain.items() if k not in handed_on}
 
 
@@ -286,7 +317,7 @@ class GraphExport:
     nodes_exported: int
     seconds: dict[str, float] = field(default_factory=dict)
     simplify: dict | None = None
-    parity: dict | None = None
+    parity: ExportParity | None = None
     trt_check: dict | None = None
     rewrites: dict | None = None
     prepared: dict = field(default_factory=dict)  # the report of meta.prepare
@@ -376,16 +407,14 @@ def export_graph(model, meta: ModelMeta, opts: ExportOptions, images: np.ndarray
         if meta.prepare is None:  # the model as given (a prepared one was swapped: not the caller's reference)
             result.reference_logits = want
         m = metrics(as_output(want, runner.info.output_format), got)
-        parity = {k: m[k] for k in ("images", "max_abs", "mean_abs", "cosine_min", "top1_agreement")}
-        parity["data"] = source
-        parity["passed"] = bool(parity["max_abs"] <= opts.verify_atol and parity["top1_agreement"] == 1.0)
+        parity = ExportParity.of(m, source, opts.verify_atol)
         result.parity = parity
         seconds["verify"] = time.perf_counter() - t
-        if not parity["passed"]:
+        if not parity.passed:
             raise CheckFailed(
-                f"verification failed: ONNX Runtime differs from PyTorch by up to {parity['max_abs']:.3g} "
-                f"(limit {opts.verify_atol:g}) with {100 * parity['top1_agreement']:.1f}% top-1 agreement on "
-                f"{parity['images']} images; nothing was written to {name}"
+                f"verification failed: ONNX Runtime differs from PyTorch by up to {parity.max_abs:.3g} "
+                f"(limit {opts.verify_atol:g}) with {100 * parity.top1_agreement:.1f}% top-1 agreement on "
+                f"{parity.images} images; nothing was written to {name}"
             )
     result.model = proto
     return result

@@ -197,22 +197,53 @@ def agreement(reference: np.ndarray, candidate: np.ndarray) -> dict:
             "max_abs": m["max_abs"], "mse": float((diff**2).mean())}  # fmt: skip
 
 
-def swap_agreement(reference: np.ndarray, candidate: np.ndarray, atol: float = SWAP_MAX_ABS) -> dict:
+@dataclass(frozen=True)
+class SwapAgreement:
+    """A swapped model (or one layer) against its original, per input (:func:`swap_agreement`). Its
+    ``passed`` is the one verdict of a swap: within ``atol`` on every input whose original output is
+    finite, and finite everywhere; ``error``: the swapped one could not run the original's inputs (its
+    first line; nothing was compared, never a pass). ``real_inputs``: of the inputs, the real images
+    (said by the export's check only)."""
+
+    inputs: int
+    max_abs: float
+    original_nonfinite_images: int
+    swapped_nonfinite_values: int
+    atol: float
+    real_inputs: int | None = None
+    error: str | None = None
+
+    @classmethod
+    def failed(cls, error: str, atol: float = SWAP_MAX_ABS) -> SwapAgreement:
+        """A swap that could not be compared: ``error`` says why."""
+        return cls(0, float("inf"), 0, 0, atol, error=error)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.error is None and self.max_abs <= self.atol and self.swapped_nonfinite_values == 0)
+
+    def to_dict(self) -> dict:
+        out = {"inputs": self.inputs, "max_abs": self.max_abs,
+               "original_nonfinite_images": self.original_nonfinite_images,
+               "swapped_nonfinite_values": self.swapped_nonfinite_values, "atol": self.atol,
+               "passed": self.passed}  # fmt: skip
+        if self.real_inputs is not None:
+            out["real_inputs"] = self.real_inputs
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+def swap_agreement(reference: np.ndarray, candidate: np.ndarray, atol: float = SWAP_MAX_ABS) -> SwapAgreement:
     """A swapped model against its original, per input (first axis): within ``atol`` on
     every input whose original output is finite, and finite everywhere, including where
-    the original overflows (aft-pytorch's raw ``exp``)."""
+    the original overflows (aft-pytorch's raw ``exp``): a :class:`SwapAgreement`."""
     ref = np.asarray(reference, np.float64).reshape(len(reference), -1)
     got = np.asarray(candidate, np.float64).reshape(len(candidate), -1)
     if ref.shape != got.shape:
         raise AFTExportError(f"the swapped model returns {got.shape}, the original {ref.shape}")
     finite_rows = np.isfinite(ref).all(axis=1)
     diff = np.abs(ref[finite_rows] - got[finite_rows])
-    report = {
-        "inputs": len(ref),
-        "max_abs": float(diff.max()) if diff.size else 0.0,
-        "original_nonfinite_images": int((~finite_rows).sum()),
-        "swapped_nonfinite_values": int((~np.isfinite(got)).sum()),
-        "atol": atol,
-    }
-    report["passed"] = bool(report["max_abs"] <= atol and report["swapped_nonfinite_values"] == 0)
-    return report
+    return SwapAgreement(inputs=len(ref), max_abs=float(diff.max()) if diff.size else 0.0,
+                         original_nonfinite_images=int((~finite_rows).sum()),
+                         swapped_nonfinite_values=int((~np.isfinite(got)).sum()), atol=atol)  # fmt: skip

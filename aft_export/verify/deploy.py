@@ -36,7 +36,7 @@ from aft_export.verify.evaluate import evaluate_artifacts
 from aft_export.machine import cpu_features
 from aft_export.options import FASTEST_TIE, BenchOptions, ParityOptions
 from aft_export.runtimes import BACKENDS, REFERENCE, RUNTIMES as EVERY_RUNTIME, TABLE_RUNTIMES
-from aft_export.verify.parity import run_parity
+from aft_export.verify.parity import ParityRow, run_parity
 from aft_export.artifacts.kinds import CHECKPOINT, ENGINE, ONNX, SOURCE, FileKind, expected, kind_of
 from aft_export.options.commands import command_line
 
@@ -219,10 +219,10 @@ def mark_fastest(rows: list[DeployRow], tie: float = FASTEST_TIE) -> None:
 @dataclass
 class Measured:
     """What a caller already measured on one runtime (the pipeline's parity and eval on ONNX Runtime),
-    by artifact path: parity rows and eval rows as :func:`run_parity` and :func:`evaluate_artifacts`
-    give them."""
+    by artifact path: parity rows (:class:`~aft_export.verify.parity.ParityRow`) and eval rows as
+    :func:`run_parity` and :func:`evaluate_artifacts` give them."""
 
-    parity: dict[str, dict] = field(default_factory=dict)
+    parity: dict[str, ParityRow] = field(default_factory=dict)
     eval: dict[str, dict] = field(default_factory=dict)
 
 
@@ -321,12 +321,12 @@ def deploy_table(reference, artifacts: list[str], decoded: LabelledImages, *,
                                          reference=reference, runners={f: runner}, reference_logits=reference_logits,
                                          **on)  # fmt: skip
                         p, row.measured_here = par.artifacts[0], True
-                    row.parity = p["status"]
-                    if p["status"] == "skipped":
-                        fail(row, "skipped", p.get("reason", ""))
+                    row.parity = p.status
+                    if p.status == "skipped":
+                        fail(row, "skipped", p.reason or "")
                         continue
-                    if p["status"] == "fail":
-                        row.reason = _scrub(p["failures"][0], f, row.artifact)  # the first limit it missed
+                    if p.status == "fail":
+                        row.reason = _scrub(p.failures[0], f, row.artifact)  # the first limit it missed
                 e = given.eval.get(f)
                 if e is None:
                     e = evaluate_artifacts([f], decoded, runners={f: runner})[0]

@@ -13,7 +13,7 @@ import dataclasses
 import numpy as np
 
 from aft_export.artifacts.kinds import is_onnx
-from aft_export.verify.compare import judge, metrics, tolerances_with
+from aft_export.verify.compare import Tolerance, judge, metrics, tolerances_with
 from aft_export.data.formats import gives_probabilities
 from aft_export.data.images import LabelledImages, Preprocessing, normalize_array
 from aft_export.data.datasets import load_labelled, verification_data
@@ -27,30 +27,102 @@ from aft_export.runners.base import as_output
 
 
 @dataclasses.dataclass
+class InputParity:
+    """An artifact on one input set (real, scaled_x4, saturated, constant): the metrics of
+    :func:`~aft_export.verify.compare.metrics` and the limits they broke
+    (:func:`~aft_export.verify.compare.judge`); its ``passed``: none broken."""
+
+    metrics: dict
+    failures: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    def to_dict(self) -> dict:
+        return {**copy.deepcopy(self.metrics), "passed": self.passed}
+
+
+@dataclasses.dataclass
+class ParityRow:
+    """One artifact against the reference: where it ran (``backend``), its ``precision``, the limits it
+    is held to (``tolerance``: those of ``judged_as`` where its runtime computes in a lossier
+    precision), each input set's metrics (``inputs``), what it was fed (``preprocessing``,
+    ``input_format``, ``output_format``: said where not ours or not normalised logits) and, where an
+    ONNX file fails, where it diverges. Its ``passed`` is the one verdict of a row, which ``status`` and
+    :func:`parity_verdict` read: every input set within its limits; a row skipped (``reason``: why it
+    could not run here) has none (None: never a pass). An optional field that is None is not rendered."""
+
+    artifact: str
+    backend: str = ""
+    precision: str = ""
+    tolerance: Tolerance | None = None
+    inputs: dict[str, InputParity] = dataclasses.field(default_factory=dict)
+    judged_as: str | None = None
+    preprocessing: str | None = None
+    input_format: str | None = None
+    output_format: str | None = None
+    divergence: dict | None = None
+    reason: str | None = None
+
+    @classmethod
+    def skipped(cls, artifact: str, reason: str) -> ParityRow:
+        return cls(str(artifact), reason=reason)
+
+    @property
+    def failures(self) -> list[str]:
+        """Every limit broken, named by its input set ("real: max abs ...")."""
+        return [f"{name}: {f}" for name, one in self.inputs.items() for f in one.failures]
+
+    @property
+    def passed(self) -> bool | None:
+        return None if self.reason is not None else not self.failures
+
+    @property
+    def status(self) -> str:
+        return "skipped" if self.passed is None else "pass" if self.passed else "fail"
+
+    def to_dict(self) -> dict:
+        if self.passed is None:
+            return {"artifact": self.artifact, "status": self.status, "reason": self.reason,
+                    "passed": self.passed}  # fmt: skip
+        out = {"artifact": self.artifact, "backend": self.backend, "precision": self.precision,
+               "tolerance": None if self.tolerance is None else dataclasses.asdict(self.tolerance),
+               "inputs": {name: one.to_dict() for name, one in self.inputs.items()},
+               "failures": self.failures}  # fmt: skip
+        for name in ("judged_as", "preprocessing", "input_format", "output_format"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        out.update(passed=self.passed, status=self.status)
+        if self.divergence is not None:
+            out["divergence"] = copy.deepcopy(self.divergence)
+        return out
+
+
+@dataclasses.dataclass
 class ParityResult(Judged):
-    """``parity``: each artifact against the PyTorch reference (``artifacts``: one row each, its
-    metrics per input set, its limits, its failures; a row's own ``passed``: within its limits).
-    ``differences``: with ``keep_differences``, each artifact's |logit - reference| on the real
-    images (for plots; not in ``to_dict()``)."""
+    """``parity``: each artifact against the PyTorch reference (``artifacts``: one
+    :class:`ParityRow` each, its metrics per input set, its limits, its failures, its own ``passed``:
+    within its limits). ``differences``: with ``keep_differences``, each artifact's |logit - reference|
+    on the real images (for plots; not in ``to_dict()``)."""
 
     reference: str
     data: str
     images: int
-    artifacts: list[dict]
+    artifacts: list[ParityRow]
     skipped: int
     verdict: Verdict
     differences: dict | None = dataclasses.field(default=None, repr=False)
 
     def to_dict(self) -> dict:
         return {"reference": self.reference, "data": self.data, "images": self.images,
-                "artifacts": copy.deepcopy(self.artifacts), "passed": self.passed, "skipped": self.skipped,
-                "verdict": self.verdict.to_dict()}  # fmt: skip
+                "artifacts": [r.to_dict() for r in self.artifacts], "passed": self.passed,
+                "skipped": self.skipped, "verdict": self.verdict.to_dict()}  # fmt: skip
 
     def with_skipped(self, skipped: dict[str, str]) -> ParityResult:
         """This result with the artifacts that could not run here (path -> why) as skipped rows, its verdict
         decided again here (a skipped artifact is never a pass: not verified)."""
-        rows = self.artifacts + [{"artifact": a, "status": "skipped", "reason": why, "passed": None}
-                                 for a, why in skipped.items()]  # fmt: skip
+        rows = self.artifacts + [ParityRow.skipped(a, why) for a, why in skipped.items()]
         return dataclasses.replace(self, artifacts=rows, skipped=self.skipped + len(skipped),
                                    verdict=parity_verdict(rows))
 
@@ -192,22 +264,21 @@ def run_parity(checkpoint: str, artifacts: list[str], data=None, images: int = P
         try:
             runner = (runners or {}).get(str(artifact)) or load_runner(artifact, backend, preprocessing=theirs)
         except RuntimeMissing as exc:  # reported as skipped, never as passed
-            rows.append({"artifact": str(artifact), "status": "skipped", "reason": str(exc), "passed": None})
+            rows.append(ParityRow.skipped(str(artifact), str(exc)))
             continue
         check_compatible(reference, runner)
         prec = runner.info.precision
         tol = tols[runner.judged_as]  # a runtime that computes lossier (openvino-bf16) brings its limits
-        row = {"artifact": str(artifact), "backend": runner.backend, "precision": prec,
-               "tolerance": dataclasses.asdict(tol), "inputs": {}, "failures": []}  # fmt: skip
+        row = ParityRow(str(artifact), runner.backend, prec, tol)
         if runner.judged_as != prec:
-            row["judged_as"] = runner.judged_as
+            row.judged_as = runner.judged_as
         if runner.info.preprocessing_from:  # another tool's file: fed as the reference says
-            row["preprocessing"] = runner.info.preprocessing_from
+            row.preprocessing = runner.info.preprocessing_from
         pixel_file = runner.info.takes.pixels
         if pixel_file:  # fed raw pixels: proven from them, against the checkpoint fed our normalisation
-            row["input_format"] = runner.info.input_format
+            row.input_format = runner.info.input_format
         if gives_probabilities(runner.info.output_format):  # compared as log-probabilities (runners.base.as_output)
-            row["output_format"] = runner.info.output_format
+            row.output_format = runner.info.output_format
         kind, sets = ("pixels", pixel_sets) if pixel_file else ("normal", normal_sets)
         for name, arr in sets.items():
             got = runner.pixel_logits(arr) if pixel_file else runner.logits(arr)
@@ -215,24 +286,20 @@ def run_parity(checkpoint: str, artifacts: list[str], data=None, images: int = P
             if name == "real" and keep_differences:
                 differences[str(artifact)] = np.abs(got - expected).ravel()
             m = metrics(expected, got)
-            fails = judge(m, tol, stress=name != "real")
-            row["inputs"][name] = {**m, "passed": not fails}
-            row["failures"] += [f"{name}: {f}" for f in fails]
-        row["passed"] = not row["failures"]
-        row["status"] = "pass" if row["passed"] else "fail"
-        if not row["passed"] and is_onnx(artifact):
-            row["divergence"] = (_divergence(reference, artifact, artifacts, runner, x, backend) if not pixel_file
-                                 and not gives_probabilities(runner.info.output_format) else
-                                 {"error": "not localised: localisation compares graphs of normalised input and "
-                                           "logits out; export the same options without the pixel input or the "
-                                           "probabilities to localise"})  # fmt: skip
+            row.inputs[name] = InputParity(m, judge(m, tol, stress=name != "real"))
+        if not row.passed and is_onnx(artifact):
+            row.divergence = (_divergence(reference, artifact, artifacts, runner, x, backend) if not pixel_file
+                              and not gives_probabilities(runner.info.output_format) else
+                              {"error": "not localised: localisation compares graphs of normalised input and "
+                                        "logits out; export the same options without the pixel input or the "
+                                        "probabilities to localise"})  # fmt: skip
         rows.append(row)
-    return ParityResult(str(checkpoint), decoded.source, len(x), rows, sum(r["status"] == "skipped" for r in rows),
+    return ParityResult(str(checkpoint), decoded.source, len(x), rows, sum(r.status == "skipped" for r in rows),
                         parity_verdict(rows), differences if keep_differences else None)  # fmt: skip
 
 
-def parity_verdict(rows: list[dict]) -> Verdict:
+def parity_verdict(rows: list[ParityRow]) -> Verdict:
     """failed when an artifact fails its limits; not verified when one was skipped (its runtime
-    is missing here: never a pass); else ok."""
-    return Verdict.of([f"{r['artifact']} fails parity: {r['failures'][0]}" for r in rows if r["status"] == "fail"],
-                      [f"{r['artifact']} skipped by parity: {r['reason']}" for r in rows if r["status"] == "skipped"])
+    is missing here: never a pass); else ok. Each row's ``status`` is its own ``passed``, read here."""
+    return Verdict.of([f"{r.artifact} fails parity: {r.failures[0]}" for r in rows if r.status == "fail"],
+                      [f"{r.artifact} skipped by parity: {r.reason}" for r in rows if r.status == "skipped"])

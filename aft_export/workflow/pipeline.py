@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
@@ -57,7 +58,7 @@ from aft_export.tensorrt.nvtools import write_verification_commands
 from aft_export.artifacts.kinds import is_onnx
 from aft_export.artifacts.ends import graph_ends
 from aft_export.artifacts.onnxio import load_onnx
-from aft_export.verify.parity import run_parity
+from aft_export.verify.parity import ParityRow, run_parity
 from aft_export.artifacts.purpose import engine_made_for, file_purpose
 from aft_export.serving.deepstream import FORM_TAG, write_deepstream
 from aft_export.options import QuantizeOptions
@@ -254,7 +255,7 @@ def _export(ctx: Context, x, decoded, parity_set, *, target: str, form: str | No
                             **_QUIET)  # fmt: skip
     return Outcome(Made("export", target, fp32, exp.to_dict(), exp.check_report, exp, fp32, _purpose(fp32)),
                    f"{exp.nodes_final} nodes ({exp.aft_nodes} com.aft), onnxsim {exp.simplify['nodes_before']}->"
-                   f"{exp.simplify['nodes_after']}, verify max abs {exp.parity['max_abs']:.2e}")  # fmt: skip
+                   f"{exp.simplify['nodes_after']}, verify max abs {exp.parity.max_abs:.2e}")  # fmt: skip
 
 
 def _quantize(ctx: Context, exported: Made, previous: Made | None = None, *, precision: str,
@@ -381,10 +382,10 @@ def _parity(ctx: Context, onnx: list[Made], engines: Engines, runners: dict, par
     result = run_parity(str(ctx.ckpt), [str(a) for a in runnable], parity_set, images=len(parity_set),
                         overrides=list(ctx.opts.tolerances), reference=runners[str(ctx.ckpt)], keep_differences=True,
                         runners=runners, reference_logits=reference_logits)  # fmt: skip
-    par = result.with_skipped(engines.not_run).to_dict()
+    checked = result.with_skipped(engines.not_run)
     diffs = {Path(a).name: d for a, d in result.differences.items()}
-    failed = [Path(r["artifact"]).name for r in par["artifacts"] if r["status"] == "fail"]
-    return Outcome(ParityRun(par, diffs, failed),
+    failed = [Path(r.artifact).name for r in checked.artifacts if r.status == "fail"]
+    return Outcome(ParityRun(checked.to_dict(), diffs, failed, tuple(checked.artifacts)),
                    ("FAILED: " + ", ".join(failed)) if failed else f"all {len(runnable)} artifacts run within tolerance"
                    + _skipped_note(engines), "failed" if failed else "ok")  # fmt: skip
 
@@ -410,12 +411,11 @@ def _deploy(ctx: Context, onnx: list[Made], engines: Engines, runners: dict, dec
     ckpt = str(ctx.ckpt)
     by_path = {r["artifact"]: r for r in ev}
     measured = {"torch": Measured(eval={ckpt: by_path[ckpt]}),
-                "onnxruntime": Measured(parity={r["artifact"]: r for r in parity.report["artifacts"]
-                                                if is_onnx(r["artifact"])},
+                "onnxruntime": Measured(parity={r.artifact: r for r in parity.rows if is_onnx(r.artifact)},
                                         eval={p: r for p, r in by_path.items() if is_onnx(p)})}  # fmt: skip
     libraries = {str(e): (engines.records or {}).get(e.name, {}).get("library", "tensorrt") for e in engines.files}
     for lib in set(libraries.values()):  # the engines' parity and top-1, where they ran
-        measured[lib] = Measured(parity={r["artifact"]: r for r in parity.report["artifacts"] if r["artifact"] in libraries},
+        measured[lib] = Measured(parity={r.artifact: r for r in parity.rows if r.artifact in libraries},
                                  eval={p: r for p, r in by_path.items() if p in libraries})  # fmt: skip
 
     def make(artifact: str, runtime: str):
@@ -465,7 +465,7 @@ def _report(ctx: Context, steps: list[Step], onnx: list[Made], trt_check: dict, 
                       **deploy_plots(results["deploy"])}.items():
         atomic_write_text(work / "plots" / name, svg)
     not_run = {Path(a).name: why for a, why in engines.not_run.items()}
-    unverified = run_unverified(not_run, parity.report, onnx)
+    unverified = run_unverified(not_run, parity.rows, onnx)
     verdict = Verdict.combine(Verdict.of([f"{name} fails parity" for name in parity.failed],
                                          [f"{name}: {why}" for name, why in unverified.items()]),
                               deploy.table.verdict)  # fmt: skip
@@ -516,14 +516,14 @@ def _purposes(onnx: list[Made], engines: Engines) -> dict[str, dict]:
     return out
 
 
-def run_unverified(not_run: dict[str, str], parity: dict, onnx: list[Made]) -> dict[str, str]:
+def run_unverified(not_run: dict[str, str], parity: Iterable[ParityRow], onnx: list[Made]) -> dict[str, str]:
     """What the run did not (fully) verify, by artifact, and why: an engine not run here, an
     artifact parity skipped, and each stage's own verdict (the offline rules of a targeted
     TensorRT that refuse or warn, fp16 values that took NaN/Inf)."""
     unverified = dict(not_run)
-    for r in parity["artifacts"]:
-        if r["status"] == "skipped":
-            unverified.setdefault(Path(r["artifact"]).name, "skipped by parity")
+    for r in parity:
+        if r.status == "skipped":
+            unverified.setdefault(Path(r.artifact).name, "skipped by parity")
     for m in onnx:
         if not m.result.verdict.ok:
             unverified.setdefault(m.path.name, "; ".join(m.result.verdict.reasons))

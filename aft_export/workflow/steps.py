@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from aft_export.errors import Judged, Verdict
 from aft_export.options import PipelineOptions
 from aft_export.verify.deploy import DeployTable
+from aft_export.verify.parity import ParityRow
 
 
 @dataclass
@@ -114,6 +115,7 @@ class ParityRun(NamedTuple):
     report: dict
     differences: dict
     failed: list[str]
+    rows: tuple[ParityRow, ...] = ()  # the typed rows ``report`` renders (deploy and the verdict read them)
 
 
 class DeployRun(NamedTuple):

@@ -39,7 +39,7 @@ def test_paper_configs_map_every_layer_and_reproduce_the_logits(config, op, laye
     assert [r.action for r in plan.layers] == ["mapped"] * layers
     assert all(r.to.startswith(op) for r in plan.layers)
     report = verify_swap(model, apply_swap(model, plan), x, batch=1)
-    assert report["passed"] and report["max_abs"] < 1e-4
+    assert report.passed and report.max_abs < 1e-4
 
 
 def test_a_trained_conv_config_is_refused_naming_every_layer():

@@ -82,7 +82,7 @@ def test_aft_pytorch_overflow_becomes_finite_and_matches_the_formula():
                                        layer.wbias[:T, :T].detach()))  # fmt: skip
     assert (got.double() - ref).abs().max().item() < 1e-4
     report = verify_swap(layer, ours, torch.cat([x, x]))
-    assert report["passed"] and report["original_nonfinite_images"] == 2 * B and report["swapped_nonfinite_values"] == 0
+    assert report.passed and report.original_nonfinite_images == 2 * B and report.swapped_nonfinite_values == 0
 
 
 def test_verify_swap_fails_a_wrong_mapping():
@@ -94,7 +94,7 @@ def test_verify_swap_fails_a_wrong_mapping():
     with torch.no_grad():
         ours.w.add_(0.5 * torch.randn(T, T))  # a bias mapped wrongly
     report = verify_swap(layer, ours, x)
-    assert not report["passed"] and report["max_abs"] > 1e-3
+    assert not report.passed and report.max_abs > 1e-3
 
 
 def test_aft_pytorch_conv_stub_is_refused_by_path():
@@ -259,7 +259,7 @@ def test_labml_local_with_an_all_true_mask_maps():
     assert [r.path for r in plan.layers] == ["blocks.0.mixer.aft", "blocks.1.mixer.aft"]
     layer = model.blocks[0].mixer.aft
     assert plan.layers[0].to == "AFTLocal(dim=24, T=16, window=3, sequence-first)" and layer.pos_bias.shape[0] > 16
-    assert verify_swap(model, ours, x)["max_abs"] < 1e-5
+    assert verify_swap(model, ours, x).max_abs < 1e-5
     z = tokens(t=16, d=24)  # the layer alone vs the formula, sequence-first
     with torch.no_grad():
         got = ours.blocks[0].mixer.aft(query=z.transpose(0, 1), key=z.transpose(0, 1), value=z.transpose(0, 1))

@@ -101,8 +101,8 @@ def test_dynamic_batch_really_works(exported, ckpts, variant):
 def test_verification_report(exported, variant):
     _, res = exported[variant]
     p = res.parity
-    assert p["passed"] and p["images"] == 64
-    assert p["max_abs"] <= 1e-4 and p["top1_agreement"] == 1.0 and p["cosine_min"] > 0.99999
+    assert p.passed and p.images == 64
+    assert p.max_abs <= 1e-4 and p.top1_agreement == 1.0 and p.cosine_min > 0.99999
     assert res.simplify["applied"] and res.simplify["nodes_after"] <= res.simplify["nodes_before"]
 
 
@@ -127,7 +127,7 @@ def test_decomposed_form_has_no_custom_nodes(ckpts, tmp_path, cifar10, tiny_onnx
                                                                        data=str(cifar10 / "test.tar")))  # fmt: skip
     model = onnx.load(path)
     assert res.aft_nodes == 0 and not any(n.domain == DOMAIN for n in model.graph.node)
-    assert not model.functions and res.parity["passed"]
+    assert not model.functions and res.parity.passed
 
 
 def test_fixed_batch(ckpts, tmp_path, cifar10):
@@ -369,7 +369,7 @@ def test_every_registered_config_exports_and_verifies(name, op_form, tmp_path, c
         res = tiny_onnx.export_verified(tiny_onnx.ckpt(tmp_path / "m.pt", name), tmp_path / "m.onnx", options)
     cfg = get_config(name)
     assert res.aft_nodes == (cfg.depth if op_form == "custom" else 0)
-    assert res.parity["passed"], res.parity
+    assert res.parity.passed, res.parity
 
 
 @pytest.mark.parametrize("opset", [18, 21])
@@ -379,5 +379,5 @@ def test_opsets_keep_the_custom_nodes(ckpts, tmp_path, opset, cifar10):
                                                                data=str(cifar10 / "test.tar")))  # fmt: skip
     model = onnx.load(path)
     assert dict((o.domain, o.version) for o in model.opset_import) == {"": opset, DOMAIN: 1}
-    assert res.aft_nodes == 2 and res.parity["passed"]
+    assert res.aft_nodes == 2 and res.parity.passed
     assert all(i.version == opset for f in model.functions for i in f.opset_import if i.domain == "")

@@ -60,7 +60,7 @@ def test_the_pixel_input_is_the_graph_s_first_nodes_in_fp32(tiny, form, cifar10)
     out = root / f"{form}.onnx"
     result = export_checkpoint(ckpt, out, ExportOptions(images=8, data=str(cifar10 / "test.tar"), input_format=form),
                                log=lambda *a: None)  # verified from the decoded images' pixels  # fmt: skip
-    assert result.parity["max_abs"] < 1e-4 and result.verdict.status == "ok"
+    assert result.parity.max_abs < 1e-4 and result.verdict.status == "ok"
     m = onnx.load(out)
     (image,) = m.graph.input
     t = image.type.tensor_type
@@ -92,7 +92,7 @@ def test_every_target_keeps_the_pixel_input(tiny, cifar10, target):
     out = root / f"{target}.u8.onnx"
     result = export_checkpoint(ckpt, out, ExportOptions(images=8, data=str(cifar10 / "test.tar"), target=target,
                                                         input_format=UINT8_NHWC), log=lambda *a: None)  # fmt: skip
-    assert result.parity["passed"] and result.parity["max_abs"] < 1e-4
+    assert result.parity.passed and result.parity.max_abs < 1e-4
     m = onnx.load(out)
     assert m.graph.node[0].op_type == "Cast" and m.graph.input[0].type.tensor_type.elem_type == TensorProto.UINT8
     meta = {p.key: p.value for p in m.metadata_props}
@@ -139,13 +139,13 @@ def test_every_pixel_file_passes_parity_from_raw_pixels(zoo_pixels, test_set, ba
         need_openvino()
     files = [str(p) for p in zoo_pixels.values()]
     result = run_parity(str(REPO / "models" / "aft_conv_cifar.pt"), files, data=test_set, images=48, backend=backend)
-    rows = {r["artifact"]: r for r in result.artifacts}
+    rows = {r.artifact: r for r in result.artifacts}
     for (form, precision), path in zoo_pixels.items():
         row = rows[str(path)]
-        assert row["status"] == "pass", (form, precision, row.get("failures"), row.get("reason"))
-        assert row["precision"] == precision and set(row["inputs"]) == {"real", "saturated", "constant"}
-        assert row["input_format"] == (FLOAT_NCHW if form == "deepstream" else form)
-    assert rows[str(zoo_pixels["deepstream", "fp32"])]["output_format"] == "probabilities"
+        assert row.status == "pass", (form, precision, row.failures, row.reason)
+        assert row.precision == precision and set(row.inputs) == {"real", "saturated", "constant"}
+        assert row.input_format == (FLOAT_NCHW if form == "deepstream" else form)
+    assert rows[str(zoo_pixels["deepstream", "fp32"])].output_format == "probabilities"
     assert result.verdict.status == "ok"
 
 
@@ -188,7 +188,7 @@ def test_a_wrong_mean_or_swapped_channels_fail_parity(zoo_pixels, test_set, tmp_
     bad = _mutant(zoo_pixels[form, "fp32"], tmp_path / f"bad.{how}.onnx", how)
     result = run_parity(str(REPO / "models" / "aft_conv_cifar.pt"), [str(bad)], data=test_set, images=48)
     (row,) = result.artifacts
-    assert row["status"] == "fail" and any(f.startswith("real: ") for f in row["failures"]), row["failures"]
+    assert row.status == "fail" and any(f.startswith("real: ") for f in row.failures), row.failures
     assert result.verdict.status == "failed"
 
 

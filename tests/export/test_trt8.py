@@ -31,7 +31,7 @@ def test_tensorrt8_export_matches_pytorch_and_has_the_8x_form(name, form, tmp_pa
     result = export_checkpoint(make_ckpt(tmp_path / "m.pt", name), out,
                                ExportOptions(op_form=form, target="tensorrt8", images=16,
                                              data=str(cifar10 / "test.tar")), **QUIET)  # fmt: skip
-    assert result.parity["passed"] and result.parity["max_abs"] <= 1e-4  # against PyTorch, real images
+    assert result.parity.passed and result.parity.max_abs <= 1e-4  # against PyTorch, real images
     model = onnx.load(out)
     meta = {p.key: p.value for p in model.metadata_props}
     assert meta["export_target"] == "tensorrt8" and meta["opset"] == "17"
