@@ -25,6 +25,24 @@ class _OldName:
         return getattr(owner if obj is None else obj, self.new)
 
 
+class ReadAsDict:
+    """A typed row that was a dict (a parity row, the export's check, a swap's agreement): ``row["key"]`` and
+    ``row.get("key")`` still read its ``to_dict()`` until :data:`RENAMED_UNTIL`, with a DeprecationWarning
+    that names the attribute."""
+
+    def __getitem__(self, key: str):
+        name = type(self).__name__
+        warnings.warn(f"{name}[{key!r}] is now {name}.{key} (or .to_dict()[{key!r}]); the dict form goes in "
+                      f"aft-export {RENAMED_UNTIL}", DeprecationWarning, stacklevel=2)  # fmt: skip
+        return self.to_dict()[key]
+
+    def get(self, key: str, default=None):
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+
 def renamed_fields(renamed: dict[str, str]):
     """A class decorator, outside ``@dataclass``: the class takes the old keywords of ``renamed`` (old
     field -> new field) until :data:`RENAMED_UNTIL`, with a DeprecationWarning, and reads the old

@@ -434,3 +434,13 @@ def test_a_parity_row_decides_its_own_passed_and_renders_the_report_s_keys_in_th
     skipped = ParityRow.skipped("m.engine", "no GPU")
     assert skipped.to_dict() == {"artifact": "m.engine", "status": "skipped", "reason": "no GPU",
                                  "passed": None}  # fmt: skip
+
+
+def test_a_typed_row_still_reads_as_the_dict_it_was_until_the_renamed_release():
+    from aft_export.verify.parity import ParityRow
+
+    row = ParityRow.skipped("a.onnx", "no GPU here")
+    with pytest.warns(DeprecationWarning, match=r"ParityRow\['status'\] is now ParityRow.status .*0\.2\.0"):
+        assert row["status"] == "skipped"
+    with pytest.warns(DeprecationWarning):
+        assert row.get("reason") == "no GPU here" and row.get("backend", "none") == "none"

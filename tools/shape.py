@@ -231,9 +231,7 @@ def _library_names_compared() -> list[str]:
     "tensorrt", "tensorrt-rtx") or the constant ``RTX``. Code that branches on a library reads a column of its row
     (``library_of(name).takes_targets``), which tests/test_trt_api.py reads like a version check. The word
     "tensorrt" is the default export target's name too: an export target is compared with options.DEFAULT_TARGET.
-    A name inside an operand is not one (a default: verify/deploy.py's ``runtime == (engine_library or
-    "tensorrt")`` compares two runtimes' names, an engine whose manifest names no library being standard
-    TensorRT's)."""
+    A library an engine's manifest does not name is standard TensorRT: ``library_of(None).name``."""
     from aft_export.runtimes import TENSORRT_MODULES
 
     found = []
@@ -355,7 +353,8 @@ def main() -> int:
         f"\n  {p}: {n}" + (f" (a table: {TABLES[p]})" if p in TABLES else "") for p, n in long.items()))
     print(f"upward imports: {len(upward)}" + "".join(f"\n  aft_export.{n} imports aft_export.{t}" for n, t in upward))
     print(f"import cycles: {len(cycles)}" + "".join(f"\n  {' <-> '.join(c)}" for c in cycles))
-    # `passed`: decided by Verdict.passed alone; Judged.passed (every result's) reads it
+    # `passed`: a result's is its verdict's (Judged.passed reads Verdict.passed); a typed row's (a parity row, the
+    # export's check, a swap's agreement) is its own, from its fields, and its result's verdict reads it
     passed = _defined("passed")
     print(f"`passed` defined: {len(passed)} ({', '.join(passed)})")
     # a stage's result typed by the API (from the stage's dict or list) rather than built by the stage

@@ -35,6 +35,7 @@ from aft_export.data.formats import gives_probabilities, takes_pixels
 from aft_export.data.images import normalize_array
 from aft_export.data.datasets import DataNotFound, is_named, load_labelled, verification_data
 from aft_export.errors import AFTExportError, CheckFailed, Judged, Named, Verdict, said
+from aft_export.version import ReadAsDict
 from aft_export.exporting.forms import to_target  # noqa: F401 (the API: the exporter's last step)
 from aft_export.exporting.functions import attach_functions, registered_schemas, translation_table
 from aft_export.exporting.pixels import with_pixel_input, with_probabilities
@@ -52,7 +53,7 @@ from aft_export.trtcheck import check_model, enforce
 
 
 @dataclass(frozen=True)
-class ExportParity:
+class ExportParity(ReadAsDict):
     """The export's verification against PyTorch (:attr:`ExportResult.parity`): ONNX Runtime's logits
     on ``images`` real images from ``data``, against the model's. Its ``passed`` is the one rule of an
     export: within ``atol`` (the options' ``verify_atol``; not rendered) with every top-1 the same."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from aft_export.errors import AFTExportError
+from aft_export.version import ReadAsDict
 
 # An exported graph against PyTorch, and onnxsim's graph against the unsimplified one:
 # both are fp32 computations of the same function.
@@ -198,7 +199,7 @@ def agreement(reference: np.ndarray, candidate: np.ndarray) -> dict:
 
 
 @dataclass(frozen=True)
-class SwapAgreement:
+class SwapAgreement(ReadAsDict):
     """A swapped model (or one layer) against its original, per input (:func:`swap_agreement`). Its
     ``passed`` is the one verdict of a swap: within ``atol`` on every input whose original output is
     finite, and finite everywhere; ``error``: the swapped one could not run the original's inputs (its

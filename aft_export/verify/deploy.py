@@ -36,6 +36,7 @@ from aft_export.verify.evaluate import evaluate_artifacts
 from aft_export.machine import cpu_features
 from aft_export.options import FASTEST_TIE, BenchOptions, ParityOptions
 from aft_export.runtimes import BACKENDS, REFERENCE, RUNTIMES as EVERY_RUNTIME, TABLE_RUNTIMES
+from aft_export.tensorrt.library import library_of
 from aft_export.verify.parity import ParityRow, run_parity
 from aft_export.artifacts.kinds import CHECKPOINT, ENGINE, ONNX, SOURCE, FileKind, expected, kind_of
 from aft_export.options.commands import command_line
@@ -133,7 +134,7 @@ def runs_on(artifact: str | Path, runtime: str, engine_library: str | None = Non
     in ONNX Runtime or OpenVINO, an engine in the library that built it)."""
     k = kind(artifact)
     if k is ENGINE:
-        return runtime == (engine_library or "tensorrt")
+        return runtime == library_of(engine_library).name  # a manifest that names none: standard TensorRT
     return runtime in RUNTIMES and EVERY_RUNTIME[runtime].runs == k.name
 
 
@@ -298,7 +299,7 @@ def deploy_table(reference, artifacts: list[str], decoded: LabelledImages, *,
         if not any(r.path == f for r in rows):
             runtime = next((r for r in runtimes if runs_on(f, r, libraries.get(f))), None)
             why = runtimes[runtime] if runtime else "its runtime is not among the runtimes asked for"
-            add(f, runtime or libraries.get(f) or "tensorrt", status="skipped", reason=why)
+            add(f, runtime or library_of(libraries.get(f)).name, status="skipped", reason=why)
     by_key = {(r.path, r.runtime): r for r in rows}
     compared = parity_set if parity_set is not None else decoded
     n_parity = len(compared) if parity_set is not None else min(parity_images, len(decoded))
@@ -575,5 +576,4 @@ def _manifest(engine) -> dict:
 
 
 def _engine_library(engine) -> str:
-    library = _manifest(engine).get("library")
-    return library if library in RUNTIMES and EVERY_RUNTIME[library].runs == ENGINE.name else "tensorrt"
+    return library_of(_manifest(engine).get("library")).name

@@ -18,6 +18,7 @@ from aft_export.data.formats import gives_probabilities
 from aft_export.data.images import LabelledImages, Preprocessing, normalize_array
 from aft_export.data.datasets import load_labelled, verification_data
 from aft_export.errors import AFTExportError, Judged, Named, RuntimeMissing, Verdict, said
+from aft_export.version import ReadAsDict
 from aft_export.exporting.exporter import ExportOptions, export_graph
 from aft_export.verify.localize import localize
 from aft_export.options import ParityOptions
@@ -27,7 +28,7 @@ from aft_export.runners.base import as_output
 
 
 @dataclasses.dataclass
-class InputParity:
+class InputParity(ReadAsDict):
     """An artifact on one input set (real, scaled_x4, saturated, constant): the metrics of
     :func:`~aft_export.verify.compare.metrics` and the limits they broke
     (:func:`~aft_export.verify.compare.judge`); its ``passed``: none broken."""
@@ -44,7 +45,7 @@ class InputParity:
 
 
 @dataclasses.dataclass
-class ParityRow:
+class ParityRow(ReadAsDict):
     """One artifact against the reference: where it ran (``backend``), its ``precision``, the limits it
     is held to (``tolerance``: those of ``judged_as`` where its runtime computes in a lossier
     precision), each input set's metrics (``inputs``), what it was fed (``preprocessing``,

@@ -74,7 +74,7 @@ from aft_export.errors import RuntimeMissing
 from aft_export.runners import OrtRunner, TorchRunner, TrtRunner
 from aft_export.models.sources import CheckpointSource, open_source
 from aft_export.tensorrt.library import (INSTALL_HINT, LIBRARIES, RTX_INSTALL_HINT, BuildOptions, engine_name,
-                                         import_library)  # fmt: skip
+                                         import_library, library_of)  # fmt: skip
 from aft_export.trtcheck import check_model
 from aft_export.trtcheck.versions import parse_version
 from aft_export.serving.repository import write_repository
@@ -228,7 +228,7 @@ def pipeline_steps(opts: PipelineOptions, library: str | None) -> list[PipelineS
 _QUIET = dict(log=lambda *a: None)
 # the CPU's int8 (the portable target's: rest fp32, 7-bit weights), made beside the TensorRT int8
 # (rest fp16, slow on CPUs) from the default export; never a portable fp16 (no fast fp16 on a CPU)
-CPU_INT8, CPU_INT8_FROM = "portable", "tensorrt"
+CPU_INT8, CPU_INT8_FROM = "portable", DEFAULT_TARGET
 
 
 def cpu_int8_too(opts: PipelineOptions) -> bool:
@@ -413,7 +413,7 @@ def _deploy(ctx: Context, onnx: list[Made], engines: Engines, runners: dict, dec
     measured = {"torch": Measured(eval={ckpt: by_path[ckpt]}),
                 "onnxruntime": Measured(parity={r.artifact: r for r in parity.rows if is_onnx(r.artifact)},
                                         eval={p: r for p, r in by_path.items() if is_onnx(p)})}  # fmt: skip
-    libraries = {str(e): (engines.records or {}).get(e.name, {}).get("library", "tensorrt") for e in engines.files}
+    libraries = {str(e): library_of((engines.records or {}).get(e.name, {}).get("library")).name for e in engines.files}
     for lib in set(libraries.values()):  # the engines' parity and top-1, where they ran
         measured[lib] = Measured(parity={r.artifact: r for r in parity.rows if r.artifact in libraries},
                                  eval={p: r for p, r in by_path.items() if p in libraries})  # fmt: skip
