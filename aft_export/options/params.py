@@ -402,9 +402,11 @@ def _example(p: Param) -> str:
                                                      "either": "images"}[kind.what]  # fmt: skip
     elif isinstance(kind, Choice):
         example = kind.values[0]
+    elif isinstance(kind, Whole):  # an opset too
+        example = max(1, kind.lo or 0)
     else:
-        example = {Whole: max(1, kind.lo or 0) if isinstance(kind, Whole) else None, Opset: getattr(kind, 'lo', None), Number: 1.0, Flag: True,
-                   Triple: [0.485, 0.456, 0.406], Text: "text", Classes: "classes.txt", Model: "model.pt"}[type(kind)]
+        example = {Number: 1.0, Flag: True, Triple: [0.485, 0.456, 0.406], Text: "text", Classes: "classes.txt",
+                   Model: "model.pt"}[type(kind)]  # fmt: skip
     return f"e.g. {[example] if p.repeat else example!r}"
 
 
@@ -417,9 +419,8 @@ def declare(kind: Kind, default: Any = None, help: str = "", **how) -> Any:
     of :class:`Param`). The command's declaration reads it (:func:`params_of`), and through it the door, the
     click option, ``--help`` and docs/cli.md; the dataclass checks its own values by it
     (:func:`check_declared`), and a recipe's values are checked by it too."""
-    if default is REQUIRED:  # a field with no default: the dataclass and the command both need it
-        return field(metadata={PARAM: (kind, help, how)})
-    return field(default=default, metadata={PARAM: (kind, help, how)})
+    given = {} if default is REQUIRED else {"default": default}  # REQUIRED: no default, in the dataclass too
+    return field(**given, metadata={PARAM: (kind, help, how)})
 
 
 def params_of(options: type, *names: str, **override) -> tuple[Param, ...]:
