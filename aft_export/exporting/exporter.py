@@ -28,14 +28,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from aft_export.version import __version__
+from aft_export.version import ReadAsDict, __version__
 from aft_export.models.checkpoint import ModelMeta
 from aft_export.verify.compare import SIMPLIFY_MAX_ABS, SwapAgreement, max_abs, metrics
 from aft_export.data.formats import gives_probabilities, takes_pixels
 from aft_export.data.images import normalize_array
 from aft_export.data.datasets import DataNotFound, is_named, load_labelled, verification_data
 from aft_export.errors import AFTExportError, CheckFailed, Judged, Named, Verdict, said
-from aft_export.version import ReadAsDict
 from aft_export.exporting.forms import to_target  # noqa: F401 (the API: the exporter's last step)
 from aft_export.exporting.functions import attach_functions, registered_schemas, translation_table
 from aft_export.exporting.pixels import with_pixel_input, with_probabilities
