@@ -113,16 +113,16 @@ class Named:
 Namer = Callable[["str | None", str, object], str]
 
 
-# the API function running, set at its door (aft_export.options.commands.declared): its keyword that gives a
-# stage's keyword its value (the pipeline's calib_images is quantize's images), by (stage, keyword)
-RUNNING: contextvars.ContextVar[Callable[["str | None", str], str] | None] = contextvars.ContextVar(
-    "aft_export_running", default=None)
+# the command whose API function is running (its options.params.Command), set at its door
+# (aft_export.options.commands.declared): a stage's keyword is named as its keyword that gives it its value
+RUNNING: contextvars.ContextVar = contextvars.ContextVar("aft_export_running", default=None)
 
 
 def keyword_name(stage: str | None, keyword: str, value: object = None) -> str:
     """The Python face's name of a parameter: the keyword of the API function running that gives the
     stage's keyword its value (else the keyword itself), in backquotes (`images`, `calib_images=0`)."""
-    keyword = (RUNNING.get() or (lambda _, k: k))(stage, keyword)
+    running = RUNNING.get()
+    keyword = running.keyword(stage, keyword) if running is not None else keyword
     return f"`{keyword}`" if value is None else f"`{keyword}={value}`"
 
 

@@ -697,9 +697,9 @@ def test_a_message_names_its_parameters_in_each_face_s_words():
     assert line.render(flag_namer("export")) == "a\\nb is missing; check --data" and str(line) == "a\\nb is missing; check `data`"
     # from Python, inside the API function running: its keyword that gives the stage's its value
     from aft_export.errors import RUNNING
-    from aft_export.options.commands import keywords_of
+    from aft_export.options.commands import DECLARED
 
-    running = RUNNING.set(keywords_of("pipeline"))
+    running = RUNNING.set(DECLARED["pipeline"])
     try:
         assert str(said("give {eg} or {allow_fewer}", "quantize", eg=Named("images", 20))) == (
             "give `calib_images=20` or `allow_fewer`")

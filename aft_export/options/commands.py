@@ -248,17 +248,6 @@ def renamed(command: str, keyword: str) -> str | None:
     return new if new is not None and new in declared else None
 
 
-def keywords_of(command: str):
-    """How ``command``'s API function names a stage's keyword (:data:`aft_export.errors.RUNNING`): as its own
-    keyword that gives it its value (the pipeline's calib_images is quantize's images), else as it is."""
-
-    def name(stage: str | None, keyword: str) -> str:
-        given = DECLARED[command].giving(stage, keyword)
-        return keyword if given is None else given.name
-
-    return name
-
-
 def command_line(command: str, *arguments, **values) -> str:
     """A command line to type, ``aft-export COMMAND ARGUMENTS --flag value ...``, spelled from
     ``command``'s declarations: the same on both faces (it is typed in a shell). A switch set to a
@@ -317,7 +306,7 @@ def declared(command: str):
             except TypeError as error:
                 raise refused_call(command, function.__name__, signature, kwargs, error) from None
             bound.arguments.update(door(command, dict(bound.arguments)))
-            running = RUNNING.set(keywords_of(command))  # its stages' messages name its keywords (errors.keyword_name)
+            running = RUNNING.set(DECLARED[command])  # its stages' messages name its keywords (errors.keyword_name)
             try:
                 return function(*bound.args, **bound.kwargs)
             finally:

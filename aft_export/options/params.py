@@ -505,3 +505,8 @@ class Command:
     def giving(self, stage: str | None, keyword: str) -> Param | None:
         """The parameter that gives ``stage``'s ``keyword`` its value (:attr:`Param.gives`), if one does."""
         return next((p for p in self.params if (stage, keyword) in p.gives), None)
+
+    def keyword(self, stage: str | None, keyword: str) -> str:
+        """Its keyword that gives ``stage``'s ``keyword`` its value (the pipeline's calib_images is quantize's
+        images), else ``keyword``: how its API function names a stage's keyword (:data:`~aft_export.errors.RUNNING`)."""
+        return getattr(self.giving(stage, keyword), "name", keyword)
