@@ -113,7 +113,7 @@ def test_export_command_end_to_end(tmp_path, cifar10):
 
 @pytest.mark.parametrize(
     "extra, message",
-    [(["--opset", "12"], "12 is not in the range x>=18"), (["--batch-dim", "lots"], "bad batch specification"),
+    [(["--opset", "12"], "12 is not in the range x>=18"), (["--batch-dim", "lots"], "--batch-dim takes 'dynamic' or a batch size from 1 to 65536"),
      (["--dynamic-hw"], "only AFT-conv models take dynamic height and width")],
 )  # fmt: skip
 def test_export_bad_input_exit_2(ckpt, tmp_path, extra, message):

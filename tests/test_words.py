@@ -81,10 +81,10 @@ CANNOT_SHOW = [  # the command never shows that message
     (("pipeline",), BUILD_FIELDS,
      "the pipeline builds its own dynamic-batch exports, with a profile of its bench batch sizes and the library "
      "installed"),
-    (("doctor",), ("batch_profile", "hw_profile", "compute_capabilities"),
+    (("doctor",), ("batch_profile", "hw_profile"),
      "the doctor's engines are built by child `aft-export build` commands (whose messages speak build's flags); "
      "in its own process it only writes NVIDIA's scripts for its dynamic-batch exports, with a fixed profile"),
-    (("bench", "parity"), ("opset", "target", "batch_dim", "simplify", "allow_unsimplified"),
+    (("bench", "parity"), ("opset", "target", "simplify", "allow_unsimplified"),
      "parity's in-memory export (to localise a divergence; bench --reference runs parity) takes op form and "
      "target from the artifact's metadata, with verification and onnxsim off"),
     (("infer", "triton-repo"), ("preprocess", "input_size", "mean", "std", "classes"),
@@ -96,7 +96,7 @@ CANNOT_SHOW = [  # the command never shows that message
     (("quantize",), ("preprocess", "classes"),
      "quantize reads another tool's file with ForeignPreprocessing(takes=(input_size, mean, std)), what "
      "QuantizeOptions has: the message asks for those and the JSON beside the file, never a file or classes"),
-    (("pipeline",), ("opset", "batch_dim", "exclude", "device",
+    (("pipeline",), ("opset", "exclude", "device",
                      "max_batch", "exclude_op_types", "quantize_op_types", "keep_fp32"),
      "the pipeline sets these itself: it exports at the default opset with a dynamic batch, quantises with the "
      "default method and no exclusions, writes the Triton repository with its "

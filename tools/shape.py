@@ -280,12 +280,41 @@ def _parameter_lines() -> int:
     return sum(_lines(p) for p in paths)
 
 
+def _single_field_checks(function: ast.FunctionDef) -> list[str]:
+    """The fields each check of ``function`` (a ``__post_init__``) reads when it reads one field alone, one entry
+    per check: a statement of its body (not an assignment) counts the fields it reads, through ``self.FIELD``
+    or a local name an assignment before it made from fields; a loop over a literal tuple of names read with
+    ``getattr(self, name)`` is a check of each of those fields alone; a statement that reads ``self`` whole
+    (``fields(self)``, ``getattr`` of a name it computes) spans fields."""
+    made: dict[str, set[str]] = {}  # local name -> the fields it was made from
+    out = []
+    for stmt in function.body:
+        attrs = {a.attr for a in ast.walk(stmt) if isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name)
+                 and a.value.id == "self"}  # fmt: skip
+        reads = attrs | {f for n in ast.walk(stmt) if isinstance(n, ast.Name) for f in made.get(n.id, ())}
+        if isinstance(stmt, ast.Assign):
+            made.update({t.id: reads for t in stmt.targets if isinstance(t, ast.Name)})
+            continue
+        selves = sum(isinstance(n, ast.Name) and n.id == "self" for n in ast.walk(stmt))
+        loop = isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name) and isinstance(stmt.iter, ast.Tuple)
+        getattrs = [n for n in ast.walk(stmt) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "getattr"
+                    and len(n.args) == 2 and getattr(n.args[0], "id", "") == "self"
+                    and getattr(n.args[1], "id", "") == getattr(getattr(stmt, "target", None), "id", None)]  # fmt: skip
+        if loop and getattrs and not attrs and selves == len(getattrs):
+            out += [e.value for e in stmt.iter.elts if isinstance(e, ast.Constant)]
+        elif len(reads) == 1 and selves == len([a for a in ast.walk(stmt) if isinstance(a, ast.Attribute)
+                                               and getattr(a.value, "id", "") == "self"]):  # fmt: skip
+            out += list(reads)
+    return out
+
+
 def _parameter_places() -> dict[tuple[str, str], list[str]]:
     """Where each parameter that fills an options field is written, by this rule: its field's default
     (``options/``), its declaration (a ``declare(...)`` field, or a ``Param("name", ...)`` literal in the
     command's declaration, ``options/commands.py``), its keyword in the API function's signature, a keyword
     ``name=`` in a call of the options class in ``api.py``, and a check in ``__post_init__`` that reads no
-    other field (a rule spanning fields is not counted). Two is the floor: the declaration and the signature."""
+    other field (:func:`_single_field_checks`; a rule spanning fields is not counted). Two is the floor: the
+    declaration and the signature."""
     import inspect
 
     import aft_export.api as api
@@ -312,14 +341,8 @@ def _parameter_places() -> dict[tuple[str, str], list[str]]:
         for tree in options_tree.values():
             for c in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls):
                 for f in (n for n in c.body if isinstance(n, ast.FunctionDef) and n.name == "__post_init__"):
-                    for stmt in (n for n in ast.walk(f) if isinstance(n, ast.If)):
-                        attrs = [a for a in ast.walk(stmt) if isinstance(a, ast.Attribute)
-                                 and isinstance(a.value, ast.Name) and a.value.id == "self"]  # fmt: skip
-                        bare = sum(isinstance(n, ast.Name) and n.id == "self" for n in ast.walk(stmt)) > len(attrs)
-                        read = {a.attr for a in attrs}
-                        if len(read) == 1 and not bare:  # getattr(self, ...) or fields(self): it spans fields
-                            field = read.pop()
-                            checks[field] = checks.get(field, 0) + 1
+                    for field in _single_field_checks(f):
+                        checks[field] = checks.get(field, 0) + 1
         calls = {k.arg for n in ast.walk(api_tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == cls
                  for k in n.keywords}  # fmt: skip
         function = getattr(api, command.function or command.name.replace("-", "_"), None)

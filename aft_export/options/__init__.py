@@ -7,7 +7,6 @@ has its flag's name; a field renamed to it keeps its old name for one release (r
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, fields
 
 from aft_export.verify.compare import EXPORT_MAX_ABS
@@ -19,9 +18,9 @@ from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.options.deepstream import DEEPSTREAM_MODES, DeepStreamOptions  # noqa: F401  (named here, as before)
 from aft_export.options.targets import (DEFAULT_TARGET, EXPORT_TARGETS, LIBRARIES, OP_FORMS, TARGET_OPSETS,  # noqa: F401
                                         TARGETS, ExportTarget)  # fmt: skip
-from aft_export.options.params import (REQUIRED, Choice, Flag, Model, Number, Opset, Path, Text, Triple, Whole,
-                                       declare, options_of)  # fmt: skip
-from aft_export.readers import MAX_SIDE, compile_pattern
+from aft_export.options.params import (REQUIRED, Batch, Choice, Flag, Form, Model, Number, Opset, Path, Pattern, Text,
+                                       Triple, Whole, declare, options_of)  # fmt: skip
+from aft_export.readers import MAX_SIDE
 # the runtimes, and which are values of `backend`: one table, read here (and named here, as before)
 from aft_export.runtimes import (BACKENDS, DEFAULT_BACKEND, PROVIDER_BACKENDS, RUNTIMES, TRITON_BACKENDS,  # noqa: F401
                                  backend_of)  # fmt: skip
@@ -60,7 +59,7 @@ class ExportOptions:
 
     opset: int = declare(Opset(MIN_OPSET), 18, help="ONNX opset (18 or newer: the AFT functions' ReduceMax and "
                                                     "ReduceSum take their axes as an input).")
-    batch_dim: str = declare(Text(), "dynamic",  # "dynamic" or a fixed batch size such as "8"
+    batch_dim: str = declare(Batch(hi=MAX_BATCH), "dynamic",
                              help="The graph's batch dimension: 'dynamic' or a fixed batch size.")
     dynamic_hw: bool = declare(Flag(), False, help="AFT-conv only: dynamic height and width.")
     op_form: str = declare(Choice(OP_FORMS), "custom",
@@ -92,20 +91,12 @@ class ExportOptions:
             raise AFTExportError(said("the {form} form is always opset {value} (exported at 18, then converted); "
                                       "leave {opset} out with {target_set}", "export", form=self.target,
                                       target_set=Named("target", self.target), value=TARGET_OPSETS[self.target]))  # fmt: skip
-        parse_batch(self.batch_dim)
 
 
-def parse_batch(spec: str | int) -> int | None:
-    """``"dynamic"`` -> None; ``"8"`` -> 8. Anything else is a clear error."""
+def parse_batch(spec: str) -> int | None:
+    """A batch dimension ExportOptions took (its declaration checks it): ``"dynamic"`` -> None; ``"8"`` -> 8."""
     text = str(spec).strip().lower()
-    if text == "dynamic":
-        return None
-    if re.fullmatch(r"[0-9]+", text) and 1 <= int(text) <= MAX_BATCH:
-        return int(text)
-    raise AFTExportError(
-        said("bad batch specification {spec!r} for {batch_dim}; use 'dynamic' or a batch size from 1 to {MAX_BATCH}",
-             None, spec=spec, MAX_BATCH=MAX_BATCH)
-    )
+    return None if text == "dynamic" else int(text)
 
 
 # the pipeline's pixel files (PipelineOptions.pixel_forms, model.FORM*.onnx): each form's input and output formats
@@ -118,7 +109,7 @@ PIXEL_FORMS = {UINT8_NHWC: (UINT8_NHWC, LOGITS), FLOAT_NCHW: (FLOAT_NCHW, LOGITS
 PRECISIONS = ("int8", "fp16")  # what quantize makes
 # what an int8 graph computes in outside its int8 layers (QuantizeOptions.rest_precision)
 REST_PRECISIONS = ("fp16", "fp32")
-OP_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")  # an ONNX op type's name
+OP_TYPE = Form(pattern=r"[A-Za-z][A-Za-z0-9_]*", what="an ONNX op type such as MatMul or Conv", example="MatMul")
 # what int8 quantises when QuantizeOptions.quantize_op_types is left out: the projections, the MLP, the
 # patch embedding and the head (aft_export/quantization/placement.py)
 QUANTIZED_OP_TYPES = ("MatMul", "Gemm", "Conv")
@@ -177,16 +168,16 @@ class QuantizeOptions:
     exclude: tuple[str, ...] = declare(Text(), (), repeat=True,
                                        help="Node name to keep out of int8 (int8), or in fp32 (fp16) (repeatable).")
     exclude_regex: tuple[str, ...] = declare(
-        Text(empty=True), (), repeat=True, metavar="REGEX",
+        Pattern(), (), repeat=True, metavar="REGEX",
         help="int8: keep the nodes whose names this regular expression matches (from the start, as re.match and "
              "ModelOpt's --nodes_to_exclude) out of int8 (repeatable).")
-    exclude_op_types: tuple[str, ...] = declare(Text(), (), repeat=True, flag="--exclude-op-type", metavar="OP",
+    exclude_op_types: tuple[str, ...] = declare(OP_TYPE, (), repeat=True, flag="--exclude-op-type", metavar="OP",
                                                 help="int8: keep every node of this op type out of int8 (repeatable).")
     quantize_op_types: tuple[str, ...] = declare(
-        Text(), (), repeat=True, flag="--quantize-op-type", metavar="OP",
+        OP_TYPE, (), repeat=True, flag="--quantize-op-type", metavar="OP",
         help=f"int8: an op type to quantise (repeatable) [default: {', '.join(QUANTIZED_OP_TYPES)}].")
     keep_fp32: tuple[str, ...] = declare(
-        Text(empty=True), (), repeat=True, metavar="REGEX",
+        Pattern(), (), repeat=True, metavar="REGEX",
         help="Keep the nodes whose names this regular expression matches in fp32: out of int8 and out of fp16 "
              "(repeatable).")
     rest_precision: str | None = declare(
@@ -207,14 +198,6 @@ class QuantizeOptions:
     std: tuple[float, ...] | None = declare(Triple(positive=True), help="For models without metadata: r,g,b std.")
 
     def __post_init__(self) -> None:
-        for option in ("exclude_regex", "keep_fp32"):  # compiled once, here, by RE2 (linear-time matching)
-            for pattern in getattr(self, option):
-                compile_pattern(pattern, option)
-        for name in ("exclude_op_types", "quantize_op_types"):
-            bad = [t for t in getattr(self, name) if not (isinstance(t, str) and OP_TYPE.fullmatch(t))]
-            if bad:
-                raise AFTExportError(said("{name} takes ONNX op types such as MatMul or Conv, got {value!r}",
-                                          "quantize", name=Named(name), value=bad[0]))
         if self.precision == "fp16":  # an option only int8 reads, given: refused, never silently ignored
             defaults = {f.name: f.default for f in fields(self)}
             given = [n for n in INT8_ONLY if getattr(self, n) != defaults[n]]
@@ -255,15 +238,10 @@ class BuildOptions:
         "tensorrt-rtx: TensorRT for RTX (builds ahead of time on any CPU, runs on RTX GPUs); auto: TensorRT where "
         "installed, else TensorRT-RTX.")
     compute_capabilities: tuple[str, ...] = declare(
-        Text(), (), repeat=True, flag="--compute-capability", metavar="X.Y",
+        Form(pattern=r"[0-9]{1,2}\.[0-9]", what="a compute capability MAJOR.MINOR such as 8.6 or 7.5", example="8.6"),
+        (), repeat=True, flag="--compute-capability", metavar="X.Y",
         help="TensorRT-RTX: target GPU (repeatable; 7.5, 8.0, 8.6, 8.9, 12.0, 12.1) [default: the library's, 8.6 and "
              "later].")
-
-    def __post_init__(self) -> None:
-        for cc in self.compute_capabilities:
-            if not re.fullmatch(r"[0-9]{1,2}\.[0-9]", str(cc)):
-                raise AFTExportError(said("{compute_capabilities} take MAJOR.MINOR such as 8.6 or 7.5; got {cc!r}",
-                                          "build", cc=cc))
 
 
 # ---------------------------------------------------------------- pipeline, training

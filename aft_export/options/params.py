@@ -17,11 +17,12 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import re
 from dataclasses import MISSING, dataclass, field, replace
 from typing import Any
 
 from aft_export.errors import AFTExportError, Named, said
-from aft_export.readers import LINE_BREAKS, shown
+from aft_export.readers import LINE_BREAKS, compile_pattern, shown
 
 
 class ParamError(AFTExportError, ValueError):
@@ -90,6 +91,10 @@ class Kind:
 
     def accept(self, value):
         raise NotImplementedError  # pragma: no cover
+
+    def holds(self, value, keyword: str):
+        """``value``, taken, held to a check that words its own refusal naming ``keyword`` (RE2's: :class:`Pattern`)."""
+        return value
 
 
 @dataclass(frozen=True)
@@ -208,6 +213,55 @@ class Text(Kind):
         if not isinstance(value, str) or (not value and not self.empty):
             raise Refused
         return _text(value)
+
+
+@dataclass(frozen=True)
+class Form(Text):
+    """Text of one form, ``pattern`` matched whole: ``what`` says it in a message, ``example`` is one."""
+
+    pattern: str = ""
+    what: str = ""
+    example: str = ""
+
+    @property
+    def takes(self) -> str:
+        return self.what
+
+    def accept(self, value) -> str:
+        text = super().accept(value)
+        if not re.fullmatch(self.pattern, text):
+            raise Refused
+        return text
+
+
+@dataclass(frozen=True)
+class Batch(Text):
+    """A graph's batch dimension, as text: "dynamic", or a fixed batch size from 1 to ``hi`` ("8")."""
+
+    hi: int = 1
+
+    @property
+    def takes(self) -> str:
+        return f"'dynamic' or a batch size from 1 to {self.hi} (text)"
+
+    def accept(self, value) -> str:
+        text = super().accept(value)
+        size = text.strip().lower()
+        if size != "dynamic" and not (re.fullmatch("[0-9]{1,20}", size) and 1 <= int(size) <= self.hi):
+            raise Refused
+        return text
+
+
+@dataclass(frozen=True)
+class Pattern(Text):
+    """A regular expression over node names in RE2's syntax, held to :func:`~aft_export.readers.compile_pattern`
+    (which words its refusals, naming the parameter); "" is its to refuse too (it would match every name)."""
+
+    empty: bool = True
+
+    def holds(self, value, keyword: str):
+        compile_pattern(value, keyword)
+        return value
 
 
 @dataclass(frozen=True)
@@ -368,7 +422,7 @@ class Param:
         taken = []
         for item in _items(value) if self.repeat else [value]:
             try:
-                taken.append(self.kind.accept(item))
+                taken.append(self.kind.holds(self.kind.accept(item), self.name))
             except Refused as refused:  # what was wrong with one item of a list is shown with that item
                 got, why = (item, f", {refused.why}") if refused.why else (value, "")
                 raise self.refusal(got, command, why) from None
@@ -404,9 +458,11 @@ def _example(p: Param) -> str:
         example = kind.values[0]
     elif isinstance(kind, Whole):  # an opset too
         example = max(1, kind.lo or 0)
-    else:
-        example = {Number: 1.0, Flag: True, Triple: [0.485, 0.456, 0.406], Text: "text", Classes: "classes.txt",
-                   Model: "model.pt"}[type(kind)]  # fmt: skip
+    elif isinstance(kind, Form):
+        example = kind.example
+    else:  # text, a pattern, a batch dimension: "text"
+        example = {Number: 1.0, Flag: True, Triple: [0.485, 0.456, 0.406], Classes: "classes.txt",
+                   Model: "model.pt"}.get(type(kind), "text")  # fmt: skip
     return f"e.g. {[example] if p.repeat else example!r}"
 
 

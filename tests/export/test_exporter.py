@@ -232,7 +232,8 @@ def test_failed_verification_writes_nothing(ckpts, tmp_path, cifar10):
 @pytest.mark.parametrize(
     "kwargs, message",
     [(dict(opset=13), "`opset` takes an ONNX opset >= 18"), (dict(opset=99), "newer than this onnx"),
-     (dict(batch_dim="two"), "bad batch specification 'two'"), (dict(batch_dim="0"), "bad batch"),
+     (dict(batch_dim="two"), "`batch_dim` takes 'dynamic' or a batch size .*, got 'two'"),
+     (dict(batch_dim="0"), "`batch_dim` takes 'dynamic' or a batch size from 1 to 65536"),
      (dict(op_form="fused"), "`op_form` takes one of custom, decomposed, got 'fused'")],
 )  # fmt: skip
 def test_bad_options(kwargs, message):
