@@ -14,10 +14,9 @@ from aft_export.errors import EXIT_OK, EXIT_SIGNAL_BASE
 def infer_cmd(artifact, images, backend, provider, as_json, **kw) -> None:
     """Top-k classes from a checkpoint, ONNX file or engine for images or folders of images."""
     from aft_export.api import infer
-    from aft_export.workflow.report import format_predictions
 
     result = infer(artifact, images, backend=backend_from(backend, provider), **kw)
-    print_json(result.to_dict()) if as_json else echo(format_predictions(result.to_dict()))
+    print_json(result.to_dict()) if as_json else echo(result.lines())
     return exit_status(result.verdict)
 
 
@@ -45,10 +44,9 @@ def deepstream_cmd(artifacts, output, as_json, **kw) -> None:
     measure each file's top-1 under nvinfer's scaling beside aft-export's preprocessing; see
     docs/jetson.md."""
     from aft_export.api import deepstream
-    from aft_export.workflow.report import format_deepstream
 
     result = deepstream(artifacts, output, **given(kw))
-    print_json(result.to_dict()) if as_json else echo(format_deepstream(result.to_dict()))
+    print_json(result.to_dict()) if as_json else echo(result.lines())
     return exit_status(result.verdict)
 
 
@@ -62,10 +60,9 @@ def deepstream_check_cmd(configs, as_json, **kw) -> None:
     Exit 0: every check passed; 1: one failed (the line says what to run); 3: one could not run here
     (no GPU, no TensorRT)."""
     from aft_export.api import deepstream_check
-    from aft_export.workflow.report import format_deepstream_check
 
     result = deepstream_check(configs, **given(kw))
-    print_json(result.to_dict()) if as_json else echo(format_deepstream_check(result.to_dict()))
+    print_json(result.to_dict()) if as_json else echo(result.lines())
     return exit_status(result.verdict)
 
 
@@ -78,4 +75,4 @@ def triton_repo_cmd(artifacts, output, **kw) -> None:
     from aft_export.api import triton_repo
 
     result = triton_repo(artifacts, output, **given(kw))
-    echo([f"wrote {result.path}: " + ", ".join(result.models), f"see {result.path}/README.md to run it"])
+    echo(result.lines())

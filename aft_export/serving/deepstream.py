@@ -63,6 +63,24 @@ class DeepStreamResult(Judged):
         return {"path": self.path, "configs": [dict(c) for c in self.configs], "labels": self.labels,
                 "scaling": [dict(r) for r in self.scaling], "verdict": self.verdict.to_dict()}  # fmt: skip
 
+    def lines(self) -> list[str]:
+        """What was written, what to run on the device, and any measurement."""
+        n = len(self.configs)
+        lines = [f"wrote {self.path}: {n} config{'' if n == 1 else 's'} and {self.labels}"]
+        for c in self.configs:
+            lines += [f"  {c['config']}: DeepStream {c['release']}, {c['precision']}, engine {c['engine']}",
+                      f"    build it on the device, beside {Path(c['onnx']).name}: {c['build']}"]  # fmt: skip
+        for m in self.scaling:
+            size = f", each resized to {m['object_size']}x{m['object_size']} first" if m.get("object_size") else ""
+            lines.append(f"  top-1 of {Path(m['file']).name} on {m['images']} images of {m['data']}{size}: "
+                         f"{m['aft_export_top1']:.2f} with aft-export's preprocessing (bicubic, centre crop); "
+                         f"{m['nvinfer_top1']:.2f} stretched with {m['filter']}; {m['nvinfer_default_top1']:.2f} "
+                         f"with nvinfer's default, nearest ({m['stand_in']} stands in for the GPU's and VIC's "
+                         f"filters: {m['approximation']}; not bit-exact)")  # fmt: skip
+        lines.append("DeepStream did not run here: on the device, run the build line, then aft-export "
+                     "deepstream-check on the configs, then deepstream-app (docs/jetson.md)")  # fmt: skip
+        return lines
+
 
 @dataclass(frozen=True)
 class Described:
@@ -411,6 +429,14 @@ class DeepStreamCheckResult(Judged):
 
     def to_dict(self) -> dict:
         return {"configs": [dict(c) for c in self.configs], "verdict": self.verdict.to_dict()}
+
+    def lines(self) -> list[str]:
+        """Each config's checks, one line each."""
+        lines = []
+        for c in self.configs:
+            lines.append(f"{c['config']}: engine {Path(c['engine']).name}, batch-size {c['batch_size']}")
+            lines += [f"  {k['status']:<8} {k['check']:<12} {k['detail']}" for k in c["checks"]]
+        return lines
 
 
 def config_files(paths: list[str]) -> list[Path]:

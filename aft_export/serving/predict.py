@@ -29,6 +29,11 @@ class InferResult(Judged):
         return {"artifact": self.artifact, "backend": self.backend, "precision": self.precision,
                 "results": copy.deepcopy(self.results)}  # fmt: skip
 
+    def lines(self) -> list[str]:
+        """Each image's top classes, one line each."""
+        return [f"{r['image']}: " + ", ".join(f"{t['class']} {100 * t['probability']:.1f}%" for t in r["top"])
+                for r in self.results]  # fmt: skip
+
 
 def find_images(items) -> list[Path]:
     """Image files named directly, or found (recursively, sorted) in named folders."""

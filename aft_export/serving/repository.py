@@ -76,6 +76,9 @@ class RepoResult(Judged):
     def to_dict(self) -> dict:
         return {**asdict(self), "verdict": self.verdict.to_dict()}
 
+    def lines(self) -> list[str]:
+        return [f"wrote {self.path}: " + ", ".join(self.models), f"see {self.path}/README.md to run it"]
+
 
 def model_dirs(spec: ServedModel) -> dict[str, str]:
     return {"net": f"{spec.name}_net", "pre": f"{spec.name}_pre", "topk": f"{spec.name}_topk",

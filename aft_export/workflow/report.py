@@ -332,11 +332,6 @@ def _preprocessing_notes(rows: list[dict]) -> list[str]:
             for r in rows if r.get("preprocessing")]  # fmt: skip
 
 
-def format_predictions(result: dict) -> list[str]:
-    return [f"{r['image']}: " + ", ".join(f"{t['class']} {100 * t['probability']:.1f}%" for t in r["top"])
-            for r in result["results"]]  # fmt: skip
-
-
 def trt_verdict(report: dict | None) -> str:
     """One cell: the TensorRT versions whose offline rules the artifact is checked against, or
     those whose rules refuse it."""
@@ -527,32 +522,3 @@ def deploy_lines(table: dict, markdown: bool = True) -> list[str]:
                  f"fastest, the file made for that device wins).")  # fmt: skip
     lines.append(table["advice"][0].upper() + table["advice"][1:] + ".")
     return lines
-
-
-def format_deepstream(r: dict) -> list[str]:
-    """``deepstream``'s result: what was written, what to run on the device, and any measurement."""
-    n = len(r["configs"])
-    lines = [f"wrote {r['path']}: {n} config{'' if n == 1 else 's'} and {r['labels']}"]
-    for c in r["configs"]:
-        lines += [f"  {c['config']}: DeepStream {c['release']}, {c['precision']}, engine {c['engine']}",
-                  f"    build it on the device, beside {Path(c['onnx']).name}: {c['build']}"]  # fmt: skip
-    for m in r.get("scaling", []):
-        size = f", each resized to {m['object_size']}x{m['object_size']} first" if m.get("object_size") else ""
-        lines.append(f"  top-1 of {Path(m['file']).name} on {m['images']} images of {m['data']}{size}: "
-                     f"{m['aft_export_top1']:.2f} with aft-export's preprocessing (bicubic, centre crop); "
-                     f"{m['nvinfer_top1']:.2f} stretched with {m['filter']}; {m['nvinfer_default_top1']:.2f} with "
-                     f"nvinfer's default, nearest ({m['stand_in']} stands in for the GPU's and VIC's filters: "
-                     f"{m['approximation']}; not bit-exact)")  # fmt: skip
-    lines.append("DeepStream did not run here: on the device, run the build line, then aft-export deepstream-check "
-                 "on the configs, then deepstream-app (docs/jetson.md)")  # fmt: skip
-    return lines
-
-
-def format_deepstream_check(r: dict) -> list[str]:
-    """``deepstream-check``'s result: each config's checks, one line each."""
-    lines = []
-    for c in r["configs"]:
-        lines.append(f"{c['config']}: engine {Path(c['engine']).name}, batch-size {c['batch_size']}")
-        lines += [f"  {k['status']:<8} {k['check']:<12} {k['detail']}" for k in c["checks"]]
-    return lines
-
