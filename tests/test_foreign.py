@@ -152,7 +152,8 @@ def test_a_node_without_module_metadata_takes_the_references_module_never_the_ro
     from aft_export.data.images import CIFAR10_MEAN, CIFAR10_STD, normalize
     from aft_export.data.datasets import load_labelled
     from aft_export.verify.localize import localize
-    from aft_export.workflow.report import format_parity
+    from aft_export.errors import Verdict
+    from aft_export.verify.parity import InputParity, ParityResult, ParityRow
 
     model = onnx.load(str(foreign["theirs"]))
     for node in model.graph.node:
@@ -165,10 +166,10 @@ def test_a_node_without_module_metadata_takes_the_references_module_never_the_ro
     assert any(r["module"].startswith("blocks.0.") for r in found["nodes"])
     real = dict.fromkeys(("max_abs", "mean_abs", "max_rel", "cosine_min", "sqnr_db", "top1_agreement",
                           "top5_overlap", "nonfinite"), 0)  # fmt: skip
-    row = {"artifact": "theirs.onnx", "status": "fail", "backend": "onnxruntime", "precision": "int8",
-           "passed": False, "failures": ["x"], "inputs": {"real": real}, "divergence": {"reference": "ours", **found}}
+    row = ParityRow("theirs.onnx", "onnxruntime", "int8", inputs={"real": InputParity(real, ["x"])},
+                    divergence={"reference": "ours", **found})  # fmt: skip
     first = found["first"]
-    line = format_parity({"reference": "m.pt", "images": 4, "data": "d", "artifacts": [row]})[3]
+    line = ParityResult("m.pt", "d", 4, [row], 0, Verdict()).lines()[3]
     assert f"from module {first['module']} [{first['module_type']}]: relative error" in line, line
 
     reference = onnx.load(str(foreign["ours"]))  # neither graph names its modules
@@ -176,6 +177,6 @@ def test_a_node_without_module_metadata_takes_the_references_module_never_the_ro
         del node.metadata_props[:]
     unknown = localize(reference, model, x, "int8", limit=0.0)
     assert {(r["module"], r["module_type"]) for r in unknown["nodes"]} == {(None, None)}
-    row["divergence"] = {"reference": "ours", **unknown}
-    line = format_parity({"reference": "m.pt", "images": 4, "data": "d", "artifacts": [row]})[3]
+    row.divergence = {"reference": "ours", **unknown}
+    line = ParityResult("m.pt", "d", 4, [row], 0, Verdict()).lines()[3]
     assert "from an unknown module (neither the node nor the reference names one)" in line and "(root)" not in line

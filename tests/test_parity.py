@@ -367,7 +367,7 @@ def test_execution_providers_and_their_caches(pair, tmp_path, cifar10):
 
 def test_a_divergence_is_printed_with_the_digits_that_put_it_past_its_limit():
     """0.2500010 against a limit of 0.25 read "0.25 > 0.25": as many digits as show it above."""
-    from aft_export.workflow.report import _beyond
+    from aft_export.verify.parity import _beyond
 
     assert _beyond(0.2500010127603942, 0.25) == "0.250001"
     assert _beyond(0.3, 0.25) == "0.3" and _beyond(1234.5678, 1e-3) == "1.23e+03"

@@ -19,10 +19,9 @@ def parity_cmd(checkpoint, artifacts, backend, provider, as_json, **kw) -> None:
     is missing here); 2: bad input (a reference whose outputs are not finite, too).
     """
     from aft_export.api import parity
-    from aft_export.workflow.report import format_parity
 
     result = parity(checkpoint, artifacts, backend=backend_from(backend, provider), **given(kw))
-    print_json(result.to_dict()) if as_json else echo(format_parity(result.to_dict()))
+    print_json(result.to_dict()) if as_json else echo(result.lines())
     return exit_status(result.verdict)
 
 
@@ -42,13 +41,13 @@ def bench_cmd(artifacts, backend, provider, reference, as_json, **kw) -> None:
     read a file); 2: bad input.
     """
     from aft_export.api import bench
-    from aft_export.workflow.report import deploy_lines, format_bench
+    from aft_export.workflow.report import deploy_lines
 
     result = bench(artifacts, backend=backend_from(backend, provider), reference=reference, **given(kw))
     if as_json:
         print_json(result.to_dict())
     else:
-        echo(format_bench(result.to_dict()) if reference is None else deploy_lines(result.to_dict(), markdown=False))
+        echo(result.lines() if reference is None else deploy_lines(result.to_dict(), markdown=False))
     return exit_status(result.verdict)
 
 
@@ -62,8 +61,7 @@ def eval_cmd(artifacts, backend, provider, as_json, **kw) -> None:
     here); 2: bad input (an artifact whose outputs are not finite, too).
     """
     from aft_export.api import evaluate
-    from aft_export.workflow.report import format_eval
 
     result = evaluate(artifacts, backend=backend_from(backend, provider), **given(kw))
-    print_json(result.to_dict()) if as_json else echo(format_eval(result.rows))
+    print_json(result.to_dict()) if as_json else echo(result.lines())
     return exit_status(result.verdict)

@@ -260,3 +260,8 @@ class ForeignPreprocessing:
 # for a stage whose options have no preprocessing (infer, a Triton repository): only the JSON
 # beside the file describes another tool's file, and a message asks for that alone
 BESIDE_ONLY = ForeignPreprocessing(takes=())
+
+
+def preprocessing_note(artifact: str, source: str) -> str:
+    """Where the preprocessing of a file another tool wrote came from, as a result's text says it."""
+    return f"{artifact}: no aft-export metadata; preprocessing from {source}"

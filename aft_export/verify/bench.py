@@ -17,7 +17,7 @@ import numpy as np
 from aft_export.errors import Judged, RuntimeMissing, Verdict
 from aft_export.options import BenchOptions
 from aft_export.options.commands import BENCH
-from aft_export.runtimes import BACKENDS
+from aft_export.runtimes import BACKENDS, RUNTIMES
 from aft_export.data.preprocess import ForeignPreprocessing
 from aft_export.runners import OpenVinoRunner, OrtRunner, load_runner
 
@@ -47,6 +47,37 @@ class BenchResult(Judged):
     def notes(self) -> list[str]:
         """What the deploy table says of its inputs (a file given twice); [] without a reference."""
         return list(self.deploy.notes) if self.deploy is not None else []
+
+    def lines(self) -> list[str]:
+        """The table ``bench`` prints without a reference: a line per artifact and batch, what was skipped, and
+        each profile (with a reference, the deploy table's: :func:`aft_export.workflow.report.deploy_lines`)."""
+        lines = [f"{'artifact':32s} {'backend':13s} {'prec':5s} {'batch':>5s} {'thr':>3s} {'p50 ms':>8s} "
+                 f"{'p90 ms':>8s} {'p99 ms':>8s} {'img/s':>9s}"]  # fmt: skip
+        for r in self.rows:
+            lines.append(f"{r['artifact'][-32:]:32s} {r['backend']:13s} {r['precision']:5s} {r['batch']:5d} "
+                         f"{r['threads']:3d} {r['p50_ms']:8.2f} {r['p90_ms']:8.2f} {r['p99_ms']:8.2f} "
+                         f"{r['images_per_s']:9.1f}")  # fmt: skip
+        for s in self.skipped:
+            lines.append(f"{s['artifact'][-32:]:32s} {'batch ' + str(s['batch']) if s['batch'] else 'all batches'}: "
+                         f"skipped ({s['reason']})")  # fmt: skip
+        runtimes = {r["artifact"]: r["backend"] for r in self.rows}
+        for p in self.profiles or []:
+            backend = runtimes.get(p["artifact"], "")
+            title = RUNTIMES[backend].title if backend in RUNTIMES else "the runtime's"
+            lines += ["", f"{p['artifact']}, batch {p['batch']}: {title} profile over {p['runs']} runs on {backend}"]
+            if not p["ops"]:
+                lines.append(f"  no profile: {p.get('reason', 'no node events recorded')}")
+                continue
+            width = max(28, *(len(op["op_type"]) for op in p["ops"]))  # OpenVINO's: the op type and its kernel
+            lines.append(f"  {'op type':{width}s} {'share':>6s} {'ms/run':>8s} {'nodes':>5s}")
+            for op in p["ops"]:
+                lines.append(f"  {op['op_type']:{width}s} {100 * op['share']:5.1f}% {op['ms'] / p['runs']:8.2f} "
+                             f"{op['nodes']:5d}")  # fmt: skip
+            reference = [op for op in p["ops"] if op.get("reference")]
+            if reference:  # said wherever one ran, even too briefly for the counters (0.0%): which kernels ran is fixed
+                slow = sum(op["share"] for op in reference)
+                lines.append(f"  {100 * slow:.1f}% of the node time in OpenVINO's reference kernels (ref*)")
+        return lines
 
     def to_dict(self) -> dict:
         if self.deploy is not None:

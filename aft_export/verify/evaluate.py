@@ -16,7 +16,7 @@ from aft_export.data.datasets import load_labelled
 from aft_export.errors import AFTExportError, Judged, Named, RuntimeMissing, Verdict, said
 from aft_export.options import EvalOptions
 from aft_export.runtimes import DEFAULT_BACKEND
-from aft_export.data.preprocess import ForeignPreprocessing
+from aft_export.data.preprocess import ForeignPreprocessing, preprocessing_note
 from aft_export.runners import load_runner
 
 
@@ -30,6 +30,18 @@ class EvalResult(Judged):
 
     def to_dict(self) -> dict:
         return {"rows": copy.deepcopy(self.rows), "verdict": self.verdict.to_dict()}
+
+    def lines(self) -> list[str]:
+        """The table ``eval`` prints: a line per artifact."""
+        lines = [f"{'artifact':40s} {'backend':13s} {'prec':5s} {'images':>6s} {'top1':>6s} {'top5':>6s} {'agree':>6s}"]
+        for r in self.rows:
+            if r["status"] == "skipped":
+                lines.append(f"{r['artifact']:40s} SKIPPED: {r['reason']}")
+            else:
+                lines.append(f"{r['artifact']:40s} {r['backend']:13s} {r['precision']:5s} {r['images']:6d} "
+                             f"{r['top1']:6.2f} {r['top5']:6.2f} {r['agreement']:6.2f}")  # fmt: skip
+        return lines + [preprocessing_note(r["artifact"], r["preprocessing"]) for r in self.rows
+                        if r.get("preprocessing")]  # fmt: skip
 
 
 def evaluate(artifacts, data, batch_size: int = EvalOptions.batch_size, limit: int | None = None,

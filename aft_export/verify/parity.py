@@ -22,7 +22,7 @@ from aft_export.version import ReadAsDict
 from aft_export.exporting.exporter import ExportOptions, export_graph
 from aft_export.verify.localize import localize
 from aft_export.options import ParityOptions
-from aft_export.data.preprocess import ForeignPreprocessing
+from aft_export.data.preprocess import ForeignPreprocessing, preprocessing_note
 from aft_export.runners import OrtRunner, TorchRunner, load_runner
 from aft_export.runners.base import as_output
 
@@ -83,6 +83,34 @@ class ParityRow(ReadAsDict):
     def status(self) -> str:
         return "skipped" if self.passed is None else "pass" if self.passed else "fail"
 
+    def lines(self) -> list[str]:
+        """Its line of ``parity``'s table: the real images' metrics, pass or its failures, and where a failing
+        ONNX file diverges first."""
+        if self.passed is None:
+            return [f"{self.artifact[-32:]:32s} SKIPPED: {self.reason}"]
+        m = self.inputs["real"].metrics
+        # a file its runtime computes lossier (openvino-bf16) is judged by that precision's limits: said
+        limits = f" ({self.judged_as} limits)" if self.judged_as else ""
+        lines = [f"{self.artifact[-32:]:32s} {self.backend:13s} {self.precision:5s} {m['max_abs']:9.2e} "
+                 f"{m['mean_abs']:9.2e} {m['max_rel']:9.2e} {m['cosine_min']:9.6f} {m['sqnr_db']:8.1f} "
+                 f"{100 * m['top1_agreement']:6.1f}% {100 * m['top5_overlap']:5.1f}% {m['nonfinite']:4d}  "
+                 + ("pass" if self.passed else "FAIL: " + "; ".join(self.failures)) + limits]  # fmt: skip
+        div = self.divergence
+        if div and div.get("first"):
+            f = div["first"]
+            why = (f"relative error {_beyond(f['rel'], div['limit_rel'])} > {div['limit_rel']:g}"
+                   if f["rel"] > div["limit_rel"] else f"{f['nonfinite']} values not finite")
+            lines.append(f"    diverges first at node {f['node']} ({f['op_type']}) from {_module(f)}: {why} "
+                         f"({div['compared']} values compared with {div['reference']})")  # fmt: skip
+        elif div and div.get("error"):
+            lines.append(f"    could not localise the divergence: {div['error']}")
+        elif div and div.get("worst"):
+            w = div["worst"][0]
+            lines.append(f"    no intermediate value leaves {div['limit_rel']:g} relative error "
+                         f"({div['compared']} compared); the largest, {w['rel']:.3g}, is at node {w['node']} "
+                         f"({w['op_type']}) from {_module(w)}")  # fmt: skip
+        return lines
+
     def to_dict(self) -> dict:
         if self.passed is None:
             return {"artifact": self.artifact, "status": self.status, "reason": self.reason,
@@ -120,12 +148,36 @@ class ParityResult(Judged):
                 "artifacts": [r.to_dict() for r in self.artifacts], "passed": self.passed,
                 "skipped": self.skipped, "verdict": self.verdict.to_dict()}  # fmt: skip
 
+    def lines(self) -> list[str]:
+        """The table ``parity`` prints: a line per artifact (:meth:`ParityRow.lines`)."""
+        lines = [f"reference {self.reference} (torch fp32), {self.images} images from {self.data}",
+                 f"{'artifact':32s} {'backend':13s} {'prec':5s} {'max abs':>9s} {'mean abs':>9s} {'max rel':>9s} "
+                 f"{'cos min':>9s} {'SQNR dB':>8s} {'top1':>7s} {'top5':>6s} {'NaN':>4s}  result"]  # fmt: skip
+        return lines + [line for row in self.artifacts for line in row.lines()] + [
+            preprocessing_note(r.artifact, r.preprocessing) for r in self.artifacts if r.preprocessing]
+
     def with_skipped(self, skipped: dict[str, str]) -> ParityResult:
         """This result with the artifacts that could not run here (path -> why) as skipped rows, its verdict
         decided again here (a skipped artifact is never a pass: not verified)."""
         rows = self.artifacts + [ParityRow.skipped(a, why) for a, why in skipped.items()]
         return dataclasses.replace(self, artifacts=rows, skipped=self.skipped + len(skipped),
                                    verdict=parity_verdict(rows))
+
+
+def _module(row: dict) -> str:
+    """The PyTorch module of a localised node: ``""`` is the classifier itself, None unknown."""
+    if row["module"] is None:
+        return "an unknown module (neither the node nor the reference names one)"
+    return f"module {row['module'] or '(root)'} [{row['module_type']}]"
+
+
+def _beyond(value: float, limit: float) -> str:
+    """``value`` (above ``limit``) with the digits that show it above: 0.250001 > 0.25, not 0.25 > 0.25."""
+    for digits in range(3, 17):
+        text = f"{value:.{digits}g}"
+        if float(text) > limit:
+            return text
+    return repr(value)
 
 
 def stress_inputs(images: np.ndarray, mean, std) -> dict[str, np.ndarray]:

@@ -10,7 +10,6 @@ from aft_export.artifacts.kinds import CHECKPOINT, ENGINE, NAMED, ONNX
 from aft_export.artifacts.onnxio import compute_nodes
 from aft_export.data.formats import FORMATS, NORMALIZED, gives_probabilities
 from aft_export.errors import joined
-from aft_export.runtimes import RUNTIMES
 
 
 def _fmt(v, spec):
@@ -235,101 +234,6 @@ def format_quantize(r: dict) -> list[str]:
                      f"max abs {a['max_abs']:.3g}")  # fmt: skip
     lines.append("time: " + ", ".join(f"{k} {v:.2f}s" for k, v in r["seconds"].items()))
     return lines + _verdict_lines(r.get("verdict"))
-
-
-def format_parity(report: dict) -> list[str]:
-    lines = [f"reference {report['reference']} (torch fp32), {report['images']} images from {report['data']}",
-             f"{'artifact':32s} {'backend':13s} {'prec':5s} {'max abs':>9s} {'mean abs':>9s} {'max rel':>9s} "
-             f"{'cos min':>9s} {'SQNR dB':>8s} {'top1':>7s} {'top5':>6s} {'NaN':>4s}  result"]  # fmt: skip
-    for row in report["artifacts"]:
-        if row["status"] == "skipped":
-            lines.append(f"{row['artifact'][-32:]:32s} SKIPPED: {row['reason']}")
-            continue
-        m = row["inputs"]["real"]
-        # a file its runtime computes lossier (openvino-bf16) is judged by that precision's limits: said
-        limits = f" ({row['judged_as']} limits)" if row.get("judged_as") else ""
-        lines.append(f"{row['artifact'][-32:]:32s} {row['backend']:13s} {row['precision']:5s} {m['max_abs']:9.2e} "
-                     f"{m['mean_abs']:9.2e} {m['max_rel']:9.2e} {m['cosine_min']:9.6f} {m['sqnr_db']:8.1f} "
-                     f"{100 * m['top1_agreement']:6.1f}% {100 * m['top5_overlap']:5.1f}% {m['nonfinite']:4d}  "
-                     + ("pass" if row["passed"] else "FAIL: " + "; ".join(row["failures"])) + limits)  # fmt: skip
-        div = row.get("divergence")
-        if div and div.get("first"):
-            f = div["first"]
-            why = (f"relative error {_beyond(f['rel'], div['limit_rel'])} > {div['limit_rel']:g}"
-                   if f["rel"] > div["limit_rel"] else f"{f['nonfinite']} values not finite")
-            lines.append(f"    diverges first at node {f['node']} ({f['op_type']}) from {_module(f)}: {why} "
-                         f"({div['compared']} values compared with {div['reference']})")  # fmt: skip
-        elif div and div.get("error"):
-            lines.append(f"    could not localise the divergence: {div['error']}")
-        elif div and div.get("worst"):
-            w = div["worst"][0]
-            lines.append(f"    no intermediate value leaves {div['limit_rel']:g} relative error "
-                         f"({div['compared']} compared); the largest, {w['rel']:.3g}, is at node {w['node']} "
-                         f"({w['op_type']}) from {_module(w)}")  # fmt: skip
-    return lines + _preprocessing_notes(report["artifacts"])
-
-
-def _module(row: dict) -> str:
-    """The PyTorch module of a localised node: ``""`` is the classifier itself, None unknown."""
-    if row["module"] is None:
-        return "an unknown module (neither the node nor the reference names one)"
-    return f"module {row['module'] or '(root)'} [{row['module_type']}]"
-
-
-def _beyond(value: float, limit: float) -> str:
-    """``value`` (above ``limit``) with the digits that show it above: 0.250001 > 0.25, not 0.25 > 0.25."""
-    for digits in range(3, 17):
-        text = f"{value:.{digits}g}"
-        if float(text) > limit:
-            return text
-    return repr(value)
-
-
-def format_bench(report: dict) -> list[str]:
-    lines = [f"{'artifact':32s} {'backend':13s} {'prec':5s} {'batch':>5s} {'thr':>3s} {'p50 ms':>8s} "
-             f"{'p90 ms':>8s} {'p99 ms':>8s} {'img/s':>9s}"]  # fmt: skip
-    for r in report["rows"]:
-        lines.append(f"{r['artifact'][-32:]:32s} {r['backend']:13s} {r['precision']:5s} {r['batch']:5d} "
-                     f"{r['threads']:3d} {r['p50_ms']:8.2f} {r['p90_ms']:8.2f} {r['p99_ms']:8.2f} "
-                     f"{r['images_per_s']:9.1f}")  # fmt: skip
-    for s in report["skipped"]:
-        lines.append(f"{s['artifact'][-32:]:32s} {'batch ' + str(s['batch']) if s['batch'] else 'all batches'}: "
-                     f"skipped ({s['reason']})")  # fmt: skip
-    runtimes = {r["artifact"]: r["backend"] for r in report["rows"]}
-    for p in report.get("profiles", []):
-        backend = runtimes.get(p["artifact"], "")
-        title = RUNTIMES[backend].title if backend in RUNTIMES else "the runtime's"
-        lines += ["", f"{p['artifact']}, batch {p['batch']}: {title} profile over {p['runs']} runs on {backend}"]
-        if not p["ops"]:
-            lines.append(f"  no profile: {p.get('reason', 'no node events recorded')}")
-            continue
-        width = max(28, *(len(op["op_type"]) for op in p["ops"]))  # OpenVINO's: the op type and its kernel
-        lines.append(f"  {'op type':{width}s} {'share':>6s} {'ms/run':>8s} {'nodes':>5s}")
-        for op in p["ops"]:
-            lines.append(f"  {op['op_type']:{width}s} {100 * op['share']:5.1f}% {op['ms'] / p['runs']:8.2f} "
-                         f"{op['nodes']:5d}")  # fmt: skip
-        reference = [op for op in p["ops"] if op.get("reference")]
-        if reference:  # said wherever one ran, even too briefly for the counters (0.0%): which kernels ran is fixed
-            slow = sum(op["share"] for op in reference)
-            lines.append(f"  {100 * slow:.1f}% of the node time in OpenVINO's reference kernels (ref*)")
-    return lines
-
-
-def format_eval(rows: list[dict]) -> list[str]:
-    lines = [f"{'artifact':40s} {'backend':13s} {'prec':5s} {'images':>6s} {'top1':>6s} {'top5':>6s} {'agree':>6s}"]
-    for r in rows:
-        if r["status"] == "skipped":
-            lines.append(f"{r['artifact']:40s} SKIPPED: {r['reason']}")
-        else:
-            lines.append(f"{r['artifact']:40s} {r['backend']:13s} {r['precision']:5s} {r['images']:6d} "
-                         f"{r['top1']:6.2f} {r['top5']:6.2f} {r['agreement']:6.2f}")  # fmt: skip
-    return lines + _preprocessing_notes(rows)
-
-
-def _preprocessing_notes(rows: list[dict]) -> list[str]:
-    """Where the preprocessing of each file another tool wrote came from."""
-    return [f"{r['artifact']}: no aft-export metadata; preprocessing from {r['preprocessing']}"
-            for r in rows if r.get("preprocessing")]  # fmt: skip
 
 
 def trt_verdict(report: dict | None) -> str:
