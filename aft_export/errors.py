@@ -77,6 +77,11 @@ class Verdict:
         """Nothing failed (ok, or not verified): the one rule for every result's ``passed`` (:class:`Judged`)."""
         return self.status != "failed"
 
+    def lines(self) -> list[str]:
+        """Its line in a result's text, where it is not ok (a reason may name parameters as data)."""
+        return [] if self.ok else [f"result: {'FAILED' if self.status == 'failed' else 'not verified'}: "
+                                   + joined("; ", self.reasons)]  # fmt: skip
+
     def to_dict(self) -> dict:
         return {"status": self.status, "reasons": list(self.reasons)}
 

@@ -21,13 +21,12 @@ def export_cmd(checkpoint, output, as_json, **kw) -> None:
     graph; 3: not verified (--images 0), or the rules of a targeted TensorRT version refuse or warn.
     """
     from aft_export.api import export
-    from aft_export.workflow.report import format_export
 
     if checkpoint is None and all(kw[k] is None for k in USER_MODEL_KEYS):
         raise AFTExportError("give a CHECKPOINT to export, or --model-def and --weights for a model trained elsewhere")
     # `export W.pt --model-def ...`: with --model-def the positional file is the weights
     result = export(checkpoint, output, **given(kw))
-    print_json(result.to_dict()) if as_json else echo(format_export(result.to_dict()))
+    print_json(result.to_dict()) if as_json else echo(result.lines())
     return exit_status(result.verdict)
 
 
@@ -41,8 +40,7 @@ def quantize_cmd(model, output, as_json, **kw) -> None:
     NaN/Inf on the calibration images, or the rules of a targeted TensorRT version refuse or warn.
     """
     from aft_export.api import quantize
-    from aft_export.workflow.report import format_quantize
 
     result = quantize(model, output, **given(kw))
-    print_json(result.to_dict()) if as_json else echo(format_quantize(result.to_dict()))
+    print_json(result.to_dict()) if as_json else echo(result.lines())
     return exit_status(result.verdict)

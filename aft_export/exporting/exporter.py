@@ -51,6 +51,10 @@ from aft_export.models.sources import open_source
 from aft_export.trtcheck import check_model, enforce
 
 
+# the offline rules' status of a version (aft_export.trtcheck), as a result's text says it
+RULES_SAY = {"accepts": "pass", "refuses": "REFUSE", "warnings": "warn", "not targeted": "n/a"}
+
+
 @dataclass(frozen=True)
 class ExportParity(ReadAsDict):
     """The export's verification against PyTorch (:attr:`ExportResult.parity`): ONNX Runtime's logits
@@ -108,6 +112,26 @@ class ExportResult(Judged):
     # PyTorch's logits on the verification images (the reference parity compares with, where
     # it runs on the same images); not in to_dict
     reference_logits: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def lines(self) -> list[str]:
+        """What ``export`` prints: the file, its nodes, onnxsim, the verification, the offline rules, the time."""
+        lines = [f"wrote {self.path} ({self.bytes / 1e6:.2f} MB, sha256 {self.sha256[:16]}...)",
+                 f"nodes: {self.nodes_exported} exported, {self.nodes_final} final, {self.aft_nodes} com.aft nodes"]
+        if self.simplify:
+            s = self.simplify
+            lines.append(f"onnxsim: {s['nodes_before']} -> {s['nodes_after']} nodes" if s["applied"]
+                         else f"onnxsim: not applied ({s['reason']})")  # fmt: skip
+        if self.parity:
+            p = self.parity
+            lines.append(f"verify: {p.images} images from {p.data}: max abs {p.max_abs:.3g}, mean abs "
+                         f"{p.mean_abs:.3g}, min cosine {p.cosine_min:.6f}, top-1 agreement "
+                         f"{100 * p.top1_agreement:.1f}%")  # fmt: skip
+        if self.trt_check:
+            lines.append("offline TensorRT rules: " + ", ".join(f"{v} {RULES_SAY.get(s, s)}" for v, s in
+                                                                self.trt_check["status"].items())
+                         + f" (no TensorRT ran; `aft-export check {self.path}`)")  # fmt: skip
+        lines.append("time: " + ", ".join(f"{k} {v:.2f}s" for k, v in self.seconds.items()))
+        return lines + self.verdict.lines()
 
     def to_dict(self) -> dict:
         handed_on = ("check_report", "reference_logits")

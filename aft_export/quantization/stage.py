@@ -66,6 +66,33 @@ class QuantizeResult(Judged):
         out = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name not in HANDED_ON}
         return {**out, "verdict": self.verdict.to_dict()}
 
+    def lines(self) -> list[str]:
+        """What ``quantize`` prints: the file, what its precision's strategy says it covers or keeps, the
+        agreement with fp32, the time."""
+        lines = [f"wrote {self.path} ({self.precision}, sha256 {self.sha256[:16]}...)"]
+        lines += PRECISION_STRATEGIES[self.precision].lines(self)
+        if self.agreement:
+            a = self.agreement
+            lines.append(f"vs fp32 on {a['images']} calibration images: top-1 agreement {a['top1_agreement']:.2f}%, "
+                         f"max abs {a['max_abs']:.3g}")  # fmt: skip
+        lines.append("time: " + ", ".join(f"{k} {v:.2f}s" for k, v in self.seconds.items()))
+        return lines + self.verdict.lines()
+
+
+def _fp16_lines(result: QuantizeResult) -> list[str]:
+    """What an fp16 graph, or an int8 graph's fp16 rest, keeps in fp32, and any fp16 value that took NaN/Inf."""
+    recipe = result.recipe
+    rest = recipe.get("rest_precision")
+    head = "rest fp16" if rest == "fp16" else "fp16"
+    lines = [f"{head}: fp32 kept for {', '.join(recipe['fp32_rule'])} ({len(recipe['fp32_nodes'])} nodes by name, op "
+             f"types {', '.join(recipe['fp32_op_types'])}); input and output fp32"
+             + (f"; opset {recipe['opset']}, {recipe['scales']} scales" if rest == "fp16" else "")]  # fmt: skip
+    lines += [f"fp16 NaN/Inf: {b['count']} values in {b['value']} (node {b['node']}, module {b['module'] or '?'})"
+              for b in result.nonfinite]  # fmt: skip
+    if not result.nonfinite and result.agreement:
+        lines.append(f"{head}: no NaN or Inf in any fp16 value on the calibration images")
+    return lines
+
 
 HANDED_ON = ("calibration", "fp32_logits", "check_report")
 
@@ -383,6 +410,17 @@ class Int8:
         name_nodes(model)
         return model
 
+    def lines(self, result: QuantizeResult) -> list[str]:
+        """What int8 covers, and what its rest computes in."""
+        recipe = result.recipe
+        lines = [f"int8: {recipe['quantized_nodes']} nodes quantised, {len(recipe['excluded_nodes'])} kept in float "
+                 f"({', '.join(recipe['excluded_modules']) or 'none'})"]  # fmt: skip
+        for key, what in (("exclude_regex", "pattern"), ("exclude_op_types", "op type"), ("keep_fp32", "fp32 pattern")):
+            lines += [f"  {what} {k!r}: {v} nodes" for k, v in recipe.get(key, {}).items()]
+        rest = recipe.get("rest_precision")
+        return lines + (_fp16_lines(result) if rest == "fp16" else
+                        ["rest fp32: what is not int8 computes in fp32"] if rest == "fp32" else [])  # fmt: skip
+
     def computes_fp16(self, opts: QuantizeOptions) -> bool:
         return opts.rest_precision == "fp16"
 
@@ -450,6 +488,9 @@ class Fp16:
 
     def graph(self, model, opts: QuantizeOptions):
         return model
+
+    def lines(self, result: QuantizeResult) -> list[str]:
+        return _fp16_lines(result)
 
     def computes_fp16(self, opts: QuantizeOptions) -> bool:
         return True

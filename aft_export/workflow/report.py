@@ -9,7 +9,6 @@ from pathlib import Path
 from aft_export.artifacts.kinds import CHECKPOINT, ENGINE, NAMED, ONNX
 from aft_export.artifacts.onnxio import compute_nodes
 from aft_export.data.formats import FORMATS, NORMALIZED, gives_probabilities
-from aft_export.errors import joined
 
 
 def _fmt(v, spec):
@@ -174,66 +173,6 @@ def _info_engine(d: dict) -> list[str]:
     lines += _malformed_line(d, "manifest")
     lines.append(f"written by   {d['tool']} at {d['created_utc']}")
     return lines
-
-
-def format_export(r: dict) -> list[str]:
-    lines = [f"wrote {r['path']} ({r['bytes'] / 1e6:.2f} MB, sha256 {r['sha256'][:16]}...)",
-             f"nodes: {r['nodes_exported']} exported, {r['nodes_final']} final, {r['aft_nodes']} com.aft nodes"]
-    if r["simplify"]:
-        s = r["simplify"]
-        lines.append(f"onnxsim: {s['nodes_before']} -> {s['nodes_after']} nodes" if s["applied"]
-                     else f"onnxsim: not applied ({s['reason']})")  # fmt: skip
-    if r["parity"]:
-        p = r["parity"]
-        lines.append(f"verify: {p['images']} images from {p['data']}: max abs {p['max_abs']:.3g}, "
-                     f"mean abs {p['mean_abs']:.3g}, min cosine {p['cosine_min']:.6f}, "
-                     f"top-1 agreement {100 * p['top1_agreement']:.1f}%")  # fmt: skip
-    if r["trt_check"]:
-        lines.append("offline TensorRT rules: " + ", ".join(f"{v} {RULES_SAY.get(s, s)}" for v, s in
-                                                            r["trt_check"]["status"].items())
-                     + f" (no TensorRT ran; `aft-export check {r['path']}`)")  # fmt: skip
-    lines.append("time: " + ", ".join(f"{k} {v:.2f}s" for k, v in r["seconds"].items()))
-    return lines + _verdict_lines(r.get("verdict"))
-
-
-# the offline rules' status of a version (aft_export.trtcheck), as a report says it
-RULES_SAY = {"accepts": "pass", "refuses": "REFUSE", "warnings": "warn", "not targeted": "n/a"}
-
-
-def _verdict_lines(verdict: dict | None) -> list[str]:
-    """A stage's verdict (:class:`aft_export.errors.Verdict` as a dict), where it is not ok."""
-    if not verdict or verdict["status"] == "ok":
-        return []
-    head = "FAILED" if verdict["status"] == "failed" else "not verified"
-    return [f"result: {head}: " + joined("; ", verdict["reasons"])]  # a reason may name parameters as data
-
-
-def format_quantize(r: dict) -> list[str]:
-    recipe = r["recipe"]
-    lines = [f"wrote {r['path']} ({r['precision']}, sha256 {r['sha256'][:16]}...)"]
-    if r["precision"] == "int8":
-        lines.append(f"int8: {recipe['quantized_nodes']} nodes quantised, {len(recipe['excluded_nodes'])} kept in "
-                     f"float ({', '.join(recipe['excluded_modules']) or 'none'})")  # fmt: skip
-        for key, what in (("exclude_regex", "pattern"), ("exclude_op_types", "op type"), ("keep_fp32", "fp32 pattern")):
-            lines += [f"  {what} {k!r}: {v} nodes" for k, v in recipe.get(key, {}).items()]
-    rest = recipe.get("rest_precision")
-    if rest == "fp16" or r["precision"] == "fp16":
-        head = "rest fp16" if rest == "fp16" else "fp16"
-        lines.append(f"{head}: fp32 kept for {', '.join(recipe['fp32_rule'])} ({len(recipe['fp32_nodes'])} nodes by "
-                     f"name, op types {', '.join(recipe['fp32_op_types'])}); input and output fp32"
-                     + (f"; opset {recipe['opset']}, {recipe['scales']} scales" if rest == "fp16" else ""))  # fmt: skip
-        lines += [f"fp16 NaN/Inf: {b['count']} values in {b['value']} (node {b['node']}, module {b['module'] or '?'})"
-                  for b in r["nonfinite"]]  # fmt: skip
-        if not r["nonfinite"] and r["agreement"]:
-            lines.append(f"{head}: no NaN or Inf in any fp16 value on the calibration images")
-    elif rest == "fp32":
-        lines.append("rest fp32: what is not int8 computes in fp32")
-    if r["agreement"]:
-        a = r["agreement"]
-        lines.append(f"vs fp32 on {a['images']} calibration images: top-1 agreement {a['top1_agreement']:.2f}%, "
-                     f"max abs {a['max_abs']:.3g}")  # fmt: skip
-    lines.append("time: " + ", ".join(f"{k} {v:.2f}s" for k, v in r["seconds"].items()))
-    return lines + _verdict_lines(r.get("verdict"))
 
 
 def trt_verdict(report: dict | None) -> str:
