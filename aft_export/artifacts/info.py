@@ -20,11 +20,13 @@ from aft_export.errors import AFTExportError, Judged, Verdict, listed, said
 from aft_export.fileio import sha256_file
 from aft_export.artifacts.ends import Claim, disagreements, engine_format, graph_ends
 from aft_export.artifacts.graph import DOMAIN, aft_kind
-from aft_export.artifacts.onnxio import ArtifactMeta, external_files, foreign_kind, graph_precision, load_onnx
+from aft_export.artifacts.onnxio import (ArtifactMeta, compute_nodes, external_files, foreign_kind, graph_precision,
+                                         load_onnx)  # fmt: skip
 from aft_export.data.preprocess import GIVEN, ForeignPreprocessing
 from aft_export.artifacts.purpose import engine_made_for, file_purpose
 from aft_export.readers import reason
-from aft_export.artifacts.kinds import ENGINE, ONNX, expected, is_model_source, kind_of
+from aft_export.artifacts.kinds import CHECKPOINT, ENGINE, NAMED, ONNX, expected, is_model_source, kind_of
+from aft_export.data.formats import FORMATS, NORMALIZED, gives_probabilities
 from aft_export.runners import onnx_info
 from aft_export.runners.ort import GraphSignature
 from aft_export.models.sources import load_model
@@ -49,6 +51,121 @@ class InfoResult(Judged):
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, **copy.deepcopy(self.details)}
+
+    def lines(self) -> list[str]:
+        """What ``info`` prints, by kind."""
+        return _info_lines({"kind": self.kind, **self.details})
+
+
+def _info_lines(d: dict) -> list[str]:
+    """``aft-export info``: what :func:`describe_artifact` read, by kind."""
+    kind = NAMED.get(d.get("kind"), CHECKPOINT)
+    if kind is ONNX:
+        return _info_onnx(d)
+    if kind is ENGINE:
+        return _info_engine(d)
+    c, h, w = d["input_size"]
+    metrics = d["metrics"]
+    lines = [f"checkpoint   {d['path']}", f"sha256       {d['sha256']}",
+             f"model        {d['model_name'] or '(unnamed)'}  AFT-{d['config']['variant']}",
+             f"params       {d['params']:,}", f"input        {c}x{h}x{w} RGB, mean {d['mean']}, std {d['std']}",
+             "config       " + ", ".join(f"{k}={v}" for k, v in d["config"].items()),
+             f"classes      {len(d['classes'])}: {', '.join(d['classes'])}",
+             "metrics      " + (", ".join(f"{k}={v}" for k, v in metrics.items()) if metrics else "(none recorded)")]
+    if d["training"]:
+        lines.append("training     " + ", ".join(f"{k}={v}" for k, v in d["training"].items()))
+    return lines
+
+
+def _shape(v: dict) -> str:
+    return f"{v['name']} {v['type']} [{', '.join('?' if s is None else str(s) for s in v['shape'])}]"
+
+
+def _preprocessing_line(p: dict) -> str:
+    size = p.get("input_size") or ["?"]
+    return f"{'x'.join(map(str, size))} RGB, mean {p.get('mean', '?')}, std {p.get('std', '?')}"
+
+
+def _in_graph(d: dict) -> str:
+    """What of the preprocessing a file does itself: a pixel file normalises its input; one for
+    DeepStream gives probabilities."""
+    said = []
+    takes = FORMATS.get(d.get("input_format") or NORMALIZED)
+    if takes is not None and takes.pixels:
+        said.append(f"it takes {takes.name}: {takes.said}")
+    if gives_probabilities(d.get("output_format")):
+        said.append(f"it gives {d['output_format']}")
+    return f"; {'; '.join(said)}" if said else ""
+
+
+def _info_onnx(d: dict) -> list[str]:
+    opsets = ", ".join(f"{k} {v}" for k, v in d["opsets"].items())
+    ops = ", ".join(f"{k} {v}" for k, v in list(d["op_types"].items())[:8])
+    lines = [f"onnx         {d['path']} ({d['bytes'] / 1e6:.2f} MB" + (f", weights in {', '.join(d['external_data'])}"
+                                                                       if d["external_data"] else "") + ")",
+             f"sha256       {d['sha256']}", f"producer     {d['producer'] or '(not named)'}, IR {d['ir_version']}",
+             f"opsets       {opsets}", f"precision    {d['precision']} (from the graph)",
+             f"compute      {compute_nodes(d['compute'])} nodes (from the graph)", f"for          {d['for']}",
+             *[f"input        {_shape(v)}" for v in d["inputs"]], *[f"output       {_shape(v)}" for v in d["outputs"]],
+             f"nodes        {d['nodes']}: {ops}{', ...' if len(d['op_types']) > 8 else ''}"]  # fmt: skip
+    if not d["aft_export"]:
+        pre = d["preprocessing"]
+        lines.append("written by   another tool (no aft-export metadata)"
+                     + (f": {d['written_as']}" if d.get("written_as") else ""))
+        if "missing" in pre:
+            lines.append("preprocess   none given: " + pre["missing"])
+        else:
+            lines += [f"preprocess   {_preprocessing_line(pre)} (from {pre['from']})" + _in_graph(d),
+                      f"classes      {len(pre['classes'])}: {', '.join(pre['classes'])}"]  # fmt: skip
+        return lines
+    layers = d["com_aft_layers"]
+    lines += [f"model        {d.get('model_name') or '(unnamed)'}  {d.get('variant', '')}".rstrip(),
+              f"target       {d.get('export_target', '?')} (opset {d.get('opset', '?')}), op form {d.get('aft_op_form', '?')}",
+              "com.aft      " + (", ".join(f"{k} x{v}" for k, v in layers.items()) + f" ({d['com_aft_functions']} "
+                                 f"function bodies)" if layers else "none (plain ONNX ops)"),
+              f"source       {d.get('source_checkpoint', '?')} (sha256 {d.get('source_sha256', '?')[:16]}...)",
+              f"preprocess   {_preprocessing_line(d['preprocessing'])}" + _in_graph(d),
+              f"classes      {len(d['classes'])}: {', '.join(d['classes'])}", *_malformed_line(d)]  # fmt: skip
+    recipe = d.get("recipe_summary")
+    if recipe:
+        lines.append("recipe       " + ", ".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}"
+                                                for k, v in recipe.items()))  # fmt: skip
+    lines.append(f"written by   {d.get('tool', 'aft-export')}")
+    return lines
+
+
+def _malformed_line(d: dict, label: str = "metadata") -> list[str]:
+    lines = [f"{label:<12} malformed, not shown: {', '.join(d['malformed'])}"] if d.get("malformed") else []
+    return lines + [f"{label:<12} contradicted by the {'graph' if label == 'metadata' else 'profile'}: {line}"
+                    for line in d.get("contradicted", [])]
+
+
+def _info_engine(d: dict) -> list[str]:
+    lines = [f"engine       {d['path']} ({d['bytes'] / 1e6:.2f} MB)"]
+    if "manifest_error" in d:
+        return lines + [f"manifest     {d['manifest']}: " + d["manifest_error"]]
+    inp = d["input"] or {}
+    targets = ", ".join(d["compute_capabilities"]) or ", ".join(d.get("compute_capabilities_default") or []) or "?"
+    outputs = ", ".join(f"{v} {k}" for k, v in d["layer_outputs"].items())
+    lines += [f"sha256       {d['sha256']} (matches {d['manifest']})",
+              f"library      {d['library']} {d['library_version']}, {d['precision']}, built "
+              + (f"on {d['gpu']}" if d["built_on_gpu"] else "ahead of time on a CPU") + f" in {d['build_seconds']} s",
+              f"runs on      compute capability {targets}", f"for          {d['for']}",
+              f"input        {inp.get('name')} min {inp.get('min')} opt {inp.get('opt')} max {inp.get('max')}",
+              f"from         {d['onnx']} (sha256 {str(d['onnx_sha256'])[:16]}...)",
+              f"network      {d['num_layers']} layers; layers producing {outputs or '?'}",
+              *([f"compute      {compute_nodes(d['compute'])} layers (TensorRT's parsed network)"]
+                if d.get("compute") else [])]  # fmt: skip
+    m = d["model"]
+    if m:
+        lines.append(f"preprocess   {_preprocessing_line(m)}"
+                     + (f" (from {d['preprocessing_from']}: the ONNX file had no aft-export metadata)"
+                        if d["preprocessing_from"] else "") + _in_graph(d))  # fmt: skip
+        if m.get("classes"):
+            lines.append(f"classes      {len(m['classes'])}: {', '.join(m['classes'])}")
+    lines += _malformed_line(d, "manifest")
+    lines.append(f"written by   {d['tool']} at {d['created_utc']}")
+    return lines
 
 
 def artifact_info(path, config: str | None = None, preprocessing: ForeignPreprocessing | None = None) -> InfoResult:

@@ -26,10 +26,9 @@ def info_cmd(artifact: str, as_json: bool, **kw) -> None:
     ONNX file's export target, opset, precision, com.aft layers and quantisation recipe (another
     tool's: its inputs, outputs, opsets, producer); an engine's manifest."""
     from aft_export.api import info
-    from aft_export.workflow.report import format_info
 
     result = info(artifact, **kw)
-    print_json(result.to_dict()) if as_json else echo(format_info(result.to_dict()))
+    print_json(result.to_dict()) if as_json else echo(result.lines())
     return exit_status(result.verdict)
 
 
