@@ -423,9 +423,8 @@ class Param:
         for item in _items(value) if self.repeat else [value]:
             try:
                 taken.append(self.kind.holds(self.kind.accept(item), self.name))
-            except Refused as refused:  # what was wrong with one item of a list is shown with that item
-                got, why = (item, f", {refused.why}") if refused.why else (value, "")
-                raise self.refusal(got, command, why) from None
+            except Refused as refused:  # a list's item that is wrong is shown alone (a compute capability 86 among several: '86')
+                raise self.refusal(item, command, f", {refused.why}" if refused.why else "") from None
         if self.nonempty and not taken:
             raise self.refusal(value, command, ", no value")
         return tuple(taken) if self.repeat else taken[0]
