@@ -108,7 +108,7 @@ def derived(command: click.Command) -> list[str]:
         if isinstance(kind, kinds.Number) and (t.min, t.max, t.min_open, t.max_open) != (kind.lo, kind.hi,
                                                                                         kind.lo_open, kind.hi_open):
             said.append(f"takes [{t.min}, {t.max}]")
-        if isinstance(kind, kinds.Choice) and list(t.choices) != [str(v) for v in kind.values]:
+        if isinstance(kind, kinds.Choice) and list(t.choices) != list(kind.values):
             said.append(f"chooses {list(t.choices)}")
         if param.required != (p.required or p.cli_required):
             said.append("is required otherwise")

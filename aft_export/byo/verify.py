@@ -3,7 +3,7 @@
 :func:`prepare_export` is what the exporter does first for a
 :class:`~aft_export.models.checkpoint.ModelMeta`: plan the swap (:mod:`aft_export.byo.swap`),
 build the swapped copy, and run both through PyTorch runners on the verification
-images, topped up with seeded random inputs to :data:`~aft_export.options.SWAP_INPUTS`.
+images, topped up with seeded random inputs to :data:`SWAP_INPUTS`.
 The swapped model must match the original within
 :data:`~aft_export.verify.compare.SWAP_MAX_ABS` wherever the original's logits are finite,
 and be finite everywhere; otherwise nothing is exported.
@@ -21,8 +21,13 @@ from aft_export.byo.swap import apply_swap, plan_swap, quiet_stdout
 from aft_export.models.checkpoint import ModelMeta
 from aft_export.verify.compare import SWAP_MAX_ABS, SwapAgreement, swap_agreement
 from aft_export.errors import AFTExportError, said
-from aft_export.options import SWAP_BATCH, SWAP_INPUTS, ExportOptions
+from aft_export.options import ExportOptions
 from aft_export.runners import TorchRunner
+
+# the inputs a layer swap is verified on (the verification images, topped up with seeded random ones), and the
+# batch they run in
+SWAP_INPUTS = 64
+SWAP_BATCH = 16
 
 
 def _outputs(model: nn.Module, x: Tensor, batch: int) -> np.ndarray:

@@ -1,5 +1,5 @@
 """The ``aft-export`` command line. Commands are thin: build the options, call the library,
-print what :mod:`aft_export.workflow.report` renders.
+print the text its result renders (its ``lines()``).
 
 Defaults come from the options dataclasses (or the library function's signature), never
 written twice. Library modules are imported inside the commands so that ``aft-export

@@ -34,7 +34,7 @@ def click_type(param: Param):
     if isinstance(kind, kinds.Number):
         return Finite(kind.lo, kind.hi, min_open=kind.lo_open, max_open=kind.hi_open)
     if isinstance(kind, kinds.Choice):
-        return click.Choice([str(v) for v in kind.values])
+        return click.Choice(kind.values)  # whole numbers too: click gives back the value its text names
     if isinstance(kind, (kinds.Path, kinds.Model, kinds.Classes)):
         what = getattr(kind, "what", "file")
         cls = InPlace if param.in_place else click.Path
@@ -42,15 +42,9 @@ def click_type(param: Param):
     return click.STRING  # text, r,g,b triples (the door reads them)
 
 
-def _whole_choice(ctx, param, value):
-    """A choice of whole numbers, parsed as its text: the number."""
-    return value if value is None else int(value)
-
-
 def click_param(command: str, param: Param):
     """The click argument or option of a declared parameter."""
     kind = param.kind
-    callback = _whole_choice if isinstance(kind, kinds.Choice) and not isinstance(kind.values[0], str) else None
     default = None if param.required else param.default
     if param.positional:
         option = click.argument(param.name, nargs=-1 if param.repeat else 1, type=click_type(param),
@@ -58,7 +52,7 @@ def click_param(command: str, param: Param):
                                 **({} if param.required or param.repeat else {"default": default}))  # fmt: skip
     else:
         decls = [f"{param.long}/{param.off}" if param.off else param.long] + ([param.short] if param.short else [])
-        attrs = dict(help=param.help or None, required=param.required or param.cli_required, callback=callback,
+        attrs = dict(help=param.help or None, required=param.required or param.cli_required,
                      show_default=param.show_default, metavar=param.metavar)  # fmt: skip
         if isinstance(kind, kinds.Flag):
             attrs.update(is_flag=True, default=bool(default))

@@ -39,8 +39,7 @@ def flag_namer(running: str | None, command_line: click.Command | None = None):
     """The command line's :data:`~aft_export.errors.Namer` while ``running`` runs: a keyword of the
     stage that said it is the flag of the running command that gives it its value (the pipeline's
     --calib-images is quantize's `images`: :attr:`~aft_export.options.params.Param.gives`), or the
-    running command's own flag of that name where the stage is the command or the running command
-    gives that keyword nothing else; else the stage's flag, as its command line (``aft-export
+    running command's own flag of that name; else the stage's flag, as its command line (``aft-export
     quantize --images``); else the command lines of the commands that have it. All from the
     declarations, but an option of ``command_line`` alone (the old, hidden ``--provider``)."""
     from aft_export.errors import keyword_name
@@ -53,9 +52,7 @@ def flag_namer(running: str | None, command_line: click.Command | None = None):
             given = command.giving(stage, keyword)
             if given is not None:
                 return given.spelled(value)
-            others = [p for p in command.params if any(s == stage for s, _ in p.gives)]
-            if keyword in command and (stage == command.name or not any(k == keyword for p in others
-                                                                        for _, k in p.gives)):
+            if keyword in command:
                 return command[keyword].spelled(value)
         declared = DECLARED.get(stage or "")
         if declared is not None and keyword in declared:

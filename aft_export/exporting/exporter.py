@@ -44,7 +44,7 @@ from aft_export.artifacts.graph import DOMAIN, compact_node_metadata, module_by_
 from aft_export.layers.aft import AFTLayer
 from aft_export.artifacts.onnxio import check_graph, protobuf_limit_problem, read_metadata, save_onnx, set_metadata
 from aft_export.options import (DEFAULT_TARGET, MAX_BATCH, OP_FORMS, TARGET_OPSETS, TARGETS,  # noqa: F401 (the API)
-                                ExportOptions, parse_batch)  # fmt: skip
+                                ExportOptions)  # fmt: skip
 from aft_export.runners import ModelInfo, OrtRunner, TorchRunner
 from aft_export.runners.base import as_output
 from aft_export.models.sources import open_source
@@ -140,6 +140,12 @@ class ExportResult(Judged):
         plain = asdict(replace(self, **dict.fromkeys(handed_on + tuple(rows))))
         plain.update({k: None if row is None else row.to_dict() for k, row in rows.items()})  # in place
         return {k: v for k, v in plain.items() if k not in handed_on}
+
+
+def parse_batch(spec: str) -> int | None:
+    """A batch dimension ExportOptions took (its declaration checks it): ``"dynamic"`` -> None; ``"8"`` -> 8."""
+    text = str(spec).strip().lower()
+    return None if text == "dynamic" else int(text)
 
 
 def _set_custom_ops(model, enabled: bool) -> None:

@@ -38,10 +38,6 @@ THREADS = Whole(0, MAX_THREADS)  # 0: the backend's default
 DATA = Path("either", named=True)  # a folder, a tar or a named set (cifar10:test)
 ZERO_UP, PORT = Whole(0), Whole(1, 65535)
 MIN_OPSET = 18
-# a model trained elsewhere: inputs its layer swap is verified on (the verification
-# images, topped up with seeded random ones), and the batch they run in
-SWAP_INPUTS = 64
-SWAP_BATCH = 16
 
 
 BACKEND = Choice(tuple(BACKENDS))
@@ -93,12 +89,6 @@ class ExportOptions:
                                       target_set=Named("target", self.target), value=TARGET_OPSETS[self.target]))  # fmt: skip
 
 
-def parse_batch(spec: str) -> int | None:
-    """A batch dimension ExportOptions took (its declaration checks it): ``"dynamic"`` -> None; ``"8"`` -> 8."""
-    text = str(spec).strip().lower()
-    return None if text == "dynamic" else int(text)
-
-
 # the pipeline's pixel files (PipelineOptions.pixel_forms, model.FORM*.onnx): each form's input and output formats
 PIXEL_FORMS = {UINT8_NHWC: (UINT8_NHWC, LOGITS), FLOAT_NCHW: (FLOAT_NCHW, LOGITS),
                "deepstream": (FLOAT_NCHW, PROBABILITIES)}  # fmt: skip
@@ -113,9 +103,6 @@ OP_TYPE = Form(pattern=r"[A-Za-z][A-Za-z0-9_]*", what="an ONNX op type such as M
 # what int8 quantises when QuantizeOptions.quantize_op_types is left out: the projections, the MLP, the
 # patch embedding and the head (aft_export/quantization/placement.py)
 QUANTIZED_OP_TYPES = ("MatMul", "Gemm", "Conv")
-# every artifact precision, in the order the pipeline makes them: the export is fp32,
-# the others come from quantize (precision lives in the graph: shared/docs/DEPLOY.md)
-ARTIFACT_PRECISIONS = ("fp32", "fp16", "int8")
 CALIB_COUNT = 512  # calibration images when neither the command line nor the recipe says
 CALIB_SEED = 0  # the calibration sample's seed, likewise
 METHODS = ("minmax", "entropy", "percentile")
@@ -319,16 +306,6 @@ class TrainConfig:
     progress: bool = declare(Flag(), True, off="--no-progress", help="A progress bar on stderr.")
 
 
-# ---------------------------------------------------------------- runtimes (backends): aft_export.runtimes
-
-
-# OpenVINO's performance hint (aft_export.runners.openvino): "auto" is LATENCY (one request, every
-# thread on it) for batches up to OPENVINO_LATENCY_MAX_BATCH and THROUGHPUT above (the batch split
-# over OpenVINO's optimal number of requests, run in parallel streams, as its benchmark_app does)
-OPENVINO_HINTS = ("auto", "latency", "throughput")
-OPENVINO_LATENCY_MAX_BATCH = 1
-
-
 # ---------------------------------------------------------------- checks and measurements
 
 
@@ -366,12 +343,6 @@ class BenchOptions:
     data: str | None = declare(DATA, help="With --reference: labelled images for parity and top-1 [default: the "
                                           "checkpoint's test data, else cifar10:test].")
     images: int = declare(Whole(1), 1000)
-
-
-# the deploy table's fastest row, per device class: rows within this fraction of the fastest are a tie
-# (one run's noise: aft_conv_cifar's two int8 files in OpenVINO differ by 0-2% from run to run), and a
-# tie goes to the file made for that device class (the CPU's int8 on a CPU)
-FASTEST_TIE = 0.03
 
 
 @options_of("doctor")

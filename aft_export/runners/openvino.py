@@ -15,7 +15,7 @@
   OpenVINO says the CPU cannot compute in bf16 (its ``OPTIMIZATION_CAPABILITIES`` lack BF16:
   it would run fp32 and call it bf16), the runner refuses to be made
   (:class:`~aft_export.errors.NotForThisCPU`: the stages report it as skipped).
-- **Two hints**: a batch of up to :data:`~aft_export.options.OPENVINO_LATENCY_MAX_BATCH`
+- **Two hints**: a batch of up to :data:`OPENVINO_LATENCY_MAX_BATCH`
   images runs on a model compiled with the LATENCY hint (one request, every thread on it); a
   larger one on a model compiled with the THROUGHPUT hint, split over OpenVINO's optimal
   number of infer requests that run in parallel streams, as its ``benchmark_app`` does. Each
@@ -41,7 +41,6 @@ from aft_export.errors import AFTExportError, NotForThisCPU, RuntimeMissing
 from aft_export.artifacts.graph import inline_functions, int8_weight_bits
 from aft_export.machine import CpuFeatures, cpu_features
 from aft_export.artifacts.onnxio import load_onnx
-from aft_export.options import OPENVINO_HINTS, OPENVINO_LATENCY_MAX_BATCH
 from aft_export.runners.base import ModelInfo, Runner
 from aft_export.runners.ort import GraphSignature, check_signature, open_graph
 from aft_export.options.commands import command_line
@@ -50,6 +49,11 @@ from aft_export.runtimes import computing
 DEVICES = ("CPU",)
 AFTER_FAILURE = "run it in ONNX Runtime, or export it again with `aft-export export`"
 INSTALL = "pip install 'aft-export[openvino]'"
+# the performance hint: "auto" is LATENCY (one request, every thread on it) for batches up to
+# OPENVINO_LATENCY_MAX_BATCH and THROUGHPUT above (the batch split over OpenVINO's optimal number of requests,
+# run in parallel streams, as its benchmark_app does)
+OPENVINO_HINTS = ("auto", "latency", "throughput")
+OPENVINO_LATENCY_MAX_BATCH = 1
 # what the runner computes a file's fp32 parts in (Runtime.compute; "": fp32) -> OpenVINO's INFERENCE_PRECISION_HINT
 # and the OPTIMIZATION_CAPABILITIES entry that says the CPU has units for it (None: every CPU)
 COMPUTE = {"": ("f32", None), "bf16": ("bf16", "BF16")}  # fmt: skip

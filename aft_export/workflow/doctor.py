@@ -36,7 +36,7 @@ from pathlib import Path
 from aft_export.environment import JETPACK_TRTEXEC, distributions, nvidia_tools, platform_facts, tensorrt_environment
 from aft_export.errors import EXIT_CHECK_FAILED, EXIT_FOR, EXIT_OK, AFTExportError, Judged, Verdict, said
 from aft_export.fileio import atomic_directory, atomic_write_text, claim_output
-from aft_export.options import ARTIFACT_PRECISIONS, DoctorOptions
+from aft_export.options import DoctorOptions
 from aft_export.models.resources import default_calibration, zoo_dir
 
 FORMAT = "aft-export.doctor.v1"
@@ -47,6 +47,9 @@ PACKAGES = ("aft-export", "torch", "numpy", "onnx", "onnxruntime", "onnxruntime-
 TAIL_LINES = 40
 BUILD_PROFILE = "1,32,64"  # the engines' batch profile MIN,OPT,MAX
 CUDA_BATCHES = (1, 32, 256)
+# every artifact precision, in the order the pipeline makes them: the export is fp32, the others come from
+# quantize (precision lives in the graph: shared/docs/DEPLOY.md)
+ARTIFACT_PRECISIONS = ("fp32", "fp16", "int8")
 NAME_WIDTH = 24  # the longest check name, "verification script fp16"
 
 

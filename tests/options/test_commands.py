@@ -17,7 +17,6 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import aft_export
-from aft_export import api
 from aft_export.errors import AFTExportError
 from aft_export.options import params as kinds
 from aft_export.options.commands import DECLARED, door

@@ -20,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from aft_export.errors import AFTExportError, NotForThisCPU
 from aft_export.machine import CpuFeatures
-from aft_export.options import OPENVINO_LATENCY_MAX_BATCH
+from aft_export.runners.openvino import OPENVINO_LATENCY_MAX_BATCH
 from aft_export.runners import ModelInfo, OpenVinoRunner, OrtRunner, ReferenceRunner, runtime_runner
 from aft_export.verify.compare import TOLERANCES
 from aft_export.runners.openvino import cpu_problem, hint_for
