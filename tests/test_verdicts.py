@@ -123,7 +123,9 @@ def test_the_pipeline_combines_the_stages_verdicts_not_its_report(tmp_path, monk
 
     ev = [{"artifact": str(tmp_path / n), "backend": "x", "precision": "fp32", "top1": 50.0, "top5": 90.0,
            "agreement": 100.0, "status": "ok"} for n in ("m.pt", "model.onnx", "model.fp16.onnx")]  # fmt: skip
-    parity = pipeline.ParityRun({"artifacts": [], "verdict": Verdict().to_dict()}, {}, [])
+    from aft_export.verify.parity import ParityResult
+
+    parity = pipeline.ParityRun(ParityResult("m.pt", "d", 0, [], 0, Verdict()), {})
     from aft_export.verify.deploy import DeployTable
 
     deploy = pipeline.DeployRun(DeployTable([], {}, {}, 1, "m.pt", "d"), {"rows": [], "skipped": []})

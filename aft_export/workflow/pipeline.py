@@ -382,10 +382,9 @@ def _parity(ctx: Context, onnx: list[Made], engines: Engines, runners: dict, par
     result = run_parity(str(ctx.ckpt), [str(a) for a in runnable], parity_set, images=len(parity_set),
                         overrides=list(ctx.opts.tolerances), reference=runners[str(ctx.ckpt)], keep_differences=True,
                         runners=runners, reference_logits=reference_logits)  # fmt: skip
-    checked = result.with_skipped(engines.not_run)
-    diffs = {Path(a).name: d for a, d in result.differences.items()}
-    failed = [Path(r.artifact).name for r in checked.artifacts if r.status == "fail"]
-    return Outcome(ParityRun(checked.to_dict(), diffs, failed, tuple(checked.artifacts)),
+    run = ParityRun(result.with_skipped(engines.not_run), {Path(a).name: d for a, d in result.differences.items()})
+    failed = run.failed
+    return Outcome(run,
                    ("FAILED: " + ", ".join(failed)) if failed else f"all {len(runnable)} artifacts run within tolerance"
                    + _skipped_note(engines), "failed" if failed else "ok")  # fmt: skip
 
@@ -457,7 +456,7 @@ def _report(ctx: Context, steps: list[Step], onnx: list[Made], trt_check: dict, 
     results = {"export": {m.key: m.record for m in onnx if m.kind == "export"},
                "quantize": {m.key: m.record for m in onnx if m.kind == "quantize"}, "trt_check": trt_check,
                **({"engines": engines.records} if engines.records is not None else {}),
-               "parity": parity.report, "eval": ev, "bench": deploy.bench, "files": _purposes(onnx, engines),
+               "parity": parity.result.to_dict(), "eval": ev, "bench": deploy.bench, "files": _purposes(onnx, engines),
                "deploy": deploy.table.to_dict()}  # fmt: skip
     summary = summary_rows(ckpt, artifacts, results)
     (work / "plots").mkdir()

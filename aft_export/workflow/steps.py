@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from aft_export.errors import Judged, Verdict
 from aft_export.options import PipelineOptions
 from aft_export.verify.deploy import DeployTable
-from aft_export.verify.parity import ParityRow
+from aft_export.verify.parity import ParityResult, ParityRow
 
 
 @dataclass
@@ -112,10 +112,17 @@ class Engines:
 
 
 class ParityRun(NamedTuple):
-    report: dict
-    differences: dict
-    failed: list[str]
-    rows: tuple[ParityRow, ...] = ()  # the typed rows ``report`` renders (deploy and the verdict read them)
+    result: ParityResult  # with the engines that could not run here as skipped rows
+    differences: dict  # by file name (the plots')
+
+    @property
+    def rows(self) -> list[ParityRow]:
+        return self.result.artifacts
+
+    @property
+    def failed(self) -> list[str]:
+        """The names of the files that fail parity."""
+        return [Path(r.artifact).name for r in self.rows if r.status == "fail"]
 
 
 class DeployRun(NamedTuple):
