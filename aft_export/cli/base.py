@@ -41,7 +41,6 @@ import sys
 
 import click
 
-from aft_export.cli import words
 from aft_export.cli.params import InPlace
 from aft_export.cli.signals import Interrupted, close_progress_bars, library_log, signalled, signals_handled
 from aft_export.cli.words import as_typed, in_words, rename_args, renamed_used, running
@@ -237,6 +236,3 @@ def main() -> None:
     A user error is one line on stderr, `error: <what was wrong>; <what to do>`, with exit
     status 2; no command writes over its own inputs (docs/errors.md).
     """
-
-
-words.ROOT[:] = [main]

@@ -10,11 +10,9 @@ import os
 
 import click
 
+from aft_export.errors import Said, keyword_name
 from aft_export.options.commands import DECLARED, RENAMED
 from aft_export.version import RENAMED_UNTIL
-
-ROOT: list[click.Group] = []  # the aft-export group, registered by aft_export.cli.base
-
 
 # ---------------------------------------------------------------- renamed flags
 
@@ -42,18 +40,11 @@ def flag_namer(running: str | None, command_line: click.Command | None = None):
     running command's own flag of that name; else the stage's flag, as its command line (``aft-export
     quantize --images``); else the command lines of the commands that have it. All from the
     declarations, but an option of ``command_line`` alone (the old, hidden ``--provider``)."""
-    from aft_export.errors import keyword_name
-    from aft_export.options.commands import DECLARED
-
     command = DECLARED.get(running or "")
 
     def name(stage: str | None, keyword: str, value=None) -> str:
-        if command is not None:
-            given = command.giving(stage, keyword)
-            if given is not None:
-                return given.spelled(value)
-            if keyword in command:
-                return command[keyword].spelled(value)
+        if command is not None and command.keyword(stage, keyword) in command:  # the flag that gives it, else its own
+            return command[command.keyword(stage, keyword)].spelled(value)
         declared = DECLARED.get(stage or "")
         if declared is not None and keyword in declared:
             return f"aft-export {stage} {declared[keyword].spelled(value)}"
@@ -77,8 +68,6 @@ def in_words(message) -> str:
     set (the test suite sets it), text that names a declared parameter in backquotes is a bug
     (:func:`named_as_text`): a message that lost its parameters on the way (an f-string around a
     ``said``)."""
-    from aft_export.errors import Said
-
     if isinstance(message, Said):
         return message.render(flag_namer(running[-1].name if running else None, running[-1] if running else None))
     text = str(message)
@@ -90,8 +79,6 @@ def in_words(message) -> str:
 def named_as_text(text: str) -> list[str]:
     """The declared parameters ``text`` names as `keyword` or `keyword=value` (none, where every
     message names them as data)."""
-    from aft_export.options.commands import DECLARED
-
     if "`" not in text:
         return []
     keywords = {p.name for c in DECLARED.values() for p in c.params if not p.positional}
