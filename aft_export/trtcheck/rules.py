@@ -120,6 +120,27 @@ def _functions_shadowed(view: GraphView, v: Version):
                          f"built-in runs, not the body")  # fmt: skip
 
 
+@rule("names.duplicate", "a tensor name is defined twice",
+      "ONNX_TRT ImporterContext.cpp registerTensor (8.5-GA to 10.1-GA): 'ONNX graph has duplicate tensor name: "
+      "NAME' where a name already holds a tensor or weights. ModelImporter.cpp registers, in this order, the graph "
+      "inputs that are not initializers (importInputs), the initializers, then each node's named outputs "
+      "(parseGraph); the graph's outputs are only reserved (a null tensor), so naming one is no duplicate",
+      "give every graph input, initializer and node output a name of its own (ONNX's single assignment: "
+      "onnx.checker refuses the file too)")  # fmt: skip
+def _duplicate_names(view: GraphView, v: Version):
+    graph = view.source.graph  # the top level: a function's body and a subgraph have scopes of their own
+    initializers = {t.name for t in graph.initializer}
+    seen: dict[str, str] = {}
+    for name, what, node in ([(i.name, "a graph input", None) for i in graph.input if i.name not in initializers]
+                             + [(t.name, "an initializer", None) for t in graph.initializer]
+                             + [(o, f"an output of {n.op_type} {n.name}", n) for n in graph.node for o in n.output
+                                if o]):  # fmt: skip
+        if name in seen:
+            yield node, (f"{name!r} names {seen[name]} and, again, {what}; {_fmt(v)} refuses the graph ('ONNX graph "
+                         f"has duplicate tensor name')")  # fmt: skip
+        seen.setdefault(name, what)
+
+
 # ----------------------------------------------------------------------------- ops and types
 
 

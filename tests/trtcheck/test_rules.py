@@ -162,6 +162,40 @@ def test_shape_start_end_is_ignored_before_10():
     assert rules(r, "8.6") == {"shape.start-end"} and r.status["10.3"] == "accepts"
 
 
+def test_a_tensor_name_defined_twice():
+    """What onnx-tensorrt's registerTensor refuses, in every version: a graph input, initializer or named node
+    output whose name is already defined. An input that is also an initializer (IR 3's form), a graph output
+    and a name inside a function's body are not definitions of the top level."""
+    x, w = ("x", F, [1, 4]), init("w", np.ones((1, 4), np.float32))
+    every = ("8.5", "8.6", "10.3", "10.13", "11.4", "rtx-1.7")
+    twice = {
+        "two inputs": model([helper.make_node("Add", ["x", "x"], ["y"], name="add")], [x, x], [("y", F, None)]),
+        "two initializers": model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], [x], [("y", F, None)],
+                                  [w, init("w", np.zeros((1, 4), np.float32))]),
+        "an output named like an input": model([helper.make_node("Relu", ["x"], ["x"], name="relu")], [x],
+                                               [("x", F, None)]),
+        "an output named like an initializer": model([helper.make_node("Relu", ["x"], ["w"], name="relu"),
+                                                      helper.make_node("Add", ["w", "x"], ["y"], name="add")],
+                                                     [x], [("y", F, None)], [w]),
+        "two nodes' outputs": model([helper.make_node("Relu", ["x"], ["h"], name="a"),
+                                     helper.make_node("Neg", ["x"], ["h"], name="b")], [x], [("h", F, None)]),
+    }  # fmt: skip
+    for what, m in twice.items():
+        r = check(m, *every)
+        assert all("names.duplicate" in rules(r, v) for v in every) and rules(r, "10.3") == {"names.duplicate"}, what
+    assert "'x' names a graph input and, again, a graph input" in str(check(twice["two inputs"], "10.3").findings[0].message)
+    once = {
+        "an input that is an initializer": model([helper.make_node("Add", ["x", "w"], ["y"], name="add")],
+                                                 [x, ("w", F, [1, 4])], [("y", F, None)], [w]),
+        "a body's name like the top level's": model([helper.make_node("F", ["x"], ["y"], name="f", domain="a")], [x],
+                                                    [("y", F, None)], functions=[helper.make_function("a", "F", ["x"], ["y"], [helper.make_node("Relu", ["x"], ["y"])],
+                                                                                [helper.make_opsetid("", 18)])],
+                                                    extra_opsets=[helper.make_opsetid("a", 1)]),
+    }  # fmt: skip
+    for what, m in once.items():
+        assert "names.duplicate" not in rules(check(m, "10.3"), "10.3"), what
+
+
 def test_layernorm_output_count():
     def ln(outputs):
         n = helper.make_node("LayerNormalization", ["x", "s"], outputs, name="ln", axis=-1)
