@@ -45,6 +45,24 @@ def test_models_lists_the_registry():
         assert name in result.output
 
 
+def test_a_file_name_cannot_forge_a_line_of_the_text(ckpt, tmp_path):
+    """A name with a line break (HOSTILE.md, text and names) is shown with the break escaped, in a result's text
+    and in a log line: no file name can print a line of ours (a forged verdict)."""
+    from onnx import TensorProto, helper, save
+
+    forged = "a\nresult: FORGED, every check passed\r"
+    value = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4]) for n in ("x", "y")]
+    onnx_file = tmp_path / f"{forged}.onnx"
+    save(helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", value[:1], value[1:]),
+                           opset_imports=[helper.make_opsetid("", 18)]), onnx_file)  # fmt: skip
+    pt_file = ckpt.rename(tmp_path / f"{forged}.pt")
+    for args in (["info", pt_file], ["info", onnx_file], ["check", onnx_file, "--offline-only"],
+                 ["export", pt_file, "-o", tmp_path / f"{forged}.out.onnx", "--images", "0"]):
+        result = run(*args)
+        assert "a\\nresult: " in result.output and "\r" not in result.output, (args, result.output)
+        assert not any(line.startswith("result: FORGED") for line in result.output.splitlines()), args
+
+
 def test_info_text_and_json(ckpt):
     result = run("info", ckpt)
     assert result.exit_code == 0, result.output

@@ -53,6 +53,7 @@ from aft_export.errors import (
     AFTExportError,
     Verdict,
 )
+from aft_export.readers import one_line
 from aft_export.version import __version__
 
 OUTPUT_PARAMS = ("output",)  # parameters that name what a command writes
@@ -211,12 +212,14 @@ class _Group(click.Group):
 
 
 def say(text="", err: bool = False) -> None:
-    """Print a line of the library's (a log line, a rendered report) in this command's flags."""
-    click.echo(in_words(text), err=err)
+    """Print a line of the library's (a log line, a rendered report) in this command's flags, one line: a line
+    break in what it quotes (a file named with one) is shown as its escape, so no name forges a line of ours."""
+    click.echo(in_words(one_line(text)), err=err)
 
 
 def echo(lines: list[str]) -> None:
-    click.echo("\n".join(in_words(line) for line in lines))
+    """A result's text, each of ``lines`` one line (:func:`say`'s)."""
+    click.echo("\n".join(in_words(one_line(line)) for line in lines))
 
 
 def print_json(data) -> None:

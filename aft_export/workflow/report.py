@@ -135,7 +135,7 @@ def format_pipeline_result(result, batches) -> list[str]:
             *(["", "What to deploy where (every file on every runtime here):", *deploy_lines(result.deploy, markdown=False)]
               if result.deploy else []),
             *[f"not verified: {name}: {why}" for name, why in result.unverified.items()],
-            f"\n{PIPELINE_RESULT[result.verdict.status]}: run directory {result.run_dir} (report.md, manifest.json, "
+            "", f"{PIPELINE_RESULT[result.verdict.status]}: run directory {result.run_dir} (report.md, manifest.json, "
             f"plots/)"]  # fmt: skip
 
 
