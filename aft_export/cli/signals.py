@@ -14,6 +14,7 @@ import click
 
 from aft_export.cli.words import in_words
 from aft_export.errors import EXIT_SIGNAL_BASE
+from aft_export.readers import one_line
 
 
 class Interrupted(BaseException):
@@ -53,13 +54,13 @@ def signals_handled():
 
 class _SayHandler(logging.Handler):
     """The library's log records (``logging.getLogger("aft_export")``) on stderr, in the
-    running command's flags."""
+    running command's flags, one line each (as :func:`aft_export.cli.base.say` says them)."""
 
     def emit(self, record: logging.LogRecord) -> None:
         from aft_export.api import PROGRESS
 
         if not getattr(record, PROGRESS, False):  # a command's progress line: said where the command says it
-            click.echo(in_words(record.msg if not record.args else record.getMessage()), err=True)
+            click.echo(in_words(one_line(record.msg if not record.args else record.getMessage())), err=True)
 
 
 @contextlib.contextmanager
