@@ -114,6 +114,27 @@ def test_metadata_the_graph_contradicts_is_one_line_naming_both(normal):
     assert len(disagreements(graph_ends(normal), claim, "odd.onnx")) == 1
 
 
+def test_an_image_size_the_graph_contradicts_is_one_line_naming_both(normal):
+    """input_size too: the graph's fixed (C, H, W) is the truth, in either layout; a size the graph leaves free
+    (AFT-conv's dynamic height and width) contradicts nothing."""
+    with pytest.raises(Contradicted) as err:
+        ends_of(_set(normal, input_size="[3, 64, 64]"), "liar.onnx")
+    assert str(err.value) == ("liar.onnx: its metadata says input_size [3, 64, 64]; its graph takes float32 "
+                              "[N, 3, 32, 32]; export it again with `aft-export export`")  # fmt: skip
+    with pytest.raises(Contradicted, match="says input_size \\[1, 32, 32\\]; its graph takes uint8 \\[N, 32, 32, 3\\]"):
+        ends_of(_set(_form(normal, UINT8_NHWC), input_size="[1, 32, 32]"), "liar.onnx")
+    assert ends_of(_set(_form(normal, UINT8_NHWC), input_size="[3, 32, 32]"), "ok.onnx").takes.name == UINT8_NHWC
+    free = copy.deepcopy(normal)
+    for d in free.graph.input[0].type.tensor_type.shape.dim[2:]:
+        d.dim_param = "side"
+    assert ends_of(_set(free, input_size="[3, 64, 64]"), "free.onnx").takes.name == NORMALIZED
+    with pytest.raises(Malformed, match="input_size"):
+        ends_of(_set(normal, input_size="[3, 1e400, 32]"), "odd.onnx")
+    malformed = ["input_size"]  # info's reading of the describing keys found it first: said once
+    assert Claim.of_meta(ArtifactMeta.of(_set(normal, input_size="[3, 1e400, 32]")), malformed).input_size is None
+    assert malformed == ["input_size"]
+
+
 def test_what_a_user_says_of_another_tool_s_file_is_held_to_its_graph(normal):
     theirs = _unmarked(_form(normal, UINT8_NHWC))
     said = Claim("its preprocessing (theirs.preprocess.json)", "correct input_format in theirs.preprocess.json",

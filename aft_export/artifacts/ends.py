@@ -88,7 +88,7 @@ class Ends:
 
 @dataclass(frozen=True)
 class Claim:
-    """What a description says a file takes and gives (None: it does not say): our metadata
+    """What a description says a file takes and gives, and the image size (None: it does not say): our metadata
     (:meth:`of_meta`), or the preprocessing a user gave for another tool's file. ``by`` names the
     description in a message ("its metadata"), ``fix`` says what to do when the graph contradicts it."""
 
@@ -96,11 +96,13 @@ class Claim:
     fix: str = EXPORT_AGAIN
     input_format: str | None = None
     output_format: str | None = None
+    input_size: tuple[int, ...] | None = None  # (C, H, W)
 
     @classmethod
     def of_meta(cls, meta, malformed: list[str] | None = None) -> Claim:
         """The claims of an :class:`~aft_export.artifacts.onnxio.ArtifactMeta`: its ``input_format`` and
-        ``output_format`` where it has them, each a name of its table. An unknown one is malformed metadata
+        ``output_format`` where it has them, each a name of its table, and its ``input_size``. An unknown or
+        unreadable one is malformed metadata
         (:class:`~aft_export.readers.Malformed`) on every command; ``malformed``: a list that takes the key
         instead (``info`` shows the rest of the file)."""
         values = {}
@@ -114,6 +116,13 @@ class Claim:
                 else:
                     raise readers.Malformed(f"{meta.where}'s metadata", key, f"is {readers.shown(value)}, not one of "
                                             f"{', '.join(choices)}", meta.fix)  # fmt: skip
+        if "input_size" in meta:
+            try:
+                values["input_size"] = tuple(meta.input_size)
+            except readers.Malformed:
+                if malformed is None:
+                    raise
+                malformed += [] if "input_size" in malformed else ["input_size"]
         return cls("its metadata", meta.fix, **values)
 
 
@@ -160,6 +169,10 @@ def disagreements(ends: Ends, claim: Claim, where: str) -> list[str]:
                  else f"logits (no Softmax makes its output {readers.shown(ends.output)})")  # fmt: skip
         out.append(said(line, None, where=where, by=claim.by, key="output_format", claimed=claim.output_format,
                         does=f"gives {gives}", fix=claim.fix))  # fmt: skip
+    fixed = ends.chw if ends.fits else (None, None, None)  # (C, H, W) where the graph fixes them
+    if claim.input_size is not None and any(isinstance(g, int) and g != c for g, c in zip(fixed, claim.input_size)):
+        out.append(said(line, None, where=where, by=claim.by, key="input_size", claimed=list(claim.input_size),
+                        does=f"takes {ends.said}", fix=claim.fix))  # fmt: skip
     return out
 
 
