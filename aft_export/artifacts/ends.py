@@ -122,7 +122,8 @@ class Claim:
             except readers.Malformed:
                 if malformed is None:
                     raise
-                malformed += [] if "input_size" in malformed else ["input_size"]
+                if "input_size" not in malformed:  # info's reading of the describing keys may have found it first
+                    malformed.append("input_size")
         return cls("its metadata", meta.fix, **values)
 
 

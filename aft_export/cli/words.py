@@ -43,8 +43,8 @@ def flag_namer(running: str | None, command_line: click.Command | None = None):
     command = DECLARED.get(running or "")
 
     def name(stage: str | None, keyword: str, value=None) -> str:
-        if command is not None and command.keyword(stage, keyword) in command:  # the flag that gives it, else its own
-            return command[command.keyword(stage, keyword)].spelled(value)
+        if command is not None and (own := command.keyword(stage, keyword)) in command:  # what gives it, else its own
+            return command[own].spelled(value)
         declared = DECLARED.get(stage or "")
         if declared is not None and keyword in declared:
             return f"aft-export {stage} {declared[keyword].spelled(value)}"
